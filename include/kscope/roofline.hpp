@@ -52,6 +52,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -188,6 +189,30 @@ inline placement place_valid(work w, double seconds, double peak_flops_per_s, do
     p.limiter = p.fraction_of_roof >= o.far_under_roof ? bound::compute : bound::latency;
   }
   return p;
+}
+
+// "4.81 TB/s", "989 TFLOP/s", "12.5 us"-style text: SI prefix (k..E, or m/u/n below 1)
+// and 3 significant digits; "unknown" for NaN (an unknown peak), "inf" for infinity.
+inline std::string format_si(double value, const char* unit) {
+  if (std::isnan(value)) return "unknown";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  static const char* const big[] = {"", "k", "M", "G", "T", "P", "E"};
+  static const char* const small[] = {"", "m", "u", "n"};
+  double magnitude = std::fabs(value);
+  const char* prefix = "";
+  if (magnitude >= 1) {
+    int i = 0;
+    while (magnitude >= 999.5 && i < 6) { magnitude /= 1000; value /= 1000; ++i; }
+    prefix = big[i];
+  } else if (magnitude > 0) {
+    int i = 0;
+    while (magnitude < 0.9995 && i < 3) { magnitude *= 1000; value *= 1000; ++i; }
+    prefix = small[i];
+  }
+  char buffer[48];
+  const char* format = magnitude >= 99.95 ? "%.0f %s%s" : magnitude >= 9.995 ? "%.1f %s%s" : "%.2f %s%s";
+  std::snprintf(buffer, sizeof buffer, format, value, prefix, unit);
+  return buffer;
 }
 
 }  // namespace detail
