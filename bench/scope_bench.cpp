@@ -1,0 +1,118 @@
+// What a scope costs on the host, against the raw calls it wraps.
+// Names are fixed so runs can be compared across versions (bench/RESULTS.md).
+#include <kscope/scope.hpp>
+
+#include <benchmark/benchmark.h>
+
+#if KSCOPE_HAS_NVTX
+#  include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace {
+
+void BM_raw_nvtx_push_pop(benchmark::State& state) {
+#if KSCOPE_HAS_NVTX
+  for (auto _ : state) {
+    nvtxRangePushA("raw");
+    nvtxRangePop();
+  }
+#else
+  state.SkipWithError("built without NVTX (no CUDA Toolkit)");
+  for (auto _ : state) {}
+#endif
+}
+BENCHMARK(BM_raw_nvtx_push_pop);
+
+void BM_scope_disabled_runtime(benchmark::State& state) {
+  kscope::set_enabled(false);
+  for (auto _ : state) {
+    KSCOPE_SCOPE("disabled");
+    benchmark::ClobberMemory();
+  }
+  kscope::set_enabled(true);
+}
+BENCHMARK(BM_scope_disabled_runtime);
+
+void BM_scope_host_only(benchmark::State& state) {
+  kscope::session::global().set_nvtx(false);
+  for (auto _ : state) {
+    KSCOPE_SCOPE("host_only");
+    benchmark::ClobberMemory();
+  }
+  kscope::session::global().set_nvtx(true);
+  kscope::session::global().reset();
+}
+BENCHMARK(BM_scope_host_only);
+
+void BM_scope_nvtx(benchmark::State& state) {
+  kscope::session::global().set_nvtx(true);
+  for (auto _ : state) {
+    KSCOPE_SCOPE("nvtx");
+    benchmark::ClobberMemory();
+  }
+  kscope::session::global().reset();
+}
+BENCHMARK(BM_scope_nvtx);
+
+#if KSCOPE_HAS_CUDA
+bool have_device() {
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+}
+#endif
+
+void BM_raw_event_record_pair(benchmark::State& state) {
+#if KSCOPE_HAS_CUDA
+  if (!have_device()) {
+    state.SkipWithError("no CUDA device");
+    for (auto _ : state) {}
+    return;
+  }
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (auto _ : state) {
+    cudaEventRecord(a, stream);
+    cudaEventRecord(b, stream);
+  }
+  cudaStreamSynchronize(stream);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(stream);
+#else
+  state.SkipWithError("built without CUDA");
+  for (auto _ : state) {}
+#endif
+}
+BENCHMARK(BM_raw_event_record_pair);
+
+void BM_scope_stream_events(benchmark::State& state) {
+#if KSCOPE_HAS_CUDA
+  if (!have_device()) {
+    state.SkipWithError("no CUDA device");
+    for (auto _ : state) {}
+    return;
+  }
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  { KSCOPE_SCOPE_STREAM("warm_pool", stream); }
+  for (auto _ : state) {
+    KSCOPE_SCOPE_STREAM("stream_events", stream);
+  }
+  cudaStreamSynchronize(stream);
+  kscope::session::global().reset();
+  cudaStreamDestroy(stream);
+#else
+  state.SkipWithError("built without CUDA");
+  for (auto _ : state) {}
+#endif
+}
+BENCHMARK(BM_scope_stream_events);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,274 @@
+// kscope/report.hpp — what a session reports, as data, text and JSON.
+//
+// Pure C++: a report is plain values (the session fills them), so it can be built by
+// hand in tests, compared, and formatted without CUDA. The text form is an indented
+// call-path tree that fits a 100-column terminal; the JSON form follows the versioned
+// schema in docs/report_schema.md ("kscope.report/1").
+//
+//   auto r = kscope::session::global().report();
+//   std::fputs(r.text().c_str(), stdout);
+//   r.write_json("run.json");
+#pragma once
+
+#include "config.hpp"
+#include "detail/json_writer.hpp"
+#include "detail/thread_state.hpp"
+#include "roofline.hpp"
+#include "stats.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+// One distinct value of a user tag on a scope, with how many instances carried it.
+struct tag_count {
+  std::string key;
+  std::string value;
+  std::uint64_t count = 0;
+};
+
+// The results for one node of the call-path tree (one (parent, name) pair).
+struct scope_report {
+  node_id id = 0;
+  node_id parent = 0;
+  std::string name;
+  std::string path;          // "request/decode/attention"
+  std::size_t depth = 0;     // 1 for a top-level scope
+  bool cross_thread = false; // a start/end range, not nested on one thread's stack
+  std::uint64_t calls = 0;
+
+  summary host_ns{};         // per-call host (wall) time, nanoseconds
+  double host_inclusive_ns = 0;  // sum over all calls
+  double host_exclusive_ns = 0;  // inclusive minus nested children's inclusive time
+  double share_of_parent = std::nan("");  // inclusive / parent's inclusive
+
+  std::uint64_t gpu_calls = 0;   // calls that had a stream and were timed with events
+  summary gpu_ns{};              // per-call GPU time between the scope's two events
+  double gpu_total_ns = 0;
+
+  work declared{};               // declared work summed over all calls
+  std::uint64_t work_calls = 0;  // calls that declared work
+
+  std::size_t samples_kept = 0;  // host samples held (<= the session's sample cap)
+  bool samples_capped = false;   // true once the reservoir replaced samples
+
+  std::vector<tag_count> tags;
+};
+
+// Where and when the numbers were taken: printed at the top of every report.
+struct report_context {
+  std::string kscope_version = KSCOPE_VERSION_STRING;
+  std::string host_name;
+  std::string timestamp_utc;   // ISO 8601
+  long long process_id = 0;
+  bool cuda_compiled = KSCOPE_HAS_CUDA != 0;
+  std::vector<std::pair<std::string, std::string>> gpu;  // ordered key/value lines
+  std::string gpu_json;  // the device block as JSON (empty: none)
+};
+
+struct session_report {
+  report_context context;
+  std::vector<scope_report> scopes;  // depth-first, children after their parent
+  std::vector<std::string> warnings;
+  std::size_t sample_cap = 0;
+  std::uint64_t gpu_timing_skipped = 0;  // stream scopes that got no event pair
+
+  // The scope at `path` ("a/b/c"), or nullptr.
+  [[nodiscard]] const scope_report* find(const std::string& path) const noexcept {
+    for (const scope_report& s : scopes)
+      if (s.path == path) return &s;
+    return nullptr;
+  }
+
+  [[nodiscard]] std::string text() const;
+  [[nodiscard]] std::string json() const;
+  // Writes json() to `path`; false (and nothing thrown) when the file cannot be written.
+  bool write_json(const std::string& path) const noexcept;
+};
+
+namespace detail {
+
+// 3 significant digits with an SI time unit: "812 ns", "1.23 µs", "45.6 ms".
+inline std::string format_duration_ns(double ns) {
+  if (!std::isfinite(ns)) return "-";
+  const char* unit = "ns";
+  double v = ns;
+  if (std::fabs(ns) >= 1e9) { v = ns / 1e9; unit = "s"; }
+  else if (std::fabs(ns) >= 1e6) { v = ns / 1e6; unit = "ms"; }
+  else if (std::fabs(ns) >= 1e3) { v = ns / 1e3; unit = "us"; }
+  char buf[32];
+  if (std::fabs(v) >= 100 || unit[0] == 'n') std::snprintf(buf, sizeof buf, "%.0f %s", v, unit);
+  else if (std::fabs(v) >= 10) std::snprintf(buf, sizeof buf, "%.1f %s", v, unit);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, unit);
+  return buf;
+}
+
+// The median CI as "±x.x%" of the median (half the interval's width), or "" without one.
+inline std::string format_ci_percent(const summary& s) {
+  if (!std::isfinite(s.median_ci.lo) || !std::isfinite(s.median_ci.hi) || s.median == 0) return "";
+  const double half = 0.5 * (s.median_ci.hi - s.median_ci.lo) / std::fabs(s.median) * 100.0;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "±%.1f%%", half);
+  return buf;
+}
+
+// Pads (or cuts with "~") to a display width; "±" and "µ" count as one column.
+inline std::string fit(const std::string& s, std::size_t width, bool right = false) {
+  std::size_t columns = 0;
+  for (unsigned char c : s) columns += (c & 0xC0) != 0x80;
+  std::string out = s;
+  if (columns > width) {
+    // Cut by bytes of ASCII text (names); mark the cut.
+    out = s.substr(0, width > 0 ? width - 1 : 0) + "~";
+    columns = width;
+  }
+  std::string pad(width - columns, ' ');
+  return right ? pad + out : out + pad;
+}
+
+inline void write_summary_json(json_writer& w, const summary& s) {
+  w.begin_object();
+  w.member("n", static_cast<unsigned long long>(s.n));
+  w.member("warmup", static_cast<unsigned long long>(s.warmup));
+  w.member("median", s.median).member("mean", s.mean).member("stddev", s.stddev);
+  w.member("min", s.min).member("max", s.max).member("mad", s.mad);
+  w.member("p90", s.p90).member("p99", s.p99);
+  w.key("median_ci").begin_object();
+  w.member("lo", s.median_ci.lo).member("hi", s.median_ci.hi).member("level", s.median_ci.level);
+  w.end_object();
+  w.member("outliers", static_cast<unsigned long long>(s.outliers));
+  w.member("steady", s.steady);
+  w.end_object();
+}
+
+}  // namespace detail
+
+inline std::string session_report::text() const {
+  std::string out;
+  out += "kscope " + context.kscope_version;
+  if (!context.host_name.empty()) out += " on " + context.host_name;
+  if (!context.timestamp_utc.empty()) out += ", " + context.timestamp_utc;
+  out += "\n";
+  if (context.gpu.empty()) {
+    out += context.cuda_compiled ? "GPU: none found; GPU timing needs a CUDA device\n"
+                                 : "GPU: kscope built without CUDA; GPU timing needs a CUDA build and a device\n";
+  } else {
+    std::string line;
+    for (const auto& kv : context.gpu) {
+      const std::string item = kv.first + " " + kv.second;
+      if (!line.empty() && line.size() + item.size() + 2 > 98) { out += line + "\n"; line.clear(); }
+      line += line.empty() ? item : ", " + item;
+    }
+    if (!line.empty()) out += line + "\n";
+  }
+  out += "\n";
+  // name 30 | calls 8 | host median 9, ci 7 | gpu median 9, ci 7 | excl 9 | % parent 7
+  out += detail::fit("scope", 30) + detail::fit("calls", 8, true) + "  " +
+         detail::fit("host med", 9, true) + " " + detail::fit("CI95", 7) +
+         detail::fit("gpu med", 9, true) + " " + detail::fit("CI95", 7) +
+         detail::fit("excl", 9, true) + detail::fit("%par", 7, true) + "\n";
+  out += std::string(96, '-') + "\n";
+  bool any_unsteady = false, any_capped = false;
+  for (const scope_report& s : scopes) {
+    std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+    name += s.name;
+    if (s.cross_thread) name += " ~";
+    std::string flags;
+    if (!s.host_ns.steady && s.host_ns.n > 0) { flags += "!"; any_unsteady = true; }
+    if (s.samples_capped) { flags += "*"; any_capped = true; }
+    char share[16] = "-";
+    if (std::isfinite(s.share_of_parent))
+      std::snprintf(share, sizeof share, "%.1f%%", 100.0 * s.share_of_parent);
+    out += detail::fit(name, 30) + detail::fit(std::to_string(s.calls) + flags, 8, true) + "  " +
+           detail::fit(detail::format_duration_ns(s.host_ns.median), 9, true) + " " +
+           detail::fit(detail::format_ci_percent(s.host_ns), 7) +
+           detail::fit(s.gpu_calls ? detail::format_duration_ns(s.gpu_ns.median) : "-", 9, true) + " " +
+           detail::fit(s.gpu_calls ? detail::format_ci_percent(s.gpu_ns) : "", 7) +
+           detail::fit(detail::format_duration_ns(s.host_exclusive_ns / (s.calls ? s.calls : 1)), 9, true) +
+           detail::fit(share, 7, true) + "\n";
+  }
+  if (scopes.empty()) out += "(no scopes recorded)\n";
+  out += "\nmedians per call; CI95: half-width of the 95% median interval; excl: own time per call;\n"
+         "%par: share of the parent's inclusive time";
+  if (any_unsteady) out += "; !: no steady state found (all samples after the first used)";
+  if (any_capped) out += "; *: samples capped at " + std::to_string(sample_cap) + " (reservoir)";
+  out += "; ~: cross-thread range\n";
+  if (gpu_timing_skipped)
+    out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";
+  for (const std::string& w : warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+inline std::string session_report::json() const {
+  std::string out;
+  detail::json_writer w(out);
+  w.begin_object();
+  w.member("schema", "kscope.report/1");
+  w.key("context").begin_object();
+  w.member("kscope_version", context.kscope_version);
+  w.member("host", context.host_name);
+  w.member("timestamp_utc", context.timestamp_utc);
+  w.member("process_id", context.process_id);
+  w.member("cuda_compiled", context.cuda_compiled);
+  w.key("gpu");
+  if (context.gpu_json.empty()) w.value(nullptr); else w.raw(context.gpu_json);
+  w.end_object();
+  w.member("sample_cap", static_cast<unsigned long long>(sample_cap));
+  w.member("gpu_timing_skipped", static_cast<unsigned long long>(gpu_timing_skipped));
+  w.key("warnings").begin_array();
+  for (const std::string& s : warnings) w.value(s);
+  w.end_array();
+  w.key("scopes").begin_array();
+  for (const scope_report& s : scopes) {
+    w.begin_object();
+    w.member("id", static_cast<unsigned long long>(s.id));
+    w.member("parent", static_cast<unsigned long long>(s.parent));
+    w.member("name", s.name).member("path", s.path);
+    w.member("depth", static_cast<unsigned long long>(s.depth));
+    w.member("cross_thread", s.cross_thread);
+    w.member("calls", static_cast<unsigned long long>(s.calls));
+    w.key("host_ns"); detail::write_summary_json(w, s.host_ns);
+    w.member("host_inclusive_ns", s.host_inclusive_ns);
+    w.member("host_exclusive_ns", s.host_exclusive_ns);
+    w.member("share_of_parent", s.share_of_parent);
+    w.member("gpu_calls", static_cast<unsigned long long>(s.gpu_calls));
+    w.key("gpu_ns");
+    if (s.gpu_calls) detail::write_summary_json(w, s.gpu_ns); else w.value(nullptr);
+    w.member("gpu_total_ns", s.gpu_total_ns);
+    w.key("declared_work").begin_object();
+    w.member("flops", s.declared.flops).member("bytes", s.declared.bytes);
+    w.member("calls", static_cast<unsigned long long>(s.work_calls));
+    w.end_object();
+    w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
+    w.member("samples_capped", s.samples_capped);
+    w.key("tags").begin_array();
+    for (const tag_count& t : s.tags) {
+      w.begin_object().member("key", t.key).member("value", t.value)
+          .member("count", static_cast<unsigned long long>(t.count)).end_object();
+    }
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return out;
+}
+
+inline bool session_report::write_json(const std::string& path) const noexcept {
+  try {
+    const std::string doc = json();
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return false;
+    const bool ok = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
+    return std::fclose(f) == 0 && ok;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace kscope

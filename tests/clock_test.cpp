@@ -1,0 +1,34 @@
+// The tick clock scopes read, and its conversion to steady_clock nanoseconds.
+#include <kscope/detail/clock.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+TEST_CASE("ticks converted with the calibrated map agree with steady_clock") {
+  const std::int64_t t0 = kscope::detail::ticks();
+  const std::int64_t n0 = kscope::detail::now_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const std::int64_t t1 = kscope::detail::ticks();
+  const std::int64_t n1 = kscope::detail::now_ns();
+  const kscope::detail::tick_map map = kscope::detail::calibrate_ticks();
+  MESSAGE("ticks are " << (kscope::detail::ticks_are_tsc() ? "the invariant TSC" : "steady_clock ns")
+                       << ", " << map.ns_per_tick << " ns per tick");
+  const double elapsed_ns = map.duration_ns(static_cast<double>(t1 - t0));
+  CHECK(elapsed_ns == doctest::Approx(static_cast<double>(n1 - n0)).epsilon(0.002));
+  // Absolute times land on the steady_clock time base within a few microseconds.
+  CHECK(std::fabs(static_cast<double>(map.to_ns(t1) - n1)) < 50000.0);
+  CHECK(t1 >= t0);
+}
+
+TEST_CASE("without a TSC the map is the identity") {
+  if (kscope::detail::ticks_are_tsc()) {
+    MESSAGE("invariant TSC present: identity case not reachable here");
+    return;
+  }
+  const auto map = kscope::detail::calibrate_ticks();
+  CHECK(map.ns_per_tick == 1.0);
+  CHECK(map.to_ns(12345) == 12345 + map.origin_ns - map.origin_ticks);
+}

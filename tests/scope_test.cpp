@@ -1,0 +1,280 @@
+// Scopes and the call-path tree: nesting, names, recursion, threads, ranges, switches.
+#include <kscope/scope.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void sleep_ms(double ms) {
+  std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long long>(ms * 1000)));
+}
+
+const kscope::scope_report& must_find(const kscope::session_report& r, const std::string& path) {
+  const kscope::scope_report* s = r.find(path);
+  if (!s) FAIL("no scope at path " << path << "\n" << r.text());
+  return *s;
+}
+
+int recurse(int depth) {
+  KSCOPE_FUNCTION();
+  return depth == 0 ? 0 : 1 + recurse(depth - 1);
+}
+
+}  // namespace
+
+TEST_CASE("nested scopes build a call-path tree with counts and times") {
+  auto& session = kscope::session::global();
+  session.reset();
+  for (int i = 0; i < 3; ++i) {
+    KSCOPE_SCOPE("t1_outer");
+    sleep_ms(1);
+    {
+      KSCOPE_SCOPE("t1_inner");
+      sleep_ms(2);
+    }
+  }
+  const auto r = session.report();
+  const auto& outer = must_find(r, "t1_outer");
+  const auto& inner = must_find(r, "t1_outer/t1_inner");
+  CHECK(outer.calls == 3);
+  CHECK(inner.calls == 3);
+  CHECK(outer.depth == 1);
+  CHECK(inner.depth == 2);
+  CHECK(inner.parent == outer.id);
+  CHECK(inner.host_ns.median >= 2e6);
+  CHECK(outer.host_ns.median >= 3e6);
+  // Exclusive time: the outer scope's own ~1 ms, not the child's 2 ms.
+  CHECK(outer.host_exclusive_ns / 3 >= 1e6);
+  CHECK(outer.host_exclusive_ns / 3 < 2e6);
+  CHECK(outer.host_exclusive_ns + inner.host_inclusive_ns == doctest::Approx(outer.host_inclusive_ns));
+  CHECK(inner.share_of_parent > 0.5);
+  CHECK(inner.share_of_parent < 1.0);
+  CHECK(outer.host_ns.n == 3);  // fewer than 10 calls: no warm-up removal
+}
+
+TEST_CASE("same name under different parents gives different nodes; same parent, one node") {
+  auto& session = kscope::session::global();
+  session.reset();
+  {
+    KSCOPE_SCOPE("t2_a");
+    { kscope::scope s{"t2_leaf"}; }
+    { kscope::scope s{std::string("t2_leaf")}; }
+  }
+  {
+    KSCOPE_SCOPE("t2_b");
+    kscope::scope s{"t2_leaf"};
+  }
+  const auto r = session.report();
+  const auto& a_leaf = must_find(r, "t2_a/t2_leaf");
+  const auto& b_leaf = must_find(r, "t2_b/t2_leaf");
+  CHECK(a_leaf.calls == 2);
+  CHECK(b_leaf.calls == 1);
+  CHECK(a_leaf.id != b_leaf.id);
+}
+
+TEST_CASE("recursion nests one node per depth") {
+  auto& session = kscope::session::global();
+  session.reset();
+  CHECK(recurse(2) == 2);
+  const auto r = session.report();
+  CHECK(must_find(r, "recurse").calls == 1);
+  CHECK(must_find(r, "recurse/recurse").calls == 1);
+  CHECK(must_find(r, "recurse/recurse/recurse").calls == 1);
+  CHECK(r.find("recurse/recurse/recurse/recurse") == nullptr);
+}
+
+TEST_CASE("8 threads x 100000 scopes are all counted exactly") {
+  auto& session = kscope::session::global();
+  session.reset();
+#if defined(KSCOPE_TSAN_BUILD)
+  const int per_thread = 20000;  // ThreadSanitizer is ~20x slower; the races are the same
+#else
+  const int per_thread = 100000;
+#endif
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([t, per_thread] {
+      KSCOPE_SCOPE("t4_worker");
+      const std::string mine = "t4_thread_" + std::to_string(t % 2);
+      for (int i = 0; i < per_thread; ++i) {
+        KSCOPE_SCOPE("t4_step");
+        if (i % 1000 == 0) kscope::scope named{mine};
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto r = session.report();
+  CHECK(must_find(r, "t4_worker").calls == 8);
+  CHECK(must_find(r, "t4_worker/t4_step").calls == 8u * per_thread);
+  CHECK(must_find(r, "t4_worker/t4_step/t4_thread_0").calls == 4u * (per_thread / 1000));
+  CHECK(must_find(r, "t4_worker/t4_step/t4_thread_1").calls == 4u * (per_thread / 1000));
+}
+
+TEST_CASE("a range can start on one thread and end on another") {
+  auto& session = kscope::session::global();
+  session.reset();
+  kscope::range request;
+  {
+    KSCOPE_SCOPE("t5_accept");
+    request = kscope::start_range("t5_request");
+    CHECK(request.active());
+  }
+  std::thread worker([r = std::move(request)]() mutable {
+    sleep_ms(3);
+    kscope::end_range(std::move(r));
+    CHECK_FALSE(r.active());
+  });
+  worker.join();
+  const auto r = session.report();
+  const auto& req = must_find(r, "t5_accept/t5_request");
+  CHECK(req.cross_thread);
+  CHECK(req.calls == 1);
+  CHECK(req.host_ns.median >= 3e6);
+  // The range outlived its parent scope: its time is not subtracted from the parent.
+  const auto& accept = must_find(r, "t5_accept");
+  CHECK(accept.host_exclusive_ns == doctest::Approx(accept.host_inclusive_ns));
+}
+
+TEST_CASE("a range whose handle is destroyed ends there; end is idempotent") {
+  auto& session = kscope::session::global();
+  session.reset();
+  {
+    auto r = kscope::start_range("t6_dropped");
+    r.end();
+    r.end();
+  }
+  { auto r = kscope::start_range("t6_dropped"); }
+  CHECK(must_find(session.report(), "t6_dropped").calls == 2);
+}
+
+TEST_CASE("run-time disable makes scopes record nothing; KSCOPE=0 in the environment too") {
+  auto& session = kscope::session::global();
+  session.reset();
+  kscope::set_enabled(false);
+  CHECK_FALSE(kscope::is_enabled());
+  {
+    KSCOPE_SCOPE("t7_off");
+    kscope::scope s{"t7_off_named"};
+    CHECK_FALSE(s.active());
+    auto r = kscope::start_range("t7_off_range");
+    CHECK_FALSE(r.active());
+  }
+  kscope::set_enabled(true);
+  { KSCOPE_SCOPE("t7_on"); }
+  auto r = session.report();
+  CHECK(r.find("t7_off") == nullptr);
+  CHECK(r.find("t7_off_named") == nullptr);
+  CHECK(r.find("t7_off_range") == nullptr);
+  CHECK(must_find(r, "t7_on").calls == 1);
+
+  // The environment is read once, lazily; simulate a fresh process.
+  setenv("KSCOPE", "0", 1);
+  kscope::detail::enabled_state.store(-1);
+  CHECK_FALSE(kscope::is_enabled());
+  setenv("KSCOPE", "1", 1);
+  kscope::detail::enabled_state.store(-1);
+  CHECK(kscope::is_enabled());
+  unsetenv("KSCOPE");
+  kscope::detail::enabled_state.store(-1);
+  CHECK(kscope::is_enabled());
+}
+
+TEST_CASE("a scope disabled at entry stays consistent if enabled before it closes") {
+  auto& session = kscope::session::global();
+  session.reset();
+  kscope::set_enabled(false);
+  {
+    KSCOPE_SCOPE("t8_toggle");
+    kscope::set_enabled(true);
+    KSCOPE_SCOPE("t8_child");  // opens under the root: the outer scope never opened
+  }
+  const auto r = session.report();
+  CHECK(r.find("t8_toggle") == nullptr);
+  CHECK(must_find(r, "t8_child").calls == 1);
+  CHECK(kscope::detail::current_node() == kscope::detail::root_node);
+}
+
+TEST_CASE("the sample cap bounds memory; counts and totals stay exact") {
+  auto& session = kscope::session::global();
+  session.set_sample_cap(100);
+  session.reset();
+  for (int i = 0; i < 1000; ++i) { KSCOPE_SCOPE("t9_capped"); }
+  const auto r = session.report();
+  const auto& s = must_find(r, "t9_capped");
+  CHECK(s.calls == 1000);
+  CHECK(s.samples_kept == 100);
+  CHECK(s.samples_capped);
+  CHECK(r.sample_cap == 100);
+  CHECK(r.text().find("samples capped at 100") != std::string::npos);
+  session.set_sample_cap(10000);
+  session.reset();
+}
+
+TEST_CASE("declared work and tags are summed per node") {
+  auto& session = kscope::session::global();
+  session.reset();
+  for (int i = 0; i < 4; ++i) {
+    kscope::scope s{"t10_gemm"};
+    s.set_work({2.0e9, 3.0e6});
+    s.tag("dtype", "bf16");
+    s.tag("shape", i < 3 ? "4096" : "8192");
+  }
+  const auto r = session.report();
+  const auto& s = must_find(r, "t10_gemm");
+  CHECK(s.declared.flops == doctest::Approx(8.0e9));
+  CHECK(s.declared.bytes == doctest::Approx(1.2e7));
+  CHECK(s.work_calls == 4);
+  REQUIRE(s.tags.size() == 3);
+  CHECK(s.tags[0].key == "dtype");
+  CHECK(s.tags[0].count == 4);
+  CHECK(s.tags[1].value == "4096");
+  CHECK(s.tags[1].count == 3);
+  CHECK(s.tags[2].value == "8192");
+}
+
+TEST_CASE("reset forgets samples but keeps the tree usable") {
+  auto& session = kscope::session::global();
+  { KSCOPE_SCOPE("t11_before"); }
+  session.reset();
+  CHECK(session.report().find("t11_before") == nullptr);
+  { KSCOPE_SCOPE("t11_before"); }
+  CHECK(must_find(session.report(), "t11_before").calls == 1);
+}
+
+TEST_CASE("scopes on a thread that exits are kept") {
+  auto& session = kscope::session::global();
+  session.reset();
+  std::thread([] {
+    for (int i = 0; i < 2500; ++i) { KSCOPE_SCOPE("t12_short_lived"); }  // > one ring
+  }).join();
+  CHECK(must_find(session.report(), "t12_short_lived").calls == 2500);
+}
+
+TEST_CASE("the text report is an indented tree that fits 100 columns") {
+  auto& session = kscope::session::global();
+  session.reset();
+  {
+    KSCOPE_SCOPE("t13_request");
+    { KSCOPE_SCOPE("t13_a_very_long_phase_name_that_does_not_fit_in_the_column"); }
+  }
+  const std::string text = session.report().text();
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::size_t columns = 0;
+    for (std::size_t i = start; i < end; ++i) columns += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+    CHECK_MESSAGE(columns <= 100, text.substr(start, end - start));
+    start = end + 1;
+  }
+  CHECK(text.find("t13_request") != std::string::npos);
+  CHECK(text.find("\n  t13_a_very_long") != std::string::npos);  // indented child
+  CHECK(text.find("GPU") != std::string::npos);                  // context says GPU status
+}

@@ -1,0 +1,123 @@
+// The session report as JSON (parsed back field by field) and report formatting helpers.
+#include <kscope/scope.hpp>
+#include <kscope/session.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+TEST_CASE("the JSON report parses back with every field") {
+  auto& session = kscope::session::global();
+  session.reset();
+  for (int i = 0; i < 12; ++i) {
+    KSCOPE_SCOPE("j_outer");
+    kscope::scope inner{"j_inner \"quoted\"\n"};
+    inner.set_work({100.0, 50.0});
+    inner.tag("shape", "4x4");
+  }
+  session.warn("a test warning");
+  const kscope::session_report r = session.report();
+  const auto doc = nlohmann::json::parse(r.json());
+
+  CHECK(doc["schema"] == "kscope.report/1");
+  const auto& ctx = doc["context"];
+  CHECK(ctx["kscope_version"] == KSCOPE_VERSION_STRING);
+  CHECK(ctx["timestamp_utc"].get<std::string>().size() == 20);
+  CHECK(ctx["process_id"].get<long long>() > 0);
+  CHECK(ctx["cuda_compiled"].get<bool>() == (KSCOPE_HAS_CUDA != 0));
+  CHECK(doc["sample_cap"] == 10000);
+  REQUIRE(doc["warnings"].size() == 1);
+  CHECK(doc["warnings"][0] == "a test warning");
+
+  const auto& scopes = doc["scopes"];
+  REQUIRE(scopes.size() == 2);
+  const auto& outer = scopes[0];
+  const auto& inner = scopes[1];
+  CHECK(outer["name"] == "j_outer");
+  CHECK(outer["path"] == "j_outer");
+  CHECK(outer["depth"] == 1);
+  CHECK(outer["calls"] == 12);
+  CHECK(outer["cross_thread"] == false);
+  CHECK(outer["gpu_calls"] == 0);
+  CHECK(outer["gpu_ns"].is_null());
+  CHECK(inner["name"] == "j_inner \"quoted\"\n");
+  CHECK(inner["path"] == "j_outer/j_inner \"quoted\"\n");
+  CHECK(inner["parent"] == outer["id"]);
+  CHECK(inner["depth"] == 2);
+
+  const kscope::scope_report& native = r.scopes[1];
+  const auto& host = inner["host_ns"];
+  CHECK(host["n"] == native.host_ns.n);
+  CHECK(host["warmup"] == native.host_ns.warmup);
+  CHECK(host["median"].get<double>() == doctest::Approx(native.host_ns.median));
+  CHECK(host["mean"].get<double>() == doctest::Approx(native.host_ns.mean));
+  CHECK(host["min"].get<double>() == doctest::Approx(native.host_ns.min));
+  CHECK(host["max"].get<double>() == doctest::Approx(native.host_ns.max));
+  CHECK(host["p90"].get<double>() == doctest::Approx(native.host_ns.p90));
+  CHECK(host["median_ci"]["level"].get<double>() == doctest::Approx(0.95));
+  CHECK(host["steady"].get<bool>() == native.host_ns.steady);
+  CHECK(host["outliers"] == native.host_ns.outliers);
+  CHECK(inner["declared_work"]["flops"].get<double>() == doctest::Approx(1200.0));
+  CHECK(inner["declared_work"]["bytes"].get<double>() == doctest::Approx(600.0));
+  CHECK(inner["declared_work"]["calls"] == 12);
+  CHECK(inner["host_inclusive_ns"].get<double>() == doctest::Approx(native.host_inclusive_ns));
+  CHECK(inner["share_of_parent"].get<double>() == doctest::Approx(native.share_of_parent));
+  CHECK(outer["share_of_parent"].is_null());  // top level: no parent scope
+  REQUIRE(inner["tags"].size() == 1);
+  CHECK(inner["tags"][0]["key"] == "shape");
+  CHECK(inner["tags"][0]["value"] == "4x4");
+  CHECK(inner["tags"][0]["count"] == 12);
+  CHECK(inner["samples_kept"] == 12);
+  CHECK(inner["samples_capped"] == false);
+}
+
+TEST_CASE("write_json writes the document and reports failure without throwing") {
+  auto& session = kscope::session::global();
+  session.reset();
+  { KSCOPE_SCOPE("w_phase"); }
+  const auto r = session.report();
+  const std::string path = "kscope_session_test.json";
+  REQUIRE(r.write_json(path));
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  REQUIRE(f);
+  std::string content;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) content.append(buf, n);
+  std::fclose(f);
+  std::remove(path.c_str());
+  CHECK(nlohmann::json::parse(content)["scopes"][0]["name"] == "w_phase");
+  CHECK_FALSE(r.write_json("/nonexistent-directory/x.json"));
+}
+
+TEST_CASE("an empty session reports no scopes, in text and JSON") {
+  auto& session = kscope::session::global();
+  session.reset();
+  const auto r = session.report();
+  CHECK(r.scopes.empty());
+  CHECK(r.text().find("(no scopes recorded)") != std::string::npos);
+  CHECK(nlohmann::json::parse(r.json())["scopes"].empty());
+}
+
+TEST_CASE("duration formatting picks a unit and three significant digits") {
+  using kscope::detail::format_duration_ns;
+  CHECK(format_duration_ns(812) == "812 ns");
+  CHECK(format_duration_ns(1234) == "1.23 us");
+  CHECK(format_duration_ns(45600000) == "45.6 ms");
+  CHECK(format_duration_ns(2.5e9) == "2.50 s");
+  CHECK(format_duration_ns(std::nan("")) == "-");
+}
+
+TEST_CASE("the JSON writer escapes control characters and writes non-finite numbers as null") {
+  std::string out;
+  kscope::detail::json_writer w(out);
+  w.begin_object().member("s", std::string("a\x01\"b\\")).member("nan", std::nan("")).member("x", 0.1).end_object();
+  const auto doc = nlohmann::json::parse(out);
+  CHECK(doc["s"] == "a\x01\"b\\");
+  CHECK(doc["nan"].is_null());
+  CHECK(doc["x"].get<double>() == 0.1);
+}
