@@ -222,7 +222,7 @@ inline std::string cuda_error_text(const char* call, cudaError_t status) {
 }
 
 // One line for the top of a report.
-//   "NVIDIA H200: sm_90 Hopper, 132 SMs at 1980 MHz, 140 GiB, 3201 MHz x 6016-bit memory
+//   "NVIDIA H200: Hopper (sm_90), 132 SMs at 1980 MHz, 140 GiB, 3201 MHz x 6016-bit memory
 //    (4.81 TB/s), 60 MiB L2; driver 13.0, runtime 13.0; GPU-1a2b..."
 //   "no CUDA device: cudaGetDeviceCount failed: cudaErrorNoDevice (...); runtime 13.0, driver none"
 [[nodiscard]] inline std::string describe(const device_info& d) {
@@ -231,8 +231,8 @@ inline std::string cuda_error_text(const char* call, cudaError_t status) {
   if (!d.present) return d.problem + "; " + versions;
   char line[512];
   std::snprintf(line, sizeof line,
-                "%s: sm_%d%d %s, %d SMs at %.0f MHz, %.1f GiB, %.0f MHz x %d-bit memory (%s), %.0f MiB L2; %s; %s",
-                d.name.c_str(), d.cc_major, d.cc_minor, architecture_name(d.cc_major, d.cc_minor).c_str(),
+                "%s: %s, %d SMs at %.0f MHz, %.1f GiB, %.0f MHz x %d-bit memory (%s), %.0f MiB L2; %s; %s",
+                d.name.c_str(), architecture_name(d.cc_major, d.cc_minor).c_str(),
                 d.sm_count, d.sm_clock_khz / 1e3, static_cast<double>(d.memory_bytes) / (1024.0 * 1024 * 1024),
                 d.memory_clock_khz / 1e3, d.memory_bus_width_bits,
                 detail::format_si(theoretical_bytes_per_s(d), "B/s").c_str(),
