@@ -1,0 +1,640 @@
+// Tests of the benchmark harness's CPU-side logic, driven by a fake timer that returns
+// prescribed durations and advances a virtual clock: stopping (target reached, budget
+// exhausted, minimum samples, sample limit), warm-up, batching, ABBA interleaving with a
+// reference, throttle flagging, the output check, and the JSON / CSV / markdown outputs
+// (parsed back with nlohmann-json and a CSV reader). No GPU is touched, except in the
+// last case, which checks that run() fails cleanly where there is no GPU.
+#include <kscope/bench.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+// Per-launch durations and clocks as functions of (target, call number of that target).
+struct fake_timer final : kscope::bench_timer {
+  std::function<double(std::size_t, std::size_t)> duration_s;
+  std::function<double(std::size_t, std::size_t)> clock_mhz = [](std::size_t, std::size_t) { return 1980.0; };
+  double overhead_s = 30e-6;  // wall time per sample on top of the GPU time
+  std::int64_t t_ns = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> log;  // (target, launches) per time()
+  std::vector<std::pair<std::size_t, std::size_t>> prepared;
+  std::size_t calls[2] = {0, 0};
+  int executed[2] = {0, 0};
+
+  explicit fake_timer(std::function<double(std::size_t, std::size_t)> d) : duration_s(std::move(d)) {}
+
+  kscope::timed_sample time(std::size_t which, std::size_t launches) override {
+    const std::size_t k = calls[which]++;
+    const double total = duration_s(which, k) * static_cast<double>(launches);
+    t_ns += static_cast<std::int64_t>((std::isfinite(total) ? total : 0) * 1e9 + overhead_s * 1e9);
+    log.emplace_back(which, launches);
+    return {total, clock_mhz(which, k)};
+  }
+  std::string prepare(std::size_t which, std::size_t launches) override {
+    prepared.emplace_back(which, launches);
+    return launches > 1 ? "graph" : "none";
+  }
+  void execute(std::size_t which) override { ++executed[which]; }
+  std::int64_t now_ns() override { return t_ns; }
+};
+
+// Durations around `median_s` with relative Gaussian noise, reproducible (fixed seed).
+std::function<double(std::size_t, std::size_t)> noisy(double median_s, double relative_sd, unsigned seed = 7) {
+  auto engine = std::make_shared<std::mt19937_64>(seed);
+  return [=](std::size_t, std::size_t) {
+    std::normal_distribution<double> noise(0.0, relative_sd);
+    return median_s * (1 + noise(*engine));
+  };
+}
+
+kscope::bench make_bench(std::string name = "kernel") {
+  return kscope::bench{std::move(name), [](kscope::bench_stream) {}};
+}
+
+}  // namespace
+
+TEST_CASE("stopping: the median CI reaches the 1 % target") {
+  fake_timer timer(noisy(1e-3, 0.002));
+  kscope::bench b = make_bench();
+  const kscope::bench_result r = b.run(timer);
+  CHECK(r.stopped == kscope::stop_reason::target_reached);
+  CHECK(r.target_reached());
+  CHECK(r.analysis.rel_half_width <= 0.01);
+  CHECK(r.analysis.stats.n >= 20);                // min_samples
+  CHECK(r.series.measured_s >= 0.05);             // min_time_s: 50 samples of 1 ms at least
+  CHECK(r.series.samples_s.size() >= 50);
+  CHECK(r.series.samples_s.size() <= 60);         // ... and not many more: 0.2 % noise converges fast
+  CHECK(r.median_s() == doctest::Approx(1e-3).epsilon(0.002));
+  CHECK(r.median_ci_s().lo <= r.median_s());
+  CHECK(r.median_ci_s().hi >= r.median_s());
+  CHECK(r.series.launches_per_sample == 1);       // 1 ms needs no batching
+  CHECK(r.series.batching == "none");
+  CHECK(r.warnings.empty());
+
+  SUBCASE("a tighter target needs more samples") {
+    fake_timer t2(noisy(1e-3, 0.002));
+    kscope::bench tight = make_bench();
+    tight.target_rel_ci(0.0005);
+    const kscope::bench_result r2 = tight.run(t2);
+    CHECK(r2.stopped == kscope::stop_reason::target_reached);
+    CHECK(r2.analysis.rel_half_width <= 0.0005);
+    CHECK(r2.series.samples_s.size() > r.series.samples_s.size());
+  }
+}
+
+TEST_CASE("stopping: the time budget runs out before a noisy series gets precise") {
+  fake_timer timer(noisy(1e-3, 0.5));
+  kscope::bench b = make_bench();
+  b.target_rel_ci(0.001).time_budget_s(1.0);
+  const kscope::bench_result r = b.run(timer);
+  CHECK(r.stopped == kscope::stop_reason::time_budget);
+  CHECK_FALSE(r.target_reached());
+  CHECK(r.analysis.rel_half_width > 0.001);
+  CHECK(r.wall_s >= 1.0);
+  CHECK(r.wall_s < 1.01);                         // stops within one sample of the budget
+  REQUIRE_FALSE(r.warnings.empty());
+  CHECK(r.warnings.front().find("target not reached") != std::string::npos);
+  CHECK(r.warnings.front().find("time budget") != std::string::npos);
+  // The markdown marks it, so nobody mistakes it for a precise number.
+  const std::string md = kscope::bench_report{{}, {r}}.markdown();
+  CHECK(md.find("(!)") != std::string::npos);
+  CHECK(md.find("time budget ran out") != std::string::npos);
+}
+
+TEST_CASE("stopping: minimum samples and the sample limit") {
+  SUBCASE("a noiseless series still waits for min_samples") {
+    fake_timer timer([](std::size_t, std::size_t) { return 1e-3; });
+    kscope::bench b = make_bench();
+    kscope::bench_options o;
+    o.min_samples = 40;
+    o.min_time_s = 0;
+    b.options(o);
+    const kscope::bench_result r = b.run(timer);
+    CHECK(r.stopped == kscope::stop_reason::target_reached);
+    CHECK(r.analysis.stats.n >= 40);
+    CHECK(r.series.samples_s.size() <= 45);
+    CHECK(r.median_s() == 1e-3);
+    CHECK(r.analysis.rel_half_width == 0);
+  }
+  SUBCASE("min_time_s counts GPU time of the measured samples") {
+    fake_timer timer([](std::size_t, std::size_t) { return 1e-3; });
+    kscope::bench b = make_bench();
+    kscope::bench_options o;
+    o.min_samples = 10;
+    o.min_time_s = 0.2;
+    b.options(o);
+    const kscope::bench_result r = b.run(timer);
+    CHECK(r.stopped == kscope::stop_reason::target_reached);
+    CHECK(r.series.measured_s >= 0.2);
+    CHECK(r.series.samples_s.size() >= 200);
+    CHECK(r.series.samples_s.size() <= 215);
+  }
+  SUBCASE("max_samples") {
+    fake_timer timer(noisy(1e-3, 0.5));
+    kscope::bench b = make_bench();
+    kscope::bench_options o;
+    o.max_samples = 30;
+    o.target_rel_ci = 1e-4;
+    b.options(o);
+    const kscope::bench_result r = b.run(timer);
+    CHECK(r.stopped == kscope::stop_reason::sample_limit);
+    CHECK(r.series.samples_s.size() == 30);
+  }
+}
+
+TEST_CASE("warm-up: by time and calls first, then MSER removes what is left") {
+  SUBCASE("warm-up phase lasts >= 25 ms and >= 10 calls") {
+    fake_timer fast([](std::size_t, std::size_t) { return 1e-3; });
+    kscope::bench b = make_bench();
+    const kscope::bench_result r = b.run(fast);
+    // 4 estimate calls (1 discarded + 3) = 3 ms counted, then 22 samples of 1 ms -> 25 ms.
+    CHECK(r.series.warmup_calls == 4 + 22);
+    CHECK(r.series.warmup_samples == 22);
+    CHECK(r.series.warmup_s == doctest::Approx(0.025));
+
+    fake_timer slow([](std::size_t, std::size_t) { return 10e-3; });
+    kscope::bench c = make_bench();
+    const kscope::bench_result q = c.run(slow);
+    CHECK(q.series.warmup_calls == 10);              // 4 estimate calls + 6 samples: calls bind
+    CHECK(q.series.warmup_samples == 6);
+  }
+  SUBCASE("a slow transient past the warm-up phase is removed by MSER") {
+    // Calls 0..59 ramp down from 2 ms to 1 ms (clocks and caches settling), then 1 ms
+    // with 0.1 % noise. The warm-up phase ends after ~15 calls, so the measured series
+    // starts with ~45 samples of the ramp; MSER-5 must cut them.
+    auto base = noisy(1e-3, 0.001);
+    auto ramp = [base](std::size_t t, std::size_t k) {
+      return k < 60 ? 1e-3 * (1 + static_cast<double>(60 - k) / 60) : base(t, k);
+    };
+    fake_timer timer(ramp);
+    kscope::bench b = make_bench();
+    const kscope::bench_result r = b.run(timer);
+    CHECK(r.series.warmup_calls == 4 + r.series.warmup_samples);
+    CHECK(r.series.samples_s.front() == ramp(0, r.series.warmup_calls));
+    const std::size_t ramp_in_series = 60 - r.series.warmup_calls;
+    CHECK(r.stopped == kscope::stop_reason::target_reached);
+    CHECK(r.analysis.stats.steady);
+    CHECK(r.analysis.stats.warmup >= ramp_in_series - 10);  // the last ramp samples are within 10 %
+    CHECK(r.analysis.stats.warmup <= ramp_in_series + 5);   // batch-of-5 granularity
+    CHECK(r.median_s() == doctest::Approx(1e-3).epsilon(0.002));
+    CHECK(r.analysis.stats.max < 1.17e-3);
+  }
+  SUBCASE("a constant slow phase looks steady: the harness cannot know it will end") {
+    // Documented limitation: 26 samples at exactly 2 ms satisfy every stopping rule.
+    fake_timer timer([](std::size_t, std::size_t k) { return k < 60 ? 2e-3 : 1e-3; });
+    kscope::bench b = make_bench();
+    CHECK(b.run(timer).median_s() == 2e-3);
+  }
+}
+
+TEST_CASE("batching: short kernels are timed N launches per sample") {
+  fake_timer timer(noisy(2e-6, 0.002));
+  kscope::bench b = make_bench();
+  const kscope::bench_result r = b.run(timer);
+  // First estimate 2 us -> ceil(100 us / 2 us) = 50 launches; the noise moves it by one at most.
+  CHECK(r.series.launches_per_sample >= 49);
+  CHECK(r.series.launches_per_sample <= 51);
+  CHECK(r.series.batching == "graph");
+  REQUIRE(timer.prepared.size() == 1);
+  CHECK(timer.prepared[0].second == r.series.launches_per_sample);
+  // Every sample after the 4 single-launch estimates uses the batch.
+  for (std::size_t i = 4; i < timer.log.size(); ++i) CHECK(timer.log[i].second == r.series.launches_per_sample);
+  CHECK(r.median_s() == doctest::Approx(2e-6).epsilon(0.003));  // per launch, not per sample
+  CHECK(r.stopped == kscope::stop_reason::target_reached);
+
+  SUBCASE("the user can set N, and N is capped") {
+    fake_timer t2(noisy(2e-6, 0.002));
+    kscope::bench fixed = make_bench();
+    fixed.launches_per_sample(7);
+    CHECK(fixed.run(t2).series.launches_per_sample == 7);
+
+    fake_timer t3([](std::size_t, std::size_t) { return 1e-9; });
+    kscope::bench tiny = make_bench();
+    CHECK(tiny.run(t3).series.launches_per_sample == 10000);
+  }
+  SUBCASE("cold L2 with batching is flagged") {
+    fake_timer t4(noisy(2e-6, 0.002));
+    kscope::bench cold = make_bench();
+    cold.cold();
+    const kscope::bench_result c = cold.run(t4);
+    bool flagged = false;
+    for (const std::string& w : c.warnings) flagged |= w.find("cold L2 with batching") != std::string::npos;
+    CHECK(flagged);
+  }
+}
+
+TEST_CASE("reference: ABBA rounds and the ratio of medians with its interval") {
+  // The benchmark (target 0) takes 1 ms, the reference (target 1) 0.72 ms.
+  auto a = noisy(1e-3, 0.003, 1);
+  auto b = noisy(0.72e-3, 0.003, 2);
+  fake_timer timer([a, b](std::size_t t, std::size_t k) { return t == 0 ? a(t, k) : b(t, k); });
+  kscope::bench ref{"cuBLAS", [](kscope::bench_stream) {}};
+  kscope::bench mine{"tiled", [](kscope::bench_stream) {}};
+  mine.reference(ref);
+  const kscope::bench_result r = mine.run(timer);
+  REQUIRE(r.reference);
+  CHECK(r.stopped == kscope::stop_reason::target_reached);
+
+  // Estimates (4 per target) first, then warm-up round-robin, then A B B A rounds.
+  const std::size_t warm = r.series.warmup_samples + r.reference->series.warmup_samples;
+  const std::size_t start = 8 + warm;
+  REQUIRE(timer.log.size() > start + 8);
+  CHECK((timer.log.size() - start) % 4 == 0);
+  for (std::size_t i = start; i < timer.log.size(); i += 4) {
+    CHECK(timer.log[i].first == 0);
+    CHECK(timer.log[i + 1].first == 1);
+    CHECK(timer.log[i + 2].first == 1);
+    CHECK(timer.log[i + 3].first == 0);
+  }
+  CHECK(r.series.samples_s.size() == r.reference->series.samples_s.size());
+  CHECK(r.rounds * 2 == r.series.samples_s.size());
+
+  const kscope::reference_result& ref_result = *r.reference;
+  CHECK(ref_result.name == "cuBLAS");
+  CHECK(ref_result.versus.ratio == doctest::Approx(1 / 0.72).epsilon(0.01));
+  CHECK(ref_result.relative_speed == doctest::Approx(0.72).epsilon(0.01));
+  CHECK(ref_result.relative_speed_ci.lo <= 0.72 * 1.003);
+  CHECK(ref_result.relative_speed_ci.hi >= 0.72 * 0.997);
+  CHECK(ref_result.relative_speed_ci.lo == doctest::Approx(1 / ref_result.versus.ratio_ci.hi));
+  CHECK(ref_result.versus.result == kscope::verdict::slower);
+  CHECK_FALSE(ref_result.check.performed);  // no output readers
+
+  const std::string md = kscope::bench_report{{}, {r}}.markdown();
+  CHECK(md.find("% of cuBLAS, 95 % CI [") != std::string::npos);
+}
+
+TEST_CASE("throttle: samples under 90 % of the median clock are flagged, optionally discarded") {
+  // Every 10th call runs at 1300 MHz and 1.5x slower.
+  auto base = noisy(1e-3, 0.001);
+  auto duration = [base](std::size_t t, std::size_t k) { return k % 10 == 9 ? 1.5e-3 : base(t, k); };
+  auto clock = [](std::size_t, std::size_t k) { return k % 10 == 9 ? 1300.0 : 1980.0 + static_cast<double>(k % 3); };
+
+  fake_timer flagged(duration);
+  flagged.clock_mhz = clock;
+  kscope::bench b = make_bench();
+  const kscope::bench_result r = b.run(flagged);
+  const std::size_t n = r.series.samples_s.size();
+  CHECK(r.analysis.throttled_samples >= n / 10 - 1);
+  CHECK(r.analysis.throttled_samples <= n / 10 + 1);
+  CHECK(r.analysis.median_sm_clock_mhz == doctest::Approx(1981).epsilon(0.001));
+  CHECK(r.analysis.min_sm_clock_mhz == 1300);
+  for (std::size_t i = 0; i < n; ++i) CHECK(r.analysis.throttled[i] == (r.series.sm_clock_mhz[i] < 1782));
+  CHECK(r.analysis.used_s.size() == n);             // flagged, kept
+  CHECK(r.analysis.stats.max == 1.5e-3);
+  bool warned = false;
+  for (const std::string& w : r.warnings) warned |= w.find("under 90 % of the median SM clock") != std::string::npos;
+  CHECK(warned);
+
+  fake_timer discarded(duration);
+  discarded.clock_mhz = clock;
+  kscope::bench d = make_bench();
+  kscope::bench_options o;
+  o.discard_throttled = true;
+  d.options(o);
+  const kscope::bench_result q = d.run(discarded);
+  CHECK(q.analysis.used_s.size() == q.series.samples_s.size() - q.analysis.throttled_samples);
+  CHECK(q.analysis.stats.max < 1.1e-3);
+
+  SUBCASE("a run far under its rated clock says so") {
+    fake_timer low([](std::size_t, std::size_t) { return 1e-3; });
+    low.clock_mhz = [](std::size_t, std::size_t) { return 1400.0; };
+    kscope::bench_result lr = make_bench().run(low);
+    lr.sm_clock_max_mhz = 1980;  // run(timer) queries no device; run() fills this in
+    lr.warnings.clear();
+    kscope::detail::harness::finish_result(lr);
+    bool said = false;
+    for (const std::string& w : lr.warnings) said |= w.find("of the rated 1980 MHz") != std::string::npos;
+    CHECK(said);
+  }
+}
+
+TEST_CASE("output check against the reference") {
+  SUBCASE("metric") {
+    kscope::output_check c = kscope::check_outputs({1.0, 2.02, 0.0}, {1.0, 2.0, 0.0});
+    CHECK(c.performed);
+    CHECK(c.values == 3);
+    CHECK(c.max_abs_error == doctest::Approx(0.02));
+    CHECK(c.max_rel_error == doctest::Approx(0.01));
+    CHECK(c.passed);  // no tolerance: report only
+    // Near-zero reference entries use the floor 1e-6 * max |reference| = 1e-3.
+    c = kscope::check_outputs({1000.0, 1e-3}, {1000.0, 0.0});
+    CHECK(c.max_rel_error == doctest::Approx(1.0));
+    c = kscope::check_outputs({1.0, NAN}, {1.0, 2.0}, 1e-2);
+    CHECK(std::isinf(c.max_rel_error));
+    CHECK_FALSE(c.passed);
+    c = kscope::check_outputs({1.0, 2.5}, {1.0, 2.0}, 1e-2);
+    CHECK(c.max_rel_error == doctest::Approx(0.25));
+    CHECK_FALSE(c.passed);
+    CHECK(c.note.find("exceeds the tolerance") != std::string::npos);
+    c = kscope::check_outputs({1.0}, {1.0, 2.0});
+    CHECK_FALSE(c.performed);
+    CHECK_FALSE(c.passed);
+    CHECK(c.note == "output sizes differ: 1 values vs 2 in the reference");
+  }
+  SUBCASE("runs each target once, untimed, then reads both outputs") {
+    fake_timer timer(noisy(1e-3, 0.002));
+    kscope::bench ref{"reference", [](kscope::bench_stream) {}};
+    ref.output([] { return std::vector<double>{1.0, 2.0, 4.0}; });
+    kscope::bench mine{"candidate", [](kscope::bench_stream) {}};
+    mine.output([] { return std::vector<double>{1.0, 2.0, 4.004}; }, 1e-2).reference(ref);
+    const kscope::bench_result r = mine.run(timer);
+    REQUIRE(r.reference);
+    CHECK(timer.executed[0] == 1);
+    CHECK(timer.executed[1] == 1);
+    CHECK(r.reference->check.performed);
+    CHECK(r.reference->check.max_rel_error == doctest::Approx(0.001));
+    CHECK(r.reference->check.passed);
+    const std::string md = kscope::bench_report{{}, {r}}.markdown();
+    CHECK(md.find("output check: max rel. error 0.001") != std::string::npos);
+  }
+  SUBCASE("a reader that throws is reported, not propagated") {
+    fake_timer timer(noisy(1e-3, 0.002));
+    kscope::bench ref{"reference", [](kscope::bench_stream) {}};
+    ref.output([]() -> std::vector<double> { throw std::runtime_error("copy failed"); });
+    kscope::bench mine{"candidate", [](kscope::bench_stream) {}};
+    mine.output([] { return std::vector<double>{1.0}; }).reference(ref);
+    const kscope::bench_result r = mine.run(timer);
+    REQUIRE(r.reference);
+    CHECK_FALSE(r.reference->check.passed);
+    CHECK(r.reference->check.note == "reading the outputs threw: copy failed");
+  }
+}
+
+TEST_CASE("a timer that keeps failing ends the run with stop_reason::error") {
+  fake_timer timer([](std::size_t, std::size_t) { return std::nan(""); });
+  kscope::bench b = make_bench();
+  const kscope::bench_result r = b.run(timer);
+  CHECK(r.stopped == kscope::stop_reason::error);
+  CHECK(r.series.samples_s.empty());
+  CHECK(std::isnan(r.median_s()));
+  CHECK(timer.log.size() == 8);  // gives up after 8 consecutive failures, in the first estimate
+  bool said = false;
+  for (const std::string& w : r.warnings) said |= w.find("8 consecutive samples") != std::string::npos;
+  CHECK(said);
+}
+
+TEST_CASE("rates carry the transformed interval; roofline when peaks are known") {
+  fake_timer timer(noisy(1e-3, 0.002));
+  kscope::bench b = make_bench("gemm");
+  b.set_work({2e12, 1e9}).peaks(1000e12, 4e12);
+  const kscope::bench_result r = b.run(timer);
+  CHECK(r.flops_per_s.median == doctest::Approx(2e12 / r.median_s()));
+  CHECK(r.flops_per_s.ci.lo == doctest::Approx(2e12 / r.median_ci_s().hi));
+  CHECK(r.flops_per_s.ci.hi == doctest::Approx(2e12 / r.median_ci_s().lo));
+  CHECK(r.bytes_per_s.ci.lo == doctest::Approx(1e9 / r.median_ci_s().hi));
+  CHECK(r.fraction_of_peak_bandwidth == doctest::Approx(r.bytes_per_s.median / 4e12));
+  REQUIRE(r.roofline);
+  CHECK(r.roofline->flops_per_s == doctest::Approx(r.flops_per_s.median));
+  CHECK(r.roofline->fraction_of_roof == doctest::Approx(r.flops_per_s.median / 1000e12));
+  CHECK(r.roofline->limiter == kscope::bound::compute);
+
+  fake_timer t2(noisy(1e-3, 0.002));
+  kscope::bench no_peak = make_bench("gemm");
+  no_peak.set_work({2e12, 1e9});
+  const kscope::bench_result q = no_peak.run(t2);
+  CHECK_FALSE(q.roofline);
+  bool said = false;
+  for (const std::string& w : q.warnings) said |= w.find("roofline placement skipped") != std::string::npos;
+  CHECK(said);
+}
+
+namespace {
+
+kscope::bench_result sample_result() {
+  auto a = noisy(1.39e-3, 0.002, 3);
+  auto b = noisy(1.0e-3, 0.002, 4);
+  fake_timer timer([a, b](std::size_t t, std::size_t k) { return t == 0 ? a(t, k) : b(t, k); });
+  timer.clock_mhz = [](std::size_t, std::size_t k) { return k == 50 ? std::nan("") : 1755.0 + static_cast<double>(k % 7); };
+  kscope::bench ref{"cuBLAS", [](kscope::bench_stream) {}};
+  ref.output([] { return std::vector<double>{1, 2, 3}; });
+  kscope::bench mine{"tiled, \"v2\"", [](kscope::bench_stream) {}};  // comma and quotes: CSV must quote
+  mine.shape({4096, 4096, 4096})
+      .dtype("fp32")
+      .strides({4096, 1})
+      .param("tile", 32)
+      .param("alpha", 0.5)
+      .param("layout", "NT")
+      .set_work({2.0 * 4096.0 * 4096.0 * 4096.0, 3.0 * 4 * 4096.0 * 4096.0})
+      .peaks(67e12, 4.8e12)
+      .output([] { return std::vector<double>{1, 2, 3.003}; }, 1e-2)
+      .reference(ref);
+  kscope::bench_result r = mine.run(timer);
+  kscope::kernel_resources k;
+  k.block_threads = 256;
+  k.registers_per_thread = 64;
+  k.static_smem_bytes = 8192;
+  k.occupancy = 0.5;
+  k.active_blocks_per_sm = 4;
+  k.max_warps_per_sm = 64;
+  r.resources = k;
+  return r;
+}
+
+kscope::bench_context sample_context() {
+  kscope::bench_context c;
+  c.timestamp_utc = "2026-12-02T10:00:00Z";
+  c.host_name = "h200-node";
+  c.has_gpu = true;
+  c.device = 0;
+  c.gpu_name = "NVIDIA H200";
+  c.cc_major = 9;
+  c.cc_minor = 0;
+  c.sm_count = 132;
+  c.driver_version = 13000;
+  c.runtime_version = 13000;
+  c.sm_clock_max_mhz = 1980;
+  c.memory_clock_mhz = 3201;
+  c.memory_bus_width_bits = 6016;
+  c.l2_bytes = 50331648;
+  c.memory_bytes = 150ull << 30;
+  c.peak_bytes_per_s = 3201e6 * 6016 / 8 * 2;
+  return c;
+}
+
+// A small RFC 4180 reader: quoted fields, doubled quotes, commas inside quotes.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, any = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') { field += '"'; ++i; }
+      else if (c == '"') quoted = false;
+      else field += c;
+    } else if (c == '"') { quoted = true; }
+    else if (c == ',') { rows.back().push_back(field); field.clear(); }
+    else if (c == '\n') { rows.back().push_back(field); field.clear(); rows.emplace_back(); }
+    else field += c;
+    any = true;
+  }
+  if (rows.back().empty()) rows.pop_back();
+  (void)any;
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("JSON round trip: kscope.bench/1 parsed back with nlohmann-json") {
+  const kscope::bench_result r = sample_result();
+  const kscope::bench_report report{sample_context(), {r}};
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+
+  CHECK(j["schema"] == "kscope.bench/1");
+  CHECK(j["kscope_version"] == KSCOPE_VERSION_STRING);
+  const auto& gpu = j["context"]["gpu"];
+  CHECK(gpu["name"] == "NVIDIA H200");
+  CHECK(gpu["compute_capability"] == "9.0");
+  CHECK(gpu["sm_count"] == 132);
+  CHECK(gpu["driver_version"] == 13000);
+  CHECK(gpu["sm_clock_max_mhz"].get<double>() == 1980);
+  CHECK(gpu["peak_bytes_per_s"].get<double>() == sample_context().peak_bytes_per_s);
+  CHECK(j["context"]["timestamp_utc"] == "2026-12-02T10:00:00Z");
+
+  REQUIRE(j["benchmarks"].size() == 1);
+  const auto& b = j["benchmarks"][0];
+  CHECK(b["name"] == "tiled, \"v2\"");
+  CHECK(b["shape"] == nlohmann::json::array({4096, 4096, 4096}));
+  CHECK(b["strides"] == nlohmann::json::array({4096, 1}));
+  CHECK(b["dtype"] == "fp32");
+  CHECK(b["params"]["tile"].is_number_integer());  // typed: numbers stay numbers
+  CHECK(b["params"]["tile"] == 32);
+  CHECK(b["params"]["alpha"].get<double>() == 0.5);
+  CHECK(b["params"]["layout"] == "NT");
+  CHECK(b["work"]["flops"].get<double>() == r.declared.flops);
+  CHECK(b["statistic"] == "median");
+  CHECK(b["stop_reason"] == "target_reached");
+  CHECK(b["settings"]["cache"] == "hot");
+  CHECK(b["settings"]["target_rel_ci"].get<double>() == 0.01);
+  CHECK(b["settings"]["warmup_min_calls"] == 10);
+
+  const auto& m = b["measurement"];
+  CHECK(m["launches_per_sample"] == 1);
+  CHECK(m["batching"] == "none");
+  CHECK(m["warmup"]["calls"] == r.series.warmup_calls);
+  CHECK(m["samples_taken"] == r.series.samples_s.size());
+  // Doubles are written with enough digits to come back bit for bit.
+  CHECK(m["time_s"]["median"].get<double>() == r.median_s());
+  CHECK(m["time_s"]["median_ci"]["lo"].get<double>() == r.median_ci_s().lo);
+  CHECK(m["time_s"]["median_ci"]["hi"].get<double>() == r.median_ci_s().hi);
+  CHECK(m["time_s"]["median_ci"]["level"].get<double>() == 0.95);
+  CHECK(m["time_s"]["rel_half_width"].get<double>() == r.analysis.rel_half_width);
+  CHECK(m["time_s"]["n"] == r.analysis.stats.n);
+  CHECK(m["time_s"]["steady"] == r.analysis.stats.steady);
+  CHECK(m["sm_clock_mhz"]["median"].get<double>() == r.analysis.median_sm_clock_mhz);
+  REQUIRE(m["samples_s"].size() == r.series.samples_s.size());
+  for (std::size_t i = 0; i < r.series.samples_s.size(); ++i) CHECK(m["samples_s"][i].get<double>() == r.series.samples_s[i]);
+  // The one unknown clock is null, not a made-up number.
+  std::size_t nulls = 0;
+  for (const auto& x : m["samples_sm_clock_mhz"]) nulls += x.is_null();
+  CHECK(nulls == 1);
+  CHECK(m["samples_throttled"].size() == r.series.samples_s.size());
+
+  CHECK(b["rates"]["flops_per_s"]["median"].get<double>() == r.flops_per_s.median);
+  CHECK(b["rates"]["flops_per_s"]["ci"]["lo"].get<double>() == r.flops_per_s.ci.lo);
+  CHECK(b["roofline"]["bound"] == "compute");
+  CHECK(b["roofline"]["fraction_of_roof"].get<double>() == r.roofline->fraction_of_roof);
+  CHECK(b["resources"]["registers_per_thread"] == 64);
+  CHECK(b["resources"]["occupancy"].get<double>() == 0.5);
+
+  const auto& ref = b["reference"];
+  CHECK(ref["name"] == "cuBLAS");
+  CHECK(ref["comparison"]["ratio"].get<double>() == r.reference->versus.ratio);
+  CHECK(ref["comparison"]["ratio_ci"]["lo"].get<double>() == r.reference->versus.ratio_ci.lo);
+  CHECK(ref["comparison"]["relative_speed"].get<double>() == r.reference->relative_speed);
+  CHECK(ref["comparison"]["verdict"] == "slower");
+  CHECK(ref["measurement"]["samples_s"].size() == r.reference->series.samples_s.size());
+  CHECK(ref["output_check"]["performed"] == true);
+  CHECK(ref["output_check"]["max_rel_error"].get<double>() == r.reference->check.max_rel_error);
+  CHECK(ref["output_check"]["tolerance"].get<double>() == 1e-2);
+  CHECK(b["warnings"].is_array());
+
+  SUBCASE("without raw samples, and with nothing optional") {
+    const nlohmann::json small = nlohmann::json::parse(report.json(false));
+    CHECK_FALSE(small["benchmarks"][0]["measurement"].contains("samples_s"));
+    fake_timer timer(noisy(1e-3, 0.002));
+    kscope::bench plain = make_bench("plain");
+    const nlohmann::json p = nlohmann::json::parse(kscope::bench_report{{}, {plain.run(timer)}}.json());
+    CHECK(p["benchmarks"][0]["reference"].is_null());
+    CHECK(p["benchmarks"][0]["roofline"].is_null());
+    CHECK(p["benchmarks"][0]["resources"].is_null());
+    CHECK(p["benchmarks"][0]["rates"]["flops_per_s"]["median"].is_null());  // NaN -> null
+    CHECK(p["context"]["has_gpu"] == false);
+  }
+}
+
+TEST_CASE("CSV round trip: one row per benchmark, one per sample") {
+  const kscope::bench_result r = sample_result();
+  const kscope::bench_report report{sample_context(), {r, r}};
+  const auto rows = parse_csv(report.csv());
+  REQUIRE(rows.size() == 3);
+  const std::vector<std::string>& header = rows[0];
+  for (const auto& row : rows) CHECK(row.size() == header.size());
+  auto column = [&](const std::string& name) -> const std::string& {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return rows[1][i];
+    FAIL("no column " << name);
+    return header[0];
+  };
+  CHECK(column("name") == "tiled, \"v2\"");
+  CHECK(column("params") == "tile=32;alpha=0.5;layout=NT");
+  CHECK(column("shape") == "4096x4096x4096");
+  CHECK(column("strides") == "4096x1");
+  CHECK(column("statistic") == "median");
+  CHECK(column("stop_reason") == "target_reached");
+  CHECK(std::stod(column("median_s")) == r.median_s());
+  CHECK(std::stod(column("ci_lo_s")) == r.median_ci_s().lo);
+  CHECK(std::stod(column("ci_hi_s")) == r.median_ci_s().hi);
+  CHECK(std::stod(column("flops_per_s_lo")) == r.flops_per_s.ci.lo);
+  CHECK(std::stod(column("relative_speed")) == r.reference->relative_speed);
+  CHECK(std::stoul(column("samples_taken")) == r.series.samples_s.size());
+  CHECK(column("reference") == "cuBLAS");
+  CHECK(column("verdict") == "slower");
+  CHECK(column("bound") == "compute");
+
+  const auto samples = parse_csv(report.samples_csv());
+  REQUIRE(samples.size() == 1 + 2 * (r.series.samples_s.size() + r.reference->series.samples_s.size()));
+  CHECK(samples[0] == std::vector<std::string>{"benchmark", "params", "role", "index", "seconds", "sm_clock_mhz", "throttled"});
+  CHECK(samples[1][0] == "tiled, \"v2\"");
+  CHECK(samples[1][2] == "benchmark");
+  CHECK(std::stod(samples[1][4]) == r.series.samples_s[0]);
+  CHECK(samples[1 + r.series.samples_s.size()][2] == "reference");
+}
+
+TEST_CASE("markdown: context line, one row per benchmark, notes with how it was measured") {
+  const kscope::bench_result r = sample_result();
+  const std::string md = kscope::bench_report{sample_context(), {r}}.markdown();
+  CHECK(md.find("kscope " KSCOPE_VERSION_STRING " | NVIDIA H200 (cc 9.0, 132 SMs) | driver 13.0, runtime 13.0") !=
+        std::string::npos);
+  CHECK(md.find("| tiled, \"v2\" (tile=32 alpha=0.5 layout=NT) | 4096x4096x4096 | fp32 | 1.39") != std::string::npos);
+  CHECK(md.find("TFLOP/s") != std::string::npos);
+  CHECK(md.find("% of cuBLAS, 95 % CI [") != std::string::npos);
+  CHECK(md.find("target reached after") != std::string::npos);
+  CHECK(md.find("64 registers/thread") != std::string::npos);
+  CHECK(md.find("occupancy 50 %") != std::string::npos);
+  CHECK(md.find("SM clock median 17") != std::string::npos);
+  CHECK(md.find("roofline: intensity") != std::string::npos);
+  CHECK(md.find("strides 4096, 1") != std::string::npos);
+}
+
+TEST_CASE("run() without a usable GPU fails cleanly") {
+  const kscope::bench_context c = kscope::describe_bench_context();
+  if (c.has_gpu) {
+    MESSAGE("a GPU is present: the no-GPU path is not exercised here (tests/gpu covers the GPU path)");
+    return;
+  }
+  kscope::bench b = make_bench();
+  const kscope::bench_result r = b.run();
+  CHECK(r.stopped == kscope::stop_reason::error);
+  REQUIRE_FALSE(r.warnings.empty());
+  CHECK(r.series.samples_s.empty());
+}
