@@ -1,0 +1,582 @@
+// Tests for kscope/attribution.hpp (pure: no CUDA, also built with ThreadSanitizer) and the
+// pure activity buffer pool. Records here are kscope's plain structs; the same records
+// built as real CUPTI structs and walked through libcupti are in cupti_test.cpp.
+#include <kscope/attribution.hpp>
+#include <kscope/detail/cupti_buffer_pool.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using kscope::correlation_table;
+using kscope::gpu_attribution;
+using kscope::kernel_record;
+using kscope::memcpy_kind;
+using kscope::memcpy_record;
+using kscope::memset_record;
+using kscope::node_id;
+
+// Opens a "scope" the way kscope::scope does for attribution: sets the thread's current
+// node and restores the previous one on exit.
+class test_scope {
+ public:
+  explicit test_scope(node_id node) : saved_(kscope::detail::this_thread_state().current) {
+    kscope::detail::this_thread_state().current = node;
+  }
+  ~test_scope() { kscope::detail::this_thread_state().current = saved_; }
+  test_scope(const test_scope&) = delete;
+  test_scope& operator=(const test_scope&) = delete;
+
+ private:
+  node_id saved_;
+};
+
+kernel_record make_kernel(std::uint32_t correlation, std::int64_t start, std::int64_t end,
+                          std::uint32_t stream = 7, const char* name = "_Z6kernelv") {
+  kernel_record k;
+  k.correlation_id = correlation;
+  k.start_ns = start;
+  k.end_ns = end;
+  k.stream = stream;
+  k.name = name;
+  k.grid_x = 4;
+  k.grid_y = k.grid_z = 1;
+  k.block_x = 128;
+  k.block_y = k.block_z = 1;
+  k.registers_per_thread = 32;
+  return k;
+}
+
+memcpy_record make_copy(std::uint32_t correlation, memcpy_kind kind, std::uint64_t bytes,
+                        std::int64_t start, std::int64_t end) {
+  memcpy_record m;
+  m.correlation_id = correlation;
+  m.kind = kind;
+  m.bytes = bytes;
+  m.start_ns = start;
+  m.end_ns = end;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("correlation_table: found, evicted and unknown") {
+  correlation_table table(1000);
+  CHECK(table.capacity() == 1024);  // rounded up to a power of two
+  using status = correlation_table::lookup_status;
+
+  CHECK(table.find(5).status == status::unknown);
+  table.record_launch(5, 42, 3);
+  auto hit = table.find(5);
+  REQUIRE(hit.status == status::found);
+  CHECK(hit.origin.node == 42);
+  CHECK(hit.origin.thread_index == 3);
+
+  // Lookups do not consume: a graph launch's kernels all find the same entry.
+  for (int i = 0; i < 5; ++i) CHECK(table.find(5).status == status::found);
+
+  // id 5 + 1024 shares the slot: once written, id 5 is evicted, and a still-unwritten id
+  // older than the slot's content is reported evicted as well.
+  table.record_launch(5 + 1024, 43, 3);
+  CHECK(table.find(5).status == status::evicted);
+  CHECK(table.find(5 + 1024).origin.node == 43);
+  // An id newer than what the slot holds has simply not been launched yet.
+  CHECK(table.find(5 + 2048).status == status::unknown);
+
+  // Correlation id 0 never matches (CUPTI uses it for "no API call").
+  table.record_launch(0, 9, 9);
+  CHECK(table.find(0).status == status::unknown);
+
+  // Wrap-around of the 32-bit id: 0xffffffff is older than 1023 (same slot).
+  table.record_launch(0xffffffffu, 50, 1);
+  CHECK(table.find(0xffffffffu).origin.node == 50);
+  table.record_launch(1023, 51, 1);
+  CHECK(table.find(0xffffffffu).status == status::evicted);
+  CHECK(table.memory_bytes() == 1024 * 16);
+}
+
+TEST_CASE("launch hook records the node open on the launching thread, nested scopes exact") {
+  correlation_table table;
+  const std::uint32_t me = kscope::detail::this_thread_state().thread_index;
+  kscope::record_launch_from_this_thread(table, 100);  // no scope open
+  {
+    test_scope outer(10);
+    kscope::record_launch_from_this_thread(table, 101);
+    {
+      test_scope inner(11);
+      kscope::record_launch_from_this_thread(table, 102);
+    }
+    kscope::record_launch_from_this_thread(table, 103);
+  }
+  CHECK(table.find(100).origin.node == kscope::unscoped_node);
+  CHECK(table.find(101).origin.node == 10);
+  CHECK(table.find(102).origin.node == 11);  // innermost, never the parent
+  CHECK(table.find(103).origin.node == 10);
+  CHECK(table.find(102).origin.thread_index == me);
+
+  // A runtime launch triggers the driver callback too; when CUPTI gives both the same id,
+  // the second call is skipped (cheap) and the first store stands.
+  {
+    test_scope s(20);
+    kscope::record_launch_from_this_thread(table, 200);
+  }
+  {
+    test_scope s(21);
+    kscope::record_launch_from_this_thread(table, 200);
+  }
+  CHECK(table.find(200).origin.node == 20);
+  // Another table is not confused by the per-thread "last id".
+  correlation_table other(1024);
+  {
+    test_scope s(22);
+    kscope::record_launch_from_this_thread(other, 200);
+  }
+  CHECK(other.find(200).origin.node == 22);
+}
+
+TEST_CASE("interval_union: hand-computed unions") {
+  using kscope::detail::interval_union;
+  {
+    interval_union u;
+    CHECK(u.total_ns() == 0);
+  }
+  {
+    interval_union u;  // overlap + disjoint: [0,20) + [30,40) = 30
+    u.add(0, 10);
+    u.add(5, 20);
+    u.add(30, 40);
+    CHECK(u.total_ns() == 30);
+  }
+  {
+    interval_union u;  // same intervals out of order
+    u.add(30, 40);
+    u.add(5, 20);
+    u.add(0, 10);
+    CHECK(u.total_ns() == 30);
+  }
+  {
+    interval_union u;  // containment, touching, empty
+    u.add(0, 100);
+    u.add(10, 20);
+    u.add(100, 110);
+    u.add(200, 200);
+    u.add(300, 250);
+    CHECK(u.total_ns() == 110);
+  }
+  {
+    interval_union u(8);  // many disjoint intervals: folded, still exact
+    for (int i = 0; i < 1000; ++i) u.add(10 * i, 10 * i + 5);
+    CHECK(u.total_ns() == 5000);
+    CHECK(u.size() <= 8);
+    CHECK(u.clipped() == 0);
+    // An interval far older than everything kept cannot be merged exactly any more: it is
+    // clipped to the frontier (here: dropped entirely) and counted.
+    u.add(0, 3);
+    CHECK(u.clipped() == 1);
+    CHECK(u.total_ns() == 5000);
+  }
+}
+
+TEST_CASE("per node: busy is the union over streams, idle the gaps inside the span") {
+  gpu_attribution a;
+  a.launches().record_launch(1, 5, 0);
+  a.launches().record_launch(2, 5, 0);
+  a.launches().record_launch(3, 5, 0);
+  a.launches().record_launch(4, 5, 0);
+  a.launches().record_launch(5, 5, 0);
+  a.add_kernel(make_kernel(1, 100, 200, /*stream*/ 1));
+  a.add_kernel(make_kernel(2, 300, 400, 1));
+  a.add_kernel(make_kernel(3, 150, 350, 2));
+  a.add_memcpy(make_copy(4, memcpy_kind::h2d, 1000, 450, 500));
+  memset_record s;
+  s.correlation_id = 5;
+  s.start_ns = 600;
+  s.end_ns = 650;
+  s.bytes = 64;
+  a.add_memset(s);
+
+  auto r = a.report();
+  const auto* n = r.find(5);
+  REQUIRE(n != nullptr);
+  CHECK(n->kernel_count == 3);
+  CHECK(n->kernel_ns == 100 + 100 + 200);
+  CHECK(n->busy_ns == 300);          // [100, 400)
+  CHECK(n->first_start_ns == 100);
+  CHECK(n->last_end_ns == 650);
+  // span 550; covered: kernels 300 + copy 50 + memset 50 = 400 -> idle 150
+  CHECK(n->idle_ns == 150);
+  CHECK(n->copies(kscope::copy_direction::h2d).bytes == 1000);
+  CHECK(n->copies(kscope::copy_direction::h2d).ns == 50);
+  CHECK(n->memset.count == 1);
+  CHECK(n->memset.bytes == 64);
+  CHECK(r.counters.records_seen == 5);
+  CHECK(r.counters.kernel_records == 3);
+  CHECK(r.find(6) == nullptr);
+}
+
+TEST_CASE("CUDA graph fan-out: every kernel of one correlation id is attributed") {
+  gpu_attribution a;
+  a.launches().record_launch(77, 9, 2);
+  for (int i = 0; i < 3; ++i) {
+    kernel_record k = make_kernel(77, 1000 + 100 * i, 1050 + 100 * i);
+    k.graph_id = 4;
+    k.graph_node_id = 1000 + static_cast<std::uint64_t>(i);
+    a.add_kernel(k);
+  }
+  auto r = a.report();
+  REQUIRE(r.find(9) != nullptr);
+  CHECK(r.find(9)->kernel_count == 3);
+  REQUIRE(r.recent.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(r.recent[i].graph_id == 4);
+    CHECK(r.recent[i].graph_node_id == 1000 + static_cast<std::uint64_t>(i));
+    CHECK(r.recent[i].thread_index == 2);
+    CHECK(r.recent[i].node == 9);
+  }
+  CHECK(r.counters.unattributed == 0);
+}
+
+TEST_CASE("unscoped, unattributed, pending, dropped and malformed are all counted") {
+  gpu_attribution a;
+  a.launches().record_launch(1, kscope::unscoped_node, 0);  // no scope open at launch
+  a.add_kernel(make_kernel(1, 10, 20));
+  a.add_kernel(make_kernel(2, 30, 40));  // launch never seen: waits
+  a.add_kernel(make_kernel(0, 50, 60));  // no correlation at all: unattributed at once
+  a.add_kernel(make_kernel(3, 0, 60));   // start = 0
+  a.add_kernel(make_kernel(4, 70, 65));  // end < start
+  a.note_malformed();
+  a.note_dropped_by_cupti(12);
+  auto before = a.counters();
+  CHECK(before.unscoped == 1);
+  CHECK(before.unattributed == 1);
+  CHECK(before.dropped_zero_start == 1);
+  CHECK(before.dropped_end_before_start == 1);
+
+  a.settle();  // report time: the waiting record is given up on
+  auto r = a.report();
+  CHECK(r.counters.records_seen == 5);
+  CHECK(r.counters.pending == 0);
+  CHECK(r.counters.unattributed == 2);
+  CHECK(r.counters.kernel_records == 3);
+  CHECK(r.counters.dropped_malformed == 1);
+  CHECK(r.counters.dropped_by_cupti == 12);
+  const auto* unscoped = r.find(kscope::unscoped_node);
+  REQUIRE(unscoped != nullptr);
+  CHECK(unscoped->kernel_count == 3);  // valid ones only; dropped ones never averaged in
+  CHECK(unscoped->kernel_ns == 30);
+  auto has = [&](const char* text) {
+    return std::any_of(r.warnings.begin(), r.warnings.end(),
+                       [&](const std::string& w) { return w.find(text) != std::string::npos; });
+  };
+  CHECK(has("12 GPU activity records dropped by CUPTI"));
+  CHECK(has("start = 0"));
+  CHECK(has("end < start"));
+  CHECK(has("2 GPU records whose launch was not seen"));
+}
+
+TEST_CASE("external-correlation design: records before their mapping wait, then resolve") {
+  gpu_attribution a;
+  // Buffer 1 holds the kernel, buffer 2 (delivered later) its external correlation.
+  a.add_kernel(make_kernel(500, 10, 30));
+  a.end_of_buffer();
+  CHECK(a.counters().kernel_records == 0);
+  CHECK(a.report().counters.pending == 1);
+  kscope::external_correlation_record e;
+  e.correlation_id = 500;
+  e.external_id = kscope::pack_external_id(/*node*/ 33, /*thread*/ 6);
+  a.add_external_correlation(e);
+  a.end_of_buffer();
+  auto r = a.report();
+  CHECK(r.counters.pending == 0);
+  REQUIRE(r.find(33) != nullptr);
+  CHECK(r.find(33)->kernel_count == 1);
+  CHECK(r.recent.at(0).thread_index == 6);
+  // And the usual order: mapping first.
+  e.correlation_id = 501;
+  a.add_external_correlation(e);
+  a.add_kernel(make_kernel(501, 40, 50));
+  CHECK(a.report().find(33)->kernel_count == 2);
+}
+
+TEST_CASE("memcpy directions and the runtime correlation id fallback") {
+  gpu_attribution a;
+  a.launches().record_launch(1, 2, 0);
+  a.launches().record_launch(90, 2, 0);  // a runtime id: the driver id 91 was not hooked
+  a.add_memcpy(make_copy(1, memcpy_kind::h2d, 100, 10, 20));
+  a.add_memcpy(make_copy(1, memcpy_kind::d2h, 200, 20, 40));
+  a.add_memcpy(make_copy(1, memcpy_kind::d2d, 300, 40, 70));
+  a.add_memcpy(make_copy(1, memcpy_kind::p2p, 400, 70, 110));
+  auto copy = make_copy(91, memcpy_kind::d2d, 1000, 110, 120);
+  copy.runtime_correlation_id = 90;
+  a.add_memcpy(copy);
+  auto r = a.report();
+  const auto* n = r.find(2);
+  REQUIRE(n != nullptr);
+  using d = kscope::copy_direction;
+  CHECK(n->copies(d::h2d).bytes == 100);
+  CHECK(n->copies(d::d2h).bytes == 200);
+  CHECK(n->copies(d::d2d).bytes == 1300);
+  CHECK(n->copies(d::d2d).count == 2);
+  CHECK(n->copies(d::d2d).ns == 40);
+  CHECK(n->copies(d::other).bytes == 400);  // peer-to-peer is not on-device d2d
+  CHECK(n->kernel_count == 0);
+  CHECK(n->busy_ns == 0);
+  CHECK(r.recent.at(0).name == "Memcpy HtoD");
+  CHECK(r.counters.unattributed == 0);
+}
+
+TEST_CASE("top kernels: sorted by total time, demangled, median, launch config") {
+  kscope::attribution_options o;
+  o.median_samples = 1000;
+  gpu_attribution a(o);
+  a.launches().record_launch(1, 1, 0);
+  const char* axpy = "_ZN6kscope6detail4axpyEPfS1_f";
+  const char* plain = "my_c_kernel";  // extern "C": stays as is
+  const char* gemm = "_Z4gemmv";
+  // axpy: 4 calls of 10, 20, 30, 100 -> total 160, median (20 + 30) / 2 = 25
+  a.add_kernel(make_kernel(1, 100, 110, 1, axpy));
+  a.add_kernel(make_kernel(1, 200, 220, 1, axpy));
+  a.add_kernel(make_kernel(1, 300, 330, 1, axpy));
+  auto bigger = make_kernel(1, 400, 500, 1, axpy);
+  bigger.grid_x = 8;  // another launch configuration
+  a.add_kernel(bigger);
+  // plain: 3 calls of 50 -> total 150, median 50
+  for (int i = 0; i < 3; ++i) a.add_kernel(make_kernel(1, 1000 + 100 * i, 1050 + 100 * i, 1, plain));
+  // gemm: 1 call of 500
+  auto g = make_kernel(1, 5000, 5500, 1, gemm);
+  g.static_shared_bytes = 1024;
+  g.dynamic_shared_bytes = 4096;
+  g.registers_per_thread = 168;
+  a.add_kernel(g);
+
+  auto top = a.top_kernels();
+  REQUIRE(top.size() == 3);
+  CHECK(top[0].name == "gemm()");
+  CHECK(top[0].total_ns == 500);
+  CHECK(top[0].registers_per_thread == 168);
+  CHECK(top[0].static_shared_bytes == 1024);
+  CHECK(top[0].dynamic_shared_bytes == 4096);
+  CHECK(top[1].name == "kscope::detail::axpy(float*, float*, float)");
+  CHECK(top[1].mangled_name == axpy);
+  CHECK(top[1].calls == 4);
+  CHECK(top[1].total_ns == 160);
+  CHECK(top[1].median_ns == doctest::Approx(25.0));
+  CHECK(top[1].min_ns == 10);
+  CHECK(top[1].max_ns == 100);
+  CHECK(top[1].grid == std::array<std::int32_t, 3>{4, 1, 1});  // first call's
+  CHECK(top[1].launch_config_varies);
+  CHECK(top[2].name == "my_c_kernel");
+  CHECK(top[2].median_ns == doctest::Approx(50.0));
+  CHECK_FALSE(top[2].launch_config_varies);
+  CHECK(a.top_kernels(2).size() == 2);
+
+  // A name pointer reused for different text (module unloaded, memory reused) must not
+  // be mistaken for the kernel first seen at that address.
+  char reused[32] = "_Z5firstv";
+  a.add_kernel(make_kernel(1, 6000, 6001, 1, reused));
+  std::snprintf(reused, sizeof reused, "_Z6secondv");
+  a.add_kernel(make_kernel(1, 6001, 6003, 1, reused));
+  auto all = a.top_kernels();
+  auto named = [&](const char* n) {
+    return std::count_if(all.begin(), all.end(), [&](const kscope::kernel_summary& k) { return k.name == n; });
+  };
+  CHECK(named("first()") == 1);
+  CHECK(named("second()") == 1);
+  CHECK(kscope::detail::demangle(nullptr) == "(unknown kernel)");
+  CHECK(kscope::detail::demangle("_Z") == "_Z");  // invalid mangling: raw
+}
+
+TEST_CASE("bounded memory: eviction, name cap, recent ring, long run") {
+  kscope::attribution_options o;
+  o.correlation_capacity = 1024;
+  o.recent_capacity = 4;
+  o.max_kernel_names = 2;
+  o.max_intervals_per_node = 16;
+  gpu_attribution a(o);
+
+  // Launch 3000 ids, then deliver the first: its entry was reused -> evicted, counted.
+  for (std::uint32_t id = 1; id <= 3000; ++id) a.launches().record_launch(id, 1, 0);
+  a.add_kernel(make_kernel(5, 10, 20));
+  a.add_kernel(make_kernel(2999, 20, 30));
+  CHECK(a.counters().unattributed_evicted == 1);
+  CHECK(a.counters().unattributed == 1);
+
+  // Name cap: the third distinct name folds into "(other kernels)".
+  a.add_kernel(make_kernel(2999, 30, 40, 7, "_Z1av"));
+  a.add_kernel(make_kernel(2999, 40, 50, 7, "_Z1bv"));
+  auto top = a.top_kernels();
+  CHECK(std::any_of(top.begin(), top.end(), [](const auto& k) { return k.name == "(other kernels)"; }));
+  CHECK(a.counters().distinct_kernels_over_cap >= 1);
+
+  // Recent ring keeps the newest 4, oldest first.
+  auto recent = a.recent_events();
+  REQUIRE(recent.size() == 4);
+  CHECK(recent.front().start_ns == 10);
+  CHECK(recent.back().start_ns == 40);
+  a.add_kernel(make_kernel(2999, 50, 60));
+  recent = a.recent_events();
+  CHECK(recent.front().start_ns == 20);
+  CHECK(recent.back().start_ns == 50);
+  CHECK(a.counters().recent_overwritten == 1);
+
+  // A long run: memory stays flat once the caps are reached.
+  std::uint32_t id = 10000;
+  auto run = [&](int records) {
+    for (int i = 0; i < records; ++i, ++id) {
+      a.launches().record_launch(id, 1 + (id % 7), 0);
+      const std::int64_t t = 1000000 + 100 * static_cast<std::int64_t>(id);
+      a.add_kernel(make_kernel(id, t, t + 50, id % 4, (id % 2) != 0 ? "_Z1av" : "_Z1bv"));
+    }
+  };
+  run(20000);
+  const std::size_t after_20k = a.memory_bytes();
+  run(200000);
+  CHECK(a.memory_bytes() <= after_20k);
+  CHECK(a.memory_bytes() < std::size_t{1} << 20);
+  CHECK(a.counters().busy_intervals_clipped == 0);
+  auto r = a.report();
+  std::uint64_t kernels = 0;
+  for (const auto& entry : r.nodes) kernels += entry.second.kernel_count;
+  CHECK(kernels == r.counters.kernel_records);
+  CHECK(r.find(3)->busy_ns == r.find(3)->kernel_ns);  // disjoint kernels: busy == sum
+}
+
+TEST_CASE("reset keeps kernel names valid and forgets aggregates") {
+  gpu_attribution a;
+  a.launches().record_launch(1, 4, 0);
+  a.add_kernel(make_kernel(1, 10, 20, 1, "_Z6beforev"));
+  a.reset();
+  CHECK(a.report().nodes.empty());
+  a.add_kernel(make_kernel(1, 30, 50, 1, "_Z6beforev"));
+  auto top = a.top_kernels();
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].name == "before()");
+  CHECK(top[0].calls == 1);
+  CHECK(a.recent_events().at(0).name == "_Z6beforev");
+}
+
+TEST_CASE("launch hook from 8 threads while the consumer reads (ThreadSanitizer build too)") {
+  gpu_attribution a;
+  correlation_table& table = a.launches();
+  constexpr int threads = 8;
+  constexpr int launches_per_thread = 20000;
+  std::atomic<std::uint32_t> next_id{1};
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> inconsistent{0};
+  struct launch {
+    std::uint32_t id;
+    node_id node;
+    std::uint32_t thread;
+  };
+  std::vector<std::vector<launch>> seen(threads);
+
+  std::thread reader([&] {
+    // Reads race with writes on purpose: every answer must be a consistent entry.
+    while (!done.load(std::memory_order_acquire)) {
+      const std::uint32_t hi = next_id.load(std::memory_order_relaxed);
+      for (std::uint32_t id = hi > 64 ? hi - 64 : 1; id < hi; ++id) {
+        auto hit = table.find(id);
+        if (hit.status == correlation_table::lookup_status::found && hit.origin.node < 1000) {
+          inconsistent.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    }
+  });
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const std::uint32_t me = kscope::detail::this_thread_state().thread_index;
+      seen[t].reserve(launches_per_thread);
+      test_scope outer(static_cast<node_id>(1000 + 10 * t));
+      for (int i = 0; i < launches_per_thread; ++i) {
+        test_scope inner(static_cast<node_id>(1000 + 10 * t + 1 + (i % 3)));
+        const std::uint32_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+        kscope::record_launch_from_this_thread(table, id);
+        seen[t].push_back({id, static_cast<node_id>(1000 + 10 * t + 1 + (i % 3)), me});
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  done.store(true, std::memory_order_release);
+  reader.join();
+
+  // Every launch is found with its exact node and thread, and attributed to it.
+  std::uint64_t wrong = 0;
+  std::int64_t t0 = 1000;
+  for (const auto& per_thread : seen) {
+    for (const launch& l : per_thread) {
+      auto hit = table.find(l.id);
+      if (hit.status != correlation_table::lookup_status::found || hit.origin.node != l.node ||
+          hit.origin.thread_index != l.thread) {
+        ++wrong;
+      }
+      a.add_kernel(make_kernel(l.id, t0, t0 + 10));
+      t0 += 20;
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(inconsistent.load() == 0);
+  auto r = a.report();
+  CHECK(r.counters.kernel_records == threads * launches_per_thread);
+  CHECK(r.counters.unattributed == 0);
+  std::uint64_t per_node_total = 0;
+  for (int t = 0; t < threads; ++t) {
+    for (int j = 1; j <= 3; ++j) {
+      const auto* n = r.find(static_cast<node_id>(1000 + 10 * t + j));
+      REQUIRE(n != nullptr);
+      per_node_total += n->kernel_count;
+    }
+    CHECK(r.find(static_cast<node_id>(1000 + 10 * t)) == nullptr);  // exclusive: parents get none
+  }
+  CHECK(per_node_total == threads * launches_per_thread);
+}
+
+TEST_CASE("activity buffer pool: up-front allocation, exhaustion, foreign pointers, threads") {
+  kscope::detail::activity_buffer_pool pool;
+  REQUIRE(pool.allocate(1000, 4));
+  CHECK_FALSE(pool.allocate(1000, 4));  // once only
+  CHECK(pool.buffer_bytes() == 1024);   // rounded to the 64-byte alignment
+  CHECK(pool.capacity_bytes() == 4096);
+  std::vector<std::uint8_t*> out;
+  for (int i = 0; i < 4; ++i) {
+    std::uint8_t* b = pool.acquire();
+    REQUIRE(b != nullptr);
+    CHECK(reinterpret_cast<std::uintptr_t>(b) % 8 == 0);
+    out.push_back(b);
+  }
+  CHECK(pool.acquire() == nullptr);  // exhausted: hand out nothing
+  CHECK(pool.denied() == 1);
+  std::uint8_t foreign[16];
+  pool.release(foreign);            // ignored
+  pool.release(out[0] + 8);         // not a buffer start: ignored
+  CHECK(pool.available() == 0);
+  for (auto* b : out) pool.release(b);
+  pool.release(out[0]);             // double release cannot grow the free list
+  CHECK(pool.available() == 4);
+
+  std::vector<std::thread> threads;
+  std::atomic<int> got{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        if (std::uint8_t* b = pool.acquire()) {
+          b[0] = 1;  // the buffer is ours alone until released
+          got.fetch_add(1, std::memory_order_relaxed);
+          pool.release(b);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(pool.available() == 4);
+  CHECK(got.load() > 0);
+}
