@@ -5,7 +5,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <thread>
+
+TEST_CASE("a clock pair is read tightly") {
+  const auto pair = kscope::detail::read_clock_pair();
+  CHECK(pair.ns > 0);
+  CHECK(std::llabs(kscope::detail::now_ns() - pair.ns) < 1000000000LL);
+}
 
 TEST_CASE("ticks converted with the calibrated map agree with steady_clock") {
   const std::int64_t t0 = kscope::detail::ticks();
@@ -14,8 +22,8 @@ TEST_CASE("ticks converted with the calibrated map agree with steady_clock") {
   const std::int64_t t1 = kscope::detail::ticks();
   const std::int64_t n1 = kscope::detail::now_ns();
   const kscope::detail::tick_map map = kscope::detail::calibrate_ticks();
-  MESSAGE("ticks are " << (kscope::detail::ticks_are_tsc() ? "the invariant TSC" : "steady_clock ns")
-                       << ", " << map.ns_per_tick << " ns per tick");
+  const std::string source = kscope::detail::ticks_are_tsc() ? "the invariant TSC" : "steady_clock ns";
+  MESSAGE("ticks are " << source << ", " << map.ns_per_tick << " ns per tick");
   const double elapsed_ns = map.duration_ns(static_cast<double>(t1 - t0));
   CHECK(elapsed_ns == doctest::Approx(static_cast<double>(n1 - n0)).epsilon(0.002));
   // Absolute times land on the steady_clock time base within a few microseconds.

@@ -66,29 +66,48 @@ struct tick_map {
   }
 };
 
-// The origin is taken on first call; each later call measures the ratio over the span
-// since then (waiting, once, until the span is at least 2 ms so the ratio is good to
-// ~1e-5 even for a report taken right at start-up).
 struct tick_origin_pair {
   std::int64_t ticks, ns;
 };
+
+// Reads ticks and steady_clock as close together as this thread can: a (tick, ns, tick)
+// triple bounds when the ns read happened; of a few tries, the tightest wins. Without
+// this, a thread preempted between the two reads (a loaded machine) skews the ratio.
+inline tick_origin_pair read_clock_pair() noexcept {
+  tick_origin_pair best{ticks(), now_ns()};
+  std::int64_t best_gap = -1;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const std::int64_t before = ticks();
+    const std::int64_t ns = now_ns();
+    const std::int64_t after = ticks();
+    const std::int64_t gap = after - before;
+    if (gap >= 0 && (best_gap < 0 || gap < best_gap)) {
+      best_gap = gap;
+      best = tick_origin_pair{before + gap / 2, ns};
+    }
+  }
+  return best;
+}
+
 inline const tick_origin_pair& tick_origin() noexcept {
-  static const tick_origin_pair origin{ticks(), now_ns()};
+  static const tick_origin_pair origin = read_clock_pair();
   return origin;
 }
 
+// The map from ticks to steady_clock ns, measured over the span since tick_origin()
+// (waiting, once, until that span is at least 5 ms, so a report taken right at start-up
+// still gets a ratio good to ~1e-4; a report after a run of seconds, to ~1e-7).
 inline tick_map calibrate_ticks() noexcept {
   const tick_origin_pair& origin = tick_origin();
   tick_map map;
   map.origin_ticks = origin.ticks;
   map.origin_ns = origin.ns;
   if (!ticks_are_tsc()) return map;
-  std::int64_t t = ticks(), ns = now_ns();
-  while (ns - origin.ns < 2000000) {
-    t = ticks();
-    ns = now_ns();
+  while (now_ns() - origin.ns < 5000000) {
   }
-  if (t > origin.ticks) map.ns_per_tick = static_cast<double>(ns - origin.ns) / static_cast<double>(t - origin.ticks);
+  const tick_origin_pair now = read_clock_pair();
+  if (now.ticks > origin.ticks && now.ns > origin.ns)
+    map.ns_per_tick = static_cast<double>(now.ns - origin.ns) / static_cast<double>(now.ticks - origin.ticks);
   return map;
 }
 

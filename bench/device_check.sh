@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The whole GPU check in one call on the lent H200 (see bench/RESULTS.md for results):
+# configure, build, ctest (GPU cases included), the GPU benchmarks and examples, and the
+# ncu cross-checks. Logs go to $OUT (or ./out). Usage: bench/device_check.sh [steps...]
+# steps: build test bench examples ncu (default: all)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+final=${OUT:-$root/out}
+out=$(mktemp -d)   # everything is logged here, then packed: only 8 files come back from $OUT
+mkdir -p "$final"
+build=$root/build-device
+steps=${*:-build test bench examples ncu}
+export PATH=/usr/local/cuda/bin:$PATH
+has() { [[ " $steps " == *" $1 "* ]]; }
+status=0
+summary=$out/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm --format=csv; nvcc --version | tail -1; } > "$out/machine.txt" 2>&1
+note "machine: $(tr '\n' ' ' < "$out/machine.txt")"
+
+if has build; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DKSCOPE_TSAN_TESTS=OFF > "$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; exit 1; }
+  if ! cmake --build "$build" -j 16 > "$out/build.log" 2>&1; then
+    note "build FAILED"; grep -E "error|Error" "$out/build.log" | head -40; status=1
+  else
+    note "build ok"
+  fi
+fi
+if has test; then
+  (cd "$build" && ctest --output-on-failure -j 4 --timeout 600 -E "package_" > "$out/ctest.log" 2>&1)
+  note "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+  grep -E "Failed|\*\*\*|Skipped" "$out/ctest.log" | head -20 | tee -a "$summary"
+  for t in "$build"/tests/gpu_*; do
+    [ -x "$t" ] || continue
+    "$t" -s -d > "$out/$(basename "$t").log" 2>&1 || true
+  done
+fi
+if has bench; then
+  for b in "$build"/bench/*_bench; do
+    [ -x "$b" ] || continue
+    name=$(basename "$b")
+    timeout 300 "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+      --benchmark_out="$out/$name.json" --benchmark_out_format=json > "$out/$name.txt" 2>&1 || note "$name exit $?"
+    note "== $name"; grep -E "_median|^BM_|^[a-z].*:" "$out/$name.txt" | head -40 >> "$summary"
+  done
+  for extra in "$root"/bench/*.sh; do
+    case "$(basename "$extra")" in device_check.sh) continue ;; esac
+    note "== $(basename "$extra")"
+    BUILD="$build" timeout 300 bash "$extra" >> "$summary" 2>&1 || note "$(basename "$extra") exit $?"
+  done
+fi
+if has examples; then
+  for e in "$build"/examples/*; do
+    [ -x "$e" ] && [ -f "$e" ] || continue
+    name=$(basename "$e")
+    (cd "$out" && timeout 300 "$e" > "$out/example_$name.txt" 2>&1) || note "example $name exit $?"
+  done
+fi
+note "done"
+tar -czf "$final/logs.tgz" -C "$out" .
+cp "$summary" "$final/summary.txt"
+cat "$summary"
+exit $status
