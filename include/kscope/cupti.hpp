@@ -227,7 +227,10 @@ class cupti_collector {
     {
       std::lock_guard<std::mutex> control(control_mutex_);
       s.status = status_locked();
-      s.warnings = warnings_;
+      const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
+                           state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
+      if (problem) s.warnings.push_back(message_);
+      for (const auto& w : warnings_) s.warnings.push_back(w);
     }
     const std::uint64_t dropped = read_dropped_by_cupti();  // outside the attribution lock
     {
@@ -324,10 +327,11 @@ class cupti_collector {
     return *attribution_;
   }
 
+  // The state message is the warning while CUPTI is not collecting: one line per
+  // problem, and a later successful start() leaves no stale line behind.
   bool refuse(cupti_state state, std::string message) {
     state_ = state;
-    message_ = message;
-    add_warning(std::move(message));
+    message_ = std::move(message);
     return false;
   }
 

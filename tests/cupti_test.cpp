@@ -1,0 +1,495 @@
+// Tests for the CUPTI side on the CPU: synthetic buffers of REAL CUPTI record structs
+// (tests/support/cupti_synth.hpp) go through the very path a completed CUPTI buffer takes
+// (detail::consume_activity_buffer: libcupti's cuptiActivityGetNextRecord, parse_activity,
+// gpu_attribution). libcupti's walker needs no GPU or driver, so it is used here whenever
+// libcupti loads; without it the documented fallback walk is used and the case says so.
+#include <kscope/cupti.hpp>
+
+#include <doctest/doctest.h>
+
+#if KSCOPE_HAS_CUPTI
+
+#include "support/cupti_synth.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using kscope_test::cupti_buffer;
+using kscope_test::synth_kernel;
+using kscope_test::synth_memcpy;
+using kscope_test::synth_memset;
+
+const kscope::detail::cupti_api* cupti() {
+  static kscope::detail::cupti_api api;
+  static const bool loaded = [] {
+    std::string why;
+    const bool ok = kscope::detail::load_cupti(api, "", why);
+    if (!ok) MESSAGE("libcupti not loadable (" << why << "): the fallback walk is tested instead");
+    return ok;
+  }();
+  return loaded ? &api : nullptr;
+}
+
+class test_scope {
+ public:
+  explicit test_scope(kscope::node_id node) : saved_(kscope::detail::this_thread_state().current) {
+    kscope::detail::this_thread_state().current = node;
+  }
+  ~test_scope() { kscope::detail::this_thread_state().current = saved_; }
+  test_scope(const test_scope&) = delete;
+  test_scope& operator=(const test_scope&) = delete;
+
+ private:
+  kscope::node_id saved_;
+};
+
+synth_kernel kernel_at(std::uint32_t correlation, std::uint64_t start, std::uint64_t end,
+                       std::uint32_t stream = 7, const char* name = "_Z6kernelv") {
+  synth_kernel k;
+  k.correlation = correlation;
+  k.start = start;
+  k.end = end;
+  k.stream = stream;
+  k.name = name;
+  return k;
+}
+
+std::size_t consume(cupti_buffer& b, kscope::gpu_attribution& a, std::int64_t offset = 0) {
+  return kscope::detail::consume_activity_buffer(cupti(), b.data(), b.size(), a, offset).records;
+}
+
+}  // namespace
+
+TEST_CASE("libcupti loads without a GPU and walks synthetic buffers like the fallback") {
+  const auto* api = cupti();
+  if (api != nullptr) {
+    MESSAGE("walking with " << api->path << " (CUPTI " << api->version << ")");
+    CHECK_UNARY(api->activity_get_next_record != nullptr);
+  }
+  cupti_buffer b;
+  b.kernel(kernel_at(1, 100, 200));
+  synth_memcpy m;
+  m.correlation = 2;
+  m.start = 300;
+  m.end = 400;
+  m.bytes = 4096;
+  b.memcpy(m);
+  synth_memset s;
+  s.correlation = 3;
+  s.start = 500;
+  s.end = 600;
+  s.bytes = 64;
+  b.memset(s);
+  b.external(4, 99);
+  b.driver_api(4, 700, 800);
+
+  std::vector<int> kinds_fallback, kinds_cupti;
+  auto fb = kscope::detail::walk_activity_buffer_fallback(
+      b.data(), b.size(), [&](const CUpti_Activity* r) { kinds_fallback.push_back(r->kind); });
+  CHECK(fb.records == 5);
+  CHECK_FALSE(fb.malformed);
+  CHECK(kinds_fallback == std::vector<int>{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                           CUPTI_ACTIVITY_KIND_DRIVER});
+  if (api != nullptr) {
+    auto cw = kscope::detail::walk_activity_buffer_cupti(
+        *api, b.data(), b.size(), [&](const CUpti_Activity* r) { kinds_cupti.push_back(r->kind); });
+    CHECK(cw.records == 5);
+    CHECK_FALSE(cw.malformed);
+    CHECK(kinds_cupti == kinds_fallback);
+  }
+}
+
+TEST_CASE("malformed buffers: records before the damage are kept, the damage is counted") {
+  auto check_walks = [](cupti_buffer& b, std::size_t valid, std::size_t good_records) {
+    auto fb = kscope::detail::walk_activity_buffer_fallback(b.data(), valid, [](const CUpti_Activity*) {});
+    CHECK(fb.records == good_records);
+    CHECK(fb.malformed);
+    if (const auto* api = cupti()) {
+      auto cw = kscope::detail::walk_activity_buffer_cupti(*api, b.data(), valid, [](const CUpti_Activity*) {});
+      CHECK(cw.records == good_records);
+      CHECK(cw.malformed);
+    }
+  };
+  SUBCASE("invalid bytes in the middle") {
+    cupti_buffer b;
+    b.kernel(kernel_at(1, 10, 20));
+    b.garbage(64);
+    b.kernel(kernel_at(1, 30, 40));
+    check_walks(b, b.size(), 1);
+  }
+  SUBCASE("an unknown kind") {
+    cupti_buffer b;
+    b.kernel(kernel_at(1, 10, 20));
+    b.kernel(kernel_at(1, 30, 40)).kind = static_cast<CUpti_ActivityKind>(9999);
+    check_walks(b, b.size(), 1);
+  }
+  SUBCASE("cut in the middle of a record") {
+    cupti_buffer b;
+    b.kernel(kernel_at(1, 10, 20));
+    b.kernel(kernel_at(1, 30, 40));
+    check_walks(b, b.size() - 100, 1);
+  }
+  SUBCASE("through the attribution") {
+    cupti_buffer b;
+    b.kernel(kernel_at(1, 10, 20));
+    b.garbage(8);
+    kscope::gpu_attribution a;
+    a.launches().record_launch(1, 3, 0);
+    CHECK(consume(b, a) == 1);
+    auto r = a.report();
+    CHECK(r.counters.dropped_malformed == 1);
+    CHECK(r.find(3)->kernel_count == 1);
+  }
+}
+
+TEST_CASE("parse_activity copies every field kscope uses, on kscope's clock") {
+  cupti_buffer b;
+  synth_kernel k = kernel_at(11, 1000, 3000, 13, "_Z4gemmv");
+  k.device = 1;
+  k.context = 5;
+  k.grid[0] = 132;
+  k.grid[1] = 2;
+  k.grid[2] = 3;
+  k.block[0] = 256;
+  k.block[1] = 4;
+  k.block[2] = 1;
+  k.registers = 168;
+  k.static_shared = 1024;
+  k.dynamic_shared = 49152;
+  k.graph_id = 8;
+  k.graph_node_id = 0x100000002ull;
+  b.kernel(k);
+  kscope::activity_record r;
+  const auto* record = reinterpret_cast<const CUpti_Activity*>(b.data());
+  REQUIRE(kscope::detail::parse_activity(record, r, 500));
+  CHECK(r.kind == kscope::activity_kind::kernel);
+  CHECK(r.kernel.correlation_id == 11);
+  CHECK(r.kernel.device == 1);
+  CHECK(r.kernel.context == 5);
+  CHECK(r.kernel.stream == 13);
+  CHECK(r.kernel.start_ns == 1500);  // + clock offset
+  CHECK(r.kernel.end_ns == 3500);
+  CHECK(std::string(r.kernel.name) == "_Z4gemmv");
+  CHECK(r.kernel.grid_x == 132);
+  CHECK(r.kernel.grid_y == 2);
+  CHECK(r.kernel.grid_z == 3);
+  CHECK(r.kernel.block_x == 256);
+  CHECK(r.kernel.block_y == 4);
+  CHECK(r.kernel.block_z == 1);
+  CHECK(r.kernel.registers_per_thread == 168);
+  CHECK(r.kernel.static_shared_bytes == 1024);
+  CHECK(r.kernel.dynamic_shared_bytes == 49152);
+  CHECK(r.kernel.graph_id == 8);
+  CHECK(r.kernel.graph_node_id == 0x100000002ull);
+
+  b.clear();
+  synth_memcpy m;
+  m.correlation = 21;
+  m.runtime_correlation = 20;
+  m.start = 0;  // not timed: must stay 0 so the attribution drops it
+  m.end = 50;
+  m.bytes = 1 << 20;
+  m.copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.stream = 14;
+  m.graph_id = 2;
+  m.graph_node_id = 3;
+  b.memcpy(m);
+  REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 500));
+  CHECK(r.kind == kscope::activity_kind::memcpy);
+  CHECK(r.memcpy.correlation_id == 21);
+  CHECK(r.memcpy.runtime_correlation_id == 20);
+  CHECK(r.memcpy.start_ns == 0);
+  CHECK(r.memcpy.end_ns == 550);
+  CHECK(r.memcpy.kind == kscope::memcpy_kind::d2h);
+  CHECK(r.memcpy.bytes == (1u << 20));
+  CHECK(r.memcpy.stream == 14);
+  CHECK(r.memcpy.graph_id == 2);
+  CHECK(r.memcpy.graph_node_id == 3);
+
+  b.clear();
+  synth_memset s;
+  s.correlation = 31;
+  s.start = 10;
+  s.end = 20;
+  s.bytes = 256;
+  s.stream = 15;
+  b.memset(s);
+  REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+  CHECK(r.kind == kscope::activity_kind::memset);
+  CHECK(r.memset.correlation_id == 31);
+  CHECK(r.memset.bytes == 256);
+  CHECK(r.memset.stream == 15);
+
+  b.clear();
+  b.external(41, kscope::pack_external_id(7, 2));
+  REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+  CHECK(r.kind == kscope::activity_kind::external_correlation);
+  CHECK(r.external.correlation_id == 41);
+  CHECK(r.external.external_id == kscope::pack_external_id(7, 2));
+
+  b.clear();
+  b.external(42, 5, CUPTI_EXTERNAL_CORRELATION_KIND_OPENACC);  // another tool's id: ignored
+  CHECK_FALSE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+  b.clear();
+  b.driver_api(43, 1, 2);
+  CHECK_FALSE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+  CHECK(r.kind == kscope::activity_kind::other);
+
+  // Every copy direction CUPTI reports.
+  using kscope::detail::to_memcpy_kind;
+  CHECK(to_memcpy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD) == kscope::memcpy_kind::h2d);
+  CHECK(to_memcpy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD) == kscope::memcpy_kind::d2d);
+  CHECK(to_memcpy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_HTOH) == kscope::memcpy_kind::h2h);
+  CHECK(to_memcpy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP) == kscope::memcpy_kind::p2p);
+  CHECK(to_memcpy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_ATOD) == kscope::memcpy_kind::array);
+  CHECK(to_memcpy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN) == kscope::memcpy_kind::unknown);
+}
+
+TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order buffers") {
+  kscope::gpu_attribution a;
+  kscope::correlation_table& table = a.launches();
+  std::atomic<std::uint32_t> next_id{1};
+
+  // What the "GPU" will report, built from real launches on real threads.
+  struct launched {
+    std::uint32_t id;
+    kscope::node_id node;
+    std::uint32_t stream;
+    int kind;  // 0 kernel, 1 h2d copy, 2 d2h copy, 3 memset, 4 graph (3 kernels)
+  };
+  constexpr int threads = 4;
+  constexpr int launches_per_thread = 1000;
+  std::vector<std::vector<launched>> per_thread(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const kscope::node_id outer_node = static_cast<kscope::node_id>(100 + 10 * t);
+      test_scope outer(outer_node);
+      for (int i = 0; i < launches_per_thread; ++i) {
+        const std::uint32_t stream = static_cast<std::uint32_t>(20 + 2 * t + (i % 2));
+        const int kind = i % 50 == 0 ? 4 : i % 20 == 0 ? 1 : i % 21 == 0 ? 2 : i % 23 == 0 ? 3 : 0;
+        const kscope::node_id inner_node = static_cast<kscope::node_id>(outer_node + 1 + (i % 2));
+        if (i % 3 == 0) {  // launched from the outer scope itself
+          const std::uint32_t id = next_id.fetch_add(1);
+          kscope::record_launch_from_this_thread(table, id);
+          per_thread[t].push_back({id, outer_node, stream, kind});
+        } else {
+          test_scope inner(inner_node);
+          const std::uint32_t id = next_id.fetch_add(1);
+          kscope::record_launch_from_this_thread(table, id);
+          per_thread[t].push_back({id, inner_node, stream, kind});
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  // A few launches with no scope open.
+  std::vector<launched> all;
+  for (int i = 0; i < 5; ++i) {
+    const std::uint32_t id = next_id.fetch_add(1);
+    kscope::record_launch_from_this_thread(table, id);
+    all.push_back({id, kscope::unscoped_node, 3, 0});
+  }
+  for (auto& v : per_thread) all.insert(all.end(), v.begin(), v.end());
+
+  // Expected per node, and the records spread over 5 buffers in a shuffled order; the
+  // buffers then complete out of order.
+  struct expect {
+    std::uint64_t kernels = 0, h2d = 0, d2h = 0, memsets = 0;
+  };
+  std::map<kscope::node_id, expect> expected;
+  std::mt19937 rng(12345);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<cupti_buffer> buffers(5);
+  std::uint64_t t = 1'000'000;
+  std::size_t n = 0;
+  for (const launched& l : all) {
+    cupti_buffer& b = buffers[n++ % buffers.size()];
+    expect& e = expected[l.node];
+    switch (l.kind) {
+      case 0:
+        b.kernel(kernel_at(l.id, t, t + 500, l.stream));
+        ++e.kernels;
+        break;
+      case 1:
+      case 2: {
+        synth_memcpy m;
+        m.correlation = l.id;
+        m.stream = l.stream;
+        m.start = t;
+        m.end = t + 300;
+        m.bytes = 1000;
+        m.copy_kind = l.kind == 1 ? CUPTI_ACTIVITY_MEMCPY_KIND_HTOD : CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+        b.memcpy(m);
+        ++(l.kind == 1 ? e.h2d : e.d2h);
+        break;
+      }
+      case 3: {
+        synth_memset s;
+        s.correlation = l.id;
+        s.stream = l.stream;
+        s.start = t;
+        s.end = t + 100;
+        s.bytes = 64;
+        b.memset(s);
+        ++e.memsets;
+        break;
+      }
+      default:
+        // A graph launch: 3 kernels with the launch's correlation id, in 2 buffers.
+        for (int g = 0; g < 3; ++g) {
+          synth_kernel k = kernel_at(l.id, t + 1000 * g, t + 1000 * g + 200, l.stream, "_Z10graph_stepv");
+          k.graph_id = 1;
+          k.graph_node_id = static_cast<std::uint64_t>(g + 1);
+          buffers[(n + static_cast<std::size_t>(g)) % buffers.size()].kernel(k);
+          ++e.kernels;
+        }
+    }
+    t += 1000;
+  }
+  // Damaged records ride along and must not disturb the rest.
+  buffers[0].kernel(kernel_at(all[0].id, 0, 100));      // start = 0
+  buffers[1].kernel(kernel_at(all[1].id, 5000, 4000));  // end < start
+  buffers[2].driver_api(all[2].id, 1, 2);               // a kind kscope ignores
+
+  std::size_t records = 0;
+  for (std::size_t i : {3u, 0u, 4u, 2u, 1u}) records += consume(buffers[i], a);
+  a.settle();
+  auto r = a.report();
+
+  CHECK(r.counters.records_seen == records);
+  CHECK(r.counters.dropped_zero_start == 1);
+  CHECK(r.counters.dropped_end_before_start == 1);
+  CHECK(r.counters.ignored_records == 1);
+  CHECK(r.counters.unattributed == 0);
+  CHECK(r.counters.pending == 0);
+  CHECK(r.counters.unscoped == 5);
+  std::uint64_t total_kernels = 0;
+  for (const auto& [node, e] : expected) {
+    const auto* got = r.find(node);
+    REQUIRE_MESSAGE(got != nullptr, "node " << node);
+    CHECK(got->kernel_count == e.kernels);
+    CHECK(got->copies(kscope::copy_direction::h2d).count == e.h2d);
+    CHECK(got->copies(kscope::copy_direction::d2h).count == e.d2h);
+    CHECK(got->memset.count == e.memsets);
+    total_kernels += e.kernels;
+  }
+  CHECK(r.counters.kernel_records == total_kernels);
+  CHECK(r.nodes.size() == expected.size());
+  auto top = a.top_kernels();
+  auto graph_row = std::find_if(top.begin(), top.end(), [](const auto& k) { return k.name == "graph_step()"; });
+  REQUIRE(graph_row != top.end());
+  CHECK(graph_row->calls == 3 * threads * (launches_per_thread / 50));
+}
+
+TEST_CASE("external-correlation design through buffers: kernels delivered before their ids") {
+  kscope::gpu_attribution a;
+  cupti_buffer kernels, ids;
+  for (std::uint32_t id = 1; id <= 100; ++id) {
+    kernels.kernel(kernel_at(id, 1000 * id, 1000 * id + 10));
+    ids.driver_api(id, 1000 * id - 5, 1000 * id - 1);
+    ids.external(id, kscope::pack_external_id(static_cast<kscope::node_id>(1 + id % 4), 9));
+  }
+  consume(kernels, a);
+  CHECK(a.report().counters.pending == 100);
+  consume(ids, a);
+  a.settle();
+  auto r = a.report();
+  CHECK(r.counters.pending == 0);
+  CHECK(r.counters.unattributed == 0);
+  CHECK(r.counters.external_correlation_records == 100);
+  for (kscope::node_id node = 1; node <= 4; ++node) CHECK(r.find(node)->kernel_count == 25);
+  CHECK(r.recent.at(0).thread_index == 9);
+}
+
+TEST_CASE("the collector degrades with one clear warning and still takes buffers") {
+  auto& c = kscope::cupti_collector::global();
+
+  ::setenv("KSCOPE_CUPTI", "0", 1);
+  CHECK_FALSE(c.start());
+  CHECK(c.status().state == kscope::cupti_state::disabled);
+  ::unsetenv("KSCOPE_CUPTI");
+
+  const bool started = c.start();
+  const kscope::cupti_status st = c.status();
+  MESSAGE("collector: " << std::string(kscope::to_string(st.state)) << ": " << st.message);
+  if (started) {
+    // A machine with a GPU: the collector really runs.
+    CHECK(st.state == kscope::cupti_state::running);
+    CHECK(st.clock != kscope::cupti_clock::none);
+    CHECK(st.callbacks_enabled > 0);
+    CHECK(st.pool_bytes == 64u << 20);
+  } else {
+    CHECK(st.state != kscope::cupti_state::running);
+    CHECK(st.message.find("GPU times from CUDA events only") != std::string::npos);
+  }
+  // Synthetic buffers through the collector's own path (same lock, same walk).
+  cupti_buffer b;
+  b.kernel(kernel_at(0xfffff0u, 100, 200));
+  c.launches().record_launch(0xfffff0u, 4242, 1);
+  c.consume_buffer(b.data(), b.size());
+  c.flush();
+  kscope::cupti_snapshot s = c.snapshot();
+  REQUIRE(s.activity.find(4242) != nullptr);
+  CHECK(s.activity.find(4242)->kernel_count == 1);
+  if (!started) {
+    REQUIRE_FALSE(s.warnings.empty());
+    CHECK(s.warnings.front() == st.message);
+    // One warning per problem, not one per start() call.
+    CHECK_FALSE(c.start());
+    const auto again = c.snapshot().warnings;
+    CHECK(std::count(again.begin(), again.end(), st.message) == 1);
+  }
+  c.reset();
+  CHECK(c.snapshot().activity.find(4242) == nullptr);
+  c.stop();  // harmless in every state
+  c.stop();
+}
+
+TEST_CASE("library search order: environment, explicit path, toolkit dir, sonames") {
+  ::setenv("KSCOPE_CUPTI_LIBRARY", "/nonexistent/libcupti.so.99", 1);
+  auto candidates = kscope::detail::cupti_library_candidates("/explicit/libcupti.so");
+  ::unsetenv("KSCOPE_CUPTI_LIBRARY");
+  REQUIRE(candidates.size() >= 5);
+  CHECK(candidates[0] == "/nonexistent/libcupti.so.99");
+  CHECK(candidates[1] == "/explicit/libcupti.so");
+#ifdef KSCOPE_CUDA_LIBRARY_DIR
+  CHECK(candidates[2] == std::string(KSCOPE_CUDA_LIBRARY_DIR) + "/libcupti.so.13");
+#endif
+  CHECK(candidates.back() == "libcupti.so");
+  CHECK(std::find(candidates.begin(), candidates.end(), "libcupti.so.13") != candidates.end());
+
+  // A bad override does not stop the search; what was tried is named on failure.
+  kscope::detail::cupti_api api;
+  std::string why;
+  ::setenv("KSCOPE_CUPTI_LIBRARY", "/nonexistent/libcupti.so.99", 1);
+  const bool ok = kscope::detail::load_cupti(api, "", why);
+  ::unsetenv("KSCOPE_CUPTI_LIBRARY");
+  if (cupti() != nullptr) {
+    CHECK(ok);
+    CHECK(api.path.find("libcupti") != std::string::npos);
+  } else {
+    CHECK_FALSE(ok);
+    CHECK(why.find("/nonexistent/libcupti.so.99") != std::string::npos);
+  }
+}
+
+#else  // !KSCOPE_HAS_CUPTI
+
+TEST_CASE("without CUPTI headers the collector reports itself unavailable") {
+  auto& c = kscope::cupti_collector::global();
+  CHECK_FALSE(c.start());
+  CHECK(c.status().message.find("CUPTI unavailable") != std::string::npos);
+}
+
+#endif
