@@ -6,3 +6,18 @@
 #pragma once
 
 #include "config.hpp"
+
+// Pure core: no CUDA headers, testable anywhere.
+#include "attribution.hpp"
+#include "report.hpp"
+#include "roofline.hpp"
+#include "stats.hpp"
+#include "sweep.hpp"
+#include "plot.hpp"
+
+// CUDA edge: compiles out cleanly when CUDA is absent (KSCOPE_HAS_CUDA=0).
+#include "bench.hpp"
+#include "cupti.hpp"
+#include "device.hpp"
+#include "scope.hpp"
+#include "session.hpp"
