@@ -3,6 +3,7 @@
 // and hints, rate intervals, and the small helpers. Every expected value below is
 // computed by hand in the comment beside it.
 #include <kscope/roofline.hpp>
+#include <kscope/stats.hpp>  // kscope::interval, the intended input of rate_interval
 
 #include <doctest/doctest.h>
 
@@ -190,6 +191,16 @@ TEST_CASE("rate_interval turns a time interval into a rate interval") {
   CHECK(std::isnan(kscope::rate_interval(1e12, time_interval{nan_value, nan_value, 0.95}).lo));
   CHECK(std::isnan(kscope::rate_interval(1e12, time_interval{0.0, 1.0, 0.95}).hi));
   CHECK(std::isnan(kscope::rate_interval(1e12, time_interval{2.0, 1.0, 0.95}).lo));
+
+  // With the stats module's interval type, as the session and bench reports use it.
+  kscope::interval ci;
+  ci.lo = 1.9e-3;
+  ci.hi = 2.5e-3;
+  ci.level = 0.99;
+  const kscope::interval bytes_ci = kscope::rate_interval(8e9, ci);
+  CHECK(bytes_ci.lo == doctest::Approx(3.2e12));  // 8e9 / 2.5e-3
+  CHECK(bytes_ci.hi == doctest::Approx(4.210526316e12));  // 8e9 / 1.9e-3
+  CHECK(bytes_ci.level == 0.99);
 }
 
 TEST_CASE("names, points and number formatting") {
