@@ -33,6 +33,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "device.hpp"
 #include "detail/bench_device.hpp"
 #include "detail/bench_format.hpp"
 #include "detail/bench_result.hpp"
@@ -127,6 +128,37 @@ inline std::vector<double> steady_samples(const series_analysis& a) {
   return std::vector<double>(a.used_s.begin() + static_cast<std::ptrdiff_t>(skip), a.used_s.end());
 }
 
+// The compute roof a dtype string implies: plain cores for fp64 and fp32 (what a
+// hand-written kernel uses), tensor cores for the types that mostly run there. Unknown
+// strings give no peak rather than a guess.
+inline bool dtype_roof(const std::string& dtype, data_type& type, core_kind& cores) {
+  std::string d;
+  for (char c : dtype) d += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  cores = core_kind::tensor;
+  if (d == "fp64" || d == "f64" || d == "double") { type = data_type::fp64; cores = core_kind::plain; return true; }
+  if (d == "fp32" || d == "f32" || d == "float") { type = data_type::fp32; cores = core_kind::plain; return true; }
+  if (d == "tf32") { type = data_type::tf32; return true; }
+  if (d == "fp16" || d == "f16" || d == "half") { type = data_type::fp16; return true; }
+  if (d == "bf16" || d == "bfloat16") { type = data_type::bf16; return true; }
+  if (d == "fp8" || d == "e4m3" || d == "e5m2") { type = data_type::fp8; return true; }
+  if (d == "int8" || d == "i8" || d == "s8") { type = data_type::int8; return true; }
+  return false;
+}
+
+// The theoretical dense peak for `dtype` on the context's GPU (device.hpp's table), and
+// a description of where it came from; NaN and "" when unknown.
+inline double default_peak_flops(const bench_context& c, const std::string& dtype, std::string& source) {
+  data_type type{};
+  core_kind cores{};
+  if (!c.has_gpu || !dtype_roof(dtype, type, cores)) return std::numeric_limits<double>::quiet_NaN();
+  const double peak = theoretical_flops_per_s(c.cc_major, c.cc_minor, c.sm_count, c.sm_clock_max_mhz * 1e3, type, cores);
+  if (peak > 0) {
+    source = std::string("theoretical ") + to_string(type) + " on " + to_string(cores) + " cores, " +
+             architecture_name(c.cc_major, c.cc_minor) + " at the rated clock";
+  }
+  return peak;
+}
+
 // Rates, roofline and the warnings a reader must see next to the numbers.
 inline void finish_result(bench_result& r) {
   const summary& st = r.analysis.stats;
@@ -173,7 +205,7 @@ inline void finish_result(bench_result& r) {
     const output_check& c = r.reference->check;
     if (!c.passed) warn("output check failed: " + c.note);
   }
-  if ((r.declared.flops > 0 || r.declared.bytes > 0) && !r.roofline && median > 0) {
+  if (r.declared.flops > 0 && !r.roofline && median > 0) {
     if (!(r.peak_flops_per_s > 0))
       warn("no compute peak known for dtype '" + r.metadata.dtype +
            "': roofline placement skipped (set it with bench::peaks)");
@@ -295,7 +327,13 @@ class bench {
     std::optional<kernel_resources> resources;
     if (kernel_ != nullptr) resources = detail::harness::query_resources(kernel_, block_threads_, dynamic_smem_bytes_);
     const double peak_bytes = peak_bytes_per_s_ > 0 ? peak_bytes_per_s_ : context.peak_bytes_per_s;
-    return run_with(timer, peak_flops_per_s_, peak_bytes, context.sm_clock_max_mhz, std::move(resources));
+    std::string source = peak_flops_per_s_ > 0 ? "given" : "";
+    const double peak_flops = peak_flops_per_s_ > 0
+                                  ? peak_flops_per_s_
+                                  : detail::harness::default_peak_flops(context, def_.metadata.dtype, source);
+    bench_result r = run_with(timer, peak_flops, peak_bytes, context.sm_clock_max_mhz, std::move(resources));
+    r.peak_flops_source = source;
+    return r;
 #else
     bench_result r = skeleton();
     r.warnings.push_back("kscope was built without CUDA: nothing was timed");

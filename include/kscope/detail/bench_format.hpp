@@ -191,7 +191,8 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
     notes.push_back("roofline: intensity " + printf_string("%.3g flop/B", r.roofline->intensity) + ", " +
                     format_percent(r.roofline->fraction_of_roof) + " of the roof (" +
                     format_rate(r.roofline->roof_flops_per_s, "FLOP/s") + " at this intensity), " +
-                    to_string(r.roofline->limiter) + "-bound: " + std::string(hint(*r.roofline)));
+                    to_string(r.roofline->limiter) + "-bound: " + std::string(hint(*r.roofline)) +
+                    (r.peak_flops_source.empty() ? "" : " [compute roof: " + r.peak_flops_source + "]"));
   }
   if (r.reference) {
     const reference_result& ref = *r.reference;
@@ -373,7 +374,8 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
     write_rate(w, r.bytes_per_s);
     w.end_object();
     w.key("peaks").begin_object();
-    w.member("flops_per_s", r.peak_flops_per_s).member("bytes_per_s", r.peak_bytes_per_s);
+    w.member("flops_per_s", r.peak_flops_per_s).member("flops_source", r.peak_flops_source);
+    w.member("bytes_per_s", r.peak_bytes_per_s);
     w.member("fraction_of_peak_bandwidth", r.fraction_of_peak_bandwidth);
     w.end_object();
     w.key("roofline");

@@ -92,6 +92,7 @@ struct bench_result {
   rate_estimate bytes_per_s;
   double peak_flops_per_s = std::numeric_limits<double>::quiet_NaN();
   double peak_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
+  std::string peak_flops_source;  // "given", or which theoretical roof the dtype implied
   double fraction_of_peak_bandwidth = std::numeric_limits<double>::quiet_NaN();
   std::optional<placement> roofline;
   std::optional<kernel_resources> resources;
