@@ -113,7 +113,7 @@ inline std::string format_ci_percent(const summary& s) {
   if (!std::isfinite(s.median_ci.lo) || !std::isfinite(s.median_ci.hi) || s.median == 0) return "";
   const double half = 0.5 * (s.median_ci.hi - s.median_ci.lo) / std::fabs(s.median) * 100.0;
   char buf[24];
-  std::snprintf(buf, sizeof buf, "±%.1f%%", half);
+  std::snprintf(buf, sizeof buf, half < 0.095 ? "±%.2f%%" : "±%.1f%%", half);
   return buf;
 }
 
@@ -167,11 +167,11 @@ inline std::string session_report::text() const {
     if (!line.empty()) out += line + "\n";
   }
   out += "\n";
-  // name 30 | calls 8 | host median 9, ci 7 | gpu median 9, ci 7 | excl 9 | % parent 7
+  // name 30 | calls 8 | host median 9, ci 7 | gpu median 9, ci 7 | total 9 | % parent 7
   out += detail::fit("scope", 30) + detail::fit("calls", 8, true) + "  " +
          detail::fit("host med", 9, true) + " " + detail::fit("CI95", 7) +
          detail::fit("gpu med", 9, true) + " " + detail::fit("CI95", 7) +
-         detail::fit("excl", 9, true) + detail::fit("%par", 7, true) + "\n";
+         detail::fit("total", 9, true) + detail::fit("%par", 7, true) + "\n";
   out += std::string(96, '-') + "\n";
   bool any_unsteady = false, any_capped = false;
   for (const scope_report& s : scopes) {
@@ -189,12 +189,12 @@ inline std::string session_report::text() const {
            detail::fit(detail::format_ci_percent(s.host_ns), 7) +
            detail::fit(s.gpu_calls ? detail::format_duration_ns(s.gpu_ns.median) : "-", 9, true) + " " +
            detail::fit(s.gpu_calls ? detail::format_ci_percent(s.gpu_ns) : "", 7) +
-           detail::fit(detail::format_duration_ns(s.host_exclusive_ns / (s.calls ? s.calls : 1)), 9, true) +
+           detail::fit(detail::format_duration_ns(s.host_inclusive_ns), 9, true) +
            detail::fit(share, 7, true) + "\n";
   }
   if (scopes.empty()) out += "(no scopes recorded)\n";
-  out += "\nmedians per call; CI95: half-width of the 95% median interval; excl: own time per call;\n"
-         "%par: share of the parent's inclusive time";
+  out += "\nmed: median per call; CI95: half-width of its 95% interval; total: host time over all\n"
+         "calls; %par: share of the parent's total";
   if (any_unsteady) out += "; !: no steady state found (all samples after the first used)";
   if (any_capped) out += "; *: samples capped at " + std::to_string(sample_cap) + " (reservoir)";
   out += "; ~: cross-thread range\n";
