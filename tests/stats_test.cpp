@@ -154,6 +154,68 @@ TEST_CASE("quantile is numpy's default (type 7)") {
   CHECK(std::isnan(kscope::quantile({1.0}, 1.5)));
 }
 
+namespace {
+// Independent reference: full sort, type 7 by its textbook formula, ranks from a
+// binomial CDF summed in log space.
+double sorted_type7(const std::vector<double>& sorted, double p) {
+  const double h = static_cast<double>(sorted.size() - 1) * p;
+  const auto lo = static_cast<std::size_t>(std::floor(h));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+std::size_t reference_rank(std::size_t n, double level) {
+  if (n > 1000) {  // the documented normal approximation, z = st.norm.ppf(0.975)
+    REQUIRE(level == 0.95);
+    return static_cast<std::size_t>(std::floor(n / 2.0 + 0.5 - 1.959963984540054 * std::sqrt(n) / 2));
+  }
+  std::size_t k = 0;
+  double cdf = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    cdf += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) - n * std::log(2.0));
+    if (cdf > (1 - level) / 2 * (1 + 1e-9)) break;
+    k = i + 1;
+  }
+  return std::min(k, (n + 1) / 2);
+}
+}  // namespace
+
+TEST_CASE("summarize agrees with a sort-based reference on random data") {
+  timings gen(17);
+  for (std::size_t n : {1u, 2u, 3u, 7u, 8u, 99u, 100u, 1000u, 1001u, 4000u}) {
+    for (bool tied : {false, true}) {
+      std::vector<double> x = gen.make(n, 1.0, 0.5);
+      if (tied)
+        for (double& v : x) v = std::round(v * 4) / 4;
+      const kscope::summary s = kscope::summarize(x, keep_all);
+      std::vector<double> sorted = x;
+      std::sort(sorted.begin(), sorted.end());
+      INFO("n = " << n << ", tied = " << tied);
+      CHECK(s.n == n);
+      CHECK(s.min == sorted.front());
+      CHECK(s.max == sorted.back());
+      CHECK(s.median == doctest::Approx(sorted_type7(sorted, 0.5)).epsilon(1e-14));
+      CHECK(s.p90 == doctest::Approx(sorted_type7(sorted, 0.9)).epsilon(1e-14));
+      CHECK(s.p99 == doctest::Approx(sorted_type7(sorted, 0.99)).epsilon(1e-14));
+      std::vector<double> deviations;
+      for (double v : sorted) deviations.push_back(std::fabs(v - s.median));
+      std::sort(deviations.begin(), deviations.end());
+      CHECK(s.mad == doctest::Approx(sorted_type7(deviations, 0.5)).epsilon(1e-14));
+      const double q1 = sorted_type7(sorted, 0.25), q3 = sorted_type7(sorted, 0.75);
+      const auto outliers = static_cast<std::size_t>(std::count_if(sorted.begin(), sorted.end(), [&](double v) {
+        return v < q1 - 1.5 * (q3 - q1) || v > q3 + 1.5 * (q3 - q1);
+      }));
+      CHECK(s.outliers == outliers);
+      const std::size_t k = reference_rank(n, 0.95);
+      if (k == 0) {
+        CHECK(std::isnan(s.median_ci.lo));
+      } else {
+        CHECK(s.median_ci.lo == sorted[k - 1]);
+        CHECK(s.median_ci.hi == sorted[n - k]);
+      }
+    }
+  }
+}
+
 // ---- summarize: edge cases -------------------------------------------------------------
 
 TEST_CASE("summarize of empty input is defined") {
@@ -419,6 +481,23 @@ TEST_CASE("compare: asymptotic Mann-Whitney with ties and without") {
   CHECK(l.ratio_ci.hi == doctest::Approx(1.1816773744893039).epsilon(1e-12));
   CHECK(l.ratio == doctest::Approx(1.0318489854941022).epsilon(1e-14));
   CHECK(l.result == kscope::verdict::inconclusive);
+}
+
+TEST_CASE("compare: the exact distribution at its size limit") {
+  // 27 vs 27, fully separated: p = 2 / C(54, 27) (C(54, 27) = 1946939425648112 < 2^52).
+  std::vector<double> low, high;
+  for (int i = 1; i <= 27; ++i) {
+    low.push_back(i);
+    high.push_back(100 + i);
+  }
+  const kscope::comparison c = kscope::compare(low, high);
+  CHECK(c.p_value == doctest::Approx(2.0 / 1946939425648112.0).epsilon(1e-12));
+  CHECK(c.result == kscope::verdict::slower);
+  // 28 vs 28 no longer fits: asymptotic, z = (784 - 392 - 0.5) / sqrt(28 * 28 * 57 / 12).
+  low.push_back(28);
+  high.push_back(128);
+  const double z = (784 - 392 - 0.5) / std::sqrt(28.0 * 28.0 * 57.0 / 12.0);
+  CHECK(kscope::compare(low, high).p_value == doctest::Approx(std::erfc(z / std::sqrt(2.0))).epsilon(1e-12));
 }
 
 TEST_CASE("compare: edge cases") {
