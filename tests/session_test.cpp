@@ -121,3 +121,94 @@ TEST_CASE("the JSON writer escapes control characters and writes non-finite numb
   CHECK(doc["nan"].is_null());
   CHECK(doc["x"].get<double>() == 0.1);
 }
+
+namespace {
+kscope::device_info h200_like() {
+  kscope::device_info d;
+  d.present = true;
+  d.name = "test H200";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.sm_clock_khz = 1980000;
+  d.memory_clock_khz = 3201000;
+  d.memory_bus_width_bits = 6016;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("scopes with declared work are placed on the roofline of their dtype") {
+  const kscope::device_peaks peaks = kscope::theoretical_peaks(h200_like());
+  const double bw = peaks.theoretical_bytes_per_s;  // 4.81e12
+  CHECK(bw == doctest::Approx(3201000e3 * 6016 / 8 * 2));
+
+  // A copy-like scope: 1 GB per call in 0.25 ms GPU median -> 4e12 B/s, memory-bound.
+  kscope::scope_report copy;
+  copy.name = copy.path = "copy";
+  copy.depth = 1;
+  copy.calls = copy.work_calls = copy.gpu_calls = 10;
+  copy.declared = {10 * 0.25e9, 10 * 1e9};
+  copy.gpu_ns.median = 0.25e6;
+  copy.gpu_ns.median_ci = {0.24e6, 0.26e6, 0.95};
+  kscope::detail::place_scope(copy, peaks);
+  REQUIRE(copy.roofline);
+  CHECK(copy.roof == "fp32 plain");
+  CHECK(copy.roofline->bytes_per_s == doctest::Approx(4e12));
+  CHECK(copy.roofline->limiter == kscope::bound::memory);
+  CHECK(copy.roofline->fraction_of_roof == doctest::Approx(4e12 / bw));
+  // The rate interval is the time interval transformed: [work / t_hi, work / t_lo].
+  CHECK(copy.flops_per_s_ci.lo == doctest::Approx(0.25e9 / 0.26e-3));
+  CHECK(copy.flops_per_s_ci.hi == doctest::Approx(0.25e9 / 0.24e-3));
+  CHECK(std::isnan(copy.fraction_of_measured_roof));
+
+  // A bf16 GEMM tagged with its dtype is placed under the bf16 tensor roof.
+  kscope::scope_report gemm;
+  gemm.name = gemm.path = "gemm";
+  gemm.calls = gemm.work_calls = gemm.gpu_calls = 1;
+  const double n = 8192;
+  gemm.declared = {2 * n * n * n, 3 * 2 * n * n};
+  gemm.gpu_ns.median = 1.4e6;
+  gemm.tags.push_back({"dtype", "bf16", 1});
+  kscope::detail::place_scope(gemm, peaks);
+  REQUIRE(gemm.roofline);
+  CHECK(gemm.roof == "bf16 tensor");
+  CHECK(gemm.roofline->limiter == kscope::bound::compute);
+  const double bf16_peak = peaks.find(kscope::data_type::bf16, kscope::core_kind::tensor)->theoretical_flops_per_s;
+  CHECK(gemm.roofline->fraction_of_roof == doctest::Approx(2 * n * n * n / 1.4e-3 / bf16_peak));
+
+  // Measured peaks add the fraction of the measured roof.
+  kscope::device_peaks measured = peaks;
+  measured.measured_bytes_per_s = 4.2e12;
+  kscope::detail::place_scope(copy, measured);
+  CHECK(copy.fraction_of_measured_roof == doctest::Approx(4e12 / 4.2e12));
+
+  // No work declared, or no time: no placement.
+  kscope::scope_report idle;
+  idle.calls = 3;
+  kscope::detail::place_scope(idle, peaks);
+  CHECK_FALSE(idle.roofline);
+
+  // The text report shows the roofline table and a hint per placed scope.
+  kscope::session_report r;
+  r.scopes = {copy, gemm};
+  const std::string text = r.text();
+  CHECK(text.find("roofline (median call)") != std::string::npos);
+  CHECK(text.find("memory-bound") != std::string::npos);
+  CHECK(text.find("bf16 tensor") != std::string::npos);
+  const auto doc = nlohmann::json::parse(r.json());
+  CHECK(doc["scopes"][0]["roofline"]["limiter"] == "memory");
+  CHECK(doc["scopes"][1]["roofline"]["roof"] == "bf16 tensor");
+  CHECK(doc["scopes"][0]["roofline"]["fraction_of_measured_roof"].get<double>() == doctest::Approx(4e12 / 4.2e12));
+}
+
+TEST_CASE("a dtype tag kscope does not know falls back to fp32 plain cores") {
+  const kscope::device_peaks peaks = kscope::theoretical_peaks(h200_like());
+  kscope::scope_report s;
+  s.calls = s.work_calls = 1;
+  s.declared = {1e9, 1e6};
+  s.host_ns.median = 1e6;
+  s.tags.push_back({"dtype", "complex128", 1});
+  kscope::detail::place_scope(s, peaks);
+  REQUIRE(s.roofline);
+  CHECK(s.roof == "fp32 plain");
+}

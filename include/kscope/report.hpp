@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,15 @@ struct scope_report {
   work declared{};               // declared work summed over all calls
   std::uint64_t work_calls = 0;  // calls that declared work
 
+  // Roofline placement of the median call: declared work per call over the GPU median
+  // (the host median when the scope had no stream), against the roof named by
+  // `roof` (the "dtype" tag picks it; fp32 plain cores otherwise). Empty when no work
+  // was declared or no peaks are known.
+  std::optional<placement> roofline;
+  std::string roof;                         // "bf16 tensor", "fp32 plain"
+  interval flops_per_s_ci{std::nan(""), std::nan(""), 0.95};  // from the time CI
+  double fraction_of_measured_roof = std::nan("");           // when measured peaks are set
+
   std::size_t samples_kept = 0;  // host samples held (<= the session's sample cap)
   bool samples_capped = false;   // true once the reservoir replaced samples
 
@@ -67,8 +77,10 @@ struct report_context {
   std::string timestamp_utc;   // ISO 8601
   long long process_id = 0;
   bool cuda_compiled = KSCOPE_HAS_CUDA != 0;
-  std::vector<std::pair<std::string, std::string>> gpu;  // ordered key/value lines
-  std::string gpu_json;  // the device block as JSON (empty: none)
+  std::vector<std::string> devices;  // one line per device: name, arch, SMs, clocks, memory, versions
+  std::string devices_json;          // JSON array of device objects (empty: none)
+  std::string no_device_reason;      // why there is no GPU block, when there is none
+  std::vector<std::string> roofs;    // the peaks the roofline placements use, one line each
 };
 
 struct session_report {
@@ -131,6 +143,26 @@ inline std::string fit(const std::string& s, std::size_t width, bool right = fal
   return right ? pad + out : out + pad;
 }
 
+// Word-wraps one paragraph to `width` columns, continuation lines indented by 2.
+inline std::string wrap(const std::string& text, std::size_t width) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = "  " + word;
+    } else {
+      line += line.empty() ? word : " " + word;
+    }
+    start = end + 1;
+  }
+  if (!line.empty()) out += line + "\n";
+  return out;
+}
+
 inline void write_summary_json(json_writer& w, const summary& s) {
   w.begin_object();
   w.member("n", static_cast<unsigned long long>(s.n));
@@ -154,17 +186,12 @@ inline std::string session_report::text() const {
   if (!context.host_name.empty()) out += " on " + context.host_name;
   if (!context.timestamp_utc.empty()) out += ", " + context.timestamp_utc;
   out += "\n";
-  if (context.gpu.empty()) {
-    out += context.cuda_compiled ? "GPU: none found; GPU timing needs a CUDA device\n"
-                                 : "GPU: kscope built without CUDA; GPU timing needs a CUDA build and a device\n";
+  if (context.devices.empty()) {
+    out += detail::wrap("GPU: " + (context.cuda_compiled ? context.no_device_reason + "; GPU timing needs a CUDA device"
+                                                         : std::string("kscope built without CUDA; GPU timing needs a CUDA build and a device")), 98);
   } else {
-    std::string line;
-    for (const auto& kv : context.gpu) {
-      const std::string item = kv.first + " " + kv.second;
-      if (!line.empty() && line.size() + item.size() + 2 > 98) { out += line + "\n"; line.clear(); }
-      line += line.empty() ? item : ", " + item;
-    }
-    if (!line.empty()) out += line + "\n";
+    for (const std::string& d : context.devices) out += detail::wrap("GPU: " + d, 98);
+    for (const std::string& r : context.roofs) out += detail::wrap("roof: " + r, 98);
   }
   out += "\n";
   // name 30 | calls 8 | host median 9, ci 7 | gpu median 9, ci 7 | total 9 | % parent 7
@@ -193,6 +220,32 @@ inline std::string session_report::text() const {
            detail::fit(share, 7, true) + "\n";
   }
   if (scopes.empty()) out += "(no scopes recorded)\n";
+  bool any_placed = false;
+  for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
+  if (any_placed) {
+    out += "\n" + detail::fit("roofline (median call)", 30) + detail::fit("FLOP/s", 10, true) +
+           detail::fit("B/s", 10, true) + detail::fit("FLOP/B", 8, true) + detail::fit("%roof", 7, true) +
+           detail::fit("%meas", 7, true) + "  " + detail::fit("limiter", 9) + detail::fit("roof", 12) + "\n";
+    out += std::string(96, '-') + "\n";
+    std::string hints;
+    for (const scope_report& s : scopes) {
+      if (!s.roofline) continue;
+      const placement& p = *s.roofline;
+      char intensity[16], roof_pct[16], measured_pct[16] = "-";
+      std::snprintf(intensity, sizeof intensity, p.intensity < 10 ? "%.2f" : "%.0f", p.intensity);
+      std::snprintf(roof_pct, sizeof roof_pct, "%.0f%%", 100 * p.fraction_of_roof);
+      if (std::isfinite(s.fraction_of_measured_roof))
+        std::snprintf(measured_pct, sizeof measured_pct, "%.0f%%", 100 * s.fraction_of_measured_roof);
+      std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+      name += s.name;
+      out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
+             detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
+             detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
+             detail::fit(to_string(p.limiter), 9) + detail::fit(s.roof, 12) + "\n";
+      hints += detail::wrap(s.path + ": " + std::string(hint(p)), 98);
+    }
+    out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
+  }
   out += "\nmed: median per call; CI95: half-width of its 95% interval; total: host time over all\n"
          "calls; %par: share of the parent's total";
   if (any_unsteady) out += "; !: no steady state found (all samples after the first used)";
@@ -216,7 +269,11 @@ inline std::string session_report::json() const {
   w.member("process_id", context.process_id);
   w.member("cuda_compiled", context.cuda_compiled);
   w.key("gpu");
-  if (context.gpu_json.empty()) w.value(nullptr); else w.raw(context.gpu_json);
+  if (context.devices_json.empty()) w.value(nullptr); else w.raw(context.devices_json);
+  if (context.devices_json.empty()) w.member("no_device_reason", context.no_device_reason);
+  w.key("roofs").begin_array();
+  for (const std::string& r : context.roofs) w.value(r);
+  w.end_array();
   w.end_object();
   w.member("sample_cap", static_cast<unsigned long long>(sample_cap));
   w.member("gpu_timing_skipped", static_cast<unsigned long long>(gpu_timing_skipped));
@@ -244,6 +301,24 @@ inline std::string session_report::json() const {
     w.member("flops", s.declared.flops).member("bytes", s.declared.bytes);
     w.member("calls", static_cast<unsigned long long>(s.work_calls));
     w.end_object();
+    w.key("roofline");
+    if (!s.roofline) {
+      w.value(nullptr);
+    } else {
+      const placement& p = *s.roofline;
+      w.begin_object();
+      w.member("roof", s.roof);
+      w.member("flops_per_s", p.flops_per_s).member("bytes_per_s", p.bytes_per_s);
+      w.member("intensity", p.intensity).member("roof_flops_per_s", p.roof_flops_per_s);
+      w.member("fraction_of_roof", p.fraction_of_roof);
+      w.member("fraction_of_measured_roof", s.fraction_of_measured_roof);
+      w.member("limiter", to_string(p.limiter));
+      w.member("hint", hint(p));
+      w.key("flops_per_s_ci").begin_object();
+      w.member("lo", s.flops_per_s_ci.lo).member("hi", s.flops_per_s_ci.hi).member("level", s.flops_per_s_ci.level);
+      w.end_object();
+      w.end_object();
+    }
     w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
     w.member("samples_capped", s.samples_capped);
     w.key("tags").begin_array();

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "device.hpp"
 #include "detail/clock.hpp"
 #include "detail/context.hpp"
 #include "detail/event_pool.hpp"
@@ -222,6 +223,16 @@ class session {
   // Forgets all samples (node ids stay valid: call sites cache them).
   void reset() noexcept;
 
+  // The peaks roofline placements use. Without a call, the first report reads the
+  // theoretical roofs of device 0 (device.hpp's table); hand it measure_peaks() results
+  // to place scopes against the measured roofs as well:
+  //   kscope::session::global().set_peaks(kscope::measure_peaks());
+  void set_peaks(device_peaks peaks) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peaks_ = std::move(peaks);
+    have_peaks_ = true;
+  }
+
   // A warning shown once in the report (deduplicated), e.g. from the CUPTI collector.
   void warn(std::string message) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -298,6 +309,8 @@ class session {
   std::vector<pending_gpu> pending_;
   std::vector<std::string> warnings_;
   std::size_t sample_cap_ = 10000;
+  device_peaks peaks_;
+  bool have_peaks_ = false;
   node_id overflow_node_ = detail::node_cache::invalid;
   std::atomic<std::uint64_t> gpu_timing_skipped_{0};
   std::uint64_t gpu_event_errors_ = 0;
@@ -466,6 +479,11 @@ inline void session::fill_context_locked(report_context& context) {
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
   context.timestamp_utc = stamp;
   detail::describe_devices(context);
+  if (!have_peaks_ && !context.devices.empty()) {
+    peaks_ = theoretical_peaks(query_device(0));
+    have_peaks_ = true;
+  }
+  if (have_peaks_ && peaks_.device.present) context.roofs = detail::describe_roofs(peaks_);
 }
 
 inline session_report session::report() {
@@ -533,6 +551,11 @@ inline session_report session::report() {
     s.samples_kept = n.host_ticks.samples().size();
     s.samples_capped = n.host_ticks.saturated();
     for (const auto& t : n.tags) s.tags.push_back(tag_count{t.first.first, t.first.second, t.second});
+    if (n.host_ticks.saturated()) {  // the reservoir's extremes are exact over all calls
+      s.host_ns.min = clock.duration_ns(n.host_ticks.min());
+      s.host_ns.max = clock.duration_ns(n.host_ticks.max());
+    }
+    if (have_peaks_ && peaks_.device.present) detail::place_scope(s, peaks_);
     out.scopes.push_back(std::move(s));
     for (auto it = n.children.rbegin(); it != n.children.rend(); ++it)
       stack.emplace_back(*it, out.scopes.back().path);
