@@ -325,9 +325,11 @@ TEST_CASE("output check against the reference") {
     CHECK(c.max_abs_error == doctest::Approx(0.02));
     CHECK(c.max_rel_error == doctest::Approx(0.01));
     CHECK(c.passed);  // no tolerance: report only
-    // Near-zero reference entries use the floor 1e-6 * max |reference| = 1e-3.
+    // Near-zero reference entries use the floor 1e-3 * max |reference| = 1.
     c = kscope::check_outputs({1000.0, 1e-3}, {1000.0, 0.0});
-    CHECK(c.max_rel_error == doctest::Approx(1.0));
+    CHECK(c.max_rel_error == doctest::Approx(1e-3));
+    c = kscope::check_outputs({1000.0, 10.1}, {1000.0, 10.0});  // above the floor: its own scale
+    CHECK(c.max_rel_error == doctest::Approx(0.01));
     c = kscope::check_outputs({1.0, NAN}, {1.0, 2.0}, 1e-2);
     CHECK(std::isinf(c.max_rel_error));
     CHECK_FALSE(c.passed);

@@ -87,7 +87,7 @@ using bench_stream = void*;
   double scale = 0;
   for (double w : want)
     if (std::isfinite(w)) scale = std::max(scale, std::fabs(w));
-  const double floor = scale > 0 ? 1e-6 * scale : std::numeric_limits<double>::min();
+  const double floor = scale > 0 ? 1e-3 * scale : std::numeric_limits<double>::min();
   double max_rel = 0, max_abs = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     const double diff = std::fabs(got[i] - want[i]);

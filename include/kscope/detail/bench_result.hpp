@@ -40,9 +40,11 @@ struct rate_estimate {
 };
 
 // The numerical check against a reference: outputs read after one untimed run of each.
-// max_rel_error is max_i |x_i - r_i| / max(|r_i|, 1e-6 * max_j |r_j|): the floor keeps
-// entries that are almost zero in the reference from turning rounding noise into huge
-// relative errors. A NaN or infinity in the output makes the error infinite.
+// max_rel_error is max_i |x_i - r_i| / max(|r_i|, 1e-3 * max_j |r_j|): entries under
+// 0.1 % of the largest reference value are measured against that scale instead of their
+// own, because a sum with cancellation (a GEMM output near zero) carries the rounding
+// error of its large terms, and dividing that by a tiny result reports noise as a bug.
+// A NaN in the output (where the reference has none) makes the error infinite.
 struct output_check {
   bool performed = false;
   std::size_t values = 0;
