@@ -401,6 +401,44 @@ TEST_CASE("a trend has no steady state") {
   CHECK_FALSE(all.steady);
 }
 
+TEST_CASE("accelerating trends and late level shifts have no steady state") {
+  // MSER alone calls these steady (their variance sits at the end); the drift test does not.
+  const int n = 1000;
+  std::vector<double> cubic, exponential, late_step;
+  for (int i = 0; i < n; ++i) {
+    const double t = static_cast<double>(i) / n;
+    cubic.push_back(1 + t * t * t);
+    exponential.push_back(std::exp(3 * t));
+    late_step.push_back(t < 0.8 ? 1.0 : 1.5);
+  }
+  for (const std::vector<double>* x : {&cubic, &exponential, &late_step}) {
+    const kscope::steady_state st = kscope::find_steady_state(*x);
+    CHECK_FALSE(st.steady);
+    CHECK(st.warmup == 1);
+  }
+  // A step at 40 % is a transient: cut there, steady after.
+  std::vector<double> early_step;
+  for (int i = 0; i < n; ++i) early_step.push_back(i < 400 ? 2.0 : 1.0);
+  const kscope::steady_state st = kscope::find_steady_state(early_step);
+  CHECK(st.steady);
+  CHECK(st.warmup == 401);
+}
+
+TEST_CASE("autocorrelated but stationary noise is steady") {
+  timings gen(4242);
+  int unsteady = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> x;
+    double e = 0;
+    for (int i = 0; i < 1000; ++i) {
+      e = 0.7 * e + std::sqrt(1 - 0.49) * gen.gaussian();  // AR(1), unit variance
+      x.push_back(std::exp(0.1 * e));                       // 10 % noise
+    }
+    unsteady += !kscope::find_steady_state(x).steady;
+  }
+  CHECK(unsteady <= 4);  // <= 2 %
+}
+
 TEST_CASE("stationary noise is steady (false alarm rate)") {
   timings gen(2026);
   for (std::size_t n : {30u, 60u, 200u, 1000u}) {

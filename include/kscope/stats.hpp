@@ -103,10 +103,50 @@ inline double mann_whitney_p(const double* x, std::size_t nx, const double* y, s
   return mann_whitney_sorted(a, b).p_value;
 }
 
-// The batch size and the confirmation threshold of the steady-state test (see
-// find_steady_state for why each exists).
+// The batch size, the confirmation threshold and the drift tolerance of the
+// steady-state test (see find_steady_state for why each exists).
 constexpr std::size_t mser_batch = 5;
 constexpr double mser_confirm_p = 1e-3;
+constexpr double drift_tolerance = 0.02;
+
+inline double median_of_copy(const double* x, std::size_t n) {
+  std::vector<double> v(x, x + n);
+  const type7_position mid = type7(n, 0.5);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid.lo), v.end());
+  const double lo = v[mid.lo];
+  const double hi = mid.hi == mid.lo ? lo : *std::min_element(v.begin() + static_cast<std::ptrdiff_t>(mid.hi), v.end());
+  return type7_value(lo, hi, mid.fraction);
+}
+
+// Whether the level of a (warm-up free) series moves between its first and last
+// quarter. MSER only looks for a transient at the start: a series that accelerates
+// (1 + t^3, exp(t)) or shifts level late in the run has its variance at the end, so
+// every truncation looks worse than none and MSER calls it steady. Drift here means
+// both: the quarters' medians are more than 2 % apart (compare()'s default threshold,
+// so noise-level wander on huge n does not count), and the quarters' batch means (10
+// batches each, which absorbs short-range autocorrelation that would fool a test on raw
+// samples) differ by a two-sided Mann-Whitney test at p < 1e-3. The O(n) median test
+// runs first; the rank test only when it fires.
+inline bool drifts(const double* x, std::size_t n) {
+  constexpr std::size_t batches_per_quarter = 10;
+  const std::size_t quarter = n / 4;
+  if (quarter < batches_per_quarter) return false;
+  const double first = median_of_copy(x, quarter), last = median_of_copy(x + n - quarter, quarter);
+  const double scale = std::max(std::fabs(first), std::fabs(last));
+  if (!(std::fabs(last - first) > drift_tolerance * scale)) return false;
+  const std::size_t batch = quarter / batches_per_quarter;
+  double early[batches_per_quarter], late[batches_per_quarter];
+  for (std::size_t b = 0; b < batches_per_quarter; ++b) {
+    double sum_early = 0, sum_late = 0;
+    for (std::size_t i = 0; i < batch; ++i) {
+      sum_early += x[b * batch + i];
+      sum_late += x[n - quarter + b * batch + i];
+    }
+    early[b] = sum_early / static_cast<double>(batch);
+    late[b] = sum_late / static_cast<double>(batch);
+  }
+  return mann_whitney_p(early, batches_per_quarter, late, batches_per_quarter) < mser_confirm_p;
+}
 
 // find_steady_state on samples that are all finite.
 inline steady_state find_steady_state_finite(const double* x, std::size_t m) {
@@ -163,16 +203,20 @@ inline steady_state find_steady_state_finite(const double* x, std::size_t m) {
     if (mser <= best) best = mser, d_best = j;  // <=: ties go to the shorter truncation
     if (j <= half_d && mser <= best_half) best_half = mser, d_half = j;
   }
-  if (d_best <= half_d) return {1 + mser_batch * d_best, true};
-
-  // MSER's optimum lies past half the series: the classic "no steady state" signal.
-  // Confirm it: the part MSER would drop beyond the first-half optimum must differ from
-  // the retained tail (Mann-Whitney, p < 1e-3). On stationary series the unconfirmed
-  // rule fires in 3-30 % of short runs (MSER's end effect); the confirmed one in < 1 %.
-  const std::size_t from = mser_batch * d_half, cut = mser_batch * d_best;
-  const double p = mann_whitney_p(s + from, cut - from, s + cut, length - cut);
-  if (p < mser_confirm_p) return {1, false};
-  return {1 + mser_batch * d_half, true};
+  std::size_t d_steady = d_best;
+  if (d_best > half_d) {
+    // MSER's optimum lies past half the series: the classic "no steady state" signal.
+    // Confirm it: the part MSER would drop beyond the first-half optimum must differ
+    // from the retained tail (Mann-Whitney, p < 1e-3). On stationary series the
+    // unconfirmed rule fires in 3-30 % of short runs (MSER's end effect); the confirmed
+    // one in < 1 %.
+    const std::size_t from = mser_batch * d_half, cut = mser_batch * d_best;
+    if (mann_whitney_p(s + from, cut - from, s + cut, length - cut) < mser_confirm_p) return {1, false};
+    d_steady = d_half;
+  }
+  const std::size_t warmup = 1 + mser_batch * d_steady;
+  if (drifts(x + warmup, m - warmup)) return {1, false};
+  return {warmup, true};
 }
 
 // Fills the statistics of x[0..n) (finite, n >= 1) into out; permutes x.
@@ -248,8 +292,17 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 //   the first-half optimum and d* must differ from the tail (two-sided Mann-Whitney,
 //   p < 0.001). Confirmed: warmup = 1, steady = false. Not confirmed (a chance low
 //   variance near the end): treated as steady with the first-half optimum.
+// * A drift after the warm-up also means no steady state (warmup = 1, steady = false):
+//   the medians of the first and last quarter of what remains differ by more than 2 %
+//   and their batch means differ at p < 0.001 (needs 40 samples after the warm-up).
+//   This catches what MSER cannot: accelerating trends and late level shifts.
 // * Fewer than 11 finite samples: too few to test; warmup = 1 (0 for a single sample),
 //   steady = true. Empty: warmup = 0, steady = false.
+// Measured on fixed-seed simulations: independent log-normal noise (30 to 1000 samples)
+// is called unsteady in <= 0.1 % of runs, AR(1) noise with correlation <= 0.7 in
+// <= 2.5 %; linear, square-root, log, quadratic, cubic and exponential trends and level
+// steps past 60 % of a run of 100+ samples always. Strongly autocorrelated noise
+// (AR(1) 0.9, 200 samples) is called unsteady in ~15 % of runs: its level wanders.
 // Non-finite samples are skipped; warmup counts finite samples. O(n) time.
 [[nodiscard]] inline steady_state find_steady_state(const std::vector<double>& samples) {
   const std::vector<double> finite = detail::finite_only(samples);
