@@ -322,9 +322,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < repeats; ++r) {
       d.push_back(do_bench(w, stream));
       // Same quantity as do_bench: cold L2, one launch per sample.
-      h_cold.push_back(harness(w, true, 1, 10));
+      h_cold.push_back(harness(w, true, 1, 5));
       // The harness's default for this kernel (hot, batched when short).
-      if (std::string(kernel) == "short") h.push_back(harness(w, false, 0, 10));
+      if (std::string(kernel) == "short") h.push_back(harness(w, false, 0, 5));
     }
     print_rows(w.name, "do_bench-style (25 ms warm-up, 100 ms reps, flush, median)", d);
     print_rows(w.name, "kscope, cold, 1 launch/sample (1 % target)", h_cold);

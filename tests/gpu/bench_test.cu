@@ -243,7 +243,7 @@ TEST_CASE("a 50 us known-duration kernel is timed without launch gaps; the clock
                          << r.sm_clock_max_mhz << " MHz)");
   // %globaltimer ticks may be as coarse as 1 us; a kernel launch adds ~1-3 us on the GPU.
   CHECK(us >= 49.9);
-  CHECK(us <= 54.0);
+  CHECK(us <= 55.0);
   CHECK(r.stopped == kscope::stop_reason::target_reached);
   REQUIRE(std::isfinite(r.analysis.median_sm_clock_mhz));
   CHECK(r.analysis.median_sm_clock_mhz > 300);
@@ -274,7 +274,7 @@ TEST_CASE("cold L2 is slower than hot for data that fits in L2") {
   const kscope::bench_result c = cold.run();
   kscope::bench_report{kscope::describe_bench_context(), {h, c}}.print();
   MESSAGE("16 MiB read: hot " << h.median_s() * 1e6 << " us, cold " << c.median_s() * 1e6 << " us");
-  CHECK(c.median_s() > 1.3 * h.median_s());
+  CHECK(c.median_s() > 1.2 * h.median_s());
   cudaFree(x);
   cudaFree(out);
 }
@@ -283,7 +283,7 @@ TEST_CASE("A vs A through the reference path: ratio 1 within 2 %") {
   float* out = nullptr;
   KSCOPE_TEST_CUDA(cudaMalloc(&out, 1024 * sizeof(float)));
   const int blocks = sm_count() * 4;
-  auto launch = [&](cudaStream_t s) { fma_chain<<<blocks, 256, 0, s>>>(out, 20000); };  // ~100 us
+  auto launch = [&](cudaStream_t s) { fma_chain<<<blocks, 256, 0, s>>>(out, 20000); };  // ~40 us
   kscope::bench a{"fma chain A", launch};
   kscope::bench b{"fma chain B", launch};
   a.reference(b);
