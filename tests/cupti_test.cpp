@@ -375,7 +375,9 @@ TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order b
   CHECK(r.counters.pending == 0);
   CHECK(r.counters.unscoped == 5);
   std::uint64_t total_kernels = 0;
-  for (const auto& [node, e] : expected) {
+  for (const auto& entry : expected) {
+    const kscope::node_id node = entry.first;
+    const expect& e = entry.second;
     const auto* got = r.find(node);
     REQUIRE_MESSAGE(got != nullptr, "node " << node);
     CHECK(got->kernel_count == e.kernels);

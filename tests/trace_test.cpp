@@ -137,8 +137,10 @@ TEST_CASE("trace: structure, tracks, nesting, names, exact timestamps") {
   CHECK(stream_named);
   CHECK(thread_named);
 
-  for (const auto& [track, events] : tracks_of(doc)) {
-    CHECK_MESSAGE(well_formed(events, track.first == kscope::trace_host_pid), "track " << track.first << "/" << track.second);
+  for (const auto& entry : tracks_of(doc)) {
+    const auto& track = entry.first;
+    CHECK_MESSAGE(well_formed(entry.second, track.first == kscope::trace_host_pid),
+                  "track " << track.first << "/" << track.second);
   }
 }
 
@@ -207,8 +209,8 @@ TEST_CASE("trace: overlapping GPU events on one stream are clamped or moved, nev
   CHECK(stats.clamped == 2);
   CHECK(stats.overflow_events == 2);
   auto tracks = tracks_of(doc);
-  for (const auto& [track, events] : tracks) {
-    CHECK_MESSAGE(well_formed(events, false), "track " << track.first << "/" << track.second);
+  for (const auto& entry : tracks) {
+    CHECK_MESSAGE(well_formed(entry.second, false), "track " << entry.first.first << "/" << entry.first.second);
   }
   REQUIRE(tracks.count({0, 4}) == 1);
   REQUIRE(tracks.count({0, 4 + kscope::trace_overflow_tid_stride}) == 1);
@@ -241,7 +243,7 @@ TEST_CASE("trace: partially overlapping host intervals go to an overflow track")
   CHECK(stats.host_events == 3);
   CHECK(stats.skipped == 1);
   CHECK(stats.overflow_events == 1);
-  for (const auto& [track, events] : tracks_of(doc)) CHECK(well_formed(events, true));
+  for (const auto& entry : tracks_of(doc)) CHECK(well_formed(entry.second, true));
 }
 
 TEST_CASE("trace: empty input, attribution output, and writing a file") {

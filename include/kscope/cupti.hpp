@@ -131,6 +131,10 @@ struct cupti_options {
   attribution_design design = attribution_design::launch_callback;
   bool collect_memcpy = true;
   bool collect_memset = true;
+  // Also hook the driver-API launch calls (cuLaunchKernel(Ex), cuGraphLaunch, cuMemcpy*):
+  // needed for cuBLAS / Triton / JIT launches. Off: runtime API only (one callback less
+  // per <<<>>> launch; bench/cupti_overhead_bench.cu measures the difference).
+  bool driver_api_callbacks = true;
   std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
   std::string library_path;           // explicit libcupti (after $KSCOPE_CUPTI_LIBRARY)
   attribution_options attribution{};  // used by the first start() only
@@ -587,6 +591,7 @@ class cupti_collector {
         ++callbacks_enabled_;
       }
     }
+    if (!options_.driver_api_callbacks) return;
     ids = detail::cupti_driver_launch_cbids(count);
     for (std::size_t i = 0; i < count; ++i) {
       if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) == CUPTI_SUCCESS) {

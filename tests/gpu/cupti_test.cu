@@ -1,0 +1,371 @@
+// GPU cases for the CUPTI collector (run on the lent H200; skipped without a device).
+//
+// Every kernel must land on the scope node open on its launching thread at launch time:
+// 4 threads x 2 streams x nested scopes x 1000 kernels, a CUDA graph launched 10 times, a
+// cuBLAS GEMM, a driver-API launch, copies and memsets; timestamps on kscope's clock.
+// Scopes are set through a tiny RAII helper that does what kscope::scope does for
+// attribution (sets detail::this_thread_state().current), so node ids are known here.
+#include <kscope/cupti.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+#define REQUIRE_CUDA(call) REQUIRE_MESSAGE((call) == cudaSuccess, #call)
+
+class test_scope {
+ public:
+  explicit test_scope(kscope::node_id node) : saved_(kscope::detail::this_thread_state().current) {
+    kscope::detail::this_thread_state().current = node;
+  }
+  ~test_scope() { kscope::detail::this_thread_state().current = saved_; }
+  test_scope(const test_scope&) = delete;
+  test_scope& operator=(const test_scope&) = delete;
+
+ private:
+  kscope::node_id saved_;
+};
+
+__global__ void tag_kernel(int* out, int value) {
+  if (threadIdx.x == 0 && out != nullptr) out[blockIdx.x] = value;
+}
+__global__ void graph_step_a(float* x) { x[threadIdx.x] += 1.0f; }
+__global__ void graph_step_b(float* x) { x[threadIdx.x] *= 2.0f; }
+__global__ void graph_step_c(float* x) { x[threadIdx.x] -= 1.0f; }
+__global__ void spin_ns(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+__global__ void driver_launched(int* out) { out[0] = 42; }
+
+kscope::cupti_collector& collector() {
+  auto& c = kscope::cupti_collector::global();
+  static const bool started = [&c] {
+    const bool ok = c.start();
+    MESSAGE("collector: " << c.status().message);
+    return ok;
+  }();
+  REQUIRE_MESSAGE(started, "CUPTI collector did not start: " << c.status().message);
+  return c;
+}
+
+kscope::cupti_snapshot flushed_snapshot() {
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  auto& c = collector();
+  c.flush();
+  return c.snapshot(200);
+}
+
+std::uint64_t kernels_of(const kscope::cupti_snapshot& s, kscope::node_id node) {
+  const auto* n = s.activity.find(node);
+  return n != nullptr ? n->kernel_count : 0;
+}
+
+}  // namespace
+
+TEST_CASE("4 threads x 2 streams x nested scopes x 1000 kernels: all attributed exactly") {
+  auto& c = collector();
+  (void)c;
+  constexpr int threads = 4;
+  constexpr int kernels_per_thread = 1000;
+  int* scratch = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&scratch, 1024 * sizeof(int)));
+
+  std::vector<std::map<kscope::node_id, std::uint64_t>> expected(threads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      cudaStream_t streams[2];
+      for (auto& s : streams) {
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) failures++;
+      }
+      const kscope::node_id outer = static_cast<kscope::node_id>(1000 + 100 * t);
+      test_scope outer_scope(outer);
+      for (int i = 0; i < kernels_per_thread; ++i) {
+        const int s = i % 2;
+        kscope::node_id node = outer;
+        if (i % 3 == 0) {
+          tag_kernel<<<1, 32, 0, streams[s]>>>(scratch, i);  // from the outer scope itself
+        } else {
+          node = static_cast<kscope::node_id>(outer + 1 + s);
+          test_scope inner(node);
+          if (i % 3 == 1) {
+            tag_kernel<<<1, 32, 0, streams[s]>>>(scratch, i);
+          } else {
+            node = static_cast<kscope::node_id>(outer + 10 + s);
+            test_scope innermost(node);
+            tag_kernel<<<2, 64, 0, streams[s]>>>(scratch, i);
+          }
+        }
+        ++expected[t][node];
+      }
+      for (auto& s : streams) {
+        if (cudaStreamSynchronize(s) != cudaSuccess) failures++;
+        cudaStreamDestroy(s);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  REQUIRE(failures.load() == 0);
+
+  const auto snap = flushed_snapshot();
+  std::uint64_t total = 0;
+  for (int t = 0; t < threads; ++t) {
+    for (const auto& entry : expected[t]) {
+      const kscope::node_id node = entry.first;
+      CHECK_MESSAGE(kernels_of(snap, node) == entry.second, "node " << node);
+      total += kernels_of(snap, node);
+    }
+    // Exclusive attribution: the outer node only has the kernels launched from itself.
+    CHECK(kernels_of(snap, static_cast<kscope::node_id>(1000 + 100 * t)) == expected[t][1000 + 100 * t]);
+  }
+  CHECK(total == threads * kernels_per_thread);
+  CHECK(snap.activity.counters.unattributed == 0);
+  CHECK(snap.activity.counters.dropped_by_cupti == 0);
+  CHECK(snap.activity.counters.dropped_zero_start == 0);
+  CHECK(snap.activity.counters.dropped_end_before_start == 0);
+  // Two streams per thread: kernels of one node span them, so busy <= sum of durations.
+  const auto* n = snap.activity.find(1000 + 1);
+  REQUIRE(n != nullptr);
+  CHECK(n->busy_ns > 0);
+  CHECK(n->busy_ns <= n->kernel_ns);
+  REQUIRE_CUDA(cudaFree(scratch));
+}
+
+TEST_CASE("a 3-kernel CUDA graph launched 10 times: 30 kernels in its node, graph ids kept") {
+  auto& c = collector();
+  (void)c;
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float* x = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  graph_step_a<<<1, 256, 0, stream>>>(x);
+  graph_step_b<<<1, 256, 0, stream>>>(x);
+  graph_step_c<<<1, 256, 0, stream>>>(x);
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  constexpr kscope::node_id graph_node = 5000;
+  {
+    test_scope s(graph_node);
+    for (int i = 0; i < 10; ++i) REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+  }
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  const auto snap = flushed_snapshot();
+  CHECK(kernels_of(snap, graph_node) == 30);
+  std::set<std::uint32_t> graph_ids;
+  std::set<std::uint64_t> graph_nodes;
+  std::set<std::uint32_t> correlations;
+  for (const auto& e : snap.activity.recent) {
+    if (e.node != graph_node) continue;
+    graph_ids.insert(e.graph_id);
+    graph_nodes.insert(e.graph_node_id);
+    correlations.insert(e.correlation_id);
+  }
+  CHECK(graph_ids.size() == 1);
+  CHECK(*graph_ids.begin() != 0);
+  CHECK(graph_nodes.size() == 3);
+  CHECK(correlations.size() == 10);  // one per graph launch, shared by its 3 kernels
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(x);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("a cuBLAS GEMM inside a scope is attributed to it") {
+  auto& c = collector();
+  (void)c;
+  void* lib = nullptr;
+  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
+    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+  }
+#ifdef KSCOPE_CUDA_LIBRARY_DIR
+  if (lib == nullptr) lib = dlopen(KSCOPE_CUDA_LIBRARY_DIR "/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (lib == nullptr) {
+    MESSAGE("libcublas not found: cuBLAS case not run");
+    return;
+  }
+  auto create = reinterpret_cast<decltype(&cublasCreate_v2)>(dlsym(lib, "cublasCreate_v2"));
+  auto destroy = reinterpret_cast<decltype(&cublasDestroy_v2)>(dlsym(lib, "cublasDestroy_v2"));
+  auto set_stream = reinterpret_cast<decltype(&cublasSetStream_v2)>(dlsym(lib, "cublasSetStream_v2"));
+  auto sgemm = reinterpret_cast<decltype(&cublasSgemm_v2)>(dlsym(lib, "cublasSgemm_v2"));
+  REQUIRE_UNARY(create != nullptr);
+  REQUIRE_UNARY(sgemm != nullptr && destroy != nullptr && set_stream != nullptr);
+  cublasHandle_t handle = nullptr;
+  REQUIRE(create(&handle) == CUBLAS_STATUS_SUCCESS);
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REQUIRE(set_stream(handle, stream) == CUBLAS_STATUS_SUCCESS);
+  constexpr int n = 1024;
+  float *a = nullptr, *b = nullptr, *d = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&a, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMalloc(&b, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMalloc(&d, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMemsetAsync(a, 0, sizeof(float) * n * n, stream));
+  REQUIRE_CUDA(cudaMemsetAsync(b, 0, sizeof(float) * n * n, stream));
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  const float one = 1.0f, zero = 0.0f;
+  constexpr kscope::node_id gemm_node = 6000;
+  {
+    test_scope s(gemm_node);
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, d, n) ==
+              CUBLAS_STATUS_SUCCESS);
+    }
+  }
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  const auto snap = flushed_snapshot();
+  const std::uint64_t gemm_kernels = kernels_of(snap, gemm_node);
+  CHECK(gemm_kernels >= 3);
+  bool saw_gemm_name = false;
+  for (const auto& e : snap.activity.recent) {
+    if (e.node != gemm_node || e.kind != kscope::activity_kind::kernel) continue;
+    std::string name(e.name);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    saw_gemm_name = saw_gemm_name || name.find("gemm") != std::string::npos;
+    MESSAGE("cuBLAS kernel: " << std::string(e.name));
+  }
+  CHECK(saw_gemm_name);
+  destroy(handle);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(d);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("a driver-API launch (cuLaunchKernel) is attributed through the driver callback") {
+  auto& c = collector();
+  (void)c;
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  REQUIRE_CUDA(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault, &found));
+  REQUIRE(found == cudaDriverEntryPointSuccess);
+  auto launch = reinterpret_cast<decltype(&cuLaunchKernel)>(fn);
+  cudaFunction_t function = nullptr;
+  REQUIRE_CUDA(cudaGetFuncBySymbol(&function, reinterpret_cast<const void*>(&driver_launched)));
+  int* out = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&out, sizeof(int)));
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  constexpr kscope::node_id driver_node = 7000;
+  {
+    test_scope s(driver_node);
+    void* args[] = {&out};
+    for (int i = 0; i < 5; ++i) {
+      REQUIRE(launch(reinterpret_cast<CUfunction>(function), 1, 1, 1, 1, 1, 1, 0,
+                     reinterpret_cast<CUstream>(stream), args, nullptr) == CUDA_SUCCESS);
+    }
+  }
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  const auto snap = flushed_snapshot();
+  CHECK(kernels_of(snap, driver_node) == 5);
+  cudaFree(out);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("copies and memsets: directions and bytes per node") {
+  auto& c = collector();
+  (void)c;
+  constexpr std::size_t bytes = 1 << 20;
+  void *host = nullptr, *dev_a = nullptr, *dev_b = nullptr;
+  REQUIRE_CUDA(cudaMallocHost(&host, bytes));
+  REQUIRE_CUDA(cudaMalloc(&dev_a, bytes));
+  REQUIRE_CUDA(cudaMalloc(&dev_b, bytes));
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  constexpr kscope::node_id copy_node = 8000;
+  {
+    test_scope s(copy_node);
+    REQUIRE_CUDA(cudaMemcpyAsync(dev_a, host, bytes, cudaMemcpyHostToDevice, stream));
+    REQUIRE_CUDA(cudaMemcpyAsync(dev_b, dev_a, bytes, cudaMemcpyDeviceToDevice, stream));
+    REQUIRE_CUDA(cudaMemcpyAsync(host, dev_b, bytes, cudaMemcpyDeviceToHost, stream));
+    REQUIRE_CUDA(cudaMemsetAsync(dev_a, 0, bytes, stream));
+  }
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  const auto snap = flushed_snapshot();
+  const auto* n = snap.activity.find(copy_node);
+  REQUIRE(n != nullptr);
+  using d = kscope::copy_direction;
+  CHECK(n->copies(d::h2d).count == 1);
+  CHECK(n->copies(d::h2d).bytes == bytes);
+  CHECK(n->copies(d::d2h).count == 1);
+  CHECK(n->copies(d::d2h).bytes == bytes);
+  CHECK(n->copies(d::d2d).bytes == bytes);  // may be a copy engine or a copy kernel
+  CHECK(n->memset.count == 1);
+  CHECK(n->memset.bytes == bytes);
+  cudaFreeHost(host);
+  cudaFree(dev_a);
+  cudaFree(dev_b);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("GPU timestamps are on kscope's clock: a kernel lies inside its host interval") {
+  auto& c = collector();
+  MESSAGE("clock: " << std::string(kscope::to_string(c.status().clock)));
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  constexpr kscope::node_id clock_node = 9000;
+  std::int64_t open_ns = 0, close_ns = 0;
+  {
+    test_scope s(clock_node);
+    open_ns = kscope::detail::now_ns();
+    spin_ns<<<1, 1, 0, stream>>>(100000);  // 100 us
+    REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    close_ns = kscope::detail::now_ns();
+  }
+  const auto snap = flushed_snapshot();
+  const auto* n = snap.activity.find(clock_node);
+  REQUIRE(n != nullptr);
+  REQUIRE(n->kernel_count == 1);
+  // Interpolated GPU timestamps: allow 20 us of slack at each end.
+  CHECK(n->first_start_ns >= open_ns - 20000);
+  CHECK(n->last_end_ns <= close_ns + 20000);
+  CHECK(n->last_end_ns - n->first_start_ns >= 95000);
+  CHECK(n->last_end_ns - n->first_start_ns <= 150000);
+  cudaStreamDestroy(stream);
+}
+
+TEST_CASE("top kernels table and status after the runs") {
+  const auto snap = flushed_snapshot();
+  REQUIRE_FALSE(snap.activity.top_kernels.empty());
+  for (std::size_t i = 1; i < snap.activity.top_kernels.size(); ++i) {
+    CHECK(snap.activity.top_kernels[i - 1].total_ns >= snap.activity.top_kernels[i].total_ns);
+  }
+  bool tag_row = false;
+  for (const auto& k : snap.activity.top_kernels) {
+    if (k.name.rfind("tag_kernel(", 0) == 0) {
+      tag_row = true;
+      CHECK(k.calls >= 4000);
+      CHECK(k.block[0] > 0);
+      CHECK(k.median_ns > 0);
+    }
+  }
+  CHECK(tag_row);
+  CHECK(snap.status.state == kscope::cupti_state::running);
+  CHECK(snap.status.callbacks_enabled > 0);
+  MESSAGE("buffers completed: " << snap.buffers_completed << ", denied: " << snap.buffers_denied
+                                << ", memory held: " << snap.activity.memory_bytes << " bytes");
+  for (const auto& w : snap.warnings) MESSAGE("warning: " << w);
+}
