@@ -15,11 +15,14 @@
 //       "median_s ci_lo_s ci_hi_s ci99_lo_s ci99_hi_s stop_reason" (bench/reproducibility.sh)
 //   harness_gpu_bench --ncu-copy N
 //       N plain launches of the 4 GiB copy kernel, for Nsight Compute (bench/harness_vs_ncu.sh)
-//
-// Google Benchmark is linked (bench/CMakeLists.txt) but not used: this program measures
-// the harness itself, with its own main.
+//   harness_gpu_bench --gbench [Google Benchmark flags]
+//       the same three kernels through the Google Benchmark adapter (kscope/gbench.hpp):
+//       manual GPU time per iteration, L2 flushed between iterations, FLOP/s, B/s and
+//       roof counters.
+#include <benchmark/benchmark.h>
 #include <kscope/bench.hpp>
 #include <kscope/detail/cublas_loader.hpp>
+#include <kscope/gbench.hpp>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -284,6 +287,22 @@ int repro(const std::string& kernel, const char* json_path) {
   return r.stopped == kscope::stop_reason::error ? 1 : 0;
 }
 
+int run_gbench(int argc, char** argv) {
+  for (const char* kernel : {"short", "copy", "gemm"}) {
+    const workload w = make_workload(kernel);
+    kscope::gbench_options o;
+    o.flush_l2 = true;
+    o.per_launch = w.work;
+    benchmark::RegisterBenchmark(w.name.c_str(), [w, o](benchmark::State& state) {
+      kscope::time_gpu_iterations(state, w.launch, o);
+    })->UseManualTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
 int ncu_copy(int launches) {
   const workload w = make_workload("copy4g");
   cudaStream_t s;
@@ -297,6 +316,11 @@ int ncu_copy(int launches) {
 
 int main(int argc, char** argv) {
   int repeats = 3;
+  const kscope::bench_context context = kscope::describe_bench_context();
+  if (!context.has_gpu) {
+    std::printf("harness_gpu_bench: no GPU (%s)\n", context.notes.empty() ? "" : context.notes.front().c_str());
+    return argc > 1 && std::strcmp(argv[1], "--repro") == 0 ? 1 : 0;
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repro" && i + 1 < argc) {
@@ -304,12 +328,11 @@ int main(int argc, char** argv) {
       return repro(argv[i + 1], json);
     }
     if (arg == "--ncu-copy" && i + 1 < argc) return ncu_copy(std::atoi(argv[i + 1]));
+    if (arg == "--gbench") {
+      argv[i] = argv[0];  // Google Benchmark parses the flags after --gbench
+      return run_gbench(argc - i, argv + i);
+    }
     if (arg == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
-  }
-  const kscope::bench_context context = kscope::describe_bench_context();
-  if (!context.has_gpu) {
-    std::printf("no GPU: %s\n", context.notes.empty() ? "" : context.notes.front().c_str());
-    return 0;
   }
   std::printf("%s\n\n", kscope::detail::harness::context_line(context).c_str());
   std::printf("| kernel | method | runs | wall s per run (median) | samples per run | median of medians | "
