@@ -109,11 +109,17 @@ constexpr std::size_t mser_batch = 5;
 constexpr double mser_confirm_p = 1e-3;
 constexpr double drift_tolerance = 0.02;
 
-// Sorts a handful of ranks and drops repeats; returns how many remain. (Insertion
-// sort: std::sort on a tiny fixed array trips g++'s -Warray-bounds at -O3.)
-inline std::size_t sort_unique_ranks(std::size_t* ranks, std::size_t count) noexcept {
+// Insertion sort for a handful of values: std::sort on a tiny fixed-size array trips
+// g++'s -Warray-bounds at -O3 (a false positive, but -Werror builds must stay clean).
+template <class T>
+void sort_small(T* values, std::size_t count) noexcept {
   for (std::size_t i = 1; i < count; ++i)
-    for (std::size_t j = i; j > 0 && ranks[j - 1] > ranks[j]; --j) std::swap(ranks[j - 1], ranks[j]);
+    for (std::size_t j = i; j > 0 && values[j] < values[j - 1]; --j) std::swap(values[j - 1], values[j]);
+}
+
+// Sorts a handful of ranks and drops repeats; returns how many remain.
+inline std::size_t sort_unique_ranks(std::size_t* ranks, std::size_t count) noexcept {
+  sort_small(ranks, count);
   std::size_t unique = 0;
   for (std::size_t i = 0; i < count; ++i)
     if (unique == 0 || ranks[unique - 1] != ranks[i]) ranks[unique++] = ranks[i];
@@ -152,7 +158,7 @@ inline bool drifts(const double* x, std::size_t n, const clip_range& clip) {
     late[b] = sum_late / static_cast<double>(batch);
   }
   auto median10 = [](double* v) {
-    std::sort(v, v + batches_per_quarter);
+    sort_small(v, batches_per_quarter);
     return (v[4] + v[5]) / 2;
   };
   double sorted_early[batches_per_quarter], sorted_late[batches_per_quarter];
