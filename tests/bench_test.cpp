@@ -110,6 +110,20 @@ TEST_CASE("stopping: the time budget runs out before a noisy series gets precise
   CHECK(md.find("time budget ran out") != std::string::npos);
 }
 
+TEST_CASE("stopping: a kernel longer than the budget allows still ends near the budget") {
+  fake_timer timer([](std::size_t, std::size_t) { return 1.0; });  // 1 s per launch
+  kscope::bench b = make_bench();
+  b.time_budget_s(2);
+  const kscope::bench_result r = b.run(timer);
+  CHECK(r.stopped == kscope::stop_reason::time_budget);
+  CHECK(timer.log.size() == 3);  // discarded call, one estimate, one sample; no warm-up left
+  CHECK(r.series.samples_s.size() == 1);
+  CHECK(std::isnan(r.median_ci_s().lo));  // one sample: no interval, and none is invented
+  bool cut = false;
+  for (const std::string& w : r.warnings) cut |= w.find("warm-up cut short") != std::string::npos;
+  CHECK(cut);
+}
+
 TEST_CASE("stopping: minimum samples and the sample limit") {
   SUBCASE("a noiseless series still waits for min_samples") {
     fake_timer timer([](std::size_t, std::size_t) { return 1e-3; });

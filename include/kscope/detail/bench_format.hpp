@@ -122,6 +122,18 @@ inline std::string relative_speed_text(const reference_result& ref) {
   return s;
 }
 
+// The table cell: relative speed, and the output check beside it when there was one.
+inline std::string reference_cell(const reference_result& ref) {
+  std::string s = relative_speed_text(ref);
+  if (ref.check.performed) {
+    s += "; max rel. err " + printf_string("%.2g", ref.check.max_rel_error);
+    if (!ref.check.passed) s += " (FAILED)";
+  } else if (!ref.check.passed) {
+    s += "; output check failed";
+  }
+  return s;
+}
+
 inline std::string stop_text(const bench_result& r) {
   switch (r.stopped) {
     case stop_reason::target_reached: return "target reached";
@@ -173,6 +185,19 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
     notes.push_back(clocks);
   }
   if (!r.metadata.strides.empty()) notes.push_back("strides " + join_dims(r.metadata.strides, ", "));
+  auto rate_text = [](const rate_estimate& x, const char* unit) {
+    return format_rate(x.median, unit) + " [" + format_rate(x.ci.lo, unit) + ", " + format_rate(x.ci.hi, unit) + "]";
+  };
+  if (std::isfinite(r.flops_per_s.median) || std::isfinite(r.bytes_per_s.median)) {
+    std::string rates = "rates at the median, with the median's interval: ";
+    if (std::isfinite(r.flops_per_s.median)) rates += rate_text(r.flops_per_s, "FLOP/s");
+    if (std::isfinite(r.flops_per_s.median) && std::isfinite(r.bytes_per_s.median)) rates += ", ";
+    if (std::isfinite(r.bytes_per_s.median)) rates += rate_text(r.bytes_per_s, "B/s");
+    if (std::isfinite(r.fraction_of_peak_bandwidth))
+      rates += " (" + format_percent(r.fraction_of_peak_bandwidth) + " of the " + format_rate(r.peak_bytes_per_s, "B/s") +
+               " DRAM peak)";
+    notes.push_back(rates);
+  }
   if (r.resources) {
     const kernel_resources& k = *r.resources;
     if (k.error.empty() || k.registers_per_thread > 0) {
@@ -235,7 +260,7 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
            format_seconds_interval(st.median, st.median_ci) + " | " + precision + " | " + std::to_string(st.n) +
            " | " + clock + " | " + format_rate(r.flops_per_s.median, "FLOP/s") + " | " +
            format_rate(r.bytes_per_s.median, "B/s") + " | " + roof + " | " +
-           (r.reference ? cell(relative_speed_text(*r.reference)) : std::string()) + " |\n";
+           (r.reference ? cell(reference_cell(*r.reference)) : std::string()) + " |\n";
   }
   const double level = results.empty() ? 0.95 : results.front().options.level;
   out += "\nmedian CI: " + format_percent(level, 0) +
