@@ -3,6 +3,7 @@
 // built as real CUPTI structs and walked through libcupti are in cupti_test.cpp.
 #include <kscope/attribution.hpp>
 #include <kscope/detail/cupti_buffer_pool.hpp>
+#include <kscope/detail/cupti_scope_hooks.hpp>
 
 #include <doctest/doctest.h>
 
@@ -579,4 +580,32 @@ TEST_CASE("activity buffer pool: up-front allocation, exhaustion, foreign pointe
   for (auto& th : threads) th.join();
   CHECK(pool.available() == 4);
   CHECK(got.load() > 0);
+}
+
+namespace {
+std::atomic<int> hook_enters{0};
+std::atomic<int> hook_exits{0};
+kscope::node_id hook_last_node = 0;
+void count_enter(kscope::node_id node) noexcept {
+  hook_last_node = node;
+  hook_enters.fetch_add(1);
+}
+void count_exit() noexcept { hook_exits.fetch_add(1); }
+}  // namespace
+
+TEST_CASE("scope hooks for the external-correlation design: inert until installed") {
+  kscope::detail::cupti_scope_enter(3);  // nothing installed: a load and a branch
+  kscope::detail::cupti_scope_exit();
+  CHECK(hook_enters.load() == 0);
+  auto& hooks = kscope::detail::cupti_scope_hooks();
+  hooks.enter.store(&count_enter);
+  hooks.exit.store(&count_exit);
+  kscope::detail::cupti_scope_enter(17);
+  kscope::detail::cupti_scope_exit();
+  hooks.enter.store(nullptr);
+  hooks.exit.store(nullptr);
+  kscope::detail::cupti_scope_enter(18);
+  CHECK(hook_enters.load() == 1);
+  CHECK(hook_exits.load() == 1);
+  CHECK(hook_last_node == 17);
 }

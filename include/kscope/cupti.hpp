@@ -21,7 +21,9 @@
 //   alternative, external correlation, which only works with RUNTIME or DRIVER API
 //   activity records switched on as well. The external-correlation design is kept behind
 //   cupti_options::design so bench/cupti_overhead_bench.cu can compare both; it needs the
-//   scope to call cupti_collector::scope_enter / scope_exit.
+//   scope to call detail::cupti_scope_enter / cupti_scope_exit (cupti_scope_hooks.hpp).
+//   In that design, work launched with no scope open has no external id and is counted
+//   as unattributed (it still lands in "(unscoped)").
 // - Buffers: a pool allocated and touched at start (default 8 x 8 MiB = 64 MiB cap) and
 //   recycled through CUPTI's buffer-requested / buffer-completed callbacks. When every
 //   buffer is out the request gets none and CUPTI drops and counts records; that count is
@@ -47,6 +49,7 @@
 #include "detail/clock.hpp"
 #include "detail/cupti_api.hpp"
 #include "detail/cupti_buffer_pool.hpp"
+#include "detail/cupti_scope_hooks.hpp"
 #include "detail/thread_state.hpp"
 
 #include <atomic>
@@ -292,32 +295,13 @@ class cupti_collector {
     return attribution_locked().launches();
   }
 
-  // External-correlation design only: the scope calls these on open / close (a relaxed
-  // load and return otherwise, so they can be called unconditionally).
+  // External-correlation design only: the scope calls these on open / close (they forward
+  // to detail/cupti_scope_hooks.hpp, which scope.hpp can include without CUPTI headers;
+  // one atomic load and a branch while that design is off).
   //
   //   kscope::cupti_collector::scope_enter(node);  ...  kscope::cupti_collector::scope_exit();
-  static void scope_enter(node_id node) noexcept {
-#if KSCOPE_HAS_CUPTI
-    if (!external_hooks().active.load(std::memory_order_acquire)) return;
-    auto push = external_hooks().push.load(std::memory_order_relaxed);
-    if (push != nullptr) {
-      (void)push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
-                 pack_external_id(node, detail::this_thread_state().thread_index));
-    }
-#else
-    (void)node;
-#endif
-  }
-  static void scope_exit() noexcept {
-#if KSCOPE_HAS_CUPTI
-    if (!external_hooks().active.load(std::memory_order_acquire)) return;
-    auto pop = external_hooks().pop.load(std::memory_order_relaxed);
-    if (pop != nullptr) {
-      std::uint64_t last = 0;
-      (void)pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
-    }
-#endif
-  }
+  static void scope_enter(node_id node) noexcept { detail::cupti_scope_enter(node); }
+  static void scope_exit() noexcept { detail::cupti_scope_exit(); }
 
  private:
   cupti_collector() = default;
@@ -374,14 +358,25 @@ class cupti_collector {
   }
 
 #if KSCOPE_HAS_CUPTI
-  struct external_hook_table {
-    std::atomic<bool> active{false};
+  struct external_correlation_api {
     std::atomic<decltype(&::cuptiActivityPushExternalCorrelationId)> push{nullptr};
     std::atomic<decltype(&::cuptiActivityPopExternalCorrelationId)> pop{nullptr};
   };
-  static external_hook_table& external_hooks() noexcept {
-    static external_hook_table table;  // trivially destructible contents: safe at exit
+  static external_correlation_api& external_api() noexcept {
+    static external_correlation_api table;  // trivially destructible contents: safe at exit
     return table;
+  }
+  static void external_enter(node_id node) noexcept {
+    if (auto push = external_api().push.load(std::memory_order_acquire)) {
+      (void)push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                 pack_external_id(node, detail::this_thread_state().thread_index));
+    }
+  }
+  static void external_exit() noexcept {
+    if (auto pop = external_api().pop.load(std::memory_order_acquire)) {
+      std::uint64_t last = 0;
+      (void)pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    }
   }
 
   static std::uint64_t CUPTIAPI steady_timestamp() {
@@ -552,9 +547,10 @@ class cupti_collector {
         teardown();
         return fail_with(r, "cuptiActivityEnable(EXTERNAL_CORRELATION/DRIVER)", "");
       }
-      external_hooks().push.store(api_.activity_push_external_correlation_id, std::memory_order_relaxed);
-      external_hooks().pop.store(api_.activity_pop_external_correlation_id, std::memory_order_relaxed);
-      external_hooks().active.store(true, std::memory_order_release);
+      external_api().push.store(api_.activity_push_external_correlation_id, std::memory_order_release);
+      external_api().pop.store(api_.activity_pop_external_correlation_id, std::memory_order_release);
+      detail::cupti_scope_hooks().enter.store(&external_enter, std::memory_order_release);
+      detail::cupti_scope_hooks().exit.store(&external_exit, std::memory_order_release);
     }
     if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr) {
       (void)api_.activity_flush_period(options_.flush_period_ms);
@@ -609,7 +605,8 @@ class cupti_collector {
   // Undoes start: activity kinds off, callbacks off. Buffers stay registered (CUPTI keeps
   // the registration; re-registering is not needed on a later start()).
   void teardown() noexcept {
-    external_hooks().active.store(false, std::memory_order_release);
+    detail::cupti_scope_hooks().enter.store(nullptr, std::memory_order_release);
+    detail::cupti_scope_hooks().exit.store(nullptr, std::memory_order_release);
     for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
     enabled_kinds_.clear();
     if (subscriber_ != nullptr) {
