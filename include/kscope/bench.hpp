@@ -2,19 +2,19 @@
 // events until its median is known to 1 %, compare it with a reference, and print the
 // numbers with their intervals, clocks, resources and roofline placement.
 //
-//   kscope::bench b{"sgemm 4096", [&](cudaStream_t s) { my_sgemm<<<grid, block, 0, s>>>(a, b, c); }};
-//   b.shape({4096, 4096, 4096}).dtype("fp32").set_work({2.0 * n * n * n, 3.0 * 4 * n * n})
+//   kscope::bench gemm{"sgemm 4096", [&](cudaStream_t s) { my_sgemm<<<grid, block, 0, s>>>(a, b, c); }};
+//   gemm.shape({4096, 4096, 4096}).dtype("fp32").set_work({2.0 * n * n * n, 3.0 * 4 * n * n})
 //    .kernel(my_sgemm, 256);                        // registers, shared memory, occupancy
 //   kscope::bench ref{"cuBLAS", [&](cudaStream_t s) { cublasSetStream(h, s); cublasSgemm(h, ...); }};
-//   b.reference(ref).output([&] { return read_back(c); });   // ABBA-interleaved, checked
-//   ref.output([&] { return read_back(c_ref); });            // (set before b.reference(ref))
-//   kscope::bench_report report{kscope::describe_bench_context(), {b.run()}};
+//   ref.output([&] { return read_back(c_ref); });            // before reference(): it copies ref
+//   gemm.output([&] { return read_back(c); }, 1e-2).reference(ref);   // ABBA-interleaved, checked
+//   kscope::bench_report report{kscope::describe_bench_context(), {gemm.run()}};
 //   report.print();                       // markdown table: "72.0 % of cuBLAS, 95 % CI [71.4, 72.6]"
 //   report.write_json("sgemm.json");      // schema kscope.bench/1 (docs/bench_schema.md)
 //
 // How a run goes (DESIGN.md "Statistics", "Honest numbers"):
-//   1. One untimed-for-results call (module loading, allocations), then a first estimate
-//      from three single launches.
+//   1. One call whose time is thrown away (module loading, allocations), then a first
+//      estimate from three single launches.
 //   2. Batching: a kernel shorter than 100 us is captured N times into a CUDA graph and
 //      a sample times one replay; the per-launch time is reported, with "batched N".
 //   3. Warm-up for >= 25 ms of GPU time and >= 10 calls; those samples are discarded.
