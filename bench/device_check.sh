@@ -23,7 +23,7 @@ note "machine: $(tr '\n' ' ' < "$out/machine.txt")"
 if has build; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DKSCOPE_TSAN_TESTS=OFF > "$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; exit 1; }
-  if ! cmake --build "$build" -j 16 > "$out/build.log" 2>&1; then
+  if ! cmake --build "$build" -j 16 -- -k 0 > "$out/build.log" 2>&1; then
     note "build FAILED"; grep -E "error|Error" "$out/build.log" | head -40; status=1
   else
     note "build ok"
