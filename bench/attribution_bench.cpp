@@ -8,6 +8,7 @@
 //   BM_launch_hook            the launch-time hook (what every kernel launch pays on top of
 //                             CUPTI's callback dispatch), 1 and 8 threads
 //   BM_launch_hook_interleaved  the same with ids from one shared counter (as CUPTI's)
+//   BM_shared_id_counter_only   that counter alone (the part CUPTI pays anyway)
 //   BM_long_run_memory        10 M records: memory held at the start and at the end
 //
 // Run: build-*/bench/attribution_bench --benchmark_repetitions=5
@@ -282,7 +283,20 @@ void BM_launch_hook_interleaved(benchmark::State& state) {
   ts.current = saved;
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
-BENCHMARK(BM_launch_hook_interleaved)->Threads(1)->Threads(8);
+BENCHMARK(BM_launch_hook_interleaved)->Threads(1)->Threads(2)->Threads(8);
+
+// The shared counter alone: subtract from BM_launch_hook_interleaved to get the table's
+// share under contention.
+void BM_shared_id_counter_only(benchmark::State& state) {
+  static std::atomic<std::uint32_t> next_id{1};
+  std::uint32_t sink = 0;
+  for (auto _ : state) {
+    sink += next_id.fetch_add(1, std::memory_order_relaxed);
+  }
+  benchmark::DoNotOptimize(sink);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(BM_shared_id_counter_only)->Threads(1)->Threads(2)->Threads(8);
 
 }  // namespace
 

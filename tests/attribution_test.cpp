@@ -384,6 +384,7 @@ TEST_CASE("top kernels: sorted by total time, demangled, median, launch config")
   // be mistaken for the kernel first seen at that address.
   char reused[32] = "_Z5firstv";
   a.add_kernel(make_kernel(1, 6000, 6001, 1, reused));
+  a.end_of_buffer();  // the unload and reuse happen between two buffers
   std::snprintf(reused, sizeof reused, "_Z6secondv");
   a.add_kernel(make_kernel(1, 6001, 6003, 1, reused));
   auto all = a.top_kernels();
@@ -608,4 +609,34 @@ TEST_CASE("scope hooks for the external-correlation design: inert until installe
   CHECK(hook_enters.load() == 1);
   CHECK(hook_exits.load() == 1);
   CHECK(hook_last_node == 17);
+}
+
+TEST_CASE("median past the reservoir: a uniform sample, close to the true median") {
+  kscope::attribution_options o;
+  o.median_samples = 256;
+  gpu_attribution a(o);
+  a.launches().record_launch(1, 1, 0);
+  // Durations 1..20000 ns in a scrambled order (multiplicative step coprime with 20000):
+  // true median 10000.5. A 256-sample reservoir estimates it within a few percent.
+  std::int64_t t = 1000;
+  for (std::int64_t i = 0; i < 20000; ++i) {
+    const std::int64_t ns = 1 + (i * 7919) % 20000;
+    a.add_kernel(make_kernel(1, t, t + ns));
+    t += ns + 10;
+  }
+  auto top = a.top_kernels();
+  REQUIRE(top.size() == 1);
+  CHECK(top[0].calls == 20000);
+  CHECK(top[0].min_ns == 1);
+  CHECK(top[0].max_ns == 20000);
+  CHECK(top[0].median_ns == doctest::Approx(10000.5).epsilon(0.10));
+  // Sorted input is the adversarial case for a biased sampler (it would keep the tail).
+  gpu_attribution b(o);
+  b.launches().record_launch(1, 1, 0);
+  t = 1000;
+  for (std::int64_t ns = 1; ns <= 20000; ++ns) {
+    b.add_kernel(make_kernel(1, t, t + ns));
+    t += ns + 10;
+  }
+  CHECK(b.top_kernels().at(0).median_ns == doctest::Approx(10000.5).epsilon(0.10));
 }

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -206,7 +207,7 @@ struct launch_origin {
 
 // Lock-free, fixed-size map correlation id -> launch_origin, written on every launch.
 //
-// Direct-mapped: id i lives in slot i mod capacity. Writing is two relaxed-cost atomic
+// Direct-mapped: id i lives in the slot of i mod capacity (bits rotated, see slot_of). Writing is two relaxed-cost atomic
 // stores (no lock, no allocation, no hashing), so the launch hook stays tiny. Each of the
 // two 64-bit words carries the id next to its payload, so a reader can never combine
 // halves of two different launches. Lookups never consume an entry (CUDA-graph kernels all
@@ -232,7 +233,7 @@ class correlation_table {
   };
 
   explicit correlation_table(std::size_t capacity = std::size_t{1} << 18)
-      : capacity_(round_up_pow2(capacity)), mask_(capacity_ - 1),
+      : capacity_(round_up_pow2(capacity)), mask_(capacity_ - 1), bits_(log2(capacity_)),
         slots_(new slot[capacity_]) {}
 
   correlation_table(const correlation_table&) = delete;
@@ -241,14 +242,14 @@ class correlation_table {
   // The launch-time hook. Safe from any number of threads at once; never blocks.
   void record_launch(std::uint32_t correlation_id, node_id node,
                      std::uint32_t thread_index) noexcept {
-    slot& s = slots_[correlation_id & mask_];
+    slot& s = slots_[slot_of(correlation_id)];
     s.node_word.store(pack(correlation_id, node), std::memory_order_release);
     s.thread_word.store(pack(correlation_id, thread_index), std::memory_order_release);
   }
 
   [[nodiscard]] lookup_result find(std::uint32_t correlation_id) const noexcept {
     lookup_result result;
-    const slot& s = slots_[correlation_id & mask_];
+    const slot& s = slots_[slot_of(correlation_id)];
     const std::uint64_t node_word = s.node_word.load(std::memory_order_acquire);
     const std::uint32_t stored_id = static_cast<std::uint32_t>(node_word >> 32);
     if (correlation_id == 0 || stored_id != correlation_id) {
@@ -273,12 +274,24 @@ class correlation_table {
   [[nodiscard]] std::size_t memory_bytes() const noexcept { return capacity_ * sizeof(slot); }
 
  private:
-  struct slot {
+  struct alignas(16) slot {
     std::atomic<std::uint64_t> node_word{0};    // (correlation id << 32) | node
     std::atomic<std::uint64_t> thread_word{0};  // (correlation id << 32) | thread index
   };
   static std::uint64_t pack(std::uint32_t id, std::uint32_t payload) noexcept {
     return (static_cast<std::uint64_t>(id) << 32) | payload;
+  }
+  // id mod capacity, with its bits rotated left by 2: ids that differ by less than
+  // capacity / 4 never share a 64-byte line (4 slots), so threads launching at the same
+  // time (CUPTI hands out neighbouring ids) do not write the same cache line.
+  std::size_t slot_of(std::uint32_t id) const noexcept {
+    const std::size_t v = id & mask_;
+    return ((v << 2) | (v >> (bits_ - 2))) & mask_;
+  }
+  static unsigned log2(std::size_t pow2) noexcept {
+    unsigned bits = 0;
+    while ((std::size_t{1} << bits) < pow2) ++bits;
+    return bits;
   }
   static std::size_t round_up_pow2(std::size_t n) noexcept {
     std::size_t p = 1024;  // a floor: tiny tables only make tests and benches lie
@@ -288,6 +301,7 @@ class correlation_table {
 
   std::size_t capacity_;
   std::size_t mask_;
+  unsigned bits_;
   std::unique_ptr<slot[]> slots_;
 };
 
@@ -550,6 +564,8 @@ struct xorshift64 {
     state ^= state << 17;
     return state;
   }
+  // Uniform in (0, 1]: never 0, so log() stays finite.
+  double uniform() noexcept { return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53; }
 };
 
 }  // namespace detail
@@ -635,7 +651,10 @@ class gpu_attribution {
   void note_dropped_by_cupti(std::uint64_t count) noexcept { counters_.dropped_by_cupti += count; }
 
   // Called after each buffer: retries the records that were waiting for their launch.
-  void end_of_buffer() { retry_pending(false); }
+  void end_of_buffer() {
+    retry_pending(false);
+    name_cache_.fill(name_cache_entry{});
+  }
 
   // Called at report time, after the final flush: records still waiting are given up on
   // (attributed to unscoped_node and counted unattributed), so nothing stays in limbo.
@@ -644,8 +663,8 @@ class gpu_attribution {
   // Forgets aggregates and events (kernel names and the launch table stay).
   void reset() {
     nodes_.clear();
-    node_cache_ = nullptr;
-    node_cache_id_ = 0;
+    node_cache_.fill(node_cache_entry{});
+    name_cache_.fill(name_cache_entry{});
     // Keep each name string in place: name_by_text_ holds views of them.
     for (auto& k : kernels_) clear_stats(k);
     clear_stats(other_kernels_);
@@ -749,6 +768,8 @@ class gpu_attribution {
     std::int32_t dynamic_shared_bytes = 0;
     bool varies = false;
     detail::xorshift64 rng{};
+    double reservoir_w = 0;        // Algorithm L state
+    std::uint64_t next_replace = 0;
   };
 
   struct node_accumulator {
@@ -882,7 +903,8 @@ class gpu_attribution {
   }
 
   node_accumulator& node_for(launch_origin& origin) {
-    if (node_cache_ != nullptr && node_cache_id_ == origin.node) return *node_cache_;
+    node_cache_entry& cached = node_cache_[origin.node % node_cache_size];
+    if (cached.accumulator != nullptr && cached.node == origin.node) return *cached.accumulator;
     auto it = nodes_.find(origin.node);
     if (it == nodes_.end()) {
       if (nodes_.size() >= options_.max_nodes && origin.node != unscoped_node) {
@@ -892,8 +914,8 @@ class gpu_attribution {
       }
       it = nodes_.emplace(origin.node, node_accumulator(options_.max_intervals_per_node)).first;
     }
-    node_cache_ = &it->second;  // unordered_map nodes are stable across rehashing
-    node_cache_id_ = origin.node;
+    cached.node = origin.node;
+    cached.accumulator = &it->second;  // unordered_map nodes are stable across rehashing
     return it->second;
   }
 
@@ -1004,21 +1026,24 @@ class gpu_attribution {
   }
 
   // Kernel names: CUPTI shares one name string among all records of a kernel, so the
-  // pointer is the fast key; the text is compared too, because a pointer can be reused
-  // for another name after a module is unloaded.
+  // pointer is the fast key. Within one buffer, two live names cannot share an address,
+  // so a small pointer cache is trusted until the end of the buffer (end_of_buffer()
+  // clears it); across buffers a pointer is checked against its text, because it can be
+  // reused for another name after a module is unloaded.
   kernel_accumulator& kernel_for(const char* name) {
     if (name == nullptr) name = "(unknown kernel)";
-    const std::size_t slot = (reinterpret_cast<std::uintptr_t>(name) >> 4) % name_cache_size;
+    // Fibonacci hashing: string literals sit next to each other, so low bits collide.
+    const std::size_t slot = static_cast<std::size_t>(
+        (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(name)) * 0x9e3779b97f4a7c15ull) >> 58);
     name_cache_entry& cached = name_cache_[slot];
-    if (cached.pointer == name && std::strcmp(kernels_[cached.index].mangled.c_str(), name) == 0) {
-      return kernels_[cached.index];
-    }
-    std::uint32_t index;
+    if (cached.pointer == name) return *cached.accumulator;
+    kernel_accumulator* found = nullptr;
     auto by_pointer = name_by_pointer_.find(name);
     if (by_pointer != name_by_pointer_.end() &&
         std::strcmp(kernels_[by_pointer->second].mangled.c_str(), name) == 0) {
-      index = by_pointer->second;
+      found = &kernels_[by_pointer->second];
     } else {
+      std::uint32_t index;
       auto by_text = name_by_text_.find(std::string_view(name));
       if (by_text != name_by_text_.end()) {
         index = by_text->second;
@@ -1034,10 +1059,11 @@ class gpu_attribution {
         name_by_text_.emplace(std::string_view(kernels_.back().mangled), index);
       }
       if (name_by_pointer_.size() < 4 * options_.max_kernel_names) name_by_pointer_[name] = index;
+      found = &kernels_[index];
     }
     cached.pointer = name;
-    cached.index = index;
-    return kernels_[index];
+    cached.accumulator = found;
+    return *found;
   }
 
   void account_kernel(kernel_accumulator& s, const kernel_record& k, std::int64_t ns) {
@@ -1048,22 +1074,35 @@ class gpu_attribution {
       s.static_shared_bytes = k.static_shared_bytes;
       s.dynamic_shared_bytes = k.dynamic_shared_bytes;
     } else if (!s.varies) {
-      s.varies = s.grid != std::array<std::int32_t, 3>{k.grid_x, k.grid_y, k.grid_z} ||
-                 s.block != std::array<std::int32_t, 3>{k.block_x, k.block_y, k.block_z} ||
+      s.varies = s.grid[0] != k.grid_x || s.grid[1] != k.grid_y || s.grid[2] != k.grid_z ||
+                 s.block[0] != k.block_x || s.block[1] != k.block_y || s.block[2] != k.block_z ||
                  s.dynamic_shared_bytes != k.dynamic_shared_bytes;
     }
     s.calls += 1;
     s.total_ns += ns;
     s.min_ns = std::min(s.min_ns, ns);
     s.max_ns = std::max(s.max_ns, ns);
-    // Reservoir sampling (Algorithm R): every duration has the same chance to be kept.
-    if (s.samples.size() < options_.median_samples) {
-      if (s.samples.capacity() == 0) s.samples.reserve(std::min<std::size_t>(options_.median_samples, 16));
+    // Reservoir sampling, Algorithm L (Li 1994): every duration has the same chance to be
+    // kept, and the calls between two replacements are skipped with one compare each.
+    const std::size_t reservoir = options_.median_samples;
+    if (s.samples.size() < reservoir) {
+      if (s.samples.capacity() == 0) s.samples.reserve(std::min<std::size_t>(reservoir, 16));
       s.samples.push_back(ns);
-    } else {
-      const std::uint64_t j = s.rng.next() % s.calls;
-      if (j < options_.median_samples) s.samples[static_cast<std::size_t>(j)] = ns;
+      if (s.samples.size() == reservoir) {
+        s.reservoir_w = std::exp(std::log(s.rng.uniform()) / static_cast<double>(reservoir));
+        s.next_replace = s.calls + skip_length(s);
+      }
+    } else if (s.calls == s.next_replace) {
+      s.samples[static_cast<std::size_t>(s.rng.next() % reservoir)] = ns;
+      s.reservoir_w *= std::exp(std::log(s.rng.uniform()) / static_cast<double>(reservoir));
+      s.next_replace = s.calls + skip_length(s);
     }
+  }
+
+  static std::uint64_t skip_length(kernel_accumulator& s) noexcept {
+    const double gap = std::floor(std::log(s.rng.uniform()) / std::log1p(-s.reservoir_w));
+    if (!(gap < 1e18)) return std::numeric_limits<std::uint64_t>::max() / 2;
+    return static_cast<std::uint64_t>(gap) + 1;
   }
 
   static void clear_stats(kernel_accumulator& k) {
@@ -1073,6 +1112,8 @@ class gpu_attribution {
     k.max_ns = 0;
     k.samples.clear();
     k.varies = false;
+    k.reservoir_w = 0;
+    k.next_replace = 0;
   }
 
   static kernel_summary summarize(const kernel_accumulator& k) {
@@ -1126,18 +1167,22 @@ class gpu_attribution {
     return out;
   }
 
-  static constexpr std::size_t name_cache_size = 64;
+  static constexpr std::size_t name_cache_size = 64;  // = 2^(64 - 58), see kernel_for
   struct name_cache_entry {
     const char* pointer = nullptr;
-    std::uint32_t index = 0;
+    kernel_accumulator* accumulator = nullptr;
   };
 
   attribution_options options_;
   correlation_table table_;
   attribution_counters counters_{};
   std::unordered_map<node_id, node_accumulator> nodes_;
-  node_accumulator* node_cache_ = nullptr;
-  node_id node_cache_id_ = 0;
+  static constexpr std::size_t node_cache_size = 64;
+  struct node_cache_entry {
+    node_id node = 0;
+    node_accumulator* accumulator = nullptr;
+  };
+  std::array<node_cache_entry, node_cache_size> node_cache_{};
   std::deque<kernel_accumulator> kernels_;
   kernel_accumulator other_kernels_;
   std::unordered_map<const char*, std::uint32_t> name_by_pointer_;
