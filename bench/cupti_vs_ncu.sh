@@ -6,7 +6,9 @@
 # 1. builds bench/cupti_vs_ncu.cu with nvcc (header-only kscope; cudart linked, CUPTI
 #    dlopen'ed — exactly how a user builds it);
 # 2. runs it plainly: kscope owns CUPTI and prints the median duration of 20 ~200 us
-#    spin kernels (KSCOPE_CUPTI_KERNEL_NS);
+#    spin kernels (KSCOPE_CUPTI_KERNEL_NS). SPIN=globaltimer (default) spins on the
+#    wall-clock %globaltimer, so the kernel lasts 200 us even if ncu --clock-control none
+#    lets the SM clock drift between the two runs; SPIN=clock64 spins a cycle count;
 # 3. runs the same binary under `ncu --clock-control none --metrics gpu__time_duration.sum`:
 #    it must finish (exit 0) and print kscope's degraded-mode warning
 #    (KSCOPE_WARNING: CUPTI owned by another tool (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_...));
@@ -23,6 +25,7 @@ NCU=${NCU:-$(command -v ncu || echo "${CUDA_HOME}/bin/ncu")}
 ARCH=${ARCH:-90}
 COUNT=20
 WARMUP=5
+SPIN=${SPIN:-globaltimer}  # or clock64: a cycle count, which follows the SM clock
 TOLERANCE=0.03
 
 mkdir -p "${OUT_DIR}"
@@ -36,7 +39,7 @@ echo "== building ${BIN}"
   "${ROOT}/bench/cupti_vs_ncu.cu" -o "${BIN}" -ldl -lpthread
 
 echo "== plain run (kscope owns CUPTI)"
-"${BIN}" --count "${COUNT}" --warmup "${WARMUP}" | tee "${OUT_DIR}/plain.log"
+"${BIN}" --count "${COUNT}" --warmup "${WARMUP}" --spin "${SPIN}" | tee "${OUT_DIR}/plain.log"
 if grep -q '^SKIP' "${OUT_DIR}/plain.log"; then
   echo "SKIP: no CUDA device"
   exit 77
@@ -51,7 +54,7 @@ echo "== run under ncu (ncu owns CUPTI; kscope must degrade)"
 set +e
 "${NCU}" --clock-control none --metrics gpu__time_duration.sum --print-units base --csv \
   --kernel-name regex:spin_kernel --launch-skip "${WARMUP}" --launch-count "${COUNT}" \
-  "${BIN}" --count "${COUNT}" --warmup "${WARMUP}" > "${OUT_DIR}/ncu.log" 2>&1
+  "${BIN}" --count "${COUNT}" --warmup "${WARMUP}" --spin "${SPIN}" > "${OUT_DIR}/ncu.log" 2>&1
 NCU_STATUS=$?
 set -e
 cat "${OUT_DIR}/ncu.log"
