@@ -16,11 +16,11 @@ TEST_CASE("a clock pair is read tightly") {
 }
 
 TEST_CASE("ticks converted with the calibrated map agree with steady_clock") {
-  const std::int64_t t0 = kscope::detail::ticks();
-  const std::int64_t n0 = kscope::detail::now_ns();
+  // Tight pairs: a thread preempted between two separate reads would skew the check itself.
+  const auto p0 = kscope::detail::read_clock_pair();
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  const std::int64_t t1 = kscope::detail::ticks();
-  const std::int64_t n1 = kscope::detail::now_ns();
+  const auto p1 = kscope::detail::read_clock_pair();
+  const std::int64_t t0 = p0.ticks, n0 = p0.ns, t1 = p1.ticks, n1 = p1.ns;
   const kscope::detail::tick_map map = kscope::detail::calibrate_ticks();
   const std::string source = kscope::detail::ticks_are_tsc() ? "the invariant TSC" : "steady_clock ns";
   MESSAGE("ticks are " << source << ", " << map.ns_per_tick << " ns per tick");

@@ -50,11 +50,12 @@ TEST_CASE("nested scopes build a call-path tree with counts and times") {
   CHECK(inner.parent == outer.id);
   CHECK(inner.host_ns.median >= 2e6);
   CHECK(outer.host_ns.median >= 3e6);
-  // Exclusive time: the outer scope's own ~1 ms, not the child's 2 ms.
+  // Exclusive time is the outer scope's own (>= 1 ms per call), the child's excluded.
+  // (Only lower bounds on sleeps: a loaded machine may oversleep by any amount.)
   CHECK(outer.host_exclusive_ns / 3 >= 1e6);
-  CHECK(outer.host_exclusive_ns / 3 < 2e6);
   CHECK(outer.host_exclusive_ns + inner.host_inclusive_ns == doctest::Approx(outer.host_inclusive_ns));
-  CHECK(inner.share_of_parent > 0.5);
+  CHECK(inner.share_of_parent == doctest::Approx(inner.host_inclusive_ns / outer.host_inclusive_ns));
+  CHECK(inner.share_of_parent > 0.0);
   CHECK(inner.share_of_parent < 1.0);
   CHECK(outer.host_ns.n == 3);  // fewer than 10 calls: no warm-up removal
 }
