@@ -49,9 +49,13 @@ int main() {
   cudaGetLastError();
   const int n = 1 << 24;  // 64 MiB per vector
   float *x = nullptr, *y = nullptr;
-  std::vector<float> host(static_cast<std::size_t>(n), 1.0f);
+  float* host = nullptr;  // pinned, so copies are asynchronous like an engine's
   cudaStream_t stream = nullptr;
   if (gpu) {
+    // Every kernel and copy is then attributed to the scope that launched it.
+    kscope::session::global().enable_cupti();
+    cudaMallocHost(&host, sizeof(float) * n);
+    for (int i = 0; i < n; ++i) host[i] = 1.0f;
     cudaStreamCreate(&stream);
     cudaMalloc(&x, sizeof(float) * n);
     cudaMalloc(&y, sizeof(float) * n);
@@ -68,7 +72,7 @@ int main() {
     if (gpu) {
       {
         kscope::scope s{"h2d", stream};
-        cudaMemcpyAsync(x, host.data(), sizeof(float) * n, cudaMemcpyHostToDevice, stream);
+        cudaMemcpyAsync(x, host, sizeof(float) * n, cudaMemcpyHostToDevice, stream);
       }
       {
         kscope::scope s{"prefill", stream};
@@ -82,7 +86,7 @@ int main() {
       }
       {
         kscope::scope s{"d2h", stream};
-        cudaMemcpyAsync(host.data(), y, sizeof(float) * 1024, cudaMemcpyDeviceToHost, stream);
+        cudaMemcpyAsync(host, y, sizeof(float) * 1024, cudaMemcpyDeviceToHost, stream);
         cudaStreamSynchronize(stream);
       }
     } else
@@ -99,9 +103,14 @@ int main() {
   if (!gpu)
     std::puts("\nNo CUDA device here: only host phases were timed. GPU timing (CUDA events per\n"
               "stream scope, CUPTI kernel attribution) needs a CUDA build and a device.");
+  // The same report as JSON (docs/report_schema.md) and as an HTML page with the roofline
+  // picture; the timeline as a Chrome trace (open it in ui.perfetto.dev).
   report.write_json("quickstart_report.json");
+  report.write_html("quickstart_report.html");
+  kscope::session::global().write_trace("quickstart_trace.json");
 #if defined(__CUDACC__)
   if (gpu) {
+    cudaFreeHost(host);
     cudaFree(x);
     cudaFree(y);
     cudaStreamDestroy(stream);

@@ -16,7 +16,8 @@ void sleep_ms(double ms) {
   std::this_thread::sleep_for(std::chrono::microseconds(static_cast<long long>(ms * 1000)));
 }
 
-const kscope::scope_report& must_find(const kscope::session_report& r, const std::string& path) {
+// A copy, not a reference: g++ 13 flags references returned through temporary arguments.
+kscope::scope_report must_find(const kscope::session_report& r, const std::string& path) {
   const kscope::scope_report* s = r.find(path);
   if (!s) FAIL("no scope at path " << path << "\n" << r.text());
   return *s;
@@ -41,8 +42,8 @@ TEST_CASE("nested scopes build a call-path tree with counts and times") {
     }
   }
   const auto r = session.report();
-  const auto& outer = must_find(r, "t1_outer");
-  const auto& inner = must_find(r, "t1_outer/t1_inner");
+  const auto outer = must_find(r, "t1_outer");
+  const auto inner = must_find(r, "t1_outer/t1_inner");
   CHECK(outer.calls == 3);
   CHECK(inner.calls == 3);
   CHECK(outer.depth == 1);
@@ -73,8 +74,8 @@ TEST_CASE("same name under different parents gives different nodes; same parent,
     kscope::scope s{"t2_leaf"};
   }
   const auto r = session.report();
-  const auto& a_leaf = must_find(r, "t2_a/t2_leaf");
-  const auto& b_leaf = must_find(r, "t2_b/t2_leaf");
+  const auto a_leaf = must_find(r, "t2_a/t2_leaf");
+  const auto b_leaf = must_find(r, "t2_b/t2_leaf");
   CHECK(a_leaf.calls == 2);
   CHECK(b_leaf.calls == 1);
   CHECK(a_leaf.id != b_leaf.id);
@@ -134,12 +135,12 @@ TEST_CASE("a range can start on one thread and end on another") {
   });
   worker.join();
   const auto r = session.report();
-  const auto& req = must_find(r, "t5_accept/t5_request");
+  const auto req = must_find(r, "t5_accept/t5_request");
   CHECK(req.cross_thread);
   CHECK(req.calls == 1);
   CHECK(req.host_ns.median >= 3e6);
   // The range outlived its parent scope: its time is not subtracted from the parent.
-  const auto& accept = must_find(r, "t5_accept");
+  const auto accept = must_find(r, "t5_accept");
   CHECK(accept.host_exclusive_ns == doctest::Approx(accept.host_inclusive_ns));
 }
 
@@ -208,7 +209,7 @@ TEST_CASE("the sample cap bounds memory; counts and totals stay exact") {
   session.reset();
   for (int i = 0; i < 1000; ++i) { KSCOPE_SCOPE("t9_capped"); }
   const auto r = session.report();
-  const auto& s = must_find(r, "t9_capped");
+  const auto s = must_find(r, "t9_capped");
   CHECK(s.calls == 1000);
   CHECK(s.samples_kept == 100);
   CHECK(s.samples_capped);
@@ -228,7 +229,7 @@ TEST_CASE("declared work and tags are summed per node") {
     s.tag("shape", i < 3 ? "4096" : "8192");
   }
   const auto r = session.report();
-  const auto& s = must_find(r, "t10_gemm");
+  const auto s = must_find(r, "t10_gemm");
   CHECK(s.declared.flops == doctest::Approx(8.0e9));
   CHECK(s.declared.bytes == doctest::Approx(1.2e7));
   CHECK(s.work_calls == 4);

@@ -14,6 +14,7 @@
 #include "stats.hpp"
 #include "sweep.hpp"
 #include "plot.hpp"
+#include "trace.hpp"
 
 // CUDA edge: compiles out cleanly when CUDA is absent (KSCOPE_HAS_CUDA=0).
 #include "bench.hpp"

@@ -10,9 +10,11 @@
 //   r.write_json("run.json");
 #pragma once
 
+#include "attribution.hpp"
 #include "config.hpp"
 #include "detail/json_writer.hpp"
 #include "detail/thread_state.hpp"
+#include "plot.hpp"
 #include "roofline.hpp"
 #include "stats.hpp"
 
@@ -64,6 +66,11 @@ struct scope_report {
   interval flops_per_s_ci{std::nan(""), std::nan(""), 0.95};  // from the time CI
   double fraction_of_measured_roof = std::nan("");           // when measured peaks are set
 
+  // Kernels, copies and memsets CUPTI attributed to this node (launched while it was the
+  // innermost scope on the launching thread; children's work is theirs). Empty when
+  // CUPTI was not collecting or the node launched nothing.
+  std::optional<node_gpu_activity> gpu_activity;
+
   std::size_t samples_kept = 0;  // host samples held (<= the session's sample cap)
   bool samples_capped = false;   // true once the reservoir replaced samples
 
@@ -81,12 +88,18 @@ struct report_context {
   std::string devices_json;          // JSON array of device objects (empty: none)
   std::string no_device_reason;      // why there is no GPU block, when there is none
   std::vector<std::string> roofs;    // the peaks the roofline placements use, one line each
+  std::vector<roof_line> roof_lines; // the same roofs for the roofline picture
 };
 
 struct session_report {
   report_context context;
   std::vector<scope_report> scopes;  // depth-first, children after their parent
   std::vector<std::string> warnings;
+  // CUPTI: one status line ("" when the collector was never started), the kernels by
+  // total GPU time, and what happened to every record.
+  std::string cupti_status;
+  std::vector<kernel_summary> top_kernels;
+  attribution_counters cupti_counters;
   std::size_t sample_cap = 0;
   std::uint64_t gpu_timing_skipped = 0;  // stream scopes that got no event pair
 
@@ -99,6 +112,10 @@ struct session_report {
 
   [[nodiscard]] std::string text() const;
   [[nodiscard]] std::string json() const;
+  // A single-file HTML page (no JavaScript, opens offline): the context, the roofline
+  // picture with one point per placed scope, and the scope, roofline and kernel tables.
+  [[nodiscard]] std::string html() const;
+  bool write_html(const std::string& path) const noexcept;
   // Writes json() to `path`; false (and nothing thrown) when the file cannot be written.
   bool write_json(const std::string& path) const noexcept;
 };
@@ -220,6 +237,13 @@ inline std::string session_report::text() const {
            detail::fit(share, 7, true) + "\n";
   }
   if (scopes.empty()) out += "(no scopes recorded)\n";
+  std::string legend =
+      "med: median per call; CI95: half-width of its 95% interval; total: host time over all calls; "
+      "%par: share of the parent's total";
+  if (any_unsteady) legend += "; !: no steady state found (all samples after the first used)";
+  if (any_capped) legend += "; *: samples capped at " + std::to_string(sample_cap) + " (reservoir)";
+  legend += "; ~: cross-thread range";
+  out += "\n" + detail::wrap(legend, 98);
   bool any_placed = false;
   for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
   if (any_placed) {
@@ -246,11 +270,56 @@ inline std::string session_report::text() const {
     }
     out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
   }
-  out += "\nmed: median per call; CI95: half-width of its 95% interval; total: host time over all\n"
-         "calls; %par: share of the parent's total";
-  if (any_unsteady) out += "; !: no steady state found (all samples after the first used)";
-  if (any_capped) out += "; *: samples capped at " + std::to_string(sample_cap) + " (reservoir)";
-  out += "; ~: cross-thread range\n";
+  bool any_activity = false;
+  for (const scope_report& s : scopes) any_activity = any_activity || s.gpu_activity.has_value();
+  if (any_activity) {
+    out += "\n" + detail::fit("GPU activity (CUPTI)", 30) + detail::fit("kernels", 9, true) +
+           detail::fit("kern time", 10, true) + detail::fit("busy", 10, true) + detail::fit("idle", 10, true) +
+           detail::fit("H2D", 9, true) + detail::fit("D2H", 9, true) + detail::fit("D2D", 9, true) + "\n";
+    out += std::string(96, '-') + "\n";
+    for (const scope_report& s : scopes) {
+      if (!s.gpu_activity) continue;
+      const node_gpu_activity& a = *s.gpu_activity;
+      std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+      name += s.name;
+      const auto bytes = [&](copy_direction d) {
+        const copy_totals& c = a.copies(d);
+        return c.count ? detail::format_si(static_cast<double>(c.bytes), "B") : std::string("-");
+      };
+      out += detail::fit(name, 30) + detail::fit(std::to_string(a.kernel_count), 9, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(a.kernel_ns)), 10, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(a.busy_ns)), 10, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(a.idle_ns)), 10, true) +
+             detail::fit(bytes(copy_direction::h2d), 9, true) + detail::fit(bytes(copy_direction::d2h), 9, true) +
+             detail::fit(bytes(copy_direction::d2d), 9, true) + "\n";
+    }
+    out += "busy: union of the node's kernel intervals; idle: its GPU span with none of its work running\n";
+  }
+  if (!top_kernels.empty()) {
+    out += "\n" + detail::fit("top kernels", 40) + detail::fit("calls", 7, true) + detail::fit("total", 10, true) +
+           detail::fit("median", 10, true) + "  " + detail::fit("grid", 11) + detail::fit("block", 9) +
+           detail::fit("regs", 5, true) + detail::fit("smem", 8, true) + "\n";
+    out += std::string(100, '-') + "\n";
+    std::size_t shown = 0;
+    for (const kernel_summary& k : top_kernels) {
+      if (++shown > 15) break;
+      const auto dims = [](const std::array<std::int32_t, 3>& d) {
+        std::string t = std::to_string(d[0]);
+        if (d[1] > 1 || d[2] > 1) t += "x" + std::to_string(d[1]);
+        if (d[2] > 1) t += "x" + std::to_string(d[2]);
+        return t;
+      };
+      out += detail::fit(k.name, 40) + detail::fit(std::to_string(k.calls), 7, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
+             detail::fit(detail::format_duration_ns(k.median_ns), 10, true) + "  " +
+             detail::fit(dims(k.grid) + (k.launch_config_varies ? "*" : ""), 11) + detail::fit(dims(k.block), 9) +
+             detail::fit(std::to_string(k.registers_per_thread), 5, true) +
+             detail::fit(detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B"), 8, true) +
+             "\n";
+    }
+    if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
+  }
+  if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + cupti_status, 98);
   if (gpu_timing_skipped)
     out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";
   for (const std::string& w : warnings) out += "warning: " + w + "\n";
@@ -280,6 +349,37 @@ inline std::string session_report::json() const {
   w.key("warnings").begin_array();
   for (const std::string& s : warnings) w.value(s);
   w.end_array();
+  w.key("cupti").begin_object();
+  w.member("status", cupti_status);
+  w.key("counters").begin_object();
+  const attribution_counters& c = cupti_counters;
+  w.member("records_seen", static_cast<unsigned long long>(c.records_seen));
+  w.member("kernel_records", static_cast<unsigned long long>(c.kernel_records));
+  w.member("memcpy_records", static_cast<unsigned long long>(c.memcpy_records));
+  w.member("memset_records", static_cast<unsigned long long>(c.memset_records));
+  w.member("dropped_by_cupti", static_cast<unsigned long long>(c.dropped_by_cupti));
+  w.member("dropped_zero_start", static_cast<unsigned long long>(c.dropped_zero_start));
+  w.member("dropped_end_before_start", static_cast<unsigned long long>(c.dropped_end_before_start));
+  w.member("dropped_malformed", static_cast<unsigned long long>(c.dropped_malformed));
+  w.member("unscoped", static_cast<unsigned long long>(c.unscoped));
+  w.member("unattributed", static_cast<unsigned long long>(c.unattributed));
+  w.end_object();
+  w.key("top_kernels").begin_array();
+  for (const kernel_summary& k : top_kernels) {
+    w.begin_object();
+    w.member("name", k.name).member("mangled_name", k.mangled_name);
+    w.member("calls", static_cast<unsigned long long>(k.calls));
+    w.member("total_ns", static_cast<long long>(k.total_ns)).member("median_ns", k.median_ns);
+    w.member("min_ns", static_cast<long long>(k.min_ns)).member("max_ns", static_cast<long long>(k.max_ns));
+    w.key("grid").begin_array().value(k.grid[0]).value(k.grid[1]).value(k.grid[2]).end_array();
+    w.key("block").begin_array().value(k.block[0]).value(k.block[1]).value(k.block[2]).end_array();
+    w.member("registers_per_thread", static_cast<unsigned long long>(k.registers_per_thread));
+    w.member("static_shared_bytes", k.static_shared_bytes).member("dynamic_shared_bytes", k.dynamic_shared_bytes);
+    w.member("launch_config_varies", k.launch_config_varies);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
   w.key("scopes").begin_array();
   for (const scope_report& s : scopes) {
     w.begin_object();
@@ -319,6 +419,31 @@ inline std::string session_report::json() const {
       w.end_object();
       w.end_object();
     }
+    w.key("gpu_activity");
+    if (!s.gpu_activity) {
+      w.value(nullptr);
+    } else {
+      const node_gpu_activity& a = *s.gpu_activity;
+      w.begin_object();
+      w.member("kernel_count", static_cast<unsigned long long>(a.kernel_count));
+      w.member("kernel_ns", static_cast<long long>(a.kernel_ns));
+      w.member("busy_ns", static_cast<long long>(a.busy_ns));
+      w.member("idle_ns", static_cast<long long>(a.idle_ns));
+      w.member("first_start_ns", static_cast<long long>(a.first_start_ns));
+      w.member("last_end_ns", static_cast<long long>(a.last_end_ns));
+      for (copy_direction d : {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d, copy_direction::other}) {
+        const copy_totals& c = a.copies(d);
+        w.key(std::string("memcpy_") + to_string(d)).begin_object();
+        w.member("count", static_cast<unsigned long long>(c.count)).member("bytes", static_cast<unsigned long long>(c.bytes));
+        w.member("ns", static_cast<long long>(c.ns)).end_object();
+      }
+      w.key("memset").begin_object();
+      w.member("count", static_cast<unsigned long long>(a.memset.count))
+          .member("bytes", static_cast<unsigned long long>(a.memset.bytes))
+          .member("ns", static_cast<long long>(a.memset.ns));
+      w.end_object();
+      w.end_object();
+    }
     w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
     w.member("samples_capped", s.samples_capped);
     w.key("tags").begin_array();
@@ -332,6 +457,81 @@ inline std::string session_report::json() const {
   w.end_array();
   w.end_object();
   return out;
+}
+
+inline std::string session_report::html() const {
+  html_report page;
+  page.title = "kscope report";
+  page.context_lines.push_back("kscope " + context.kscope_version + " on " + context.host_name + ", " +
+                               context.timestamp_utc);
+  for (const std::string& d : context.devices) page.context_lines.push_back("GPU: " + d);
+  if (context.devices.empty()) page.context_lines.push_back("GPU: " + context.no_device_reason);
+  for (const std::string& r : context.roofs) page.context_lines.push_back("roof: " + r);
+  std::vector<roof_point> points;
+  html_table scope_table{"Scopes (median per call, 95 % CI of the median)",
+                         {"scope", "calls", "host median", "host CI", "GPU median", "GPU CI", "total", "% parent"},
+                         {}};
+  html_table roof_table{"Roofline (median call)",
+                        {"scope", "FLOP/s", "B/s", "FLOP/B", "% roof", "% measured roof", "limiter", "roof", "hint"},
+                        {}};
+  const auto ci_text = [](const summary& s) {
+    if (!std::isfinite(s.median_ci.lo)) return std::string("-");
+    return "[" + detail::format_duration_ns(s.median_ci.lo) + ", " + detail::format_duration_ns(s.median_ci.hi) + "]";
+  };
+  const auto percent = [](double f) {
+    if (!std::isfinite(f)) return std::string("-");
+    char b[16];
+    std::snprintf(b, sizeof b, "%.1f %%", 100 * f);
+    return std::string(b);
+  };
+  for (const scope_report& s : scopes) {
+    scope_table.rows.push_back({s.path, std::to_string(s.calls), detail::format_duration_ns(s.host_ns.median),
+                                ci_text(s.host_ns), s.gpu_calls ? detail::format_duration_ns(s.gpu_ns.median) : "-",
+                                s.gpu_calls ? ci_text(s.gpu_ns) : "-", detail::format_duration_ns(s.host_inclusive_ns),
+                                percent(s.share_of_parent)});
+    if (!s.roofline) continue;
+    const placement& p = *s.roofline;
+    points.push_back(to_roof_point(s.path, p));
+    char intensity[24];
+    std::snprintf(intensity, sizeof intensity, "%.3g", p.intensity);
+    roof_table.rows.push_back({s.path, detail::format_si(p.flops_per_s, "FLOP/s"), detail::format_si(p.bytes_per_s, "B/s"),
+                               intensity, percent(p.fraction_of_roof), percent(s.fraction_of_measured_roof),
+                               to_string(p.limiter), s.roof, std::string(hint(p))});
+  }
+  if (!points.empty() && !context.roof_lines.empty()) {
+    plot_options options;
+    options.title = context.devices.empty() ? "Roofline" : "Roofline: " + context.devices.front().substr(0, context.devices.front().find(':'));
+    page.svg = roofline_svg(context.roof_lines, points, options);
+  }
+  page.tables.push_back(std::move(scope_table));
+  if (!roof_table.rows.empty()) page.tables.push_back(std::move(roof_table));
+  if (!top_kernels.empty()) {
+    html_table kernels{"Top kernels (CUPTI)", {"kernel", "calls", "total", "median", "grid", "block", "registers", "shared"}, {}};
+    for (const kernel_summary& k : top_kernels) {
+      const auto dims = [](const std::array<std::int32_t, 3>& d) {
+        return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+      };
+      kernels.rows.push_back({k.name, std::to_string(k.calls), detail::format_duration_ns(static_cast<double>(k.total_ns)),
+                              detail::format_duration_ns(k.median_ns), dims(k.grid), dims(k.block),
+                              std::to_string(k.registers_per_thread),
+                              detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B")});
+    }
+    page.tables.push_back(std::move(kernels));
+  }
+  if (!warnings.empty()) {
+    html_table w{"Warnings", {"warning"}, {}};
+    for (const std::string& line : warnings) w.rows.push_back({line});
+    page.tables.push_back(std::move(w));
+  }
+  return render_html(page);
+}
+
+inline bool session_report::write_html(const std::string& path) const noexcept {
+  try {
+    return write_text_file(path, html());
+  } catch (...) {
+    return false;
+  }
 }
 
 inline bool session_report::write_json(const std::string& path) const noexcept {

@@ -18,7 +18,9 @@
 #pragma once
 
 #include "config.hpp"
+#include "cupti.hpp"
 #include "device.hpp"
+#include "trace.hpp"
 #include "detail/clock.hpp"
 #include "detail/context.hpp"
 #include "detail/event_pool.hpp"
@@ -233,6 +235,36 @@ class session {
     have_peaks_ = true;
   }
 
+  // Starts the CUPTI collector (cupti.hpp): every kernel, copy and memset is then
+  // attributed to the scope open on the launching thread, and report() adds the per-scope
+  // GPU activity and the top-kernels table. Costs about a microsecond per launch. Returns
+  // false (with one warning in the report) when CUPTI is missing, owned by another tool
+  // (ncu, nsys), or disabled with KSCOPE_CUPTI=0; scopes then keep their CUDA-event times.
+  // KSCOPE_CUPTI=1 in the environment starts it with the session.
+  //   kscope::session::global().enable_cupti();
+  bool enable_cupti(const cupti_options& options = {}) {
+    cupti_collector& collector = cupti_collector::global();
+    const bool ok = collector.start(options);
+    if (!ok) warn(collector.status().message);
+    return ok;
+  }
+
+  // Writes a Chrome trace / Perfetto JSON file (trace.hpp): the most recent host scope
+  // intervals per thread (up to trace_capacity), and the GPU records CUPTI kept, on one
+  // time base, with arrows from each scope to the kernels it launched. False (and
+  // `error`, when given) if the file cannot be written.
+  //   kscope::session::global().write_trace("run.trace.json");
+  bool write_trace(const std::string& path, std::string* error = nullptr);
+
+  // Host intervals kept for the trace (default 65 536, the most recent; older ones are
+  // counted as overwritten).
+  void set_trace_capacity(std::size_t intervals) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    trace_capacity_ = intervals;
+    trace_ring_.clear();
+    trace_next_ = 0;
+  }
+
   // A warning shown once in the report (deduplicated), e.g. from the CUPTI collector.
   void warn(std::string message) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -259,6 +291,10 @@ class session {
  private:
   session() {
     detail::tick_origin();  // start the tick calibration span as early as possible
+    if (const char* v = std::getenv("KSCOPE_CUPTI"); v && std::strcmp(v, "1") == 0) {
+      cupti_collector& collector = cupti_collector::global();
+      if (!collector.start()) warnings_.push_back(collector.status().message);
+    }
     nodes_.emplace_back(0, "(root)", 0, false, sample_cap_);
   }
 
@@ -309,6 +345,15 @@ class session {
   std::vector<pending_gpu> pending_;
   std::vector<std::string> warnings_;
   std::size_t sample_cap_ = 10000;
+  struct trace_entry {
+    node_id node;
+    std::uint32_t thread_index;
+    std::int64_t start_ticks, end_ticks;
+  };
+  std::vector<trace_entry> trace_ring_;  // grows to trace_capacity_, then wraps
+  std::size_t trace_capacity_ = 65536;
+  std::size_t trace_next_ = 0;
+  std::uint64_t trace_overwritten_ = 0;
   device_peaks peaks_;
   bool have_peaks_ = false;
   node_id overflow_node_ = detail::node_cache::invalid;
@@ -398,8 +443,19 @@ inline void session::drain_all_locked() {
 }
 
 inline void session::drain_locked(detail::thread_log& log) {
-  log.drain([this](const detail::scope_record& r) {
+  const std::uint32_t thread_index = log.thread_index();
+  log.drain([this, thread_index](const detail::scope_record& r) {
     if (r.node >= nodes_.size()) return;
+    if (trace_capacity_ > 0) {
+      const trace_entry e{r.node, thread_index, r.start_ticks, r.end_ticks};
+      if (trace_ring_.size() < trace_capacity_) {
+        trace_ring_.push_back(e);
+      } else {
+        trace_ring_[trace_next_] = e;
+        trace_next_ = (trace_next_ + 1) % trace_capacity_;
+        ++trace_overwritten_;
+      }
+    }
     node_data& n = nodes_[r.node];
     const double elapsed = static_cast<double>(r.end_ticks - r.start_ticks);
     ++n.calls;
@@ -483,11 +539,26 @@ inline void session::fill_context_locked(report_context& context) {
     peaks_ = theoretical_peaks(query_device(0));
     have_peaks_ = true;
   }
-  if (have_peaks_ && peaks_.device.present) context.roofs = detail::describe_roofs(peaks_);
+  if (have_peaks_ && peaks_.device.present) {
+    context.roofs = detail::describe_roofs(peaks_);
+    context.roof_lines = roof_lines(peaks_);
+  }
 }
 
 inline session_report session::report() {
   session_report out;
+  // CUPTI delivers its buffers through callbacks that must not wait on our lock: flush
+  // before taking it.
+  cupti_collector& collector = cupti_collector::global();
+  cupti_snapshot gpu;
+  const bool have_gpu = collector.status().state != cupti_state::not_started;
+  if (have_gpu) {
+    if (collector.running()) collector.flush();
+    gpu = collector.snapshot(50);
+    out.cupti_status = gpu.status.message;
+    out.top_kernels = gpu.activity.top_kernels;
+    out.cupti_counters = gpu.activity.counters;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   drain_all_locked();
   resolve_gpu_locked(true);
@@ -500,11 +571,13 @@ inline session_report session::report() {
   if (gpu_event_errors_)
     out.warnings.push_back(std::to_string(gpu_event_errors_) +
                            " GPU scope timings were lost to CUDA event errors");
+  for (const std::string& w : gpu.warnings)
+    if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end()) out.warnings.push_back(w);
 
   // Which nodes have data in their subtree: a node is listed if it or a descendant ran.
   std::vector<char> listed(nodes_.size(), 0);
   for (std::size_t id = nodes_.size(); id-- > 1;) {
-    if (nodes_[id].calls > 0) listed[id] = 1;
+    if (nodes_[id].calls > 0 || gpu.activity.find(static_cast<node_id>(id))) listed[id] = 1;
     if (listed[id]) listed[nodes_[id].parent] = 1;
   }
   // Depth-first, children in creation order.
@@ -556,15 +629,52 @@ inline session_report session::report() {
       s.host_ns.max = clock.duration_ns(n.host_ticks.max());
     }
     if (have_peaks_ && peaks_.device.present) detail::place_scope(s, peaks_);
+    if (const node_gpu_activity* a = gpu.activity.find(id)) s.gpu_activity = *a;
     out.scopes.push_back(std::move(s));
     for (auto it = n.children.rbegin(); it != n.children.rend(); ++it)
       stack.emplace_back(*it, out.scopes.back().path);
   }
+  // Work launched with no scope open is reported too, never dropped.
+  if (const node_gpu_activity* a = gpu.activity.find(unscoped_node)) {
+    scope_report s;
+    s.id = unscoped_node;
+    s.name = s.path = unscoped_node_name;
+    s.depth = 1;
+    s.gpu_activity = *a;
+    out.scopes.push_back(std::move(s));
+  }
   return out;
+}
+
+inline bool session::write_trace(const std::string& path, std::string* error) {
+  cupti_collector& collector = cupti_collector::global();
+  std::vector<gpu_activity_event> gpu_events;
+  if (collector.status().state != cupti_state::not_started) {
+    if (collector.running()) collector.flush();
+    gpu_events = collector.snapshot(0).activity.recent;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  drain_all_locked();
+  const detail::tick_map clock = detail::calibrate_ticks();
+  std::vector<host_interval> host;
+  host.reserve(trace_ring_.size());
+  const std::size_t n = trace_ring_.size();
+  const std::size_t first = n < trace_capacity_ ? 0 : trace_next_;  // oldest first
+  for (std::size_t i = 0; i < n; ++i) {
+    const trace_entry& e = trace_ring_[(first + i) % n];
+    host.push_back(host_interval{nodes_[e.node].name, e.node, e.thread_index, clock.to_ns(e.start_ticks),
+                                 clock.to_ns(e.end_ticks)});
+  }
+  return write_chrome_trace(path, host, gpu_events, trace_options{}, error);
 }
 
 inline void session::reset() noexcept {
   try {
+    cupti_collector& collector = cupti_collector::global();
+    if (collector.status().state != cupti_state::not_started) {
+      if (collector.running()) collector.flush();
+      collector.reset();
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     drain_all_locked();
     resolve_gpu_locked(true);
@@ -579,6 +689,9 @@ inline void session::reset() noexcept {
       n.tags.clear();
     }
     warnings_.clear();
+    trace_ring_.clear();
+    trace_next_ = 0;
+    trace_overwritten_ = 0;
     gpu_event_errors_ = 0;
     gpu_timing_skipped_.store(0, std::memory_order_relaxed);
   } catch (...) {

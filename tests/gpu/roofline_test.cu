@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace {
@@ -62,10 +63,11 @@ double median_seconds(Body body, int warmup, int runs) {
 }
 
 void report(const char* what, const kscope::placement& p) {
-  MESSAGE(what << ": " << p.flops_per_s / 1e12 << " TFLOP/s, " << p.bytes_per_s / 1e12 << " TB/s, intensity "
+  // std::string: doctest prints a bare const char* as a pointer.
+  MESSAGE(std::string(what) << ": " << p.flops_per_s / 1e12 << " TFLOP/s, " << p.bytes_per_s / 1e12 << " TB/s, intensity "
                << p.intensity << " FLOP/B, " << 100 * p.fraction_of_roof << " % of roof "
-               << p.roof_flops_per_s / 1e12 << " TFLOP/s -> " << kscope::to_string(p.limiter) << " ("
-               << kscope::hint(p).data() << ")");
+               << p.roof_flops_per_s / 1e12 << " TFLOP/s -> " << std::string(kscope::to_string(p.limiter)) << " ("
+               << std::string(kscope::hint(p)) << ")");
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ __global__ void spin_for_ns(unsigned long long ns) {
   } while (now - start < ns);
 }
 
-const kscope::scope_report& must_find(const kscope::session_report& r, const std::string& path) {
+// A copy, not a reference: g++ 13 flags references returned through temporary arguments.
+kscope::scope_report must_find(const kscope::session_report& r, const std::string& path) {
   const kscope::scope_report* s = r.find(path);
   if (!s) FAIL("no scope at path " << path << "\n" << r.text());
   return *s;
@@ -43,7 +44,7 @@ TEST_CASE("a 1 ms kernel in a stream scope is reported within 3 %") {
     spin_for_ns<<<1, 1, 0, stream>>>(1000000);
   }
   const auto r = session.report();
-  const auto& s = must_find(r, "gpu_spin_1ms");
+  const auto s = must_find(r, "gpu_spin_1ms");
   MESSAGE("GPU median " << s.gpu_ns.median << " ns, host median " << s.host_ns.median << " ns");
   CHECK(s.gpu_calls == 30);
   CHECK(s.gpu_ns.median == doctest::Approx(1.0e6).epsilon(0.03));
@@ -82,7 +83,7 @@ TEST_CASE("four threads on two streams each get the right per-scope GPU times") 
   const auto r = session.report();
   for (int t = 0; t < 4; ++t) {
     for (int j = 0; j < 2; ++j) {
-      const auto& s = must_find(r, "gpu_worker/t" + std::to_string(t) + "_s" + std::to_string(j));
+      const auto s = must_find(r, "gpu_worker/t" + std::to_string(t) + "_s" + std::to_string(j));
       const double expected = 200000.0 * (t + 1) + 100000.0 * j;
       CHECK(s.calls == 12);
       CHECK(s.gpu_calls == 12);
@@ -113,7 +114,7 @@ TEST_CASE("a stream destroyed inside its scope costs that sample, not the progra
   CHECK(cudaGetLastError() == cudaSuccess);  // kscope left no error behind
   const auto r = session.report();
   CHECK(must_find(r, "gpu_stream_destroyed_early").calls == 1);
-  const auto& ok = must_find(r, "gpu_stream_destroyed_later");
+  const auto ok = must_find(r, "gpu_stream_destroyed_later");
   CHECK(ok.gpu_calls == 1);
   CHECK(ok.gpu_ns.median == doctest::Approx(1e5).epsilon(0.1));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
@@ -128,7 +129,7 @@ TEST_CASE("the event pool recycles: many scopes, bounded pairs") {
     KSCOPE_SCOPE_STREAM("gpu_many", stream);
   }
   const auto r = session.report();
-  const auto& s = must_find(r, "gpu_many");
+  const auto s = must_find(r, "gpu_many");
   CHECK(s.calls == 20000);
   CHECK(s.gpu_calls + r.gpu_timing_skipped == 20000);
   CHECK(r.text().find("GPU") != std::string::npos);
