@@ -2,14 +2,14 @@
 # The whole GPU check in one call on the lent H200 (see bench/RESULTS.md for results):
 # configure, build, ctest (GPU cases included), the GPU benchmarks and examples, and the
 # ncu cross-checks. Logs go to $OUT (or ./out). Usage: bench/device_check.sh [steps...]
-# steps: build test bench examples ncu (default: all)
+# steps: build test bench examples scripts (default: all)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 final=${OUT:-$root/out}
 out=$(mktemp -d)   # everything is logged here, then packed: only 8 files come back from $OUT
 mkdir -p "$final"
 build=$root/build-device
-steps=${*:-build test bench examples ncu}
+steps=${*:-build test bench examples scripts}
 export PATH=/usr/local/cuda/bin:$PATH
 has() { [[ " $steps " == *" $1 "* ]]; }
 status=0
@@ -39,18 +39,25 @@ if has test; then
   done
 fi
 if has bench; then
-  for b in "$build"/bench/*_bench; do
-    [ -x "$b" ] || continue
-    name=$(basename "$b")
+  # Google Benchmark programs: 5 repetitions, medians reported.
+  for name in scope_bench stats_bench attribution_bench; do
+    b="$build/bench/$name"
+    [ -x "$b" ] || { note "$name not built"; continue; }
     timeout 300 "$b" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
       --benchmark_out="$out/$name.json" --benchmark_out_format=json > "$out/$name.txt" 2>&1 || note "$name exit $?"
-    note "== $name"; grep -E "_median|^BM_|^[a-z].*:" "$out/$name.txt" | head -40 >> "$summary"
+    note "== $name"; grep -E "_median|ERROR" "$out/$name.txt" >> "$summary"
   done
-  for extra in "$root"/bench/*.sh; do
-    case "$(basename "$extra")" in device_check.sh) continue ;; esac
-    note "== $(basename "$extra")"
-    BUILD="$build" timeout 300 bash "$extra" >> "$summary" 2>&1 || note "$(basename "$extra") exit $?"
+  for name in cupti_overhead_bench harness_gpu_bench; do
+    b="$build/bench/$name"
+    [ -x "$b" ] || { note "$name not built"; continue; }
+    timeout 400 "$b" > "$out/$name.txt" 2>&1 || note "$name exit $?"
+    note "== $name"; tail -25 "$out/$name.txt" >> "$summary"
   done
+fi
+if has scripts; then
+  note "== reproducibility.sh"; timeout 400 bash "$root/bench/reproducibility.sh" "$build" >> "$summary" 2>&1 || note "exit $?"
+  note "== harness_vs_ncu.sh"; timeout 300 bash "$root/bench/harness_vs_ncu.sh" "$build" >> "$summary" 2>&1 || note "exit $?"
+  note "== cupti_vs_ncu.sh"; timeout 300 bash "$root/bench/cupti_vs_ncu.sh" "$out/cvn" >> "$summary" 2>&1 || note "exit $?"
 fi
 if has examples; then
   for e in "$build"/examples/*; do
