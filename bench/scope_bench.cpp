@@ -113,6 +113,40 @@ void BM_scope_stream_events(benchmark::State& state) {
 }
 BENCHMARK(BM_scope_stream_events);
 
+// Where a scope's time goes: the clocks it reads, and the runtime calls a stream scope makes.
+void BM_clock_now_ns(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(kscope::detail::now_ns());
+  state.SetLabel(kscope::detail::ticks_are_tsc() ? "ticks: invariant TSC" : "ticks: steady_clock");
+}
+BENCHMARK(BM_clock_now_ns);
+
+void BM_clock_ticks(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(kscope::detail::ticks());
+}
+BENCHMARK(BM_clock_ticks);
+
+void BM_cuda_stream_get_device(benchmark::State& state) {
+#if KSCOPE_HAS_CUDA
+  if (!have_device()) {
+    state.SkipWithError("no CUDA device");
+    for (auto _ : state) {}
+    return;
+  }
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  int device = 0;
+  for (auto _ : state) {
+    cudaStreamGetDevice(stream, &device);
+    benchmark::DoNotOptimize(device);
+  }
+  cudaStreamDestroy(stream);
+#else
+  state.SkipWithError("built without CUDA");
+  for (auto _ : state) {}
+#endif
+}
+BENCHMARK(BM_cuda_stream_get_device);
+
 }  // namespace
 
 BENCHMARK_MAIN();

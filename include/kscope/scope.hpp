@@ -201,12 +201,30 @@ class scope {
   }
 
 #if KSCOPE_HAS_CUDA
-  void open_events(cudaStream_t stream) noexcept {
-    int device = 0;
+  // The stream's device, remembered per thread for the last stream seen: asking the
+  // runtime costs more than the rest of the scope. (A stream destroyed and re-created at
+  // the same address on another device makes the event record fail: that sample is
+  // lost, the program is unharmed.)
+  static int device_of(cudaStream_t stream) noexcept {
+    struct last_stream {
+      cudaStream_t stream;
+      int device;
+      bool valid;
+    };
+    thread_local last_stream last{nullptr, 0, false};
+    if (KSCOPE_LIKELY(last.valid && last.stream == stream)) return last.device;
+    int device = -1;
     if (cudaStreamGetDevice(stream, &device) != cudaSuccess) {
       clear_our_error();
-      return;
+      return -1;
     }
+    last = last_stream{stream, device, true};
+    return device;
+  }
+
+  void open_events(cudaStream_t stream) noexcept {
+    const int device = device_of(stream);
+    if (device < 0) return;
     detail::event_pair pair;
     if (!session::global().acquire_events(device, slot_, pair)) {
       slot_ = detail::no_events;

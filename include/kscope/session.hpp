@@ -139,6 +139,45 @@ inline std::uint64_t hash_name(std::string_view s, node_id parent) noexcept {
   return h;
 }
 
+// Samples of one node and series: exact count, sum, min and max over every call, and the
+// first `cap` samples kept, then a uniform reservoir (Algorithm R). It is leaner than
+// stats.hpp's sample_reservoir (no running variance, no arrival order), because it runs
+// once per closed scope when a thread's ring drains, and scopes must stay cheap.
+class sample_store {
+ public:
+  explicit sample_store(std::size_t cap) noexcept : cap_(cap == 0 ? 1 : cap) {}
+  void add(double v) noexcept {
+    ++count_;
+    sum_ += v;
+    if (count_ == 1 || v < min_) min_ = v;
+    if (count_ == 1 || v > max_) max_ = v;
+    if (kept_.size() < cap_) {
+      try {
+        kept_.push_back(v);
+        return;
+      } catch (...) {
+        cap_ = kept_.size();  // out of memory: sample within what we hold
+        if (cap_ == 0) return;
+      }
+    }
+    const std::uint64_t slot = rng_.next() % count_;  // bias ~count/2^64: negligible
+    if (slot < cap_) kept_[static_cast<std::size_t>(slot)] = v;
+  }
+  [[nodiscard]] const std::vector<double>& samples() const noexcept { return kept_; }
+  [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
+  [[nodiscard]] double sum() const noexcept { return sum_; }
+  [[nodiscard]] double min() const noexcept { return min_; }
+  [[nodiscard]] double max() const noexcept { return max_; }
+  [[nodiscard]] bool saturated() const noexcept { return count_ > kept_.size(); }
+
+ private:
+  std::size_t cap_;
+  std::uint64_t count_ = 0;
+  double sum_ = 0, min_ = 0, max_ = 0;
+  std::vector<double> kept_;
+  splitmix64 rng_{0x6b73636f70652d73ull};
+};
+
 // Per-thread cache of (parent, name) -> node, so that scopes named at run time find
 // their node without the session's lock. Open addressing; grows at half load.
 class node_cache {
@@ -309,8 +348,8 @@ class session {
     std::vector<node_id> children;
     std::uint64_t calls = 0;
     double host_total_ticks = 0;  // host times stay in ticks until a report converts them
-    sample_reservoir host_ticks;
-    sample_reservoir gpu_ns;
+    detail::sample_store host_ticks;
+    detail::sample_store gpu_ns;
     double gpu_total_ns = 0;
     double flops = 0, bytes = 0;
     std::uint64_t work_calls = 0;
@@ -477,13 +516,18 @@ inline void session::resolve_gpu_locked(bool wait) noexcept {
     const pending_gpu p = pending_[i];
     const detail::event_pair pair = events_.pair_of(p.slot);
     const cudaError_t before = cudaPeekAtLastError();
-    cudaError_t status = wait ? cudaEventSynchronize(pair.end) : cudaEventQuery(pair.end);
+    float ms = 0;
+    // One call when the pair is done: cudaEventElapsedTime itself answers NotReady.
+    cudaError_t status = cudaEventElapsedTime(&ms, pair.start, pair.end);
+    if (status == cudaErrorNotReady && wait) {
+      status = cudaEventSynchronize(pair.end);
+      if (status == cudaSuccess) status = cudaEventElapsedTime(&ms, pair.start, pair.end);
+    }
     if (status == cudaErrorNotReady) {
+      if (before == cudaSuccess && cudaPeekAtLastError() != cudaSuccess) cudaGetLastError();
       pending_[kept++] = p;
       continue;
     }
-    float ms = 0;
-    if (status == cudaSuccess) status = cudaEventElapsedTime(&ms, pair.start, pair.end);
     if (status == cudaSuccess && p.node < nodes_.size()) {
       node_data& n = nodes_[p.node];
       const double ns = static_cast<double>(ms) * 1e6;
@@ -681,8 +725,8 @@ inline void session::reset() noexcept {
     for (node_data& n : nodes_) {
       n.calls = 0;
       n.host_total_ticks = 0;
-      n.host_ticks = sample_reservoir(sample_cap_);
-      n.gpu_ns = sample_reservoir(sample_cap_);
+      n.host_ticks = detail::sample_store(sample_cap_);
+      n.gpu_ns = detail::sample_store(sample_cap_);
       n.gpu_total_ns = 0;
       n.flops = n.bytes = 0;
       n.work_calls = 0;
