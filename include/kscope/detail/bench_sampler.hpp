@@ -187,10 +187,10 @@ inline double bench_median(std::vector<double> v) {
 
 // Half-width of the median CI relative to the median; +inf when there is no interval
 // (fewer than 6 samples, or a non-positive median).
+// Times are positive: a non-positive median cannot be judged (infinite width).
 inline double relative_ci_half_width(const summary& s) {
-  const double half = (s.median_ci.hi - s.median_ci.lo) / 2;
-  if (!(s.median > 0) || !std::isfinite(half)) return std::numeric_limits<double>::infinity();
-  return half / s.median;
+  if (!(s.median > 0)) return std::numeric_limits<double>::infinity();
+  return relative_half_width(s.median_ci, s.median);
 }
 
 // Flags throttled samples against the median clock of the run, picks the samples to
