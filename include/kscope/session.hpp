@@ -382,6 +382,10 @@ class session {
   std::map<std::pair<node_id, std::string>, node_id> index_;
   std::vector<detail::thread_log*> logs_;
   std::vector<pending_gpu> pending_;
+#if KSCOPE_HAS_CUDA
+  std::vector<std::uint32_t> resolve_slots_;       // scratch of resolve_gpu_locked
+  std::vector<detail::event_pair> resolve_pairs_;
+#endif
   std::vector<std::string> warnings_;
   std::size_t sample_cap_ = 10000;
   struct trace_entry {
@@ -511,36 +515,48 @@ inline void session::drain_locked(detail::thread_log& log) {
 
 inline void session::resolve_gpu_locked(bool wait) noexcept {
 #if KSCOPE_HAS_CUDA
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < pending_.size(); ++i) {
-    const pending_gpu p = pending_[i];
-    const detail::event_pair pair = events_.pair_of(p.slot);
-    const cudaError_t before = cudaPeekAtLastError();
-    float ms = 0;
-    // One call when the pair is done: cudaEventElapsedTime itself answers NotReady.
-    cudaError_t status = cudaEventElapsedTime(&ms, pair.start, pair.end);
-    if (status == cudaErrorNotReady && wait) {
-      status = cudaEventSynchronize(pair.end);
-      if (status == cudaSuccess) status = cudaEventElapsedTime(&ms, pair.start, pair.end);
+  if (pending_.empty()) return;
+  try {
+    // One pool lock to look the pairs up and one to give them back, not two per pair.
+    resolve_slots_.resize(pending_.size());
+    resolve_pairs_.resize(pending_.size());
+    for (std::size_t i = 0; i < pending_.size(); ++i) resolve_slots_[i] = pending_[i].slot;
+    events_.pairs_of(resolve_slots_, resolve_pairs_);
+    std::size_t kept = 0;
+    std::size_t done = 0;
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+      const pending_gpu p = pending_[i];
+      const detail::event_pair pair = resolve_pairs_[i];
+      const cudaError_t before = cudaPeekAtLastError();
+      float ms = 0;
+      // One call when the pair is done: cudaEventElapsedTime itself answers NotReady.
+      cudaError_t status = cudaEventElapsedTime(&ms, pair.start, pair.end);
+      if (status == cudaErrorNotReady && wait) {
+        status = cudaEventSynchronize(pair.end);
+        if (status == cudaSuccess) status = cudaEventElapsedTime(&ms, pair.start, pair.end);
+      }
+      if (status == cudaErrorNotReady) {
+        if (before == cudaSuccess && cudaPeekAtLastError() != cudaSuccess) cudaGetLastError();
+        pending_[kept++] = p;
+        continue;
+      }
+      if (status == cudaSuccess && p.node < nodes_.size()) {
+        node_data& n = nodes_[p.node];
+        const double ns = static_cast<double>(ms) * 1e6;
+        n.gpu_ns.add(ns);
+        n.gpu_total_ns += ns;
+      } else if (status != cudaSuccess) {
+        ++gpu_event_errors_;
+        // Leave the host program's error state as we found it.
+        if (before == cudaSuccess) cudaGetLastError();
+      }
+      resolve_slots_[done++] = p.slot;
     }
-    if (status == cudaErrorNotReady) {
-      if (before == cudaSuccess && cudaPeekAtLastError() != cudaSuccess) cudaGetLastError();
-      pending_[kept++] = p;
-      continue;
-    }
-    if (status == cudaSuccess && p.node < nodes_.size()) {
-      node_data& n = nodes_[p.node];
-      const double ns = static_cast<double>(ms) * 1e6;
-      n.gpu_ns.add(ns);
-      n.gpu_total_ns += ns;
-    } else if (status != cudaSuccess) {
-      ++gpu_event_errors_;
-      // Leave the host program's error state as we found it.
-      if (before == cudaSuccess) cudaGetLastError();
-    }
-    events_.release(p.slot);
+    resolve_slots_.resize(done);
+    events_.release_all(resolve_slots_);
+    pending_.resize(kept);
+  } catch (...) {
   }
-  pending_.resize(kept);
 #else
   (void)wait;
   pending_.clear();

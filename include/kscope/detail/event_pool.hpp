@@ -58,6 +58,18 @@ class event_pool {
     return d.pair_at(slot & 0xffffffu);
   }
 
+  // Batch forms for the session's resolution pass: one lock for many pairs.
+  template <class Slots, class Pairs>
+  void pairs_of(const Slots& slots, Pairs& pairs) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::size_t i = 0; i < slots.size(); ++i) pairs[i] = devices_[slots[i] >> 24].pair_at(slots[i] & 0xffffffu);
+  }
+  template <class Slots>
+  void release_all(const Slots& slots) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::uint32_t slot : slots) devices_[slot >> 24].free.push_back(slot & 0xffffffu);
+  }
+
   void release(std::uint32_t slot) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     per_device& d = devices_[slot >> 24];
