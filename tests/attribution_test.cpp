@@ -640,3 +640,111 @@ TEST_CASE("median past the reservoir: a uniform sample, close to the true median
   }
   CHECK(b.top_kernels().at(0).median_ns == doctest::Approx(10000.5).epsilon(0.10));
 }
+
+// ---- several devices and communication kernels (issue 7) --------------------------------
+
+TEST_CASE("NCCL kernels are recognised, mangled or demangled, old and new names") {
+  using kscope::is_communication_kernel;
+  CHECK(is_communication_kernel("_Z24ncclDevKernel_AllReduce_Sum_f32_RING_LLP24ncclDevKernelArgsStorageILm4096EE"));
+  CHECK(is_communication_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+  CHECK(is_communication_kernel("void ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"));
+  CHECK(is_communication_kernel("_Z37ncclKernel_AllReduce_RING_LL_Sum_float12ncclWorkElem"));
+  CHECK(is_communication_kernel("_ZL23ncclDevKernel_SendRecv_v"));  // internal linkage
+  CHECK(is_communication_kernel("ncclDevKernel_Generic"));          // extern "C" style
+  CHECK_FALSE(is_communication_kernel("_Z4axpyPfS_f"));
+  CHECK_FALSE(is_communication_kernel("_ZN4nccl13ncclDevKernelEv"));  // namespaced: not NCCL's
+  CHECK_FALSE(is_communication_kernel("my_ncclDevKernel"));
+  CHECK_FALSE(is_communication_kernel("_Z"));
+  CHECK_FALSE(is_communication_kernel(""));
+  CHECK_FALSE(is_communication_kernel("nccl"));
+}
+
+TEST_CASE("communication kernels are a subset of the node's kernels, with their own unions") {
+  gpu_attribution attribution;
+  attribution.launches().record_launch(1, 5, 0);
+  attribution.launches().record_launch(2, 5, 0);
+  attribution.launches().record_launch(3, 5, 0);
+  const char* nccl = "_Z24ncclDevKernel_AllReduce_Sum_f32_RING_LLP24ncclDevKernelArgsStorageILm4096EE";
+  // compute [1000, 2000) on stream 7; all-reduce [1500, 3000) on stream 8 overlaps it by
+  // 500 ns; a second compute kernel [4000, 4500).
+  attribution.add_kernel(make_kernel(1, 1000, 2000, 7, "_Z4gemmv"));
+  attribution.add_kernel(make_kernel(2, 1500, 3000, 8, nccl));
+  attribution.add_kernel(make_kernel(3, 4000, 4500, 7, "_Z4gemmv"));
+  auto r = attribution.report();
+  const kscope::node_gpu_activity* a = r.find(5);
+  REQUIRE(a != nullptr);
+  CHECK(a->kernel_count == 3);
+  CHECK(a->kernel_ns == 1000 + 1500 + 500);
+  CHECK(a->comm_kernel_count == 1);
+  CHECK(a->comm_ns == 1500);
+  CHECK(a->compute_kernel_count() == 2);
+  CHECK(a->compute_ns() == 1500);
+  CHECK(a->comm_busy_ns == 1500);
+  CHECK(a->compute_busy_ns == 1500);
+  CHECK(a->busy_ns == 2500);  // [1000, 3000) + [4000, 4500)
+  // overlap of communication and compute = 1500 + 1500 - 2500
+  CHECK(a->comm_busy_ns + a->compute_busy_ns - a->busy_ns == 500);
+  REQUIRE(r.top_kernels.size() == 2);
+  for (const auto& k : r.top_kernels) CHECK(k.communication == (k.mangled_name == nccl));
+}
+
+TEST_CASE("per-device split: kernels on two devices inside one scope, and the device cap") {
+  gpu_attribution attribution;
+  for (std::uint32_t id = 1; id <= 6; ++id) attribution.launches().record_launch(id, 9, 0);
+  // device 0: [0+1000, 2000) and [1500, 2500) on two streams -> busy 1500, sum 2000
+  // device 1: [1000, 1800) compute and [3000, 4000) NCCL -> busy 1800, sum 1800
+  auto k = make_kernel(1, 1000, 2000, 1, "_Z1av");
+  attribution.add_kernel(k);
+  k = make_kernel(2, 1500, 2500, 2, "_Z1av");
+  attribution.add_kernel(k);
+  k = make_kernel(3, 1000, 1800, 3, "_Z1bv");
+  k.device = 1;
+  attribution.add_kernel(k);
+  k = make_kernel(4, 3000, 4000, 4, "_Z18ncclDevKernel_Sendv");
+  k.device = 1;
+  attribution.add_kernel(k);
+  auto r = attribution.report();
+  const kscope::node_gpu_activity* a = r.find(9);
+  REQUIRE(a != nullptr);
+  REQUIRE(a->devices.size() == 2);
+  CHECK(a->devices[0].device == 0);
+  CHECK(a->devices[0].kernel_count == 2);
+  CHECK(a->devices[0].kernel_ns == 2000);
+  CHECK(a->devices[0].busy_ns == 1500);
+  CHECK(a->devices[0].comm_kernel_count == 0);
+  CHECK(a->devices[1].device == 1);
+  CHECK(a->devices[1].kernel_count == 2);
+  CHECK(a->devices[1].kernel_ns == 1800);
+  CHECK(a->devices[1].busy_ns == 1800);
+  CHECK(a->devices[1].comm_kernel_count == 1);
+  CHECK(a->devices[1].comm_ns == 1000);
+  REQUIRE(a->find_device(1) != nullptr);
+  CHECK(a->find_device(1)->kernel_ns == 1800);
+  CHECK(a->find_device(7) == nullptr);
+  // Node totals: union over both devices [1000, 2500) + [3000, 4000)
+  CHECK(a->busy_ns == 2500);
+  CHECK(a->kernel_ns == 3800);
+
+  // Devices are kept sorted however they arrive, and capped at 64 per node.
+  gpu_attribution many;
+  std::uint32_t id = 1;
+  for (std::uint32_t dev = 70; dev-- > 0;) {
+    many.launches().record_launch(id, 3, 0);
+    auto kk = make_kernel(id, 1000 + 10 * id, 1005 + 10 * id, 1);
+    kk.device = dev;
+    many.add_kernel(kk);
+    ++id;
+  }
+  auto r2 = many.report();
+  const kscope::node_gpu_activity* b = r2.find(3);
+  REQUIRE(b != nullptr);
+  CHECK(b->kernel_count == 70);
+  CHECK(b->devices.size() == kscope::max_devices_per_node);
+  CHECK(std::is_sorted(b->devices.begin(), b->devices.end(),
+                       [](const auto& x, const auto& y) { return x.device < y.device; }));
+  CHECK(b->devices.front().device == 6);  // devices 69..6 came first and were kept
+  CHECK(r2.counters.devices_over_cap == 6);
+  bool warned = false;
+  for (const auto& w : r2.warnings) warned = warned || w.find("64 devices") != std::string::npos;
+  CHECK(warned);
+}

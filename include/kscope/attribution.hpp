@@ -327,6 +327,48 @@ inline void record_launch_from_this_thread(correlation_table& table,
 
 // ---- results ---------------------------------------------------------------------------
 
+// ---- communication kernels and devices ---------------------------------------------------
+
+// NCCL's collective and point-to-point kernels: "ncclDevKernel_*" (NCCL >= 2.19) and
+// "ncclKernel_*" (older releases). Their time is communication, not compute, so a phase
+// breakdown can say "decode: 70 % compute, 30 % all-reduce". Accepts the name as CUPTI
+// reports it (Itanium-mangled: "_Z24ncclDevKernel_AllReduce_...") or demangled, with or
+// without a leading "void ".
+//
+//   kscope::is_communication_kernel("_Z24ncclDevKernel_AllReduce_Sum_f32_RING_LLP24...");  // true
+//   kscope::is_communication_kernel("_Z4axpyPfS_f");                                     // false
+[[nodiscard]] inline bool is_communication_kernel(std::string_view name) noexcept {
+  if (name.size() > 2 && name[0] == '_' && name[1] == 'Z') {
+    name.remove_prefix(2);
+    if (!name.empty() && name[0] == 'L') name.remove_prefix(1);  // internal linkage
+    std::size_t digits = 0;
+    while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+    if (digits == 0) return false;  // nested (_ZN...) or special names: not NCCL's
+    name.remove_prefix(digits);
+  } else if (name.substr(0, 5) == "void ") {
+    name.remove_prefix(5);
+  }
+  return name.substr(0, 13) == "ncclDevKernel" || name.substr(0, 10) == "ncclKernel";
+}
+
+// Per-node device split: a node keeps separate totals for at most this many devices (a
+// node's records on further devices still count in the node totals, and in
+// attribution_counters::devices_over_cap). 64 covers the largest single-host systems.
+inline constexpr std::size_t max_devices_per_node = 64;
+
+// One device's share of a node's kernels.
+//
+//   for (const kscope::device_gpu_activity& d : activity.devices)
+//     std::printf("GPU %u: %llu kernels, busy %lld ns\n", d.device, d.kernel_count, d.busy_ns);
+struct device_gpu_activity {
+  std::uint32_t device = 0;          // CUDA device ordinal as CUPTI reports it
+  std::uint64_t kernel_count = 0;    // all kernels on this device, communication included
+  std::int64_t kernel_ns = 0;        // sum of their durations
+  std::int64_t busy_ns = 0;          // union of their intervals on this device
+  std::uint64_t comm_kernel_count = 0;  // of which NCCL kernels
+  std::int64_t comm_ns = 0;
+};
+
 // Copies in one direction, for one node.
 struct copy_totals {
   std::uint64_t count = 0;
@@ -353,6 +395,27 @@ struct node_gpu_activity {
   std::array<copy_totals, copy_direction_count> memcpy{};  // index: copy_direction
   copy_totals memset{};
 
+  // Communication (NCCL kernels, see is_communication_kernel) as a SUBSET of the kernel
+  // totals above: compute = kernel - comm. The unions are taken separately, so
+  // comm_busy_ns + compute_busy_ns - busy_ns is the time communication overlapped compute.
+  std::uint64_t comm_kernel_count = 0;
+  std::int64_t comm_ns = 0;
+  std::int64_t comm_busy_ns = 0;     // union of the NCCL kernel intervals
+  std::int64_t compute_busy_ns = 0;  // union of the other kernel intervals
+
+  // Per-device split of the kernels, sorted by device ordinal (at most
+  // max_devices_per_node entries). Empty when the node ran no kernels.
+  std::vector<device_gpu_activity> devices;
+
+  [[nodiscard]] std::uint64_t compute_kernel_count() const noexcept { return kernel_count - comm_kernel_count; }
+  [[nodiscard]] std::int64_t compute_ns() const noexcept { return kernel_ns - comm_ns; }
+  // The device entry for `device`, or nullptr when this node ran nothing there.
+  [[nodiscard]] const device_gpu_activity* find_device(std::uint32_t device) const noexcept {
+    for (const device_gpu_activity& d : devices)
+      if (d.device == device) return &d;
+    return nullptr;
+  }
+
   [[nodiscard]] const copy_totals& copies(copy_direction d) const noexcept {
     return memcpy[static_cast<std::size_t>(d)];
   }
@@ -377,6 +440,7 @@ struct kernel_summary {
   std::int32_t static_shared_bytes = 0;
   std::int32_t dynamic_shared_bytes = 0;
   bool launch_config_varies = false;  // a later call used another grid/block/smem
+  bool communication = false;         // an NCCL kernel (is_communication_kernel)
 };
 
 // What happened to the records: every record is counted exactly once in records_seen and
@@ -401,6 +465,7 @@ struct attribution_counters {
   std::uint64_t recent_overwritten = 0;      // trace ring wrapped: oldest events replaced
   std::uint64_t distinct_kernels_over_cap = 0;  // calls folded into "(other kernels)"
   std::uint64_t nodes_over_cap = 0;          // records of nodes past max_nodes -> (unscoped)
+  std::uint64_t devices_over_cap = 0;        // kernels on a node's 65th+ device: no device split
 };
 
 // One GPU record kept for the trace (trace.hpp), on kscope's clock.
@@ -684,7 +749,19 @@ class gpu_attribution {
       a.busy_ns = acc.kernel_union.total_ns();
       const std::int64_t active = acc.activity_union.total_ns();
       a.idle_ns = std::max<std::int64_t>(0, (a.last_end_ns - a.first_start_ns) - active);
-      clipped += acc.kernel_union.clipped() + acc.activity_union.clipped();
+      a.comm_busy_ns = acc.comm_union.total_ns();
+      a.compute_busy_ns = acc.compute_union.total_ns();
+      clipped += acc.kernel_union.clipped() + acc.activity_union.clipped() +
+                 acc.comm_union.clipped() + acc.compute_union.clipped();
+      a.devices.reserve(acc.devices.size());
+      for (auto& d : acc.devices) {
+        device_gpu_activity split = d.totals;
+        split.busy_ns = d.kernel_union.total_ns();
+        clipped += d.kernel_union.clipped();
+        a.devices.push_back(split);
+      }
+      std::sort(a.devices.begin(), a.devices.end(),
+                [](const device_gpu_activity& x, const device_gpu_activity& y) { return x.device < y.device; });
       r.nodes.emplace_back(id, a);
     }
     std::sort(r.nodes.begin(), r.nodes.end(),
@@ -741,7 +818,9 @@ class gpu_attribution {
     for (const auto& [id, acc] : nodes_) {
       (void)id;
       bytes += sizeof(node_accumulator) + 32 + acc.kernel_union.memory_bytes() +
-               acc.activity_union.memory_bytes();
+               acc.activity_union.memory_bytes() + acc.comm_union.memory_bytes() +
+               acc.compute_union.memory_bytes();
+      for (const auto& d : acc.devices) bytes += sizeof(d) + d.kernel_union.memory_bytes();
     }
     for (const auto& k : kernels_) {
       bytes += sizeof(kernel_accumulator) + k.samples.capacity() * sizeof(std::int64_t) +
@@ -767,17 +846,47 @@ class gpu_attribution {
     std::int32_t static_shared_bytes = 0;
     std::int32_t dynamic_shared_bytes = 0;
     bool varies = false;
+    bool communication = false;    // classified once per name, not per record
     detail::xorshift64 rng{};
     double reservoir_w = 0;        // Algorithm L state
     std::uint64_t next_replace = 0;
   };
 
+  struct device_accumulator {
+    explicit device_accumulator(std::uint32_t device, std::size_t max_intervals) : kernel_union(max_intervals) {
+      totals.device = device;
+    }
+    device_gpu_activity totals;
+    detail::interval_union kernel_union;
+  };
+
   struct node_accumulator {
     explicit node_accumulator(std::size_t max_intervals)
-        : kernel_union(max_intervals), activity_union(max_intervals) {}
-    node_gpu_activity totals;
+        : kernel_union(max_intervals), activity_union(max_intervals), comm_union(max_intervals),
+          compute_union(max_intervals), max_intervals_per_union(max_intervals) {}
+    node_gpu_activity totals;  // `devices` stays empty here: the split lives in `devices`
     detail::interval_union kernel_union;
     detail::interval_union activity_union;
+    detail::interval_union comm_union;
+    detail::interval_union compute_union;
+    std::vector<device_accumulator> devices;  // at most max_devices_per_node
+    std::size_t last_device = 0;              // index of the last device used (one per stream run)
+    std::size_t max_intervals_per_union;
+
+    // The accumulator of `device`, or nullptr past the cap.
+    device_accumulator* device_for(std::uint32_t device) {
+      if (last_device < devices.size() && devices[last_device].totals.device == device) return &devices[last_device];
+      for (std::size_t i = 0; i < devices.size(); ++i) {
+        if (devices[i].totals.device == device) {
+          last_device = i;
+          return &devices[i];
+        }
+      }
+      if (devices.size() >= max_devices_per_node) return nullptr;
+      devices.emplace_back(device, max_intervals_per_union);
+      last_device = devices.size() - 1;
+      return &devices.back();
+    }
   };
 
   struct pending_record {
@@ -935,6 +1044,25 @@ class gpu_attribution {
     extend_span(acc.totals, k.start_ns, k.end_ns);
     kernel_accumulator& stats = kernel_for(k.name);
     account_kernel(stats, k, ns);
+    const bool communication = stats.communication;
+    if (communication) {
+      acc.totals.comm_kernel_count += 1;
+      acc.totals.comm_ns += ns;
+      acc.comm_union.add(k.start_ns, k.end_ns);
+    } else {
+      acc.compute_union.add(k.start_ns, k.end_ns);
+    }
+    if (device_accumulator* dev = acc.device_for(k.device)) {
+      dev->totals.kernel_count += 1;
+      dev->totals.kernel_ns += ns;
+      dev->kernel_union.add(k.start_ns, k.end_ns);
+      if (communication) {
+        dev->totals.comm_kernel_count += 1;
+        dev->totals.comm_ns += ns;
+      }
+    } else {
+      ++counters_.devices_over_cap;
+    }
     if (options_.recent_capacity > 0) {
       gpu_activity_event e;
       e.kind = activity_kind::kernel;
@@ -1055,6 +1183,7 @@ class gpu_attribution {
         index = static_cast<std::uint32_t>(kernels_.size());
         kernels_.emplace_back();
         kernels_.back().mangled = name;
+        kernels_.back().communication = is_communication_kernel(kernels_.back().mangled);
         // The deque keeps each string in place, so the view key stays valid.
         name_by_text_.emplace(std::string_view(kernels_.back().mangled), index);
       }
@@ -1141,6 +1270,7 @@ class gpu_attribution {
     s.static_shared_bytes = k.static_shared_bytes;
     s.dynamic_shared_bytes = k.dynamic_shared_bytes;
     s.launch_config_varies = k.varies;
+    s.communication = k.communication;
     return s;
   }
 
@@ -1164,6 +1294,7 @@ class gpu_attribution {
         " GPU intervals arrived far out of order; GPU busy/idle times may be slightly low");
     say(c.distinct_kernels_over_cap, " kernel calls folded into \"(other kernels)\" (name cap)");
     say(c.nodes_over_cap, " GPU records of nodes past the node cap went to (unscoped)");
+    say(c.devices_over_cap, " kernels ran on more than 64 devices per scope: not split by device");
     return out;
   }
 

@@ -89,6 +89,8 @@ struct report_context {
   std::string no_device_reason;      // why there is no GPU block, when there is none
   std::vector<std::string> roofs;    // the peaks the roofline placements use, one line each
   std::vector<roof_line> roof_lines; // the same roofs for the roofline picture
+  std::string peaks_json;            // JSON array: theoretical peaks of every device (empty: none)
+  int rank = -1;                     // the process's rank (rank.hpp), -1 when not known
 };
 
 struct session_report {
@@ -273,10 +275,18 @@ inline std::string session_report::text() const {
   bool any_activity = false;
   for (const scope_report& s : scopes) any_activity = any_activity || s.gpu_activity.has_value();
   if (any_activity) {
-    out += "\n" + detail::fit("GPU activity (CUPTI)", 30) + detail::fit("kernels", 9, true) +
-           detail::fit("kern time", 10, true) + detail::fit("busy", 10, true) + detail::fit("idle", 10, true) +
-           detail::fit("H2D", 9, true) + detail::fit("D2H", 9, true) + detail::fit("D2D", 9, true) + "\n";
-    out += std::string(96, '-') + "\n";
+    // name 26 | kernels 8 | kern time 10 | comm 10 | busy 10 | idle 10 | H2D, D2H, D2D 8 = 98
+    bool any_comm = false, any_multi_device = false;
+    for (const scope_report& s : scopes) {
+      if (!s.gpu_activity) continue;
+      any_comm = any_comm || s.gpu_activity->comm_kernel_count > 0;
+      any_multi_device = any_multi_device || s.gpu_activity->devices.size() > 1;
+    }
+    out += "\n" + detail::fit("GPU activity (CUPTI)", 26) + detail::fit("kernels", 8, true) +
+           detail::fit("kern time", 10, true) + detail::fit("comm", 10, true) + detail::fit("busy", 10, true) +
+           detail::fit("idle", 10, true) + detail::fit("H2D", 8, true) + detail::fit("D2H", 8, true) +
+           detail::fit("D2D", 8, true) + "\n";
+    out += std::string(98, '-') + "\n";
     for (const scope_report& s : scopes) {
       if (!s.gpu_activity) continue;
       const node_gpu_activity& a = *s.gpu_activity;
@@ -286,14 +296,31 @@ inline std::string session_report::text() const {
         const copy_totals& c = a.copies(d);
         return c.count ? detail::format_si(static_cast<double>(c.bytes), "B") : std::string("-");
       };
-      out += detail::fit(name, 30) + detail::fit(std::to_string(a.kernel_count), 9, true) +
+      const auto comm_text = [](std::uint64_t count, std::int64_t ns) {
+        return count ? detail::format_duration_ns(static_cast<double>(ns)) : std::string("-");
+      };
+      out += detail::fit(name, 26) + detail::fit(std::to_string(a.kernel_count), 8, true) +
              detail::fit(detail::format_duration_ns(static_cast<double>(a.kernel_ns)), 10, true) +
+             detail::fit(comm_text(a.comm_kernel_count, a.comm_ns), 10, true) +
              detail::fit(detail::format_duration_ns(static_cast<double>(a.busy_ns)), 10, true) +
              detail::fit(detail::format_duration_ns(static_cast<double>(a.idle_ns)), 10, true) +
-             detail::fit(bytes(copy_direction::h2d), 9, true) + detail::fit(bytes(copy_direction::d2h), 9, true) +
-             detail::fit(bytes(copy_direction::d2d), 9, true) + "\n";
+             detail::fit(bytes(copy_direction::h2d), 8, true) + detail::fit(bytes(copy_direction::d2h), 8, true) +
+             detail::fit(bytes(copy_direction::d2d), 8, true) + "\n";
+      if (a.devices.size() > 1) {  // one row per device, under the scope
+        for (const device_gpu_activity& d : a.devices) {
+          out += detail::fit(std::string(name.size() - s.name.size() + 2, ' ') + "@GPU " + std::to_string(d.device), 26) +
+                 detail::fit(std::to_string(d.kernel_count), 8, true) +
+                 detail::fit(detail::format_duration_ns(static_cast<double>(d.kernel_ns)), 10, true) +
+                 detail::fit(comm_text(d.comm_kernel_count, d.comm_ns), 10, true) +
+                 detail::fit(detail::format_duration_ns(static_cast<double>(d.busy_ns)), 10, true) + "\n";
+        }
+      }
     }
-    out += "busy: union of the node's kernel intervals; idle: its GPU span with none of its work running\n";
+    std::string legend = "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
+                         "idle: its GPU span with none of its work running";
+    if (any_comm) legend += "; comm: NCCL kernels' time (part of kern time)";
+    if (any_multi_device) legend += "; @GPU n: the scope's kernels on device n";
+    out += detail::wrap(legend, 98);
   }
   if (!top_kernels.empty()) {
     out += "\n" + detail::fit("top kernels", 40) + detail::fit("calls", 7, true) + detail::fit("total", 10, true) +
@@ -343,6 +370,10 @@ inline std::string session_report::json() const {
   w.key("roofs").begin_array();
   for (const std::string& r : context.roofs) w.value(r);
   w.end_array();
+  w.key("peaks");
+  if (context.peaks_json.empty()) w.value(nullptr); else w.raw(context.peaks_json);
+  w.key("rank");
+  if (context.rank < 0) w.value(nullptr); else w.value(context.rank);
   w.end_object();
   w.member("sample_cap", static_cast<unsigned long long>(sample_cap));
   w.member("gpu_timing_skipped", static_cast<unsigned long long>(gpu_timing_skipped));
@@ -363,6 +394,7 @@ inline std::string session_report::json() const {
   w.member("dropped_malformed", static_cast<unsigned long long>(c.dropped_malformed));
   w.member("unscoped", static_cast<unsigned long long>(c.unscoped));
   w.member("unattributed", static_cast<unsigned long long>(c.unattributed));
+  w.member("devices_over_cap", static_cast<unsigned long long>(c.devices_over_cap));
   w.end_object();
   w.key("top_kernels").begin_array();
   for (const kernel_summary& k : top_kernels) {
@@ -376,6 +408,7 @@ inline std::string session_report::json() const {
     w.member("registers_per_thread", static_cast<unsigned long long>(k.registers_per_thread));
     w.member("static_shared_bytes", k.static_shared_bytes).member("dynamic_shared_bytes", k.dynamic_shared_bytes);
     w.member("launch_config_varies", k.launch_config_varies);
+    w.member("communication", k.communication);
     w.end_object();
   }
   w.end_array();
@@ -442,6 +475,22 @@ inline std::string session_report::json() const {
           .member("bytes", static_cast<unsigned long long>(a.memset.bytes))
           .member("ns", static_cast<long long>(a.memset.ns));
       w.end_object();
+      w.member("comm_kernel_count", static_cast<unsigned long long>(a.comm_kernel_count));
+      w.member("comm_ns", static_cast<long long>(a.comm_ns));
+      w.member("comm_busy_ns", static_cast<long long>(a.comm_busy_ns));
+      w.member("compute_busy_ns", static_cast<long long>(a.compute_busy_ns));
+      w.key("devices").begin_array();
+      for (const device_gpu_activity& d : a.devices) {
+        w.begin_object();
+        w.member("device", static_cast<unsigned long long>(d.device));
+        w.member("kernel_count", static_cast<unsigned long long>(d.kernel_count));
+        w.member("kernel_ns", static_cast<long long>(d.kernel_ns));
+        w.member("busy_ns", static_cast<long long>(d.busy_ns));
+        w.member("comm_kernel_count", static_cast<unsigned long long>(d.comm_kernel_count));
+        w.member("comm_ns", static_cast<long long>(d.comm_ns));
+        w.end_object();
+      }
+      w.end_array();
       w.end_object();
     }
     w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));

@@ -20,6 +20,7 @@
 #include "config.hpp"
 #include "cupti.hpp"
 #include "device.hpp"
+#include "rank.hpp"
 #include "trace.hpp"
 #include "detail/clock.hpp"
 #include "detail/context.hpp"
@@ -39,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -595,6 +597,17 @@ inline void session::fill_context_locked(report_context& context) {
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
   context.timestamp_utc = stamp;
   detail::describe_devices(context);
+  if (const std::optional<int> rank = current_rank()) context.rank = *rank;
+  if (!context.devices.empty()) {
+    // Theoretical roofs of every device, so a multi-GPU report can be read per device.
+    std::string peaks;
+    detail::json_writer w(peaks);
+    w.begin_array();
+    for (std::size_t d = 0; d < context.devices.size(); ++d)
+      write_json(w, theoretical_peaks(query_device(static_cast<int>(d))));
+    w.end_array();
+    context.peaks_json = std::move(peaks);
+  }
   if (!have_peaks_ && !context.devices.empty()) {
     peaks_ = theoretical_peaks(query_device(0));
     have_peaks_ = true;

@@ -1,0 +1,226 @@
+// Tests for kscope/merge.hpp: report JSON read back, three synthetic rank reports merged
+// with a straggler, malformed and mismatched inputs. Expected values are hand-computed.
+#include <kscope/merge.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+kscope::summary median_summary(double median) {
+  kscope::summary s{};
+  s.n = 20;
+  s.median = s.mean = s.min = s.max = s.p90 = s.p99 = median;
+  s.median_ci = kscope::interval{median * 0.99, median * 1.01, 0.95};
+  s.steady = true;
+  return s;
+}
+
+// A report with "step" (host+GPU), "step/allreduce" (GPU, NCCL time) and, on rank 0 only,
+// "warmup" (host only).
+std::string rank_report(int rank, double step_gpu_ns, std::int64_t comm_ns, bool with_rank = true) {
+  kscope::session_report r;
+  r.context.host_name = "node" + std::to_string(rank / 8);
+  r.context.rank = with_rank ? rank : -1;
+  kscope::scope_report step;
+  step.id = 1;
+  step.name = step.path = "step";
+  step.depth = 1;
+  step.calls = 20;
+  step.host_ns = median_summary(step_gpu_ns + 1000);
+  step.gpu_calls = 20;
+  step.gpu_ns = median_summary(step_gpu_ns);
+  r.scopes.push_back(step);
+  kscope::scope_report ar;
+  ar.id = 2;
+  ar.parent = 1;
+  ar.name = "allreduce";
+  ar.path = "step/allreduce";
+  ar.depth = 2;
+  ar.calls = 20;
+  ar.host_ns = median_summary(500);
+  ar.gpu_calls = 20;
+  ar.gpu_ns = median_summary(static_cast<double>(comm_ns) / 20);
+  kscope::node_gpu_activity a;
+  a.kernel_count = 40;
+  a.kernel_ns = comm_ns + 1000;
+  a.busy_ns = comm_ns + 1000;
+  a.comm_kernel_count = 20;
+  a.comm_ns = comm_ns;
+  a.comm_busy_ns = comm_ns;
+  a.compute_busy_ns = 1000;
+  kscope::device_gpu_activity d;
+  d.device = static_cast<std::uint32_t>(rank);
+  d.kernel_count = 40;
+  d.kernel_ns = a.kernel_ns;
+  d.busy_ns = a.busy_ns;
+  d.comm_kernel_count = 20;
+  d.comm_ns = comm_ns;
+  a.devices.push_back(d);
+  ar.gpu_activity = a;
+  r.scopes.push_back(ar);
+  if (rank == 0) {
+    kscope::scope_report w;
+    w.id = 3;
+    w.name = w.path = "warmup";
+    w.depth = 1;
+    w.calls = 1;
+    w.host_ns = median_summary(9e6);
+    r.scopes.push_back(w);
+  }
+  return r.json();
+}
+
+}  // namespace
+
+TEST_CASE("parse_report: a report's JSON reads back into the same numbers") {
+  const std::string doc = rank_report(3, 1e6, 40000);
+  std::string error;
+  auto r = kscope::parse_report(doc, &error);
+  REQUIRE_MESSAGE(r.has_value(), error);
+  CHECK(r->context.rank == 3);
+  REQUIRE(r->scopes.size() == 2);
+  const kscope::scope_report* ar = r->find("step/allreduce");
+  REQUIRE(ar != nullptr);
+  CHECK(ar->depth == 2);
+  CHECK(ar->gpu_ns.median == doctest::Approx(2000));
+  REQUIRE(ar->gpu_activity.has_value());
+  CHECK(ar->gpu_activity->comm_ns == 40000);
+  CHECK(ar->gpu_activity->compute_busy_ns == 1000);
+  REQUIRE(ar->gpu_activity->devices.size() == 1);
+  CHECK(ar->gpu_activity->devices[0].device == 3);
+  // Round trip: writing the parsed report again gives the same scopes JSON.
+  const auto a = nlohmann::json::parse(doc);
+  const auto b = nlohmann::json::parse(r->json());
+  CHECK(a["scopes"] == b["scopes"]);
+  CHECK(a["context"]["rank"] == b["context"]["rank"]);
+  // And its text renders (the CLI's `kscope report`).
+  CHECK(r->text().find("allreduce") != std::string::npos);
+}
+
+TEST_CASE("merge: three ranks, rank 2 straggles on step; per-rank and across-rank values") {
+  const std::vector<std::string> docs = {rank_report(0, 1.0e6, 40000), rank_report(1, 1.1e6, 50000),
+                                         rank_report(2, 1.5e6, 30000)};
+  const kscope::merged_report m = kscope::merge_reports(docs);
+  CHECK(m.merged_count() == 3);
+  REQUIRE(m.inputs.size() == 3);
+  for (const auto& in : m.inputs) {
+    CHECK(in.error.empty());
+    CHECK(in.rank_from_report);
+  }
+  REQUIRE(m.scopes.size() == 3);
+  CHECK(m.scopes[0].path == "step");
+  CHECK(m.scopes[1].path == "step/allreduce");
+  CHECK(m.scopes[2].path == "warmup");
+
+  const kscope::merged_scope* step = m.find("step");
+  REQUIRE(step != nullptr);
+  REQUIRE(step->ranks.size() == 3);
+  CHECK(step->ranks[2].rank == 2);
+  CHECK(step->ranks[2].gpu_median_ns == doctest::Approx(1.5e6));
+  CHECK(step->time_metric == "gpu");
+  CHECK(step->time.ranks == 3);
+  CHECK(step->time.min_ns == doctest::Approx(1.0e6));
+  CHECK(step->time.median_ns == doctest::Approx(1.1e6));
+  CHECK(step->time.max_ns == doctest::Approx(1.5e6));
+  CHECK(step->time.slowest_rank == 2);
+  CHECK(step->time.slowest_ratio == doctest::Approx(1.5 / 1.1));
+  CHECK(step->host.median_ns == doctest::Approx(1.101e6));
+
+  const kscope::merged_scope* ar = m.find("step/allreduce");
+  REQUIRE(ar != nullptr);
+  // Communication: the rank that waits longest in the all-reduce is the FASTEST rank (1).
+  CHECK(ar->comm.ranks == 3);
+  CHECK(ar->comm.median_ns == doctest::Approx(40000));
+  CHECK(ar->comm.slowest_rank == 1);
+  REQUIRE(ar->ranks[1].has_gpu_activity);
+  CHECK(ar->ranks[1].gpu_activity.devices[0].device == 1);
+
+  // Only rank 0 has "warmup" (host-only): judged on host time, one rank.
+  const kscope::merged_scope* warm = m.find("warmup");
+  REQUIRE(warm != nullptr);
+  CHECK(warm->time_metric == "host");
+  CHECK(warm->ranks.size() == 1);
+  CHECK(warm->time.slowest_rank == 0);
+  CHECK(warm->time.slowest_ratio == doctest::Approx(1.0));
+
+  // Text: within 100 columns, names the straggler.
+  const std::string text = m.text();
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::size_t columns = 0;
+    for (std::size_t i = start; i < end; ++i) columns += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+    CHECK(columns <= 100);
+    start = end + 1;
+  }
+  CHECK(text.find("3 of 3 rank reports merged") != std::string::npos);
+  CHECK(text.find("r2") != std::string::npos);
+  CHECK(text.find("1.36x") != std::string::npos);
+
+  // JSON: parses, schema, the same numbers.
+  const auto j = nlohmann::json::parse(m.json());
+  CHECK(j["schema"] == "kscope.merged/1");
+  CHECK(j["merged"] == 3);
+  CHECK(j["scopes"][0]["time"]["slowest_rank"] == 2);
+  CHECK(j["scopes"][0]["time"]["median_ns"].get<double>() == doctest::Approx(1.1e6));
+  CHECK(j["scopes"][1]["ranks"][0]["gpu_activity"]["comm_ns"] == 40000);
+  CHECK(j["scopes"][2]["gpu"]["slowest_rank"].is_null());
+  CHECK(j["inputs"][1]["error"].is_null());
+}
+
+TEST_CASE("merge: malformed, wrong-schema and duplicate inputs get an error each, the rest merge") {
+  const std::vector<std::string> docs = {
+      rank_report(0, 1.0e6, 1),
+      "{\"schema\": \"kscope.report/1\", \"scopes\": [",     // truncated
+      "{\"schema\": \"kscope.bench/1\", \"scopes\": []}",    // another kscope document
+      "[1, 2, 3]",                                           // not an object
+      "{\"schema\": \"kscope.report/1\"}",                   // no scopes
+      "{\"schema\": \"kscope.report/1\", \"scopes\": [{\"name\": \"x\"}]}",  // scope without path
+      rank_report(0, 2.0e6, 1),                              // rank 0 again
+      rank_report(1, 3.0e6, 1),
+      "",
+  };
+  const kscope::merged_report m = kscope::merge_reports(docs);
+  REQUIRE(m.inputs.size() == docs.size());
+  CHECK(m.merged_count() == 2);
+  CHECK(m.inputs[0].error.empty());
+  CHECK(m.inputs[1].error.find("input 1: not valid JSON") == 0);
+  CHECK(m.inputs[2].error.find("kscope.bench/1") != std::string::npos);
+  CHECK(m.inputs[3].error.find("not a JSON object") != std::string::npos);
+  CHECK(m.inputs[4].error.find("scopes") != std::string::npos);
+  CHECK(m.inputs[5].error.find("path") != std::string::npos);
+  CHECK(m.inputs[6].error.find("rank 0 appears twice") != std::string::npos);
+  CHECK(m.inputs[7].error.empty());
+  CHECK_FALSE(m.inputs[8].error.empty());
+  const kscope::merged_scope* step = m.find("step");
+  REQUIRE(step != nullptr);
+  CHECK(step->ranks.size() == 2);
+  CHECK(step->time.slowest_rank == 1);
+  CHECK(step->time.median_ns == doctest::Approx(2.0e6));  // even count: mean of the middle two
+  const std::string text = m.text();
+  CHECK(text.find("2 of 9 rank reports merged") != std::string::npos);
+  CHECK(text.find("error: input 1") != std::string::npos);
+  CHECK(nlohmann::json::parse(m.json())["inputs"][2]["rank"].is_null());
+}
+
+TEST_CASE("merge: no inputs, and reports without a rank use their position") {
+  const kscope::merged_report empty = kscope::merge_reports({});
+  CHECK(empty.inputs.empty());
+  CHECK(empty.scopes.empty());
+  CHECK(empty.text().find("0 of 0") != std::string::npos);
+  CHECK(nlohmann::json::parse(empty.json())["scopes"].empty());
+
+  const kscope::merged_report m =
+      kscope::merge_reports({rank_report(5, 1e6, 1, false), rank_report(5, 2e6, 1, false)});
+  CHECK(m.merged_count() == 2);
+  CHECK(m.inputs[0].rank == 0);
+  CHECK(m.inputs[1].rank == 1);
+  CHECK_FALSE(m.inputs[1].rank_from_report);
+  CHECK(m.find("step")->time.slowest_rank == 1);
+}

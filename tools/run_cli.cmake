@@ -1,0 +1,11 @@
+# Runs the kscope CLI for one ctest case: -DCLI=... -DEXPECTED_EXIT=n -DREGEX=... -DARGS=a;b;c
+execute_process(COMMAND ${CLI} ${ARGS} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(all "${out}${err}")
+string(REPLACE "\n" " " flat "${all}")
+if(NOT code STREQUAL "${EXPECTED_EXIT}")
+  message(FATAL_ERROR "kscope ${ARGS}: exit code ${code}, expected ${EXPECTED_EXIT}\n${all}")
+endif()
+if(NOT flat MATCHES "${REGEX}")
+  message(FATAL_ERROR "kscope ${ARGS}: output does not match '${REGEX}'\n${all}")
+endif()
+message(STATUS "exit ${code} as expected; output matches")
