@@ -212,11 +212,17 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
     }
     if (!k.error.empty()) notes.push_back("kernel resources: " + k.error);
   }
+  // "memory-bound: ..." once: some hints already name their limiter.
+  const auto roofline_verdict = [](const placement& p) {
+    const std::string label = std::string(to_string(p.limiter)) + "-bound";
+    const std::string text(hint(p));
+    return text.rfind(label, 0) == 0 ? text : label + ": " + text;
+  };
   if (r.roofline) {
     notes.push_back("roofline: intensity " + printf_string("%.3g flop/B", r.roofline->intensity) + ", " +
                     format_percent(r.roofline->fraction_of_roof) + " of the roof (" +
                     format_rate(r.roofline->roof_flops_per_s, "FLOP/s") + " at this intensity), " +
-                    to_string(r.roofline->limiter) + "-bound: " + std::string(hint(*r.roofline)) +
+                    roofline_verdict(*r.roofline) +
                     (r.peak_flops_source.empty() ? "" : " [compute roof: " + r.peak_flops_source + "]"));
   }
   if (r.reference) {
