@@ -224,3 +224,51 @@ TEST_CASE("merge: no inputs, and reports without a rank use their position") {
   CHECK_FALSE(m.inputs[1].rank_from_report);
   CHECK(m.find("step")->time.slowest_rank == 1);
 }
+
+TEST_CASE("report text: a scope on two devices gets one @GPU row per device, within 100 columns") {
+  kscope::session_report r;
+  kscope::scope_report s;
+  s.id = 1;
+  s.name = s.path = "tensor_parallel_layer_with_a_long_name";
+  s.depth = 1;
+  s.calls = 1;
+  kscope::node_gpu_activity a;
+  a.kernel_count = 3;
+  a.kernel_ns = 3000;
+  a.busy_ns = 2000;
+  a.comm_kernel_count = 1;
+  a.comm_ns = 1000;
+  kscope::device_gpu_activity d0, d1;
+  d0.device = 0;
+  d0.kernel_count = 2;
+  d0.kernel_ns = 2000;
+  d0.busy_ns = 2000;
+  d1.device = 1;
+  d1.kernel_count = 1;
+  d1.kernel_ns = 1000;
+  d1.busy_ns = 1000;
+  d1.comm_kernel_count = 1;
+  d1.comm_ns = 1000;
+  a.devices = {d0, d1};
+  s.gpu_activity = a;
+  r.scopes.push_back(s);
+  const std::string text = r.text();
+  CHECK(text.find("@GPU 0") != std::string::npos);
+  CHECK(text.find("@GPU 1") != std::string::npos);
+  CHECK(text.find("comm: NCCL") != std::string::npos);
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::size_t columns = 0;
+    for (std::size_t i = start; i < end; ++i) columns += (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+    CHECK(columns <= 100);
+    start = end + 1;
+  }
+  // And the split survives the JSON round trip.
+  auto back = kscope::parse_report(r.json());
+  REQUIRE(back.has_value());
+  REQUIRE(back->scopes[0].gpu_activity.has_value());
+  CHECK(back->scopes[0].gpu_activity->devices.size() == 2);
+  CHECK(back->scopes[0].gpu_activity->devices[1].comm_ns == 1000);
+}
