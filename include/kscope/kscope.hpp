@@ -9,6 +9,8 @@
 
 // Pure core: no CUDA headers, testable anywhere.
 #include "attribution.hpp"
+#include "merge.hpp"
+#include "rank.hpp"
 #include "report.hpp"
 #include "roofline.hpp"
 #include "stats.hpp"

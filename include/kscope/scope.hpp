@@ -134,8 +134,14 @@ class scope {
     }
 #endif
     if (nvtx_) detail::nvtx_pop();
-    detail::this_thread_state().current = parent_;
-    session::global().log(detail::scope_record{node_, slot_, start_ticks_, end_ticks, flops_, bytes_});
+    detail::thread_state& ts = detail::this_thread_state();
+    ts.current = parent_;
+    const detail::scope_record record{node_, slot_, start_ticks_, end_ticks, flops_, bytes_};
+    // Fast path: the thread's ring, reached through the thread state, with no lock.
+    auto* log = static_cast<detail::thread_log*>(ts.scope_log);
+    if (KSCOPE_LIKELY(log != nullptr) && KSCOPE_LIKELY(log->try_push(record))) return;
+    if (log) session::global().log_full(log, record);
+    else session::global().log(record);
   }
 
   // Declares the work this call does (summed per node; the report places it on the

@@ -162,11 +162,21 @@ class sample_store {
         if (cap_ == 0) return;
       }
     }
-    const std::uint64_t slot = rng_.next() % count_;  // bias ~count/2^64: negligible
+    // A uniform slot in [0, count) by multiply-high (Lemire): a 64-bit division here
+    // would cost more than the rest of the scope. Bias ~count/2^64: negligible.
+    const std::uint64_t slot = multiply_high(rng_.next(), count_);
     if (slot < cap_) kept_[static_cast<std::size_t>(slot)] = v;
   }
   [[nodiscard]] const std::vector<double>& samples() const noexcept { return kept_; }
   [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
+  static std::uint64_t multiply_high(std::uint64_t a, std::uint64_t b) noexcept {
+#if defined(__SIZEOF_INT128__)
+    __extension__ typedef unsigned __int128 u128;  // __extension__: quiet under -Wpedantic
+    return static_cast<std::uint64_t>((static_cast<u128>(a) * b) >> 64);
+#else
+    return a % b;
+#endif
+  }
   [[nodiscard]] double sum() const noexcept { return sum_; }
   [[nodiscard]] double min() const noexcept { return min_; }
   [[nodiscard]] double max() const noexcept { return max_; }
@@ -316,6 +326,8 @@ class session {
   // ---- used by scopes (kscope::scope, kscope::range); not for direct use -------------
   node_id intern(node_id parent, std::string_view name, bool cross_thread = false);
   void log(const detail::scope_record& r) noexcept;
+  // The slow path of a closing scope: the thread's ring is full (drain it, then push).
+  void log_full(detail::thread_log* log, const detail::scope_record& r) noexcept;
 #if KSCOPE_HAS_CUDA
   bool acquire_events(int device, std::uint32_t& slot, detail::event_pair& pair) noexcept {
     if (events_.acquire(device, slot, pair)) return true;
@@ -413,7 +425,9 @@ class session {
 
 namespace detail {
 inline thread_log_owner::~thread_log_owner() {
-  if (log) session::global().retire(log);
+  if (!log) return;
+  this_thread_state().scope_log = nullptr;  // trivially destructible: still valid here
+  session::global().retire(log);
 }
 }  // namespace detail
 
@@ -456,6 +470,7 @@ inline detail::thread_log* session::this_thread_log() noexcept {
     return nullptr;
   }
   owner.log = log;
+  detail::this_thread_state().scope_log = log;
   return log;
 }
 
@@ -463,6 +478,10 @@ inline void session::log(const detail::scope_record& r) noexcept {
   detail::thread_log* log = this_thread_log();
   if (!log) return;
   if (KSCOPE_LIKELY(log->try_push(r))) return;
+  log_full(log, r);
+}
+
+inline void session::log_full(detail::thread_log* log, const detail::scope_record& r) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     drain_locked(*log);

@@ -22,6 +22,9 @@ inline constexpr node_id root_node = 0;
 
 struct thread_state {
   node_id current = root_node;  // innermost scope open on this thread
+  // The session's record ring for this thread (session.hpp's thread_log), cached here so a
+  // closing scope reaches it through the thread state it already holds.
+  void* scope_log = nullptr;
   std::uint32_t thread_index = next_thread_index();  // small dense id for traces
 
   static std::uint32_t next_thread_index() noexcept {
