@@ -182,6 +182,22 @@ inline std::string wrap(const std::string& text, std::size_t width) {
   return out;
 }
 
+// A scope's GPU work split by device, as a JSON array (report and merged report).
+inline void write_device_split_json(json_writer& w, const std::vector<device_gpu_activity>& devices) {
+  w.begin_array();
+  for (const device_gpu_activity& d : devices) {
+    w.begin_object();
+    w.member("device", static_cast<unsigned long long>(d.device));
+    w.member("kernel_count", static_cast<unsigned long long>(d.kernel_count));
+    w.member("kernel_ns", static_cast<long long>(d.kernel_ns));
+    w.member("busy_ns", static_cast<long long>(d.busy_ns));
+    w.member("comm_kernel_count", static_cast<unsigned long long>(d.comm_kernel_count));
+    w.member("comm_ns", static_cast<long long>(d.comm_ns));
+    w.end_object();
+  }
+  w.end_array();
+}
+
 inline void write_summary_json(json_writer& w, const summary& s) {
   w.begin_object();
   w.member("n", static_cast<unsigned long long>(s.n));
@@ -479,18 +495,8 @@ inline std::string session_report::json() const {
       w.member("comm_ns", static_cast<long long>(a.comm_ns));
       w.member("comm_busy_ns", static_cast<long long>(a.comm_busy_ns));
       w.member("compute_busy_ns", static_cast<long long>(a.compute_busy_ns));
-      w.key("devices").begin_array();
-      for (const device_gpu_activity& d : a.devices) {
-        w.begin_object();
-        w.member("device", static_cast<unsigned long long>(d.device));
-        w.member("kernel_count", static_cast<unsigned long long>(d.kernel_count));
-        w.member("kernel_ns", static_cast<long long>(d.kernel_ns));
-        w.member("busy_ns", static_cast<long long>(d.busy_ns));
-        w.member("comm_kernel_count", static_cast<unsigned long long>(d.comm_kernel_count));
-        w.member("comm_ns", static_cast<long long>(d.comm_ns));
-        w.end_object();
-      }
-      w.end_array();
+      w.key("devices");
+      detail::write_device_split_json(w, a.devices);
       w.end_object();
     }
     w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
