@@ -2,7 +2,9 @@
 # The whole GPU check in one call on the lent H200 (see bench/RESULTS.md for results):
 # configure, build, ctest (GPU cases included), the GPU benchmarks and examples, and the
 # ncu cross-checks. Logs go to $OUT (or ./out). Usage: bench/device_check.sh [steps...]
-# steps: build test bench examples scripts (default: all)
+# steps: build test bench examples scripts (default: all), and on request:
+#   harness (the harness-vs-do_bench table only), study (bench/gemm_clock_study.sh)
+# summary.txt is written to $OUT as the steps go, so a cut-short call still returns it.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 final=${OUT:-$root/out}
@@ -13,7 +15,7 @@ steps=${*:-build test bench examples scripts}
 export PATH=/usr/local/cuda/bin:$PATH
 has() { [[ " $steps " == *" $1 "* ]]; }
 status=0
-summary=$out/summary.txt
+summary=$final/summary.txt
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 
@@ -54,6 +56,13 @@ if has bench; then
     note "== $name"; tail -25 "$out/$name.txt" >> "$summary"
   done
 fi
+if has harness && ! has bench; then
+  timeout 400 "$build/bench/harness_gpu_bench" > "$out/harness_gpu_bench.txt" 2>&1 || note "harness_gpu_bench exit $?"
+  note "== harness_gpu_bench"; tail -25 "$out/harness_gpu_bench.txt" >> "$summary"
+fi
+if has study; then
+  note "== gemm_clock_study.sh"; timeout 300 bash "$root/bench/gemm_clock_study.sh" "$build" >> "$summary" 2>&1 || note "exit $?"
+fi
 if has scripts; then
   note "== reproducibility.sh"; timeout 400 bash "$root/bench/reproducibility.sh" "$build" >> "$summary" 2>&1 || note "exit $?"
   note "== harness_vs_ncu.sh"; timeout 300 bash "$root/bench/harness_vs_ncu.sh" "$build" >> "$summary" 2>&1 || note "exit $?"
@@ -67,7 +76,7 @@ if has examples; then
   done
 fi
 note "done"
+cp "$summary" "$out/summary.txt"
 tar -czf "$final/logs.tgz" -C "$out" .
-cp "$summary" "$final/summary.txt"
 cat "$summary"
 exit $status

@@ -10,9 +10,12 @@
 // memset (L2 flush) and timed by its own event pair; the result is the median.
 //
 // Other modes, used by the scripts next to this file:
-//   harness_gpu_bench --repro KERNEL [--json FILE]
-//       one harness run of KERNEL (short | copy | copy4g | gemm); prints
-//       "median_s ci_lo_s ci_hi_s ci99_lo_s ci99_hi_s stop_reason" (bench/reproducibility.sh)
+//   harness_gpu_bench --repro KERNEL [--json FILE] [--warmup-s S] [--min-time-s S]
+//                     [--managed-min-time-s S (0: rule off)] [--budget-s S] [--target F] [--trace]
+//       one harness run of KERNEL (short | copy | copy4g | gemm) with the defaults or the
+//       given settings; prints "median_s ci_lo_s ci_hi_s ci99_lo_s ci99_hi_s stop_reason"
+//       then clock_mhz= managed= samples= warmup_samples= wall_s= (bench/reproducibility.sh,
+//       bench/gemm_clock_study.sh); --trace prints the series in 25 chunks on stderr.
 //   harness_gpu_bench --ncu-copy N
 //       N plain launches of the 4 GiB copy kernel, for Nsight Compute (bench/harness_vs_ncu.sh)
 //   harness_gpu_bench --gbench [Google Benchmark flags]
@@ -272,18 +275,52 @@ void print_rows(const std::string& kernel, const std::string& method, const std:
   std::fflush(stdout);
 }
 
-int repro(const std::string& kernel, const char* json_path) {
+struct repro_flags {
+  const char* json_path = nullptr;
+  double warmup_s = -1;     // < 0: the harness default
+  double min_time_s = -1;
+  double managed_min_time_s = -1;  // 0 also turns the managed-clock rule off
+  double budget_s = -1;
+  double target = -1;
+  bool trace = false;       // print the measured series in 25 chunks on stderr
+};
+
+int repro(const std::string& kernel, const repro_flags& f) {
   const workload w = make_workload(kernel);
   kscope::bench b{w.name, w.launch};
   b.set_work(w.work).dtype(w.dtype).shape(w.shape);
   if (kernel != "short") b.cold();
+  kscope::bench_options o = b.options();
+  if (f.warmup_s >= 0) o.warmup_min_s = f.warmup_s;
+  if (f.min_time_s >= 0) o.min_time_s = f.min_time_s;
+  if (f.managed_min_time_s == 0) o.managed_clock_fraction = 0;
+  if (f.managed_min_time_s > 0) o.managed_min_time_s = f.managed_min_time_s;
+  if (f.budget_s >= 0) o.time_budget_s = f.budget_s;
+  if (f.target >= 0) o.target_rel_ci = f.target;
+  if (f.trace) o.max_samples = 1000000;
+  b.options(o);
+  const double t0 = now_s();
   const kscope::bench_result r = b.run();
+  const double wall = now_s() - t0;
   kscope::bench_report report{kscope::describe_bench_context(), {r}};
-  if (json_path) report.write_json(json_path);
+  if (f.json_path) report.write_json(f.json_path);
   // The 99 % interval for the cross-process check in bench/reproducibility.sh.
   const kscope::interval ci99 = kscope::median_ci(kscope::detail::harness::steady_samples(r.analysis), 0.99);
-  std::printf("%.9e %.9e %.9e %.9e %.9e %s\n", r.median_s(), r.median_ci_s().lo, r.median_ci_s().hi, ci99.lo,
-              ci99.hi, kscope::to_string(r.stopped));
+  std::printf("%.9e %.9e %.9e %.9e %.9e %s clock_mhz=%.0f managed=%d clock_warmup=%zu samples=%zu "
+              "warmup_samples=%zu measured_s=%.3f wall_s=%.3f\n",
+              r.median_s(), r.median_ci_s().lo, r.median_ci_s().hi, ci99.lo, ci99.hi, kscope::to_string(r.stopped),
+              r.analysis.median_sm_clock_mhz, r.analysis.clock_managed ? 1 : 0, r.analysis.clock_warmup,
+              r.series.samples_s.size(), r.series.warmup_samples, r.series.measured_s, wall);
+  if (f.trace) {
+    const auto& t = r.series.samples_s;
+    const auto& c = r.series.sm_clock_mhz;
+    const std::size_t chunks = 25, per = std::max<std::size_t>(1, t.size() / chunks);
+    for (std::size_t i = 0; i + per <= t.size(); i += per) {
+      std::vector<double> ts(t.begin() + i, t.begin() + i + per), cs(c.begin() + i, c.begin() + i + per);
+      std::fprintf(stderr, "trace samples %zu-%zu: median %.4f us clock %.0f MHz\n", i, i + per - 1,
+                   1e6 * kscope::detail::harness::bench_median(ts), kscope::detail::harness::bench_median(cs));
+    }
+  }
   return r.stopped == kscope::stop_reason::error ? 1 : 0;
 }
 
@@ -324,8 +361,23 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repro" && i + 1 < argc) {
-      const char* json = (i + 3 < argc && std::strcmp(argv[i + 2], "--json") == 0) ? argv[i + 3] : nullptr;
-      return repro(argv[i + 1], json);
+      repro_flags f;
+      for (int j = i + 2; j < argc; ++j) {
+        const std::string flag = argv[j];
+        const bool has_value = j + 1 < argc;
+        if (flag == "--json" && has_value) f.json_path = argv[++j];
+        else if (flag == "--warmup-s" && has_value) f.warmup_s = std::atof(argv[++j]);
+        else if (flag == "--min-time-s" && has_value) f.min_time_s = std::atof(argv[++j]);
+        else if (flag == "--managed-min-time-s" && has_value) f.managed_min_time_s = std::atof(argv[++j]);
+        else if (flag == "--budget-s" && has_value) f.budget_s = std::atof(argv[++j]);
+        else if (flag == "--target" && has_value) f.target = std::atof(argv[++j]);
+        else if (flag == "--trace") f.trace = true;
+        else {
+          std::fprintf(stderr, "harness_gpu_bench --repro: unknown flag '%s'\n", flag.c_str());
+          return 2;
+        }
+      }
+      return repro(argv[i + 1], f);
     }
     if (arg == "--ncu-copy" && i + 1 < argc) return ncu_copy(std::atoi(argv[i + 1]));
     if (arg == "--gbench") {

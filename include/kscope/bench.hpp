@@ -193,6 +193,9 @@ inline void finish_result(bench_result& r) {
     warn(printf_string("the SM clock ran at a median %.0f MHz", r.analysis.median_sm_clock_mhz) +
          printf_string(", under %.0f %%", 100 * r.options.throttle_fraction) +
          printf_string(" of the rated %.0f MHz (power or thermal limit, or locked clocks)", r.sm_clock_max_mhz));
+  if (r.analysis.clock_managed && !r.analysis.clock_steady)
+    warn("the SM clock never settled (power-managed and drifting): the median averages over " +
+         printf_string("%.1f s", r.series.measured_s) + " of a moving clock");
   if (r.options.cache == cache_mode::cold && r.series.launches_per_sample > 1)
     warn("cold L2 with batching: only the first of the " + std::to_string(r.series.launches_per_sample) +
          " launches in a sample starts with a flushed L2; set launches_per_sample = 1 for all-cold launches");
@@ -368,7 +371,7 @@ class bench {
     r.sm_clock_max_mhz = sm_clock_max_mhz;
     r.resources = std::move(resources);
     const std::size_t targets = reference_ ? 2 : 1;
-    sampling_outcome s = detail::harness::sample_targets(timer, targets, options_);
+    sampling_outcome s = detail::harness::sample_targets(timer, targets, options_, sm_clock_max_mhz);
     r.stopped = s.stopped;
     r.wall_s = s.wall_s;
     r.rounds = s.rounds;

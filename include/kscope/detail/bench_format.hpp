@@ -182,6 +182,9 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
       clocks += "; " + std::to_string(r.analysis.throttled_samples) + " samples under " +
                 format_percent(r.options.throttle_fraction, 0) + " of it " +
                 (r.options.discard_throttled ? "(discarded)" : "(flagged, kept)");
+    if (r.analysis.clock_managed)
+      clocks += "; power-managed clock: measured " + printf_string("%.2f s", r.series.measured_s) + ", " +
+                std::to_string(r.analysis.clock_warmup) + " samples of clock transient removed";
     notes.push_back(clocks);
   }
   if (!r.metadata.strides.empty()) notes.push_back("strides " + join_dims(r.metadata.strides, ", "));
@@ -329,6 +332,8 @@ inline void write_series(json_writer& w, const sample_series& s, const series_an
   w.member("median", a.median_sm_clock_mhz).member("min", a.min_sm_clock_mhz).member("max", a.max_sm_clock_mhz);
   w.end_object();
   w.member("throttled_samples", a.throttled_samples);
+  w.member("clock_managed", a.clock_managed).member("clock_warmup_removed", a.clock_warmup);
+  w.member("clock_steady", a.clock_steady);
   if (include_samples) {
     w.key("samples_s").begin_array();
     for (double x : s.samples_s) w.value(x);
@@ -390,6 +395,7 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
     w.member("launches_per_sample", o.launches_per_sample).member("min_sample_s", o.min_sample_s);
     w.member("use_graphs", o.use_graphs).member("hold_launches", o.hold_launches);
     w.member("throttle_fraction", o.throttle_fraction).member("discard_throttled", o.discard_throttled);
+    w.member("managed_clock_fraction", o.managed_clock_fraction).member("managed_min_time_s", o.managed_min_time_s);
     w.end_object();
     w.member("statistic", "median");
     w.member("interval", "order statistics, binomial");

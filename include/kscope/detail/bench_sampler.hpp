@@ -53,8 +53,8 @@ enum class stop_reason { target_reached, time_budget, sample_limit, error };
 
 // How the harness samples. The defaults follow DESIGN.md "Statistics": warm up for at
 // least 25 ms and 10 calls, then sample until the median's 95 % CI half-width is under
-// 1 % of the median, with at least 20 samples covering 50 ms, or until 10 s of wall
-// time have passed.
+// 1 % of the median, with at least 20 samples covering 0.5 s of GPU time (1 s when the
+// GPU's power controller is moving the SM clock), or until 10 s of wall time have passed.
 //
 //   kscope::bench_options o;
 //   o.cache = kscope::cache_mode::cold;
@@ -69,10 +69,15 @@ struct bench_options {
   bool detect_warmup = true;            // MSER-5 on the measured series as well
 
   // Stopping: all of min_samples, min_time_s and target_rel_ci, or a budget.
+  // Why a minimum time and not only a CI: the median CI assumes independent samples,
+  // but consecutive samples share the GPU's clock state, which drifts over 0.1-1 s.
+  // On an H200 a cuBLAS GEMM measured for 50 ms gave a +-0.05 % CI while five such
+  // processes spread by 1.9 %; measured for 0.5-1 s they agree within 0.2 %
+  // (bench/RESULTS.md, "Cross-process reproducibility").
   double target_rel_ci = 0.01;          // median CI half-width / median
   double level = 0.95;                  // confidence level of the interval
   std::size_t min_samples = 20;         // samples used (after warm-up removal)
-  double min_time_s = 0.05;             // GPU time covered by measured samples
+  double min_time_s = 0.5;              // GPU time covered by measured samples
   double time_budget_s = 10.0;          // wall time for the whole run, warm-up included
   std::size_t max_samples = 20000;      // per target
 
@@ -89,6 +94,20 @@ struct bench_options {
   // left out of the statistics.
   double throttle_fraction = 0.90;
   bool discard_throttled = false;
+
+  // Power-managed clocks. A heavy kernel (a large GEMM) draws enough power that the
+  // GPU's controller pulls the SM clock under its rated maximum within ~0.2 s of load
+  // and then keeps moving it by ~1 % over seconds. A run is "clock-managed" when a
+  // quarter of its samples ran under managed_clock_fraction x the rated clock (or, if
+  // the rated clock is unknown, x the 90th percentile of its clocks); occasional dips
+  // are the throttle flag's business, not this. Such a run
+  //   - drops the clock's transient as warm-up (MSER-5 on the per-sample SM clock
+  //     series, in addition to MSER-5 on the times), and
+  //   - measures at least managed_min_time_s of GPU time, with the clock steady by
+  //     MSER-5, or 3 x managed_min_time_s when the clock never settles,
+  // so that its median is the sustained speed and agrees across processes.
+  double managed_clock_fraction = 0.98;
+  double managed_min_time_s = 1.0;
 
   // Hold the stream with a tiny spin kernel while the host enqueues a sample, so the
   // timed launches run back to back instead of trickling in at the host's launch rate.
@@ -134,6 +153,9 @@ class bench_timer {
   virtual std::int64_t now_ns() { return detail::now_ns(); }
   // Notes the timer wants in the report (e.g. "hold kernel unavailable: ...").
   virtual std::vector<std::string> notes() const { return {}; }
+  // The rated (maximum) SM clock in MHz, used to tell a power-managed run; NaN when the
+  // timer does not know it (a real run takes it from the device instead).
+  virtual double rated_sm_clock_mhz() const { return std::numeric_limits<double>::quiet_NaN(); }
 };
 
 // The raw series of one target, as sampled.
@@ -157,6 +179,12 @@ struct series_analysis {
   double median_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();
   double min_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();
   double max_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();
+  // bench_options "Power-managed clocks": whether the run was clock-managed, how many
+  // leading samples were dropped as the clock's transient, and whether the clock
+  // series reached a steady state (MSER-5). Unknown clocks: not managed.
+  bool clock_managed = false;
+  std::size_t clock_warmup = 0;
+  bool clock_steady = true;
   std::vector<double> used_s;           // samples handed to summarize()
   summary stats{};
   double rel_half_width = std::numeric_limits<double>::infinity();  // of the median CI
@@ -174,6 +202,15 @@ struct sampling_outcome {
 
 namespace detail {
 namespace harness {
+
+// The q-quantile (0..1) of finite values by the nearest rank; NaN when empty.
+inline double clock_quantile(std::vector<double> v, double q) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const auto k = static_cast<std::size_t>(std::floor(q * static_cast<double>(v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
 
 inline double bench_median(std::vector<double> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
@@ -198,7 +235,12 @@ inline double relative_ci_half_width(const summary& s) {
 // maximum: a long GEMM that runs at a steady power-limited 1.7 GHz is the real,
 // sustained speed, whereas a sample far under the run's typical clock was disturbed
 // (a power transient, another process) and is what the flag is for.
-inline series_analysis analyze_series(const sample_series& s, const bench_options& o) {
+//
+// A clock-managed run also drops the SM clock's transient: the samples before the
+// clock series' MSER-5 steady state are left out, because a GEMM's first ~0.3 s run
+// faster at the boost clock than the sustained load that follows.
+inline series_analysis analyze_series(const sample_series& s, const bench_options& o,
+                                      double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN()) {
   series_analysis a;
   a.throttled.assign(s.samples_s.size(), false);
   std::vector<double> clocks;
@@ -216,9 +258,20 @@ inline series_analysis analyze_series(const sample_series& s, const bench_option
         ++a.throttled_samples;
       }
     }
+    const double p25 = clock_quantile(clocks, 0.25);
+    const double reference = std::isfinite(rated_sm_clock_mhz) && rated_sm_clock_mhz > 0
+                                 ? rated_sm_clock_mhz
+                                 : clock_quantile(clocks, 0.90);
+    a.clock_managed = p25 < o.managed_clock_fraction * reference;
+    // Only a series with every clock known can be aligned with the samples.
+    if (a.clock_managed && clocks.size() == s.samples_s.size()) {
+      const steady_state st = find_steady_state(s.sm_clock_mhz);
+      a.clock_steady = st.steady;
+      if (st.steady) a.clock_warmup = st.warmup;
+    }
   }
   a.used_s.reserve(s.samples_s.size());
-  for (std::size_t i = 0; i < s.samples_s.size(); ++i)
+  for (std::size_t i = a.clock_warmup; i < s.samples_s.size(); ++i)
     if (!(o.discard_throttled && a.throttled[i])) a.used_s.push_back(s.samples_s[i]);
   stats_options so;
   so.level = o.level;
@@ -229,8 +282,12 @@ inline series_analysis analyze_series(const sample_series& s, const bench_option
 }
 
 inline bool converged(const sample_series& s, const series_analysis& a, const bench_options& o) {
-  return a.stats.n >= o.min_samples && s.measured_s >= o.min_time_s &&
-         a.rel_half_width <= o.target_rel_ci && a.stats.steady;
+  const bool plain = a.stats.n >= o.min_samples && s.measured_s >= o.min_time_s &&
+                     a.rel_half_width <= o.target_rel_ci && a.stats.steady;
+  if (!plain || !a.clock_managed) return plain;
+  // A clock-managed run must span the controller's swings: long enough, and either
+  // with a steady clock or so long that the swings average out.
+  return s.measured_s >= o.managed_min_time_s && (a.clock_steady || s.measured_s >= 3 * o.managed_min_time_s);
 }
 
 // The order of targets in one measurement round: A for one target, A B B A for two
@@ -257,7 +314,9 @@ inline std::size_t choose_launches(double estimate_s, const bench_options& o) {
 
 // Runs the whole sampling procedure for `targets` targets (1: a benchmark; 2: a
 // benchmark and its reference, interleaved ABBA) and analyses the series.
-inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, const bench_options& o) {
+inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, const bench_options& o,
+                                       double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN()) {
+  if (!std::isfinite(rated_sm_clock_mhz)) rated_sm_clock_mhz = timer.rated_sm_clock_mhz();
   sampling_outcome out;
   out.series.resize(targets);
   const std::int64_t start_ns = timer.now_ns();
@@ -355,7 +414,7 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
     if (fewest >= next_check) {
       bool all_done = true;
       for (std::size_t t = 0; t < targets && all_done; ++t)
-        all_done = converged(out.series[t], analyze_series(out.series[t], o), o);
+        all_done = converged(out.series[t], analyze_series(out.series[t], o, rated_sm_clock_mhz), o);
       if (all_done) {
         out.stopped = stop_reason::target_reached;
         break;
@@ -376,7 +435,7 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
     out.notes.push_back("the timer failed on 8 consecutive samples; sampling stopped");
   }
   out.wall_s = elapsed_s();
-  for (const sample_series& s : out.series) out.analysis.push_back(analyze_series(s, o));
+  for (const sample_series& s : out.series) out.analysis.push_back(analyze_series(s, o, rated_sm_clock_mhz));
   return out;
 }
 
