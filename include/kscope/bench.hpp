@@ -195,7 +195,7 @@ inline void finish_result(bench_result& r) {
          printf_string(" of the rated %.0f MHz (power or thermal limit, or locked clocks)", r.sm_clock_max_mhz));
   if (r.analysis.clock_managed && !r.analysis.clock_steady)
     warn("the SM clock never settled (power-managed and drifting): the median averages over " +
-         printf_string("%.1f s", r.series.measured_s) + " of a moving clock");
+         printf_string("%.1f s", r.series.measured_span_s) + " of a moving clock");
   if (r.options.cache == cache_mode::cold && r.series.launches_per_sample > 1)
     warn("cold L2 with batching: only the first of the " + std::to_string(r.series.launches_per_sample) +
          " launches in a sample starts with a flushed L2; set launches_per_sample = 1 for all-cold launches");

@@ -183,7 +183,7 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
                 format_percent(r.options.throttle_fraction, 0) + " of it " +
                 (r.options.discard_throttled ? "(discarded)" : "(flagged, kept)");
     if (r.analysis.clock_managed)
-      clocks += "; power-managed clock: measured " + printf_string("%.2f s", r.series.measured_s) + ", " +
+      clocks += "; power-managed clock: measured over " + printf_string("%.2f s", r.series.measured_span_s) + ", " +
                 std::to_string(r.analysis.clock_warmup) + " samples of clock transient removed";
     notes.push_back(clocks);
   }
@@ -325,7 +325,7 @@ inline void write_series(json_writer& w, const sample_series& s, const series_an
   w.member("samples", s.warmup_samples).member("calls", s.warmup_calls).member("gpu_s", s.warmup_s);
   w.end_object();
   w.member("samples_taken", s.samples_s.size()).member("invalid_samples", s.invalid_samples);
-  w.member("measured_gpu_s", s.measured_s);
+  w.member("measured_gpu_s", s.measured_s).member("measured_span_s", s.measured_span_s);
   w.key("time_s");
   write_summary(w, a.stats, a.rel_half_width);
   w.key("sm_clock_mhz").begin_object();

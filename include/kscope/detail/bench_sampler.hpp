@@ -53,8 +53,8 @@ enum class stop_reason { target_reached, time_budget, sample_limit, error };
 
 // How the harness samples. The defaults follow DESIGN.md "Statistics": warm up for at
 // least 25 ms and 10 calls, then sample until the median's 95 % CI half-width is under
-// 1 % of the median, with at least 20 samples covering 0.5 s of GPU time (1 s when the
-// GPU's power controller is moving the SM clock), or until 10 s of wall time have passed.
+// 1 % of the median, with at least 20 samples spread over 0.5 s (1 s when the GPU's
+// power controller is moving the SM clock), or until 10 s of wall time have passed.
 //
 //   kscope::bench_options o;
 //   o.cache = kscope::cache_mode::cold;
@@ -71,13 +71,16 @@ struct bench_options {
   // Stopping: all of min_samples, min_time_s and target_rel_ci, or a budget.
   // Why a minimum time and not only a CI: the median CI assumes independent samples,
   // but consecutive samples share the GPU's clock state, which drifts over 0.1-1 s.
+  // The minimum is on the wall time the measurement spans, since that is the time
+  // scale of the clock (a 5 us kernel timed one launch per sample would otherwise need
+  // 100 000 samples to cover 0.5 s of GPU time).
   // On an H200 a cuBLAS GEMM measured for 50 ms gave a +-0.05 % CI while five such
   // processes spread by 1.9 %; measured for 0.5-1 s they agree within 0.2 %
   // (bench/RESULTS.md, "Cross-process reproducibility").
   double target_rel_ci = 0.01;          // median CI half-width / median
   double level = 0.95;                  // confidence level of the interval
   std::size_t min_samples = 20;         // samples used (after warm-up removal)
-  double min_time_s = 0.5;              // GPU time covered by measured samples
+  double min_time_s = 0.5;              // wall time spanned by the measured samples
   double time_budget_s = 10.0;          // wall time for the whole run, warm-up included
   std::size_t max_samples = 20000;      // per target
 
@@ -103,11 +106,25 @@ struct bench_options {
   // are the throttle flag's business, not this. Such a run
   //   - drops the clock's transient as warm-up (MSER-5 on the per-sample SM clock
   //     series, in addition to MSER-5 on the times), and
-  //   - measures at least managed_min_time_s of GPU time, with the clock steady by
-  //     MSER-5, or 3 x managed_min_time_s when the clock never settles,
+  //   - measures for at least managed_min_time_s (wall time spanned), with the clock
+  //     steady by MSER-5, or 3 x managed_min_time_s when the clock never settles,
   // so that its median is the sustained speed and agrees across processes.
   double managed_clock_fraction = 0.98;
   double managed_min_time_s = 1.0;
+
+  // A burst measurement: what a short do_bench-style loop sees, the first ~0.1 s of
+  // load, at the boost clock for a heavy kernel. Fast, and for a kernel that the power
+  // controller throttles, faster than the sustained speed and not reproducible to 1 %
+  // across processes (it depends on how long the GPU idled before). The defaults give
+  // the sustained speed.
+  //   kscope::bench b{"gemm", launch};
+  //   b.options(kscope::bench_options::burst());
+  [[nodiscard]] static bench_options burst() {
+    bench_options o;
+    o.min_time_s = 0.02;
+    o.managed_clock_fraction = 0;
+    return o;
+  }
 
   // Hold the stream with a tiny spin kernel while the host enqueues a sample, so the
   // timed launches run back to back instead of trickling in at the host's launch rate.
@@ -170,6 +187,7 @@ struct sample_series {
   double warmup_s = 0;                  // GPU time of those launches
   std::size_t invalid_samples = 0;      // samples the timer could not measure
   double measured_s = 0;                // GPU time of the measured samples
+  double measured_span_s = 0;           // wall time (timer's clock) the measurement phase spans
 };
 
 // The series after analysis: throttle flags, the samples used, and their summary.
@@ -282,12 +300,13 @@ inline series_analysis analyze_series(const sample_series& s, const bench_option
 }
 
 inline bool converged(const sample_series& s, const series_analysis& a, const bench_options& o) {
-  const bool plain = a.stats.n >= o.min_samples && s.measured_s >= o.min_time_s &&
+  const bool plain = a.stats.n >= o.min_samples && s.measured_span_s >= o.min_time_s &&
                      a.rel_half_width <= o.target_rel_ci && a.stats.steady;
   if (!plain || !a.clock_managed) return plain;
   // A clock-managed run must span the controller's swings: long enough, and either
   // with a steady clock or so long that the swings average out.
-  return s.measured_s >= o.managed_min_time_s && (a.clock_steady || s.measured_s >= 3 * o.managed_min_time_s);
+  return s.measured_span_s >= o.managed_min_time_s &&
+         (a.clock_steady || s.measured_span_s >= 3 * o.managed_min_time_s);
 }
 
 // The order of targets in one measurement round: A for one target, A B B A for two
@@ -396,6 +415,7 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
   const std::vector<std::size_t> order = round_order(targets);
   std::size_t next_check = std::max<std::size_t>(o.min_samples, 6);
   out.stopped = stop_reason::error;
+  const std::int64_t measure_start_ns = timer.now_ns();
   while (!failed) {
     for (std::size_t t : order) {
       sample_series& s = out.series[t];
@@ -408,6 +428,8 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
     }
     if (failed) break;
     ++out.rounds;
+    const double span_s = static_cast<double>(timer.now_ns() - measure_start_ns) * 1e-9;
+    for (sample_series& s : out.series) s.measured_span_s = span_s;
 
     std::size_t fewest = out.series[0].samples_s.size();
     for (const sample_series& s : out.series) fewest = std::min(fewest, s.samples_s.size());
