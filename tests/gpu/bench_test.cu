@@ -127,7 +127,7 @@ TEST_CASE("cuBLAS bf16 8192^3 through the harness reaches >= 700 TFLOP/s") {
   gemm.shape({n, n, n}).dtype("bf16").strides({n, 1}).param("layout", "NN");
   gemm.set_work({2.0 * n * n * n, 3.0 * 2 * elements});
   auto describe = [](const char* what, const kscope::bench_result& r) {
-    MESSAGE("cuBLAS bf16 8192^3, " << what << ": median " << r.median_s() * 1e3 << " ms, "
+    MESSAGE("cuBLAS bf16 8192^3, " << std::string(what) << ": median " << r.median_s() * 1e3 << " ms, "
                                     << r.flops_per_s.median / 1e12 << " TFLOP/s [" << r.flops_per_s.ci.lo / 1e12
                                     << ", " << r.flops_per_s.ci.hi / 1e12 << "], SM clock "
                                     << r.analysis.median_sm_clock_mhz << " MHz, measured over "
