@@ -75,7 +75,7 @@ struct bench_options {
   // scale of the clock (a 5 us kernel timed one launch per sample would otherwise need
   // 100 000 samples to cover 0.5 s of GPU time).
   // On an H200 a cuBLAS GEMM measured for 50 ms gave a +-0.05 % CI while five such
-  // processes spread by 1.9 %; measured for 0.5-1 s they agree within 0.2 %
+  // processes spread by 1.9-2.2 %; measured for 0.5-1 s they agree within 0.3-0.9 %
   // (bench/RESULTS.md, "Cross-process reproducibility").
   double target_rel_ci = 0.01;          // median CI half-width / median
   double level = 0.95;                  // confidence level of the interval
