@@ -13,8 +13,8 @@
 //
 // Run: build-*/bench/attribution_bench --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
-#include <kscope/attribution.hpp>
-#include <kscope/cupti.hpp>
+#include <kscope/cupti/attribution.hpp>
+#include <kscope/cupti/collector.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -19,13 +19,13 @@
 //   harness_gpu_bench --ncu-copy N
 //       N plain launches of the 4 GiB copy kernel, for Nsight Compute (bench/harness_vs_ncu.sh)
 //   harness_gpu_bench --gbench [Google Benchmark flags]
-//       the same three kernels through the Google Benchmark adapter (kscope/gbench.hpp):
+//       the same three kernels through the Google Benchmark adapter (kscope/bench/gbench.hpp):
 //       manual GPU time per iteration, L2 flushed between iterations, FLOP/s, B/s and
 //       roof counters.
 #include <benchmark/benchmark.h>
-#include <kscope/bench.hpp>
-#include <kscope/detail/cublas_loader.hpp>
-#include <kscope/gbench.hpp>
+#include <kscope/bench/bench.hpp>
+#include <kscope/device/detail/cublas_loader.hpp>
+#include <kscope/bench/gbench.hpp>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

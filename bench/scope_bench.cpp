@@ -1,6 +1,6 @@
 // What a scope costs on the host, against the raw calls it wraps.
 // Names are fixed so runs can be compared across versions (bench/RESULTS.md).
-#include <kscope/scope.hpp>
+#include <kscope/scope/scope.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -1,7 +1,7 @@
 // Cost of kscope's statistics on log-normal timings (fixed seed): summarize() and
 // compare() on 1e3, 1e5 and 1e6 samples (compare: that many on each side), and one
 // sample_reservoir::add. items/s counts input samples (both sides for compare).
-#include <kscope/stats.hpp>
+#include <kscope/core/stats.hpp>
 
 #include <benchmark/benchmark.h>
 

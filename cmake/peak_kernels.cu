@@ -1,7 +1,7 @@
 // Kernels behind kscope::measure_peaks(). They are NOT compiled into kscope: the
 // script cmake/generate_peak_kernels.sh turns this file into PTX (for the lowest
 // virtual architecture CUDA 13 supports, compute_75) and embeds the text in
-// include/kscope/detail/peak_kernels_ptx.hpp, which the CUDA runtime loads with
+// include/kscope/device/detail/peak_kernels_ptx.hpp, which the CUDA runtime loads with
 // cudaLibraryLoadData and the driver JIT-compiles for whatever GPU is present. That
 // keeps kscope header-only and usable from a g++-compiled translation unit.
 // extern "C": the kernels are looked up by these exact names.

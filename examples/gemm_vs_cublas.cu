@@ -9,7 +9,7 @@
 // The kernel is deliberately the textbook step after "one thread per output": 64x64
 // block tiles staged in shared memory, 16-deep k slices, and a 4x4 register tile per
 // thread. cuBLAS is linked directly here (examples may; the library itself never is).
-#include <kscope/bench.hpp>
+#include <kscope/bench/bench.hpp>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

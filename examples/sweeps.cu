@@ -8,7 +8,7 @@
 // sweep_<set>.json / sweep_<set>.csv in the directory given as argument (default: .).
 //
 //   ./sweeps /tmp/out
-#include <kscope/bench.hpp>
+#include <kscope/bench/bench.hpp>
 
 #include <cuda_runtime.h>
 

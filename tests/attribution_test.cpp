@@ -1,9 +1,9 @@
-// Tests for kscope/attribution.hpp (pure: no CUDA, also built with ThreadSanitizer) and the
+// Tests for kscope/cupti/attribution.hpp (pure: no CUDA, also built with ThreadSanitizer) and the
 // pure activity buffer pool. Records here are kscope's plain structs; the same records
 // built as real CUPTI structs and walked through libcupti are in cupti_test.cpp.
-#include <kscope/attribution.hpp>
-#include <kscope/detail/cupti_buffer_pool.hpp>
-#include <kscope/detail/cupti_scope_hooks.hpp>
+#include <kscope/cupti/attribution.hpp>
+#include <kscope/cupti/detail/buffer_pool.hpp>
+#include <kscope/scope/detail/cupti_scope_hooks.hpp>
 
 #include <doctest/doctest.h>
 

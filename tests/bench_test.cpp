@@ -4,7 +4,7 @@
 // reference, throttle flagging, the output check, and the JSON / CSV / markdown outputs
 // (parsed back with nlohmann-json and a CSV reader). No GPU is touched, except in the
 // last case, which checks that run() fails cleanly where there is no GPU.
-#include <kscope/bench.hpp>
+#include <kscope/bench/bench.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // The tick clock scopes read, and its conversion to steady_clock nanoseconds.
-#include <kscope/detail/clock.hpp>
+#include <kscope/core/detail/clock.hpp>
 
 #include <doctest/doctest.h>
 

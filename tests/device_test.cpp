@@ -2,7 +2,7 @@
 // the datasheet figures it was built from (within 5 %), unknown architectures and
 // unsupported types giving NaN, query_device() on a machine without a usable GPU, the
 // JSON and text renderings, and the cuBLAS loader's ABI constants and search order.
-#include <kscope/device.hpp>
+#include <kscope/device/device.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +12,7 @@
 #include <string>
 
 #if KSCOPE_HAS_CUDA
-#  include <kscope/detail/cublas_loader.hpp>
+#  include <kscope/device/detail/cublas_loader.hpp>
 #  if defined(__has_include)
 #    if __has_include(<cublas_api.h>)
 #      include <cublas_api.h>
@@ -39,7 +39,7 @@ struct datasheet_figure {
   double tera_per_s;
 };
 
-// Sources: see the comment of each row in include/kscope/detail/peak_table.hpp.
+// Sources: see the comment of each row in include/kscope/device/detail/peak_table.hpp.
 const datasheet_figure datasheet[] = {
     // H100 SXM5 (H100 whitepaper Table 3 / datasheet): CUDA-core figures at 1980 MHz,
     // tensor figures at 1830 MHz.

@@ -1,7 +1,7 @@
-// Tests for kscope/detail/json_reader.hpp: strict RFC 8259 parsing, checked against
+// Tests for kscope/core/detail/json_reader.hpp: strict RFC 8259 parsing, checked against
 // nlohmann-json where both accept, and against hand-written expectations where ours must
 // reject (depth limit, trailing garbage, lone surrogates).
-#include <kscope/detail/json_reader.hpp>
+#include <kscope/core/detail/json_reader.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

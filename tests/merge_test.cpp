@@ -1,6 +1,6 @@
-// Tests for kscope/merge.hpp: report JSON read back, three synthetic rank reports merged
+// Tests for kscope/report/merge.hpp: report JSON read back, three synthetic rank reports merged
 // with a straggler, malformed and mismatched inputs. Expected values are hand-computed.
-#include <kscope/merge.hpp>
+#include <kscope/report/merge.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

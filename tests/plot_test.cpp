@@ -3,7 +3,7 @@
 // one roof path per usable roof, escapes hostile labels, labels every decade; the HTML
 // page embeds the SVG and the tables and loads nothing; write_text_file works and
 // reports failures.
-#include <kscope/plot.hpp>
+#include <kscope/report/plot.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
-// Tests for kscope/rank.hpp: rank detection order from the environment, malformed values,
+// Tests for kscope/report/rank.hpp: rank detection order from the environment, malformed values,
 // the API override, and per-rank file names.
-#include <kscope/rank.hpp>
+#include <kscope/report/rank.hpp>
 
 #include <doctest/doctest.h>
 

@@ -2,8 +2,8 @@
 // the edge cases (zero bytes, zero flops, bad time, bad work, bad peaks), the thresholds
 // and hints, rate intervals, and the small helpers. Every expected value below is
 // computed by hand in the comment beside it.
-#include <kscope/roofline.hpp>
-#include <kscope/stats.hpp>  // kscope::interval, the intended input of rate_interval
+#include <kscope/core/roofline.hpp>
+#include <kscope/core/stats.hpp>  // kscope::interval, the intended input of rate_interval
 
 #include <doctest/doctest.h>
 

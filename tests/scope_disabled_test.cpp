@@ -1,6 +1,6 @@
 // KSCOPE_DISABLE turns scopes into empty objects: nothing reaches the session.
 #define KSCOPE_DISABLE 1
-#include <kscope/scope.hpp>
+#include <kscope/scope/scope.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // Scopes and the call-path tree: nesting, names, recursion, threads, ranges, switches.
-#include <kscope/scope.hpp>
+#include <kscope/scope/scope.hpp>
 
 #include <doctest/doctest.h>
 

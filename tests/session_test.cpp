@@ -1,6 +1,6 @@
 // The session report as JSON (parsed back field by field) and report formatting helpers.
-#include <kscope/scope.hpp>
-#include <kscope/session.hpp>
+#include <kscope/scope/scope.hpp>
+#include <kscope/session/session.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

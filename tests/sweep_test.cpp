@@ -1,6 +1,6 @@
-// Tests of kscope/sweep.hpp: typed values, cartesian and zipped expansion, products,
+// Tests of kscope/core/sweep.hpp: typed values, cartesian and zipped expansion, products,
 // and the errors that bad sweeps raise (before any measurement starts).
-#include <kscope/sweep.hpp>
+#include <kscope/core/sweep.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
-// Tests for kscope/trace.hpp: the Chrome trace / Perfetto JSON is parsed back with
+// Tests for kscope/report/trace.hpp: the Chrome trace / Perfetto JSON is parsed back with
 // nlohmann-json and its structure checked: tracks, nesting, no overlapping complete
 // events on a track, flow arrows from the launching scope to its GPU work.
-#include <kscope/trace.hpp>
+#include <kscope/report/trace.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -12,8 +12,8 @@
 //      still merged and the output still written)
 //   4  the output file could not be written
 // Errors go to stderr; results to stdout. Bad files never crash the tool.
-#include <kscope/merge.hpp>
-#include <kscope/report.hpp>
+#include <kscope/report/merge.hpp>
+#include <kscope/report/report.hpp>
 
 #include <cerrno>
 #include <cmath>

@@ -1,26 +1,37 @@
 // kscope/kscope.hpp — the umbrella header: include this one and use everything.
 //
-// Each module header also stands alone (tests/headers compiles every one of them first
-// in its own translation unit). gbench.hpp is not included here: it needs Google
-// Benchmark, which kscope does not force on its users.
+// The library is layered (docs/architecture.md): core → device → scope → cupti → report →
+// session → bench, each folder including only the folders before it. Each module header
+// also stands alone (tests/headers compiles every one of them first in its own translation
+// unit). bench/gbench.hpp is not included here: it needs Google Benchmark, which kscope
+// does not force on its users.
 #pragma once
 
-#include "config.hpp"
-
 // Pure core: no CUDA headers, testable anywhere.
-#include "attribution.hpp"
-#include "merge.hpp"
-#include "rank.hpp"
-#include "report.hpp"
-#include "roofline.hpp"
-#include "stats.hpp"
-#include "sweep.hpp"
-#include "plot.hpp"
-#include "trace.hpp"
+#include "core/config.hpp"
+#include "core/roofline.hpp"
+#include "core/stats.hpp"
+#include "core/sweep.hpp"
 
-// CUDA edge: compiles out cleanly when CUDA is absent (KSCOPE_HAS_CUDA=0).
-#include "bench.hpp"
-#include "cupti.hpp"
-#include "device.hpp"
-#include "scope.hpp"
-#include "session.hpp"
+// The GPU's description and peaks (CUDA edge, compiles out without CUDA).
+#include "device/device.hpp"
+
+// Scopes and ranges: what instrumented code includes.
+#include "scope/scope.hpp"
+
+// CUPTI activity collection and attribution of GPU work to scopes.
+#include "cupti/attribution.hpp"
+#include "cupti/collector.hpp"
+
+// Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks.
+#include "report/merge.hpp"
+#include "report/plot.hpp"
+#include "report/rank.hpp"
+#include "report/report.hpp"
+#include "report/trace.hpp"
+
+// The session: turns what scopes and the collector recorded into a report.
+#include "session/session.hpp"
+
+// Micro-benchmark harness.
+#include "bench/bench.hpp"

@@ -1,4 +1,4 @@
-// GPU cases for the benchmark harness (kscope/bench.hpp), written for an H200 (sm_90,
+// GPU cases for the benchmark harness (kscope/bench/bench.hpp), written for an H200 (sm_90,
 // 132 SMs, HBM3e 4.8 TB/s, 50 MB L2) but meaningful on any recent GPU:
 //   - cuBLAS bf16 8192^3 through the harness reaches >= 700 TFLOP/s;
 //   - a 4 GiB device copy: median and bandwidth printed (bench/harness_vs_ncu.sh
@@ -10,8 +10,8 @@
 //   - the SM clock probe, cold vs hot L2, kernel resources, an A-vs-A reference, and a
 //     callable that synchronizes its stream (the hold must give up, not hang).
 // Every case prints its markdown report so the lead can quote the numbers.
-#include <kscope/bench.hpp>
-#include <kscope/detail/cublas_loader.hpp>
+#include <kscope/bench/bench.hpp>
+#include <kscope/device/detail/cublas_loader.hpp>
 
 #include <doctest/doctest.h>
 

@@ -5,7 +5,7 @@
 // cuBLAS GEMM, a driver-API launch, copies and memsets; timestamps on kscope's clock.
 // Scopes are set through a tiny RAII helper that does what kscope::scope does for
 // attribution (sets detail::this_thread_state().current), so node ids are known here.
-#include <kscope/cupti.hpp>
+#include <kscope/cupti/collector.hpp>
 
 #include <doctest/doctest.h>
 

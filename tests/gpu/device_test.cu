@@ -2,7 +2,7 @@
 // theoretical bandwidth from the attributes, and measure_peaks(): the copy kernel, the
 // FMA kernel and the cuBLAS bf16 GEMM (dlopen'ed) against the theoretical roofs. The
 // measured numbers are printed (MESSAGE) so they can be quoted.
-#include <kscope/device.hpp>
+#include <kscope/device/device.hpp>
 
 #include <doctest/doctest.h>
 

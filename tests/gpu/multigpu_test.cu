@@ -4,8 +4,8 @@
 // Needs 2 devices: with fewer, every case says so and returns (runs on the lent 2-GPU host).
 // An NCCL all-reduce case is not here: this toolkit has no NCCL headers (docs/multi_gpu.md).
 #include <kscope/kscope.hpp>
-#include <kscope/merge.hpp>
-#include <kscope/rank.hpp>
+#include <kscope/report/merge.hpp>
+#include <kscope/report/rank.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -2,9 +2,9 @@
 // memory-bound, a large bf16 GEMM (cuBLAS, dlopen'ed) compute-bound, a one-thread
 // kernel latency-bound. Peaks are the device's theoretical ones (device.hpp). Times are
 // medians of CUDA-event-timed runs after warm-up; the numbers are printed.
-#include <kscope/device.hpp>
-#include <kscope/detail/cublas_loader.hpp>
-#include <kscope/roofline.hpp>
+#include <kscope/device/device.hpp>
+#include <kscope/device/detail/cublas_loader.hpp>
+#include <kscope/core/roofline.hpp>
 
 #include <doctest/doctest.h>
 

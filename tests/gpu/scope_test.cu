@@ -1,6 +1,6 @@
 // GPU cases for stream scopes: known-duration kernels, many threads and streams, and
 // the ways a host program can misbehave around scopes.
-#include <kscope/scope.hpp>
+#include <kscope/scope/scope.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,0 +1,551 @@
+// kscope/bench/bench.hpp — the micro-benchmark harness: time a callable on a stream with CUDA
+// events until its median is known to 1 %, compare it with a reference, and print the
+// numbers with their intervals, clocks, resources and roofline placement.
+//
+//   kscope::bench gemm{"sgemm 4096", [&](cudaStream_t s) { my_sgemm<<<grid, block, 0, s>>>(a, b, c); }};
+//   gemm.shape({4096, 4096, 4096}).dtype("fp32").set_work({2.0 * n * n * n, 3.0 * 4 * n * n})
+//    .kernel(my_sgemm, 256);                        // registers, shared memory, occupancy
+//   kscope::bench ref{"cuBLAS", [&](cudaStream_t s) { cublasSetStream(h, s); cublasSgemm(h, ...); }};
+//   ref.output([&] { return read_back(c_ref); });            // before reference(): it copies ref
+//   gemm.output([&] { return read_back(c); }, 1e-2).reference(ref);   // ABBA-interleaved, checked
+//   kscope::bench_report report{kscope::describe_bench_context(), {gemm.run()}};
+//   report.print();                       // markdown table: "72.0 % of cuBLAS, 95 % CI [71.4, 72.6]"
+//   report.write_json("sgemm.json");      // schema kscope.bench/1 (docs/bench_schema.md)
+//
+// How a run goes (DESIGN.md "Statistics", "Honest numbers"):
+//   1. One call whose time is thrown away (module loading, allocations), then a first
+//      estimate from three single launches.
+//   2. Batching: a kernel shorter than 100 us is captured N times into a CUDA graph and
+//      a sample times one replay; the per-launch time is reported, with "batched N".
+//   3. Warm-up for >= 25 ms of GPU time and >= 10 calls; those samples are discarded.
+//   4. Samples until the median's 95 % CI half-width is under 1 % of the median (with
+//      >= 20 samples covering >= 50 ms), or the 10 s budget runs out; MSER-5 removes any
+//      remaining transient. The report says which way it stopped.
+//   5. With a reference: both are sampled in A B B A rounds, and the ratio of medians
+//      comes with its interval (stats compare()).
+// CUPTI is never enabled here: timings come from CUDA events only. The SM clock is
+// measured around every sample by a one-thread probe kernel (clock64 over %globaltimer);
+// samples under 90 % of the run's median clock are flagged, and optionally discarded.
+//
+// The callable must launch its work on the stream it receives (that stream is what the
+// events, the graph capture and the hold kernel see) and should not synchronize it.
+// Google Benchmark users: see gbench.hpp (not included by kscope.hpp).
+#pragma once
+
+#include "../core/config.hpp"
+#include "../device/device.hpp"
+#include "detail/cuda_timer.hpp"
+#include "format.hpp"
+#include "result.hpp"
+#include "sampler.hpp"
+#include "../core/roofline.hpp"
+#include "../core/stats.hpp"
+#include "../core/sweep.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if KSCOPE_HAS_CUDA
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace kscope {
+
+// The stream a benchmark's callable receives. Without CUDA the type still exists so
+// that code naming it compiles; bench::run() then reports that nothing could be timed.
+#if KSCOPE_HAS_CUDA
+using bench_stream = cudaStream_t;
+#else
+using bench_stream = void*;
+#endif
+
+// Compares a benchmark's output with a reference's (see output_check for the metric).
+//   kscope::output_check c = kscope::check_outputs(mine, theirs, 1e-2);
+//   if (!c.passed) std::puts(c.note.c_str());
+[[nodiscard]] inline output_check check_outputs(const std::vector<double>& got, const std::vector<double>& want,
+                                                double tolerance = std::numeric_limits<double>::quiet_NaN()) {
+  output_check c;
+  c.tolerance = tolerance;
+  c.values = want.size();
+  if (got.size() != want.size()) {
+    c.passed = false;
+    c.note = "output sizes differ: " + std::to_string(got.size()) + " values vs " + std::to_string(want.size()) +
+             " in the reference";
+    return c;
+  }
+  c.performed = true;
+  double scale = 0;
+  for (double w : want)
+    if (std::isfinite(w)) scale = std::max(scale, std::fabs(w));
+  const double floor = scale > 0 ? 1e-3 * scale : std::numeric_limits<double>::min();
+  double max_rel = 0, max_abs = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double diff = std::fabs(got[i] - want[i]);
+    if (std::isnan(diff)) {
+      // NaN on either side is a wrong result; equal infinities are not.
+      if (!(got[i] == want[i])) {
+        max_rel = max_abs = std::numeric_limits<double>::infinity();
+      }
+      continue;
+    }
+    max_abs = std::max(max_abs, diff);
+    max_rel = std::max(max_rel, diff / std::max(std::fabs(want[i]), floor));
+  }
+  c.max_rel_error = max_rel;
+  c.max_abs_error = max_abs;
+  if (std::isfinite(tolerance) && !(max_rel <= tolerance)) {
+    c.passed = false;
+    c.note = "max relative error " + detail::harness::printf_string("%.3g", max_rel) + " exceeds the tolerance " +
+             detail::harness::printf_string("%.3g", tolerance);
+  }
+  return c;
+}
+
+namespace detail {
+namespace harness {
+
+struct bench_definition {
+  std::string name;
+  std::function<void(bench_stream)> fn;
+  bench_metadata metadata;
+  std::function<std::vector<double>()> output;
+  double tolerance = std::numeric_limits<double>::quiet_NaN();
+};
+
+// The samples a comparison should see: those used, past the MSER warm-up.
+inline std::vector<double> steady_samples(const series_analysis& a) {
+  const std::size_t skip = std::min(a.stats.warmup, a.used_s.size());
+  return std::vector<double>(a.used_s.begin() + static_cast<std::ptrdiff_t>(skip), a.used_s.end());
+}
+
+// The compute roof a dtype string implies: plain cores for fp64 and fp32 (what a
+// hand-written kernel uses), tensor cores for the types that mostly run there. Unknown
+// strings give no peak rather than a guess.
+inline bool dtype_roof(const std::string& dtype, data_type& type, core_kind& cores) {
+  std::string d;
+  for (char c : dtype) d += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  cores = core_kind::tensor;
+  if (d == "fp64" || d == "f64" || d == "double") { type = data_type::fp64; cores = core_kind::plain; return true; }
+  if (d == "fp32" || d == "f32" || d == "float") { type = data_type::fp32; cores = core_kind::plain; return true; }
+  if (d == "tf32") { type = data_type::tf32; return true; }
+  if (d == "fp16" || d == "f16" || d == "half") { type = data_type::fp16; return true; }
+  if (d == "bf16" || d == "bfloat16") { type = data_type::bf16; return true; }
+  if (d == "fp8" || d == "e4m3" || d == "e5m2") { type = data_type::fp8; return true; }
+  if (d == "int8" || d == "i8" || d == "s8") { type = data_type::int8; return true; }
+  return false;
+}
+
+// The theoretical dense peak for `dtype` on the context's GPU (device.hpp's table), and
+// a description of where it came from; NaN and "" when unknown.
+inline double default_peak_flops(const bench_context& c, const std::string& dtype, std::string& source) {
+  data_type type{};
+  core_kind cores{};
+  if (!c.has_gpu || !dtype_roof(dtype, type, cores)) return std::numeric_limits<double>::quiet_NaN();
+  const double peak = theoretical_flops_per_s(c.cc_major, c.cc_minor, c.sm_count, c.sm_clock_max_mhz * 1e3, type, cores);
+  if (peak > 0) {
+    source = std::string("theoretical ") + to_string(type) + " on " + to_string(cores) + " cores, " +
+             architecture_name(c.cc_major, c.cc_minor) + " at the rated clock";
+  }
+  return peak;
+}
+
+// Rates, roofline and the warnings a reader must see next to the numbers.
+inline void finish_result(bench_result& r) {
+  const summary& st = r.analysis.stats;
+  const double median = st.median;
+  if (r.declared.flops > 0 && median > 0) {
+    r.flops_per_s.median = r.declared.flops / median;
+    r.flops_per_s.ci = rate_interval(r.declared.flops, st.median_ci);
+  }
+  if (r.declared.bytes > 0 && median > 0) {
+    r.bytes_per_s.median = r.declared.bytes / median;
+    r.bytes_per_s.ci = rate_interval(r.declared.bytes, st.median_ci);
+    if (r.peak_bytes_per_s > 0) r.fraction_of_peak_bandwidth = r.bytes_per_s.median / r.peak_bytes_per_s;
+  }
+  if ((r.declared.flops > 0 || r.declared.bytes > 0) && median > 0)
+    r.roofline = try_place(r.declared, median, r.peak_flops_per_s, r.peak_bytes_per_s);
+
+  auto warn = [&](std::string w) { r.warnings.push_back(std::move(w)); };
+  if (r.stopped == stop_reason::time_budget || r.stopped == stop_reason::sample_limit) {
+    warn("target not reached: median CI half-width " + format_percent(r.analysis.rel_half_width, 2) +
+         " > target " + format_percent(r.options.target_rel_ci, 2) + " when the " +
+         (r.stopped == stop_reason::time_budget ? "time budget" : "sample limit") + " ran out (" +
+         std::to_string(r.series.samples_s.size()) + " samples)");
+  }
+  if (r.stopped != stop_reason::error && st.n > 0 && !st.steady)
+    warn("no steady state found (MSER-5): the series drifts, so the median may not represent a steady run");
+  if (r.analysis.throttled_samples > 0 && r.series.samples_s.size() > 0 &&
+      r.analysis.throttled_samples * 10 >= r.series.samples_s.size())
+    warn(std::to_string(r.analysis.throttled_samples) + " of " + std::to_string(r.series.samples_s.size()) +
+         " samples ran under " + format_percent(r.options.throttle_fraction, 0) + " of the median SM clock");
+  if (std::isfinite(r.analysis.median_sm_clock_mhz) && std::isfinite(r.sm_clock_max_mhz) &&
+      r.analysis.median_sm_clock_mhz < r.options.throttle_fraction * r.sm_clock_max_mhz)
+    warn(printf_string("the SM clock ran at a median %.0f MHz", r.analysis.median_sm_clock_mhz) +
+         printf_string(", under %.0f %%", 100 * r.options.throttle_fraction) +
+         printf_string(" of the rated %.0f MHz (power or thermal limit, or locked clocks)", r.sm_clock_max_mhz));
+  if (r.analysis.clock_managed && !r.analysis.clock_steady)
+    warn("the SM clock never settled (power-managed and drifting): the median averages over " +
+         printf_string("%.1f s", r.series.measured_span_s) + " of a moving clock");
+  if (r.options.cache == cache_mode::cold && r.series.launches_per_sample > 1)
+    warn("cold L2 with batching: only the first of the " + std::to_string(r.series.launches_per_sample) +
+         " launches in a sample starts with a flushed L2; set launches_per_sample = 1 for all-cold launches");
+  if (r.series.invalid_samples > 0)
+    warn(std::to_string(r.series.invalid_samples) + " samples could not be measured and were dropped");
+  if (r.resources && r.resources->local_bytes_per_thread > 0)
+    warn("the kernel uses " + std::to_string(r.resources->local_bytes_per_thread) +
+         " bytes of local memory per thread (register spills or local arrays)");
+  if (r.reference) {
+    const output_check& c = r.reference->check;
+    if (!c.passed) warn("output check failed: " + c.note);
+  }
+  if (r.declared.flops > 0 && !r.roofline && median > 0) {
+    if (!(r.peak_flops_per_s > 0))
+      warn("no compute peak known for dtype '" + r.metadata.dtype +
+           "': roofline placement skipped (set it with bench::peaks)");
+  }
+}
+
+}  // namespace harness
+}  // namespace detail
+
+// A named benchmark around a callable that receives a stream.
+//
+//   kscope::bench copy{"copy 1 GiB", [&](cudaStream_t s) {
+//     cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s); }};
+//   copy.set_work({0, 2.0 * n}).cold().target_rel_ci(0.005);
+//   kscope::bench_result r = copy.run();
+//
+// Setters return *this. A bench is a recipe: run() may be called again and samples anew.
+class bench {
+ public:
+  using function = std::function<void(bench_stream)>;
+
+  bench(std::string name, function fn) {
+    def_.name = std::move(name);
+    def_.fn = std::move(fn);
+  }
+
+  [[nodiscard]] const std::string& name() const noexcept { return def_.name; }
+  [[nodiscard]] const bench_metadata& metadata() const noexcept { return def_.metadata; }
+
+  // ---- what is measured (printed with every result) ----
+  bench& shape(std::vector<long long> dims) { def_.metadata.shape = std::move(dims); return *this; }
+  bench& dtype(std::string type) { def_.metadata.dtype = std::move(type); return *this; }
+  bench& strides(std::vector<long long> s) { def_.metadata.strides = std::move(s); return *this; }
+  // A free-form parameter; setting a key again replaces its value.
+  bench& param(std::string key, param_value value) {
+    for (auto& [k, v] : def_.metadata.params) {
+      if (k == key) {
+        v = std::move(value);
+        return *this;
+      }
+    }
+    def_.metadata.params.emplace_back(std::move(key), std::move(value));
+    return *this;
+  }
+  // Every value of a sweep point as a parameter.
+  bench& params(const sweep_point& point) {
+    for (const auto& [k, v] : point.values()) param(k, v);
+    return *this;
+  }
+  // The work of one launch: FLOP/s, B/s and the roofline placement come from it.
+  bench& set_work(work w) { work_ = w; return *this; }
+  // Compute and bandwidth peaks for the roofline (default: bandwidth from the device
+  // attributes; compute unknown unless given, since it depends on dtype and cores).
+  bench& peaks(double flops_per_s, double bytes_per_s) {
+    peak_flops_per_s_ = flops_per_s;
+    peak_bytes_per_s_ = bytes_per_s;
+    return *this;
+  }
+
+  // ---- how it is measured ----
+  bench& options(const bench_options& o) { options_ = o; return *this; }
+  [[nodiscard]] const bench_options& options() const noexcept { return options_; }
+  bench& cold() { options_.cache = cache_mode::cold; return *this; }
+  bench& hot() { options_.cache = cache_mode::hot; return *this; }
+  bench& target_rel_ci(double fraction) { options_.target_rel_ci = fraction; return *this; }
+  bench& time_budget_s(double seconds) { options_.time_budget_s = seconds; return *this; }
+  bench& min_samples(std::size_t n) { options_.min_samples = n; return *this; }
+  bench& launches_per_sample(std::size_t n) { options_.launches_per_sample = n; return *this; }
+  // The stream to run on (default: a non-blocking stream the harness creates).
+  bench& stream(bench_stream s) { stream_ = s; return *this; }
+
+  // ---- comparison and checks ----
+  // Compares with `other` (copied: its name, callable, metadata and output reader).
+  // Both are sampled in the same run, interleaved A B B A.
+  bench& reference(const bench& other, compare_options how = {}) {
+    reference_ = std::make_shared<detail::harness::bench_definition>(other.def_);
+    compare_ = how;
+    return *this;
+  }
+  // Reads this benchmark's output after one untimed run, for the check against the
+  // reference's output. tolerance (max relative error) turns the report into pass/fail.
+  bench& output(std::function<std::vector<double>()> read,
+                double tolerance = std::numeric_limits<double>::quiet_NaN()) {
+    def_.output = std::move(read);
+    def_.tolerance = tolerance;
+    return *this;
+  }
+#if KSCOPE_HAS_CUDA
+  // The kernel the callable launches, with its launch configuration: its registers,
+  // shared and local memory and theoretical occupancy go into the report.
+  //   b.kernel(my_kernel, 256, shared_bytes);
+  template <class... Args>
+  bench& kernel(void (*function)(Args...), int block_threads, std::size_t dynamic_smem_bytes = 0) {
+    kernel_ = reinterpret_cast<const void*>(function);
+    block_threads_ = block_threads;
+    dynamic_smem_bytes_ = dynamic_smem_bytes;
+    return *this;
+  }
+#endif
+
+  // Runs on the current CUDA device and returns the result; never throws for CUDA
+  // errors or a throwing callable (the result then has stop_reason::error and says why).
+  [[nodiscard]] bench_result run() {
+#if KSCOPE_HAS_CUDA
+    const bench_context context = describe_bench_context();
+    if (!context.has_gpu) {
+      bench_result r = skeleton();
+      r.warnings.push_back("no GPU: " + (context.notes.empty() ? std::string("unknown reason") : context.notes.front()));
+      return r;
+    }
+    std::vector<detail::harness::cuda_bench_timer::function> functions{def_.fn};
+    if (reference_) functions.push_back(reference_->fn);
+    detail::harness::cuda_bench_timer timer(std::move(functions), stream_, options_);
+    if (!timer.ready()) {
+      bench_result r = skeleton();
+      r.warnings.push_back("the CUDA timer could not start: " + timer.error());
+      return r;
+    }
+    std::optional<kernel_resources> resources;
+    if (kernel_ != nullptr) resources = detail::harness::query_resources(kernel_, block_threads_, dynamic_smem_bytes_);
+    const double peak_bytes = peak_bytes_per_s_ > 0 ? peak_bytes_per_s_ : context.peak_bytes_per_s;
+    std::string source = peak_flops_per_s_ > 0 ? "given" : "";
+    const double peak_flops = peak_flops_per_s_ > 0
+                                  ? peak_flops_per_s_
+                                  : detail::harness::default_peak_flops(context, def_.metadata.dtype, source);
+    bench_result r = run_with(timer, peak_flops, peak_bytes, context.sm_clock_max_mhz, std::move(resources));
+    r.peak_flops_source = source;
+    return r;
+#else
+    bench_result r = skeleton();
+    r.warnings.push_back("kscope was built without CUDA: nothing was timed");
+    return r;
+#endif
+  }
+
+  // Runs with an injected timer (tests, or a custom time source); queries no device.
+  [[nodiscard]] bench_result run(bench_timer& timer) {
+    return run_with(timer, peak_flops_per_s_, peak_bytes_per_s_, std::numeric_limits<double>::quiet_NaN(),
+                    std::nullopt);
+  }
+
+ private:
+  bench_result skeleton() const {
+    bench_result r;
+    r.name = def_.name;
+    r.metadata = def_.metadata;
+    r.declared = work_;
+    r.options = options_;
+    r.peak_flops_per_s = peak_flops_per_s_;
+    r.peak_bytes_per_s = peak_bytes_per_s_;
+    r.stopped = stop_reason::error;
+    return r;
+  }
+
+  bench_result run_with(bench_timer& timer, double peak_flops, double peak_bytes, double sm_clock_max_mhz,
+                        std::optional<kernel_resources> resources) {
+    bench_result r = skeleton();
+    r.peak_flops_per_s = peak_flops;
+    r.peak_bytes_per_s = peak_bytes;
+    r.sm_clock_max_mhz = sm_clock_max_mhz;
+    r.resources = std::move(resources);
+    const std::size_t targets = reference_ ? 2 : 1;
+    sampling_outcome s = detail::harness::sample_targets(timer, targets, options_, sm_clock_max_mhz);
+    r.stopped = s.stopped;
+    r.wall_s = s.wall_s;
+    r.rounds = s.rounds;
+    r.series = std::move(s.series[0]);
+    r.analysis = std::move(s.analysis[0]);
+    for (std::string& n : s.notes) r.warnings.push_back(std::move(n));
+    for (std::string& n : timer.notes()) r.warnings.push_back(std::move(n));
+
+    if (reference_) {
+      reference_result ref;
+      ref.name = reference_->name;
+      ref.metadata = reference_->metadata;
+      ref.series = std::move(s.series[1]);
+      ref.analysis = std::move(s.analysis[1]);
+      const std::vector<double> base = detail::harness::steady_samples(ref.analysis);
+      const std::vector<double> mine = detail::harness::steady_samples(r.analysis);
+      if (base.size() >= 6 && mine.size() >= 6) {
+        ref.versus = compare(base, mine, compare_);
+        ref.relative_speed = 1.0 / ref.versus.ratio;
+        ref.relative_speed_ci = ref.versus.ratio_ci;
+        ref.relative_speed_ci.lo = 1.0 / ref.versus.ratio_ci.hi;
+        ref.relative_speed_ci.hi = 1.0 / ref.versus.ratio_ci.lo;
+      } else {
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        ref.versus = comparison{nan, interval{nan, nan, compare_.level}, nan, verdict::inconclusive};
+        r.warnings.push_back("too few samples to compare with the reference");
+      }
+      if ((def_.output || reference_->output) && r.stopped != stop_reason::error) {
+        ref.check = check_against_reference(timer);
+      }
+      r.reference = std::move(ref);
+    }
+    detail::harness::finish_result(r);
+    return r;
+  }
+
+  output_check check_against_reference(bench_timer& timer) {
+    output_check c;
+    if (!def_.output || !reference_->output) {
+      c.passed = false;
+      c.note = std::string("no output reader on the ") + (def_.output ? "reference" : "benchmark") +
+               ": set one with bench::output on both";
+      return c;
+    }
+    try {
+      timer.execute(0);
+      const std::vector<double> got = def_.output();
+      timer.execute(1);
+      const std::vector<double> want = reference_->output();
+      c = check_outputs(got, want, def_.tolerance);
+    } catch (const std::exception& e) {
+      c.passed = false;
+      c.note = std::string("reading the outputs threw: ") + e.what();
+    } catch (...) {
+      c.passed = false;
+      c.note = "reading the outputs threw an exception";
+    }
+    return c;
+  }
+
+  detail::harness::bench_definition def_;
+  std::shared_ptr<const detail::harness::bench_definition> reference_;
+  compare_options compare_{};
+  work work_{};
+  bench_options options_{};
+  double peak_flops_per_s_ = std::numeric_limits<double>::quiet_NaN();
+  double peak_bytes_per_s_ = std::numeric_limits<double>::quiet_NaN();
+  bench_stream stream_ = nullptr;
+  const void* kernel_ = nullptr;
+  int block_threads_ = 0;
+  std::size_t dynamic_smem_bytes_ = 0;
+};
+
+// Results with the context they were taken in, and the three output formats.
+//
+//   kscope::bench_report report{kscope::describe_bench_context(), {a.run(), b.run()}};
+//   report.print();                          // markdown on stdout
+//   report.write_json("results.json");       // kscope.bench/1, raw samples included
+//   report.write_csv("results.csv");         // one row per benchmark
+struct bench_report {
+  bench_context context;
+  std::vector<bench_result> results;
+
+  [[nodiscard]] std::string markdown() const { return detail::harness::to_markdown(context, results); }
+  [[nodiscard]] std::string json(bool include_samples = true) const {
+    return detail::harness::to_json(context, results, include_samples);
+  }
+  [[nodiscard]] std::string csv() const { return detail::harness::to_csv(results); }
+  [[nodiscard]] std::string samples_csv() const { return detail::harness::to_samples_csv(results); }
+
+  void print(std::FILE* out = stdout) const {
+    const std::string text = markdown();
+    std::fwrite(text.data(), 1, text.size(), out);
+    std::fflush(out);
+  }
+  // Each returns false, after saying why on stderr, when the file cannot be written.
+  bool write_json(const std::string& path, bool include_samples = true) const {
+    return write_file(path, json(include_samples));
+  }
+  bool write_csv(const std::string& path) const { return write_file(path, csv()); }
+  bool write_samples_csv(const std::string& path) const { return write_file(path, samples_csv()); }
+
+ private:
+  static bool write_file(const std::string& path, const std::string& content) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) {
+      std::fprintf(stderr, "kscope: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+      return false;
+    }
+    const bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
+    return std::fclose(f) == 0 && ok;
+  }
+};
+
+namespace detail {
+namespace harness {
+
+inline bool stderr_is_terminal() {
+#if defined(KSCOPE_DETAIL_HAS_UNISTD)
+  return isatty(fileno(stderr)) != 0;
+#else
+  return false;
+#endif
+}
+
+// "[3/12] attention (batch=8 seq_len=512): 41.23 us ±0.42 %": one line per finished
+// benchmark; on a terminal the line is first shown as "running" and then overwritten.
+inline void progress_start(std::size_t i, std::size_t n, const std::string& name) {
+  if (!stderr_is_terminal()) return;
+  std::fprintf(stderr, "\r\033[K[%zu/%zu] %s ...", i + 1, n, name.c_str());
+  std::fflush(stderr);
+}
+inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
+  std::fprintf(stderr, "%s[%zu/%zu] %s: %s ±%s%s\n", stderr_is_terminal() ? "\r\033[K" : "", i + 1, n,
+               display_name(r).c_str(), format_seconds(r.median_s()).c_str(),
+               format_percent(r.analysis.rel_half_width, 2).c_str(),
+               r.target_reached() ? "" : (std::string(" (") + stop_text(r) + ")").c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace harness
+}  // namespace detail
+
+// Runs benchmarks one after another, with a progress line per benchmark on stderr.
+//   std::vector<kscope::bench> all{copy, gemm};
+//   kscope::run_all(all).print();
+[[nodiscard]] inline bench_report run_all(std::vector<bench>& benches, bool progress = true) {
+  bench_report report;
+  report.context = describe_bench_context();
+  for (std::size_t i = 0; i < benches.size(); ++i) {
+    if (progress) detail::harness::progress_start(i, benches.size(), benches[i].name());
+    report.results.push_back(benches[i].run());
+    if (progress) detail::harness::progress_done(i, benches.size(), report.results.back());
+  }
+  return report;
+}
+
+// Builds and runs one benchmark per sweep point (the point's values become its params),
+// with progress on stderr.
+//   auto report = kscope::run_sweep(points, [&](const kscope::sweep_point& p) {
+//     return kscope::bench{"attention", [&, p](cudaStream_t s) { attention(p, s); }};
+//   });
+[[nodiscard]] inline bench_report run_sweep(const sweep& points, const std::function<bench(const sweep_point&)>& make,
+                                            bool progress = true) {
+  bench_report report;
+  report.context = describe_bench_context();
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    bench b = make(points[i]);
+    b.params(points[i]);
+    if (progress) detail::harness::progress_start(i, points.size(), b.name() + " (" + points[i].label() + ")");
+    report.results.push_back(b.run());
+    if (progress) detail::harness::progress_done(i, points.size(), report.results.back());
+  }
+  return report;
+}
+
+}  // namespace kscope

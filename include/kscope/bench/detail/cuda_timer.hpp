@@ -1,0 +1,585 @@
+// kscope/bench/detail/cuda_timer.hpp — the CUDA edge of the benchmark harness: the device
+// context block, kernel resources, and the CUDA-event timer behind kscope::bench.
+//
+// The types (bench_context, kernel_resources) exist in every build so reports can be
+// read and written on a CPU-only machine; everything that calls CUDA is behind
+// KSCOPE_HAS_CUDA. Only the runtime is used: the clock-probe kernel is PTX text loaded
+// with cudaLibraryLoadData, so g++-compiled programs get it too and nothing links libcuda.
+#pragma once
+
+#include "../../core/config.hpp"
+#include "../sampler.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if KSCOPE_HAS_CUDA
+#  include <cuda_runtime_api.h>
+#endif
+#if defined(__has_include)
+#  if __has_include(<unistd.h>)
+#    include <unistd.h>
+#    define KSCOPE_DETAIL_HAS_UNISTD 1
+#  endif
+#endif
+
+namespace kscope {
+
+// Where benchmark numbers were taken: printed above every table and stored in the JSON
+// "context" block. describe_bench_context() fills it from the current device.
+//
+//   kscope::bench_context c = kscope::describe_bench_context();
+//   std::printf("%s, cc %d.%d, %d SMs\n", c.gpu_name.c_str(), c.cc_major, c.cc_minor, c.sm_count);
+struct bench_context {
+  std::string kscope_version = KSCOPE_VERSION_STRING;
+  std::string timestamp_utc;       // ISO 8601, when the context was taken
+  std::string host_name;
+  bool has_gpu = false;
+  int device = -1;                 // CUDA ordinal
+  std::string gpu_name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int driver_version = 0;          // e.g. 13000 for 13.0
+  int runtime_version = 0;
+  double sm_clock_max_mhz = std::numeric_limits<double>::quiet_NaN();   // rated boost clock
+  double memory_clock_mhz = std::numeric_limits<double>::quiet_NaN();
+  int memory_bus_width_bits = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t memory_bytes = 0;
+  double peak_bytes_per_s = std::numeric_limits<double>::quiet_NaN();   // 2 x mem clock x bus
+  std::vector<std::string> notes;  // e.g. why no GPU is described
+};
+
+// Resources of a kernel and its theoretical occupancy at the launch configuration the
+// benchmark declared (bench::kernel). Empty `error` means the query worked.
+//
+//   kscope::kernel_resources r = kscope::query_kernel_resources(my_kernel, 256);
+//   std::printf("%d regs, %.0f %% occupancy\n", r.registers_per_thread, 100 * r.occupancy);
+struct kernel_resources {
+  int block_threads = 0;
+  std::size_t dynamic_smem_bytes = 0;
+  int registers_per_thread = 0;
+  std::size_t static_smem_bytes = 0;
+  std::size_t local_bytes_per_thread = 0;   // spills and local arrays
+  int max_threads_per_block = 0;
+  int active_blocks_per_sm = 0;
+  int max_warps_per_sm = 0;
+  double occupancy = std::numeric_limits<double>::quiet_NaN();  // active warps / max warps
+  int ptx_version = 0;
+  int binary_version = 0;
+  std::string error;
+};
+
+namespace detail {
+namespace harness {
+
+inline std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+#if defined(_WIN32)
+  gmtime_s(&tm, &now);
+#else
+  gmtime_r(&now, &tm);
+#endif
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+inline std::string host_name() {
+#if defined(KSCOPE_DETAIL_HAS_UNISTD)
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) == 0) return buf;
+#endif
+  return {};
+}
+
+#if KSCOPE_HAS_CUDA
+
+inline std::string cuda_message(cudaError_t e, const char* what) {
+  return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// The clock probe / hold kernel, in PTX so that it needs neither nvcc nor libcuda.
+//   kscope_clock_probe(flag, min_ns, timeout_ns, out)
+// One thread. It starts on an edge of %globaltimer (whose ticks can be as coarse as
+// 1 us; starting and ending on an edge removes that quantization), then spins for at
+// least min_ns and, when `flag` is not null, until the host stores a non-zero word
+// there. It ends on the next edge and writes {SM cycles, ns, timed_out} to out[0..2].
+// timeout_ns bounds the spin (and a cycle count bounds each edge wait) so a host that
+// never releases the flag — e.g. a callable that synchronizes its stream — costs one
+// timeout, never a hang. cycles * 1000 / ns is the SM clock in MHz.
+inline constexpr const char* clock_probe_ptx = R"PTX(
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry kscope_clock_probe(
+    .param .u64 param_flag,
+    .param .u64 param_min_ns,
+    .param .u64 param_timeout_ns,
+    .param .u64 param_out)
+{
+    .reg .pred p<4>;
+    .reg .b32 f;
+    .reg .b64 flag, min_ns, timeout_ns, out, t, t_prev, t0, t1, c, c_start, c0, c1, d, timed_out;
+
+    ld.param.u64 flag, [param_flag];
+    ld.param.u64 min_ns, [param_min_ns];
+    ld.param.u64 timeout_ns, [param_timeout_ns];
+    ld.param.u64 out, [param_out];
+    mov.u64 timed_out, 0;
+    mov.u64 c_start, %clock64;
+
+    mov.u64 t_prev, %globaltimer;
+WAIT_FIRST_EDGE:
+    mov.u64 t0, %globaltimer;
+    mov.u64 c0, %clock64;
+    sub.u64 d, c0, c_start;
+    setp.gt.u64 p1, d, 100000000;
+    @p1 bra GIVE_UP;
+    setp.eq.u64 p0, t0, t_prev;
+    @p0 bra WAIT_FIRST_EDGE;
+
+SPIN:
+    mov.u64 t, %globaltimer;
+    sub.u64 d, t, t0;
+    setp.ge.u64 p1, d, timeout_ns;
+    @p1 bra GIVE_UP;
+    setp.lt.u64 p2, d, min_ns;
+    @p2 bra SPIN;
+    setp.eq.u64 p3, flag, 0;
+    @p3 bra LAST_EDGE;
+    ld.volatile.u32 f, [flag];
+    setp.eq.u32 p2, f, 0;
+    @p2 bra SPIN;
+
+LAST_EDGE:
+    mov.u64 t_prev, %globaltimer;
+    mov.u64 c_start, %clock64;
+WAIT_LAST_EDGE:
+    mov.u64 t1, %globaltimer;
+    mov.u64 c1, %clock64;
+    sub.u64 d, c1, c_start;
+    setp.gt.u64 p1, d, 100000000;
+    @p1 bra GIVE_UP;
+    setp.eq.u64 p0, t1, t_prev;
+    @p0 bra WAIT_LAST_EDGE;
+    bra DONE;
+
+GIVE_UP:
+    mov.u64 timed_out, 1;
+    mov.u64 t1, %globaltimer;
+    mov.u64 c1, %clock64;
+DONE:
+    sub.u64 c, c1, c0;
+    sub.u64 d, t1, t0;
+    st.volatile.u64 [out], c;
+    st.volatile.u64 [out+8], d;
+    st.volatile.u64 [out+16], timed_out;
+    ret;
+}
+)PTX";
+
+struct clock_probe_kernel {
+  cudaKernel_t kernel = nullptr;
+  std::string error;  // why it is unavailable
+};
+
+// Loaded once per process and never unloaded: unloading from a static destructor could
+// run after the CUDA runtime has shut down.
+inline const clock_probe_kernel& clock_probe() {
+  static const clock_probe_kernel probe = [] {
+    clock_probe_kernel p;
+    cudaLibrary_t library = nullptr;
+    cudaError_t e = cudaLibraryLoadData(&library, clock_probe_ptx, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (e != cudaSuccess) {
+      p.error = cuda_message(e, "loading the clock-probe PTX");
+      cudaGetLastError();
+      return p;
+    }
+    e = cudaLibraryGetKernel(&p.kernel, library, "kscope_clock_probe");
+    if (e != cudaSuccess) {
+      p.error = cuda_message(e, "finding the clock-probe kernel");
+      p.kernel = nullptr;
+      cudaGetLastError();
+    }
+    return p;
+  }();
+  return probe;
+}
+
+inline bench_context describe_device(int device) {
+  bench_context c;
+  c.timestamp_utc = utc_timestamp();
+  c.host_name = host_name();
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    c.notes.push_back(e != cudaSuccess ? cuda_message(e, "cudaGetDeviceCount") : "no CUDA device");
+    cudaGetLastError();
+    return c;
+  }
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
+  cudaDeviceProp p{};
+  if ((e = cudaGetDeviceProperties(&p, device)) != cudaSuccess) {
+    c.notes.push_back(cuda_message(e, "cudaGetDeviceProperties"));
+    cudaGetLastError();
+    return c;
+  }
+  c.has_gpu = true;
+  c.device = device;
+  c.gpu_name = p.name;
+  auto attribute = [&](cudaDeviceAttr a) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, a, device) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return v;
+  };
+  c.cc_major = attribute(cudaDevAttrComputeCapabilityMajor);
+  c.cc_minor = attribute(cudaDevAttrComputeCapabilityMinor);
+  c.sm_count = attribute(cudaDevAttrMultiProcessorCount);
+  const int sm_khz = attribute(cudaDevAttrClockRate);
+  const int mem_khz = attribute(cudaDevAttrMemoryClockRate);
+  c.memory_bus_width_bits = attribute(cudaDevAttrGlobalMemoryBusWidth);
+  c.l2_bytes = static_cast<std::size_t>(attribute(cudaDevAttrL2CacheSize));
+  c.memory_bytes = p.totalGlobalMem;
+  if (sm_khz > 0) c.sm_clock_max_mhz = sm_khz / 1000.0;
+  if (mem_khz > 0) {
+    c.memory_clock_mhz = mem_khz / 1000.0;
+    // DESIGN.md "Roofline and peaks": memory clock x bus width x 2 (double data rate).
+    if (c.memory_bus_width_bits > 0)
+      c.peak_bytes_per_s = mem_khz * 1e3 * (c.memory_bus_width_bits / 8.0) * 2.0;
+  }
+  cudaDriverGetVersion(&c.driver_version);
+  cudaRuntimeGetVersion(&c.runtime_version);
+  return c;
+}
+
+inline kernel_resources query_resources(const void* function, int block_threads, std::size_t dynamic_smem_bytes) {
+  kernel_resources r;
+  r.block_threads = block_threads;
+  r.dynamic_smem_bytes = dynamic_smem_bytes;
+  cudaFuncAttributes a{};
+  cudaError_t e = cudaFuncGetAttributes(&a, function);
+  if (e != cudaSuccess) {
+    r.error = cuda_message(e, "cudaFuncGetAttributes");
+    cudaGetLastError();
+    return r;
+  }
+  r.registers_per_thread = a.numRegs;
+  r.static_smem_bytes = a.sharedSizeBytes;
+  r.local_bytes_per_thread = a.localSizeBytes;
+  r.max_threads_per_block = a.maxThreadsPerBlock;
+  r.ptx_version = a.ptxVersion;
+  r.binary_version = a.binaryVersion;
+  int device = 0, threads_per_sm = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device);
+  r.max_warps_per_sm = threads_per_sm / 32;
+  if (block_threads <= 0) {
+    r.error = "no block size given: occupancy unknown";
+    return r;
+  }
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.active_blocks_per_sm, function, block_threads,
+                                                    dynamic_smem_bytes);
+  if (e != cudaSuccess) {
+    r.error = cuda_message(e, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    cudaGetLastError();
+    return r;
+  }
+  const int warps_per_block = (block_threads + 31) / 32;
+  if (r.max_warps_per_sm > 0)
+    r.occupancy = static_cast<double>(r.active_blocks_per_sm * warps_per_block) / r.max_warps_per_sm;
+  return r;
+}
+
+// The CUDA-event timer. Per sample, on one stream:
+//
+//   [memset 2 x L2]      cold mode only: evicts the benchmark's data; not timed
+//   probe(hold)          spins >= 20 us and until the host has enqueued everything below
+//   event start
+//   N launches           a CUDA graph of N captured calls, or a loop, or one call
+//   event stop
+//   probe(10 us)         SM clock right after the work; not timed
+//   host: release the hold, synchronize, read the events and both probes
+//
+// Holding the stream matters for short kernels: without it the start event fires as
+// soon as it is enqueued and the kernels arrive one host launch (~4 us) later each, so
+// the host's launch rate is measured instead of the GPU's time. The sample's clock is
+// the lower of the two probes (the clock just before and just after the work).
+class cuda_bench_timer final : public bench_timer {
+ public:
+  using function = std::function<void(cudaStream_t)>;
+
+  cuda_bench_timer(std::vector<function> targets, cudaStream_t stream, const bench_options& options)
+      : options_(options) {
+    for (auto& f : targets) targets_.push_back(target{std::move(f)});
+    if (stream != nullptr) {
+      stream_ = stream;
+    } else if (!check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate")) {
+      return;
+    } else {
+      own_stream_ = true;
+    }
+    if (!check(cudaEventCreate(&start_), "cudaEventCreate") || !check(cudaEventCreate(&stop_), "cudaEventCreate"))
+      return;
+    void* host = nullptr;
+    if (!check(cudaHostAlloc(&host, 128, cudaHostAllocMapped), "cudaHostAlloc(mapped)")) return;
+    words_ = static_cast<volatile std::uint64_t*>(host);
+    void* device_words = nullptr;
+    if (!check(cudaHostGetDevicePointer(&device_words, host, 0), "cudaHostGetDevicePointer")) return;
+    device_words_ = reinterpret_cast<std::uint64_t>(device_words);
+    for (int i = 0; i < 16; ++i) words_[i] = 0;
+
+    if (options_.cache == cache_mode::cold) {
+      int device = 0, l2 = 0;
+      cudaGetDevice(&device);
+      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
+      // Twice the L2 size, and at least 64 MiB in case the attribute under-reports.
+      flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), std::size_t{64} << 20);
+      if (!check(cudaMalloc(&flush_buffer_, flush_bytes_), "cudaMalloc(L2 flush buffer)")) return;
+    }
+    const clock_probe_kernel& probe = clock_probe();
+    probe_ = probe.kernel;
+    if (probe_ == nullptr) {
+      notes_.push_back("SM clock not sampled and launches not held (" + probe.error + ")");
+    } else {
+      // Load the probe into this context now, outside any timed sample.
+      launch_probe(0, 1000, words_index_post);
+      if (!check(cudaStreamSynchronize(stream_), "clock probe test launch")) return;
+    }
+    ready_ = true;
+  }
+
+  ~cuda_bench_timer() override {
+    // Best effort, never throws: the context may already be gone at process exit.
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    for (target& t : targets_)
+      if (t.exec != nullptr) cudaGraphExecDestroy(t.exec);
+    if (flush_buffer_ != nullptr) cudaFree(flush_buffer_);
+    if (words_ != nullptr) cudaFreeHost(const_cast<std::uint64_t*>(words_));
+    if (start_ != nullptr) cudaEventDestroy(start_);
+    if (stop_ != nullptr) cudaEventDestroy(stop_);
+    if (own_stream_) cudaStreamDestroy(stream_);
+    cudaGetLastError();
+  }
+
+  [[nodiscard]] bool ready() const noexcept { return ready_; }
+  [[nodiscard]] const std::string& error() const noexcept { return error_; }
+  [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
+
+  std::string prepare(std::size_t which, std::size_t launches) override {
+    target& t = targets_.at(which);
+    if (launches <= 1) return "none";
+    if (!options_.use_graphs || !ready_) return "loop";
+    if (t.exec != nullptr) {
+      cudaGraphExecDestroy(t.exec);
+      t.exec = nullptr;
+    }
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    if (e == cudaSuccess) {
+      try {
+        for (std::size_t i = 0; i < launches; ++i) t.fn(stream_);
+      } catch (...) {
+        // End the capture below; the exception is reported by the first timed call.
+      }
+      e = cudaStreamEndCapture(stream_, &graph);
+    }
+    if (e == cudaSuccess && graph != nullptr) e = cudaGraphInstantiate(&t.exec, graph, 0);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (e == cudaSuccess) e = cudaGraphUpload(t.exec, stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      if (t.exec != nullptr) cudaGraphExecDestroy(t.exec);
+      t.exec = nullptr;
+      t.graph_launches = 0;
+      notes_.push_back("target " + std::to_string(which) + ": CUDA graph capture failed (" +
+                       cuda_message(e, "capture") + "); batched with a loop of launches instead");
+      return "loop";
+    }
+    t.graph_launches = launches;
+    return "graph";
+  }
+
+  timed_sample time(std::size_t which, std::size_t launches) override {
+    timed_sample result;
+    if (!ready_) return result;
+    target& t = targets_.at(which);
+    // The first call of a target may load modules or allocate (cuBLAS workspaces),
+    // which can wait for the device: never hold the stream across it.
+    const bool hold = options_.hold_launches && hold_usable_ && t.called && probe_ != nullptr;
+    t.called = true;
+    for (int i = 0; i < 8; ++i) words_[i] = 0;
+    words_[flag_index] = 0;
+
+    if (options_.cache == cache_mode::cold && flush_buffer_ != nullptr) {
+      // The byte value changes per sample so no layer can skip a redundant write.
+      if (!check(cudaMemsetAsync(flush_buffer_, static_cast<int>(++flushes_ & 0xff), flush_bytes_, stream_),
+                 "L2 flush memset"))
+        return result;
+    }
+    if (probe_ != nullptr) launch_probe(hold ? device_words_ + flag_index * 8 : 0, hold_min_ns, words_index_pre);
+    bool launched = check(cudaEventRecord(start_, stream_), "cudaEventRecord(start)");
+    std::string failure;
+    if (launched) {
+      try {
+        if (launches > 1 && t.exec != nullptr && t.graph_launches == launches) {
+          launched = check(cudaGraphLaunch(t.exec, stream_), "cudaGraphLaunch");
+        } else {
+          for (std::size_t i = 0; i < launches; ++i) t.fn(stream_);
+        }
+      } catch (const std::exception& ex) {
+        failure = std::string("the benchmark threw: ") + ex.what();
+      } catch (...) {
+        failure = "the benchmark threw an exception";
+      }
+    }
+    launched = check(cudaEventRecord(stop_, stream_), "cudaEventRecord(stop)") && launched;
+    if (probe_ != nullptr) launch_probe(0, post_probe_ns, words_index_post);
+    release_hold();
+    const bool synced = check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    if (!failure.empty()) {
+      error_ = failure;
+      note_once(failure);
+      return result;
+    }
+    if (!launched || !synced) return result;
+
+    float ms = 0;
+    if (!check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime")) return result;
+    if (hold && words_[words_index_pre + 2] != 0) {
+      // The host could not enqueue the sample within the timeout: the callable blocks on
+      // the stream (a synchronize, a blocking copy). Holding would only add timeouts, so
+      // stop holding, and drop this sample, which includes the wait.
+      hold_usable_ = false;
+      note_once("launches are not held: the benchmark blocks the host on its stream "
+                "(synchronize or blocking copy inside the callable); short kernels may include launch gaps");
+      return result;
+    }
+    result.total_s = static_cast<double>(ms) * 1e-3;
+    const double pre = probe_mhz(words_index_pre);
+    const double post = probe_mhz(words_index_post);
+    if (std::isfinite(pre) && std::isfinite(post)) result.sm_clock_mhz = std::min(pre, post);
+    else if (std::isfinite(post)) result.sm_clock_mhz = post;
+    else result.sm_clock_mhz = pre;
+    return result;
+  }
+
+  void execute(std::size_t which) override {
+    if (!ready_) return;
+    targets_.at(which).fn(stream_);
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+  std::vector<std::string> notes() const override { return notes_; }
+
+ private:
+  struct target {
+    function fn;
+    cudaGraphExec_t exec = nullptr;
+    std::size_t graph_launches = 0;
+    bool called = false;
+  };
+
+  // Word layout of the mapped host block: the pre probe writes words 0..2, the post
+  // probe 4..6, and word 8 is the hold flag (the probe reads its low 32 bits).
+  static constexpr std::size_t words_index_pre = 0;
+  static constexpr std::size_t words_index_post = 4;
+  static constexpr std::size_t flag_index = 8;
+  static constexpr std::uint64_t hold_min_ns = 20000;
+  static constexpr std::uint64_t post_probe_ns = 10000;
+  static constexpr std::uint64_t hold_timeout_ns = 200000000;  // 200 ms
+
+  bool check(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return true;
+    error_ = cuda_message(e, what);
+    note_once(error_);
+    cudaGetLastError();
+    return false;
+  }
+  void note_once(const std::string& n) {
+    for (const std::string& x : notes_)
+      if (x == n) return;
+    notes_.push_back(n);
+  }
+
+  void launch_probe(std::uint64_t flag_device_address, std::uint64_t min_ns, std::size_t out_index) {
+    std::uint64_t flag = flag_device_address;
+    std::uint64_t min = min_ns;
+    std::uint64_t timeout = hold_timeout_ns;
+    std::uint64_t out = device_words_ + out_index * 8;
+    void* args[] = {&flag, &min, &timeout, &out};
+    if (cudaLaunchKernel(reinterpret_cast<const void*>(probe_), dim3(1), dim3(1), args, 0, stream_) != cudaSuccess) {
+      cudaGetLastError();
+      probe_ = nullptr;
+      note_once("the clock-probe kernel failed to launch; SM clock not sampled, launches not held");
+    }
+  }
+
+  void release_hold() noexcept {
+    // The probe polls this word through the mapped pointer; a volatile store after all
+    // enqueue calls returned is enough, since those calls already handed the work to
+    // the driver.
+    words_[flag_index] = 1;
+  }
+
+  double probe_mhz(std::size_t index) const noexcept {
+    const std::uint64_t cycles = words_[index];
+    const std::uint64_t ns = words_[index + 1];
+    if (words_[index + 2] != 0 || ns == 0 || cycles == 0) return std::numeric_limits<double>::quiet_NaN();
+    return static_cast<double>(cycles) * 1e3 / static_cast<double>(ns);
+  }
+
+  bench_options options_;
+  std::vector<target> targets_;
+  cudaStream_t stream_ = nullptr;
+  bool own_stream_ = false;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+  volatile std::uint64_t* words_ = nullptr;
+  std::uint64_t device_words_ = 0;
+  void* flush_buffer_ = nullptr;
+  std::size_t flush_bytes_ = 0;
+  unsigned flushes_ = 0;
+  cudaKernel_t probe_ = nullptr;
+  bool hold_usable_ = true;
+  bool ready_ = false;
+  std::string error_;
+  std::vector<std::string> notes_;
+};
+
+#endif  // KSCOPE_HAS_CUDA
+
+}  // namespace harness
+}  // namespace detail
+
+// The context of the current (or given) CUDA device; without CUDA or a device it says
+// why in `notes` and has_gpu is false.
+//   auto c = kscope::describe_bench_context();
+[[nodiscard]] inline bench_context describe_bench_context(int device = -1) {
+#if KSCOPE_HAS_CUDA
+  return detail::harness::describe_device(device);
+#else
+  (void)device;
+  bench_context c;
+  c.timestamp_utc = detail::harness::utc_timestamp();
+  c.host_name = detail::harness::host_name();
+  c.notes.push_back("kscope was built without CUDA");
+  return c;
+#endif
+}
+
+}  // namespace kscope

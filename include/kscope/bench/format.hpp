@@ -1,0 +1,589 @@
+// kscope/bench/format.hpp — benchmark results as a markdown table, JSON
+// ("kscope.bench/1", documented in docs/bench_schema.md) and CSV.
+//
+// Every timing is printed as a median with its confidence interval, every rate with
+// the transformed interval, and every table starts with the context it was taken in.
+#pragma once
+
+#include "result.hpp"
+#include "../core/detail/json_writer.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace kscope {
+namespace detail {
+namespace harness {
+
+inline const char* verdict_name(verdict v) noexcept {
+  switch (v) {
+    case verdict::faster: return "faster";
+    case verdict::slower: return "slower";
+    case verdict::same: return "same";
+    case verdict::inconclusive: return "inconclusive";
+  }
+  return "unknown";
+}
+
+inline std::string printf_string(const char* format, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, a);
+  return buf;
+}
+
+// Seconds in the unit that gives the median 1-3 integer digits.
+struct time_unit {
+  double scale;
+  const char* name;
+};
+inline time_unit unit_for(double seconds) {
+  const double s = std::fabs(seconds);
+  if (!(s >= 1e-6)) return {1e9, "ns"};
+  if (s < 1e-3) return {1e6, "us"};
+  if (s < 1) return {1e3, "ms"};
+  return {1, "s"};
+}
+// 4 significant digits: enough to see a 0.1 % change, few enough to read.
+inline std::string number4(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  const double a = std::fabs(v);
+  const char* format = a >= 1000 ? "%.0f" : a >= 100 ? "%.1f" : a >= 10 ? "%.2f" : "%.3f";
+  return printf_string(format, v);
+}
+inline std::string format_seconds(double s) {
+  if (!std::isfinite(s)) return "n/a";
+  const time_unit u = unit_for(s);
+  return number4(s * u.scale) + " " + u.name;
+}
+// "[1.231, 1.236] ms" in the unit of `median`.
+inline std::string format_seconds_interval(double median, const interval& ci) {
+  if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "n/a";
+  const time_unit u = unit_for(median);
+  return "[" + number4(ci.lo * u.scale) + ", " + number4(ci.hi * u.scale) + "] " + u.name;
+}
+// SI prefix: 45.6 TFLOP/s, 4.24 TB/s.
+inline std::string format_rate(double v, const char* unit) {
+  if (!std::isfinite(v) || v <= 0) return "";
+  const char* prefixes[] = {"", "K", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (v >= 1000 && i < 6) {
+    v /= 1000;
+    ++i;
+  }
+  return printf_string(v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v) + " " + prefixes[i] + unit;
+}
+inline std::string format_percent(double fraction, int decimals = 1) {
+  if (!std::isfinite(fraction)) return "n/a";
+  return printf_string(decimals == 0 ? "%.0f %%" : decimals == 1 ? "%.1f %%" : "%.2f %%", 100 * fraction);
+}
+
+inline std::string join_dims(const std::vector<long long>& v, const char* separator) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) s += separator;
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+inline std::string params_text(const bench_metadata& m, const char* separator) {
+  std::string s;
+  for (const auto& [k, v] : m.params) {
+    if (!s.empty()) s += separator;
+    s += k + "=" + v.to_string();
+  }
+  return s;
+}
+inline std::string display_name(const bench_result& r) {
+  const std::string p = params_text(r.metadata, " ");
+  return p.empty() ? r.name : r.name + " (" + p + ")";
+}
+// Markdown table cells must not contain a bare '|'.
+inline std::string cell(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+// "72.0 % of cuBLAS [71.4, 72.6] %": the reference line of DESIGN.md.
+inline std::string relative_speed_text(const reference_result& ref) {
+  if (!std::isfinite(ref.relative_speed)) return "n/a vs " + ref.name;
+  std::string s = printf_string("%.1f %% of ", 100 * ref.relative_speed) + ref.name;
+  if (std::isfinite(ref.relative_speed_ci.lo) && std::isfinite(ref.relative_speed_ci.hi)) {
+    s += printf_string(", %.0f %% CI", 100 * ref.relative_speed_ci.level);
+    s += printf_string(" [%.1f", 100 * ref.relative_speed_ci.lo);
+    s += printf_string(", %.1f]", 100 * ref.relative_speed_ci.hi);
+  }
+  return s;
+}
+
+// The table cell: relative speed, and the output check beside it when there was one.
+inline std::string reference_cell(const reference_result& ref) {
+  std::string s = relative_speed_text(ref);
+  if (ref.check.performed) {
+    s += "; max rel. err " + printf_string("%.2g", ref.check.max_rel_error);
+    if (!ref.check.passed) s += " (FAILED)";
+  } else if (!ref.check.passed) {
+    s += "; output check failed";
+  }
+  return s;
+}
+
+inline std::string stop_text(const bench_result& r) {
+  switch (r.stopped) {
+    case stop_reason::target_reached: return "target reached";
+    case stop_reason::time_budget: return "time budget ran out";
+    case stop_reason::sample_limit: return "sample limit";
+    case stop_reason::error: return "error";
+  }
+  return "";
+}
+
+inline std::string context_line(const bench_context& c) {
+  std::string s = "kscope " + c.kscope_version;
+  if (!c.has_gpu) {
+    s += " | no GPU";
+    for (const std::string& n : c.notes) s += " (" + n + ")";
+    return s;
+  }
+  s += " | " + c.gpu_name + " (cc " + std::to_string(c.cc_major) + "." + std::to_string(c.cc_minor) + ", " +
+       std::to_string(c.sm_count) + " SMs)";
+  s += " | driver " + std::to_string(c.driver_version / 1000) + "." + std::to_string(c.driver_version % 1000 / 10);
+  s += ", runtime " + std::to_string(c.runtime_version / 1000) + "." + std::to_string(c.runtime_version % 1000 / 10);
+  if (std::isfinite(c.sm_clock_max_mhz)) s += printf_string(" | SM clock max %.0f MHz", c.sm_clock_max_mhz);
+  if (std::isfinite(c.peak_bytes_per_s)) s += " | memory " + format_rate(c.peak_bytes_per_s, "B/s");
+  if (c.l2_bytes) s += printf_string(" | L2 %.0f MiB", static_cast<double>(c.l2_bytes) / (1 << 20));
+  if (!c.timestamp_utc.empty()) s += " | " + c.timestamp_utc;
+  return s;
+}
+
+// Notes printed under the table: how each number was obtained and what to distrust.
+inline std::vector<std::string> result_notes(const bench_result& r) {
+  std::vector<std::string> notes;
+  const summary& st = r.analysis.stats;
+  std::string how = stop_text(r) + " after " + std::to_string(r.series.samples_s.size()) + " samples (" +
+                    std::to_string(st.n) + " used, " + std::to_string(st.warmup) + " removed as warm-up by MSER) in " +
+                    printf_string("%.2f s", r.wall_s) + "; warm-up " + std::to_string(r.series.warmup_calls) +
+                    " calls / " + format_seconds(r.series.warmup_s) + "; " + to_string(r.options.cache) + " L2";
+  if (r.series.launches_per_sample > 1)
+    how += "; batched " + std::to_string(r.series.launches_per_sample) + " launches per sample (" +
+           r.series.batching + "), per-launch time reported";
+  notes.push_back(how);
+  if (std::isfinite(r.analysis.median_sm_clock_mhz)) {
+    std::string clocks = printf_string("SM clock median %.0f MHz", r.analysis.median_sm_clock_mhz) +
+                         printf_string(" (min %.0f", r.analysis.min_sm_clock_mhz) +
+                         printf_string(", max %.0f)", r.analysis.max_sm_clock_mhz);
+    if (r.analysis.throttled_samples)
+      clocks += "; " + std::to_string(r.analysis.throttled_samples) + " samples under " +
+                format_percent(r.options.throttle_fraction, 0) + " of it " +
+                (r.options.discard_throttled ? "(discarded)" : "(flagged, kept)");
+    if (r.analysis.clock_managed)
+      clocks += "; power-managed clock: measured over " + printf_string("%.2f s", r.series.measured_span_s) + ", " +
+                std::to_string(r.analysis.clock_warmup) + " samples of clock transient removed";
+    notes.push_back(clocks);
+  }
+  if (!r.metadata.strides.empty()) notes.push_back("strides " + join_dims(r.metadata.strides, ", "));
+  auto rate_text = [](const rate_estimate& x, const char* unit) {
+    return format_rate(x.median, unit) + " [" + format_rate(x.ci.lo, unit) + ", " + format_rate(x.ci.hi, unit) + "]";
+  };
+  if (std::isfinite(r.flops_per_s.median) || std::isfinite(r.bytes_per_s.median)) {
+    std::string rates = "rates at the median, with the median's interval: ";
+    if (std::isfinite(r.flops_per_s.median)) rates += rate_text(r.flops_per_s, "FLOP/s");
+    if (std::isfinite(r.flops_per_s.median) && std::isfinite(r.bytes_per_s.median)) rates += ", ";
+    if (std::isfinite(r.bytes_per_s.median)) rates += rate_text(r.bytes_per_s, "B/s");
+    if (std::isfinite(r.fraction_of_peak_bandwidth))
+      rates += " (" + format_percent(r.fraction_of_peak_bandwidth) + " of the " + format_rate(r.peak_bytes_per_s, "B/s") +
+               " DRAM peak)";
+    notes.push_back(rates);
+  }
+  if (r.resources) {
+    const kernel_resources& k = *r.resources;
+    if (k.error.empty() || k.registers_per_thread > 0) {
+      std::string s = std::to_string(k.registers_per_thread) + " registers/thread, " +
+                      std::to_string(k.static_smem_bytes) + " B static + " + std::to_string(k.dynamic_smem_bytes) +
+                      " B dynamic shared memory, " + std::to_string(k.local_bytes_per_thread) +
+                      " B local (spill) per thread";
+      if (std::isfinite(k.occupancy))
+        s += ", occupancy " + format_percent(k.occupancy, 0) + " (" + std::to_string(k.active_blocks_per_sm) +
+             " blocks of " + std::to_string(k.block_threads) + " per SM)";
+      notes.push_back(s);
+    }
+    if (!k.error.empty()) notes.push_back("kernel resources: " + k.error);
+  }
+  // "memory-bound: ..." once: some hints already name their limiter.
+  const auto roofline_verdict = [](const placement& p) {
+    const std::string label = std::string(to_string(p.limiter)) + "-bound";
+    const std::string text(hint(p));
+    return text.rfind(label, 0) == 0 ? text : label + ": " + text;
+  };
+  if (r.roofline) {
+    notes.push_back("roofline: intensity " + printf_string("%.3g flop/B", r.roofline->intensity) + ", " +
+                    format_percent(r.roofline->fraction_of_roof) + " of the roof (" +
+                    format_rate(r.roofline->roof_flops_per_s, "FLOP/s") + " at this intensity), " +
+                    roofline_verdict(*r.roofline) +
+                    (r.peak_flops_source.empty() ? "" : " [compute roof: " + r.peak_flops_source + "]"));
+  }
+  if (r.reference) {
+    const reference_result& ref = *r.reference;
+    std::string s = "vs " + ref.name + ": " + relative_speed_text(ref) + " (reference median " +
+                    format_seconds(ref.analysis.stats.median) + " " +
+                    format_seconds_interval(ref.analysis.stats.median, ref.analysis.stats.median_ci) +
+                    ", p = " + printf_string("%.2g", ref.versus.p_value) + ", " + verdict_name(ref.versus.result) + ")";
+    notes.push_back(s);
+    if (ref.check.performed) {
+      std::string c = "output check: max rel. error " + printf_string("%.3g", ref.check.max_rel_error) +
+                      ", max abs. error " + printf_string("%.3g", ref.check.max_abs_error) + " over " +
+                      std::to_string(ref.check.values) + " values";
+      if (std::isfinite(ref.check.tolerance))
+        c += std::string(ref.check.passed ? " (within " : " (EXCEEDS ") + printf_string("%.3g)", ref.check.tolerance);
+      notes.push_back(c);
+    }
+    if (!ref.check.note.empty()) notes.push_back("output check: " + ref.check.note);
+  }
+  for (const std::string& w : r.warnings) notes.push_back("warning: " + w);
+  return notes;
+}
+
+inline std::string to_markdown(const bench_context& context, const std::vector<bench_result>& results) {
+  std::string out = context_line(context) + "\n\n";
+  out +=
+      "| benchmark | shape | dtype | median | median CI | ± | samples | SM clock | FLOP/s | B/s | roof | vs reference |"
+      "\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|\n";
+  for (const bench_result& r : results) {
+    const summary& st = r.analysis.stats;
+    std::string roof;
+    if (r.roofline) roof = format_percent(r.roofline->fraction_of_roof, 0) + " " + to_string(r.roofline->limiter);
+    else if (std::isfinite(r.fraction_of_peak_bandwidth)) roof = format_percent(r.fraction_of_peak_bandwidth, 0) + " of BW";
+    std::string clock = std::isfinite(r.analysis.median_sm_clock_mhz)
+                            ? printf_string("%.0f MHz", r.analysis.median_sm_clock_mhz)
+                            : "";
+    std::string precision = format_percent(r.analysis.rel_half_width, 2);
+    if (!r.target_reached()) precision += " (!)";
+    out += "| " + cell(display_name(r)) + " | " + cell(join_dims(r.metadata.shape, "x")) + " | " +
+           cell(r.metadata.dtype) + " | " + format_seconds(st.median) + " | " +
+           format_seconds_interval(st.median, st.median_ci) + " | " + precision + " | " + std::to_string(st.n) +
+           " | " + clock + " | " + format_rate(r.flops_per_s.median, "FLOP/s") + " | " +
+           format_rate(r.bytes_per_s.median, "B/s") + " | " + roof + " | " +
+           (r.reference ? cell(reference_cell(*r.reference)) : std::string()) + " |\n";
+  }
+  const double level = results.empty() ? 0.95 : results.front().options.level;
+  out += "\nmedian CI: " + format_percent(level, 0) +
+         " distribution-free interval of the median; ± its half-width relative to the median; (!) marks a run "
+         "that stopped before reaching its target.\n";
+  for (const bench_result& r : results) {
+    out += "\n" + display_name(r) + ":\n";
+    for (const std::string& n : result_notes(r)) out += "- " + n + "\n";
+  }
+  return out;
+}
+
+// ---- JSON -------------------------------------------------------------------------
+
+inline void write_interval(json_writer& w, const interval& ci) {
+  w.begin_object().member("lo", ci.lo).member("hi", ci.hi).member("level", ci.level).end_object();
+}
+inline void write_metadata(json_writer& w, const bench_metadata& m) {
+  w.key("shape").begin_array();
+  for (long long d : m.shape) w.value(d);
+  w.end_array();
+  w.member("dtype", m.dtype);
+  w.key("strides").begin_array();
+  for (long long d : m.strides) w.value(d);
+  w.end_array();
+  w.key("params").begin_object();
+  for (const auto& [k, v] : m.params) {
+    w.key(k);
+    switch (v.type()) {
+      case param_value::kind::integer: w.value(v.as_integer()); break;
+      case param_value::kind::real: w.value(v.as_real()); break;
+      case param_value::kind::text: w.value(v.as_text()); break;
+    }
+  }
+  w.end_object();
+}
+inline void write_summary(json_writer& w, const summary& s, double rel_half_width) {
+  w.begin_object();
+  w.member("median", s.median);
+  w.key("median_ci");
+  write_interval(w, s.median_ci);
+  w.member("rel_half_width", rel_half_width);
+  w.member("mean", s.mean).member("stddev", s.stddev).member("min", s.min).member("max", s.max);
+  w.member("mad", s.mad).member("p90", s.p90).member("p99", s.p99);
+  w.member("n", s.n).member("warmup_removed", s.warmup).member("outliers", s.outliers).member("steady", s.steady);
+  w.end_object();
+}
+inline void write_series(json_writer& w, const sample_series& s, const series_analysis& a, bool include_samples) {
+  w.begin_object();
+  w.member("launches_per_sample", s.launches_per_sample).member("batching", s.batching);
+  w.member("first_estimate_s", s.first_estimate_s);
+  w.key("warmup").begin_object();
+  w.member("samples", s.warmup_samples).member("calls", s.warmup_calls).member("gpu_s", s.warmup_s);
+  w.end_object();
+  w.member("samples_taken", s.samples_s.size()).member("invalid_samples", s.invalid_samples);
+  w.member("measured_gpu_s", s.measured_s).member("measured_span_s", s.measured_span_s);
+  w.key("time_s");
+  write_summary(w, a.stats, a.rel_half_width);
+  w.key("sm_clock_mhz").begin_object();
+  w.member("median", a.median_sm_clock_mhz).member("min", a.min_sm_clock_mhz).member("max", a.max_sm_clock_mhz);
+  w.end_object();
+  w.member("throttled_samples", a.throttled_samples);
+  w.member("clock_managed", a.clock_managed).member("clock_warmup_removed", a.clock_warmup);
+  w.member("clock_steady", a.clock_steady);
+  if (include_samples) {
+    w.key("samples_s").begin_array();
+    for (double x : s.samples_s) w.value(x);
+    w.end_array();
+    w.key("samples_sm_clock_mhz").begin_array();
+    for (double x : s.sm_clock_mhz) w.value(x);
+    w.end_array();
+    w.key("samples_throttled").begin_array();
+    for (bool x : a.throttled) w.value(x);
+    w.end_array();
+  }
+  w.end_object();
+}
+inline void write_rate(json_writer& w, const rate_estimate& r) {
+  w.begin_object().member("median", r.median);
+  w.key("ci");
+  write_interval(w, r.ci);
+  w.end_object();
+}
+
+inline std::string to_json(const bench_context& c, const std::vector<bench_result>& results, bool include_samples) {
+  std::string out;
+  json_writer w(out);
+  w.begin_object();
+  w.member("schema", "kscope.bench/1");
+  w.member("kscope_version", c.kscope_version);
+  w.key("context").begin_object();
+  w.member("timestamp_utc", c.timestamp_utc).member("host", c.host_name);
+  w.member("has_gpu", c.has_gpu);
+  w.key("gpu").begin_object();
+  w.member("device", c.device).member("name", c.gpu_name);
+  w.member("compute_capability", std::to_string(c.cc_major) + "." + std::to_string(c.cc_minor));
+  w.member("sm_count", c.sm_count);
+  w.member("driver_version", c.driver_version).member("runtime_version", c.runtime_version);
+  w.member("sm_clock_max_mhz", c.sm_clock_max_mhz).member("memory_clock_mhz", c.memory_clock_mhz);
+  w.member("memory_bus_width_bits", c.memory_bus_width_bits);
+  w.member("l2_bytes", c.l2_bytes).member("memory_bytes", c.memory_bytes);
+  w.member("peak_bytes_per_s", c.peak_bytes_per_s);
+  w.end_object();
+  w.key("notes").begin_array();
+  for (const std::string& n : c.notes) w.value(n);
+  w.end_array();
+  w.end_object();
+
+  w.key("benchmarks").begin_array();
+  for (const bench_result& r : results) {
+    w.begin_object();
+    w.member("name", r.name);
+    write_metadata(w, r.metadata);
+    w.key("work").begin_object().member("flops", r.declared.flops).member("bytes", r.declared.bytes).end_object();
+    const bench_options& o = r.options;
+    w.key("settings").begin_object();
+    w.member("cache", to_string(o.cache));
+    w.member("warmup_min_s", o.warmup_min_s).member("warmup_min_calls", o.warmup_min_calls);
+    w.member("detect_warmup", o.detect_warmup);
+    w.member("target_rel_ci", o.target_rel_ci).member("level", o.level);
+    w.member("min_samples", o.min_samples).member("min_time_s", o.min_time_s);
+    w.member("time_budget_s", o.time_budget_s).member("max_samples", o.max_samples);
+    w.member("launches_per_sample", o.launches_per_sample).member("min_sample_s", o.min_sample_s);
+    w.member("use_graphs", o.use_graphs).member("hold_launches", o.hold_launches);
+    w.member("throttle_fraction", o.throttle_fraction).member("discard_throttled", o.discard_throttled);
+    w.member("managed_clock_fraction", o.managed_clock_fraction).member("managed_min_time_s", o.managed_min_time_s);
+    w.end_object();
+    w.member("statistic", "median");
+    w.member("interval", "order statistics, binomial");
+    w.member("stop_reason", to_string(r.stopped));
+    w.member("wall_s", r.wall_s).member("rounds", r.rounds);
+    w.member("sm_clock_max_mhz", r.sm_clock_max_mhz);
+    w.key("measurement");
+    write_series(w, r.series, r.analysis, include_samples);
+    w.key("rates").begin_object();
+    w.key("flops_per_s");
+    write_rate(w, r.flops_per_s);
+    w.key("bytes_per_s");
+    write_rate(w, r.bytes_per_s);
+    w.end_object();
+    w.key("peaks").begin_object();
+    w.member("flops_per_s", r.peak_flops_per_s).member("flops_source", r.peak_flops_source);
+    w.member("bytes_per_s", r.peak_bytes_per_s);
+    w.member("fraction_of_peak_bandwidth", r.fraction_of_peak_bandwidth);
+    w.end_object();
+    w.key("roofline");
+    if (r.roofline) {
+      const placement& p = *r.roofline;
+      w.begin_object();
+      w.member("flops_per_s", p.flops_per_s).member("bytes_per_s", p.bytes_per_s).member("intensity", p.intensity);
+      w.member("roof_flops_per_s", p.roof_flops_per_s).member("fraction_of_roof", p.fraction_of_roof);
+      w.member("bound", to_string(p.limiter));
+      w.end_object();
+    } else {
+      w.value(nullptr);
+    }
+    w.key("resources");
+    if (r.resources) {
+      const kernel_resources& k = *r.resources;
+      w.begin_object();
+      w.member("block_threads", k.block_threads).member("dynamic_smem_bytes", k.dynamic_smem_bytes);
+      w.member("registers_per_thread", k.registers_per_thread).member("static_smem_bytes", k.static_smem_bytes);
+      w.member("local_bytes_per_thread", k.local_bytes_per_thread);
+      w.member("max_threads_per_block", k.max_threads_per_block);
+      w.member("active_blocks_per_sm", k.active_blocks_per_sm).member("max_warps_per_sm", k.max_warps_per_sm);
+      w.member("occupancy", k.occupancy);
+      w.member("ptx_version", k.ptx_version).member("binary_version", k.binary_version);
+      w.member("error", k.error);
+      w.end_object();
+    } else {
+      w.value(nullptr);
+    }
+    w.key("reference");
+    if (r.reference) {
+      const reference_result& ref = *r.reference;
+      w.begin_object();
+      w.member("name", ref.name);
+      write_metadata(w, ref.metadata);
+      w.key("measurement");
+      write_series(w, ref.series, ref.analysis, include_samples);
+      w.key("comparison").begin_object();
+      w.member("ratio", ref.versus.ratio);
+      w.key("ratio_ci");
+      write_interval(w, ref.versus.ratio_ci);
+      w.member("p_value", ref.versus.p_value).member("verdict", verdict_name(ref.versus.result));
+      w.member("relative_speed", ref.relative_speed);
+      w.key("relative_speed_ci");
+      write_interval(w, ref.relative_speed_ci);
+      w.end_object();
+      w.key("output_check").begin_object();
+      w.member("performed", ref.check.performed).member("values", ref.check.values);
+      w.member("max_rel_error", ref.check.max_rel_error).member("max_abs_error", ref.check.max_abs_error);
+      w.member("tolerance", ref.check.tolerance).member("passed", ref.check.passed).member("note", ref.check.note);
+      w.end_object();
+      w.end_object();
+    } else {
+      w.value(nullptr);
+    }
+    w.key("warnings").begin_array();
+    for (const std::string& x : r.warnings) w.value(x);
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  out += '\n';
+  return out;
+}
+
+// ---- CSV (RFC 4180) ---------------------------------------------------------------
+
+inline std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+// Full precision so a CSV reader gets the same doubles; empty for unknown (NaN).
+inline std::string csv_number(double v) {
+  if (!std::isfinite(v)) return "";
+  return printf_string("%.17g", v);
+}
+
+inline const char* csv_columns() {
+  return "name,params,shape,dtype,strides,cache,statistic,median_s,ci_lo_s,ci_hi_s,ci_level,rel_half_width,"
+         "target_rel_ci,stop_reason,samples_taken,samples_used,warmup_removed,warmup_samples,warmup_calls,"
+         "launches_per_sample,batching,sm_clock_median_mhz,throttled_samples,flops,bytes,flops_per_s,"
+         "flops_per_s_lo,flops_per_s_hi,bytes_per_s,bytes_per_s_lo,bytes_per_s_hi,fraction_of_roof,bound,"
+         "reference,reference_median_s,ratio,ratio_lo,ratio_hi,relative_speed,relative_speed_lo,"
+         "relative_speed_hi,verdict,max_rel_error,wall_s";
+}
+
+inline std::string to_csv(const std::vector<bench_result>& results) {
+  std::string out = std::string(csv_columns()) + "\n";
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const bench_result& r : results) {
+    const summary& st = r.analysis.stats;
+    std::vector<std::string> f;
+    f.push_back(csv_field(r.name));
+    f.push_back(csv_field(params_text(r.metadata, ";")));
+    f.push_back(csv_field(join_dims(r.metadata.shape, "x")));
+    f.push_back(csv_field(r.metadata.dtype));
+    f.push_back(csv_field(join_dims(r.metadata.strides, "x")));
+    f.push_back(to_string(r.options.cache));
+    f.push_back("median");
+    f.push_back(csv_number(st.median));
+    f.push_back(csv_number(st.median_ci.lo));
+    f.push_back(csv_number(st.median_ci.hi));
+    f.push_back(csv_number(st.median_ci.level));
+    f.push_back(csv_number(r.analysis.rel_half_width));
+    f.push_back(csv_number(r.options.target_rel_ci));
+    f.push_back(to_string(r.stopped));
+    f.push_back(std::to_string(r.series.samples_s.size()));
+    f.push_back(std::to_string(st.n));
+    f.push_back(std::to_string(st.warmup));
+    f.push_back(std::to_string(r.series.warmup_samples));
+    f.push_back(std::to_string(r.series.warmup_calls));
+    f.push_back(std::to_string(r.series.launches_per_sample));
+    f.push_back(r.series.batching);
+    f.push_back(csv_number(r.analysis.median_sm_clock_mhz));
+    f.push_back(std::to_string(r.analysis.throttled_samples));
+    f.push_back(csv_number(r.declared.flops));
+    f.push_back(csv_number(r.declared.bytes));
+    f.push_back(csv_number(r.flops_per_s.median));
+    f.push_back(csv_number(r.flops_per_s.ci.lo));
+    f.push_back(csv_number(r.flops_per_s.ci.hi));
+    f.push_back(csv_number(r.bytes_per_s.median));
+    f.push_back(csv_number(r.bytes_per_s.ci.lo));
+    f.push_back(csv_number(r.bytes_per_s.ci.hi));
+    f.push_back(csv_number(r.roofline ? r.roofline->fraction_of_roof : nan));
+    f.push_back(r.roofline ? to_string(r.roofline->limiter) : "");
+    const reference_result* ref = r.reference ? &*r.reference : nullptr;
+    f.push_back(csv_field(ref ? ref->name : ""));
+    f.push_back(csv_number(ref ? ref->analysis.stats.median : nan));
+    f.push_back(csv_number(ref ? ref->versus.ratio : nan));
+    f.push_back(csv_number(ref ? ref->versus.ratio_ci.lo : nan));
+    f.push_back(csv_number(ref ? ref->versus.ratio_ci.hi : nan));
+    f.push_back(csv_number(ref ? ref->relative_speed : nan));
+    f.push_back(csv_number(ref ? ref->relative_speed_ci.lo : nan));
+    f.push_back(csv_number(ref ? ref->relative_speed_ci.hi : nan));
+    f.push_back(ref ? verdict_name(ref->versus.result) : "");
+    f.push_back(csv_number(ref && ref->check.performed ? ref->check.max_rel_error : nan));
+    f.push_back(csv_number(r.wall_s));
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      if (i) out += ',';
+      out += f[i];
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+// Long format, one row per sample: for plots and for re-analysis with other tools.
+inline std::string to_samples_csv(const std::vector<bench_result>& results) {
+  std::string out = "benchmark,params,role,index,seconds,sm_clock_mhz,throttled\n";
+  auto rows = [&](const std::string& name, const std::string& params, const char* role, const sample_series& s,
+                  const series_analysis& a) {
+    for (std::size_t i = 0; i < s.samples_s.size(); ++i) {
+      out += csv_field(name) + "," + csv_field(params) + "," + role + "," + std::to_string(i) + "," +
+             csv_number(s.samples_s[i]) + "," + csv_number(i < s.sm_clock_mhz.size() ? s.sm_clock_mhz[i] : NAN) +
+             "," + (i < a.throttled.size() && a.throttled[i] ? "1" : "0") + "\n";
+    }
+  };
+  for (const bench_result& r : results) {
+    const std::string params = params_text(r.metadata, ";");
+    rows(r.name, params, "benchmark", r.series, r.analysis);
+    if (r.reference) rows(r.reference->name, params, "reference", r.reference->series, r.reference->analysis);
+  }
+  return out;
+}
+
+}  // namespace harness
+}  // namespace detail
+}  // namespace kscope

@@ -1,0 +1,466 @@
+// kscope/bench/sampler.hpp — the sampling loop of the benchmark harness, with
+// no CUDA in it: first estimate, batch size, warm-up, ABBA rounds, adaptive stopping,
+// clock-throttle flagging.
+//
+// Every sample comes from a bench_timer. The real one (detail/bench_cuda.hpp) times
+// with CUDA events; tests inject a fake that returns prescribed durations and advances
+// a virtual clock, so each decision below is tested on a CPU-only machine with exactly
+// the code that runs on the GPU. Users include <kscope/bench.hpp>, not this file; the
+// types it declares in namespace kscope are part of bench.hpp's public API.
+#pragma once
+
+#include "../core/stats.hpp"
+#include "../core/detail/clock.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+// Whether the L2 cache holds the benchmark's data when a sample starts.
+//   hot:  whatever the previous run left there (the steady state of a loop).
+//   cold: the harness overwrites a buffer of twice the L2 size before every sample
+//         (not timed), so the first launch of each sample reads from DRAM.
+enum class cache_mode { hot, cold };
+
+// Why the sampling loop stopped. Reports print it beside every median.
+//   target_reached: the median CI half-width fell under the target (and minimums met).
+//   time_budget:    the wall-time budget ran out first; the CI is wider than asked.
+//   sample_limit:   max_samples were taken first.
+//   error:          the timer failed (e.g. a CUDA error); the result has no median.
+enum class stop_reason { target_reached, time_budget, sample_limit, error };
+
+// "target_reached", "time_budget", "sample_limit", "error".
+[[nodiscard]] inline const char* to_string(stop_reason r) noexcept {
+  switch (r) {
+    case stop_reason::target_reached: return "target_reached";
+    case stop_reason::time_budget: return "time_budget";
+    case stop_reason::sample_limit: return "sample_limit";
+    case stop_reason::error: return "error";
+  }
+  return "unknown";
+}
+// "hot", "cold".
+[[nodiscard]] inline const char* to_string(cache_mode m) noexcept {
+  return m == cache_mode::cold ? "cold" : "hot";
+}
+
+// How the harness samples. The defaults follow DESIGN.md "Statistics": warm up for at
+// least 25 ms and 10 calls, then sample until the median's 95 % CI half-width is under
+// 1 % of the median, with at least 20 samples spread over 0.5 s (1 s when the GPU's
+// power controller is moving the SM clock), or until 10 s of wall time have passed.
+//
+//   kscope::bench_options o;
+//   o.cache = kscope::cache_mode::cold;
+//   o.target_rel_ci = 0.005;   // stop at +-0.5 %
+//   o.time_budget_s = 30;
+struct bench_options {
+  cache_mode cache = cache_mode::hot;
+
+  // Warm-up phase (its samples are never part of the result): both must hold.
+  double warmup_min_s = 0.025;          // GPU time spent in warm-up samples
+  std::size_t warmup_min_calls = 10;    // launches of the target during warm-up
+  bool detect_warmup = true;            // MSER-5 on the measured series as well
+
+  // Stopping: all of min_samples, min_time_s and target_rel_ci, or a budget.
+  // Why a minimum time and not only a CI: the median CI assumes independent samples,
+  // but consecutive samples share the GPU's clock state, which drifts over 0.1-1 s.
+  // The minimum is on the wall time the measurement spans, since that is the time
+  // scale of the clock (a 5 us kernel timed one launch per sample would otherwise need
+  // 100 000 samples to cover 0.5 s of GPU time).
+  // On an H200 a cuBLAS GEMM measured for 50 ms gave a +-0.05 % CI while five such
+  // processes spread by 1.9-2.2 %; measured for 0.5-1 s they agree within 0.3-0.9 %
+  // (bench/RESULTS.md, "Cross-process reproducibility").
+  double target_rel_ci = 0.01;          // median CI half-width / median
+  double level = 0.95;                  // confidence level of the interval
+  std::size_t min_samples = 20;         // samples used (after warm-up removal)
+  double min_time_s = 0.5;              // wall time spanned by the measured samples
+  double time_budget_s = 10.0;          // wall time for the whole run, warm-up included
+  std::size_t max_samples = 20000;      // per target
+
+  // Batching: a sample times `launches` back-to-back runs and reports time / launches.
+  // 0 = automatic: one launch unless the first estimate is under min_sample_s, then
+  // enough launches (captured in a CUDA graph) to make one sample last min_sample_s.
+  std::size_t launches_per_sample = 0;
+  double min_sample_s = 100e-6;
+  std::size_t max_launches_per_sample = 10000;
+  bool use_graphs = true;               // false: batch with a plain loop of launches
+
+  // Clock throttling: a sample whose SM clock is under throttle_fraction x the median
+  // clock of the run is flagged (counted, reported); with discard_throttled it is also
+  // left out of the statistics.
+  double throttle_fraction = 0.90;
+  bool discard_throttled = false;
+
+  // Power-managed clocks. A heavy kernel (a large GEMM) draws enough power that the
+  // GPU's controller pulls the SM clock under its rated maximum within ~0.2 s of load
+  // and then keeps moving it by ~1 % over seconds. A run is "clock-managed" when a
+  // quarter of its samples ran under managed_clock_fraction x the rated clock (or, if
+  // the rated clock is unknown, x the 90th percentile of its clocks); occasional dips
+  // are the throttle flag's business, not this. Such a run
+  //   - drops the clock's transient as warm-up (MSER-5 on the per-sample SM clock
+  //     series, in addition to MSER-5 on the times), and
+  //   - measures for at least managed_min_time_s (wall time spanned), with the clock
+  //     steady by MSER-5, or 3 x managed_min_time_s when the clock never settles,
+  // so that its median is the sustained speed and agrees across processes.
+  double managed_clock_fraction = 0.98;
+  double managed_min_time_s = 1.0;
+
+  // A burst measurement: what a short do_bench-style loop sees, the first ~0.1 s of
+  // load, at the boost clock for a heavy kernel. Fast, and for a kernel that the power
+  // controller throttles, faster than the sustained speed and not reproducible to 1 %
+  // across processes (it depends on how long the GPU idled before). The defaults give
+  // the sustained speed.
+  //   kscope::bench b{"gemm", launch};
+  //   b.options(kscope::bench_options::burst());
+  [[nodiscard]] static bench_options burst() {
+    bench_options o;
+    o.min_time_s = 0.02;
+    o.managed_clock_fraction = 0;
+    return o;
+  }
+
+  // Hold the stream with a tiny spin kernel while the host enqueues a sample, so the
+  // timed launches run back to back instead of trickling in at the host's launch rate.
+  // The same kernel measures the SM clock (clock64 against %globaltimer).
+  bool hold_launches = true;
+};
+
+// What one timed sample measured: `launches` back-to-back runs of one target.
+//   kscope::timed_sample s{2.0e-3, 1980.0};   // 2 ms at 1980 MHz
+struct timed_sample {
+  double total_s = std::numeric_limits<double>::quiet_NaN();       // NaN: invalid, dropped
+  double sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();  // NaN: unknown
+};
+
+// The source of samples. The harness asks it to time target `which` (0: the benchmark,
+// 1: its reference) `launches` times in a row. The CUDA implementation uses events; a
+// test implements it with prescribed durations and a virtual clock:
+//
+//   struct fake_timer : kscope::bench_timer {
+//     std::int64_t t_ns = 0;
+//     kscope::timed_sample time(std::size_t, std::size_t launches) override {
+//       t_ns += 50'000 * launches;
+//       return {50e-6 * launches, 1980};
+//     }
+//     std::int64_t now_ns() override { return t_ns; }
+//   };
+class bench_timer {
+ public:
+  bench_timer() = default;
+  bench_timer(const bench_timer&) = delete;
+  bench_timer& operator=(const bench_timer&) = delete;
+  virtual ~bench_timer() = default;
+
+  // Called once a batch size is chosen, before warm-up. Returns how the batch runs:
+  // "none" (one launch), "graph" (captured into a CUDA graph) or "loop".
+  virtual std::string prepare(std::size_t /*which*/, std::size_t launches) {
+    return launches > 1 ? "loop" : "none";
+  }
+  virtual timed_sample time(std::size_t which, std::size_t launches) = 0;
+  // Runs target `which` once, untimed, and waits for it (for the output check).
+  virtual void execute(std::size_t /*which*/) {}
+  // The clock of the time budget (steady_clock ns; a fake advances its own).
+  virtual std::int64_t now_ns() { return detail::now_ns(); }
+  // Notes the timer wants in the report (e.g. "hold kernel unavailable: ...").
+  virtual std::vector<std::string> notes() const { return {}; }
+  // The rated (maximum) SM clock in MHz, used to tell a power-managed run; NaN when the
+  // timer does not know it (a real run takes it from the device instead).
+  virtual double rated_sm_clock_mhz() const { return std::numeric_limits<double>::quiet_NaN(); }
+};
+
+// The raw series of one target, as sampled.
+struct sample_series {
+  std::vector<double> samples_s;        // per-launch seconds, measurement phase, in order
+  std::vector<double> sm_clock_mhz;     // per sample (NaN: unknown)
+  std::size_t launches_per_sample = 1;
+  std::string batching = "none";        // "none", "graph" or "loop"
+  double first_estimate_s = std::numeric_limits<double>::quiet_NaN();
+  std::size_t warmup_samples = 0;       // samples of the warm-up phase (not in samples_s)
+  std::size_t warmup_calls = 0;         // launches before measurement (estimates included)
+  double warmup_s = 0;                  // GPU time of those launches
+  std::size_t invalid_samples = 0;      // samples the timer could not measure
+  double measured_s = 0;                // GPU time of the measured samples
+  double measured_span_s = 0;           // wall time (timer's clock) the measurement phase spans
+};
+
+// The series after analysis: throttle flags, the samples used, and their summary.
+struct series_analysis {
+  std::vector<bool> throttled;          // per sample of sample_series::samples_s
+  std::size_t throttled_samples = 0;
+  double median_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();
+  double min_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();
+  double max_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();
+  // bench_options "Power-managed clocks": whether the run was clock-managed, how many
+  // leading samples were dropped as the clock's transient, and whether the clock
+  // series reached a steady state (MSER-5). Unknown clocks: not managed.
+  bool clock_managed = false;
+  std::size_t clock_warmup = 0;
+  bool clock_steady = true;
+  std::vector<double> used_s;           // samples handed to summarize()
+  summary stats{};
+  double rel_half_width = std::numeric_limits<double>::infinity();  // of the median CI
+};
+
+// What the sampling loop produced for all its targets.
+struct sampling_outcome {
+  std::vector<sample_series> series;
+  std::vector<series_analysis> analysis;
+  stop_reason stopped = stop_reason::error;
+  double wall_s = 0;                    // wall time of the whole run (timer's clock)
+  std::size_t rounds = 0;               // measurement rounds (ABBA with a reference)
+  std::vector<std::string> notes;
+};
+
+namespace detail {
+namespace harness {
+
+// The q-quantile (0..1) of finite values by the nearest rank; NaN when empty.
+inline double clock_quantile(std::vector<double> v, double q) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const auto k = static_cast<std::size_t>(std::floor(q * static_cast<double>(v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+inline double bench_median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+  return m;
+}
+
+// Half-width of the median CI relative to the median; +inf when there is no interval
+// (fewer than 6 samples, or a non-positive median).
+// Times are positive: a non-positive median cannot be judged (infinite width).
+inline double relative_ci_half_width(const summary& s) {
+  if (!(s.median > 0)) return std::numeric_limits<double>::infinity();
+  return relative_half_width(s.median_ci, s.median);
+}
+
+// Flags throttled samples against the median clock of the run, picks the samples to
+// use and summarizes them. The reference clock is the run's own median, not the rated
+// maximum: a long GEMM that runs at a steady power-limited 1.7 GHz is the real,
+// sustained speed, whereas a sample far under the run's typical clock was disturbed
+// (a power transient, another process) and is what the flag is for.
+//
+// A clock-managed run also drops the SM clock's transient: the samples before the
+// clock series' MSER-5 steady state are left out, because a GEMM's first ~0.3 s run
+// faster at the boost clock than the sustained load that follows.
+inline series_analysis analyze_series(const sample_series& s, const bench_options& o,
+                                      double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN()) {
+  series_analysis a;
+  a.throttled.assign(s.samples_s.size(), false);
+  std::vector<double> clocks;
+  for (double c : s.sm_clock_mhz)
+    if (std::isfinite(c) && c > 0) clocks.push_back(c);
+  if (!clocks.empty()) {
+    a.median_sm_clock_mhz = bench_median(clocks);
+    a.min_sm_clock_mhz = *std::min_element(clocks.begin(), clocks.end());
+    a.max_sm_clock_mhz = *std::max_element(clocks.begin(), clocks.end());
+    const double threshold = o.throttle_fraction * a.median_sm_clock_mhz;
+    for (std::size_t i = 0; i < s.samples_s.size() && i < s.sm_clock_mhz.size(); ++i) {
+      const double c = s.sm_clock_mhz[i];
+      if (std::isfinite(c) && c > 0 && c < threshold) {
+        a.throttled[i] = true;
+        ++a.throttled_samples;
+      }
+    }
+    const double p25 = clock_quantile(clocks, 0.25);
+    const double reference = std::isfinite(rated_sm_clock_mhz) && rated_sm_clock_mhz > 0
+                                 ? rated_sm_clock_mhz
+                                 : clock_quantile(clocks, 0.90);
+    a.clock_managed = p25 < o.managed_clock_fraction * reference;
+    // Only a series with every clock known can be aligned with the samples.
+    if (a.clock_managed && clocks.size() == s.samples_s.size()) {
+      const steady_state st = find_steady_state(s.sm_clock_mhz);
+      a.clock_steady = st.steady;
+      if (st.steady) a.clock_warmup = st.warmup;
+    }
+  }
+  a.used_s.reserve(s.samples_s.size());
+  for (std::size_t i = a.clock_warmup; i < s.samples_s.size(); ++i)
+    if (!(o.discard_throttled && a.throttled[i])) a.used_s.push_back(s.samples_s[i]);
+  stats_options so;
+  so.level = o.level;
+  so.detect_warmup = o.detect_warmup;
+  a.stats = summarize(a.used_s, so);
+  a.rel_half_width = relative_ci_half_width(a.stats);
+  return a;
+}
+
+inline bool converged(const sample_series& s, const series_analysis& a, const bench_options& o) {
+  const bool plain = a.stats.n >= o.min_samples && s.measured_span_s >= o.min_time_s &&
+                     a.rel_half_width <= o.target_rel_ci && a.stats.steady;
+  if (!plain || !a.clock_managed) return plain;
+  // A clock-managed run must span the controller's swings: long enough, and either
+  // with a steady clock or so long that the swings average out.
+  return s.measured_span_s >= o.managed_min_time_s &&
+         (a.clock_steady || s.measured_span_s >= 3 * o.managed_min_time_s);
+}
+
+// The order of targets in one measurement round: A for one target, A B B A for two
+// (ABBA: a linear drift in clocks or temperature over the round hits both equally),
+// and in general forward then backward.
+inline std::vector<std::size_t> round_order(std::size_t targets) {
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < targets; ++i) order.push_back(i);
+  if (targets > 1)
+    for (std::size_t i = targets; i-- > 0;) order.push_back(i);
+  return order;
+}
+
+// Batch size from a first per-launch estimate: enough launches for one sample to last
+// min_sample_s (events resolve ~0.5 us, and a per-sample overhead of a few us must not
+// count), capped by max_launches_per_sample.
+inline std::size_t choose_launches(double estimate_s, const bench_options& o) {
+  if (o.launches_per_sample > 0) return o.launches_per_sample;
+  if (!(estimate_s > 0) || estimate_s >= o.min_sample_s) return 1;
+  const double n = std::ceil(o.min_sample_s / estimate_s);
+  const double cap = static_cast<double>(std::max<std::size_t>(1, o.max_launches_per_sample));
+  return static_cast<std::size_t>(std::min(n, cap));
+}
+
+// Runs the whole sampling procedure for `targets` targets (1: a benchmark; 2: a
+// benchmark and its reference, interleaved ABBA) and analyses the series.
+inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, const bench_options& o,
+                                       double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN()) {
+  if (!std::isfinite(rated_sm_clock_mhz)) rated_sm_clock_mhz = timer.rated_sm_clock_mhz();
+  sampling_outcome out;
+  out.series.resize(targets);
+  const std::int64_t start_ns = timer.now_ns();
+  const double budget_s = o.time_budget_s > 0 ? o.time_budget_s : std::numeric_limits<double>::infinity();
+  auto elapsed_s = [&] { return static_cast<double>(timer.now_ns() - start_ns) * 1e-9; };
+  // A target whose timer keeps failing ends the run with stop_reason::error rather than
+  // spinning until the budget runs out.
+  constexpr std::size_t max_consecutive_invalid = 8;
+  std::vector<std::size_t> consecutive_invalid(targets, 0);
+  bool failed = false;
+
+  auto take = [&](std::size_t t, std::size_t launches) -> timed_sample {
+    timed_sample s = timer.time(t, launches);
+    if (!(s.total_s > 0) || !std::isfinite(s.total_s)) {
+      ++out.series[t].invalid_samples;
+      if (++consecutive_invalid[t] >= max_consecutive_invalid) failed = true;
+      s.total_s = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      consecutive_invalid[t] = 0;
+    }
+    return s;
+  };
+
+  // 1. First estimate: one launch to load modules and allocate (never used), then the
+  //    median of three single launches.
+  for (std::size_t t = 0; t < targets && !failed; ++t) {
+    sample_series& s = out.series[t];
+    take(t, 1);
+    ++s.warmup_calls;
+    std::vector<double> first;
+    // A very long kernel must not spend the budget on estimates: one is enough then.
+    while (first.size() < 3 && !failed && !(first.size() >= 1 && elapsed_s() >= budget_s)) {
+      const timed_sample x = take(t, 1);
+      ++s.warmup_calls;
+      if (std::isfinite(x.total_s)) {
+        first.push_back(x.total_s);
+        s.warmup_s += x.total_s;
+      }
+    }
+    s.first_estimate_s = bench_median(first);
+    if (failed || std::isnan(s.first_estimate_s)) {
+      failed = true;
+      break;
+    }
+    s.launches_per_sample = choose_launches(s.first_estimate_s, o);
+    s.batching = timer.prepare(t, s.launches_per_sample);
+  }
+
+  // 2. Warm-up, round-robin over the targets so that each one's warm-up also warms the
+  //    GPU for the others; half of the budget at most, so measurement still happens.
+  if (!failed) {
+    auto warm = [&](const sample_series& s) {
+      return s.warmup_calls >= o.warmup_min_calls && s.warmup_s >= o.warmup_min_s;
+    };
+    bool all_warm = false;
+    while (!all_warm && !failed) {
+      if (elapsed_s() >= budget_s / 2) {
+        out.notes.push_back("warm-up cut short at half of the time budget");
+        break;
+      }
+      all_warm = true;
+      for (std::size_t t = 0; t < targets && !failed; ++t) {
+        sample_series& s = out.series[t];
+        if (warm(s)) continue;
+        all_warm = false;
+        const timed_sample x = take(t, s.launches_per_sample);
+        ++s.warmup_samples;
+        s.warmup_calls += s.launches_per_sample;
+        if (std::isfinite(x.total_s)) s.warmup_s += x.total_s;
+      }
+    }
+  }
+
+  // 3. Measurement rounds until every target's median is precise enough, or a budget
+  //    runs out. The CI is recomputed on a geometric schedule (every ~5 % more
+  //    samples), so the cost of summarize() stays O(n log n) overall.
+  const std::vector<std::size_t> order = round_order(targets);
+  std::size_t next_check = std::max<std::size_t>(o.min_samples, 6);
+  out.stopped = stop_reason::error;
+  const std::int64_t measure_start_ns = timer.now_ns();
+  while (!failed) {
+    for (std::size_t t : order) {
+      sample_series& s = out.series[t];
+      const timed_sample x = take(t, s.launches_per_sample);
+      if (failed) break;
+      if (!std::isfinite(x.total_s)) continue;
+      s.samples_s.push_back(x.total_s / static_cast<double>(s.launches_per_sample));
+      s.sm_clock_mhz.push_back(x.sm_clock_mhz);
+      s.measured_s += x.total_s;
+    }
+    if (failed) break;
+    ++out.rounds;
+    const double span_s = static_cast<double>(timer.now_ns() - measure_start_ns) * 1e-9;
+    for (sample_series& s : out.series) s.measured_span_s = span_s;
+
+    std::size_t fewest = out.series[0].samples_s.size();
+    for (const sample_series& s : out.series) fewest = std::min(fewest, s.samples_s.size());
+    if (fewest >= next_check) {
+      bool all_done = true;
+      for (std::size_t t = 0; t < targets && all_done; ++t)
+        all_done = converged(out.series[t], analyze_series(out.series[t], o, rated_sm_clock_mhz), o);
+      if (all_done) {
+        out.stopped = stop_reason::target_reached;
+        break;
+      }
+      next_check = fewest + std::max<std::size_t>(2, fewest / 20);
+    }
+    if (fewest >= o.max_samples) {
+      out.stopped = stop_reason::sample_limit;
+      break;
+    }
+    if (elapsed_s() >= budget_s) {
+      out.stopped = stop_reason::time_budget;
+      break;
+    }
+  }
+  if (failed) {
+    out.stopped = stop_reason::error;
+    out.notes.push_back("the timer failed on 8 consecutive samples; sampling stopped");
+  }
+  out.wall_s = elapsed_s();
+  for (const sample_series& s : out.series) out.analysis.push_back(analyze_series(s, o, rated_sm_clock_mhz));
+  return out;
+}
+
+}  // namespace harness
+}  // namespace detail
+}  // namespace kscope

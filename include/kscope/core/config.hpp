@@ -1,0 +1,50 @@
+// kscope/core/config.hpp — build configuration shared by every kscope header.
+//
+// Every configuration macro kscope reads is listed in README.md ("Configuration
+// macros"). The CMake target kscope::kscope defines KSCOPE_HAS_CUDA; a build without
+// CMake may define it by hand, otherwise it is detected from the include path.
+#pragma once
+
+#ifndef KSCOPE_HAS_CUDA
+#  if defined(__has_include)
+#    if __has_include(<cuda_runtime_api.h>)
+#      define KSCOPE_HAS_CUDA 1
+#    else
+#      define KSCOPE_HAS_CUDA 0
+#    endif
+#  else
+#    define KSCOPE_HAS_CUDA 0
+#  endif
+#endif
+
+// NVTX3 is header-only and ships with the CUDA Toolkit. It is used only when CUDA is.
+#ifndef KSCOPE_HAS_NVTX
+#  if KSCOPE_HAS_CUDA && defined(__has_include)
+#    if __has_include(<nvtx3/nvToolsExt.h>)
+#      define KSCOPE_HAS_NVTX 1
+#    else
+#      define KSCOPE_HAS_NVTX 0
+#    endif
+#  else
+#    define KSCOPE_HAS_NVTX 0
+#  endif
+#endif
+
+// KSCOPE_DISABLE: every scope becomes an empty object and every macro expands to nothing
+// that costs time. Analysis functions (stats, roofline, reports) keep working.
+
+#define KSCOPE_VERSION_MAJOR 0
+#define KSCOPE_VERSION_MINOR 1
+#define KSCOPE_VERSION_PATCH 0
+#define KSCOPE_VERSION_STRING "0.1.0"
+
+#define KSCOPE_DETAIL_CONCAT_IMPL(a, b) a##b
+#define KSCOPE_DETAIL_CONCAT(a, b) KSCOPE_DETAIL_CONCAT_IMPL(a, b)
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define KSCOPE_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define KSCOPE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define KSCOPE_LIKELY(x) (x)
+#  define KSCOPE_UNLIKELY(x) (x)
+#endif

@@ -1,0 +1,110 @@
+// kscope/core/detail/json_writer.hpp — a small streaming JSON writer.
+//
+// kscope writes reports, traces and benchmark results as JSON without depending on a
+// JSON library (the headers must stay cheap to include and free of dependencies).
+// The writer inserts commas itself, escapes strings per RFC 8259, and writes non-finite
+// numbers as null, because JSON has no NaN and a consumer must not mistake it for 0.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kscope {
+namespace detail {
+
+class json_writer {
+ public:
+  explicit json_writer(std::string& out) : out_(out) {}
+
+  json_writer& begin_object() { value_prefix(); out_ += '{'; first_.push_back(true); return *this; }
+  json_writer& end_object() { out_ += '}'; first_.pop_back(); return *this; }
+  json_writer& begin_array() { value_prefix(); out_ += '['; first_.push_back(true); return *this; }
+  json_writer& end_array() { out_ += ']'; first_.pop_back(); return *this; }
+
+  // Writes the key of the next member; the next value call completes it.
+  json_writer& key(std::string_view k) {
+    separator();
+    write_string(k);
+    out_ += ':';
+    after_key_ = true;
+    return *this;
+  }
+
+  json_writer& value(std::string_view s) { value_prefix(); write_string(s); return *this; }
+  json_writer& value(const char* s) { return value(std::string_view(s ? s : "")); }
+  json_writer& value(const std::string& s) { return value(std::string_view(s)); }
+  json_writer& value(bool b) { value_prefix(); out_ += b ? "true" : "false"; return *this; }
+  json_writer& value(std::nullptr_t) { value_prefix(); out_ += "null"; return *this; }
+  json_writer& value(double d) {
+    value_prefix();
+    if (!std::isfinite(d)) { out_ += "null"; return *this; }
+    char buf[32];
+    // 17 significant digits round-trip every double exactly.
+    std::snprintf(buf, sizeof buf, "%.17g", d);
+    // Prefer the shortest of %.15g / %.17g that still round-trips, for readability.
+    char shorter[32];
+    std::snprintf(shorter, sizeof shorter, "%.15g", d);
+    out_ += (std::strtod(shorter, nullptr) == d) ? shorter : buf;
+    return *this;
+  }
+  json_writer& value(float f) { return value(static_cast<double>(f)); }
+  json_writer& value(int v) { return value(static_cast<long long>(v)); }
+  json_writer& value(long v) { return value(static_cast<long long>(v)); }
+  json_writer& value(long long v) { value_prefix(); out_ += std::to_string(v); return *this; }
+  json_writer& value(unsigned v) { return value(static_cast<unsigned long long>(v)); }
+  json_writer& value(unsigned long v) { return value(static_cast<unsigned long long>(v)); }
+  json_writer& value(unsigned long long v) { value_prefix(); out_ += std::to_string(v); return *this; }
+
+  template <class T>
+  json_writer& member(std::string_view k, const T& v) { key(k); return value(v); }
+
+  // Inserts already-serialized JSON (e.g. a nested document) as a value.
+  json_writer& raw(std::string_view json) { value_prefix(); out_.append(json); return *this; }
+
+ private:
+  void separator() {
+    if (!first_.empty()) {
+      if (!first_.back()) out_ += ',';
+      first_.back() = false;
+    }
+  }
+  void value_prefix() {
+    if (after_key_) { after_key_ = false; return; }
+    separator();
+  }
+  void write_string(std::string_view s) {
+    out_ += '"';
+    for (unsigned char c : s) {
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\b': out_ += "\\b"; break;
+        case '\f': out_ += "\\f"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_ += static_cast<char>(c);
+          }
+      }
+    }
+    out_ += '"';
+  }
+
+  std::string& out_;
+  std::vector<bool> first_;
+  bool after_key_ = false;
+};
+
+}  // namespace detail
+}  // namespace kscope

@@ -1,0 +1,671 @@
+// kscope/cupti/collector.hpp — the live CUPTI activity collector.
+//
+// Collects kernel, memcpy and memset activity through CUPTI (loaded with dlopen, never
+// linked) and attributes every record to the scope node that was open on the launching
+// thread at launch time (attribution.hpp). The session starts it, flushes it at report
+// time and reads per-node GPU aggregates, the top-kernels table, counters, warnings and
+// recent records for the trace:
+//
+//   auto& cupti = kscope::cupti_collector::global();
+//   cupti.start();                       // false + a warning when CUPTI is unusable
+//   ... run scopes and kernels ...
+//   cupti.flush();                       // cuptiActivityFlushAll, then settle
+//   kscope::cupti_snapshot s = cupti.snapshot();
+//   const kscope::node_gpu_activity* gpu = s.activity.find(node);
+//
+// Design (decisions and why):
+// - Attribution: a launch-time callback on the runtime AND driver API launch / memcpy /
+//   memset / graph-launch calls (detail/cupti_callback_ids.hpp) stores correlation id ->
+//   (node open on this thread, thread index) in a lock-free table: two atomic stores, no
+//   lock, no allocation. Measured on the H200 (DESIGN.md) this costs about as much as the
+//   alternative, external correlation, which only works with RUNTIME or DRIVER API
+//   activity records switched on as well. The external-correlation design is kept behind
+//   cupti_options::design so bench/cupti_overhead_bench.cu can compare both; it needs the
+//   scope to call detail::cupti_scope_enter / cupti_scope_exit (cupti_scope_hooks.hpp).
+//   In that design, work launched with no scope open has no external id and is counted
+//   as unattributed (it still lands in "(unscoped)").
+// - Buffers: a pool allocated and touched at start (default 8 x 8 MiB = 64 MiB cap) and
+//   recycled through CUPTI's buffer-requested / buffer-completed callbacks. When every
+//   buffer is out the request gets none and CUPTI drops and counts records; that count is
+//   read with cuptiActivityGetNumDroppedRecords outside kscope's locks and reported.
+// - One clock: cuptiActivityRegisterTimestampCallback returns detail::now_ns(), so GPU
+//   timestamps are steady_clock ns like host scope times. If that is unavailable, paired
+//   (cuptiGetTimestamp, now_ns) samples give an offset, refreshed at every flush; the
+//   status says which (cupti_clock).
+// - Other tools: cuptiSubscribe_v2 (CUPTI 13) names kscope as a subscriber and, when
+//   another tool (ncu, nsys, a profiler) already owns CUPTI, reports that tool's name.
+//   CUPTI 13.0 still allows a single subscriber, so kscope then degrades: no CUPTI
+//   records, GPU times from CUDA events, one warning naming the error
+//   (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
+// - Exit: an atexit handler (registered after the CUDA runtime's, so it runs first)
+//   force-flushes, disables the activity kinds and unsubscribes. kscope never calls
+//   cuptiFinalize (it races with threads still in CUDA calls), and the collector is never
+//   destroyed, so a late CUPTI callback finds valid memory and does nothing harmful.
+// - KSCOPE_CUPTI=0 in the environment keeps CUPTI off (start() returns false).
+#pragma once
+
+#include "attribution.hpp"
+#include "../core/config.hpp"
+#include "../core/detail/clock.hpp"
+#include "detail/api.hpp"
+#include "detail/buffer_pool.hpp"
+#include "../scope/detail/cupti_scope_hooks.hpp"
+#include "../scope/detail/thread_state.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#if KSCOPE_HAS_CUPTI
+#  include "detail/callback_ids.hpp"
+#  include "detail/parse.hpp"
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace kscope {
+
+// How GPU records find their scope node.
+enum class attribution_design : std::uint8_t {
+  launch_callback,       // default: runtime+driver API launch callback, no API records
+  external_correlation,  // scopes push external ids; EXTERNAL_CORRELATION + DRIVER records
+};
+
+// Which clock GPU timestamps are on.
+enum class cupti_clock : std::uint8_t {
+  none,                // not started
+  timestamp_callback,  // CUPTI calls detail::now_ns(): exact, the default
+  offset,              // CUPTI's clock + an offset from paired samples
+  cupti_native,        // no way to convert: CUPTI's own clock (traces will not align)
+};
+
+enum class cupti_state : std::uint8_t {
+  not_started,
+  running,
+  disabled,             // KSCOPE_CUPTI=0, or built without CUDA / CUPTI headers
+  unavailable,          // no device, or libcupti not found
+  owned_by_other_tool,  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (ncu, nsys, ...)
+  failed,               // another CUPTI error
+  stopped,
+};
+
+[[nodiscard]] constexpr const char* to_string(cupti_state s) noexcept {
+  switch (s) {
+    case cupti_state::not_started: return "not started";
+    case cupti_state::running: return "running";
+    case cupti_state::disabled: return "disabled";
+    case cupti_state::unavailable: return "unavailable";
+    case cupti_state::owned_by_other_tool: return "owned by another tool";
+    case cupti_state::failed: return "failed";
+    case cupti_state::stopped: return "stopped";
+  }
+  return "unknown";
+}
+
+[[nodiscard]] constexpr const char* to_string(cupti_clock c) noexcept {
+  switch (c) {
+    case cupti_clock::none: return "none";
+    case cupti_clock::timestamp_callback: return "CUPTI timestamp callback (steady_clock ns)";
+    case cupti_clock::offset: return "CUPTI clock + offset from paired cuptiGetTimestamp/steady_clock samples";
+    case cupti_clock::cupti_native: return "CUPTI's own clock (not aligned with host times)";
+  }
+  return "unknown";
+}
+
+[[nodiscard]] constexpr const char* to_string(attribution_design d) noexcept {
+  return d == attribution_design::launch_callback ? "launch callback (runtime+driver API)"
+                                                  : "external correlation (+DRIVER API records)";
+}
+
+// How to collect. The defaults suit a long-running inference process.
+//
+//   kscope::cupti_options o;
+//   o.buffer_count = 16;                                    // 128 MiB cap
+//   o.design = kscope::attribution_design::external_correlation;
+//   kscope::cupti_collector::global().start(o);
+struct cupti_options {
+  std::size_t buffer_bytes = std::size_t{8} << 20;  // per activity buffer
+  std::size_t buffer_count = 8;                     // pool cap = buffer_bytes * buffer_count
+  attribution_design design = attribution_design::launch_callback;
+  bool collect_memcpy = true;
+  bool collect_memset = true;
+  // Also hook the driver-API launch calls (cuLaunchKernel(Ex), cuGraphLaunch, cuMemcpy*):
+  // needed for cuBLAS / Triton / JIT launches. Off: runtime API only (one callback less
+  // per <<<>>> launch; bench/cupti_overhead_bench.cu measures the difference).
+  bool driver_api_callbacks = true;
+  std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
+  std::string library_path;           // explicit libcupti (after $KSCOPE_CUPTI_LIBRARY)
+  attribution_options attribution{};  // used by the first start() only
+};
+
+// What the collector is doing, in one line for the report header.
+struct cupti_status {
+  cupti_state state = cupti_state::not_started;
+  attribution_design design = attribution_design::launch_callback;
+  cupti_clock clock = cupti_clock::none;
+  std::string library;             // the libcupti loaded
+  std::uint32_t cupti_version = 0; // cuptiGetVersion (130001 for CUDA 13.0)
+  std::size_t pool_bytes = 0;
+  std::size_t callbacks_enabled = 0;  // launch callback ids enabled
+  std::string message;             // "CUPTI 130001 (...): kernel+memcpy+memset; ..."
+};
+
+// Everything the session reads at report time.
+struct cupti_snapshot {
+  cupti_status status;
+  gpu_activity_report activity;       // per node, top kernels, counters, recent events
+  std::vector<std::string> warnings;  // collector problems first, then attribution's
+  std::uint64_t buffers_completed = 0;
+  std::uint64_t buffers_denied = 0;   // requests refused because the pool was exhausted
+  std::uint64_t callback_errors = 0;  // exceptions caught inside CUPTI callbacks
+};
+
+// The process-wide collector (CUPTI's callbacks are process-wide too).
+//
+//   auto& c = kscope::cupti_collector::global();
+//   if (!c.start()) std::fprintf(stderr, "%s\n", c.status().message.c_str());
+class cupti_collector {
+ public:
+  // Never destroyed: CUPTI may call back during exit, after static destructors ran.
+  [[nodiscard]] static cupti_collector& global() {
+    static cupti_collector* instance = new cupti_collector();
+    return *instance;
+  }
+
+  cupti_collector(const cupti_collector&) = delete;
+  cupti_collector& operator=(const cupti_collector&) = delete;
+
+  // Starts collection. Returns true when running; false leaves the program untouched and
+  // puts one line in status().message and the snapshot's warnings. Idempotent.
+  bool start(const cupti_options& options = {}) {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (state_ == cupti_state::running) return true;
+    options_ = options;
+    ensure_attribution(options.attribution);
+    design_ = options.design;
+    if (const char* env = std::getenv("KSCOPE_CUPTI"); env != nullptr && std::strcmp(env, "0") == 0) {
+      return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0); GPU times from CUDA events only");
+    }
+#if KSCOPE_HAS_CUPTI
+    return start_cupti();
+#else
+    return refuse(cupti_state::disabled,
+                  "CUPTI unavailable: kscope was built without the CUDA toolkit's CUPTI headers; "
+                  "GPU times from CUDA events only");
+#endif
+  }
+
+  // Delivers every completed activity buffer now (cuptiActivityFlushAll), then settles the
+  // records still waiting for a launch mapping. force: also deliver buffers with records
+  // still in flight (those come back without timestamps and are counted as dropped) —
+  // what the exit handler does. Call with no kscope lock held; never from a CUPTI callback.
+  void flush(bool force = false) {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    flush_locked(force);
+  }
+
+  // Flushes (forced), disables the activity kinds and unsubscribes. Data stays readable.
+  void stop() noexcept {
+    try {
+      std::lock_guard<std::mutex> control(control_mutex_);
+      stop_locked();
+    } catch (...) {
+    }
+  }
+
+  [[nodiscard]] cupti_status status() const {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    return status_locked();
+  }
+
+  [[nodiscard]] bool running() const noexcept {
+    return running_.load(std::memory_order_acquire);
+  }
+
+  // Per-node aggregates, top kernels, counters, warnings, recent events. Does not flush:
+  // call flush() first (report() does both).
+  [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit = 50) {
+    cupti_snapshot s;
+    {
+      std::lock_guard<std::mutex> control(control_mutex_);
+      s.status = status_locked();
+      const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
+                           state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
+      if (problem) s.warnings.push_back(message_);
+      for (const auto& w : warnings_) s.warnings.push_back(w);
+    }
+    const std::uint64_t dropped = read_dropped_by_cupti();  // outside the attribution lock
+    {
+      std::lock_guard<std::mutex> lock(attribution_mutex_);
+      gpu_attribution& a = attribution_locked();
+      a.note_dropped_by_cupti(dropped);
+      s.activity = a.report(top_kernel_limit);
+    }
+    s.buffers_completed = buffers_completed_.load(std::memory_order_relaxed);
+    s.buffers_denied = pool_.denied();
+    s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
+    if (s.buffers_denied > 0) {
+      s.warnings.push_back("CUPTI asked for an activity buffer " + std::to_string(s.buffers_denied) +
+                           " times while all " + std::to_string(pool_.buffer_count()) +
+                           " were in use (records dropped; raise cupti_options::buffer_count)");
+    }
+    if (s.callback_errors > 0) {
+      s.warnings.push_back(std::to_string(s.callback_errors) +
+                           " errors inside CUPTI buffer callbacks (out of memory?); records lost");
+    }
+    for (auto& w : s.activity.warnings) s.warnings.push_back(w);
+    return s;
+  }
+
+  // flush() then snapshot().
+  [[nodiscard]] cupti_snapshot report(std::size_t top_kernel_limit = 50) {
+    flush();
+    return snapshot(top_kernel_limit);
+  }
+
+  // Forgets aggregates, counters and recent events (kernel names and launches stay).
+  void reset() {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    attribution_locked().reset();
+  }
+
+  // The path a completed CUPTI buffer takes (walk, parse, attribute), under the same lock.
+  // Tests and benchmarks feed synthetic buffers of real CUPTI records through it.
+  void consume_buffer(std::uint8_t* buffer, std::size_t valid_bytes) {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    gpu_attribution& a = attribution_locked();
+#if KSCOPE_HAS_CUPTI
+    (void)detail::consume_activity_buffer(api_.loaded() ? &api_ : nullptr, buffer, valid_bytes, a,
+                                          clock_offset_ns_.load(std::memory_order_relaxed));
+#else
+    (void)buffer;
+    (void)valid_bytes;
+    (void)a;
+#endif
+  }
+
+  // The launch table the launch callback writes (tests drive the hook through it).
+  [[nodiscard]] correlation_table& launches() {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    return attribution_locked().launches();
+  }
+
+  // External-correlation design only: the scope calls these on open / close (they forward
+  // to detail/cupti_scope_hooks.hpp, which scope.hpp can include without CUPTI headers;
+  // one atomic load and a branch while that design is off).
+  //
+  //   kscope::cupti_collector::scope_enter(node);  ...  kscope::cupti_collector::scope_exit();
+  static void scope_enter(node_id node) noexcept { detail::cupti_scope_enter(node); }
+  static void scope_exit() noexcept { detail::cupti_scope_exit(); }
+
+ private:
+  cupti_collector() = default;
+
+  void ensure_attribution(const attribution_options& options) {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    if (attribution_ == nullptr) attribution_ = std::make_unique<gpu_attribution>(options);
+  }
+  gpu_attribution& attribution_locked() {
+    if (attribution_ == nullptr) attribution_ = std::make_unique<gpu_attribution>();
+    return *attribution_;
+  }
+
+  // The state message is the warning while CUPTI is not collecting: one line per
+  // problem, and a later successful start() leaves no stale line behind.
+  bool refuse(cupti_state state, std::string message) {
+    state_ = state;
+    message_ = std::move(message);
+    return false;
+  }
+
+  void add_warning(std::string w) {
+    for (const auto& existing : warnings_) {
+      if (existing == w) return;
+    }
+    warnings_.push_back(std::move(w));
+  }
+
+  cupti_status status_locked() const {
+    cupti_status s;
+    s.state = state_;
+    s.design = design_;
+    s.clock = clock_;
+    s.message = message_;
+    s.pool_bytes = pool_.capacity_bytes();
+    s.callbacks_enabled = callbacks_enabled_;
+#if KSCOPE_HAS_CUPTI
+    s.library = api_.path;
+    s.cupti_version = api_.version;
+#endif
+    return s;
+  }
+
+  std::uint64_t read_dropped_by_cupti() noexcept {
+#if KSCOPE_HAS_CUPTI
+    if (running_.load(std::memory_order_acquire) && api_.activity_get_num_dropped_records != nullptr) {
+      std::size_t dropped = 0;
+      if (api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+        dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
+      }
+    }
+#endif
+    return dropped_by_cupti_.exchange(0, std::memory_order_relaxed);
+  }
+
+#if KSCOPE_HAS_CUPTI
+  struct external_correlation_api {
+    std::atomic<decltype(&::cuptiActivityPushExternalCorrelationId)> push{nullptr};
+    std::atomic<decltype(&::cuptiActivityPopExternalCorrelationId)> pop{nullptr};
+  };
+  static external_correlation_api& external_api() noexcept {
+    static external_correlation_api table;  // trivially destructible contents: safe at exit
+    return table;
+  }
+  static void external_enter(node_id node) noexcept {
+    if (auto push = external_api().push.load(std::memory_order_acquire)) {
+      (void)push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                 pack_external_id(node, detail::this_thread_state().thread_index));
+    }
+  }
+  static void external_exit() noexcept {
+    if (auto pop = external_api().pop.load(std::memory_order_acquire)) {
+      std::uint64_t last = 0;
+      (void)pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    }
+  }
+
+  static std::uint64_t CUPTIAPI steady_timestamp() {
+    return static_cast<std::uint64_t>(detail::now_ns());
+  }
+
+  // The hot path: runs inside every hooked launch, on the launching thread.
+  static void CUPTIAPI on_api_callback(void* userdata, CUpti_CallbackDomain domain,
+                                       CUpti_CallbackId, const void* cbdata) {
+    if (KSCOPE_UNLIKELY(userdata == nullptr || cbdata == nullptr)) return;
+    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+    const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+    if (data->callbackSite != CUPTI_API_ENTER) return;
+    record_launch_from_this_thread(*static_cast<correlation_table*>(userdata), data->correlationId);
+  }
+
+  static void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
+                                           std::size_t* max_records) {
+    cupti_collector& c = global();
+    std::uint8_t* b = c.pool_.acquire();
+    *buffer = b;
+    *size = b != nullptr ? c.pool_.buffer_bytes() : 0;
+    *max_records = 0;
+  }
+
+  static void CUPTIAPI on_buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer,
+                                           std::size_t, std::size_t valid_bytes) {
+    cupti_collector& c = global();
+    c.buffers_completed_.fetch_add(1, std::memory_order_relaxed);
+    if (valid_bytes > 0 && c.pool_.owns(buffer)) {
+      try {
+        c.consume_buffer(buffer, valid_bytes);
+      } catch (...) {
+        c.callback_errors_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    c.pool_.release(buffer);
+    // Outside every kscope lock (DESIGN.md: never count drops while holding our lock).
+    if (c.api_.activity_get_num_dropped_records != nullptr) {
+      std::size_t dropped = 0;
+      if (c.api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+        c.dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  static void at_exit_handler() noexcept { global().stop(); }
+
+  // Paired samples; the narrowest bracket wins.
+  std::int64_t measure_clock_offset() const noexcept {
+    std::int64_t best_width = -1, offset = 0;
+    for (int i = 0; i < 7; ++i) {
+      std::uint64_t cupti_ns = 0;
+      const std::int64_t before = detail::now_ns();
+      if (api_.get_timestamp(&cupti_ns) != CUPTI_SUCCESS) return offset;
+      const std::int64_t after = detail::now_ns();
+      const std::int64_t width = after - before;
+      if (best_width < 0 || width < best_width) {
+        best_width = width;
+        offset = before + width / 2 - static_cast<std::int64_t>(cupti_ns);
+      }
+    }
+    return offset;
+  }
+
+  bool start_cupti() {
+    int device_count = 0;
+    const cudaError_t device_status = cudaGetDeviceCount(&device_count);
+    if (device_status != cudaSuccess || device_count == 0) {
+      return refuse(cupti_state::unavailable,
+                    std::string("CUPTI not started: no usable CUDA device (") +
+                        (device_status != cudaSuccess ? cudaGetErrorString(device_status) : "0 devices") +
+                        "); GPU times from CUDA events only");
+    }
+    std::string why;
+    if (!detail::load_cupti(api_, options_.library_path, why)) {
+      return refuse(cupti_state::unavailable, "CUPTI unavailable: " + why + "; GPU times from CUDA events only");
+    }
+    if (pool_.buffer_count() == 0 && !pool_.allocate(options_.buffer_bytes, options_.buffer_count)) {
+      return refuse(cupti_state::failed,
+                    "CUPTI not started: could not allocate the activity buffer pool (" +
+                        std::to_string(options_.buffer_count) + " x " + std::to_string(options_.buffer_bytes) +
+                        " bytes); GPU times from CUDA events only");
+    }
+    correlation_table* table = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(attribution_mutex_);
+      table = &attribution_locked().launches();
+    }
+
+    // 1. Subscribe first: if another tool owns CUPTI, touch nothing else of its setup.
+    callbacks_enabled_ = 0;
+    if (design_ == attribution_design::launch_callback) {
+      char other_tool[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+      CUptiResult r;
+      if (api_.subscribe_v2 != nullptr) {
+        CUpti_SubscriberParams params{};
+        params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        params.subscriberName = "kscope";
+        params.oldSubscriberName = other_tool;
+        params.oldSubscriberSize = sizeof(other_tool) - 1;
+        r = api_.subscribe_v2(&subscriber_, &on_api_callback, table, &params);
+      } else {
+        r = api_.subscribe(&subscriber_, &on_api_callback, table);
+      }
+      if (r != CUPTI_SUCCESS) {
+        subscriber_ = nullptr;
+        std::string who = other_tool[0] != '\0' ? std::string(": held by ") + other_tool : std::string();
+        return fail_with(r, "cuptiSubscribe", who);
+      }
+      enable_launch_callbacks();
+      if (callbacks_enabled_ == 0) {
+        teardown();
+        return refuse(cupti_state::failed,
+                      "CUPTI launch callbacks could not be enabled; GPU times from CUDA events only");
+      }
+    }
+
+    // 2. Buffers.
+    if (!buffers_registered_) {
+      const CUptiResult r = api_.activity_register_callbacks(&on_buffer_requested, &on_buffer_completed);
+      if (r != CUPTI_SUCCESS) {
+        teardown();
+        return fail_with(r, "cuptiActivityRegisterCallbacks", "");
+      }
+      buffers_registered_ = true;
+    }
+
+    // 3. One clock, before any activity kind is enabled (CUPTI's requirement).
+    if (clock_ == cupti_clock::none || clock_ == cupti_clock::cupti_native) {
+      if (api_.activity_register_timestamp_callback != nullptr &&
+          api_.activity_register_timestamp_callback(&steady_timestamp) == CUPTI_SUCCESS) {
+        clock_ = cupti_clock::timestamp_callback;
+        clock_offset_ns_.store(0, std::memory_order_relaxed);
+      } else if (api_.get_timestamp != nullptr) {
+        clock_ = cupti_clock::offset;
+        clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
+      } else {
+        clock_ = cupti_clock::cupti_native;
+        add_warning("CUPTI timestamps could not be put on kscope's clock; GPU and host times "
+                    "in traces are not aligned");
+      }
+    }
+
+    // 4. Activity kinds. Kernels are required; the rest degrade with a warning.
+    enabled_kinds_.clear();
+    CUptiResult r = enable_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r != CUPTI_SUCCESS) {
+      teardown();
+      return fail_with(r, "cuptiActivityEnable(CONCURRENT_KERNEL)", "");
+    }
+    std::string kinds = "kernel";
+    if (options_.collect_memcpy) {
+      if (enable_kind(CUPTI_ACTIVITY_KIND_MEMCPY) == CUPTI_SUCCESS) kinds += "+memcpy";
+      else add_warning("CUPTI memcpy activity could not be enabled; copies are not attributed");
+      (void)enable_kind(CUPTI_ACTIVITY_KIND_MEMCPY2);  // peer copies; optional
+    }
+    if (options_.collect_memset) {
+      if (enable_kind(CUPTI_ACTIVITY_KIND_MEMSET) == CUPTI_SUCCESS) kinds += "+memset";
+      else add_warning("CUPTI memset activity could not be enabled; memsets are not attributed");
+    }
+    if (design_ == attribution_design::external_correlation) {
+      const bool have_push = api_.activity_push_external_correlation_id != nullptr &&
+                             api_.activity_pop_external_correlation_id != nullptr;
+      r = have_push ? enable_kind(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) : CUPTI_ERROR_NOT_SUPPORTED;
+      if (r == CUPTI_SUCCESS) r = enable_kind(CUPTI_ACTIVITY_KIND_DRIVER);
+      if (r != CUPTI_SUCCESS) {
+        teardown();
+        return fail_with(r, "cuptiActivityEnable(EXTERNAL_CORRELATION/DRIVER)", "");
+      }
+      external_api().push.store(api_.activity_push_external_correlation_id, std::memory_order_release);
+      external_api().pop.store(api_.activity_pop_external_correlation_id, std::memory_order_release);
+      detail::cupti_scope_hooks().enter.store(&external_enter, std::memory_order_release);
+      detail::cupti_scope_hooks().exit.store(&external_exit, std::memory_order_release);
+    }
+    if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr) {
+      (void)api_.activity_flush_period(options_.flush_period_ms);
+    }
+    if (!exit_handler_registered_) {
+      // cudaGetDeviceCount above made the runtime register its own teardown first, so
+      // this handler runs before it (atexit is LIFO).
+      exit_handler_registered_ = std::atexit(&at_exit_handler) == 0;
+    }
+    state_ = cupti_state::running;
+    running_.store(true, std::memory_order_release);
+    message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
+               to_string(design_) + "; clock: " + to_string(clock_);
+    return true;
+  }
+
+  bool fail_with(CUptiResult r, const char* call, const std::string& detail_text) {
+    const std::string name = api_.result_name(r);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      return refuse(cupti_state::owned_by_other_tool,
+                    "CUPTI owned by another tool (" + name + detail_text +
+                        "); GPU times from CUDA events only");
+    }
+    return refuse(cupti_state::failed,
+                  "CUPTI not started: " + std::string(call) + " failed with " + name + detail_text +
+                      "; GPU times from CUDA events only");
+  }
+
+  void enable_launch_callbacks() {
+    std::size_t count = 0;
+    const CUpti_CallbackId* ids = detail::cupti_runtime_launch_cbids(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) == CUPTI_SUCCESS) {
+        ++callbacks_enabled_;
+      }
+    }
+    if (!options_.driver_api_callbacks) return;
+    ids = detail::cupti_driver_launch_cbids(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) == CUPTI_SUCCESS) {
+        ++callbacks_enabled_;
+      }
+    }
+  }
+
+  CUptiResult enable_kind(CUpti_ActivityKind kind) {
+    const CUptiResult r = api_.activity_enable(kind);
+    if (r == CUPTI_SUCCESS) enabled_kinds_.push_back(kind);
+    return r;
+  }
+
+  // Undoes start: activity kinds off, callbacks off. Buffers stay registered (CUPTI keeps
+  // the registration; re-registering is not needed on a later start()).
+  void teardown() noexcept {
+    detail::cupti_scope_hooks().enter.store(nullptr, std::memory_order_release);
+    detail::cupti_scope_hooks().exit.store(nullptr, std::memory_order_release);
+    for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
+    enabled_kinds_.clear();
+    if (subscriber_ != nullptr) {
+      (void)api_.unsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
+  }
+#endif  // KSCOPE_HAS_CUPTI
+
+  void flush_locked(bool force) {
+#if KSCOPE_HAS_CUPTI
+    if (running_.load(std::memory_order_acquire)) {
+      // Delivers buffers through on_buffer_completed on this thread (attribution lock
+      // taken there; only the control lock is held here).
+      (void)api_.activity_flush_all(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+      if (clock_ == cupti_clock::offset) {
+        clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
+      }
+    }
+#else
+    (void)force;
+#endif
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    attribution_locked().settle();
+  }
+
+  void stop_locked() {
+    if (state_ != cupti_state::running) return;
+    flush_locked(true);
+#if KSCOPE_HAS_CUPTI
+    teardown();
+#endif
+    running_.store(false, std::memory_order_release);
+    state_ = cupti_state::stopped;
+  }
+
+  mutable std::mutex control_mutex_;   // start / stop / flush / status
+  std::mutex attribution_mutex_;       // the attribution (CUPTI's buffer thread, snapshot)
+  std::unique_ptr<gpu_attribution> attribution_;
+  detail::activity_buffer_pool pool_;
+  cupti_options options_{};
+  cupti_state state_ = cupti_state::not_started;
+  attribution_design design_ = attribution_design::launch_callback;
+  cupti_clock clock_ = cupti_clock::none;
+  std::string message_ = "CUPTI collector not started";
+  std::vector<std::string> warnings_;
+  std::size_t callbacks_enabled_ = 0;
+  std::atomic<bool> running_{false};
+  std::atomic<std::int64_t> clock_offset_ns_{0};
+  std::atomic<std::uint64_t> dropped_by_cupti_{0};
+  std::atomic<std::uint64_t> buffers_completed_{0};
+  std::atomic<std::uint64_t> callback_errors_{0};
+  bool exit_handler_registered_ = false;
+  bool buffers_registered_ = false;
+#if KSCOPE_HAS_CUPTI
+  detail::cupti_api api_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  std::vector<CUpti_ActivityKind> enabled_kinds_;
+#endif
+};
+
+}  // namespace kscope

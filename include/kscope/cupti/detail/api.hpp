@@ -1,0 +1,237 @@
+// kscope/cupti/detail/api.hpp — CUPTI reached through dlopen, never linked.
+//
+// A program that includes kscope must start where libcupti is missing (CI machines, a
+// runtime-only container), so every CUPTI function is resolved at run time with dlsym.
+// The function types come from the CUPTI headers of the toolkit kscope is compiled with;
+// the record layouts kscope reads are checked against older CUPTI versions in
+// cupti_parse.hpp, so a libcupti from CUDA 12 works as well.
+//
+// Search order (first that loads wins; the tried paths go into the warning):
+//   0. a libcupti already loaded in the process (RTLD_NOLOAD): two CUPTI copies in one
+//      process would fight over the same driver hooks;
+//   1. $KSCOPE_CUPTI_LIBRARY (a full path);
+//   2. the explicit path in cupti_options::library_path;
+//   3. KSCOPE_CUDA_LIBRARY_DIR (set by CMake: the toolkit kscope was built against);
+//   4. the directory of the libcudart in use (dladdr on a cudart symbol), and its
+//      ../extras/CUPTI/lib64 (older toolkit layout);
+//   5. the default sonames libcupti.so.13, libcupti.so.12, libcupti.so.
+#pragma once
+
+#include "../../core/config.hpp"
+
+#if KSCOPE_HAS_CUDA && defined(__has_include)
+#  if __has_include(<cupti.h>)
+#    define KSCOPE_HAS_CUPTI 1
+#  endif
+#endif
+#ifndef KSCOPE_HAS_CUPTI
+#  define KSCOPE_HAS_CUPTI 0
+#endif
+
+#if KSCOPE_HAS_CUPTI
+
+#include <cupti.h>
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace kscope {
+namespace detail {
+
+// The CUPTI entry points kscope uses, resolved from one loaded libcupti.
+//
+//   detail::cupti_api api;
+//   std::string why;
+//   if (!detail::load_cupti(api, "", why)) warn(why);
+struct cupti_api {
+  void* handle = nullptr;
+  std::string path;           // what was loaded
+  std::uint32_t version = 0;  // cuptiGetVersion, 0 when unknown
+
+  // Required.
+  decltype(&::cuptiGetResultString) get_result_string = nullptr;
+  decltype(&::cuptiActivityRegisterCallbacks) activity_register_callbacks = nullptr;
+  decltype(&::cuptiActivityEnable) activity_enable = nullptr;
+  decltype(&::cuptiActivityDisable) activity_disable = nullptr;
+  decltype(&::cuptiActivityFlushAll) activity_flush_all = nullptr;
+  decltype(&::cuptiActivityGetNextRecord) activity_get_next_record = nullptr;
+  decltype(&::cuptiActivityGetNumDroppedRecords) activity_get_num_dropped_records = nullptr;
+  decltype(&::cuptiSubscribe) subscribe = nullptr;
+  decltype(&::cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&::cuptiEnableCallback) enable_callback = nullptr;
+  // Optional: missing ones only switch a feature off.
+  decltype(&::cuptiSubscribe_v2) subscribe_v2 = nullptr;
+  decltype(&::cuptiGetVersion) get_version = nullptr;
+  decltype(&::cuptiGetTimestamp) get_timestamp = nullptr;
+  decltype(&::cuptiActivityRegisterTimestampCallback) activity_register_timestamp_callback = nullptr;
+  decltype(&::cuptiActivityPushExternalCorrelationId) activity_push_external_correlation_id = nullptr;
+  decltype(&::cuptiActivityPopExternalCorrelationId) activity_pop_external_correlation_id = nullptr;
+  decltype(&::cuptiActivityFlushPeriod) activity_flush_period = nullptr;
+
+  [[nodiscard]] bool loaded() const noexcept { return handle != nullptr; }
+
+  // "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", or the number when unknown.
+  [[nodiscard]] std::string result_name(CUptiResult result) const {
+    const char* text = nullptr;
+    if (get_result_string != nullptr && get_result_string(result, &text) == CUPTI_SUCCESS &&
+        text != nullptr) {
+      return text;
+    }
+    return "CUPTI error " + std::to_string(static_cast<int>(result));
+  }
+};
+
+template <class F>
+inline bool resolve_symbol(void* handle, const char* name, F& out) noexcept {
+  void* symbol = ::dlsym(handle, name);
+  out = reinterpret_cast<F>(symbol);
+  return symbol != nullptr;
+}
+
+// Resolves every entry point; returns the first required one missing, or "".
+inline std::string resolve_cupti_symbols(cupti_api& api) {
+  void* h = api.handle;
+  struct required {
+    const char* name;
+    bool ok;
+  };
+  const required list[] = {
+      {"cuptiGetResultString", resolve_symbol(h, "cuptiGetResultString", api.get_result_string)},
+      {"cuptiActivityRegisterCallbacks",
+       resolve_symbol(h, "cuptiActivityRegisterCallbacks", api.activity_register_callbacks)},
+      {"cuptiActivityEnable", resolve_symbol(h, "cuptiActivityEnable", api.activity_enable)},
+      {"cuptiActivityDisable", resolve_symbol(h, "cuptiActivityDisable", api.activity_disable)},
+      {"cuptiActivityFlushAll", resolve_symbol(h, "cuptiActivityFlushAll", api.activity_flush_all)},
+      {"cuptiActivityGetNextRecord",
+       resolve_symbol(h, "cuptiActivityGetNextRecord", api.activity_get_next_record)},
+      {"cuptiActivityGetNumDroppedRecords",
+       resolve_symbol(h, "cuptiActivityGetNumDroppedRecords", api.activity_get_num_dropped_records)},
+      {"cuptiSubscribe", resolve_symbol(h, "cuptiSubscribe", api.subscribe)},
+      {"cuptiUnsubscribe", resolve_symbol(h, "cuptiUnsubscribe", api.unsubscribe)},
+      {"cuptiEnableCallback", resolve_symbol(h, "cuptiEnableCallback", api.enable_callback)},
+  };
+  (void)resolve_symbol(h, "cuptiSubscribe_v2", api.subscribe_v2);
+  (void)resolve_symbol(h, "cuptiGetVersion", api.get_version);
+  (void)resolve_symbol(h, "cuptiGetTimestamp", api.get_timestamp);
+  (void)resolve_symbol(h, "cuptiActivityRegisterTimestampCallback",
+                       api.activity_register_timestamp_callback);
+  (void)resolve_symbol(h, "cuptiActivityPushExternalCorrelationId",
+                       api.activity_push_external_correlation_id);
+  (void)resolve_symbol(h, "cuptiActivityPopExternalCorrelationId",
+                       api.activity_pop_external_correlation_id);
+  (void)resolve_symbol(h, "cuptiActivityFlushPeriod", api.activity_flush_period);
+  for (const required& r : list) {
+    if (!r.ok) return r.name;
+  }
+  return "";
+}
+
+inline std::string directory_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+// The directory of the libcudart this program uses (empty when cudart is static or the
+// symbol cannot be placed).
+inline std::string cudart_directory() {
+  void* symbol = ::dlsym(RTLD_DEFAULT, "cudaGetDeviceCount");
+  Dl_info info{};
+  if (symbol == nullptr || ::dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "";
+  return directory_of(info.dli_fname);
+}
+
+inline const char* const* cupti_sonames() noexcept {
+  static const char* const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so", nullptr};
+  return names;
+}
+
+// The candidate paths, in search order (step 0, RTLD_NOLOAD, is not listed).
+//
+//   for (auto& p : detail::cupti_library_candidates("")) std::puts(p.c_str());
+inline std::vector<std::string> cupti_library_candidates(const std::string& explicit_path) {
+  std::vector<std::string> out;
+  auto add = [&out](const std::string& p) {
+    if (p.empty()) return;
+    for (const auto& q : out) {
+      if (q == p) return;
+    }
+    out.push_back(p);
+  };
+  if (const char* env = std::getenv("KSCOPE_CUPTI_LIBRARY"); env != nullptr && *env != '\0') add(env);
+  add(explicit_path);
+  std::vector<std::string> dirs;
+#ifdef KSCOPE_CUDA_LIBRARY_DIR
+  dirs.emplace_back(KSCOPE_CUDA_LIBRARY_DIR);
+  dirs.push_back(std::string(KSCOPE_CUDA_LIBRARY_DIR) + "/../extras/CUPTI/lib64");
+#endif
+  const std::string cudart_dir = cudart_directory();
+  if (!cudart_dir.empty()) {
+    dirs.push_back(cudart_dir);
+    dirs.push_back(cudart_dir + "/../extras/CUPTI/lib64");
+  }
+  for (const auto& dir : dirs) {
+    for (const char* const* name = cupti_sonames(); *name != nullptr; ++name) {
+      add(dir + "/" + *name);
+    }
+  }
+  for (const char* const* name = cupti_sonames(); *name != nullptr; ++name) add(*name);
+  return out;
+}
+
+// Loads libcupti and resolves its entry points. On failure `why` says what was tried.
+inline bool load_cupti(cupti_api& api, const std::string& explicit_path, std::string& why) {
+  if (api.loaded()) return true;
+  std::vector<std::string> tried;
+  std::string last_error;
+  auto try_open = [&](const std::string& path, int flags) -> bool {
+    ::dlerror();
+    void* h = ::dlopen(path.c_str(), flags);
+    if (h == nullptr) {
+      if ((flags & RTLD_NOLOAD) == 0) {
+        tried.push_back(path);
+        const char* e = ::dlerror();
+        last_error = e != nullptr ? e : "";
+      }
+      return false;
+    }
+    cupti_api candidate;
+    candidate.handle = h;
+    candidate.path = path;
+    const std::string missing = resolve_cupti_symbols(candidate);
+    if (!missing.empty()) {
+      tried.push_back(path + " (no " + missing + ")");
+      ::dlclose(h);
+      return false;
+    }
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(candidate.activity_enable), &info) != 0 &&
+        info.dli_fname != nullptr) {
+      candidate.path = info.dli_fname;
+    }
+    if (candidate.get_version != nullptr) {
+      std::uint32_t v = 0;
+      if (candidate.get_version(&v) == CUPTI_SUCCESS) candidate.version = v;
+    }
+    api = candidate;
+    return true;
+  };
+  for (const char* const* name = cupti_sonames(); *name != nullptr; ++name) {
+    if (try_open(*name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return true;
+  }
+  for (const auto& path : cupti_library_candidates(explicit_path)) {
+    if (try_open(path, RTLD_NOW | RTLD_LOCAL)) return true;
+  }
+  why = "libcupti.so.13 not found (tried";
+  for (std::size_t i = 0; i < tried.size(); ++i) why += (i == 0 ? " " : ", ") + tried[i];
+  why += ")";
+  if (!last_error.empty()) why += "; last dlopen error: " + last_error;
+  return false;
+}
+
+}  // namespace detail
+}  // namespace kscope
+
+#endif  // KSCOPE_HAS_CUPTI

@@ -1,0 +1,604 @@
+// kscope/report/report.hpp — what a session reports, as data, text and JSON.
+//
+// Pure C++: a report is plain values (the session fills them), so it can be built by
+// hand in tests, compared, and formatted without CUDA. The text form is an indented
+// call-path tree that fits a 100-column terminal; the JSON form follows the versioned
+// schema in docs/report_schema.md ("kscope.report/1").
+//
+//   auto r = kscope::session::global().report();
+//   std::fputs(r.text().c_str(), stdout);
+//   r.write_json("run.json");
+#pragma once
+
+#include "../cupti/attribution.hpp"
+#include "../core/config.hpp"
+#include "../core/detail/json_writer.hpp"
+#include "../scope/detail/thread_state.hpp"
+#include "plot.hpp"
+#include "../core/roofline.hpp"
+#include "../core/stats.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+// One distinct value of a user tag on a scope, with how many instances carried it.
+struct tag_count {
+  std::string key;
+  std::string value;
+  std::uint64_t count = 0;
+};
+
+// The results for one node of the call-path tree (one (parent, name) pair).
+struct scope_report {
+  node_id id = 0;
+  node_id parent = 0;
+  std::string name;
+  std::string path;          // "request/decode/attention"
+  std::size_t depth = 0;     // 1 for a top-level scope
+  bool cross_thread = false; // a start/end range, not nested on one thread's stack
+  std::uint64_t calls = 0;
+
+  summary host_ns{};         // per-call host (wall) time, nanoseconds
+  double host_inclusive_ns = 0;  // sum over all calls
+  double host_exclusive_ns = 0;  // inclusive minus nested children's inclusive time
+  double share_of_parent = std::nan("");  // inclusive / parent's inclusive
+
+  std::uint64_t gpu_calls = 0;   // calls that had a stream and were timed with events
+  summary gpu_ns{};              // per-call GPU time between the scope's two events
+  double gpu_total_ns = 0;
+
+  work declared{};               // declared work summed over all calls
+  std::uint64_t work_calls = 0;  // calls that declared work
+
+  // Roofline placement of the median call: declared work per call over the GPU median
+  // (the host median when the scope had no stream), against the roof named by
+  // `roof` (the "dtype" tag picks it; fp32 plain cores otherwise). Empty when no work
+  // was declared or no peaks are known.
+  std::optional<placement> roofline;
+  std::string roof;                         // "bf16 tensor", "fp32 plain"
+  interval flops_per_s_ci{std::nan(""), std::nan(""), 0.95};  // from the time CI
+  double fraction_of_measured_roof = std::nan("");           // when measured peaks are set
+
+  // Kernels, copies and memsets CUPTI attributed to this node (launched while it was the
+  // innermost scope on the launching thread; children's work is theirs). Empty when
+  // CUPTI was not collecting or the node launched nothing.
+  std::optional<node_gpu_activity> gpu_activity;
+
+  std::size_t samples_kept = 0;  // host samples held (<= the session's sample cap)
+  bool samples_capped = false;   // true once the reservoir replaced samples
+
+  std::vector<tag_count> tags;
+};
+
+// Where and when the numbers were taken: printed at the top of every report.
+struct report_context {
+  std::string kscope_version = KSCOPE_VERSION_STRING;
+  std::string host_name;
+  std::string timestamp_utc;   // ISO 8601
+  long long process_id = 0;
+  bool cuda_compiled = KSCOPE_HAS_CUDA != 0;
+  std::vector<std::string> devices;  // one line per device: name, arch, SMs, clocks, memory, versions
+  std::string devices_json;          // JSON array of device objects (empty: none)
+  std::string no_device_reason;      // why there is no GPU block, when there is none
+  std::vector<std::string> roofs;    // the peaks the roofline placements use, one line each
+  std::vector<roof_line> roof_lines; // the same roofs for the roofline picture
+  std::string peaks_json;            // JSON array: theoretical peaks of every device (empty: none)
+  int rank = -1;                     // the process's rank (rank.hpp), -1 when not known
+};
+
+struct session_report {
+  report_context context;
+  std::vector<scope_report> scopes;  // depth-first, children after their parent
+  std::vector<std::string> warnings;
+  // CUPTI: one status line ("" when the collector was never started), the kernels by
+  // total GPU time, and what happened to every record.
+  std::string cupti_status;
+  std::vector<kernel_summary> top_kernels;
+  attribution_counters cupti_counters;
+  std::size_t sample_cap = 0;
+  std::uint64_t gpu_timing_skipped = 0;  // stream scopes that got no event pair
+
+  // The scope at `path` ("a/b/c"), or nullptr.
+  [[nodiscard]] const scope_report* find(const std::string& path) const noexcept {
+    for (const scope_report& s : scopes)
+      if (s.path == path) return &s;
+    return nullptr;
+  }
+
+  [[nodiscard]] std::string text() const;
+  [[nodiscard]] std::string json() const;
+  // A single-file HTML page (no JavaScript, opens offline): the context, the roofline
+  // picture with one point per placed scope, and the scope, roofline and kernel tables.
+  [[nodiscard]] std::string html() const;
+  bool write_html(const std::string& path) const noexcept;
+  // Writes json() to `path`; false (and nothing thrown) when the file cannot be written.
+  bool write_json(const std::string& path) const noexcept;
+};
+
+namespace detail {
+
+// 3 significant digits with an SI time unit: "812 ns", "1.23 µs", "45.6 ms".
+inline std::string format_duration_ns(double ns) {
+  if (!std::isfinite(ns)) return "-";
+  const char* unit = "ns";
+  double v = ns;
+  if (std::fabs(ns) >= 1e9) { v = ns / 1e9; unit = "s"; }
+  else if (std::fabs(ns) >= 1e6) { v = ns / 1e6; unit = "ms"; }
+  else if (std::fabs(ns) >= 1e3) { v = ns / 1e3; unit = "us"; }
+  char buf[32];
+  if (std::fabs(v) >= 100 || unit[0] == 'n') std::snprintf(buf, sizeof buf, "%.0f %s", v, unit);
+  else if (std::fabs(v) >= 10) std::snprintf(buf, sizeof buf, "%.1f %s", v, unit);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, unit);
+  return buf;
+}
+
+// The median CI as "±x.x%" of the median (half the interval's width), or "" without one.
+inline std::string format_ci_percent(const summary& s) {
+  if (!std::isfinite(s.median_ci.lo) || !std::isfinite(s.median_ci.hi) || s.median == 0) return "";
+  const double half = 0.5 * (s.median_ci.hi - s.median_ci.lo) / std::fabs(s.median) * 100.0;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, half < 0.095 ? "±%.2f%%" : "±%.1f%%", half);
+  return buf;
+}
+
+// Pads (or cuts with "~") to a display width; "±" and "µ" count as one column.
+inline std::string fit(const std::string& s, std::size_t width, bool right = false) {
+  std::size_t columns = 0;
+  for (unsigned char c : s) columns += (c & 0xC0) != 0x80;
+  std::string out = s;
+  if (columns > width) {
+    // Cut by bytes of ASCII text (names); mark the cut.
+    out = s.substr(0, width > 0 ? width - 1 : 0) + "~";
+    columns = width;
+  }
+  std::string pad(width - columns, ' ');
+  return right ? pad + out : out + pad;
+}
+
+// Word-wraps one paragraph to `width` columns, continuation lines indented by 2.
+inline std::string wrap(const std::string& text, std::size_t width) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = "  " + word;
+    } else {
+      line += line.empty() ? word : " " + word;
+    }
+    start = end + 1;
+  }
+  if (!line.empty()) out += line + "\n";
+  return out;
+}
+
+// A scope's GPU work split by device, as a JSON array (report and merged report).
+inline void write_device_split_json(json_writer& w, const std::vector<device_gpu_activity>& devices) {
+  w.begin_array();
+  for (const device_gpu_activity& d : devices) {
+    w.begin_object();
+    w.member("device", static_cast<unsigned long long>(d.device));
+    w.member("kernel_count", static_cast<unsigned long long>(d.kernel_count));
+    w.member("kernel_ns", static_cast<long long>(d.kernel_ns));
+    w.member("busy_ns", static_cast<long long>(d.busy_ns));
+    w.member("comm_kernel_count", static_cast<unsigned long long>(d.comm_kernel_count));
+    w.member("comm_ns", static_cast<long long>(d.comm_ns));
+    w.end_object();
+  }
+  w.end_array();
+}
+
+inline void write_summary_json(json_writer& w, const summary& s) {
+  w.begin_object();
+  w.member("n", static_cast<unsigned long long>(s.n));
+  w.member("warmup", static_cast<unsigned long long>(s.warmup));
+  w.member("median", s.median).member("mean", s.mean).member("stddev", s.stddev);
+  w.member("min", s.min).member("max", s.max).member("mad", s.mad);
+  w.member("p90", s.p90).member("p99", s.p99);
+  w.key("median_ci").begin_object();
+  w.member("lo", s.median_ci.lo).member("hi", s.median_ci.hi).member("level", s.median_ci.level);
+  w.end_object();
+  w.member("outliers", static_cast<unsigned long long>(s.outliers));
+  w.member("steady", s.steady);
+  w.end_object();
+}
+
+}  // namespace detail
+
+inline std::string session_report::text() const {
+  std::string out;
+  out += "kscope " + context.kscope_version;
+  if (!context.host_name.empty()) out += " on " + context.host_name;
+  if (!context.timestamp_utc.empty()) out += ", " + context.timestamp_utc;
+  out += "\n";
+  if (context.devices.empty()) {
+    out += detail::wrap("GPU: " + (context.cuda_compiled ? context.no_device_reason + "; GPU timing needs a CUDA device"
+                                                         : std::string("kscope built without CUDA; GPU timing needs a CUDA build and a device")), 98);
+  } else {
+    for (const std::string& d : context.devices) out += detail::wrap("GPU: " + d, 98);
+    for (const std::string& r : context.roofs) out += detail::wrap("roof: " + r, 98);
+  }
+  out += "\n";
+  // name 30 | calls 8 | host median 9, ci 7 | gpu median 9, ci 7 | total 9 | % parent 7
+  out += detail::fit("scope", 30) + detail::fit("calls", 8, true) + "  " +
+         detail::fit("host med", 9, true) + " " + detail::fit("CI95", 7) +
+         detail::fit("gpu med", 9, true) + " " + detail::fit("CI95", 7) +
+         detail::fit("total", 9, true) + detail::fit("%par", 7, true) + "\n";
+  out += std::string(96, '-') + "\n";
+  bool any_unsteady = false, any_capped = false;
+  for (const scope_report& s : scopes) {
+    std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+    name += s.name;
+    if (s.cross_thread) name += " ~";
+    std::string flags;
+    if (!s.host_ns.steady && s.host_ns.n > 0) { flags += "!"; any_unsteady = true; }
+    if (s.samples_capped) { flags += "*"; any_capped = true; }
+    char share[16] = "-";
+    if (std::isfinite(s.share_of_parent))
+      std::snprintf(share, sizeof share, "%.1f%%", 100.0 * s.share_of_parent);
+    out += detail::fit(name, 30) + detail::fit(std::to_string(s.calls) + flags, 8, true) + "  " +
+           detail::fit(detail::format_duration_ns(s.host_ns.median), 9, true) + " " +
+           detail::fit(detail::format_ci_percent(s.host_ns), 7) +
+           detail::fit(s.gpu_calls ? detail::format_duration_ns(s.gpu_ns.median) : "-", 9, true) + " " +
+           detail::fit(s.gpu_calls ? detail::format_ci_percent(s.gpu_ns) : "", 7) +
+           detail::fit(detail::format_duration_ns(s.host_inclusive_ns), 9, true) +
+           detail::fit(share, 7, true) + "\n";
+  }
+  if (scopes.empty()) out += "(no scopes recorded)\n";
+  std::string legend =
+      "med: median per call; CI95: half-width of its 95% interval; total: host time over all calls; "
+      "%par: share of the parent's total";
+  if (any_unsteady) legend += "; !: no steady state found (all samples after the first used)";
+  if (any_capped) legend += "; *: samples capped at " + std::to_string(sample_cap) + " (reservoir)";
+  legend += "; ~: cross-thread range";
+  out += "\n" + detail::wrap(legend, 98);
+  bool any_placed = false;
+  for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
+  if (any_placed) {
+    out += "\n" + detail::fit("roofline (median call)", 30) + detail::fit("FLOP/s", 10, true) +
+           detail::fit("B/s", 10, true) + detail::fit("FLOP/B", 8, true) + detail::fit("%roof", 7, true) +
+           detail::fit("%meas", 7, true) + "  " + detail::fit("limiter", 9) + detail::fit("roof", 12) + "\n";
+    out += std::string(96, '-') + "\n";
+    std::string hints;
+    for (const scope_report& s : scopes) {
+      if (!s.roofline) continue;
+      const placement& p = *s.roofline;
+      char intensity[16], roof_pct[16], measured_pct[16] = "-";
+      std::snprintf(intensity, sizeof intensity, p.intensity < 10 ? "%.2f" : "%.0f", p.intensity);
+      std::snprintf(roof_pct, sizeof roof_pct, "%.0f%%", 100 * p.fraction_of_roof);
+      if (std::isfinite(s.fraction_of_measured_roof))
+        std::snprintf(measured_pct, sizeof measured_pct, "%.0f%%", 100 * s.fraction_of_measured_roof);
+      std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+      name += s.name;
+      out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
+             detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
+             detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
+             detail::fit(to_string(p.limiter), 9) + detail::fit(s.roof, 12) + "\n";
+      hints += detail::wrap(s.path + ": " + std::string(hint(p)), 98);
+    }
+    out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
+  }
+  bool any_activity = false;
+  for (const scope_report& s : scopes) any_activity = any_activity || s.gpu_activity.has_value();
+  if (any_activity) {
+    // name 26 | kernels 8 | kern time 10 | comm 10 | busy 10 | idle 10 | H2D, D2H, D2D 8 = 98
+    bool any_comm = false, any_multi_device = false;
+    for (const scope_report& s : scopes) {
+      if (!s.gpu_activity) continue;
+      any_comm = any_comm || s.gpu_activity->comm_kernel_count > 0;
+      any_multi_device = any_multi_device || s.gpu_activity->devices.size() > 1;
+    }
+    out += "\n" + detail::fit("GPU activity (CUPTI)", 26) + detail::fit("kernels", 8, true) +
+           detail::fit("kern time", 10, true) + detail::fit("comm", 10, true) + detail::fit("busy", 10, true) +
+           detail::fit("idle", 10, true) + detail::fit("H2D", 8, true) + detail::fit("D2H", 8, true) +
+           detail::fit("D2D", 8, true) + "\n";
+    out += std::string(98, '-') + "\n";
+    for (const scope_report& s : scopes) {
+      if (!s.gpu_activity) continue;
+      const node_gpu_activity& a = *s.gpu_activity;
+      std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+      name += s.name;
+      const auto bytes = [&](copy_direction d) {
+        const copy_totals& c = a.copies(d);
+        return c.count ? detail::format_si(static_cast<double>(c.bytes), "B") : std::string("-");
+      };
+      const auto comm_text = [](std::uint64_t count, std::int64_t ns) {
+        return count ? detail::format_duration_ns(static_cast<double>(ns)) : std::string("-");
+      };
+      out += detail::fit(name, 26) + detail::fit(std::to_string(a.kernel_count), 8, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(a.kernel_ns)), 10, true) +
+             detail::fit(comm_text(a.comm_kernel_count, a.comm_ns), 10, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(a.busy_ns)), 10, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(a.idle_ns)), 10, true) +
+             detail::fit(bytes(copy_direction::h2d), 8, true) + detail::fit(bytes(copy_direction::d2h), 8, true) +
+             detail::fit(bytes(copy_direction::d2d), 8, true) + "\n";
+      if (a.devices.size() > 1) {  // one row per device, under the scope
+        for (const device_gpu_activity& d : a.devices) {
+          out += detail::fit(std::string(name.size() - s.name.size() + 2, ' ') + "@GPU " + std::to_string(d.device), 26) +
+                 detail::fit(std::to_string(d.kernel_count), 8, true) +
+                 detail::fit(detail::format_duration_ns(static_cast<double>(d.kernel_ns)), 10, true) +
+                 detail::fit(comm_text(d.comm_kernel_count, d.comm_ns), 10, true) +
+                 detail::fit(detail::format_duration_ns(static_cast<double>(d.busy_ns)), 10, true) + "\n";
+        }
+      }
+    }
+    std::string legend = "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
+                         "idle: its GPU span with none of its work running";
+    if (any_comm) legend += "; comm: NCCL kernels' time (part of kern time)";
+    if (any_multi_device) legend += "; @GPU n: the scope's kernels on device n";
+    out += detail::wrap(legend, 98);
+  }
+  if (!top_kernels.empty()) {
+    out += "\n" + detail::fit("top kernels", 40) + detail::fit("calls", 7, true) + detail::fit("total", 10, true) +
+           detail::fit("median", 10, true) + "  " + detail::fit("grid", 11) + detail::fit("block", 9) +
+           detail::fit("regs", 5, true) + detail::fit("smem", 8, true) + "\n";
+    out += std::string(100, '-') + "\n";
+    std::size_t shown = 0;
+    for (const kernel_summary& k : top_kernels) {
+      if (++shown > 15) break;
+      const auto dims = [](const std::array<std::int32_t, 3>& d) {
+        std::string t = std::to_string(d[0]);
+        if (d[1] > 1 || d[2] > 1) t += "x" + std::to_string(d[1]);
+        if (d[2] > 1) t += "x" + std::to_string(d[2]);
+        return t;
+      };
+      out += detail::fit(k.name, 40) + detail::fit(std::to_string(k.calls), 7, true) +
+             detail::fit(detail::format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
+             detail::fit(detail::format_duration_ns(k.median_ns), 10, true) + "  " +
+             detail::fit(dims(k.grid) + (k.launch_config_varies ? "*" : ""), 11) + detail::fit(dims(k.block), 9) +
+             detail::fit(std::to_string(k.registers_per_thread), 5, true) +
+             detail::fit(detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B"), 8, true) +
+             "\n";
+    }
+    if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
+  }
+  if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + cupti_status, 98);
+  if (gpu_timing_skipped)
+    out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";
+  for (const std::string& w : warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+inline std::string session_report::json() const {
+  std::string out;
+  detail::json_writer w(out);
+  w.begin_object();
+  w.member("schema", "kscope.report/1");
+  w.key("context").begin_object();
+  w.member("kscope_version", context.kscope_version);
+  w.member("host", context.host_name);
+  w.member("timestamp_utc", context.timestamp_utc);
+  w.member("process_id", context.process_id);
+  w.member("cuda_compiled", context.cuda_compiled);
+  w.key("gpu");
+  if (context.devices_json.empty()) w.value(nullptr); else w.raw(context.devices_json);
+  if (context.devices_json.empty()) w.member("no_device_reason", context.no_device_reason);
+  w.key("roofs").begin_array();
+  for (const std::string& r : context.roofs) w.value(r);
+  w.end_array();
+  w.key("peaks");
+  if (context.peaks_json.empty()) w.value(nullptr); else w.raw(context.peaks_json);
+  w.key("rank");
+  if (context.rank < 0) w.value(nullptr); else w.value(context.rank);
+  w.end_object();
+  w.member("sample_cap", static_cast<unsigned long long>(sample_cap));
+  w.member("gpu_timing_skipped", static_cast<unsigned long long>(gpu_timing_skipped));
+  w.key("warnings").begin_array();
+  for (const std::string& s : warnings) w.value(s);
+  w.end_array();
+  w.key("cupti").begin_object();
+  w.member("status", cupti_status);
+  w.key("counters").begin_object();
+  const attribution_counters& c = cupti_counters;
+  w.member("records_seen", static_cast<unsigned long long>(c.records_seen));
+  w.member("kernel_records", static_cast<unsigned long long>(c.kernel_records));
+  w.member("memcpy_records", static_cast<unsigned long long>(c.memcpy_records));
+  w.member("memset_records", static_cast<unsigned long long>(c.memset_records));
+  w.member("dropped_by_cupti", static_cast<unsigned long long>(c.dropped_by_cupti));
+  w.member("dropped_zero_start", static_cast<unsigned long long>(c.dropped_zero_start));
+  w.member("dropped_end_before_start", static_cast<unsigned long long>(c.dropped_end_before_start));
+  w.member("dropped_malformed", static_cast<unsigned long long>(c.dropped_malformed));
+  w.member("unscoped", static_cast<unsigned long long>(c.unscoped));
+  w.member("unattributed", static_cast<unsigned long long>(c.unattributed));
+  w.member("devices_over_cap", static_cast<unsigned long long>(c.devices_over_cap));
+  w.end_object();
+  w.key("top_kernels").begin_array();
+  for (const kernel_summary& k : top_kernels) {
+    w.begin_object();
+    w.member("name", k.name).member("mangled_name", k.mangled_name);
+    w.member("calls", static_cast<unsigned long long>(k.calls));
+    w.member("total_ns", static_cast<long long>(k.total_ns)).member("median_ns", k.median_ns);
+    w.member("min_ns", static_cast<long long>(k.min_ns)).member("max_ns", static_cast<long long>(k.max_ns));
+    w.key("grid").begin_array().value(k.grid[0]).value(k.grid[1]).value(k.grid[2]).end_array();
+    w.key("block").begin_array().value(k.block[0]).value(k.block[1]).value(k.block[2]).end_array();
+    w.member("registers_per_thread", static_cast<unsigned long long>(k.registers_per_thread));
+    w.member("static_shared_bytes", k.static_shared_bytes).member("dynamic_shared_bytes", k.dynamic_shared_bytes);
+    w.member("launch_config_varies", k.launch_config_varies);
+    w.member("communication", k.communication);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  w.key("scopes").begin_array();
+  for (const scope_report& s : scopes) {
+    w.begin_object();
+    w.member("id", static_cast<unsigned long long>(s.id));
+    w.member("parent", static_cast<unsigned long long>(s.parent));
+    w.member("name", s.name).member("path", s.path);
+    w.member("depth", static_cast<unsigned long long>(s.depth));
+    w.member("cross_thread", s.cross_thread);
+    w.member("calls", static_cast<unsigned long long>(s.calls));
+    w.key("host_ns"); detail::write_summary_json(w, s.host_ns);
+    w.member("host_inclusive_ns", s.host_inclusive_ns);
+    w.member("host_exclusive_ns", s.host_exclusive_ns);
+    w.member("share_of_parent", s.share_of_parent);
+    w.member("gpu_calls", static_cast<unsigned long long>(s.gpu_calls));
+    w.key("gpu_ns");
+    if (s.gpu_calls) detail::write_summary_json(w, s.gpu_ns); else w.value(nullptr);
+    w.member("gpu_total_ns", s.gpu_total_ns);
+    w.key("declared_work").begin_object();
+    w.member("flops", s.declared.flops).member("bytes", s.declared.bytes);
+    w.member("calls", static_cast<unsigned long long>(s.work_calls));
+    w.end_object();
+    w.key("roofline");
+    if (!s.roofline) {
+      w.value(nullptr);
+    } else {
+      const placement& p = *s.roofline;
+      w.begin_object();
+      w.member("roof", s.roof);
+      w.member("flops_per_s", p.flops_per_s).member("bytes_per_s", p.bytes_per_s);
+      w.member("intensity", p.intensity).member("roof_flops_per_s", p.roof_flops_per_s);
+      w.member("fraction_of_roof", p.fraction_of_roof);
+      w.member("fraction_of_measured_roof", s.fraction_of_measured_roof);
+      w.member("limiter", to_string(p.limiter));
+      w.member("hint", hint(p));
+      w.key("flops_per_s_ci").begin_object();
+      w.member("lo", s.flops_per_s_ci.lo).member("hi", s.flops_per_s_ci.hi).member("level", s.flops_per_s_ci.level);
+      w.end_object();
+      w.end_object();
+    }
+    w.key("gpu_activity");
+    if (!s.gpu_activity) {
+      w.value(nullptr);
+    } else {
+      const node_gpu_activity& a = *s.gpu_activity;
+      w.begin_object();
+      w.member("kernel_count", static_cast<unsigned long long>(a.kernel_count));
+      w.member("kernel_ns", static_cast<long long>(a.kernel_ns));
+      w.member("busy_ns", static_cast<long long>(a.busy_ns));
+      w.member("idle_ns", static_cast<long long>(a.idle_ns));
+      w.member("first_start_ns", static_cast<long long>(a.first_start_ns));
+      w.member("last_end_ns", static_cast<long long>(a.last_end_ns));
+      for (copy_direction d : {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d, copy_direction::other}) {
+        const copy_totals& c = a.copies(d);
+        w.key(std::string("memcpy_") + to_string(d)).begin_object();
+        w.member("count", static_cast<unsigned long long>(c.count)).member("bytes", static_cast<unsigned long long>(c.bytes));
+        w.member("ns", static_cast<long long>(c.ns)).end_object();
+      }
+      w.key("memset").begin_object();
+      w.member("count", static_cast<unsigned long long>(a.memset.count))
+          .member("bytes", static_cast<unsigned long long>(a.memset.bytes))
+          .member("ns", static_cast<long long>(a.memset.ns));
+      w.end_object();
+      w.member("comm_kernel_count", static_cast<unsigned long long>(a.comm_kernel_count));
+      w.member("comm_ns", static_cast<long long>(a.comm_ns));
+      w.member("comm_busy_ns", static_cast<long long>(a.comm_busy_ns));
+      w.member("compute_busy_ns", static_cast<long long>(a.compute_busy_ns));
+      w.key("devices");
+      detail::write_device_split_json(w, a.devices);
+      w.end_object();
+    }
+    w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
+    w.member("samples_capped", s.samples_capped);
+    w.key("tags").begin_array();
+    for (const tag_count& t : s.tags) {
+      w.begin_object().member("key", t.key).member("value", t.value)
+          .member("count", static_cast<unsigned long long>(t.count)).end_object();
+    }
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return out;
+}
+
+inline std::string session_report::html() const {
+  html_report page;
+  page.title = "kscope report";
+  page.context_lines.push_back("kscope " + context.kscope_version + " on " + context.host_name + ", " +
+                               context.timestamp_utc);
+  for (const std::string& d : context.devices) page.context_lines.push_back("GPU: " + d);
+  if (context.devices.empty()) page.context_lines.push_back("GPU: " + context.no_device_reason);
+  for (const std::string& r : context.roofs) page.context_lines.push_back("roof: " + r);
+  std::vector<roof_point> points;
+  html_table scope_table{"Scopes (median per call, 95 % CI of the median)",
+                         {"scope", "calls", "host median", "host CI", "GPU median", "GPU CI", "total", "% parent"},
+                         {}};
+  html_table roof_table{"Roofline (median call)",
+                        {"scope", "FLOP/s", "B/s", "FLOP/B", "% roof", "% measured roof", "limiter", "roof", "hint"},
+                        {}};
+  const auto ci_text = [](const summary& s) {
+    if (!std::isfinite(s.median_ci.lo)) return std::string("-");
+    return "[" + detail::format_duration_ns(s.median_ci.lo) + ", " + detail::format_duration_ns(s.median_ci.hi) + "]";
+  };
+  const auto percent = [](double f) {
+    if (!std::isfinite(f)) return std::string("-");
+    char b[16];
+    std::snprintf(b, sizeof b, "%.1f %%", 100 * f);
+    return std::string(b);
+  };
+  for (const scope_report& s : scopes) {
+    scope_table.rows.push_back({s.path, std::to_string(s.calls), detail::format_duration_ns(s.host_ns.median),
+                                ci_text(s.host_ns), s.gpu_calls ? detail::format_duration_ns(s.gpu_ns.median) : "-",
+                                s.gpu_calls ? ci_text(s.gpu_ns) : "-", detail::format_duration_ns(s.host_inclusive_ns),
+                                percent(s.share_of_parent)});
+    if (!s.roofline) continue;
+    const placement& p = *s.roofline;
+    points.push_back(to_roof_point(s.path, p));
+    char intensity[24];
+    std::snprintf(intensity, sizeof intensity, "%.3g", p.intensity);
+    roof_table.rows.push_back({s.path, detail::format_si(p.flops_per_s, "FLOP/s"), detail::format_si(p.bytes_per_s, "B/s"),
+                               intensity, percent(p.fraction_of_roof), percent(s.fraction_of_measured_roof),
+                               to_string(p.limiter), s.roof, std::string(hint(p))});
+  }
+  if (!points.empty() && !context.roof_lines.empty()) {
+    plot_options options;
+    options.title = context.devices.empty() ? "Roofline" : "Roofline: " + context.devices.front().substr(0, context.devices.front().find(':'));
+    page.svg = roofline_svg(context.roof_lines, points, options);
+  }
+  page.tables.push_back(std::move(scope_table));
+  if (!roof_table.rows.empty()) page.tables.push_back(std::move(roof_table));
+  if (!top_kernels.empty()) {
+    html_table kernels{"Top kernels (CUPTI)", {"kernel", "calls", "total", "median", "grid", "block", "registers", "shared"}, {}};
+    for (const kernel_summary& k : top_kernels) {
+      const auto dims = [](const std::array<std::int32_t, 3>& d) {
+        return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+      };
+      kernels.rows.push_back({k.name, std::to_string(k.calls), detail::format_duration_ns(static_cast<double>(k.total_ns)),
+                              detail::format_duration_ns(k.median_ns), dims(k.grid), dims(k.block),
+                              std::to_string(k.registers_per_thread),
+                              detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B")});
+    }
+    page.tables.push_back(std::move(kernels));
+  }
+  if (!warnings.empty()) {
+    html_table w{"Warnings", {"warning"}, {}};
+    for (const std::string& line : warnings) w.rows.push_back({line});
+    page.tables.push_back(std::move(w));
+  }
+  return render_html(page);
+}
+
+inline bool session_report::write_html(const std::string& path) const noexcept {
+  try {
+    return write_text_file(path, html());
+  } catch (...) {
+    return false;
+  }
+}
+
+inline bool session_report::write_json(const std::string& path) const noexcept {
+  try {
+    const std::string doc = json();
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return false;
+    const bool ok = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
+    return std::fclose(f) == 0 && ok;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace kscope

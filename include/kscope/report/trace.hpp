@@ -1,0 +1,407 @@
+// kscope/report/trace.hpp — Chrome trace / Perfetto JSON: host scopes, kernels, copies, and arrows.
+//
+// Pure C++ (no CUDA): the session hands over the host scope intervals it recorded and the
+// GPU events the CUPTI collector kept (gpu_activity_event, attribution.hpp); both are on
+// kscope's one clock (steady_clock ns), so requests and kernels line up without fitting.
+// Open the file in https://ui.perfetto.dev or chrome://tracing. Format: see
+// docs/trace_format.md.
+//
+//   std::string json = kscope::chrome_trace_json(host_intervals, snapshot.activity.recent);
+//   kscope::write_chrome_trace("run.trace.json", host_intervals, snapshot.activity.recent);
+//
+// Layout:
+//   - host scopes: complete ("X") events, pid = trace_host_pid, tid = kscope thread index;
+//   - kernels, copies, memsets: "X" events, pid = device, tid = stream;
+//   - a flow arrow ("s" on the launching scope -> "f" with "bp":"e" on the GPU event) from
+//     the scope that launched each GPU event (same node, same thread, the latest instance
+//     that started before the GPU event) to the event;
+//   - no two "X" events on one track overlap: host scopes may nest (they do, by
+//     construction) but must not partially overlap, and GPU events on one stream must not
+//     overlap at all. A GPU event that overlaps its predecessor on the same stream by at
+//     most trace_options::overlap_tolerance_ns (clock interpolation jitter) has its start
+//     clamped to the predecessor's end; a larger overlap (e.g. concurrent branches of a
+//     CUDA graph reported on one stream) moves it to an overflow track named
+//     "stream S (overlap k)", tid = S + k * trace_overflow_tid_stride. Host intervals that
+//     partially overlap go to overflow tracks the same way. Both are counted (trace_stats).
+#pragma once
+
+#include "../cupti/attribution.hpp"
+#include "../core/config.hpp"
+#include "../core/detail/json_writer.hpp"
+#include "../scope/detail/thread_state.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+// One execution of a host scope on one thread, as the session records it. `name` must
+// stay valid during the call.
+//
+//   kscope::host_interval h{"decode", node, thread_index, start_ns, end_ns};
+struct host_interval {
+  std::string_view name;
+  node_id node = unscoped_node;
+  std::uint32_t thread_index = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+};
+
+// pid of the host process track (GPU tracks use the device number as pid).
+inline constexpr std::int64_t trace_host_pid = 1 << 20;
+// Overflow tracks: tid = base tid + lane * stride.
+inline constexpr std::int64_t trace_overflow_tid_stride = 100000;
+
+//   kscope::trace_options o;
+//   o.flows = false;                 // smaller files for long runs
+struct trace_options {
+  std::int64_t origin_ns = std::numeric_limits<std::int64_t>::min();  // default: earliest event
+  std::string process_name = "kscope";
+  bool flows = true;                       // launch arrows from scopes to GPU events
+  bool demangle = true;                    // kernel names as C++ signatures
+  std::int64_t overlap_tolerance_ns = 1000;  // on one stream: clamp up to this, else overflow
+};
+
+// What the export did, for tests and for a line in the report.
+struct trace_stats {
+  std::size_t host_events = 0;
+  std::size_t gpu_events = 0;
+  std::size_t flows = 0;
+  std::size_t flows_without_scope = 0;  // GPU events whose launching scope was not found
+  std::size_t clamped = 0;              // GPU starts moved to the predecessor's end
+  std::size_t overflow_events = 0;      // events placed on an overflow track
+  std::size_t skipped = 0;              // intervals with end < start
+};
+
+namespace detail {
+
+// Microseconds with nanosecond resolution, exact (integer arithmetic, no float rounding).
+inline std::string trace_us(std::int64_t ns) {
+  char buf[40];
+  const bool negative = ns < 0;
+  const std::uint64_t magnitude = negative ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  std::snprintf(buf, sizeof buf, "%s%" PRIu64 ".%03" PRIu64, negative ? "-" : "", magnitude / 1000,
+                magnitude % 1000);
+  return buf;
+}
+
+// Greedy track assignment. Host: nesting allowed (a stack per lane). GPU: strictly
+// sequential per lane, with jitter clamping on lane 0.
+struct lane_state {
+  std::vector<std::int64_t> open_ends;  // host: stack of enclosing ends; GPU: [last end]
+};
+
+}  // namespace detail
+
+// The whole trace as one JSON document ({"traceEvents": [...], "displayTimeUnit": "ns"}).
+[[nodiscard]] inline std::string chrome_trace_json(const std::vector<host_interval>& host,
+                                                   const std::vector<gpu_activity_event>& gpu,
+                                                   const trace_options& options = {},
+                                                   trace_stats* stats_out = nullptr) {
+  trace_stats stats;
+  std::int64_t origin = options.origin_ns;
+  if (origin == std::numeric_limits<std::int64_t>::min()) {
+    origin = std::numeric_limits<std::int64_t>::max();
+    for (const auto& h : host) origin = std::min(origin, h.start_ns);
+    for (const auto& g : gpu) origin = std::min(origin, g.start_ns);
+    if (origin == std::numeric_limits<std::int64_t>::max()) origin = 0;
+  }
+
+  // ---- host tracks: per thread, parents before children, partial overlaps to overflow.
+  struct placed_host {
+    const host_interval* interval;
+    std::int64_t tid;
+  };
+  std::vector<const host_interval*> host_order;
+  host_order.reserve(host.size());
+  for (const auto& h : host) {
+    if (h.end_ns < h.start_ns) {
+      ++stats.skipped;
+      continue;
+    }
+    host_order.push_back(&h);
+  }
+  std::stable_sort(host_order.begin(), host_order.end(), [](const host_interval* a, const host_interval* b) {
+    if (a->thread_index != b->thread_index) return a->thread_index < b->thread_index;
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+    return a->end_ns > b->end_ns;  // the enclosing interval first
+  });
+  std::vector<placed_host> host_placed;
+  host_placed.reserve(host_order.size());
+  std::map<std::int64_t, std::string> host_track_names;
+  {
+    std::uint32_t current_thread = std::numeric_limits<std::uint32_t>::max();
+    std::vector<detail::lane_state> lanes;
+    for (const host_interval* h : host_order) {
+      if (h->thread_index != current_thread) {
+        current_thread = h->thread_index;
+        lanes.clear();
+      }
+      std::size_t lane = 0;
+      for (;; ++lane) {
+        if (lane == lanes.size()) lanes.emplace_back();
+        auto& ends = lanes[lane].open_ends;
+        while (!ends.empty() && ends.back() <= h->start_ns) ends.pop_back();
+        if (ends.empty() || ends.back() >= h->end_ns) {
+          ends.push_back(h->end_ns);
+          break;
+        }
+      }
+      const std::int64_t tid = static_cast<std::int64_t>(h->thread_index) +
+                               static_cast<std::int64_t>(lane) * trace_overflow_tid_stride;
+      if (lane > 0) ++stats.overflow_events;
+      if (host_track_names.find(tid) == host_track_names.end()) {
+        std::string name = "thread " + std::to_string(h->thread_index);
+        if (lane > 0) name += " (overlap " + std::to_string(lane) + ")";
+        host_track_names.emplace(tid, std::move(name));
+      }
+      host_placed.push_back({h, tid});
+    }
+  }
+
+  // ---- GPU tracks: per (device, stream), sequential; jitter clamped, overlaps to overflow.
+  struct placed_gpu {
+    const gpu_activity_event* event;
+    std::int64_t start_ns;  // after clamping
+    std::int64_t tid;
+  };
+  std::vector<const gpu_activity_event*> gpu_order;
+  gpu_order.reserve(gpu.size());
+  for (const auto& g : gpu) {
+    if (g.end_ns < g.start_ns) {
+      ++stats.skipped;
+      continue;
+    }
+    gpu_order.push_back(&g);
+  }
+  std::stable_sort(gpu_order.begin(), gpu_order.end(), [](const gpu_activity_event* a, const gpu_activity_event* b) {
+    if (a->device != b->device) return a->device < b->device;
+    if (a->stream != b->stream) return a->stream < b->stream;
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+    return a->end_ns < b->end_ns;
+  });
+  std::vector<placed_gpu> gpu_placed;
+  gpu_placed.reserve(gpu_order.size());
+  std::map<std::pair<std::uint32_t, std::int64_t>, std::string> gpu_track_names;
+  {
+    std::pair<std::uint32_t, std::uint32_t> current{std::numeric_limits<std::uint32_t>::max(), 0};
+    std::vector<std::int64_t> lane_end;
+    for (const gpu_activity_event* g : gpu_order) {
+      if (g->device != current.first || g->stream != current.second) {
+        current = {g->device, g->stream};
+        lane_end.clear();
+      }
+      std::int64_t start = g->start_ns;
+      std::size_t lane = 0;
+      bool placed = false;
+      for (; lane < lane_end.size(); ++lane) {
+        if (start >= lane_end[lane]) {
+          placed = true;
+          break;
+        }
+        const std::int64_t overlap = lane_end[lane] - start;
+        if (lane == 0 && overlap <= options.overlap_tolerance_ns && g->end_ns > lane_end[lane]) {
+          start = lane_end[lane];
+          ++stats.clamped;
+          placed = true;
+          break;
+        }
+      }
+      if (!placed) lane_end.push_back(0);
+      lane_end[lane] = g->end_ns;
+      const std::int64_t tid = static_cast<std::int64_t>(g->stream) +
+                               static_cast<std::int64_t>(lane) * trace_overflow_tid_stride;
+      if (lane > 0) ++stats.overflow_events;
+      auto key = std::make_pair(g->device, tid);
+      if (gpu_track_names.find(key) == gpu_track_names.end()) {
+        std::string name = "stream " + std::to_string(g->stream);
+        if (lane > 0) name += " (overlap " + std::to_string(lane) + ")";
+        gpu_track_names.emplace(key, std::move(name));
+      }
+      gpu_placed.push_back({g, start, tid});
+    }
+  }
+
+  // ---- launch arrows: the latest instance of the launching node on the launching thread
+  // that started no later than the GPU event.
+  struct instance_ref {
+    std::int64_t start_ns;
+    std::size_t placed_index;
+  };
+  std::map<std::pair<std::uint32_t, node_id>, std::vector<instance_ref>> instances;
+  std::unordered_map<node_id, std::string_view> node_names;
+  for (std::size_t i = 0; i < host_placed.size(); ++i) {
+    const host_interval* h = host_placed[i].interval;
+    instances[{h->thread_index, h->node}].push_back({h->start_ns, i});
+    node_names.emplace(h->node, h->name);
+  }
+  // host_placed is sorted by (thread, start): each instance list is already in order.
+
+  std::string out;
+  out.reserve(256 + 220 * (host_placed.size() + gpu_placed.size()) + (options.flows ? 200 * gpu_placed.size() : 0));
+  detail::json_writer w(out);
+  w.begin_object();
+  w.key("traceEvents").begin_array();
+
+  auto metadata = [&w](const char* what, std::int64_t pid, std::int64_t tid, const std::string& name) {
+    w.begin_object();
+    w.member("name", what).member("ph", "M").member("pid", static_cast<long long>(pid));
+    if (tid >= 0) w.member("tid", static_cast<long long>(tid));
+    w.key("args").begin_object().member("name", name).end_object();
+    w.end_object();
+  };
+  auto sort_index = [&w](std::int64_t pid, long long index) {
+    w.begin_object();
+    w.member("name", "process_sort_index").member("ph", "M").member("pid", static_cast<long long>(pid));
+    w.key("args").begin_object().member("sort_index", index).end_object();
+    w.end_object();
+  };
+  metadata("process_name", trace_host_pid, -1, options.process_name + " host threads");
+  sort_index(trace_host_pid, 0);
+  for (const auto& [tid, name] : host_track_names) metadata("thread_name", trace_host_pid, tid, name);
+  std::uint32_t last_device = std::numeric_limits<std::uint32_t>::max();
+  for (const auto& [key, name] : gpu_track_names) {
+    if (key.first != last_device) {
+      last_device = key.first;
+      metadata("process_name", key.first, -1, "GPU " + std::to_string(key.first));
+      sort_index(key.first, 1 + static_cast<long long>(key.first));
+    }
+    metadata("thread_name", key.first, key.second, name);
+  }
+
+  for (const placed_host& p : host_placed) {
+    const host_interval& h = *p.interval;
+    w.begin_object();
+    w.member("name", h.name).member("cat", "scope").member("ph", "X");
+    w.key("ts").raw(detail::trace_us(h.start_ns - origin));
+    w.key("dur").raw(detail::trace_us(h.end_ns - h.start_ns));
+    w.member("pid", static_cast<long long>(trace_host_pid)).member("tid", static_cast<long long>(p.tid));
+    w.key("args").begin_object().member("node", static_cast<unsigned long long>(h.node)).end_object();
+    w.end_object();
+    ++stats.host_events;
+  }
+
+  std::unordered_map<std::string_view, std::string> demangled;
+  std::size_t flow_id = 0;
+  for (const placed_gpu& p : gpu_placed) {
+    const gpu_activity_event& g = *p.event;
+    std::string_view name = g.name;
+    if (g.kind == activity_kind::kernel && options.demangle) {
+      auto it = demangled.find(g.name);
+      if (it == demangled.end()) {
+        it = demangled.emplace(g.name, detail::demangle(std::string(g.name).c_str())).first;
+      }
+      name = it->second;
+    }
+    const char* category = g.kind == activity_kind::kernel   ? "kernel"
+                           : g.kind == activity_kind::memcpy ? "memcpy"
+                                                             : "memset";
+    w.begin_object();
+    w.member("name", name).member("cat", category).member("ph", "X");
+    w.key("ts").raw(detail::trace_us(p.start_ns - origin));
+    w.key("dur").raw(detail::trace_us(g.end_ns - p.start_ns));
+    w.member("pid", static_cast<long long>(g.device)).member("tid", static_cast<long long>(p.tid));
+    w.key("args").begin_object();
+    w.member("node", static_cast<unsigned long long>(g.node));
+    auto scope_name = node_names.find(g.node);
+    w.member("scope", g.node == unscoped_node ? std::string_view(unscoped_node_name)
+                      : scope_name != node_names.end() ? scope_name->second
+                                                       : std::string_view());
+    w.member("correlation", static_cast<unsigned long long>(g.correlation_id));
+    if (g.thread_index != unknown_thread) w.member("thread", static_cast<unsigned long long>(g.thread_index));
+    w.member("stream", static_cast<unsigned long long>(g.stream));
+    if (g.kind == activity_kind::kernel) {
+      w.key("grid").begin_array().value(g.grid[0]).value(g.grid[1]).value(g.grid[2]).end_array();
+      w.key("block").begin_array().value(g.block[0]).value(g.block[1]).value(g.block[2]).end_array();
+    } else {
+      w.member("bytes", static_cast<unsigned long long>(g.bytes));
+    }
+    if (g.graph_id != 0) {
+      w.member("graph_id", static_cast<unsigned long long>(g.graph_id));
+      w.member("graph_node_id", static_cast<unsigned long long>(g.graph_node_id));
+    }
+    if (p.start_ns != g.start_ns) w.member("clamped_start_ns", static_cast<long long>(g.start_ns - p.start_ns));
+    w.end_object();
+    w.end_object();
+    ++stats.gpu_events;
+
+    if (!options.flows || g.thread_index == unknown_thread) {
+      if (options.flows) ++stats.flows_without_scope;
+      continue;
+    }
+    auto found = instances.find({g.thread_index, g.node});
+    const placed_host* launcher = nullptr;
+    if (found != instances.end()) {
+      const auto& list = found->second;
+      auto it = std::upper_bound(list.begin(), list.end(), g.start_ns,
+                                 [](std::int64_t t, const instance_ref& r) { return t < r.start_ns; });
+      if (it != list.begin()) launcher = &host_placed[std::prev(it)->placed_index];
+    }
+    if (launcher == nullptr) {
+      ++stats.flows_without_scope;
+      continue;
+    }
+    // Bind points strictly inside both slices: 1 ns after the scope starts (before any
+    // child can start) and the middle of the GPU event.
+    const host_interval& h = *launcher->interval;
+    const std::int64_t s_ts = h.start_ns + (h.end_ns - h.start_ns >= 2 ? 1 : 0);
+    const std::int64_t f_ts = p.start_ns + (g.end_ns - p.start_ns) / 2;
+    ++flow_id;
+    w.begin_object();
+    w.member("name", "launch").member("cat", "launch").member("ph", "s");
+    w.member("id", static_cast<unsigned long long>(flow_id));
+    w.key("ts").raw(detail::trace_us(s_ts - origin));
+    w.member("pid", static_cast<long long>(trace_host_pid)).member("tid", static_cast<long long>(launcher->tid));
+    w.end_object();
+    w.begin_object();
+    w.member("name", "launch").member("cat", "launch").member("ph", "f").member("bp", "e");
+    w.member("id", static_cast<unsigned long long>(flow_id));
+    w.key("ts").raw(detail::trace_us(f_ts - origin));
+    w.member("pid", static_cast<long long>(g.device)).member("tid", static_cast<long long>(p.tid));
+    w.end_object();
+    ++stats.flows;
+  }
+  w.end_array();
+  w.member("displayTimeUnit", "ns");
+  w.key("otherData").begin_object();
+  w.member("producer", "kscope " KSCOPE_VERSION_STRING);
+  w.member("clock", "steady_clock");
+  w.member("time_origin_ns", static_cast<long long>(origin));
+  w.member("clamped_gpu_events", static_cast<unsigned long long>(stats.clamped));
+  w.member("overflow_track_events", static_cast<unsigned long long>(stats.overflow_events));
+  w.end_object();
+  w.end_object();
+  if (stats_out != nullptr) *stats_out = stats;
+  return out;
+}
+
+// Writes chrome_trace_json() to `path`. Returns false (and says why in *error) on I/O
+// failure; never throws for I/O.
+//
+//   std::string why;
+//   if (!kscope::write_chrome_trace("run.trace.json", host, gpu, {}, &why)) warn(why);
+inline bool write_chrome_trace(const std::string& path, const std::vector<host_interval>& host,
+                               const std::vector<gpu_activity_event>& gpu, const trace_options& options = {},
+                               std::string* error = nullptr) {
+  const std::string json = chrome_trace_json(host, gpu, options);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    if (error != nullptr) *error = "cannot open " + path + " for writing";
+    return false;
+  }
+  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+  const bool closed = std::fclose(f) == 0;
+  if ((!ok || !closed) && error != nullptr) *error = "write to " + path + " failed";
+  return ok && closed;
+}
+
+}  // namespace kscope

@@ -1,0 +1,45 @@
+// kscope/scope/detail/thread_state.hpp — what each thread knows about its open scopes.
+//
+// A scope remembers the node that was current when it opened and restores it when it
+// closes, so the per-thread "stack" is just one word: the node currently open. That
+// word is what the CUPTI launch callback reads to attribute a kernel to its scope: it
+// runs on the launching thread, inside the launch call, so it sees exactly the scope
+// that was open at launch time (attribution by correlation, never by time overlap).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kscope {
+
+// Identifies a node of the call-path tree: an interned (parent, name) pair.
+using node_id = std::uint32_t;
+
+namespace detail {
+
+// The root of the call-path tree: "no scope open".
+inline constexpr node_id root_node = 0;
+
+struct thread_state {
+  node_id current = root_node;  // innermost scope open on this thread
+  // The session's record ring for this thread (session.hpp's thread_log), cached here so a
+  // closing scope reaches it through the thread state it already holds.
+  void* scope_log = nullptr;
+  std::uint32_t thread_index = next_thread_index();  // small dense id for traces
+
+  static std::uint32_t next_thread_index() noexcept {
+    static std::atomic<std::uint32_t> counter{0};
+    return counter.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+inline thread_state& this_thread_state() noexcept {
+  thread_local thread_state state;
+  return state;
+}
+
+// The scope node open on the calling thread (root_node when none).
+inline node_id current_node() noexcept { return this_thread_state().current; }
+
+}  // namespace detail
+}  // namespace kscope

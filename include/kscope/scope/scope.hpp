@@ -1,0 +1,393 @@
+// kscope/scope/scope.hpp — RAII scopes that mark the phases of a program.
+//
+//   void serve(request& r, cudaStream_t stream) {
+//     KSCOPE_SCOPE("request");                   // host time + NVTX range
+//     { KSCOPE_SCOPE("cpu_prep"); tokenize(r); }
+//     {
+//       kscope::scope s{"prefill", stream};      // + GPU time from events on `stream`
+//       s.set_work({flops, bytes});              // roofline placement in the report
+//       s.tag("batch", "8");
+//       launch_prefill(r, stream);
+//     }
+//   }
+//
+// A scope measures host (wall) time always; opens an NVTX range in the "kscope" domain so
+// Nsight Systems shows the phase; with a stream, records a CUDA event at entry and exit
+// (from a pool, never created per scope) whose elapsed time the session reads later; and
+// while open, is the node that kernels launched on this thread are attributed to.
+// A scope cannot be copied or moved: it must close on the thread and in the block where
+// it opened, so the call-path tree stays a tree. Its stream must outlive it (the exit
+// records an event on it); a stream destroyed after the scope closed is fine, since the
+// events are read later and outlive the stream.
+//
+// Cost (bench/scope_bench.cpp; numbers in bench/RESULTS.md): tens of nanoseconds host-only,
+// a load and a branch when disabled at run time (KSCOPE=0 or session::set_enabled(false)),
+// nothing at all when compiled with KSCOPE_DISABLE.
+#pragma once
+
+#include "../core/config.hpp"
+#include "../core/detail/clock.hpp"
+#include "detail/nvtx.hpp"
+#include "detail/thread_state.hpp"
+#include "../core/roofline.hpp"
+#include "../session/session.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#if KSCOPE_HAS_CUDA
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace kscope {
+
+#if KSCOPE_HAS_CUDA
+using stream_t = cudaStream_t;
+#else
+using stream_t = void*;  // CPU-only builds accept (and ignore) a stream argument
+#endif
+
+namespace detail {
+
+// Finds the node for (parent, name) without the session lock when this thread has seen
+// it before.
+inline node_id find_node(node_id parent, std::string_view name) {
+  const std::uint64_t hash = hash_name(name, parent);
+  node_cache& cache = this_thread_node_cache();
+  node_id node = cache.find(parent, name, hash);
+  if (node != node_cache::invalid) return node;
+  node = session::global().intern(parent, name);
+  cache.insert(parent, name, hash, node);
+  return node;
+}
+
+// One per KSCOPE_SCOPE(...) in the source: caches the node for the parent it was last
+// opened under, and the registered NVTX string. Constant-initialized (no guard).
+struct call_site {
+  const char* name;
+  std::atomic<std::uint64_t> cached{0};  // (parent + 1) << 32 | node; 0 = empty
+  std::atomic<nvtx_string> nvtx{nullptr};
+
+  constexpr explicit call_site(const char* name_) noexcept : name(name_) {}
+
+  node_id node_for(node_id parent) noexcept {
+    const std::uint64_t c = cached.load(std::memory_order_relaxed);
+    if (KSCOPE_LIKELY((c >> 32) == static_cast<std::uint64_t>(parent) + 1)) return static_cast<node_id>(c);
+    node_id node = root_node;
+    try {
+      node = find_node(parent, name);
+    } catch (...) {
+      return parent;  // out of memory: count the time under the parent
+    }
+    cached.store(((static_cast<std::uint64_t>(parent) + 1) << 32) | node, std::memory_order_relaxed);
+    return node;
+  }
+
+  nvtx_string nvtx_handle() noexcept {
+    nvtx_string h = nvtx.load(std::memory_order_acquire);
+    if (KSCOPE_UNLIKELY(h == nullptr)) {
+      h = nvtx_register(name);  // a benign race registers the same string twice
+      nvtx.store(h, std::memory_order_release);
+    }
+    return h;
+  }
+};
+
+}  // namespace detail
+
+#if !defined(KSCOPE_DISABLE)
+
+// A timed phase; see the file comment. Non-copyable, non-movable.
+class scope {
+ public:
+  // Host-only scope named at run time (the name is copied into the tree once).
+  explicit scope(std::string_view name) noexcept { open_named(name, nullptr); }
+  explicit scope(const char* name) noexcept { open_named(name ? std::string_view(name) : std::string_view("(null)"), nullptr); }
+  explicit scope(const std::string& name) noexcept { open_named(name, nullptr); }
+  // With a stream: GPU time between events recorded on `stream` at entry and exit.
+  scope(std::string_view name, stream_t stream) noexcept { open_named(name, &stream); }
+  scope(const char* name, stream_t stream) noexcept { open_named(name ? std::string_view(name) : std::string_view("(null)"), &stream); }
+  scope(const std::string& name, stream_t stream) noexcept { open_named(name, &stream); }
+  // Used by the macros: the call site caches the node and the NVTX string.
+  explicit scope(detail::call_site& site) noexcept { open_site(site, nullptr); }
+  scope(detail::call_site& site, stream_t stream) noexcept { open_site(site, &stream); }
+
+  scope(const scope&) = delete;
+  scope& operator=(const scope&) = delete;
+  scope(scope&&) = delete;
+  scope& operator=(scope&&) = delete;
+
+  ~scope() noexcept {
+    if (!active_) return;
+    const std::int64_t end_ticks = detail::ticks();
+#if KSCOPE_HAS_CUDA
+    if (slot_ != detail::no_events) {
+      if (cudaEventRecord(end_event_, stream_) != cudaSuccess) {
+        clear_our_error();
+        session::global().release_events(slot_);
+        slot_ = detail::no_events;
+      }
+    }
+#endif
+    if (nvtx_) detail::nvtx_pop();
+    detail::thread_state& ts = detail::this_thread_state();
+    ts.current = parent_;
+    const detail::scope_record record{node_, slot_, start_ticks_, end_ticks, flops_, bytes_};
+    // Fast path: the thread's ring, reached through the thread state, with no lock.
+    auto* log = static_cast<detail::thread_log*>(ts.scope_log);
+    if (KSCOPE_LIKELY(log != nullptr) && KSCOPE_LIKELY(log->try_push(record))) return;
+    if (log) session::global().log_full(log, record);
+    else session::global().log(record);
+  }
+
+  // Declares the work this call does (summed per node; the report places it on the
+  // roofline). May be called any time before the scope closes; the last call wins.
+  void set_work(work w) noexcept {
+    flops_ = w.flops;
+    bytes_ = w.bytes;
+  }
+
+  // Attaches key=value (shape, dtype, batch size...); the report lists distinct values
+  // with counts. Takes the session lock: use on phases, not in tight loops.
+  void tag(std::string_view key, std::string_view value) noexcept {
+    if (!active_) return;
+    try {
+      session::global().add_tag(node_, key, value);
+    } catch (...) {
+    }
+  }
+
+  [[nodiscard]] node_id node() const noexcept { return node_; }
+  [[nodiscard]] bool active() const noexcept { return active_; }
+
+ private:
+  void open_named(std::string_view name, stream_t* stream) noexcept {
+    if (!detail::enabled()) return;
+    detail::thread_state& ts = detail::this_thread_state();
+    parent_ = ts.current;
+    try {
+      node_ = detail::find_node(parent_, name);
+    } catch (...) {
+      return;  // out of memory: this scope is not recorded
+    }
+    if (detail::nvtx_enabled.load(std::memory_order_relaxed)) {
+      // A run-time name may not outlive this call: NVTX copies an ASCII message.
+      const std::string copy(name);
+      detail::nvtx_push(copy.c_str());
+      nvtx_ = true;
+    }
+    finish_open(ts, stream);
+  }
+
+  void open_site(detail::call_site& site, stream_t* stream) noexcept {
+    if (!detail::enabled()) return;
+    detail::thread_state& ts = detail::this_thread_state();
+    parent_ = ts.current;
+    node_ = site.node_for(parent_);
+    if (detail::nvtx_enabled.load(std::memory_order_relaxed)) {
+      detail::nvtx_push(site.nvtx_handle());
+      nvtx_ = true;
+    }
+    finish_open(ts, stream);
+  }
+
+  void finish_open(detail::thread_state& ts, stream_t* stream) noexcept {
+#if KSCOPE_HAS_CUDA
+    if (stream) open_events(*stream);
+#else
+    (void)stream;
+#endif
+    ts.current = node_;
+    active_ = true;
+    start_ticks_ = detail::ticks();
+  }
+
+#if KSCOPE_HAS_CUDA
+  // The stream's device, remembered per thread for the last stream seen: asking the
+  // runtime costs more than the rest of the scope. (A stream destroyed and re-created at
+  // the same address on another device makes the event record fail: that sample is
+  // lost, the program is unharmed.)
+  static int device_of(cudaStream_t stream) noexcept {
+    struct last_stream {
+      cudaStream_t stream;
+      int device;
+      bool valid;
+    };
+    thread_local last_stream last{nullptr, 0, false};
+    if (KSCOPE_LIKELY(last.valid && last.stream == stream)) return last.device;
+    int device = -1;
+    if (cudaStreamGetDevice(stream, &device) != cudaSuccess) {
+      clear_our_error();
+      return -1;
+    }
+    last = last_stream{stream, device, true};
+    return device;
+  }
+
+  void open_events(cudaStream_t stream) noexcept {
+    const int device = device_of(stream);
+    if (device < 0) return;
+    detail::event_pair pair;
+    if (!session::global().acquire_events(device, slot_, pair)) {
+      slot_ = detail::no_events;
+      return;
+    }
+    if (cudaEventRecord(pair.start, stream) != cudaSuccess) {
+      clear_our_error();
+      session::global().release_events(slot_);
+      slot_ = detail::no_events;
+      return;
+    }
+    stream_ = stream;
+    end_event_ = pair.end;
+  }
+  // kscope's own failed call must not surface later in the host program's error checks.
+  static void clear_our_error() noexcept { cudaGetLastError(); }
+
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t end_event_ = nullptr;
+#endif
+  node_id node_ = detail::root_node;
+  node_id parent_ = detail::root_node;
+  std::uint32_t slot_ = detail::no_events;
+  bool active_ = false;
+  bool nvtx_ = false;
+  std::int64_t start_ticks_ = 0;
+  double flops_ = std::numeric_limits<double>::quiet_NaN();
+  double bytes_ = std::numeric_limits<double>::quiet_NaN();
+};
+
+// A range that may start on one thread and end on another: a request's life in a
+// serving engine (enqueued by one thread, finished by another). Its node is a child of
+// the scope open where it started; it is not on any thread's stack, so kernels are not
+// attributed to it and its time is not subtracted from its parent's exclusive time.
+//
+//   kscope::range r = kscope::start_range("request");   // on the accepting thread
+//   queue.push({std::move(r), payload});
+//   ...                                                 // on a worker thread:
+//   kscope::end_range(std::move(item.r));
+//
+// A range still open when its handle is destroyed ends there.
+class range {
+ public:
+  range() noexcept = default;
+  range(const range&) = delete;
+  range& operator=(const range&) = delete;
+  range(range&& other) noexcept { take(other); }
+  range& operator=(range&& other) noexcept {
+    if (this != &other) {
+      end();
+      take(other);
+    }
+    return *this;
+  }
+  ~range() noexcept { end(); }
+
+  // Ends the range now (idempotent).
+  void end() noexcept {
+    if (!active_) return;
+    active_ = false;
+    const std::int64_t end_ticks = detail::ticks();
+    detail::nvtx_end(nvtx_id_);
+    session::global().log(detail::scope_record{node_, detail::no_events, start_ticks_, end_ticks, flops_, bytes_});
+  }
+  void set_work(work w) noexcept {
+    flops_ = w.flops;
+    bytes_ = w.bytes;
+  }
+  [[nodiscard]] bool active() const noexcept { return active_; }
+  [[nodiscard]] node_id node() const noexcept { return node_; }
+
+ private:
+  friend range start_range(std::string_view name) noexcept;
+  void take(range& other) noexcept {
+    node_ = other.node_;
+    nvtx_id_ = other.nvtx_id_;
+    start_ticks_ = other.start_ticks_;
+    flops_ = other.flops_;
+    bytes_ = other.bytes_;
+    active_ = other.active_;
+    other.active_ = false;
+  }
+  node_id node_ = detail::root_node;
+  detail::nvtx_range_id nvtx_id_{};
+  std::int64_t start_ticks_ = 0;
+  double flops_ = std::numeric_limits<double>::quiet_NaN();
+  double bytes_ = std::numeric_limits<double>::quiet_NaN();
+  bool active_ = false;
+};
+
+// Starts a cross-thread range under the scope open on the calling thread.
+[[nodiscard]] inline range start_range(std::string_view name) noexcept {
+  range r;
+  if (!detail::enabled()) return r;
+  try {
+    r.node_ = session::global().intern(detail::current_node(), name, /*cross_thread=*/true);
+    const std::string copy(name);
+    if (detail::nvtx_enabled.load(std::memory_order_relaxed)) r.nvtx_id_ = detail::nvtx_start(copy.c_str());
+  } catch (...) {
+    return r;
+  }
+  r.start_ticks_ = detail::ticks();
+  r.active_ = true;
+  return r;
+}
+
+// Ends a range started with start_range (on any thread).
+inline void end_range(range&& r) noexcept { r.end(); }
+
+#define KSCOPE_SCOPE(name)                                                                   \
+  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__){name};     \
+  ::kscope::scope KSCOPE_DETAIL_CONCAT(kscope_scope_, __LINE__) {                            \
+    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__)                                             \
+  }
+#define KSCOPE_SCOPE_STREAM(name, stream)                                                    \
+  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__){name};     \
+  ::kscope::scope KSCOPE_DETAIL_CONCAT(kscope_scope_, __LINE__) {                            \
+    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__), (stream)                                   \
+  }
+#define KSCOPE_FUNCTION() KSCOPE_SCOPE(__func__)
+
+#else  // KSCOPE_DISABLE: every scope is an empty object the optimizer removes.
+
+class scope {
+ public:
+  explicit scope(std::string_view) noexcept {}
+  explicit scope(const char*) noexcept {}
+  explicit scope(const std::string&) noexcept {}
+  scope(std::string_view, stream_t) noexcept {}
+  scope(const char*, stream_t) noexcept {}
+  scope(const std::string&, stream_t) noexcept {}
+  scope(const scope&) = delete;
+  scope& operator=(const scope&) = delete;
+  void set_work(work) noexcept {}
+  void tag(std::string_view, std::string_view) noexcept {}
+  [[nodiscard]] node_id node() const noexcept { return detail::root_node; }
+  [[nodiscard]] bool active() const noexcept { return false; }
+};
+
+class range {
+ public:
+  void end() noexcept {}
+  void set_work(work) noexcept {}
+  [[nodiscard]] bool active() const noexcept { return false; }
+  [[nodiscard]] node_id node() const noexcept { return detail::root_node; }
+};
+[[nodiscard]] inline range start_range(std::string_view) noexcept { return {}; }
+inline void end_range(range&&) noexcept {}
+
+#define KSCOPE_SCOPE(name) static_cast<void>(0)
+#define KSCOPE_SCOPE_STREAM(name, stream) static_cast<void>(0)
+#define KSCOPE_FUNCTION() static_cast<void>(0)
+
+#endif  // KSCOPE_DISABLE
+
+// Run-time switch for every scope in the process (also KSCOPE=0 in the environment).
+inline void set_enabled(bool on) noexcept { session::global().set_enabled(on); }
+[[nodiscard]] inline bool is_enabled() noexcept { return detail::enabled(); }
+
+}  // namespace kscope
