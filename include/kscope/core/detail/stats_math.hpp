@@ -14,36 +14,12 @@
 #include <limits>
 #include <vector>
 
+#include "reservoir.hpp"
+
 namespace kscope {
 namespace detail {
 
 constexpr double stats_nan = std::numeric_limits<double>::quiet_NaN();
-
-// splitmix64 (Steele, Lea, Flood 2014): tiny, fast, and good enough for sampling
-// decisions. A fixed seed makes every kscope result reproducible run to run.
-class splitmix64 {
- public:
-  explicit splitmix64(std::uint64_t seed = 0x6b73636f70652d31ull) noexcept : state_(seed) {}
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, bound), bound > 0, without modulo bias: draws below 2^64 mod bound
-  // are rejected so that every residue is equally likely.
-  std::uint64_t below(std::uint64_t bound) noexcept {
-    const std::uint64_t reject_under = (0 - bound) % bound;
-    std::uint64_t r = next();
-    while (r < reject_under) r = next();
-    return r % bound;
-  }
-  // Uniform in [0, 1) with 53 random bits.
-  double unit() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
- private:
-  std::uint64_t state_;
-};
 
 // Neumaier's compensated sum: the mean of a million timings keeps all its digits.
 class compensated_sum {
