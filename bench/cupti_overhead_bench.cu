@@ -1,4 +1,5 @@
-// Host cost per kernel launch with CUPTI collection in its different designs (GPU needed).
+// Host cost per kernel launch with kscope's CUPTI collection, against no CUPTI and raw
+// CUPTI kernel activity (GPU needed).
 //
 // An empty kernel is launched 50 000 times per repetition on one stream; the time of the
 // launch loop plus the final stream synchronize, divided by 50 000, is the per-launch host
@@ -11,7 +12,6 @@
 //                         the floor any CUPTI-based collector pays
 //   kscope_callback       kscope's default: launch callback on runtime + driver API
 //   kscope_runtime_only   launch callback on the runtime API only
-//   kscope_external       external correlation (+EXTERNAL_CORRELATION and DRIVER records)
 //
 // Each kscope child also checks that every launch was attributed to the scope node open
 // around the loop (printed as attributed/expected). Target: kscope adds <= 10 % on top of
@@ -44,7 +44,7 @@ constexpr int warmup_launches = 2000;
 constexpr int rounds = 3;
 constexpr kscope::node_id bench_node = 7;
 
-const char* const modes[] = {"none", "raw_cupti", "kscope_callback", "kscope_runtime_only", "kscope_external"};
+const char* const modes[] = {"none", "raw_cupti", "kscope_callback", "kscope_runtime_only"};
 
 #define CHECK_CUDA(call)                                                                 \
   do {                                                                                   \
@@ -113,7 +113,6 @@ int run_child(const std::string& mode) {
   } else if (kscope_mode) {
     kscope::cupti_options o;
     if (mode == "kscope_runtime_only") o.driver_api_callbacks = false;
-    if (mode == "kscope_external") o.design = kscope::attribution_design::external_correlation;
     if (!collector.start(o)) {
       std::printf("RESULT %s unavailable %s\n", mode.c_str(), collector.status().message.c_str());
       return 0;
@@ -124,11 +123,10 @@ int run_child(const std::string& mode) {
     return 2;
   }
 
-  // The "scope": attribution reads the thread's current node; the external design needs
-  // its id pushed (what kscope::scope does on open in that design).
+  // The "scope": the launch callback reads the thread's current node, which is all an
+  // open kscope::scope changes.
   auto& thread = kscope::detail::this_thread_state();
   thread.current = bench_node;
-  if (mode == "kscope_external") kscope::cupti_collector::scope_enter(bench_node);
 
   for (int i = 0; i < warmup_launches; ++i) empty_kernel<<<1, 1, 0, stream>>>();
   CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -141,7 +139,6 @@ int run_child(const std::string& mode) {
     per_launch_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / launches_per_rep);
   }
   CHECK_CUDA(cudaGetLastError());
-  if (mode == "kscope_external") kscope::cupti_collector::scope_exit();
   thread.current = kscope::detail::root_node;
 
   const std::uint64_t expected = static_cast<std::uint64_t>(warmup_launches) + std::uint64_t{reps} * launches_per_rep;
@@ -241,7 +238,7 @@ int main(int argc, char** argv) {
   }
   if (raw > 0 && none > 0) {
     const double k = median(samples["kscope_callback"]);
-    std::printf("\nkscope (default design) on top of raw CUPTI: %+.3f us/launch = %+.1f %% of raw CUPTI's "
+    std::printf("\nkscope (default configuration) on top of raw CUPTI: %+.3f us/launch = %+.1f %% of raw CUPTI's "
                 "per-launch cost, %+.1f %% of CUPTI's own added cost (target: <= 10 %%)\n",
                 k - raw, (k - raw) / raw * 100.0, raw > none ? (k - raw) / (raw - none) * 100.0 : 0.0);
   }

@@ -265,12 +265,12 @@ void print_rows(const std::string& kernel, const std::string& method, const std:
     widths.push_back(r.rel_half_width);
     samples += r.samples;
   }
-  const double med = kscope::detail::harness::bench_median(medians);
+  const double med = kscope::quantile(medians, 0.5);
   const double spread = (*std::max_element(medians.begin(), medians.end()) -
                          *std::min_element(medians.begin(), medians.end())) / med;
   std::printf("| %s | %s | %zu | %.3f | %zu | %s | %.2f %% | %.2f %% | %s |\n", kernel.c_str(), method.c_str(),
-              runs.size(), kscope::detail::harness::bench_median(walls), samples / runs.size(),
-              kscope::detail::harness::format_seconds(med).c_str(), 100 * kscope::detail::harness::bench_median(widths),
+              runs.size(), kscope::quantile(walls, 0.5), samples / runs.size(),
+              kscope::detail::harness::format_seconds(med).c_str(), 100 * kscope::quantile(widths, 0.5),
               100 * spread, runs.front().stop.c_str());
   std::fflush(stdout);
 }
@@ -318,7 +318,7 @@ int repro(const std::string& kernel, const repro_flags& f) {
     for (std::size_t i = 0; i + per <= t.size(); i += per) {
       std::vector<double> ts(t.begin() + i, t.begin() + i + per), cs(c.begin() + i, c.begin() + i + per);
       std::fprintf(stderr, "trace samples %zu-%zu: median %.4f us clock %.0f MHz\n", i, i + per - 1,
-                   1e6 * kscope::detail::harness::bench_median(ts), kscope::detail::harness::bench_median(cs));
+                   1e6 * kscope::quantile(ts, 0.5), kscope::quantile(cs, 0.5));
     }
   }
   return r.stopped == kscope::stop_reason::error ? 1 : 0;
@@ -354,8 +354,8 @@ int ncu_copy(int launches) {
 int main(int argc, char** argv) {
   int repeats = 3;
   const kscope::bench_context context = kscope::describe_bench_context();
-  if (!context.has_gpu) {
-    std::printf("harness_gpu_bench: no GPU (%s)\n", context.notes.empty() ? "" : context.notes.front().c_str());
+  if (!context.gpu.present) {
+    std::printf("harness_gpu_bench: no GPU (%s)\n", context.gpu.problem.c_str());
     return argc > 1 && std::strcmp(argv[1], "--repro") == 0 ? 1 : 0;
   }
   for (int i = 1; i < argc; ++i) {

@@ -1,5 +1,6 @@
 // What a scope costs on the host, against the raw calls it wraps.
 // Names are fixed so runs can be compared across versions (bench/RESULTS.md).
+#include <kscope/scope/recorder_snapshot.hpp>  // recorder::reset between cases
 #include <kscope/scope/scope.hpp>
 
 #include <benchmark/benchmark.h>
@@ -34,23 +35,23 @@ void BM_scope_disabled_runtime(benchmark::State& state) {
 BENCHMARK(BM_scope_disabled_runtime);
 
 void BM_scope_host_only(benchmark::State& state) {
-  kscope::session::global().set_nvtx(false);
+  kscope::recorder::global().set_nvtx(false);
   for (auto _ : state) {
     KSCOPE_SCOPE("host_only");
     benchmark::ClobberMemory();
   }
-  kscope::session::global().set_nvtx(true);
-  kscope::session::global().reset();
+  kscope::recorder::global().set_nvtx(true);
+  kscope::recorder::global().reset();
 }
 BENCHMARK(BM_scope_host_only);
 
 void BM_scope_nvtx(benchmark::State& state) {
-  kscope::session::global().set_nvtx(true);
+  kscope::recorder::global().set_nvtx(true);
   for (auto _ : state) {
     KSCOPE_SCOPE("nvtx");
     benchmark::ClobberMemory();
   }
-  kscope::session::global().reset();
+  kscope::recorder::global().reset();
 }
 BENCHMARK(BM_scope_nvtx);
 
@@ -104,7 +105,7 @@ void BM_scope_stream_events(benchmark::State& state) {
     KSCOPE_SCOPE_STREAM("stream_events", stream);
   }
   cudaStreamSynchronize(stream);
-  kscope::session::global().reset();
+  kscope::recorder::global().reset();
   cudaStreamDestroy(stream);
 #else
   state.SkipWithError("built without CUDA");

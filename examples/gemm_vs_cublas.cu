@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const kscope::bench_context context = kscope::describe_bench_context();
-  if (!context.has_gpu) {
-    std::printf("gemm_vs_cublas: no GPU (%s)\n", context.notes.empty() ? "" : context.notes[0].c_str());
+  if (!context.gpu.present) {
+    std::printf("gemm_vs_cublas: no GPU (%s)\n", context.gpu.problem.c_str());
     return 0;
   }
   const std::size_t count = static_cast<std::size_t>(n) * n;
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   report.write_json(json_path);
   if (result.reference) {
     std::printf("\n%s: %s; max rel. error %.3g\n", result.name.c_str(),
-                kscope::detail::harness::relative_speed_text(*result.reference).c_str(),
+                kscope::relative_speed_text(*result.reference).c_str(),
                 result.reference->check.max_rel_error);
   }
   cublasDestroy(handle);

@@ -138,8 +138,8 @@ void run_set(const char* label, const kscope::sweep& points, const tensors& t, c
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
   const kscope::bench_context context = kscope::describe_bench_context();
-  if (!context.has_gpu) {
-    std::printf("sweeps: no GPU (%s); nothing to measure\n", context.notes.empty() ? "" : context.notes[0].c_str());
+  if (!context.gpu.present) {
+    std::printf("sweeps: no GPU (%s); nothing to measure\n", context.gpu.problem.c_str());
     return 0;
   }
   // The largest point of every set has 32768 tokens (8 x 4096 and 32 x 1024).

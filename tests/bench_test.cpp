@@ -471,20 +471,22 @@ kscope::bench_context sample_context() {
   kscope::bench_context c;
   c.timestamp_utc = "2026-12-02T10:00:00Z";
   c.host_name = "h200-node";
-  c.has_gpu = true;
-  c.device = 0;
-  c.gpu_name = "NVIDIA H200";
-  c.cc_major = 9;
-  c.cc_minor = 0;
-  c.sm_count = 132;
-  c.driver_version = 13000;
-  c.runtime_version = 13000;
-  c.sm_clock_max_mhz = 1980;
-  c.memory_clock_mhz = 3201;
-  c.memory_bus_width_bits = 6016;
-  c.l2_bytes = 50331648;
-  c.memory_bytes = 150ull << 30;
-  c.peak_bytes_per_s = 3201e6 * 6016 / 8 * 2;
+  kscope::device_info& d = c.gpu;
+  d.present = true;
+  d.ordinal = 0;
+  d.device_count = 1;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.driver_version = 13000;
+  d.runtime_version = 13000;
+  d.sm_clock_khz = 1'980'000;
+  d.memory_clock_khz = 3'201'000;
+  d.memory_bus_width_bits = 6016;
+  d.l2_bytes = 50331648;
+  d.memory_bytes = 150ull << 30;
+  d.uuid = "GPU-00000000-1111-2222-3333-444444444444";
   return c;
 }
 
@@ -525,7 +527,15 @@ TEST_CASE("JSON round trip: kscope.bench/1 parsed back with nlohmann-json") {
   CHECK(gpu["sm_count"] == 132);
   CHECK(gpu["driver_version"] == 13000);
   CHECK(gpu["sm_clock_max_mhz"].get<double>() == 1980);
-  CHECK(gpu["peak_bytes_per_s"].get<double>() == sample_context().peak_bytes_per_s);
+  CHECK(gpu["memory_clock_mhz"].get<double>() == 3201);
+  CHECK(gpu["l2_bytes"] == 50331648);
+  // The DRAM peak is device_info's (device.hpp), not a second derivation.
+  CHECK(gpu["peak_bytes_per_s"].get<double>() == kscope::theoretical_bytes_per_s(sample_context().gpu));
+  CHECK(gpu["peak_bytes_per_s"].get<double>() == doctest::Approx(3201e6 * 6016 / 8 * 2));
+  CHECK(gpu["architecture"] == "Hopper (sm_90)");
+  CHECK(gpu["uuid"] == "GPU-00000000-1111-2222-3333-444444444444");
+  CHECK(j["context"]["has_gpu"] == true);
+  CHECK(j["context"]["notes"].empty());
   CHECK(j["context"]["timestamp_utc"] == "2026-12-02T10:00:00Z");
 
   REQUIRE(j["benchmarks"].size() == 1);
@@ -597,6 +607,8 @@ TEST_CASE("JSON round trip: kscope.bench/1 parsed back with nlohmann-json") {
     CHECK(p["benchmarks"][0]["resources"].is_null());
     CHECK(p["benchmarks"][0]["rates"]["flops_per_s"]["median"].is_null());  // NaN -> null
     CHECK(p["context"]["has_gpu"] == false);
+    CHECK(p["context"]["gpu"]["sm_clock_max_mhz"].is_null());   // unknown, not 0
+    CHECK(p["context"]["gpu"]["peak_bytes_per_s"].is_null());
   }
 }
 
@@ -652,11 +664,21 @@ TEST_CASE("markdown: context line, one row per benchmark, notes with how it was 
   CHECK(md.find("SM clock median 17") != std::string::npos);
   CHECK(md.find("roofline: intensity") != std::string::npos);
   CHECK(md.find("strides 4096, 1") != std::string::npos);
+  CHECK(md.find("| SM clock max 1980 MHz | memory 4.81 TB/s | L2 48 MiB |") != std::string::npos);
+
+  // Without a GPU the context says why, in the table and in the JSON notes.
+  kscope::bench_context none;
+  none.gpu.problem = "no CUDA device: cudaGetDeviceCount found 0 devices";
+  const kscope::bench_report empty{none, {r}};
+  CHECK(empty.markdown().find(" | no GPU (no CUDA device: cudaGetDeviceCount found 0 devices)\n") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(empty.json());
+  CHECK(j["context"]["has_gpu"] == false);
+  CHECK(j["context"]["notes"] == nlohmann::json::array({none.gpu.problem}));
 }
 
 TEST_CASE("run() without a usable GPU fails cleanly") {
   const kscope::bench_context c = kscope::describe_bench_context();
-  if (c.has_gpu) {
+  if (c.gpu.present) {
     MESSAGE("a GPU is present: the no-GPU path is not exercised here (tests/gpu covers the GPU path)");
     return;
   }

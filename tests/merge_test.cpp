@@ -1,5 +1,7 @@
-// Tests for kscope/report/merge.hpp: report JSON read back, three synthetic rank reports merged
-// with a straggler, malformed and mismatched inputs. Expected values are hand-computed.
+// Tests for kscope/report/merge.hpp and report/compare.hpp: report JSON read back, three
+// synthetic rank reports merged with a straggler, malformed and mismatched inputs, two
+// reports compared scope by scope. Expected values are hand-computed.
+#include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
 
 #include <doctest/doctest.h>
@@ -202,7 +204,7 @@ TEST_CASE("merge: malformed, wrong-schema and duplicate inputs get an error each
   REQUIRE(step != nullptr);
   CHECK(step->ranks.size() == 2);
   CHECK(step->time.slowest_rank == 1);
-  CHECK(step->time.median_ns == doctest::Approx(2.0e6));  // even count: mean of the middle two
+  CHECK(step->time.median_ns == 2.0e6);  // even count: mean of the middle two (type 7)
   const std::string text = m.text();
   CHECK(text.find("2 of 9 rank reports merged") != std::string::npos);
   CHECK(text.find("error: input 1") != std::string::npos);
@@ -271,4 +273,61 @@ TEST_CASE("report text: a scope on two devices gets one @GPU row per device, wit
   REQUIRE(back->scopes[0].gpu_activity.has_value());
   CHECK(back->scopes[0].gpu_activity->devices.size() == 2);
   CHECK(back->scopes[0].gpu_activity->devices[1].comm_ns == 1000);
+}
+
+TEST_CASE("compare_reports: per scope and time, the library's verdict and its words") {
+  const auto parse = [](const std::string& doc) {
+    auto r = kscope::parse_report(doc);
+    REQUIRE(r.has_value());
+    return *r;
+  };
+  // Every median interval is +-1 %; the candidate's step is 10 % slower.
+  const kscope::session_report base = parse(rank_report(0, 1.0e6, 40000));
+  const kscope::session_report cand = parse(rank_report(1, 1.1e6, 40000));
+  const kscope::report_comparison c = kscope::compare_reports(base, cand);
+  CHECK(c.threshold == 0.02);
+  REQUIRE(c.scopes.size() == 4);  // step and step/allreduce, host and gpu each
+  CHECK(c.scopes[0].path == "step");
+  CHECK(c.scopes[0].time == "host");
+  CHECK(c.scopes[1].time == "gpu");
+  CHECK(c.scopes[1].baseline_median_ns == 1.0e6);
+  CHECK(c.scopes[1].candidate_median_ns == 1.1e6);
+  CHECK(c.scopes[1].result.ratio == doctest::Approx(1.1));
+  CHECK(c.scopes[1].result.ratio_ci.lo == doctest::Approx(1.1 * 0.99 / 1.01));
+  CHECK(c.scopes[1].result.result == kscope::verdict::slower);
+  CHECK(c.scopes[0].result.result == kscope::verdict::slower);
+  // Equal medians, but two +-1 % intervals bound the ratio only to [0.980, 1.020]: that
+  // reaches past a 2 % band, so the verdict is inconclusive, not same.
+  CHECK(c.scopes[2].path == "step/allreduce");
+  CHECK(c.scopes[2].result.ratio == 1);
+  CHECK(c.scopes[2].result.result == kscope::verdict::inconclusive);
+  CHECK(c.count(kscope::verdict::slower) == 2);
+  CHECK(c.count(kscope::verdict::inconclusive) == 2);
+  CHECK(c.only_in_candidate.empty());
+  REQUIRE(c.only_in_baseline.size() == 1);
+  CHECK(c.only_in_baseline[0] == "warmup");
+  const std::string text = c.text();
+  CHECK(text.find("threshold 2.0%") != std::string::npos);
+  CHECK(text.find("1.100  slower") != std::string::npos);
+  CHECK(text.find("1.000  inconclusive") != std::string::npos);
+  CHECK(text.find("warmup") != std::string::npos);
+  CHECK(text.find("(missing in candidate)") != std::string::npos);
+  CHECK(text.find("2 slower: FAIL") != std::string::npos);
+  CHECK(text.find("unclear") == std::string::npos);  // one vocabulary: kscope::to_string(verdict)
+  // Reversed, the new scope is listed and step is faster; a 5 % band makes allreduce the same.
+  const kscope::report_comparison back = kscope::compare_reports(cand, base, 0.05);
+  CHECK(back.only_in_candidate == std::vector<std::string>{"warmup"});
+  CHECK(back.scopes[1].result.result == kscope::verdict::faster);
+  CHECK(back.scopes[2].result.result == kscope::verdict::same);
+  CHECK(back.count(kscope::verdict::slower) == 0);
+  CHECK(back.text().find("no scope slower: PASS") != std::string::npos);
+  CHECK(back.text().find("(new in candidate)") != std::string::npos);
+}
+
+TEST_CASE("format_duration_ns: the public duration format every table uses") {
+  CHECK(kscope::format_duration_ns(812) == "812 ns");
+  CHECK(kscope::format_duration_ns(1234) == "1.23 us");
+  CHECK(kscope::format_duration_ns(45600000) == "45.6 ms");
+  CHECK(kscope::format_duration_ns(2.5e9) == "2.50 s");
+  CHECK(kscope::format_duration_ns(std::nan("")) == "-");
 }

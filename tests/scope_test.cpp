@@ -1,5 +1,7 @@
 // Scopes and the call-path tree: nesting, names, recursion, threads, ranges, switches.
+#include <kscope/scope/recorder_snapshot.hpp>
 #include <kscope/scope/scope.hpp>
+#include <kscope/session/session.hpp>  // the reports the checks read
 
 #include <doctest/doctest.h>
 
@@ -279,4 +281,65 @@ TEST_CASE("the text report is an indented tree that fits 100 columns") {
   CHECK(text.find("t13_request") != std::string::npos);
   CHECK(text.find("\n  t13_a_very_long") != std::string::npos);  // indented child
   CHECK(text.find("GPU") != std::string::npos);                  // context says GPU status
+}
+
+namespace {
+// The child of `parent` named `name` in a recorder snapshot, or nullptr.
+const kscope::recorded_node* child_named(const kscope::recorder_snapshot& s, kscope::node_id parent,
+                                         const std::string& name) {
+  for (kscope::node_id c : s.nodes[parent].children)
+    if (s.nodes[c].name == name) return &s.nodes[c];
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("the recorder's snapshot is a copy of what closed scopes recorded") {
+  auto& recorder = kscope::recorder::global();
+  recorder.reset();
+  {
+    KSCOPE_SCOPE("t14_outer");
+    kscope::scope inner{"t14_inner"};
+    inner.set_work({4.0, 2.0});
+    inner.tag("k", "v");
+  }
+  const kscope::recorder_snapshot first = recorder.snapshot();
+  const kscope::recorded_node* outer = child_named(first, kscope::detail::root_node, "t14_outer");
+  REQUIRE(outer);
+  const kscope::node_id outer_id = static_cast<kscope::node_id>(outer - first.nodes.data());
+  const kscope::recorded_node* inner = child_named(first, outer_id, "t14_inner");
+  REQUIRE(inner);
+  CHECK(outer->calls == 1);
+  CHECK(outer->host_ticks.count() == 1);
+  CHECK(inner->depth == 2);
+  CHECK(inner->flops == 4.0);
+  CHECK(inner->bytes == 2.0);
+  CHECK(inner->work_calls == 1);
+  REQUIRE(inner->tags.size() == 1);
+  CHECK(inner->tags[0].key == "k");
+  CHECK(inner->tags[0].count == 1);
+  CHECK(outer->host_total_ticks >= inner->host_total_ticks);
+
+  { KSCOPE_SCOPE("t14_outer"); }
+  CHECK(outer->calls == 1);  // the copy does not move
+  const kscope::recorder_snapshot second = recorder.snapshot();
+  CHECK(second.nodes[outer_id].calls == 2);
+  CHECK(second.sample_cap == recorder.sample_cap());
+}
+
+TEST_CASE("a recorded series keeps exact count, sum and extremes past its sample cap") {
+  kscope::recorded_series s(4);
+  for (int i = 1; i <= 100; ++i) s.add(static_cast<double>(i));
+  CHECK(s.count() == 100);
+  CHECK(s.sum() == 5050.0);
+  CHECK(s.min() == 1.0);
+  CHECK(s.max() == 100.0);
+  CHECK(s.samples().size() == 4);
+  CHECK(s.saturated());
+  for (double v : s.samples()) CHECK((v >= 1.0 && v <= 100.0));
+  kscope::recorded_series few(4);
+  few.add(-2.0);
+  few.add(3.0);
+  CHECK_FALSE(few.saturated());
+  CHECK(few.samples() == std::vector<double>{-2.0, 3.0});
+  CHECK(few.min() == -2.0);
 }

@@ -5,9 +5,13 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -211,4 +215,143 @@ TEST_CASE("a dtype tag kscope does not know falls back to fp32 plain cores") {
   kscope::detail::place_scope(s, peaks);
   REQUIRE(s.roofline);
   CHECK(s.roof == "fp32 plain");
+}
+
+namespace {
+
+// A GPU activity source that returns what the test put in it, and counts the calls.
+struct fake_gpu_source final : kscope::gpu_activity_source {
+  kscope::cupti_snapshot data;
+  int starts = 0, flushes = 0, snapshots = 0, resets = 0;
+
+  bool start(const kscope::cupti_options&) override {
+    ++starts;
+    data.status.state = kscope::cupti_state::running;
+    return true;
+  }
+  void flush() override { ++flushes; }
+  kscope::cupti_snapshot snapshot(std::size_t top_kernel_limit) override {
+    ++snapshots;
+    kscope::cupti_snapshot s = data;
+    if (s.activity.top_kernels.size() > top_kernel_limit) s.activity.top_kernels.resize(top_kernel_limit);
+    return s;
+  }
+  void reset() override {
+    ++resets;
+    data.activity = kscope::gpu_activity_report{};
+    data.warnings.clear();
+  }
+  kscope::cupti_status status() const override { return data.status; }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("GPU activity from an injected source lands on its scopes in the report and trace") {
+  auto& session = kscope::session::global();
+  auto fake = std::make_shared<fake_gpu_source>();
+  session.set_gpu_activity_source(fake);
+  session.reset();
+  CHECK(fake->resets == 0);  // not started: nothing to forget
+  REQUIRE(session.enable_cupti());
+  CHECK(fake->starts == 1);
+
+  kscope::node_id decode = 0;
+  std::int64_t launched_ns = 0;
+  for (int i = 0; i < 3; ++i) {
+    kscope::scope s{"fk_decode"};
+    decode = s.node();
+    launched_ns = kscope::detail::now_ns();
+  }
+  kscope::node_gpu_activity decode_activity;
+  decode_activity.kernel_count = 7;
+  decode_activity.busy_ns = 12345;
+  kscope::node_gpu_activity unscoped_activity;
+  unscoped_activity.kernel_count = 2;
+  fake->data.status.message = "fake source: 9 kernels";
+  fake->data.activity.nodes = {{kscope::unscoped_node, unscoped_activity}, {decode, decode_activity}};
+  kscope::kernel_summary gemm;
+  gemm.name = gemm.mangled_name = "fake_gemm";
+  gemm.calls = 7;
+  fake->data.activity.top_kernels = {gemm};
+  fake->data.activity.counters.kernel_records = 9;
+  kscope::gpu_activity_event event;
+  event.node = decode;
+  event.name = "fake_gemm";
+  event.start_ns = launched_ns;
+  event.end_ns = launched_ns + 1000;
+  fake->data.activity.recent = {event};
+  fake->data.warnings = {"a fake source warning"};
+
+  const kscope::session_report r = session.report();
+  CHECK(fake->flushes >= 1);
+  CHECK(fake->snapshots >= 1);
+  const kscope::scope_report* s = r.find("fk_decode");
+  REQUIRE(s);
+  CHECK(s->calls == 3);
+  REQUIRE(s->gpu_activity);
+  CHECK(s->gpu_activity->kernel_count == 7);
+  CHECK(s->gpu_activity->busy_ns == 12345);
+  const kscope::scope_report* unscoped = r.find(kscope::unscoped_node_name);
+  REQUIRE(unscoped);
+  REQUIRE(unscoped->gpu_activity);
+  CHECK(unscoped->gpu_activity->kernel_count == 2);
+  CHECK(r.cupti_status == "fake source: 9 kernels");
+  REQUIRE(r.top_kernels.size() == 1);
+  CHECK(r.top_kernels[0].name == "fake_gemm");
+  CHECK(r.cupti_counters.kernel_records == 9);
+  CHECK(std::find(r.warnings.begin(), r.warnings.end(), "a fake source warning") != r.warnings.end());
+
+  const std::string path = "kscope_session_fake_source.trace.json";
+  std::string why;
+  REQUIRE_MESSAGE(session.write_trace(path, &why), why);
+  const auto trace = nlohmann::json::parse(slurp(path));
+  std::remove(path.c_str());
+  int host_events = 0, gpu_events = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["pid"] == kscope::trace_host_pid) ++host_events;
+    else if (e["name"] == "fake_gemm") ++gpu_events;
+  }
+  CHECK(host_events == 3);
+  CHECK(gpu_events == 1);
+
+  session.reset();  // a started source is flushed and reset with the session
+  CHECK(fake->resets == 1);
+  CHECK(session.report().find(kscope::unscoped_node_name) == nullptr);
+
+  session.set_gpu_activity_source(nullptr);  // back to the CUPTI collector, never started here
+  CHECK(session.report().cupti_status.empty());
+  session.reset();
+}
+
+TEST_CASE("host intervals pushed out of the trace ring are reported, not silently lost") {
+  auto& session = kscope::session::global();
+  session.set_trace_capacity(10);
+  session.reset();
+  for (int i = 0; i < 25; ++i) { KSCOPE_SCOPE("ov_step"); }
+  const kscope::session_report r = session.report();
+  bool warned = false;
+  for (const std::string& w : r.warnings) warned = warned || w.find("15 older host intervals were overwritten") == 0;
+  CHECK_MESSAGE(warned, r.text());
+  CHECK(r.find("ov_step")->calls == 25);  // the summaries keep every call
+
+  const std::string path = "kscope_session_overwritten.trace.json";
+  REQUIRE(session.write_trace(path));
+  const auto trace = nlohmann::json::parse(slurp(path));
+  std::remove(path.c_str());
+  int host_events = 0;
+  for (const auto& e : trace["traceEvents"]) host_events += e["ph"] == "X" && e["pid"] == kscope::trace_host_pid;
+  CHECK(host_events == 10);
+
+  session.set_trace_capacity(65536);
+  session.reset();
+  { KSCOPE_SCOPE("ov_step"); }
+  for (const std::string& w : session.report().warnings) CHECK(w.find("overwritten") == std::string::npos);
 }

@@ -154,6 +154,29 @@ TEST_CASE("quantile is numpy's default (type 7)") {
   CHECK(std::isnan(kscope::quantile({1.0}, 1.5)));
 }
 
+TEST_CASE("quantile_sorted: the one type 7 routine, on sorted input") {
+  using kscope::detail::quantile_sorted;
+  std::vector<double> x = {1.012, 0.998, 1.034, 1.001, 0.987, 1.105, 0.995, 1.020, 1.003,
+                           0.991, 1.450, 1.008, 0.999, 1.017, 0.982, 1.002, 1.011, 0.996,
+                           1.026, 1.004, 0.990, 1.009, 2.300, 1.000, 1.013};
+  std::vector<double> sorted = x;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(quantile_sorted(sorted.data(), sorted.size(), 0.9) == doctest::Approx(1.0766).epsilon(1e-14));
+  // Bit for bit what kscope::quantile gives, at every p: one definition, not two.
+  for (double p : {0.0, 0.01, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0})
+    CHECK(quantile_sorted(sorted.data(), sorted.size(), p) == kscope::quantile(x, p));
+  // The median of an even count is the mid-point of the two middle values.
+  const double even[] = {1.0, 2.0, 4.0, 8.0};
+  CHECK(quantile_sorted(even, 4, 0.5) == 3.0);
+  const double odd[] = {1.0, 2.0, 4.0};
+  CHECK(quantile_sorted(odd, 3, 0.5) == 2.0);
+  CHECK(quantile_sorted(odd, 1, 0.7) == 1.0);
+  CHECK(std::isnan(quantile_sorted(odd, 0, 0.5)));
+  CHECK(std::isnan(quantile_sorted(odd, 3, -0.1)));
+  CHECK(std::isnan(quantile_sorted(odd, 3, 1.1)));
+  CHECK(std::isnan(quantile_sorted(odd, 3, not_a_number)));
+}
+
 namespace {
 // Independent reference: full sort, type 7 by its textbook formula, ranks from a
 // binomial CDF summed in log space.
@@ -588,6 +611,71 @@ TEST_CASE("compare: edge cases") {
   CHECK(std::string(kscope::to_string(kscope::verdict::inconclusive)) == "inconclusive");
 }
 
+TEST_CASE("ratio_verdict: the one rule behind every verdict") {
+  using kscope::ratio_verdict;
+  using kscope::verdict;
+  const auto ci = [](double lo, double hi) { return kscope::interval{lo, hi, 0.95}; };
+  CHECK(ratio_verdict(ci(1.03, 1.08), 0.02, true) == verdict::slower);
+  CHECK(ratio_verdict(ci(1.03, 1.08), 0.02, false) == verdict::inconclusive);  // no test, no claim
+  CHECK(ratio_verdict(ci(0.90, 0.97), 0.02, true) == verdict::faster);
+  CHECK(ratio_verdict(ci(0.90, 0.97), 0.02, false) == verdict::inconclusive);
+  CHECK(ratio_verdict(ci(0.99, 1.01), 0.02, false) == verdict::same);  // inside the band needs no test
+  CHECK(ratio_verdict(ci(0.98, 1.02), 0.02, true) == verdict::same);   // band edges included
+  CHECK(ratio_verdict(ci(1.00, 1.03), 0.02, true) == verdict::inconclusive);  // reaches past the band
+  CHECK(ratio_verdict(ci(1.02, 1.03), 0.02, true) == verdict::inconclusive);  // lo on the edge: not beyond
+  CHECK(ratio_verdict(ci(1.03, 1.08), 0.10, true) == verdict::same);
+  CHECK(ratio_verdict(ci(not_a_number, not_a_number), 0.02, true) == verdict::inconclusive);
+  CHECK(ratio_verdict(ci(1.5, 1.6), -0.01, true) == verdict::inconclusive);
+  CHECK(ratio_verdict(ci(1.5, 1.6), not_a_number, true) == verdict::inconclusive);
+  static_assert(kscope::ratio_verdict({0.99, 1.01, 0.95}, 0.02, false) == kscope::verdict::same,
+                "usable in constant expressions");
+}
+
+TEST_CASE("compare_summaries: medians and their intervals only, the same verdict rule") {
+  const auto summary_of = [](double median, double lo, double hi) {
+    kscope::summary s;
+    s.n = 20;
+    s.median = median;
+    s.median_ci = kscope::interval{lo, hi, 0.95};
+    return s;
+  };
+  const kscope::summary base = summary_of(3.0e6, 2.985e6, 3.015e6);
+  // 16.7 % slower, intervals far apart.
+  kscope::comparison c = kscope::compare_summaries(base, summary_of(3.5e6, 3.4825e6, 3.5175e6));
+  CHECK(c.ratio == doctest::Approx(3.5 / 3.0));
+  CHECK(c.ratio_ci.lo == doctest::Approx(3.4825 / 3.015));
+  CHECK(c.ratio_ci.hi == doctest::Approx(3.5175 / 2.985));
+  CHECK(c.ratio_ci.level == doctest::Approx(0.95 * 0.95));
+  CHECK(std::isnan(c.p_value));  // no samples, no test
+  CHECK(c.result == kscope::verdict::slower);
+  // The same pair with a 20 % threshold: the whole interval is inside the band.
+  CHECK(kscope::compare_summaries(base, summary_of(3.5e6, 3.4825e6, 3.5175e6), 0.2).result == kscope::verdict::same);
+  // Swapped: faster.
+  CHECK(kscope::compare_summaries(summary_of(3.5e6, 3.4825e6, 3.5175e6), base).result == kscope::verdict::faster);
+  // 3 % slower but the intervals overlap: the ratio's interval [0.995, 1.065] reaches into the band.
+  c = kscope::compare_summaries(base, summary_of(3.09e6, 3.0e6, 3.18e6));
+  CHECK(c.ratio == doctest::Approx(1.03));
+  CHECK(c.ratio_ci.lo < 1);
+  CHECK(c.result == kscope::verdict::inconclusive);
+  // Intervals apart, yet the gap is under the threshold: not "slower".
+  c = kscope::compare_summaries(base, summary_of(3.06e6, 3.045e6, 3.075e6));
+  CHECK(c.ratio_ci.lo > 1);
+  CHECK(c.ratio_ci.lo < 1.02);
+  CHECK(c.result == kscope::verdict::inconclusive);
+  // The same within 0.5 %, tight intervals.
+  CHECK(kscope::compare_summaries(base, summary_of(3.003e6, 2.99e6, 3.016e6)).result == kscope::verdict::same);
+  // No interval (too few samples): the ratio is known, the verdict is not.
+  c = kscope::compare_summaries(base, summary_of(6.0e6, not_a_number, not_a_number));
+  CHECK(c.ratio == 2);
+  CHECK(std::isnan(c.ratio_ci.lo));
+  CHECK(c.result == kscope::verdict::inconclusive);
+  // A zero or empty median gives no ratio.
+  c = kscope::compare_summaries(summary_of(0, 0, 0), base);
+  CHECK(std::isnan(c.ratio));
+  CHECK(c.result == kscope::verdict::inconclusive);
+  CHECK(kscope::compare_summaries(kscope::summary{}, kscope::summary{}).result == kscope::verdict::inconclusive);
+}
+
 TEST_CASE("compare: the verdict follows the interval and the threshold") {
   timings gen(11);
   const std::vector<double> base = gen.make(200, 1.0, 0.002);
@@ -790,6 +878,27 @@ TEST_CASE("sample_reservoir samples uniformly past its capacity, totals stay exa
   CHECK(s.kept.n == 1000);
   CHECK(s.total_max == total - 1);
   CHECK(s.kept.median == doctest::Approx(50000).epsilon(0.05));
+}
+
+TEST_CASE("sample_reservoir keeps what kscope's one reservoir keeps, with arrival order") {
+  // Built on detail::uniform_reservoir: same capacity and seed, same slots; NaN/inf never
+  // reach it, so they do not shift the draws.
+  kscope::detail::uniform_reservoir<double> plain(100, kscope::sample_reservoir::default_seed);
+  kscope::sample_reservoir r(100);
+  for (int i = 0; i < 20000; ++i) {
+    plain.offer(i);
+    r.add(i);
+    if (i % 7 == 0) r.add(not_a_number);
+  }
+  CHECK(r.samples() == plain.kept());
+  CHECK(r.count() == plain.seen());
+  CHECK(r.non_finite() == 2858);
+  std::vector<double> expected = plain.kept();
+  std::sort(expected.begin(), expected.end());
+  CHECK(r.samples_in_order() == expected);  // values rose with arrival
+  // The later half of the stream holds about half the slots (uniform, sd 5).
+  const auto late = std::count_if(expected.begin(), expected.end(), [](double v) { return v >= 10000; });
+  CHECK(std::abs(late - 50) <= 20);
 }
 
 TEST_CASE("sample_reservoir quantiles are unbiased on a skewed stream") {

@@ -12,11 +12,11 @@
 //      still merged and the output still written)
 //   4  the output file could not be written
 // Errors go to stderr; results to stdout. Bad files never crash the tool.
+#include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
 #include <kscope/report/report.hpp>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,9 +40,11 @@ const char* const usage_text =
     "  kscope report FILE.json\n"
     "      print a kscope.report/1 file as text tables\n"
     "  kscope compare BASELINE.json CANDIDATE.json [--threshold 0.02]\n"
-    "      compare the per-scope medians of two reports; a scope is 'slower' when its\n"
-    "      median grew by more than the threshold and the two 95% median intervals do not\n"
-    "      overlap (reports hold summaries, not samples: the comparison is on medians only)\n"
+    "      compare the per-scope medians of two reports (reports hold summaries, not\n"
+    "      samples); the verdict is the library's (kscope::compare_summaries): 'slower'\n"
+    "      when the interval of the ratio candidate/baseline, formed from the two 95%\n"
+    "      median intervals, lies above 1 + threshold; 'faster' below 1 - threshold;\n"
+    "      'same' within 1 +- threshold; 'inconclusive' otherwise\n"
     "exit codes: 0 ok, 1 compare found a slower scope, 2 usage, 3 bad input, 4 cannot write\n";
 
 bool read_file(const std::string& path, std::string& out, std::string& error) {
@@ -124,20 +126,8 @@ int run_report(const std::vector<std::string>& args) {
   return exit_ok;
 }
 
-// "slower", "faster", "same" or "unclear" for one median pair.
-const char* judge(const kscope::summary& base, const kscope::summary& cand, double threshold, double& ratio) {
-  ratio = cand.median / base.median;
-  if (!std::isfinite(ratio) || base.median <= 0) return "unclear";
-  if (ratio >= 1 - threshold && ratio <= 1 + threshold) return "same";
-  // With both intervals known, a change they do not separate is not called.
-  const bool intervals = std::isfinite(base.median_ci.lo) && std::isfinite(base.median_ci.hi) &&
-                         std::isfinite(cand.median_ci.lo) && std::isfinite(cand.median_ci.hi);
-  if (ratio > 1 + threshold) return (!intervals || cand.median_ci.lo > base.median_ci.hi) ? "slower" : "unclear";
-  return (!intervals || cand.median_ci.hi < base.median_ci.lo) ? "faster" : "unclear";
-}
-
 int run_compare(const std::vector<std::string>& args) {
-  double threshold = 0.02;
+  double threshold = kscope::compare_options{}.threshold;
   std::vector<std::string> files;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--threshold") {
@@ -164,40 +154,9 @@ int run_compare(const std::vector<std::string>& args) {
   const auto base = load_report(files[0]);
   const auto cand = load_report(files[1]);
   if (!base || !cand) return exit_bad_input;
-  char line[160];
-  std::snprintf(line, sizeof line, "kscope compare (threshold %.1f%%; on medians and their 95%% intervals only: "
-                "reports hold no samples)\n", threshold * 100);
-  std::string out = line;
-  out += kscope::detail::fit("scope", 34) + kscope::detail::fit("time", 5) + kscope::detail::fit("baseline", 10, true) +
-         kscope::detail::fit("candidate", 10, true) + kscope::detail::fit("ratio", 8, true) + "  " +
-         kscope::detail::fit("verdict", 8) + "\n";
-  out += std::string(77, '-') + "\n";
-  int slower = 0;
-  for (const kscope::scope_report& c : cand->scopes) {
-    const kscope::scope_report* b = base->find(c.path);
-    if (b == nullptr) {
-      out += kscope::detail::fit(c.path, 34) + "(new in candidate)\n";
-      continue;
-    }
-    const auto row = [&](const char* kind, const kscope::summary& bs, const kscope::summary& cs) {
-      double ratio = 0;
-      const char* verdict = judge(bs, cs, threshold, ratio);
-      if (std::strcmp(verdict, "slower") == 0) ++slower;
-      char r[16] = "-";
-      if (std::isfinite(ratio)) std::snprintf(r, sizeof r, "%.3f", ratio);
-      out += kscope::detail::fit(c.path, 34) + kscope::detail::fit(kind, 5) +
-             kscope::detail::fit(kscope::detail::format_duration_ns(bs.median), 10, true) +
-             kscope::detail::fit(kscope::detail::format_duration_ns(cs.median), 10, true) +
-             kscope::detail::fit(r, 8, true) + "  " + verdict + "\n";
-    };
-    if (b->calls > 0 && c.calls > 0) row("host", b->host_ns, c.host_ns);
-    if (b->gpu_calls > 0 && c.gpu_calls > 0) row("gpu", b->gpu_ns, c.gpu_ns);
-  }
-  for (const kscope::scope_report& b : base->scopes)
-    if (cand->find(b.path) == nullptr) out += kscope::detail::fit(b.path, 34) + "(missing in candidate)\n";
-  out += slower ? std::to_string(slower) + " slower: FAIL\n" : std::string("no scope slower: PASS\n");
-  std::fputs(out.c_str(), stdout);
-  return slower ? exit_slower : exit_ok;
+  const kscope::report_comparison comparison = kscope::compare_reports(*base, *cand, threshold);
+  std::fputs(comparison.text().c_str(), stdout);
+  return comparison.count(kscope::verdict::slower) > 0 ? exit_slower : exit_ok;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 // Pure core: no CUDA headers, testable anywhere.
 #include "core/config.hpp"
+#include "core/dtype.hpp"
 #include "core/roofline.hpp"
 #include "core/stats.hpp"
 #include "core/sweep.hpp"
@@ -24,6 +25,7 @@
 #include "cupti/collector.hpp"
 
 // Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks.
+#include "report/compare.hpp"
 #include "report/merge.hpp"
 #include "report/plot.hpp"
 #include "report/rank.hpp"

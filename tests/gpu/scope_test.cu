@@ -1,6 +1,7 @@
 // GPU cases for stream scopes: known-duration kernels, many threads and streams, and
 // the ways a host program can misbehave around scopes.
 #include <kscope/scope/scope.hpp>
+#include <kscope/session/session.hpp>  // the reports the checks read
 
 #include <doctest/doctest.h>
 

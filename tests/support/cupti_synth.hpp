@@ -127,6 +127,8 @@ class cupti_buffer {
     return r;
   }
 
+  // An external-correlation record: a kind kscope does not enable, but another CUPTI user
+  // in the process can, so it may share kscope's buffers.
   CUpti_ActivityExternalCorrelation& external(std::uint32_t correlation, std::uint64_t external_id,
                                               CUpti_ExternalCorrelationKind kind =
                                                   CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {

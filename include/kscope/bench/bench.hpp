@@ -12,7 +12,7 @@
 //   report.print();                       // markdown table: "72.0 % of cuBLAS, 95 % CI [71.4, 72.6]"
 //   report.write_json("sgemm.json");      // schema kscope.bench/1 (docs/bench_schema.md)
 //
-// How a run goes (DESIGN.md "Statistics", "Honest numbers"):
+// How a run goes (docs/bench_schema.md, "How the numbers are produced", has the details):
 //   1. One call whose time is thrown away (module loading, allocations), then a first
 //      estimate from three single launches.
 //   2. Batching: a kernel shorter than 100 us is captured N times into a CUDA graph and
@@ -26,6 +26,10 @@
 // CUPTI is never enabled here: timings come from CUDA events only. The SM clock is
 // measured around every sample by a one-thread probe kernel (clock64 over %globaltimer);
 // samples under 90 % of the run's median clock are flagged, and optionally discarded.
+// The roofline uses the device's theoretical peaks (device/device_info.hpp) and the
+// compute roof of the benchmark's dtype by the rule every kscope report follows
+// (device/roof_choice.hpp: "half" -> fp16 tensor, "float" or none -> fp32 plain), unless
+// bench::peaks gives them.
 //
 // The callable must launch its work on the stream it receives (that stream is what the
 // events, the graph capture and the hold kernel see) and should not synchronize it.
@@ -128,35 +132,14 @@ inline std::vector<double> steady_samples(const series_analysis& a) {
   return std::vector<double>(a.used_s.begin() + static_cast<std::ptrdiff_t>(skip), a.used_s.end());
 }
 
-// The compute roof a dtype string implies: plain cores for fp64 and fp32 (what a
-// hand-written kernel uses), tensor cores for the types that mostly run there. Unknown
-// strings give no peak rather than a guess.
-inline bool dtype_roof(const std::string& dtype, data_type& type, core_kind& cores) {
-  std::string d;
-  for (char c : dtype) d += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  cores = core_kind::tensor;
-  if (d == "fp64" || d == "f64" || d == "double") { type = data_type::fp64; cores = core_kind::plain; return true; }
-  if (d == "fp32" || d == "f32" || d == "float") { type = data_type::fp32; cores = core_kind::plain; return true; }
-  if (d == "tf32") { type = data_type::tf32; return true; }
-  if (d == "fp16" || d == "f16" || d == "half") { type = data_type::fp16; return true; }
-  if (d == "bf16" || d == "bfloat16") { type = data_type::bf16; return true; }
-  if (d == "fp8" || d == "e4m3" || d == "e5m2") { type = data_type::fp8; return true; }
-  if (d == "int8" || d == "i8" || d == "s8") { type = data_type::int8; return true; }
-  return false;
-}
-
-// The theoretical dense peak for `dtype` on the context's GPU (device.hpp's table), and
-// a description of where it came from; NaN and "" when unknown.
-inline double default_peak_flops(const bench_context& c, const std::string& dtype, std::string& source) {
-  data_type type{};
-  core_kind cores{};
-  if (!c.has_gpu || !dtype_roof(dtype, type, cores)) return std::numeric_limits<double>::quiet_NaN();
-  const double peak = theoretical_flops_per_s(c.cc_major, c.cc_minor, c.sm_count, c.sm_clock_max_mhz * 1e3, type, cores);
-  if (peak > 0) {
-    source = std::string("theoretical ") + to_string(type) + " on " + to_string(cores) + " cores, " +
-             architecture_name(c.cc_major, c.cc_minor) + " at the rated clock";
-  }
-  return peak;
+// Where a benchmark's compute roof came from, for the report: "theoretical fp16 on
+// tensor cores, Hopper (sm_90) at the rated clock"; "" when the device has none.
+inline std::string roof_source(const roof_choice& roof, const device_info& gpu, const std::string& dtype) {
+  if (!(roof.theoretical_flops_per_s > 0)) return {};
+  const std::string unread = dtype.empty() ? "no dtype" : "dtype '" + dtype + "'";
+  return std::string("theoretical ") + to_string(roof.type) + " on " + to_string(roof.cores) + " cores" +
+         (roof.dtype_known ? "" : " (the default for " + unread + ")") + ", " +
+         architecture_name(gpu.cc_major, gpu.cc_minor) + " at the rated clock";
 }
 
 // Rates, roofline and the warnings a reader must see next to the numbers.
@@ -218,6 +201,24 @@ inline void finish_result(bench_result& r) {
 }  // namespace harness
 }  // namespace detail
 
+// The context of the given CUDA device (-1: the current one, where bench::run() times):
+// its device_info from query_device(), the host and the time. Without CUDA or a device,
+// gpu.present is false and gpu.problem says why.
+//   kscope::bench_context c = kscope::describe_bench_context();
+[[nodiscard]] inline bench_context describe_bench_context(int device = -1) {
+  bench_context c;
+  c.timestamp_utc = detail::harness::utc_timestamp();
+  c.host_name = detail::harness::host_name();
+#if KSCOPE_HAS_CUDA
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();  // query_device(0) below says what is wrong
+    device = 0;
+  }
+#endif
+  c.gpu = query_device(device < 0 ? 0 : device);
+  return c;
+}
+
 // A named benchmark around a callable that receives a stream.
 //
 //   kscope::bench copy{"copy 1 GiB", [&](cudaStream_t s) {
@@ -260,8 +261,9 @@ class bench {
   }
   // The work of one launch: FLOP/s, B/s and the roofline placement come from it.
   bench& set_work(work w) { work_ = w; return *this; }
-  // Compute and bandwidth peaks for the roofline (default: bandwidth from the device
-  // attributes; compute unknown unless given, since it depends on dtype and cores).
+  // Compute and bandwidth peaks for the roofline; a value that is not positive keeps the
+  // default: the device's theoretical DRAM bandwidth and the compute roof choose_roof()
+  // gives for the dtype (device/roof_choice.hpp).
   bench& peaks(double flops_per_s, double bytes_per_s) {
     peak_flops_per_s_ = flops_per_s;
     peak_bytes_per_s_ = bytes_per_s;
@@ -314,9 +316,9 @@ class bench {
   [[nodiscard]] bench_result run() {
 #if KSCOPE_HAS_CUDA
     const bench_context context = describe_bench_context();
-    if (!context.has_gpu) {
+    if (!context.gpu.present) {
       bench_result r = skeleton();
-      r.warnings.push_back("no GPU: " + (context.notes.empty() ? std::string("unknown reason") : context.notes.front()));
+      r.warnings.push_back("no GPU: " + (context.gpu.problem.empty() ? std::string("unknown reason") : context.gpu.problem));
       return r;
     }
     std::vector<detail::harness::cuda_bench_timer::function> functions{def_.fn};
@@ -329,14 +331,7 @@ class bench {
     }
     std::optional<kernel_resources> resources;
     if (kernel_ != nullptr) resources = detail::harness::query_resources(kernel_, block_threads_, dynamic_smem_bytes_);
-    const double peak_bytes = peak_bytes_per_s_ > 0 ? peak_bytes_per_s_ : context.peak_bytes_per_s;
-    std::string source = peak_flops_per_s_ > 0 ? "given" : "";
-    const double peak_flops = peak_flops_per_s_ > 0
-                                  ? peak_flops_per_s_
-                                  : detail::harness::default_peak_flops(context, def_.metadata.dtype, source);
-    bench_result r = run_with(timer, peak_flops, peak_bytes, context.sm_clock_max_mhz, std::move(resources));
-    r.peak_flops_source = source;
-    return r;
+    return run_on(timer, context.gpu, std::move(resources));
 #else
     bench_result r = skeleton();
     r.warnings.push_back("kscope was built without CUDA: nothing was timed");
@@ -345,9 +340,18 @@ class bench {
   }
 
   // Runs with an injected timer (tests, or a custom time source); queries no device.
+  // Only the peaks given with bench::peaks are used.
   [[nodiscard]] bench_result run(bench_timer& timer) {
     return run_with(timer, peak_flops_per_s_, peak_bytes_per_s_, std::numeric_limits<double>::quiet_NaN(),
                     std::nullopt);
+  }
+
+  // Runs with an injected timer as if on `gpu`: the roofline peaks and the rated SM clock
+  // come from that description exactly as run() takes them from the live device, so the
+  // choice of roof can be checked (or replayed for another GPU) without one.
+  //   kscope::bench_result r = b.run(fake_timer, kscope::query_device(0));
+  [[nodiscard]] bench_result run(bench_timer& timer, const device_info& gpu) {
+    return run_on(timer, gpu, std::nullopt);
   }
 
  private:
@@ -360,6 +364,24 @@ class bench {
     r.peak_flops_per_s = peak_flops_per_s_;
     r.peak_bytes_per_s = peak_bytes_per_s_;
     r.stopped = stop_reason::error;
+    return r;
+  }
+
+  // Peaks from the device, unless bench::peaks gave them: its theoretical DRAM bandwidth
+  // and the compute roof of the dtype by choose_roof, the rule session reports use too.
+  bench_result run_on(bench_timer& timer, const device_info& gpu, std::optional<kernel_resources> resources) {
+    const device_peaks peaks = theoretical_peaks(gpu);
+    const roof_choice roof = choose_roof(peaks, def_.metadata.dtype);
+    const bool given = peak_flops_per_s_ > 0;
+    const double peak_flops = given ? peak_flops_per_s_ : roof.theoretical_flops_per_s;
+    const double peak_bytes = peak_bytes_per_s_ > 0 ? peak_bytes_per_s_ : peaks.theoretical_bytes_per_s;
+    bench_result r = run_with(timer, peak_flops, peak_bytes, rated_sm_clock_mhz(gpu), std::move(resources));
+    r.peak_flops_source = given ? "given" : detail::harness::roof_source(roof, gpu, def_.metadata.dtype);
+    // The fp32 default is a guess for a type kscope cannot read; say so where it matters.
+    if (!given && !roof.dtype_known && work_.flops > 0 && !def_.metadata.dtype.empty())
+      r.warnings.push_back("dtype '" + def_.metadata.dtype +
+                           "' is not a type kscope reads (core/dtype.hpp): the compute roof is the fp32 plain-core "
+                           "default; tag a known type with bench::dtype or give the roof with bench::peaks");
     return r;
   }
 

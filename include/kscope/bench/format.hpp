@@ -5,27 +5,19 @@
 // the transformed interval, and every table starts with the context it was taken in.
 #pragma once
 
-#include "result.hpp"
 #include "../core/detail/json_writer.hpp"
+#include "../device/device_info.hpp"
+#include "result.hpp"
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace kscope {
 namespace detail {
 namespace harness {
-
-inline const char* verdict_name(verdict v) noexcept {
-  switch (v) {
-    case verdict::faster: return "faster";
-    case verdict::slower: return "slower";
-    case verdict::same: return "same";
-    case verdict::inconclusive: return "inconclusive";
-  }
-  return "unknown";
-}
 
 inline std::string printf_string(const char* format, double a) {
   char buf[64];
@@ -110,8 +102,15 @@ inline std::string cell(std::string s) {
   return out;
 }
 
-// "72.0 % of cuBLAS [71.4, 72.6] %": the reference line of DESIGN.md.
-inline std::string relative_speed_text(const reference_result& ref) {
+}  // namespace harness
+}  // namespace detail
+
+// How fast a benchmark ran against its reference, with the interval: the sentence the
+// markdown table and notes print.
+//   "72.0 % of cuBLAS, 95 % CI [71.4, 72.6]"; "n/a vs cuBLAS" without a comparison.
+//   if (r.reference) std::puts(kscope::relative_speed_text(*r.reference).c_str());
+[[nodiscard]] inline std::string relative_speed_text(const reference_result& ref) {
+  using detail::harness::printf_string;
   if (!std::isfinite(ref.relative_speed)) return "n/a vs " + ref.name;
   std::string s = printf_string("%.1f %% of ", 100 * ref.relative_speed) + ref.name;
   if (std::isfinite(ref.relative_speed_ci.lo) && std::isfinite(ref.relative_speed_ci.hi)) {
@@ -121,6 +120,9 @@ inline std::string relative_speed_text(const reference_result& ref) {
   }
   return s;
 }
+
+namespace detail {
+namespace harness {
 
 // The table cell: relative speed, and the output check beside it when there was one.
 inline std::string reference_cell(const reference_result& ref) {
@@ -144,20 +146,25 @@ inline std::string stop_text(const bench_result& r) {
   return "";
 }
 
+// Megahertz from the kilohertz the CUDA attributes report; NaN when unknown.
+inline double mhz_or_nan(int khz) { return khz > 0 ? khz / 1e3 : std::numeric_limits<double>::quiet_NaN(); }
+
 inline std::string context_line(const bench_context& c) {
   std::string s = "kscope " + c.kscope_version;
-  if (!c.has_gpu) {
+  const device_info& d = c.gpu;
+  if (!d.present) {
     s += " | no GPU";
-    for (const std::string& n : c.notes) s += " (" + n + ")";
+    if (!d.problem.empty()) s += " (" + d.problem + ")";
     return s;
   }
-  s += " | " + c.gpu_name + " (cc " + std::to_string(c.cc_major) + "." + std::to_string(c.cc_minor) + ", " +
-       std::to_string(c.sm_count) + " SMs)";
-  s += " | driver " + std::to_string(c.driver_version / 1000) + "." + std::to_string(c.driver_version % 1000 / 10);
-  s += ", runtime " + std::to_string(c.runtime_version / 1000) + "." + std::to_string(c.runtime_version % 1000 / 10);
-  if (std::isfinite(c.sm_clock_max_mhz)) s += printf_string(" | SM clock max %.0f MHz", c.sm_clock_max_mhz);
-  if (std::isfinite(c.peak_bytes_per_s)) s += " | memory " + format_rate(c.peak_bytes_per_s, "B/s");
-  if (c.l2_bytes) s += printf_string(" | L2 %.0f MiB", static_cast<double>(c.l2_bytes) / (1 << 20));
+  s += " | " + d.name + " (cc " + std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) + ", " +
+       std::to_string(d.sm_count) + " SMs)";
+  s += " | driver " + cuda_version_text(d.driver_version) + ", runtime " + cuda_version_text(d.runtime_version);
+  const double sm_mhz = rated_sm_clock_mhz(d);
+  if (std::isfinite(sm_mhz)) s += printf_string(" | SM clock max %.0f MHz", sm_mhz);
+  const double dram = theoretical_bytes_per_s(d);
+  if (std::isfinite(dram)) s += " | memory " + format_rate(dram, "B/s");
+  if (d.l2_bytes > 0) s += printf_string(" | L2 %.0f MiB", static_cast<double>(d.l2_bytes) / (1 << 20));
   if (!c.timestamp_utc.empty()) s += " | " + c.timestamp_utc;
   return s;
 }
@@ -233,7 +240,7 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
     std::string s = "vs " + ref.name + ": " + relative_speed_text(ref) + " (reference median " +
                     format_seconds(ref.analysis.stats.median) + " " +
                     format_seconds_interval(ref.analysis.stats.median, ref.analysis.stats.median_ci) +
-                    ", p = " + printf_string("%.2g", ref.versus.p_value) + ", " + verdict_name(ref.versus.result) + ")";
+                    ", p = " + printf_string("%.2g", ref.versus.p_value) + ", " + kscope::to_string(ref.versus.result) + ")";
     notes.push_back(s);
     if (ref.check.performed) {
       std::string c = "output check: max rel. error " + printf_string("%.3g", ref.check.max_rel_error) +
@@ -362,19 +369,24 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
   w.member("kscope_version", c.kscope_version);
   w.key("context").begin_object();
   w.member("timestamp_utc", c.timestamp_utc).member("host", c.host_name);
-  w.member("has_gpu", c.has_gpu);
+  // The schema's own keys (docs/bench_schema.md), all read from the one device_info.
+  const device_info& d = c.gpu;
+  w.member("has_gpu", d.present);
   w.key("gpu").begin_object();
-  w.member("device", c.device).member("name", c.gpu_name);
-  w.member("compute_capability", std::to_string(c.cc_major) + "." + std::to_string(c.cc_minor));
-  w.member("sm_count", c.sm_count);
-  w.member("driver_version", c.driver_version).member("runtime_version", c.runtime_version);
-  w.member("sm_clock_max_mhz", c.sm_clock_max_mhz).member("memory_clock_mhz", c.memory_clock_mhz);
-  w.member("memory_bus_width_bits", c.memory_bus_width_bits);
-  w.member("l2_bytes", c.l2_bytes).member("memory_bytes", c.memory_bytes);
-  w.member("peak_bytes_per_s", c.peak_bytes_per_s);
+  w.member("device", d.ordinal).member("name", d.name);
+  w.member("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
+  w.member("architecture", d.present ? architecture_name(d.cc_major, d.cc_minor) : std::string());
+  w.member("sm_count", d.sm_count);
+  w.member("driver_version", d.driver_version).member("runtime_version", d.runtime_version);
+  w.member("sm_clock_max_mhz", rated_sm_clock_mhz(d)).member("memory_clock_mhz", mhz_or_nan(d.memory_clock_khz));
+  w.member("memory_bus_width_bits", d.memory_bus_width_bits);
+  w.member("l2_bytes", static_cast<long long>(d.l2_bytes));
+  w.member("memory_bytes", static_cast<unsigned long long>(d.memory_bytes));
+  w.member("peak_bytes_per_s", theoretical_bytes_per_s(d));
+  w.member("uuid", d.uuid).member("pci_bus_id", d.pci_bus_id);
   w.end_object();
   w.key("notes").begin_array();
-  for (const std::string& n : c.notes) w.value(n);
+  if (!d.present && !d.problem.empty()) w.value(d.problem);
   w.end_array();
   w.end_object();
 
@@ -454,7 +466,7 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
       w.member("ratio", ref.versus.ratio);
       w.key("ratio_ci");
       write_interval(w, ref.versus.ratio_ci);
-      w.member("p_value", ref.versus.p_value).member("verdict", verdict_name(ref.versus.result));
+      w.member("p_value", ref.versus.p_value).member("verdict", kscope::to_string(ref.versus.result));
       w.member("relative_speed", ref.relative_speed);
       w.key("relative_speed_ci");
       write_interval(w, ref.relative_speed_ci);
@@ -553,7 +565,7 @@ inline std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(csv_number(ref ? ref->relative_speed : nan));
     f.push_back(csv_number(ref ? ref->relative_speed_ci.lo : nan));
     f.push_back(csv_number(ref ? ref->relative_speed_ci.hi : nan));
-    f.push_back(ref ? verdict_name(ref->versus.result) : "");
+    f.push_back(ref ? kscope::to_string(ref->versus.result) : "");
     f.push_back(csv_number(ref && ref->check.performed ? ref->check.max_rel_error : nan));
     f.push_back(csv_number(r.wall_s));
     for (std::size_t i = 0; i < f.size(); ++i) {

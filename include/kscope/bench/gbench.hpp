@@ -58,7 +58,7 @@ struct gbench_options {
   std::size_t launches_per_iteration = 1;  // > 1: N launches per iteration (CUDA graph)
   work per_launch{};                     // work of one launch; zero: no rate counters
   double peak_flops_per_s = std::numeric_limits<double>::quiet_NaN();
-  double peak_bytes_per_s = std::numeric_limits<double>::quiet_NaN();  // NaN: device attributes
+  double peak_bytes_per_s = std::numeric_limits<double>::quiet_NaN();  // NaN: the device's theoretical DRAM peak
   bool hold_launches = true;             // see bench_options::hold_launches
   bench_stream stream = nullptr;         // nullptr: a stream the adapter creates
 };
@@ -122,12 +122,13 @@ void time_gpu_iterations(benchmark::State& state, Launch&& launch, const gbench_
   if (options.per_launch.flops > 0) state.counters["FLOP/s"] = benchmark::Counter(options.per_launch.flops / per_launch_s);
   if (options.per_launch.bytes > 0) state.counters["B/s"] = benchmark::Counter(options.per_launch.bytes / per_launch_s);
   double peak_bytes = options.peak_bytes_per_s;
-  if (!(peak_bytes > 0) && options.per_launch.bytes > 0) peak_bytes = describe_bench_context().peak_bytes_per_s;
+  if (!(peak_bytes > 0) && options.per_launch.bytes > 0)
+    peak_bytes = theoretical_bytes_per_s(describe_bench_context().gpu);
   if (options.per_launch.bytes > 0 && peak_bytes > 0)
     state.counters["BW_%"] = benchmark::Counter(100.0 * options.per_launch.bytes / per_launch_s / peak_bytes);
   if (auto p = try_place(options.per_launch, per_launch_s, options.peak_flops_per_s, peak_bytes))
     state.counters["roof_%"] = benchmark::Counter(100.0 * p->fraction_of_roof);
-  if (!clocks.empty()) state.counters["SM_MHz"] = benchmark::Counter(detail::harness::bench_median(clocks));
+  if (!clocks.empty()) state.counters["SM_MHz"] = benchmark::Counter(quantile(clocks, 0.5));
   state.counters["launches/iter"] = benchmark::Counter(static_cast<double>(launches));
 }
 

@@ -1,14 +1,17 @@
 // kscope/bench/result.hpp — what a benchmark run produces, as plain values.
 //
 // Plain data so results can be built by hand in tests, written as markdown, JSON and
-// CSV (detail/bench_format.hpp) and compared without a GPU. Users include
-// <kscope/bench.hpp>; the types below are part of its public API.
+// CSV (format.hpp) and compared without a GPU: nothing here includes a CUDA header. The
+// device is described by device_info (device/device_info.hpp), the same description
+// session reports carry. Users include <kscope/bench/bench.hpp>; the types below are part
+// of its public API.
 #pragma once
 
+#include "../core/config.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 #include "../core/sweep.hpp"
-#include "detail/cuda_timer.hpp"
+#include "../device/device_info.hpp"
 #include "sampler.hpp"
 
 #include <cmath>
@@ -20,6 +23,41 @@
 #include <vector>
 
 namespace kscope {
+
+// Where benchmark numbers were taken: printed above every table and stored in the JSON
+// "context" block. The GPU is the device_info query_device() gives (gpu.present == false:
+// no GPU, gpu.problem says why); the rest is what only a benchmark record needs.
+// describe_bench_context() (bench.hpp) fills it for the current device.
+//
+//   kscope::bench_context c = kscope::describe_bench_context();
+//   if (c.gpu.present) std::printf("%s, %d SMs\n", c.gpu.name.c_str(), c.gpu.sm_count);
+struct bench_context {
+  std::string kscope_version = KSCOPE_VERSION_STRING;
+  std::string timestamp_utc;  // ISO 8601, when the context was taken
+  std::string host_name;
+  device_info gpu;
+};
+
+// Resources of a kernel and its theoretical occupancy at the launch configuration the
+// benchmark declared (bench::kernel). Empty `error` means the query worked.
+//
+//   kscope::bench_result r = b.kernel(my_kernel, 256).run();
+//   if (r.resources) std::printf("%d regs, %.0f %% occupancy\n", r.resources->registers_per_thread,
+//                                100 * r.resources->occupancy);
+struct kernel_resources {
+  int block_threads = 0;
+  std::size_t dynamic_smem_bytes = 0;
+  int registers_per_thread = 0;
+  std::size_t static_smem_bytes = 0;
+  std::size_t local_bytes_per_thread = 0;   // spills and local arrays
+  int max_threads_per_block = 0;
+  int active_blocks_per_sm = 0;
+  int max_warps_per_sm = 0;
+  double occupancy = std::numeric_limits<double>::quiet_NaN();  // active warps / max warps
+  int ptx_version = 0;
+  int binary_version = 0;
+  std::string error;
+};
 
 // What a benchmark computes, printed with every number it produces.
 //   kscope::bench_metadata m{{8192, 8192, 8192}, "bf16", {8192, 1}, {{"layout", "NT"}}};
@@ -89,12 +127,12 @@ struct bench_result {
   std::size_t rounds = 0;
   sample_series series;
   series_analysis analysis;
-  double sm_clock_max_mhz = std::numeric_limits<double>::quiet_NaN();  // rated (context)
+  double sm_clock_max_mhz = std::numeric_limits<double>::quiet_NaN();  // rated_sm_clock_mhz(context.gpu)
   rate_estimate flops_per_s;
   rate_estimate bytes_per_s;
   double peak_flops_per_s = std::numeric_limits<double>::quiet_NaN();
   double peak_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
-  std::string peak_flops_source;  // "given", or which theoretical roof the dtype implied
+  std::string peak_flops_source;  // "given", or which theoretical roof the dtype implied (choose_roof)
   double fraction_of_peak_bandwidth = std::numeric_limits<double>::quiet_NaN();
   std::optional<placement> roofline;
   std::optional<kernel_resources> resources;

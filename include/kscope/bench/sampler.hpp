@@ -2,11 +2,11 @@
 // no CUDA in it: first estimate, batch size, warm-up, ABBA rounds, adaptive stopping,
 // clock-throttle flagging.
 //
-// Every sample comes from a bench_timer. The real one (detail/bench_cuda.hpp) times
+// Every sample comes from a bench_timer. The real one (detail/cuda_timer.hpp) times
 // with CUDA events; tests inject a fake that returns prescribed durations and advances
 // a virtual clock, so each decision below is tested on a CPU-only machine with exactly
-// the code that runs on the GPU. Users include <kscope/bench.hpp>, not this file; the
-// types it declares in namespace kscope are part of bench.hpp's public API.
+// the code that runs on the GPU. Users include <kscope/bench/bench.hpp>; the types this
+// header declares in namespace kscope (bench_options, bench_timer, ...) are public.
 #pragma once
 
 #include "../core/stats.hpp"
@@ -51,7 +51,8 @@ enum class stop_reason { target_reached, time_budget, sample_limit, error };
   return m == cache_mode::cold ? "cold" : "hot";
 }
 
-// How the harness samples. The defaults follow DESIGN.md "Statistics": warm up for at
+// How the harness samples (docs/bench_schema.md, "How the numbers are produced"; the
+// minimum time is argued in docs/decisions.md). The defaults: warm up for at
 // least 25 ms and 10 calls, then sample until the median's 95 % CI half-width is under
 // 1 % of the median, with at least 20 samples spread over 0.5 s (1 s when the GPU's
 // power controller is moving the SM clock), or until 10 s of wall time have passed.
@@ -221,25 +222,6 @@ struct sampling_outcome {
 namespace detail {
 namespace harness {
 
-// The q-quantile (0..1) of finite values by the nearest rank; NaN when empty.
-inline double clock_quantile(std::vector<double> v, double q) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const auto k = static_cast<std::size_t>(std::floor(q * static_cast<double>(v.size() - 1) + 0.5));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
-}
-
-inline double bench_median(std::vector<double> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  double m = v[mid];
-  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
-  return m;
-}
-
 // Half-width of the median CI relative to the median; +inf when there is no interval
 // (fewer than 6 samples, or a non-positive median).
 // Times are positive: a non-positive median cannot be judged (infinite width).
@@ -265,7 +247,7 @@ inline series_analysis analyze_series(const sample_series& s, const bench_option
   for (double c : s.sm_clock_mhz)
     if (std::isfinite(c) && c > 0) clocks.push_back(c);
   if (!clocks.empty()) {
-    a.median_sm_clock_mhz = bench_median(clocks);
+    a.median_sm_clock_mhz = quantile(clocks, 0.5);
     a.min_sm_clock_mhz = *std::min_element(clocks.begin(), clocks.end());
     a.max_sm_clock_mhz = *std::max_element(clocks.begin(), clocks.end());
     const double threshold = o.throttle_fraction * a.median_sm_clock_mhz;
@@ -276,10 +258,10 @@ inline series_analysis analyze_series(const sample_series& s, const bench_option
         ++a.throttled_samples;
       }
     }
-    const double p25 = clock_quantile(clocks, 0.25);
+    const double p25 = quantile(clocks, 0.25);
     const double reference = std::isfinite(rated_sm_clock_mhz) && rated_sm_clock_mhz > 0
                                  ? rated_sm_clock_mhz
-                                 : clock_quantile(clocks, 0.90);
+                                 : quantile(clocks, 0.90);
     a.clock_managed = p25 < o.managed_clock_fraction * reference;
     // Only a series with every clock known can be aligned with the samples.
     if (a.clock_managed && clocks.size() == s.samples_s.size()) {
@@ -375,7 +357,7 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
         s.warmup_s += x.total_s;
       }
     }
-    s.first_estimate_s = bench_median(first);
+    s.first_estimate_s = quantile(first, 0.5);
     if (failed || std::isnan(s.first_estimate_s)) {
       failed = true;
       break;

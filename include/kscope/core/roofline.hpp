@@ -16,8 +16,8 @@
 // (I < I*: the slanted bandwidth roof applies) from the compute side (I >= I*: the flat
 // compute roof applies). A kernel exactly at the ridge is placed on the compute side.
 //
-// Classification (DESIGN.md "Roofline and peaks"), with the default thresholds of
-// roofline_options; f = fraction_of_roof = achieved / roof(I):
+// Classification (docs/decisions.md, "Roofline classification"), with the default
+// thresholds of roofline_options; f = fraction_of_roof = achieved / roof(I):
 //
 //   I <  I*  and f >= 0.5 (near_bandwidth_roof)   -> bound::memory
 //   I <  I*  and f <  0.5                          -> bound::latency
@@ -28,13 +28,13 @@
 // kernel can hit. A kernel there that moves bytes at under half of peak bandwidth does
 // not saturate memory; it lacks bytes in flight (too few threads or blocks, no vector
 // loads, serial dependences) or it waits on the CPU — a latency problem, whose fix is
-// more parallelism, not fewer bytes. Above the ridge the design table names a separate
+// more parallelism, not fewer bytes. Above the ridge the classification names a separate
 // diagnosis, "high intensity but far under the compute roof: compute path not used",
 // so such a kernel stays bound::compute and hint() says "compute path not used" while
 // f < 0.5 (near_compute_roof); only when it is far under the compute roof too (f < 0.1)
 // is it latency-bound. Above the ridge f is also the larger of the two fractions
 // (bytes_per_s / peak_bytes_per_s = f * I* / I <= f), so "f < 0.1" there means "under
-// 10 % of both roofs", exactly the design table's "both far under".
+// 10 % of both roofs", exactly the classification's "both far under".
 //
 // fraction_of_roof is measured against the roof that applies at the kernel's own
 // intensity: on the memory side that equals bytes_per_s / peak_bytes_per_s (computed
@@ -51,6 +51,8 @@
 //     code (reports, destructors) that must not throw.
 #pragma once
 
+#include "work.hpp"  // kscope::work: what place() takes
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -61,14 +63,6 @@
 #include <utility>
 
 namespace kscope {
-
-// The work one call does: floating-point (or integer) operations, and bytes moved
-// between the SMs and DRAM (count reads and writes; a copy of N bytes moves 2N).
-//   kscope::work w{2.0 * m * n * k, 2.0 * (m * k + k * n + m * n)};  // bf16 GEMM
-struct work {
-  double flops = 0;
-  double bytes = 0;
-};
 
 // What limits a placed kernel. latency: far under the roofs (launch gaps, syncs, too
 // little parallelism); see the table at the top of this header.
@@ -229,7 +223,7 @@ inline std::string format_si(double value, const char* unit) {
   return detail::place_valid(w, seconds, peak_flops_per_s, peak_bytes_per_s, options);
 }
 
-// The DESIGN.md signature: place() with the default thresholds.
+// place() with the default thresholds, the form most callers want.
 [[nodiscard]] inline placement place(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s) {
   return place(w, seconds, peak_flops_per_s, peak_bytes_per_s, roofline_options{});
 }
@@ -249,7 +243,7 @@ inline std::string format_si(double value, const char* unit) {
   return detail::place_valid(w, seconds, peak_flops_per_s, peak_bytes_per_s, options);
 }
 
-// One line saying what to try next, following the DESIGN.md classification table.
+// One line saying what to try next, following the classification at the top of this header.
 // A compute-bound kernel far under its roof (fraction below near_compute_roof) gets the
 // "compute path not used" line rather than "at the compute roof".
 //   std::printf("%s\n", kscope::hint(p).data());  // string_view over a literal: NUL-terminated

@@ -11,7 +11,11 @@
 //   to resolve must not take the host program down. Counts (n, warmup) refer to the
 //   finite samples, in their original order; count_non_finite() says how many went.
 // * Quantiles are Hyndman-Fan type 7 (linear interpolation between order statistics,
-//   numpy.percentile's default); the median is the usual mid-point for even n.
+//   numpy.percentile's default); the median is the usual mid-point for even n. It is the
+//   one definition in kscope: every other layer calls quantile() or, on sorted values,
+//   detail::quantile_sorted().
+// * Every verdict (compare, compare_summaries) comes from ratio_verdict() and is spelled
+//   by to_string(verdict).
 // * Nothing here allocates more than a few copies of the input; summarize() of 1e6
 //   samples takes ~45 ms of CPU on a 2-core VM (bench/stats_bench.cpp).
 // * No function throws except std::bad_alloc from copying the input.
@@ -26,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/reservoir.hpp"
 #include "detail/stats_math.hpp"
 
 namespace kscope {
@@ -159,7 +164,7 @@ inline bool drifts(const double* x, std::size_t n, const clip_range& clip) {
   }
   auto median10 = [](double* v) {
     sort_small(v, batches_per_quarter);
-    return (v[4] + v[5]) / 2;
+    return quantile_sorted(v, batches_per_quarter, 0.5);
   };
   double sorted_early[batches_per_quarter], sorted_late[batches_per_quarter];
   std::copy(early, early + batches_per_quarter, sorted_early);
@@ -399,14 +404,17 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // Type 7 quantile (numpy.percentile's default) of the finite samples; p in [0, 1].
 // NaN for empty input or p outside [0, 1]. O(n).
 //   double p95 = kscope::quantile(samples, 0.95);
+// Values already sorted: detail::quantile_sorted (same definition, O(1)).
 [[nodiscard]] inline double quantile(std::vector<double> samples, double p) {
   samples.erase(std::remove_if(samples.begin(), samples.end(), [](double x) { return !std::isfinite(x); }),
                 samples.end());
   if (samples.empty() || !(p >= 0 && p <= 1)) return detail::stats_nan;
+  // Selection puts the two order statistics type 7 reads in place (no full sort);
+  // quantile_sorted reads only those two.
   const detail::type7_position at = detail::type7(samples.size(), p);
   const std::size_t ranks[2] = {at.lo, at.hi};
   detail::select_ranks(samples.data(), samples.data() + samples.size(), ranks, ranks + (at.lo == at.hi ? 1 : 2), 0);
-  return detail::type7_value(samples[at.lo], samples[at.hi], at.fraction);
+  return detail::quantile_sorted(samples.data(), samples.size(), p);
 }
 
 // ---- stopping rule ---------------------------------------------------------------
@@ -476,6 +484,26 @@ struct compare_options {
   double level = 0.95;      // confidence level of ratio_ci
 };
 
+// The one rule that turns an interval of a time ratio (candidate / baseline, so > 1 is
+// slower) into a verdict. compare() and compare_summaries() decide with it, so every
+// verdict kscope prints (stats, bench, the `kscope compare` gate) means the same thing:
+//   slower        significant and ratio_ci.lo > 1 + threshold
+//   faster        significant and ratio_ci.hi < 1 - threshold
+//   same          the whole interval lies in [1 - threshold, 1 + threshold]
+//   inconclusive  anything else: the interval reaches past a band edge, a NaN
+//                 interval, a negative or NaN threshold
+// "same" needs no significance test: an interval inside the band already bounds the
+// change; a claimed change needs both the test and an interval clear of the band.
+//   kscope::ratio_verdict({0.99, 1.01, 0.95}, 0.02, false);   // verdict::same
+//   kscope::ratio_verdict({1.05, 1.09, 0.95}, 0.02, true);    // verdict::slower
+[[nodiscard]] constexpr verdict ratio_verdict(const interval& ratio_ci, double threshold, bool significant) noexcept {
+  if (!(threshold >= 0)) return verdict::inconclusive;
+  if (significant && ratio_ci.lo > 1 + threshold) return verdict::slower;
+  if (significant && ratio_ci.hi < 1 - threshold) return verdict::faster;
+  if (ratio_ci.lo >= 1 - threshold && ratio_ci.hi <= 1 + threshold) return verdict::same;
+  return verdict::inconclusive;
+}
+
 // Compares two timing samples (e.g. before and after a change).
 //   kscope::comparison c = kscope::compare(baseline_ms, candidate_ms);
 // * Samples are used as given (no warm-up removal: drop summarize(x).warmup leading
@@ -494,9 +522,10 @@ struct compare_options {
 //   is found by selection in O((n1 + n2) log) time and O(n1 + n2) memory. Cost is
 //   dominated by sorting both inputs and two selections: ~1 ms for 1e3 vs 1e3, ~60 ms
 //   for 1e5 vs 1e5, ~1 s for 1e6 vs 1e6 on a 2-core VM (bench/stats_bench.cpp).
-// * result: slower when p < alpha and ratio_ci.lo > 1 + threshold; faster when
-//   p < alpha and ratio_ci.hi < 1 - threshold; same when the whole interval lies in
-//   [1 - threshold, 1 + threshold]; otherwise inconclusive.
+// * result: ratio_verdict(ratio_ci, threshold, p < alpha): slower when p < alpha and
+//   ratio_ci.lo > 1 + threshold; faster when p < alpha and ratio_ci.hi < 1 - threshold;
+//   same when the whole interval lies in [1 - threshold, 1 + threshold]; otherwise
+//   inconclusive.
 // * Empty input: everything NaN, inconclusive. Too few samples for an interval at
 //   `level` (e.g. 3 vs 3 at 95 %): the p-value is computed, ratio_ci is NaN and the
 //   result inconclusive. Invalid options (alpha or level outside (0, 1), negative or
@@ -515,11 +544,7 @@ struct compare_options {
   };
   const std::vector<double> x = usable(baseline), y = usable(candidate);
   if (x.empty() || y.empty()) return out;
-  auto sorted_median = [](const std::vector<double>& v) {
-    const std::size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : v[h - 1] + (v[h] - v[h - 1]) / 2;
-  };
-  out.ratio = sorted_median(y) / sorted_median(x);
+  out.ratio = detail::quantile_sorted(y.data(), y.size(), 0.5) / detail::quantile_sorted(x.data(), x.size(), 0.5);
   const detail::mann_whitney_result test = detail::mann_whitney_sorted(x, y);
   out.p_value = test.p_value;
 
@@ -560,14 +585,38 @@ struct compare_options {
   out.ratio_ci.lo = std::exp(d_lo);
   out.ratio_ci.hi = std::exp(d_hi);
 
-  const bool significant = out.p_value < options.alpha;
-  if (significant && out.ratio_ci.lo > 1 + options.threshold) {
-    out.result = verdict::slower;
-  } else if (significant && out.ratio_ci.hi < 1 - options.threshold) {
-    out.result = verdict::faster;
-  } else if (out.ratio_ci.lo >= 1 - options.threshold && out.ratio_ci.hi <= 1 + options.threshold) {
-    out.result = verdict::same;
-  }
+  out.result = ratio_verdict(out.ratio_ci, options.threshold, out.p_value < options.alpha);
+  return out;
+}
+
+// Compares two summaries when the samples are gone: a report keeps each scope's
+// summary, not its samples, so `kscope compare` judges two reports with this.
+//   kscope::comparison c = kscope::compare_summaries(baseline.host_ns, candidate.host_ns);
+//   if (c.result == kscope::verdict::slower) fail_the_build();
+// * ratio = candidate.median / baseline.median (NaN unless both are positive and finite).
+// * ratio_ci = [candidate.median_ci.lo / baseline.median_ci.hi,
+//   candidate.median_ci.hi / baseline.median_ci.lo]. It holds the ratio of the true
+//   medians whenever both median intervals hold theirs, so its level is at least the
+//   product of theirs (0.9025 for two independent 95 % intervals), the level it carries.
+//   Wider than compare()'s interval on the samples: the price of having no samples.
+// * p_value: NaN, there are no samples to test. The interval stands in for the test:
+//   an interval that excludes 1 means the two median intervals do not overlap.
+// * result: ratio_verdict(ratio_ci, threshold, ratio_ci excludes 1).
+// * A missing interval (fewer than 6 samples at 95 %), or a bound that is not positive
+//   and finite: NaN interval, inconclusive. A negative or NaN threshold: inconclusive.
+[[nodiscard]] inline comparison compare_summaries(const summary& baseline, const summary& candidate,
+                                                  double threshold = compare_options{}.threshold) noexcept {
+  comparison out;
+  const auto positive = [](double x) { return std::isfinite(x) && x > 0; };
+  if (positive(baseline.median) && positive(candidate.median)) out.ratio = candidate.median / baseline.median;
+  out.ratio_ci.level = baseline.median_ci.level * candidate.median_ci.level;
+  if (!positive(baseline.median_ci.lo) || !positive(baseline.median_ci.hi) || !positive(candidate.median_ci.lo) ||
+      !positive(candidate.median_ci.hi))
+    return out;
+  out.ratio_ci.lo = candidate.median_ci.lo / baseline.median_ci.hi;
+  out.ratio_ci.hi = candidate.median_ci.hi / baseline.median_ci.lo;
+  const bool excludes_one = out.ratio_ci.lo > 1 || out.ratio_ci.hi < 1;
+  out.result = ratio_verdict(out.ratio_ci, threshold, excludes_one);
   return out;
 }
 
@@ -596,8 +645,9 @@ struct reservoir_summary {
 };
 
 // Keeps every sample up to a capacity, then a uniform random subset of that size
-// (Algorithm R, Vitter 1985, with a fixed-seed splitmix64, so runs are reproducible),
-// while count, sum, min, max, mean and variance (Welford) stay exact over all samples.
+// (Algorithm R, Vitter 1985, through kscope's one reservoir, detail::uniform_reservoir,
+// with a fixed seed, so runs are reproducible), while count, sum, min, max, mean and
+// variance (Welford) stay exact over all samples.
 // Memory: 16 bytes per kept sample (value + arrival index), nothing per sample beyond.
 // Not thread-safe: one owner, or a lock around it (kscope::session holds one).
 //   kscope::sample_reservoir r;              // 10 000 kept
@@ -612,7 +662,7 @@ class sample_reservoir {
   // capacity 0 keeps no samples (totals only). Memory grows with the samples kept,
   // never past the capacity.
   explicit sample_reservoir(std::size_t capacity, std::uint64_t seed = default_seed) noexcept
-      : capacity_(capacity), rng_(seed) {}
+      : values_(capacity, seed) {}
 
   // Records one sample; NaN/inf are counted in non_finite() and otherwise ignored.
   // Never throws: if memory runs out, the reservoir stops growing and samples from then on.
@@ -621,43 +671,37 @@ class sample_reservoir {
       ++non_finite_;
       return;
     }
-    const std::uint64_t index = count_++;
+    const std::uint64_t index = values_.seen();  // arrival index among finite samples
+    const std::uint64_t count = index + 1;
     sum_.add(sample);
     const double delta = sample - mean_;
-    mean_ += delta / static_cast<double>(count_);
+    mean_ += delta / static_cast<double>(count);
     m2_ += delta * (sample - mean_);
-    if (count_ == 1) {
+    if (count == 1) {
       min_ = max_ = sample;
     } else {
       min_ = std::min(min_, sample);
       max_ = std::max(max_, sample);
     }
-    if (values_.size() < capacity_) {
+    // The arrival index of each slot grows in step with the values, reserved before the
+    // value is offered so that recording it cannot fail once the value is in.
+    const bool may_append = values_.kept().size() < values_.capacity();
+    if (may_append && arrival_.size() == arrival_.capacity()) {
       try {
-        if (values_.size() == values_.capacity()) {
-          // Grow geometrically, but never allocate past the capacity.
-          const std::size_t grown = std::min(capacity_, std::max<std::size_t>(16, 2 * values_.size()));
-          values_.reserve(grown);
-          arrival_.reserve(grown);
-        }
-        values_.push_back(sample);
-        try {
-          arrival_.push_back(index);
-          return;
-        } catch (...) {
-          values_.pop_back();
-        }
+        const std::size_t doubled = arrival_.size() < 8 ? 16 : 2 * arrival_.size();
+        arrival_.reserve(std::min(doubled, values_.capacity()));
       } catch (...) {
+        order_known_ = false;  // out of memory: the arrival order of new slots is lost
       }
-      capacity_ = values_.size();  // out of memory: sample within what we have
     }
-    // Algorithm R: the i-th sample (0-based) replaces a random slot with probability
-    // capacity / (i + 1), which keeps every sample equally likely to be held.
-    if (capacity_ == 0) return;
-    const std::uint64_t slot = rng_.below(index + 1);
-    if (slot < capacity_) {
-      values_[static_cast<std::size_t>(slot)] = sample;
-      arrival_[static_cast<std::size_t>(slot)] = index;
+    const std::size_t slot = values_.offer(sample);
+    if (slot == detail::uniform_reservoir<double>::skipped || !order_known_) return;
+    if (slot < arrival_.size()) {
+      arrival_[slot] = index;
+    } else if (slot == arrival_.size() && arrival_.size() < arrival_.capacity()) {
+      arrival_.push_back(index);  // within the reserved capacity: cannot throw
+    } else {
+      order_known_ = false;
     }
   }
 
@@ -665,7 +709,8 @@ class sample_reservoir {
   void clear() noexcept {
     values_.clear();
     arrival_.clear();
-    count_ = non_finite_ = 0;
+    order_known_ = true;
+    non_finite_ = 0;
     sum_ = detail::compensated_sum{};
     mean_ = m2_ = 0;
     min_ = max_ = detail::stats_nan;
@@ -673,27 +718,30 @@ class sample_reservoir {
 
   // The kept samples in slot order: arrival order until saturated(), then a random
   // subset in no particular order. samples_in_order() restores arrival order.
-  [[nodiscard]] const std::vector<double>& samples() const noexcept { return values_; }
+  [[nodiscard]] const std::vector<double>& samples() const noexcept { return values_.kept(); }
   // The kept samples sorted by arrival, so warm-up detection still sees time order.
+  // (Only if memory ran out while the reservoir was growing is the order of a saturated
+  // reservoir unknown; then this is samples().)
   [[nodiscard]] std::vector<double> samples_in_order() const {
-    if (!saturated()) return values_;
-    std::vector<std::size_t> order(values_.size());
+    const std::vector<double>& values = values_.kept();
+    if (!saturated() || !order_known_) return values;
+    std::vector<std::size_t> order(values.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return arrival_[a] < arrival_[b]; });
-    std::vector<double> out(values_.size());
-    for (std::size_t i = 0; i < order.size(); ++i) out[i] = values_[order[i]];
+    std::vector<double> out(values.size());
+    for (std::size_t i = 0; i < order.size(); ++i) out[i] = values[order[i]];
     return out;
   }
 
-  [[nodiscard]] std::size_t count() const noexcept { return static_cast<std::size_t>(count_); }
-  [[nodiscard]] std::size_t kept() const noexcept { return values_.size(); }
-  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
-  [[nodiscard]] bool saturated() const noexcept { return count_ > values_.size(); }
+  [[nodiscard]] std::size_t count() const noexcept { return static_cast<std::size_t>(values_.seen()); }
+  [[nodiscard]] std::size_t kept() const noexcept { return values_.kept().size(); }
+  [[nodiscard]] std::size_t capacity() const noexcept { return values_.capacity(); }
+  [[nodiscard]] bool saturated() const noexcept { return values_.saturated(); }
   [[nodiscard]] std::size_t non_finite() const noexcept { return static_cast<std::size_t>(non_finite_); }
   [[nodiscard]] double sum() const noexcept { return sum_.value(); }
-  [[nodiscard]] double mean() const noexcept { return count_ ? mean_ : detail::stats_nan; }
+  [[nodiscard]] double mean() const noexcept { return values_.seen() ? mean_ : detail::stats_nan; }
   [[nodiscard]] double variance() const noexcept {
-    return count_ >= 2 ? m2_ / static_cast<double>(count_ - 1) : detail::stats_nan;
+    return values_.seen() >= 2 ? m2_ / static_cast<double>(values_.seen() - 1) : detail::stats_nan;
   }
   [[nodiscard]] double stddev() const noexcept { return std::sqrt(variance()); }
   [[nodiscard]] double min() const noexcept { return min_; }
@@ -717,11 +765,9 @@ class sample_reservoir {
   }
 
  private:
-  std::size_t capacity_;
-  detail::splitmix64 rng_;
-  std::vector<double> values_;
+  detail::uniform_reservoir<double> values_;
   std::vector<std::uint64_t> arrival_;  // index among finite samples, per slot
-  std::uint64_t count_ = 0;
+  bool order_known_ = true;             // false only after an allocation failure
   std::uint64_t non_finite_ = 0;
   detail::compensated_sum sum_;
   double mean_ = 0;

@@ -9,21 +9,17 @@
 //   auto& cupti = kscope::cupti_collector::global();
 //   cupti.start();                       // false + a warning when CUPTI is unusable
 //   ... run scopes and kernels ...
-//   cupti.flush();                       // cuptiActivityFlushAll, then settle
+//   cupti.flush();                       // cuptiActivityFlushAll: every buffer attributed
 //   kscope::cupti_snapshot s = cupti.snapshot();
 //   const kscope::node_gpu_activity* gpu = s.activity.find(node);
 //
 // Design (decisions and why):
 // - Attribution: a launch-time callback on the runtime AND driver API launch / memcpy /
-//   memset / graph-launch calls (detail/cupti_callback_ids.hpp) stores correlation id ->
-//   (node open on this thread, thread index) in a lock-free table: two atomic stores, no
-//   lock, no allocation. Measured on the H200 (DESIGN.md) this costs about as much as the
-//   alternative, external correlation, which only works with RUNTIME or DRIVER API
-//   activity records switched on as well. The external-correlation design is kept behind
-//   cupti_options::design so bench/cupti_overhead_bench.cu can compare both; it needs the
-//   scope to call detail::cupti_scope_enter / cupti_scope_exit (cupti_scope_hooks.hpp).
-//   In that design, work launched with no scope open has no external id and is counted
-//   as unattributed (it still lands in "(unscoped)").
+//   memset / graph-launch calls (detail/callback_ids.hpp) stores correlation id ->
+//   (node open on this thread, thread index) in a lock-free table (correlation.hpp): two
+//   atomic stores, no lock, no allocation, and scopes need no CUPTI call of their own.
+//   Measured on the H200 it costs what raw CUPTI kernel activity costs, within noise
+//   (bench/RESULTS.md, docs/decisions.md).
 // - Buffers: a pool allocated and touched at start (default 8 x 8 MiB = 64 MiB cap) and
 //   recycled through CUPTI's buffer-requested / buffer-completed callbacks. When every
 //   buffer is out the request gets none and CUPTI drops and counts records; that count is
@@ -49,8 +45,6 @@
 #include "../core/detail/clock.hpp"
 #include "detail/api.hpp"
 #include "detail/buffer_pool.hpp"
-#include "../scope/detail/cupti_scope_hooks.hpp"
-#include "../scope/detail/thread_state.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -69,12 +63,6 @@
 #endif
 
 namespace kscope {
-
-// How GPU records find their scope node.
-enum class attribution_design : std::uint8_t {
-  launch_callback,       // default: runtime+driver API launch callback, no API records
-  external_correlation,  // scopes push external ids; EXTERNAL_CORRELATION + DRIVER records
-};
 
 // Which clock GPU timestamps are on.
 enum class cupti_clock : std::uint8_t {
@@ -117,21 +105,15 @@ enum class cupti_state : std::uint8_t {
   return "unknown";
 }
 
-[[nodiscard]] constexpr const char* to_string(attribution_design d) noexcept {
-  return d == attribution_design::launch_callback ? "launch callback (runtime+driver API)"
-                                                  : "external correlation (+DRIVER API records)";
-}
-
 // How to collect. The defaults suit a long-running inference process.
 //
 //   kscope::cupti_options o;
 //   o.buffer_count = 16;                                    // 128 MiB cap
-//   o.design = kscope::attribution_design::external_correlation;
+//   o.collect_memset = false;
 //   kscope::cupti_collector::global().start(o);
 struct cupti_options {
   std::size_t buffer_bytes = std::size_t{8} << 20;  // per activity buffer
   std::size_t buffer_count = 8;                     // pool cap = buffer_bytes * buffer_count
-  attribution_design design = attribution_design::launch_callback;
   bool collect_memcpy = true;
   bool collect_memset = true;
   // Also hook the driver-API launch calls (cuLaunchKernel(Ex), cuGraphLaunch, cuMemcpy*):
@@ -146,7 +128,6 @@ struct cupti_options {
 // What the collector is doing, in one line for the report header.
 struct cupti_status {
   cupti_state state = cupti_state::not_started;
-  attribution_design design = attribution_design::launch_callback;
   cupti_clock clock = cupti_clock::none;
   std::string library;             // the libcupti loaded
   std::uint32_t cupti_version = 0; // cuptiGetVersion (130001 for CUDA 13.0)
@@ -187,7 +168,6 @@ class cupti_collector {
     if (state_ == cupti_state::running) return true;
     options_ = options;
     ensure_attribution(options.attribution);
-    design_ = options.design;
     if (const char* env = std::getenv("KSCOPE_CUPTI"); env != nullptr && std::strcmp(env, "0") == 0) {
       return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0); GPU times from CUDA events only");
     }
@@ -200,10 +180,10 @@ class cupti_collector {
 #endif
   }
 
-  // Delivers every completed activity buffer now (cuptiActivityFlushAll), then settles the
-  // records still waiting for a launch mapping. force: also deliver buffers with records
-  // still in flight (those come back without timestamps and are counted as dropped) —
-  // what the exit handler does. Call with no kscope lock held; never from a CUPTI callback.
+  // Delivers every completed activity buffer now (cuptiActivityFlushAll); each record is
+  // attributed as its buffer arrives. force: also deliver buffers with records still in
+  // flight (those come back without timestamps and are counted as dropped) — what the
+  // exit handler does. Call with no kscope lock held; never from a CUPTI callback.
   void flush(bool force = false) {
     std::lock_guard<std::mutex> control(control_mutex_);
     flush_locked(force);
@@ -295,14 +275,6 @@ class cupti_collector {
     return attribution_locked().launches();
   }
 
-  // External-correlation design only: the scope calls these on open / close (they forward
-  // to detail/cupti_scope_hooks.hpp, which scope.hpp can include without CUPTI headers;
-  // one atomic load and a branch while that design is off).
-  //
-  //   kscope::cupti_collector::scope_enter(node);  ...  kscope::cupti_collector::scope_exit();
-  static void scope_enter(node_id node) noexcept { detail::cupti_scope_enter(node); }
-  static void scope_exit() noexcept { detail::cupti_scope_exit(); }
-
  private:
   cupti_collector() = default;
 
@@ -333,7 +305,6 @@ class cupti_collector {
   cupti_status status_locked() const {
     cupti_status s;
     s.state = state_;
-    s.design = design_;
     s.clock = clock_;
     s.message = message_;
     s.pool_bytes = pool_.capacity_bytes();
@@ -358,27 +329,6 @@ class cupti_collector {
   }
 
 #if KSCOPE_HAS_CUPTI
-  struct external_correlation_api {
-    std::atomic<decltype(&::cuptiActivityPushExternalCorrelationId)> push{nullptr};
-    std::atomic<decltype(&::cuptiActivityPopExternalCorrelationId)> pop{nullptr};
-  };
-  static external_correlation_api& external_api() noexcept {
-    static external_correlation_api table;  // trivially destructible contents: safe at exit
-    return table;
-  }
-  static void external_enter(node_id node) noexcept {
-    if (auto push = external_api().push.load(std::memory_order_acquire)) {
-      (void)push(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
-                 pack_external_id(node, detail::this_thread_state().thread_index));
-    }
-  }
-  static void external_exit() noexcept {
-    if (auto pop = external_api().pop.load(std::memory_order_acquire)) {
-      std::uint64_t last = 0;
-      (void)pop(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
-    }
-  }
-
   static std::uint64_t CUPTIAPI steady_timestamp() {
     return static_cast<std::uint64_t>(detail::now_ns());
   }
@@ -414,7 +364,8 @@ class cupti_collector {
       }
     }
     c.pool_.release(buffer);
-    // Outside every kscope lock (DESIGN.md: never count drops while holding our lock).
+    // Outside every kscope lock: a CUPTI call made from inside a CUPTI callback never holds
+    // a kscope lock, so CUPTI's internal locks and ours are never taken in opposite orders.
     if (c.api_.activity_get_num_dropped_records != nullptr) {
       std::size_t dropped = 0;
       if (c.api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
@@ -469,30 +420,28 @@ class cupti_collector {
 
     // 1. Subscribe first: if another tool owns CUPTI, touch nothing else of its setup.
     callbacks_enabled_ = 0;
-    if (design_ == attribution_design::launch_callback) {
-      char other_tool[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
-      CUptiResult r;
-      if (api_.subscribe_v2 != nullptr) {
-        CUpti_SubscriberParams params{};
-        params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-        params.subscriberName = "kscope";
-        params.oldSubscriberName = other_tool;
-        params.oldSubscriberSize = sizeof(other_tool) - 1;
-        r = api_.subscribe_v2(&subscriber_, &on_api_callback, table, &params);
-      } else {
-        r = api_.subscribe(&subscriber_, &on_api_callback, table);
-      }
-      if (r != CUPTI_SUCCESS) {
-        subscriber_ = nullptr;
-        std::string who = other_tool[0] != '\0' ? std::string(": held by ") + other_tool : std::string();
-        return fail_with(r, "cuptiSubscribe", who);
-      }
-      enable_launch_callbacks();
-      if (callbacks_enabled_ == 0) {
-        teardown();
-        return refuse(cupti_state::failed,
-                      "CUPTI launch callbacks could not be enabled; GPU times from CUDA events only");
-      }
+    char other_tool[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+    CUptiResult subscribed;
+    if (api_.subscribe_v2 != nullptr) {
+      CUpti_SubscriberParams params{};
+      params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+      params.subscriberName = "kscope";
+      params.oldSubscriberName = other_tool;
+      params.oldSubscriberSize = sizeof(other_tool) - 1;
+      subscribed = api_.subscribe_v2(&subscriber_, &on_api_callback, table, &params);
+    } else {
+      subscribed = api_.subscribe(&subscriber_, &on_api_callback, table);
+    }
+    if (subscribed != CUPTI_SUCCESS) {
+      subscriber_ = nullptr;
+      std::string who = other_tool[0] != '\0' ? std::string(": held by ") + other_tool : std::string();
+      return fail_with(subscribed, "cuptiSubscribe", who);
+    }
+    enable_launch_callbacks();
+    if (callbacks_enabled_ == 0) {
+      teardown();
+      return refuse(cupti_state::failed,
+                    "CUPTI launch callbacks could not be enabled; GPU times from CUDA events only");
     }
 
     // 2. Buffers.
@@ -538,20 +487,6 @@ class cupti_collector {
       if (enable_kind(CUPTI_ACTIVITY_KIND_MEMSET) == CUPTI_SUCCESS) kinds += "+memset";
       else add_warning("CUPTI memset activity could not be enabled; memsets are not attributed");
     }
-    if (design_ == attribution_design::external_correlation) {
-      const bool have_push = api_.activity_push_external_correlation_id != nullptr &&
-                             api_.activity_pop_external_correlation_id != nullptr;
-      r = have_push ? enable_kind(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) : CUPTI_ERROR_NOT_SUPPORTED;
-      if (r == CUPTI_SUCCESS) r = enable_kind(CUPTI_ACTIVITY_KIND_DRIVER);
-      if (r != CUPTI_SUCCESS) {
-        teardown();
-        return fail_with(r, "cuptiActivityEnable(EXTERNAL_CORRELATION/DRIVER)", "");
-      }
-      external_api().push.store(api_.activity_push_external_correlation_id, std::memory_order_release);
-      external_api().pop.store(api_.activity_pop_external_correlation_id, std::memory_order_release);
-      detail::cupti_scope_hooks().enter.store(&external_enter, std::memory_order_release);
-      detail::cupti_scope_hooks().exit.store(&external_exit, std::memory_order_release);
-    }
     if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr) {
       (void)api_.activity_flush_period(options_.flush_period_ms);
     }
@@ -563,7 +498,9 @@ class cupti_collector {
     state_ = cupti_state::running;
     running_.store(true, std::memory_order_release);
     message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
-               to_string(design_) + "; clock: " + to_string(clock_);
+               (options_.driver_api_callbacks ? "launch callback (runtime+driver API)"
+                                              : "launch callback (runtime API only)") +
+               "; clock: " + to_string(clock_);
     return true;
   }
 
@@ -605,8 +542,6 @@ class cupti_collector {
   // Undoes start: activity kinds off, callbacks off. Buffers stay registered (CUPTI keeps
   // the registration; re-registering is not needed on a later start()).
   void teardown() noexcept {
-    detail::cupti_scope_hooks().enter.store(nullptr, std::memory_order_release);
-    detail::cupti_scope_hooks().exit.store(nullptr, std::memory_order_release);
     for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
     enabled_kinds_.clear();
     if (subscriber_ != nullptr) {
@@ -629,8 +564,6 @@ class cupti_collector {
 #else
     (void)force;
 #endif
-    std::lock_guard<std::mutex> lock(attribution_mutex_);
-    attribution_locked().settle();
   }
 
   void stop_locked() {
@@ -649,7 +582,6 @@ class cupti_collector {
   detail::activity_buffer_pool pool_;
   cupti_options options_{};
   cupti_state state_ = cupti_state::not_started;
-  attribution_design design_ = attribution_design::launch_callback;
   cupti_clock clock_ = cupti_clock::none;
   std::string message_ = "CUPTI collector not started";
   std::vector<std::string> warnings_;

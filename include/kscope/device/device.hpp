@@ -1,15 +1,15 @@
 // kscope/device/device.hpp — the GPU a report talks about, and its roofs.
 //
-// Three things live here:
-//   1. device_info / query_device(): the context block every report starts with (name,
-//      compute capability, SMs, clocks, memory, driver and runtime, UUID). On a machine
-//      without a GPU or driver it answers "no device" and says why; it never fails.
-//   2. Theoretical peaks, as pure functions testable anywhere:
-//        DRAM bytes/s = memory clock x bus width x 2 (double data rate) / 8,
-//        ops/s        = ops per clock per SM (detail/peak_table.hpp) x SMs x SM clock,
-//      per data type with tensor cores and plain CUDA cores kept apart; NaN = unknown.
+// Three things live here (the first two in headers of their own, included below):
+//   1. device_info (device_info.hpp): the one description of a GPU that reports and
+//      benchmarks carry (name, compute capability, SMs, clocks, memory, driver and
+//      runtime, UUID), and its theoretical roofs as pure functions testable anywhere.
+//      query_device() (here) fills it from the live device; on a machine without a GPU
+//      or driver it answers "no device" and says why; it never fails.
 //      A live device reports its maximum SM clock (cudaDevAttrClockRate), and that is
 //      the clock used: see detail/peak_table.hpp for what that means on Hopper.
+//   2. choose_roof() (roof_choice.hpp): the one rule from a dtype tag to the compute
+//      roof that scopes and benchmarks are placed under.
 //   3. measure_peaks(): sustained roofs measured on the device — a 16-byte grid-stride
 //      copy for bandwidth, an FMA kernel for plain fp32, and cuBLAS GEMMs (dlopen'ed,
 //      never linked) for the tensor-core types — beside the theoretical ones.
@@ -28,9 +28,8 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "../core/detail/json_writer.hpp"
-#include "detail/peak_table.hpp"
-#include "../core/roofline.hpp"
+#include "device_info.hpp"
+#include "roof_choice.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -45,95 +44,16 @@
 #if KSCOPE_HAS_CUDA
 #  include <cuda_runtime_api.h>
 
+#  include "../core/stats.hpp"  // quantile(): the median of the timed runs
 #  include "detail/cublas_loader.hpp"
 #  include "detail/peak_kernels_ptx.hpp"
 #endif
 
 namespace kscope {
-
-// ---- theoretical peaks (pure) ---------------------------------------------------------
-
-// DRAM bandwidth from the memory clock (kHz, as cudaDevAttrMemoryClockRate reports it)
-// and the bus width: clock x 2 transfers per clock x width / 8. NaN for a non-positive
-// or non-finite input.
-//   double h200 = kscope::theoretical_bytes_per_s(3'201'000, 6016);  // 4.81e12
-[[nodiscard]] inline double theoretical_bytes_per_s(double memory_clock_khz, double bus_width_bits) noexcept {
-  if (!(memory_clock_khz > 0) || !(bus_width_bits > 0) || !std::isfinite(memory_clock_khz) ||
-      !std::isfinite(bus_width_bits)) {
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-  return memory_clock_khz * 1e3 * 2.0 * bus_width_bits / 8.0;
-}
-
-// Dense compute peak for an architecture (compute capability), SM count and SM clock
-// (kHz): ops per clock per SM x SMs x clock. NaN when the table does not know the
-// architecture or the architecture lacks that data type on those cores.
-//   double a100_bf16 = kscope::theoretical_flops_per_s(8, 0, 108, 1'410'000,
-//                                                      kscope::data_type::bf16,
-//                                                      kscope::core_kind::tensor);  // 312e12
-[[nodiscard]] inline double theoretical_flops_per_s(int cc_major, int cc_minor, int sm_count, double sm_clock_khz,
-                                                    data_type type, core_kind cores) noexcept {
-  if (sm_count <= 0 || !(sm_clock_khz > 0) || !std::isfinite(sm_clock_khz)) {
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-  return detail::dense_ops_per_clock_per_sm(cc_major, cc_minor, type, cores) * sm_count * sm_clock_khz * 1e3;
-}
-
-// "Hopper (sm_90)" for architectures in the peak table, "sm_XY (not in kscope's peak
-// table)" otherwise.
-//   std::string arch = kscope::architecture_name(9, 0);
-[[nodiscard]] inline std::string architecture_name(int cc_major, int cc_minor) {
-  if (const detail::arch_rates* row = detail::find_arch_rates(cc_major, cc_minor)) return row->name;
-  return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor) + " (not in kscope's peak table)";
-}
-
-// ---- the device -----------------------------------------------------------------------
-
-// What a report says about the GPU it ran on. present == false means there is no usable
-// device; `problem` then says why (no driver, no GPU, bad ordinal, built without CUDA).
-//   kscope::device_info gpu = kscope::query_device();
-//   if (!gpu.present) std::printf("%s\n", gpu.problem.c_str());
-struct device_info {
-  bool present = false;
-  std::string problem;            // empty when present
-  int ordinal = -1;               // the CUDA device ordinal asked for
-  int device_count = 0;           // devices visible to this process
-  std::string name;               // "NVIDIA H200"
-  int cc_major = 0, cc_minor = 0;  // compute capability
-  int sm_count = 0;
-  std::int64_t l2_bytes = 0;
-  std::uint64_t memory_bytes = 0;  // total global memory
-  int sm_clock_khz = 0;            // maximum SM clock (cudaDevAttrClockRate)
-  int memory_clock_khz = 0;        // peak memory clock (cudaDevAttrMemoryClockRate)
-  int memory_bus_width_bits = 0;   // cudaDevAttrGlobalMemoryBusWidth
-  int driver_version = 0;          // CUDA version the driver supports: 13000 = 13.0; 0 = no driver
-  int runtime_version = 0;         // CUDA runtime linked in: 13000 = 13.0; 0 = none
-  std::string uuid;                // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints
-  std::string pci_bus_id;          // "0000:3b:00.0"
-};
-
-// The device's theoretical DRAM bandwidth (NaN without a device).
-//   double bw = kscope::theoretical_bytes_per_s(gpu);
-[[nodiscard]] inline double theoretical_bytes_per_s(const device_info& d) noexcept {
-  return d.present ? theoretical_bytes_per_s(d.memory_clock_khz, d.memory_bus_width_bits)
-                   : std::numeric_limits<double>::quiet_NaN();
-}
-
-// The device's theoretical compute peak for a data type and core kind (NaN: unknown).
-//   double bf16 = kscope::theoretical_flops_per_s(gpu, kscope::data_type::bf16, kscope::core_kind::tensor);
-[[nodiscard]] inline double theoretical_flops_per_s(const device_info& d, data_type type, core_kind cores) noexcept {
-  return d.present ? theoretical_flops_per_s(d.cc_major, d.cc_minor, d.sm_count, d.sm_clock_khz, type, cores)
-                   : std::numeric_limits<double>::quiet_NaN();
-}
-
 namespace detail {
 
-// 13000 -> "13.0", 12040 -> "12.4"; 0 -> "none".
-inline std::string cuda_version_text(int version) {
-  if (version <= 0) return "none";
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-}
-
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from the 16 bytes of cudaUUID_t, as
+// nvidia-smi prints it.
 inline std::string uuid_text(const unsigned char (&bytes)[16]) {
   std::string text = "GPU-";
   char hex[3];
@@ -220,124 +140,6 @@ inline std::string cuda_error_text(const char* call, cudaError_t status) {
 #endif
   return info;
 }
-
-// One line for the top of a report.
-//   "NVIDIA H200: Hopper (sm_90), 132 SMs at 1980 MHz, 140 GiB, 3201 MHz x 6016-bit memory
-//    (4.81 TB/s), 60 MiB L2; driver 13.0, runtime 13.0; GPU-1a2b..."
-//   "no CUDA device: cudaGetDeviceCount failed: cudaErrorNoDevice (...); runtime 13.0, driver none"
-[[nodiscard]] inline std::string describe(const device_info& d) {
-  const std::string versions =
-      "driver " + detail::cuda_version_text(d.driver_version) + ", runtime " + detail::cuda_version_text(d.runtime_version);
-  if (!d.present) return d.problem + "; " + versions;
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "%s: %s, %d SMs at %.0f MHz, %.1f GiB, %.0f MHz x %d-bit memory (%s), %.0f MiB L2; %s; %s",
-                d.name.c_str(), architecture_name(d.cc_major, d.cc_minor).c_str(),
-                d.sm_count, d.sm_clock_khz / 1e3, static_cast<double>(d.memory_bytes) / (1024.0 * 1024 * 1024),
-                d.memory_clock_khz / 1e3, d.memory_bus_width_bits,
-                detail::format_si(theoretical_bytes_per_s(d), "B/s").c_str(),
-                static_cast<double>(d.l2_bytes) / (1024.0 * 1024), versions.c_str(), d.uuid.c_str());
-  return line;
-}
-
-// Writes the device as a JSON object (the "gpu" context block of reports).
-//   std::string out; kscope::detail::json_writer w(out); kscope::write_json(w, gpu);
-inline void write_json(detail::json_writer& w, const device_info& d) {
-  w.begin_object();
-  w.member("present", d.present);
-  if (!d.present) w.member("problem", d.problem);
-  w.member("ordinal", d.ordinal);
-  w.member("device_count", d.device_count);
-  if (d.present) {
-    w.member("name", d.name);
-    w.member("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
-    w.member("architecture", architecture_name(d.cc_major, d.cc_minor));
-    w.member("sm_count", d.sm_count);
-    w.member("sm_clock_khz", d.sm_clock_khz);
-    w.member("memory_clock_khz", d.memory_clock_khz);
-    w.member("memory_bus_width_bits", d.memory_bus_width_bits);
-    w.member("memory_bytes", static_cast<unsigned long long>(d.memory_bytes));
-    w.member("l2_bytes", static_cast<long long>(d.l2_bytes));
-    w.member("theoretical_bytes_per_s", theoretical_bytes_per_s(d));
-    w.member("uuid", d.uuid);
-    w.member("pci_bus_id", d.pci_bus_id);
-  }
-  w.member("driver_version", detail::cuda_version_text(d.driver_version));
-  w.member("runtime_version", detail::cuda_version_text(d.runtime_version));
-  w.end_object();
-}
-
-// The device as a JSON document.
-//   std::string json = kscope::to_json(kscope::query_device());
-[[nodiscard]] inline std::string to_json(const device_info& d) {
-  std::string out;
-  detail::json_writer w(out);
-  write_json(w, d);
-  return out;
-}
-
-// ---- roofs: theoretical and measured side by side -------------------------------------
-
-// One compute roof of a device: a data type on plain or tensor cores, its theoretical
-// peak and, after measure_peaks(), the sustained rate a kernel or GEMM reached.
-//   const kscope::compute_roof* r = peaks.find(kscope::data_type::bf16, kscope::core_kind::tensor);
-struct compute_roof {
-  data_type type = data_type::fp32;
-  core_kind cores = core_kind::plain;
-  double theoretical_flops_per_s = std::numeric_limits<double>::quiet_NaN();  // NaN: unknown
-  double measured_flops_per_s = std::numeric_limits<double>::quiet_NaN();     // NaN: not measured
-  std::string method;  // how it was measured ("cublasGemmEx bf16 8192^3 ...")
-  std::string error;   // why the measurement failed; empty if it worked or was not tried
-};
-
-// The roofs of one device. measured_* are NaN until measure_peaks() fills them; every
-// measurement that failed adds a line to `failures` (and to its roof's error).
-//   kscope::device_peaks peaks = kscope::theoretical_peaks(kscope::query_device());
-struct device_peaks {
-  device_info device;
-  double theoretical_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
-  double measured_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
-  std::string bandwidth_method;
-  std::string bandwidth_error;
-  std::vector<compute_roof> compute;   // every roof the table knows, then any other measured
-  std::vector<std::string> failures;   // "bf16 tensor: cublasGemmEx failed: ..."
-
-  // The roof for a type and core kind, or nullptr.
-  [[nodiscard]] const compute_roof* find(data_type type, core_kind cores) const noexcept {
-    for (const compute_roof& r : compute) {
-      if (r.type == type && r.cores == cores) return &r;
-    }
-    return nullptr;
-  }
-  [[nodiscard]] compute_roof& find_or_add(data_type type, core_kind cores) {
-    for (compute_roof& r : compute) {
-      if (r.type == type && r.cores == cores) return r;
-    }
-    compute_roof r;
-    r.type = type;
-    r.cores = cores;
-    compute.push_back(r);
-    return compute.back();
-  }
-};
-
-// The theoretical roofs of a device, no measurement (pure; works without CUDA).
-//   auto peaks = kscope::theoretical_peaks(gpu);
-[[nodiscard]] inline device_peaks theoretical_peaks(const device_info& d) {
-  device_peaks peaks;
-  peaks.device = d;
-  peaks.theoretical_bytes_per_s = theoretical_bytes_per_s(d);
-  for (data_type type : all_data_types) {
-    for (core_kind cores : {core_kind::plain, core_kind::tensor}) {
-      const double peak = theoretical_flops_per_s(d, type, cores);
-      if (std::isnan(peak)) continue;
-      compute_roof& r = peaks.find_or_add(type, cores);
-      r.theoretical_flops_per_s = peak;
-    }
-  }
-  return peaks;
-}
-
 // What measure_peaks() does; the defaults take a few seconds on a data-centre GPU.
 //   kscope::measure_options quick; quick.gemm = false;  // bandwidth and fp32 only
 struct measure_options {
@@ -349,13 +151,6 @@ struct measure_options {
 };
 
 namespace detail {
-
-inline double median_of(std::vector<double> values) {
-  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
 
 #if KSCOPE_HAS_CUDA
 
@@ -506,7 +301,7 @@ class peak_session {
       }
       seconds.push_back(ms * 1e-3);
     }
-    return median_of(std::move(seconds));
+    return quantile(std::move(seconds), 0.5);
   }
 
   cudaKernel_t copy_kernel() const noexcept { return copy_; }
@@ -780,97 +575,4 @@ inline void measure_gemms(peak_session& s, device_peaks& peaks, const measure_op
 #endif
   return peaks;
 }
-
-// Roofs to draw (plot.hpp): for each requested (type, cores) the theoretical roof and,
-// when measured, the measured one (with the measured bandwidth when there is one).
-// Roofs with an unknown peak are left out.
-//   auto roofs = kscope::roof_lines(peaks, {{kscope::data_type::bf16, kscope::core_kind::tensor}});
-[[nodiscard]] inline std::vector<roof_line> roof_lines(
-    const device_peaks& peaks,
-    const std::vector<std::pair<data_type, core_kind>>& which = {{data_type::fp32, core_kind::plain},
-                                                                 {data_type::bf16, core_kind::tensor}}) {
-  std::vector<roof_line> lines;
-  for (const auto& [type, cores] : which) {
-    const compute_roof* r = peaks.find(type, cores);
-    if (!r) continue;
-    const std::string label = std::string(to_string(type)) + " " + to_string(cores);
-    if (std::isfinite(r->theoretical_flops_per_s) && std::isfinite(peaks.theoretical_bytes_per_s)) {
-      lines.push_back(roof_line{label, r->theoretical_flops_per_s, peaks.theoretical_bytes_per_s, false});
-    }
-    if (std::isfinite(r->measured_flops_per_s)) {
-      const double bandwidth =
-          std::isfinite(peaks.measured_bytes_per_s) ? peaks.measured_bytes_per_s : peaks.theoretical_bytes_per_s;
-      if (std::isfinite(bandwidth)) lines.push_back(roof_line{label + " (measured)", r->measured_flops_per_s, bandwidth, true});
-    }
-  }
-  return lines;
-}
-
-// The roofs as a small text table: theoretical, measured, their ratio, and how.
-//   std::printf("%s", kscope::describe(kscope::measure_peaks()).c_str());
-[[nodiscard]] inline std::string describe(const device_peaks& p) {
-  std::string out = describe(p.device) + "\n";
-  char line[256];
-  const auto row = [&](const std::string& name, double theoretical, double measured, const char* unit,
-                       const std::string& how) {
-    const double ratio = measured / theoretical;
-    std::string percent = std::isfinite(ratio) ? std::to_string(static_cast<int>(std::lround(100 * ratio))) + " %" : "";
-    std::snprintf(line, sizeof line, "  %-14s %-16s %-16s %-6s ", name.c_str(),
-                  detail::format_si(theoretical, unit).c_str(),
-                  std::isnan(measured) ? "-" : detail::format_si(measured, unit).c_str(), percent.c_str());
-    out += line;
-    out += how;
-    out += '\n';
-  };
-  std::snprintf(line, sizeof line, "  %-14s %-16s %-16s %-6s %s\n", "roof", "theoretical", "measured", "ratio", "how");
-  out += line;
-  row("DRAM", p.theoretical_bytes_per_s, p.measured_bytes_per_s, "B/s",
-      p.bandwidth_error.empty() ? p.bandwidth_method : "failed: " + p.bandwidth_error);
-  for (const compute_roof& r : p.compute) {
-    row(std::string(to_string(r.type)) + " " + to_string(r.cores), r.theoretical_flops_per_s, r.measured_flops_per_s,
-        r.type == data_type::int8 ? "OP/s" : "FLOP/s", r.error.empty() ? r.method : "failed: " + r.error);
-  }
-  return out;
-}
-
-// Writes the roofs as JSON: {"device": {...}, "bandwidth": {...}, "compute": [...],
-// "failures": [...]}; unknown or unmeasured numbers are null.
-//   std::string out; kscope::detail::json_writer w(out); kscope::write_json(w, peaks);
-inline void write_json(detail::json_writer& w, const device_peaks& p) {
-  w.begin_object();
-  w.key("device");
-  write_json(w, p.device);
-  w.key("bandwidth").begin_object();
-  w.member("theoretical_bytes_per_s", p.theoretical_bytes_per_s);
-  w.member("measured_bytes_per_s", p.measured_bytes_per_s);
-  w.member("method", p.bandwidth_method);
-  w.member("error", p.bandwidth_error);
-  w.end_object();
-  w.key("compute").begin_array();
-  for (const compute_roof& r : p.compute) {
-    w.begin_object();
-    w.member("data_type", to_string(r.type));
-    w.member("cores", to_string(r.cores));
-    w.member("theoretical_flops_per_s", r.theoretical_flops_per_s);
-    w.member("measured_flops_per_s", r.measured_flops_per_s);
-    w.member("method", r.method);
-    w.member("error", r.error);
-    w.end_object();
-  }
-  w.end_array();
-  w.key("failures").begin_array();
-  for (const std::string& f : p.failures) w.value(f);
-  w.end_array();
-  w.end_object();
-}
-
-// The roofs as a JSON document.
-//   std::string json = kscope::to_json(kscope::measure_peaks());
-[[nodiscard]] inline std::string to_json(const device_peaks& p) {
-  std::string out;
-  detail::json_writer w(out);
-  write_json(w, p);
-  return out;
-}
-
 }  // namespace kscope

@@ -15,6 +15,7 @@
 #include "../core/config.hpp"
 #include "../core/detail/json_reader.hpp"
 #include "../core/detail/json_writer.hpp"
+#include "../cupti/communication.hpp"
 #include "report.hpp"
 
 #include <algorithm>
@@ -227,7 +228,8 @@ struct rank_scope_values {
   node_gpu_activity gpu_activity;
 };
 
-// Min, median and max of the per-rank medians, and the slowest rank (the straggler).
+// Min, median (type 7, as every kscope median) and max of the per-rank medians, and the
+// slowest rank (the straggler).
 struct across_ranks {
   std::size_t ranks = 0;  // ranks with a value
   double min_ns = std::numeric_limits<double>::quiet_NaN();
@@ -298,8 +300,7 @@ inline across_ranks summarize_ranks(const std::vector<std::pair<int, double>>& v
   if (v.empty()) return a;
   std::sort(v.begin(), v.end());
   a.min_ns = v.front();
-  const std::size_t mid = v.size() / 2;
-  a.median_ns = v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+  a.median_ns = quantile_sorted(v.data(), v.size(), 0.5);
   a.slowest_ratio = a.median_ns > 0 ? a.max_ns / a.median_ns : (a.max_ns == 0 ? 1.0 : nan_value());
   return a;
 }
@@ -402,7 +403,7 @@ inline std::string merged_report::text() const {
          detail::fit("max", 10, true) + detail::fit("slowest", 8, true) + detail::fit("ratio", 7, true) +
          detail::fit("comm med", 10, true) + "\n";
   out += std::string(96, '-') + "\n";
-  const auto duration = [](double ns) { return std::isfinite(ns) ? detail::format_duration_ns(ns) : std::string("-"); };
+  const auto duration = [](double ns) { return std::isfinite(ns) ? format_duration_ns(ns) : std::string("-"); };
   for (const merged_scope& s : scopes) {
     std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
     name += s.name;

@@ -10,7 +10,7 @@
 //   r.write_json("run.json");
 #pragma once
 
-#include "../cupti/attribution.hpp"
+#include "../cupti/activity.hpp"  // the result types only, not the attribution machinery
 #include "../core/config.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../scope/detail/thread_state.hpp"
@@ -122,10 +122,10 @@ struct session_report {
   bool write_json(const std::string& path) const noexcept;
 };
 
-namespace detail {
-
-// 3 significant digits with an SI time unit: "812 ns", "1.23 µs", "45.6 ms".
-inline std::string format_duration_ns(double ns) {
+// A duration in nanoseconds as every kscope table prints it: 3 significant digits
+// with a time unit ("812 ns", "1.23 us", "45.6 ms", "2.50 s"); "-" when not finite.
+//   std::printf("%s\n", kscope::format_duration_ns(s.host_ns.median).c_str());
+[[nodiscard]] inline std::string format_duration_ns(double ns) {
   if (!std::isfinite(ns)) return "-";
   const char* unit = "ns";
   double v = ns;
@@ -138,6 +138,11 @@ inline std::string format_duration_ns(double ns) {
   else std::snprintf(buf, sizeof buf, "%.2f %s", v, unit);
   return buf;
 }
+
+namespace detail {
+
+// The name the function had before it was public; tests/session_test.cpp still spells it.
+using kscope::format_duration_ns;
 
 // The median CI as "±x.x%" of the median (half the interval's width), or "" without one.
 inline std::string format_ci_percent(const summary& s) {
@@ -247,11 +252,11 @@ inline std::string session_report::text() const {
     if (std::isfinite(s.share_of_parent))
       std::snprintf(share, sizeof share, "%.1f%%", 100.0 * s.share_of_parent);
     out += detail::fit(name, 30) + detail::fit(std::to_string(s.calls) + flags, 8, true) + "  " +
-           detail::fit(detail::format_duration_ns(s.host_ns.median), 9, true) + " " +
+           detail::fit(format_duration_ns(s.host_ns.median), 9, true) + " " +
            detail::fit(detail::format_ci_percent(s.host_ns), 7) +
-           detail::fit(s.gpu_calls ? detail::format_duration_ns(s.gpu_ns.median) : "-", 9, true) + " " +
+           detail::fit(s.gpu_calls ? format_duration_ns(s.gpu_ns.median) : "-", 9, true) + " " +
            detail::fit(s.gpu_calls ? detail::format_ci_percent(s.gpu_ns) : "", 7) +
-           detail::fit(detail::format_duration_ns(s.host_inclusive_ns), 9, true) +
+           detail::fit(format_duration_ns(s.host_inclusive_ns), 9, true) +
            detail::fit(share, 7, true) + "\n";
   }
   if (scopes.empty()) out += "(no scopes recorded)\n";
@@ -313,22 +318,22 @@ inline std::string session_report::text() const {
         return c.count ? detail::format_si(static_cast<double>(c.bytes), "B") : std::string("-");
       };
       const auto comm_text = [](std::uint64_t count, std::int64_t ns) {
-        return count ? detail::format_duration_ns(static_cast<double>(ns)) : std::string("-");
+        return count ? format_duration_ns(static_cast<double>(ns)) : std::string("-");
       };
       out += detail::fit(name, 26) + detail::fit(std::to_string(a.kernel_count), 8, true) +
-             detail::fit(detail::format_duration_ns(static_cast<double>(a.kernel_ns)), 10, true) +
+             detail::fit(format_duration_ns(static_cast<double>(a.kernel_ns)), 10, true) +
              detail::fit(comm_text(a.comm_kernel_count, a.comm_ns), 10, true) +
-             detail::fit(detail::format_duration_ns(static_cast<double>(a.busy_ns)), 10, true) +
-             detail::fit(detail::format_duration_ns(static_cast<double>(a.idle_ns)), 10, true) +
+             detail::fit(format_duration_ns(static_cast<double>(a.busy_ns)), 10, true) +
+             detail::fit(format_duration_ns(static_cast<double>(a.idle_ns)), 10, true) +
              detail::fit(bytes(copy_direction::h2d), 8, true) + detail::fit(bytes(copy_direction::d2h), 8, true) +
              detail::fit(bytes(copy_direction::d2d), 8, true) + "\n";
       if (a.devices.size() > 1) {  // one row per device, under the scope
         for (const device_gpu_activity& d : a.devices) {
           out += detail::fit(std::string(name.size() - s.name.size() + 2, ' ') + "@GPU " + std::to_string(d.device), 26) +
                  detail::fit(std::to_string(d.kernel_count), 8, true) +
-                 detail::fit(detail::format_duration_ns(static_cast<double>(d.kernel_ns)), 10, true) +
+                 detail::fit(format_duration_ns(static_cast<double>(d.kernel_ns)), 10, true) +
                  detail::fit(comm_text(d.comm_kernel_count, d.comm_ns), 10, true) +
-                 detail::fit(detail::format_duration_ns(static_cast<double>(d.busy_ns)), 10, true) + "\n";
+                 detail::fit(format_duration_ns(static_cast<double>(d.busy_ns)), 10, true) + "\n";
         }
       }
     }
@@ -353,8 +358,8 @@ inline std::string session_report::text() const {
         return t;
       };
       out += detail::fit(k.name, 40) + detail::fit(std::to_string(k.calls), 7, true) +
-             detail::fit(detail::format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
-             detail::fit(detail::format_duration_ns(k.median_ns), 10, true) + "  " +
+             detail::fit(format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
+             detail::fit(format_duration_ns(k.median_ns), 10, true) + "  " +
              detail::fit(dims(k.grid) + (k.launch_config_varies ? "*" : ""), 11) + detail::fit(dims(k.block), 9) +
              detail::fit(std::to_string(k.registers_per_thread), 5, true) +
              detail::fit(detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B"), 8, true) +
@@ -531,7 +536,7 @@ inline std::string session_report::html() const {
                         {}};
   const auto ci_text = [](const summary& s) {
     if (!std::isfinite(s.median_ci.lo)) return std::string("-");
-    return "[" + detail::format_duration_ns(s.median_ci.lo) + ", " + detail::format_duration_ns(s.median_ci.hi) + "]";
+    return "[" + format_duration_ns(s.median_ci.lo) + ", " + format_duration_ns(s.median_ci.hi) + "]";
   };
   const auto percent = [](double f) {
     if (!std::isfinite(f)) return std::string("-");
@@ -540,9 +545,9 @@ inline std::string session_report::html() const {
     return std::string(b);
   };
   for (const scope_report& s : scopes) {
-    scope_table.rows.push_back({s.path, std::to_string(s.calls), detail::format_duration_ns(s.host_ns.median),
-                                ci_text(s.host_ns), s.gpu_calls ? detail::format_duration_ns(s.gpu_ns.median) : "-",
-                                s.gpu_calls ? ci_text(s.gpu_ns) : "-", detail::format_duration_ns(s.host_inclusive_ns),
+    scope_table.rows.push_back({s.path, std::to_string(s.calls), format_duration_ns(s.host_ns.median),
+                                ci_text(s.host_ns), s.gpu_calls ? format_duration_ns(s.gpu_ns.median) : "-",
+                                s.gpu_calls ? ci_text(s.gpu_ns) : "-", format_duration_ns(s.host_inclusive_ns),
                                 percent(s.share_of_parent)});
     if (!s.roofline) continue;
     const placement& p = *s.roofline;
@@ -566,8 +571,8 @@ inline std::string session_report::html() const {
       const auto dims = [](const std::array<std::int32_t, 3>& d) {
         return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
       };
-      kernels.rows.push_back({k.name, std::to_string(k.calls), detail::format_duration_ns(static_cast<double>(k.total_ns)),
-                              detail::format_duration_ns(k.median_ns), dims(k.grid), dims(k.block),
+      kernels.rows.push_back({k.name, std::to_string(k.calls), format_duration_ns(static_cast<double>(k.total_ns)),
+                              format_duration_ns(k.median_ns), dims(k.grid), dims(k.block),
                               std::to_string(k.registers_per_thread),
                               detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B")});
     }

@@ -25,7 +25,8 @@
 //     partially overlap go to overflow tracks the same way. Both are counted (trace_stats).
 #pragma once
 
-#include "../cupti/attribution.hpp"
+#include "../cupti/activity.hpp"
+#include "../cupti/detail/demangle.hpp"
 #include "../core/config.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../scope/detail/thread_state.hpp"

@@ -13,31 +13,56 @@
 //
 // A scope measures host (wall) time always; opens an NVTX range in the "kscope" domain so
 // Nsight Systems shows the phase; with a stream, records a CUDA event at entry and exit
-// (from a pool, never created per scope) whose elapsed time the session reads later; and
+// (from a pool, never created per scope) whose elapsed time the recorder reads later; and
 // while open, is the node that kernels launched on this thread are attributed to.
 // A scope cannot be copied or moved: it must close on the thread and in the block where
 // it opened, so the call-path tree stays a tree. Its stream must outlive it (the exit
 // records an event on it); a stream destroyed after the scope closed is fine, since the
 // events are read later and outlive the stream.
 //
+// This is the header every instrumented file includes, so it stays light: it brings the
+// recorder (recorder.hpp: standard containers, the clock, the CUDA runtime API and NVTX)
+// and nothing of the statistics, devices, CUPTI or report printers. Reports come from
+// session.hpp (kscope::session::global().report()), included where one is made.
+//
 // Cost (bench/scope_bench.cpp; numbers in bench/RESULTS.md): tens of nanoseconds host-only,
-// a load and a branch when disabled at run time (KSCOPE=0 or session::set_enabled(false)),
-// nothing at all when compiled with KSCOPE_DISABLE.
+// a load and a branch when disabled at run time (KSCOPE=0 or kscope::set_enabled(false)),
+// nothing at all when compiled with KSCOPE_DISABLE, which also reduces this header to the
+// empty types (no CUDA, NVTX or recorder headers).
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/work.hpp"
+#include "node_id.hpp"
+
+#include <string>
+#include <string_view>
+
+// The stream type scopes take. CUDA's cudaStream_t is `struct CUstream_st*`; naming it by
+// a forward declaration lets a KSCOPE_DISABLE build skip the CUDA runtime header entirely
+// (the enabled build checks below that the two types are the same).
+#if KSCOPE_HAS_CUDA
+struct CUstream_st;
+namespace kscope {
+using stream_t = CUstream_st*;
+}  // namespace kscope
+#else
+namespace kscope {
+using stream_t = void*;  // CPU-only builds accept (and ignore) a stream argument
+}  // namespace kscope
+#endif
+
+#if !defined(KSCOPE_DISABLE)
+
 #include "../core/detail/clock.hpp"
 #include "detail/nvtx.hpp"
 #include "detail/thread_state.hpp"
-#include "../core/roofline.hpp"
-#include "../session/session.hpp"
+#include "recorder.hpp"
 
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <string>
-#include <string_view>
+#include <type_traits>
 
 #if KSCOPE_HAS_CUDA
 #  include <cuda_runtime_api.h>
@@ -46,21 +71,19 @@
 namespace kscope {
 
 #if KSCOPE_HAS_CUDA
-using stream_t = cudaStream_t;
-#else
-using stream_t = void*;  // CPU-only builds accept (and ignore) a stream argument
+static_assert(std::is_same<stream_t, cudaStream_t>::value, "kscope::stream_t must be cudaStream_t");
 #endif
 
 namespace detail {
 
-// Finds the node for (parent, name) without the session lock when this thread has seen
+// Finds the node for (parent, name) without the recorder's lock when this thread has seen
 // it before.
 inline node_id find_node(node_id parent, std::string_view name) {
   const std::uint64_t hash = hash_name(name, parent);
   node_cache& cache = this_thread_node_cache();
   node_id node = cache.find(parent, name, hash);
   if (node != node_cache::invalid) return node;
-  node = session::global().intern(parent, name);
+  node = recorder::global().intern(parent, name);
   cache.insert(parent, name, hash, node);
   return node;
 }
@@ -99,8 +122,6 @@ struct call_site {
 
 }  // namespace detail
 
-#if !defined(KSCOPE_DISABLE)
-
 // A timed phase; see the file comment. Non-copyable, non-movable.
 class scope {
  public:
@@ -128,7 +149,7 @@ class scope {
     if (slot_ != detail::no_events) {
       if (cudaEventRecord(end_event_, stream_) != cudaSuccess) {
         clear_our_error();
-        session::global().release_events(slot_);
+        recorder::global().release_events(slot_);
         slot_ = detail::no_events;
       }
     }
@@ -140,8 +161,8 @@ class scope {
     // Fast path: the thread's ring, reached through the thread state, with no lock.
     auto* log = static_cast<detail::thread_log*>(ts.scope_log);
     if (KSCOPE_LIKELY(log != nullptr) && KSCOPE_LIKELY(log->try_push(record))) return;
-    if (log) session::global().log_full(log, record);
-    else session::global().log(record);
+    if (log) recorder::global().log_full(log, record);
+    else recorder::global().log(record);
   }
 
   // Declares the work this call does (summed per node; the report places it on the
@@ -152,11 +173,11 @@ class scope {
   }
 
   // Attaches key=value (shape, dtype, batch size...); the report lists distinct values
-  // with counts. Takes the session lock: use on phases, not in tight loops.
+  // with counts. Takes the recorder's lock: use on phases, not in tight loops.
   void tag(std::string_view key, std::string_view value) noexcept {
     if (!active_) return;
     try {
-      session::global().add_tag(node_, key, value);
+      recorder::global().add_tag(node_, key, value);
     } catch (...) {
     }
   }
@@ -232,13 +253,13 @@ class scope {
     const int device = device_of(stream);
     if (device < 0) return;
     detail::event_pair pair;
-    if (!session::global().acquire_events(device, slot_, pair)) {
+    if (!recorder::global().acquire_events(device, slot_, pair)) {
       slot_ = detail::no_events;
       return;
     }
     if (cudaEventRecord(pair.start, stream) != cudaSuccess) {
       clear_our_error();
-      session::global().release_events(slot_);
+      recorder::global().release_events(slot_);
       slot_ = detail::no_events;
       return;
     }
@@ -293,7 +314,7 @@ class range {
     active_ = false;
     const std::int64_t end_ticks = detail::ticks();
     detail::nvtx_end(nvtx_id_);
-    session::global().log(detail::scope_record{node_, detail::no_events, start_ticks_, end_ticks, flops_, bytes_});
+    recorder::global().log(detail::scope_record{node_, detail::no_events, start_ticks_, end_ticks, flops_, bytes_});
   }
   void set_work(work w) noexcept {
     flops_ = w.flops;
@@ -326,7 +347,7 @@ class range {
   range r;
   if (!detail::enabled()) return r;
   try {
-    r.node_ = session::global().intern(detail::current_node(), name, /*cross_thread=*/true);
+    r.node_ = recorder::global().intern(detail::current_node(), name, /*cross_thread=*/true);
     const std::string copy(name);
     if (detail::nvtx_enabled.load(std::memory_order_relaxed)) r.nvtx_id_ = detail::nvtx_start(copy.c_str());
   } catch (...) {
@@ -352,7 +373,15 @@ inline void end_range(range&& r) noexcept { r.end(); }
   }
 #define KSCOPE_FUNCTION() KSCOPE_SCOPE(__func__)
 
+// Run-time switch for every scope in the process (also KSCOPE=0 in the environment).
+inline void set_enabled(bool on) noexcept { recorder::global().set_enabled(on); }
+[[nodiscard]] inline bool is_enabled() noexcept { return detail::enabled(); }
+
+}  // namespace kscope
+
 #else  // KSCOPE_DISABLE: every scope is an empty object the optimizer removes.
+
+namespace kscope {
 
 class scope {
  public:
@@ -384,10 +413,13 @@ inline void end_range(range&&) noexcept {}
 #define KSCOPE_SCOPE_STREAM(name, stream) static_cast<void>(0)
 #define KSCOPE_FUNCTION() static_cast<void>(0)
 
-#endif  // KSCOPE_DISABLE
-
-// Run-time switch for every scope in the process (also KSCOPE=0 in the environment).
-inline void set_enabled(bool on) noexcept { session::global().set_enabled(on); }
-[[nodiscard]] inline bool is_enabled() noexcept { return detail::enabled(); }
+// Scopes in a translation unit compiled with KSCOPE_DISABLE never record, whatever the
+// run-time switch says: here it reads as off, and setting it does nothing. (The switch
+// itself lives in the recorder, which this build does not include; session.hpp's
+// session::set_enabled still reaches it for the rest of the program.)
+inline void set_enabled(bool) noexcept {}
+[[nodiscard]] inline bool is_enabled() noexcept { return false; }
 
 }  // namespace kscope
+
+#endif  // KSCOPE_DISABLE

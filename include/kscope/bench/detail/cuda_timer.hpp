@@ -1,22 +1,26 @@
-// kscope/bench/detail/cuda_timer.hpp — the CUDA edge of the benchmark harness: the device
-// context block, kernel resources, and the CUDA-event timer behind kscope::bench.
+// kscope/bench/detail/cuda_timer.hpp — the platform edge of the benchmark harness: the
+// CUDA-event timer behind kscope::bench, its clock-probe kernel, kernel resource queries,
+// and the host name and time a bench_context records.
 //
-// The types (bench_context, kernel_resources) exist in every build so reports can be
-// read and written on a CPU-only machine; everything that calls CUDA is behind
-// KSCOPE_HAS_CUDA. Only the runtime is used: the clock-probe kernel is PTX text loaded
-// with cudaLibraryLoadData, so g++-compiled programs get it too and nothing links libcuda.
+// The data these fill (bench_context, kernel_resources) is plain and lives in
+// ../result.hpp, so results can be read and written on a CPU-only machine; everything
+// here that calls CUDA is behind KSCOPE_HAS_CUDA. Only the runtime is used: the
+// clock-probe kernel is PTX text loaded with cudaLibraryLoadData, so g++-compiled
+// programs get it too and nothing links libcuda.
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../result.hpp"
 #include "../sampler.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
+#include <exception>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,51 +36,6 @@
 #endif
 
 namespace kscope {
-
-// Where benchmark numbers were taken: printed above every table and stored in the JSON
-// "context" block. describe_bench_context() fills it from the current device.
-//
-//   kscope::bench_context c = kscope::describe_bench_context();
-//   std::printf("%s, cc %d.%d, %d SMs\n", c.gpu_name.c_str(), c.cc_major, c.cc_minor, c.sm_count);
-struct bench_context {
-  std::string kscope_version = KSCOPE_VERSION_STRING;
-  std::string timestamp_utc;       // ISO 8601, when the context was taken
-  std::string host_name;
-  bool has_gpu = false;
-  int device = -1;                 // CUDA ordinal
-  std::string gpu_name;
-  int cc_major = 0, cc_minor = 0;
-  int sm_count = 0;
-  int driver_version = 0;          // e.g. 13000 for 13.0
-  int runtime_version = 0;
-  double sm_clock_max_mhz = std::numeric_limits<double>::quiet_NaN();   // rated boost clock
-  double memory_clock_mhz = std::numeric_limits<double>::quiet_NaN();
-  int memory_bus_width_bits = 0;
-  std::size_t l2_bytes = 0;
-  std::size_t memory_bytes = 0;
-  double peak_bytes_per_s = std::numeric_limits<double>::quiet_NaN();   // 2 x mem clock x bus
-  std::vector<std::string> notes;  // e.g. why no GPU is described
-};
-
-// Resources of a kernel and its theoretical occupancy at the launch configuration the
-// benchmark declared (bench::kernel). Empty `error` means the query worked.
-//
-//   kscope::kernel_resources r = kscope::query_kernel_resources(my_kernel, 256);
-//   std::printf("%d regs, %.0f %% occupancy\n", r.registers_per_thread, 100 * r.occupancy);
-struct kernel_resources {
-  int block_threads = 0;
-  std::size_t dynamic_smem_bytes = 0;
-  int registers_per_thread = 0;
-  std::size_t static_smem_bytes = 0;
-  std::size_t local_bytes_per_thread = 0;   // spills and local arrays
-  int max_threads_per_block = 0;
-  int active_blocks_per_sm = 0;
-  int max_warps_per_sm = 0;
-  double occupancy = std::numeric_limits<double>::quiet_NaN();  // active warps / max warps
-  int ptx_version = 0;
-  int binary_version = 0;
-  std::string error;
-};
 
 namespace detail {
 namespace harness {
@@ -215,55 +174,6 @@ inline const clock_probe_kernel& clock_probe() {
     return p;
   }();
   return probe;
-}
-
-inline bench_context describe_device(int device) {
-  bench_context c;
-  c.timestamp_utc = utc_timestamp();
-  c.host_name = host_name();
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    c.notes.push_back(e != cudaSuccess ? cuda_message(e, "cudaGetDeviceCount") : "no CUDA device");
-    cudaGetLastError();
-    return c;
-  }
-  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
-  cudaDeviceProp p{};
-  if ((e = cudaGetDeviceProperties(&p, device)) != cudaSuccess) {
-    c.notes.push_back(cuda_message(e, "cudaGetDeviceProperties"));
-    cudaGetLastError();
-    return c;
-  }
-  c.has_gpu = true;
-  c.device = device;
-  c.gpu_name = p.name;
-  auto attribute = [&](cudaDeviceAttr a) {
-    int v = 0;
-    if (cudaDeviceGetAttribute(&v, a, device) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    return v;
-  };
-  c.cc_major = attribute(cudaDevAttrComputeCapabilityMajor);
-  c.cc_minor = attribute(cudaDevAttrComputeCapabilityMinor);
-  c.sm_count = attribute(cudaDevAttrMultiProcessorCount);
-  const int sm_khz = attribute(cudaDevAttrClockRate);
-  const int mem_khz = attribute(cudaDevAttrMemoryClockRate);
-  c.memory_bus_width_bits = attribute(cudaDevAttrGlobalMemoryBusWidth);
-  c.l2_bytes = static_cast<std::size_t>(attribute(cudaDevAttrL2CacheSize));
-  c.memory_bytes = p.totalGlobalMem;
-  if (sm_khz > 0) c.sm_clock_max_mhz = sm_khz / 1000.0;
-  if (mem_khz > 0) {
-    c.memory_clock_mhz = mem_khz / 1000.0;
-    // DESIGN.md "Roofline and peaks": memory clock x bus width x 2 (double data rate).
-    if (c.memory_bus_width_bits > 0)
-      c.peak_bytes_per_s = mem_khz * 1e3 * (c.memory_bus_width_bits / 8.0) * 2.0;
-  }
-  cudaDriverGetVersion(&c.driver_version);
-  cudaRuntimeGetVersion(&c.runtime_version);
-  return c;
 }
 
 inline kernel_resources query_resources(const void* function, int block_threads, std::size_t dynamic_smem_bytes) {
@@ -565,21 +475,5 @@ class cuda_bench_timer final : public bench_timer {
 
 }  // namespace harness
 }  // namespace detail
-
-// The context of the current (or given) CUDA device; without CUDA or a device it says
-// why in `notes` and has_gpu is false.
-//   auto c = kscope::describe_bench_context();
-[[nodiscard]] inline bench_context describe_bench_context(int device = -1) {
-#if KSCOPE_HAS_CUDA
-  return detail::harness::describe_device(device);
-#else
-  (void)device;
-  bench_context c;
-  c.timestamp_utc = detail::harness::utc_timestamp();
-  c.host_name = detail::harness::host_name();
-  c.notes.push_back("kscope was built without CUDA");
-  return c;
-#endif
-}
 
 }  // namespace kscope

@@ -1,10 +1,11 @@
-// kscope/core/detail/stats_math.hpp — distributions and selection behind kscope/stats.hpp.
+// kscope/core/detail/stats_math.hpp — distributions and selection behind kscope/core/stats.hpp.
 //
 // Everything here is pure arithmetic on doubles: the standard normal quantile, the
 // order-statistic ranks of a distribution-free median interval, the exact null
-// distribution of the Mann-Whitney U statistic, multi-rank selection, and the k-th
-// smallest pairwise difference of two sorted arrays without materialising them.
-// Users include <kscope/stats.hpp>, never this file.
+// distribution of the Mann-Whitney U statistic, multi-rank selection, the type 7
+// quantile (quantile_sorted, the one median/percentile routine of the library), and the
+// k-th smallest pairwise difference of two sorted arrays without materialising them.
+// Users include <kscope/core/stats.hpp>; other kscope layers may call quantile_sorted.
 #pragma once
 
 #include <algorithm>
@@ -232,6 +233,20 @@ inline type7_position type7(std::size_t n, double p) noexcept {
 inline double type7_value(double lo, double hi, double fraction) noexcept {
   if (fraction == 0 || lo == hi) return lo;
   return fraction < 0.5 ? lo + fraction * (hi - lo) : hi - (1 - fraction) * (hi - lo);
+}
+
+// The one type 7 quantile (kscope::quantile's definition) of values already in order:
+// every median and percentile kscope prints goes through here or kscope::quantile, so a
+// "median" means the same number in every table. p in [0, 1]; NaN when n == 0 or p is
+// outside [0, 1] (NaN included). Only the two order statistics at positions
+// type7(n, p).lo and .hi are read, so an array where just those two ranks are in place
+// (after select_ranks) works as well as a sorted one. The values must be finite.
+//   std::sort(v.begin(), v.end());
+//   double median = kscope::detail::quantile_sorted(v.data(), v.size(), 0.5);
+inline double quantile_sorted(const double* sorted, std::size_t n, double p) noexcept {
+  if (n == 0 || !(p >= 0 && p <= 1)) return stats_nan;
+  const type7_position at = type7(n, p);
+  return type7_value(sorted[at.lo], sorted[at.hi], at.fraction);
 }
 
 // The k-th smallest (0-based) of the n*m differences b[j] - a[i] of two ascending

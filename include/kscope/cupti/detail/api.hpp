@@ -4,7 +4,7 @@
 // runtime-only container), so every CUPTI function is resolved at run time with dlsym.
 // The function types come from the CUPTI headers of the toolkit kscope is compiled with;
 // the record layouts kscope reads are checked against older CUPTI versions in
-// cupti_parse.hpp, so a libcupti from CUDA 12 works as well.
+// parse.hpp, so a libcupti from CUDA 12 works as well.
 //
 // Search order (first that loads wins; the tried paths go into the warning):
 //   0. a libcupti already loaded in the process (RTLD_NOLOAD): two CUPTI copies in one
@@ -67,8 +67,6 @@ struct cupti_api {
   decltype(&::cuptiGetVersion) get_version = nullptr;
   decltype(&::cuptiGetTimestamp) get_timestamp = nullptr;
   decltype(&::cuptiActivityRegisterTimestampCallback) activity_register_timestamp_callback = nullptr;
-  decltype(&::cuptiActivityPushExternalCorrelationId) activity_push_external_correlation_id = nullptr;
-  decltype(&::cuptiActivityPopExternalCorrelationId) activity_pop_external_correlation_id = nullptr;
   decltype(&::cuptiActivityFlushPeriod) activity_flush_period = nullptr;
 
   [[nodiscard]] bool loaded() const noexcept { return handle != nullptr; }
@@ -118,10 +116,6 @@ inline std::string resolve_cupti_symbols(cupti_api& api) {
   (void)resolve_symbol(h, "cuptiGetTimestamp", api.get_timestamp);
   (void)resolve_symbol(h, "cuptiActivityRegisterTimestampCallback",
                        api.activity_register_timestamp_callback);
-  (void)resolve_symbol(h, "cuptiActivityPushExternalCorrelationId",
-                       api.activity_push_external_correlation_id);
-  (void)resolve_symbol(h, "cuptiActivityPopExternalCorrelationId",
-                       api.activity_pop_external_correlation_id);
   (void)resolve_symbol(h, "cuptiActivityFlushPeriod", api.activity_flush_period);
   for (const required& r : list) {
     if (!r.ok) return r.name;

@@ -1,6 +1,6 @@
 // kscope/cupti/detail/parse.hpp — the ONE path from a CUPTI activity buffer to attribution.
 //
-// parse_activity() turns one CUpti_Activity into kscope's plain records (attribution.hpp);
+// parse_activity() turns one CUpti_Activity into kscope's plain records (records.hpp);
 // consume_activity_buffer() walks a whole buffer and feeds a gpu_attribution. The live
 // collector's buffer-completed callback and the CPU tests (synthetic buffers of real CUPTI
 // structs, tests/support/cupti_synth.hpp) call exactly these functions.
@@ -33,7 +33,6 @@ using cupti_kernel_record = CUpti_ActivityKernel10;
 using cupti_memcpy_record = CUpti_ActivityMemcpy6;
 using cupti_memcpy_p2p_record = CUpti_ActivityMemcpyPtoP4;
 using cupti_memset_record = CUpti_ActivityMemset4;
-using cupti_external_correlation_record = CUpti_ActivityExternalCorrelation;
 
 #define KSCOPE_DETAIL_SAME_OFFSET(a, b, field) \
   static_assert(offsetof(a, field) == offsetof(b, field), #a " and " #b " disagree on " #field)
@@ -91,6 +90,31 @@ inline memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
   }
 }
 
+// The fields every kind shares; CUPTI names them alike in each of its record structs.
+template <class CuptiRecord>
+inline void copy_header(const CuptiRecord& from, activity_header& to, std::int64_t clock_offset_ns) noexcept {
+  to.correlation_id = from.correlationId;
+  to.device = from.deviceId;
+  to.context = from.contextId;
+  to.stream = from.streamId;
+  to.start_ns = to_kscope_ns(from.start, clock_offset_ns);
+  to.end_ns = to_kscope_ns(from.end, clock_offset_ns);
+  to.graph_id = from.graphId;
+  to.graph_node_id = from.graphNodeId;
+}
+
+// Both CUPTI copy records (MEMCPY, MEMCPY2) -> one memcpy_record.
+template <class CuptiCopy>
+inline bool parse_copy(const CuptiCopy& from, std::uint32_t runtime_correlation_id, memcpy_kind kind,
+                       activity_record& out, std::int64_t clock_offset_ns) noexcept {
+  out.kind = activity_kind::memcpy;
+  copy_header(from, out.memcpy, clock_offset_ns);
+  out.memcpy.runtime_correlation_id = runtime_correlation_id;
+  out.memcpy.kind = kind;
+  out.memcpy.bytes = from.bytes;
+  return true;
+}
+
 // One CUPTI record -> one kscope record. Returns false (out.kind = other) for kinds kscope
 // does not use. `clock_offset_ns` is added to every non-zero timestamp (0 when CUPTI's
 // timestamp callback already returns kscope's clock).
@@ -105,12 +129,7 @@ inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
       const auto* k = reinterpret_cast<const cupti_kernel_record*>(record);
       kernel_record& r = out.kernel;
       out.kind = activity_kind::kernel;
-      r.correlation_id = k->correlationId;
-      r.device = k->deviceId;
-      r.context = k->contextId;
-      r.stream = k->streamId;
-      r.start_ns = to_kscope_ns(k->start, clock_offset_ns);
-      r.end_ns = to_kscope_ns(k->end, clock_offset_ns);
+      copy_header(*k, r, clock_offset_ns);
       r.name = k->name;
       r.grid_x = k->gridX;
       r.grid_y = k->gridY;
@@ -121,69 +140,22 @@ inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
       r.registers_per_thread = k->registersPerThread;
       r.static_shared_bytes = k->staticSharedMemory;
       r.dynamic_shared_bytes = k->dynamicSharedMemory;
-      r.graph_id = k->graphId;
-      r.graph_node_id = k->graphNodeId;
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto* m = reinterpret_cast<const cupti_memcpy_record*>(record);
-      memcpy_record& r = out.memcpy;
-      out.kind = activity_kind::memcpy;
-      r.correlation_id = m->correlationId;
-      r.runtime_correlation_id = m->runtimeCorrelationId;
-      r.device = m->deviceId;
-      r.context = m->contextId;
-      r.stream = m->streamId;
-      r.start_ns = to_kscope_ns(m->start, clock_offset_ns);
-      r.end_ns = to_kscope_ns(m->end, clock_offset_ns);
-      r.kind = to_memcpy_kind(m->copyKind);
-      r.bytes = m->bytes;
-      r.graph_id = m->graphId;
-      r.graph_node_id = m->graphNodeId;
-      return true;
+      const auto& m = *reinterpret_cast<const cupti_memcpy_record*>(record);
+      return parse_copy(m, m.runtimeCorrelationId, to_memcpy_kind(m.copyKind), out, clock_offset_ns);
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-      const auto* m = reinterpret_cast<const cupti_memcpy_p2p_record*>(record);
-      memcpy_record& r = out.memcpy;
-      out.kind = activity_kind::memcpy;
-      r.correlation_id = m->correlationId;
-      r.runtime_correlation_id = 0;
-      r.device = m->deviceId;
-      r.context = m->contextId;
-      r.stream = m->streamId;
-      r.start_ns = to_kscope_ns(m->start, clock_offset_ns);
-      r.end_ns = to_kscope_ns(m->end, clock_offset_ns);
-      r.kind = memcpy_kind::p2p;
-      r.bytes = m->bytes;
-      r.graph_id = m->graphId;
-      r.graph_node_id = m->graphNodeId;
-      return true;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {  // peer copies: no runtime correlation id of their own
+      const auto& m = *reinterpret_cast<const cupti_memcpy_p2p_record*>(record);
+      return parse_copy(m, 0, memcpy_kind::p2p, out, clock_offset_ns);
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* s = reinterpret_cast<const cupti_memset_record*>(record);
       memset_record& r = out.memset;
       out.kind = activity_kind::memset;
-      r.correlation_id = s->correlationId;
-      r.device = s->deviceId;
-      r.context = s->contextId;
-      r.stream = s->streamId;
-      r.start_ns = to_kscope_ns(s->start, clock_offset_ns);
-      r.end_ns = to_kscope_ns(s->end, clock_offset_ns);
+      copy_header(*s, r, clock_offset_ns);
       r.bytes = s->bytes;
-      r.graph_id = s->graphId;
-      r.graph_node_id = s->graphNodeId;
-      return true;
-    }
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      const auto* e = reinterpret_cast<const cupti_external_correlation_record*>(record);
-      out.kind = activity_kind::external_correlation;
-      out.external.correlation_id = e->correlationId;
-      out.external.external_id = e->externalId;
-      // Only kscope's own kind carries scope nodes; another tool's ids are not ours.
-      if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
-        out.kind = activity_kind::other;
-        return false;
-      }
       return true;
     }
     default:
@@ -192,7 +164,10 @@ inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
   }
 }
 
-// Size of a record of `kind` in the compile-time headers; 0 for kinds kscope never enables.
+// Size of a record of `kind` in the compile-time headers; 0 for unknown kinds. Besides the
+// kinds kscope enables, the API and external-correlation kinds are known: activity kinds
+// are process-wide, so another CUPTI user in the process can put them in kscope's buffers,
+// and the walk steps over them (parse_activity counts them as `other`).
 inline std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -200,7 +175,7 @@ inline std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
     case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(cupti_memcpy_record);
     case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(cupti_memcpy_p2p_record);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(cupti_memset_record);
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(cupti_external_correlation_record);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API: return sizeof(CUpti_ActivityAPI);

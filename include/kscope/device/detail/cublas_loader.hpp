@@ -1,8 +1,8 @@
 // kscope/device/detail/cublas_loader.hpp — cuBLAS reached through dlopen, never linked.
 //
 // measure_peaks() times a cuBLAS GEMM for the sustained tensor-core roofs. A program
-// that includes kscope must start where cuBLAS is absent (DESIGN.md "Starts anywhere"),
-// so the library is opened at run time and the four entry points it needs are looked up
+// that includes kscope must start where cuBLAS is absent (kscope never breaks the host
+// program: docs/decisions.md), so the library is opened at run time and the four entry points it needs are looked up
 // by name. Nothing here includes a cuBLAS or CUDA header: the few enum values used are
 // ABI constants (they cannot change without breaking every compiled cuBLAS program) and
 // tests/device_test.cpp checks them against <cublas_api.h> where that header exists.

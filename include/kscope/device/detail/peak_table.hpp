@@ -28,43 +28,12 @@
 //     H100/H200): an upper bound the chip reaches only if it holds the max clock.
 #pragma once
 
+#include "../../core/dtype.hpp"
+
 #include <cmath>
 #include <limits>
 
 namespace kscope {
-
-// Data types with a compute roof. Public (re-exported by device.hpp); defined here so
-// the table stands alone.
-//   double bf16 = kscope::theoretical_flops_per_s(9, 0, 132, 1'980'000,
-//                                                 kscope::data_type::bf16, kscope::core_kind::tensor);
-enum class data_type { fp64, fp32, tf32, fp16, bf16, fp8, int8 };
-
-// Which units a compute roof is for: plain CUDA cores or tensor cores.
-enum class core_kind { plain, tensor };
-
-// Every data_type, in table order, for loops over roofs.
-inline constexpr data_type all_data_types[] = {data_type::fp64, data_type::fp32, data_type::tf32, data_type::fp16,
-                                               data_type::bf16, data_type::fp8,  data_type::int8};
-
-// "fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8".
-[[nodiscard]] inline const char* to_string(data_type t) noexcept {
-  switch (t) {
-    case data_type::fp64: return "fp64";
-    case data_type::fp32: return "fp32";
-    case data_type::tf32: return "tf32";
-    case data_type::fp16: return "fp16";
-    case data_type::bf16: return "bf16";
-    case data_type::fp8: return "fp8";
-    case data_type::int8: return "int8";
-  }
-  return "unknown";
-}
-
-// "plain" or "tensor".
-[[nodiscard]] inline const char* to_string(core_kind k) noexcept {
-  return k == core_kind::tensor ? "tensor" : "plain";
-}
-
 namespace detail {
 
 // One architecture: dense ops per clock per SM, indexed [data_type][core_kind].

@@ -1,10 +1,10 @@
 // kscope/scope/detail/event_pool.hpp — CUDA event pairs for stream scopes, created in chunks.
 //
 // Creating an event costs microseconds and may synchronize, so scopes never create
-// one: they take a (start, end) pair from this pool and give it back once the session
+// one: they take a (start, end) pair from this pool and give it back once the recorder
 // has read the elapsed time. The pool grows by whole chunks (a scope that finds it empty
 // pays for one chunk, not one event), up to a hard cap; at the cap a scope goes without
-// GPU timing and the session counts it. Pairs are kept per device, because an event
+// GPU timing and the recorder counts it. Pairs are kept per device, because an event
 // can only be recorded on a stream of the device it was created on.
 #pragma once
 
@@ -14,10 +14,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include <array>
+#include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 namespace kscope {
@@ -36,6 +36,16 @@ class event_pool {
   static constexpr int max_devices = 64;
   static constexpr std::uint32_t chunk_pairs = 64;
   static constexpr std::uint32_t default_cap_pairs = 1u << 16;  // 65 536 scopes in flight
+
+  event_pool() = default;
+  event_pool(const event_pool&) = delete;
+  event_pool& operator=(const event_pool&) = delete;
+  // Frees the arrays but not the events: the recorder's pool lives as long as the process,
+  // and a CUDA call from a destructor at exit may fail or hang.
+  ~event_pool() {
+    for (per_device& d : devices_)
+      for (event_pair* chunk : d.chunks) delete[] chunk;
+  }
 
   // Takes a free pair on `device`; returns false (and no pair) at the cap or on a CUDA
   // error. Never synchronizes: growing creates events, which does not wait on the GPU.
@@ -58,7 +68,7 @@ class event_pool {
     return d.pair_at(slot & 0xffffffu);
   }
 
-  // Batch forms for the session's resolution pass: one lock for many pairs.
+  // Batch forms for the recorder's resolution pass: one lock for many pairs.
   template <class Slots, class Pairs>
   void pairs_of(const Slots& slots, Pairs& pairs) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -89,53 +99,60 @@ class event_pool {
   }
 
  private:
+  // Chunks are plain arrays of chunk_pairs pairs: the pool is in the header every
+  // instrumented file includes, and std::unique_ptr<std::array> costs that file
+  // measurably more to compile.
   struct per_device {
-    std::vector<std::unique_ptr<std::array<event_pair, chunk_pairs>>> chunks;
+    std::vector<event_pair*> chunks;
     std::vector<std::uint32_t> free;
     std::uint32_t created = 0;
-    event_pair pair_at(std::uint32_t index) const noexcept {
-      return (*chunks[index / chunk_pairs])[index % chunk_pairs];
-    }
+    event_pair pair_at(std::uint32_t index) const noexcept { return chunks[index / chunk_pairs][index % chunk_pairs]; }
   };
 
   bool grow(int device, per_device& d) noexcept {
     if (d.created + chunk_pairs > cap_pairs_) return false;
-    int previous = 0;
-    if (cudaGetDevice(&previous) != cudaSuccess) return false;
-    if (previous != device && cudaSetDevice(device) != cudaSuccess) return false;
-    bool ok = true;
+    // Memory first, so that nothing can fail once the events exist.
+    event_pair* chunk = new (std::nothrow) event_pair[chunk_pairs];
+    if (chunk == nullptr) return false;
     try {
-      auto chunk = std::make_unique<std::array<event_pair, chunk_pairs>>();
-      std::uint32_t made = 0;
-      for (; made < chunk_pairs; ++made) {
-        event_pair& p = (*chunk)[made];
-        if (cudaEventCreateWithFlags(&p.start, cudaEventDefault) != cudaSuccess ||
-            cudaEventCreateWithFlags(&p.end, cudaEventDefault) != cudaSuccess) {
-          ok = false;
-          break;
-        }
-      }
-      if (ok) {
-        d.free.reserve(d.free.size() + chunk_pairs);
-        for (std::uint32_t i = 0; i < chunk_pairs; ++i) d.free.push_back(d.created + chunk_pairs - 1 - i);
-        d.chunks.push_back(std::move(chunk));
-        d.created += chunk_pairs;
-      } else {
-        for (std::uint32_t i = 0; i <= made && i < chunk_pairs; ++i) {
-          if ((*chunk)[i].start) cudaEventDestroy((*chunk)[i].start);
-          if ((*chunk)[i].end) cudaEventDestroy((*chunk)[i].end);
-        }
-        cudaGetLastError();  // do not leave our failure for the host program to trip on
-      }
+      d.chunks.reserve(d.chunks.size() + 1);
+      d.free.reserve(d.free.size() + chunk_pairs);
     } catch (...) {
-      ok = false;
+      delete[] chunk;
+      return false;
+    }
+    int previous = 0;
+    if (cudaGetDevice(&previous) != cudaSuccess || (previous != device && cudaSetDevice(device) != cudaSuccess)) {
+      delete[] chunk;
+      return false;
+    }
+    bool ok = true;
+    for (std::uint32_t made = 0; made < chunk_pairs; ++made) {
+      event_pair& p = chunk[made];
+      if (cudaEventCreateWithFlags(&p.start, cudaEventDefault) != cudaSuccess ||
+          cudaEventCreateWithFlags(&p.end, cudaEventDefault) != cudaSuccess) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) {
+      for (std::uint32_t i = 0; i < chunk_pairs; ++i) d.free.push_back(d.created + chunk_pairs - 1 - i);
+      d.chunks.push_back(chunk);  // cannot throw: reserved above
+      d.created += chunk_pairs;
+    } else {
+      for (std::uint32_t i = 0; i < chunk_pairs; ++i) {
+        if (chunk[i].start) cudaEventDestroy(chunk[i].start);
+        if (chunk[i].end) cudaEventDestroy(chunk[i].end);
+      }
+      delete[] chunk;
+      cudaGetLastError();  // do not leave our failure for the host program to trip on
     }
     if (previous != device) cudaSetDevice(previous);
     return ok;
   }
 
   std::mutex mutex_;
-  std::array<per_device, max_devices> devices_;
+  per_device devices_[max_devices];
   std::uint32_t cap_pairs_ = default_cap_pairs;
 };
 

@@ -7,22 +7,17 @@
 // that was open at launch time (attribution by correlation, never by time overlap).
 #pragma once
 
+#include "../node_id.hpp"  // node_id, root_node: users of this header name them
+
 #include <atomic>
 #include <cstdint>
 
 namespace kscope {
-
-// Identifies a node of the call-path tree: an interned (parent, name) pair.
-using node_id = std::uint32_t;
-
 namespace detail {
-
-// The root of the call-path tree: "no scope open".
-inline constexpr node_id root_node = 0;
 
 struct thread_state {
   node_id current = root_node;  // innermost scope open on this thread
-  // The session's record ring for this thread (session.hpp's thread_log), cached here so a
+  // The recorder's record ring for this thread (detail/thread_log.hpp), cached here so a
   // closing scope reaches it through the thread state it already holds.
   void* scope_log = nullptr;
   std::uint32_t thread_index = next_thread_index();  // small dense id for traces

@@ -38,43 +38,6 @@ inline void describe_devices(report_context& context) {
   context.devices_json = json;
 }
 
-// "bf16" -> data_type::bf16; false for anything else.
-inline bool parse_data_type(const std::string& text, data_type& out) noexcept {
-  for (data_type t : all_data_types) {
-    if (text == to_string(t)) {
-      out = t;
-      return true;
-    }
-  }
-  return false;
-}
-
-// The roof a scope is placed under: its dtype's fastest known roof (tensor cores where
-// the table has them), fp32 on plain cores when no dtype was tagged. Theoretical and
-// measured rates come back (NaN when unknown).
-struct chosen_roof {
-  std::string label;
-  double theoretical_flops_per_s = std::nan("");
-  double measured_flops_per_s = std::nan("");
-};
-
-inline chosen_roof choose_roof(const device_peaks& peaks, const std::string& dtype_tag) {
-  data_type type = data_type::fp32;
-  const bool tagged = parse_data_type(dtype_tag, type);
-  chosen_roof best;
-  for (core_kind cores : {core_kind::tensor, core_kind::plain}) {
-    if (!tagged && cores == core_kind::tensor) continue;
-    const compute_roof* r = peaks.find(type, cores);
-    if (!r || !(r->theoretical_flops_per_s > best.theoretical_flops_per_s || std::isnan(best.theoretical_flops_per_s)))
-      continue;
-    if (!std::isfinite(r->theoretical_flops_per_s)) continue;
-    best.label = std::string(to_string(type)) + " " + to_string(cores);
-    best.theoretical_flops_per_s = r->theoretical_flops_per_s;
-    best.measured_flops_per_s = r->measured_flops_per_s;
-  }
-  return best;
-}
-
 // Fills s.roofline (and friends) from the declared work and the median time per call.
 inline void place_scope(scope_report& s, const device_peaks& peaks) {
   if (s.work_calls == 0) return;
@@ -85,7 +48,8 @@ inline void place_scope(scope_report& s, const device_peaks& peaks) {
   std::string dtype;
   for (const tag_count& t : s.tags)
     if (t.key == "dtype") dtype = dtype.empty() || dtype == t.value ? t.value : std::string("(mixed)");
-  const chosen_roof roof = choose_roof(peaks, dtype);
+  // The one dtype -> roof rule (device/roof_choice.hpp), shared with the benchmarks.
+  const roof_choice roof = choose_roof(peaks, dtype);
   s.roof = roof.label;
   s.roofline = try_place(per_call, time.median * 1e-9, roof.theoretical_flops_per_s, peaks.theoretical_bytes_per_s);
   if (!s.roofline) return;

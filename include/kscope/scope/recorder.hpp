@@ -1,0 +1,467 @@
+// kscope/scope/recorder.hpp — what scopes record: the call-path tree, the samples of each
+// node, the host intervals kept for a trace, and the CUDA events of stream scopes.
+//
+//   KSCOPE_SCOPE("decode");                                   // anywhere, any thread
+//   #include <kscope/scope/recorder_snapshot.hpp>             // where the data is read
+//   kscope::recorder_snapshot data = kscope::recorder::global().snapshot();
+//   for (const kscope::recorded_node& n : data.nodes) use(n.name, n.calls, n.host_ticks);
+//
+// Users rarely call it: session::report() reads it and summarizes. It is its own class so
+// that the header every instrumented file includes (scope.hpp) carries the data capture
+// and nothing of the statistics, devices, CUPTI or report formatting. For the same
+// reason this header defines only what scopes call; the readers (snapshot(),
+// trace_snapshot(), settle_gpu(), reset()) are declared here and defined in
+// recorder_snapshot.hpp, which the session includes. (An inline function needs its
+// definition only where it is called; calling one without that header draws the
+// compiler's "inline function used but never defined" warning, then fails to link.)
+//
+// How the hot path stays cheap: a closing scope appends one fixed-size record to a ring
+// owned by its thread (no lock, no allocation). The recorder drains the rings under its
+// own lock, when a snapshot is taken or when a ring fills up, and only then touches the
+// tree, the per-node reservoirs and the CUDA events. GPU times are read from the events
+// when a snapshot is taken (settle_gpu() waits for events still in flight, without the
+// lock; a scope's exit never waits).
+//
+// Memory is bounded: each node keeps at most `sample_cap` samples per series (exact
+// count, sum, min and max over all calls; a uniform reservoir past the cap), the tree at
+// most `max_nodes` nodes (later names go to an "(overflow)" node, with a warning), the
+// trace the most recent `trace_capacity` host intervals (older ones are counted), and the
+// CUDA event pool a fixed number of pairs in flight (scopes past it are counted).
+#pragma once
+
+#include "../core/config.hpp"
+#include "../core/detail/clock.hpp"
+#include "../core/detail/reservoir.hpp"
+#include "detail/event_pool.hpp"
+#include "detail/node_cache.hpp"
+#include "detail/switches.hpp"
+#include "detail/thread_log.hpp"
+#include "detail/thread_state.hpp"
+#include "node_id.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#if KSCOPE_HAS_CUDA
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace kscope {
+
+// The values of one series of one node (host ticks, GPU nanoseconds): exact count, sum,
+// min and max over every value, and a uniform sample of at most `cap` of them.
+//
+//   kscope::recorded_series s(100);
+//   s.add(42.0);
+//   s.samples();     // what summarize() reads; s.saturated(): a sample, not all values
+class recorded_series {
+ public:
+  explicit recorded_series(std::size_t cap = 1) noexcept : kept_(cap == 0 ? 1 : cap) {}
+
+  // Called once per closed scope when a thread's ring drains: no allocation past the cap.
+  void add(double v) noexcept {
+    if (kept_.seen() == 0 || v < min_) min_ = v;
+    if (kept_.seen() == 0 || v > max_) max_ = v;
+    sum_ += v;
+    kept_.offer(v);
+  }
+
+  // In arrival order until saturated(), then a uniform sample in slot order.
+  [[nodiscard]] const std::vector<double>& samples() const noexcept { return kept_.kept(); }
+  [[nodiscard]] std::uint64_t count() const noexcept { return kept_.seen(); }
+  [[nodiscard]] double sum() const noexcept { return sum_; }
+  [[nodiscard]] double min() const noexcept { return min_; }
+  [[nodiscard]] double max() const noexcept { return max_; }
+  [[nodiscard]] bool saturated() const noexcept { return kept_.saturated(); }
+
+ private:
+  detail::uniform_reservoir<double> kept_;
+  double sum_ = 0, min_ = 0, max_ = 0;
+};
+
+// How often a scope of one node was tagged key=value (scope::tag).
+struct recorded_tag {
+  std::string key;
+  std::string value;
+  std::uint64_t count = 0;
+};
+
+// One node of the call-path tree with everything recorded for it.
+struct recorded_node {
+  recorded_node(node_id parent_, std::string name_, std::uint32_t depth_, bool cross_thread_, std::size_t cap)
+      : parent(parent_), name(std::move(name_)), depth(depth_), cross_thread(cross_thread_), host_ticks(cap),
+        gpu_ns(cap) {}
+
+  node_id parent;
+  std::string name;
+  std::uint32_t depth;
+  bool cross_thread;               // a range (kscope::range), not a scope on a thread's stack
+  std::vector<node_id> children;   // in creation order
+  std::uint64_t calls = 0;
+  double host_total_ticks = 0;     // host times stay in ticks until a report converts them
+  recorded_series host_ticks;
+  recorded_series gpu_ns;          // from the CUDA events of stream scopes
+  double gpu_total_ns = 0;
+  double flops = 0, bytes = 0;     // declared work, summed over work_calls
+  std::uint64_t work_calls = 0;
+  std::vector<recorded_tag> tags;   // sorted by (key, value), each pair once
+};
+
+// One host interval kept for the trace, in ticks.
+struct recorded_interval {
+  node_id node;
+  std::uint32_t thread_index;
+  std::int64_t start_ticks, end_ticks;
+};
+
+// What readers get (recorder_snapshot.hpp defines them, with the functions that fill them).
+struct recorder_snapshot;
+struct recorder_trace;
+
+namespace detail {
+
+// Hands each thread its ring and gives it back to the recorder when the thread exits.
+struct thread_log_owner {
+  thread_log* log = nullptr;
+  ~thread_log_owner();
+};
+
+inline thread_log_owner& this_thread_log_owner() noexcept {
+  thread_local thread_log_owner owner;
+  return owner;
+}
+
+}  // namespace detail
+
+// The process-wide recorder. It is created on first use and deliberately never destroyed,
+// so scopes still open in other threads at exit, or closed from static destructors, stay
+// safe.
+//
+//   kscope::recorder::global().set_enabled(false);      // scopes cost a load and a branch
+//   kscope::recorder::global().set_trace_capacity(1 << 20);
+class recorder {
+ public:
+  static constexpr std::size_t max_nodes = 1u << 16;
+  static constexpr std::size_t default_sample_cap = 10000;
+  static constexpr std::size_t default_trace_capacity = 65536;
+
+  recorder(const recorder&) = delete;
+  recorder& operator=(const recorder&) = delete;
+
+  [[nodiscard]] static recorder& global() noexcept {
+    static recorder* const instance = new recorder();  // leaked on purpose (see above)
+    return *instance;
+  }
+
+  // ---- switches ------------------------------------------------------------------------
+  // Recording on or off for every scope in the process (also KSCOPE=0 in the
+  // environment). Disabled scopes cost a load and a branch.
+  void set_enabled(bool on) noexcept { detail::enabled_state.store(on ? 1 : 0, std::memory_order_relaxed); }
+  [[nodiscard]] bool enabled() const noexcept { return detail::enabled(); }
+  // NVTX ranges for scopes (on by default; with no tool attached they cost ~1 ns).
+  void set_nvtx(bool on) noexcept { detail::nvtx_enabled.store(on, std::memory_order_relaxed); }
+
+  // Samples kept per node and series before the reservoir takes over (default 10 000).
+  // Applies to nodes' series created after the call, and to all after reset().
+  void set_sample_cap(std::size_t cap) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sample_cap_ = cap == 0 ? 1 : cap;
+  }
+  [[nodiscard]] std::size_t sample_cap() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sample_cap_;
+  }
+
+  // Host intervals kept for the trace (default 65 536, the most recent; older ones are
+  // counted in recorder_snapshot::trace_overwritten). Starts the ring (and that count)
+  // afresh; 0 keeps none.
+  void set_trace_capacity(std::size_t intervals) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    trace_capacity_ = intervals;
+    trace_ring_.clear();
+    trace_next_ = 0;
+    trace_overwritten_ = 0;
+  }
+
+  // ---- what readers call (the session); defined in recorder_snapshot.hpp ----------------
+  // Waits, without holding the lock, for the GPU events of every scope closed so far, so
+  // that the next snapshot() has their GPU times. Scopes closing meanwhile never wait.
+  inline void settle_gpu() noexcept;
+
+  // Drains every thread's ring, reads the GPU events that have completed, and copies the
+  // tree and its samples. Scopes still open are not included.
+  [[nodiscard]] inline recorder_snapshot snapshot();
+
+  // Drains every thread's ring and copies the trace ring (oldest first) with node names.
+  [[nodiscard]] inline recorder_trace trace_snapshot();
+
+  // Forgets all samples, tags, trace intervals and counters (node ids stay valid: call
+  // sites cache them). GPU timings of scopes closed before the call never land after it.
+  inline void reset() noexcept;
+
+  // ---- used by scopes (kscope::scope, kscope::range); not for direct use -----------------
+  node_id intern(node_id parent, std::string_view name, bool cross_thread = false);
+  void log(const detail::scope_record& r) noexcept;
+  // The slow path of a closing scope: the thread's ring is full (drain it, then push).
+  void log_full(detail::thread_log* log, const detail::scope_record& r) noexcept;
+  // Tags are rare and carry strings, so they go to the recorder at once (one lock).
+  void add_tag(node_id node, std::string_view key, std::string_view value);
+#if KSCOPE_HAS_CUDA
+  bool acquire_events(int device, std::uint32_t& slot, detail::event_pair& pair) noexcept {
+    if (events_.acquire(device, slot, pair)) return true;
+    gpu_timing_skipped_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  void release_events(std::uint32_t slot) noexcept { events_.release(slot); }
+#endif
+  // A thread exits: its last records are drained and its ring freed.
+  void retire(detail::thread_log* log) noexcept;
+
+ private:
+  recorder() {
+    detail::tick_origin();  // start the tick calibration span as early as possible
+    nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_);
+  }
+
+  // A stream scope whose CUDA events have not been read yet.
+  struct pending_gpu {
+    node_id node;  // stale_node after reset(): the events are read and freed, not counted
+    std::uint32_t slot;
+  };
+  static constexpr node_id stale_node = detail::node_cache::invalid;
+
+  detail::thread_log* this_thread_log() noexcept;
+  void drain_all_locked();
+  void drain_locked(detail::thread_log& log);
+  void resolve_gpu_locked() noexcept;
+
+  std::mutex mutex_;
+  std::vector<recorded_node> nodes_;  // index = node_id; guarded by mutex_
+  // (parent, name) -> node for every node; a range's name is prefixed with '\x01'. The
+  // same open-addressing table the per-thread caches use, so scopes instantiate one.
+  detail::node_cache index_;
+  std::vector<detail::thread_log*> logs_;
+  std::vector<pending_gpu> pending_;
+  std::size_t sample_cap_ = default_sample_cap;
+  std::vector<recorded_interval> trace_ring_;  // grows to trace_capacity_, then wraps
+  std::size_t trace_capacity_ = default_trace_capacity;
+  std::size_t trace_next_ = 0;
+  std::uint64_t trace_overwritten_ = 0;
+  node_id overflow_node_ = detail::node_cache::invalid;
+  std::atomic<std::uint64_t> gpu_timing_skipped_{0};
+  std::uint64_t gpu_event_errors_ = 0;
+#if KSCOPE_HAS_CUDA
+  detail::event_pool events_;
+  std::vector<std::uint32_t> resolve_slots_;  // scratch of resolve_gpu_locked
+  std::vector<detail::event_pair> resolve_pairs_;
+#endif
+};
+
+// ---- implementation ------------------------------------------------------------------
+
+namespace detail {
+inline thread_log_owner::~thread_log_owner() {
+  if (!log) return;
+  this_thread_state().scope_log = nullptr;  // trivially destructible: still valid here
+  recorder::global().retire(log);
+}
+}  // namespace detail
+
+inline node_id recorder::intern(node_id parent, std::string_view name, bool cross_thread) {
+  std::string key;
+  key.reserve(name.size() + 1);
+  if (cross_thread) key += '\x01';  // a range and a scope of the same name stay apart
+  key.append(name.data(), name.size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (parent >= nodes_.size()) parent = detail::root_node;
+  const std::uint64_t hash = detail::hash_name(key, parent);
+  const node_id found = index_.find(parent, key, hash);
+  if (found != detail::node_cache::invalid) return found;
+  if (nodes_.size() >= max_nodes) {
+    if (overflow_node_ == detail::node_cache::invalid) {
+      overflow_node_ = static_cast<node_id>(nodes_.size());
+      nodes_.emplace_back(detail::root_node, "(overflow)", 1, false, sample_cap_);
+      nodes_[detail::root_node].children.push_back(overflow_node_);
+    }
+    return overflow_node_;
+  }
+  const node_id id = static_cast<node_id>(nodes_.size());
+  nodes_.emplace_back(parent, std::string(name), nodes_[parent].depth + 1, cross_thread, sample_cap_);
+  // Out of memory half-way: undo, so the tree and the index never disagree.
+  try {
+    nodes_[parent].children.push_back(id);
+  } catch (...) {
+    nodes_.pop_back();
+    throw;
+  }
+  try {
+    index_.insert(parent, key, hash, id);
+  } catch (...) {
+    nodes_[parent].children.pop_back();
+    nodes_.pop_back();
+    throw;
+  }
+  return id;
+}
+
+// Tags are few per node: a sorted vector, searched linearly, is all they need.
+inline void recorder::add_tag(node_id node, std::string_view key, std::string_view value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (node >= nodes_.size()) return;
+  std::vector<recorded_tag>& tags = nodes_[node].tags;
+  for (recorded_tag& t : tags) {
+    if (t.key == key && t.value == value) {
+      ++t.count;
+      return;
+    }
+  }
+  tags.push_back(recorded_tag{std::string(key), std::string(value), 1});
+  for (std::size_t i = tags.size() - 1; i > 0; --i) {  // keep (key, value) order
+    recorded_tag& a = tags[i - 1];
+    recorded_tag& b = tags[i];
+    if (a.key < b.key || (a.key == b.key && a.value < b.value)) break;
+    std::swap(a, b);
+  }
+}
+
+inline detail::thread_log* recorder::this_thread_log() noexcept {
+  detail::thread_log_owner& owner = detail::this_thread_log_owner();
+  if (KSCOPE_LIKELY(owner.log != nullptr)) return owner.log;
+  auto* log = new (std::nothrow) detail::thread_log(detail::this_thread_state().thread_index);
+  if (!log) return nullptr;
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    logs_.push_back(log);
+  } catch (...) {
+    delete log;
+    return nullptr;
+  }
+  owner.log = log;
+  detail::this_thread_state().scope_log = log;
+  return log;
+}
+
+inline void recorder::log(const detail::scope_record& r) noexcept {
+  detail::thread_log* log = this_thread_log();
+  if (!log) return;
+  if (KSCOPE_LIKELY(log->try_push(r))) return;
+  log_full(log, r);
+}
+
+inline void recorder::log_full(detail::thread_log* log, const detail::scope_record& r) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drain_locked(*log);
+    // A full ring is also the moment to recycle finished event pairs, without waiting.
+    resolve_gpu_locked();
+  } catch (...) {
+  }
+  log->try_push(r);
+}
+
+inline void recorder::retire(detail::thread_log* log) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drain_locked(*log);
+    for (std::size_t i = 0; i < logs_.size(); ++i) {
+      if (logs_[i] != log) continue;
+      logs_[i] = logs_.back();
+      logs_.pop_back();
+      break;
+    }
+  } catch (...) {
+  }
+  delete log;
+}
+
+inline void recorder::drain_all_locked() {
+  for (detail::thread_log* log : logs_) drain_locked(*log);
+}
+
+inline void recorder::drain_locked(detail::thread_log& log) {
+  const std::uint32_t thread_index = log.thread_index();
+  log.drain([this, thread_index](const detail::scope_record& r) {
+    if (r.node >= nodes_.size()) {  // cannot happen (nodes are never removed); never leak a pair
+#if KSCOPE_HAS_CUDA
+      if (r.event_slot != detail::no_events) events_.release(r.event_slot);
+#endif
+      return;
+    }
+    if (trace_capacity_ > 0) {
+      const recorded_interval e{r.node, thread_index, r.start_ticks, r.end_ticks};
+      if (trace_ring_.size() < trace_capacity_) {
+        trace_ring_.push_back(e);
+      } else {
+        trace_ring_[trace_next_] = e;
+        trace_next_ = (trace_next_ + 1) % trace_capacity_;
+        ++trace_overwritten_;
+      }
+    }
+    recorded_node& n = nodes_[r.node];
+    const double elapsed = static_cast<double>(r.end_ticks - r.start_ticks);
+    ++n.calls;
+    n.host_total_ticks += elapsed;
+    n.host_ticks.add(elapsed);
+    if (r.flops == r.flops) {  // not NaN: work was declared
+      n.flops += r.flops;
+      n.bytes += r.bytes;
+      ++n.work_calls;
+    }
+    if (r.event_slot != detail::no_events) pending_.push_back(pending_gpu{r.node, r.event_slot});
+  });
+}
+
+// Reads every pending pair whose end event has completed, and frees it; never waits.
+inline void recorder::resolve_gpu_locked() noexcept {
+#if KSCOPE_HAS_CUDA
+  if (pending_.empty()) return;
+  try {
+    // One pool lock to look the pairs up and one to give them back, not two per pair.
+    resolve_slots_.resize(pending_.size());
+    resolve_pairs_.resize(pending_.size());
+    for (std::size_t i = 0; i < pending_.size(); ++i) resolve_slots_[i] = pending_[i].slot;
+    events_.pairs_of(resolve_slots_, resolve_pairs_);
+    std::size_t kept = 0;
+    std::size_t done = 0;
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+      const pending_gpu p = pending_[i];
+      const detail::event_pair pair = resolve_pairs_[i];
+      const cudaError_t before = cudaPeekAtLastError();
+      float ms = 0;
+      // One call when the pair is done: cudaEventElapsedTime itself answers NotReady.
+      const cudaError_t status = cudaEventElapsedTime(&ms, pair.start, pair.end);
+      if (status == cudaErrorNotReady) {
+        if (before == cudaSuccess && cudaPeekAtLastError() != cudaSuccess) cudaGetLastError();
+        pending_[kept++] = p;
+        continue;
+      }
+      if (status == cudaSuccess && p.node < nodes_.size()) {
+        recorded_node& n = nodes_[p.node];
+        const double ns = static_cast<double>(ms) * 1e6;
+        n.gpu_ns.add(ns);
+        n.gpu_total_ns += ns;
+      } else if (status != cudaSuccess) {
+        if (p.node != stale_node) ++gpu_event_errors_;
+        // Leave the host program's error state as we found it.
+        if (before == cudaSuccess) cudaGetLastError();
+      }
+      resolve_slots_[done++] = p.slot;
+    }
+    resolve_slots_.resize(done);
+    events_.release_all(resolve_slots_);
+    pending_.resize(kept);
+  } catch (...) {
+  }
+#else
+  pending_.clear();
+#endif
+}
+
+}  // namespace kscope
