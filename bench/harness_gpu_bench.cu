@@ -21,7 +21,8 @@
 //   harness_gpu_bench --gbench [Google Benchmark flags]
 //       the same three kernels through the Google Benchmark adapter (kscope/bench/gbench.hpp):
 //       manual GPU time per iteration, L2 flushed between iterations, FLOP/s, B/s and
-//       roof counters.
+//       roof counters. Exits non-zero when a GPU benchmark could not be measured
+//       (kscope::gbench_main; KSCOPE_GBENCH_ALLOW_SKIP=1 allows it).
 #include <benchmark/benchmark.h>
 #include <kscope/bench/bench.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
@@ -253,8 +254,16 @@ method_run harness(const workload& w, bool cold, std::size_t launches, double bu
   m.rel_half_width = r.analysis.rel_half_width;
   m.stop = kscope::to_string(r.stopped);
   if (r.series.launches_per_sample > 1) m.stop += ", x" + std::to_string(r.series.launches_per_sample);
+  if (!r.valid()) {
+    // A median that is not the kernel's must not enter the table as one.
+    std::fprintf(stderr, "harness_gpu_bench: %s: %s\n", w.name.c_str(), r.stop_message.c_str());
+    m.median_s = NAN;
+    m.rel_half_width = NAN;
+  }
   return m;
 }
+
+bool g_any_invalid = false;  // the exit code of the comparison table
 
 void print_rows(const std::string& kernel, const std::string& method, const std::vector<method_run>& runs) {
   std::vector<double> walls, medians, widths;
@@ -264,6 +273,16 @@ void print_rows(const std::string& kernel, const std::string& method, const std:
     medians.push_back(r.median_s);
     widths.push_back(r.rel_half_width);
     samples += r.samples;
+  }
+  std::size_t invalid = 0;
+  for (const method_run& r : runs) invalid += std::isnan(r.median_s) ? 1 : 0;
+  if (invalid > 0) {
+    g_any_invalid = true;
+    // One run that timed no work makes the row's median and spread meaningless.
+    std::printf("| %s | %s | %zu | | | %zu of %zu runs INVALID (see stderr) | | | %s |\n", kernel.c_str(),
+                method.c_str(), runs.size(), invalid, runs.size(), runs.front().stop.c_str());
+    std::fflush(stdout);
+    return;
   }
   const double med = kscope::quantile(medians, 0.5);
   const double spread = (*std::max_element(medians.begin(), medians.end()) -
@@ -321,7 +340,8 @@ int repro(const std::string& kernel, const repro_flags& f) {
                    1e6 * kscope::quantile(ts, 0.5), kscope::quantile(cs, 0.5));
     }
   }
-  return r.stopped == kscope::stop_reason::error ? 1 : 0;
+  if (!r.valid()) std::fprintf(stderr, "harness_gpu_bench --repro: %s\n", r.stop_message.c_str());
+  return r.valid() ? 0 : 1;
 }
 
 int run_gbench(int argc, char** argv) {
@@ -334,10 +354,9 @@ int run_gbench(int argc, char** argv) {
       kscope::time_gpu_iterations(state, w.launch, o);
     })->UseManualTime();
   }
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  // Non-zero when a GPU benchmark could not be measured (no GPU, an error, an invalid
+  // result): Google Benchmark alone would exit 0.
+  return kscope::gbench_main(argc, argv);
 }
 
 int ncu_copy(int launches) {
@@ -407,5 +426,5 @@ int main(int argc, char** argv) {
   }
   std::printf("\nwall s: host time of one run including estimates, warm-up and flushes; spread: (max - min) / "
               "median of the per-run medians over %d runs.\n", repeats);
-  return 0;
+  return g_any_invalid ? 1 : 0;
 }

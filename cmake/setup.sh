@@ -9,7 +9,7 @@ mode=${1:-test}
 case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-packages=(cmake g++ ninja-build doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils)
+packages=(cmake g++ ninja-build doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

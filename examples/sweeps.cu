@@ -121,7 +121,8 @@ kscope::bench attention_bench(const tensors& t, long long batch, long long seq_l
   return b;
 }
 
-void run_set(const char* label, const kscope::sweep& points, const tensors& t, const std::string& dir) {
+// Returns whether every point's result is valid (bench_result::valid()).
+bool run_set(const char* label, const kscope::sweep& points, const tensors& t, const std::string& dir) {
   std::printf("\n## %s\n\n", label);
   const kscope::bench_report report = kscope::run_sweep(points, [&](const kscope::sweep_point& p) {
     const long long batch = p.has("batch") ? p.integer("batch") : p.integer("requests");
@@ -131,6 +132,9 @@ void run_set(const char* label, const kscope::sweep& points, const tensors& t, c
   const std::string stem = dir + "/sweep_" + std::string(label).substr(0, std::string(label).find(':'));
   report.write_json(stem + ".json");
   report.write_csv(stem + ".csv");
+  for (const kscope::bench_result& r : report.results)
+    if (!r.valid()) std::fprintf(stderr, "sweeps: %s: %s\n", r.name.c_str(), r.stop_message.c_str());
+  return report.all_valid();
 }
 
 }  // namespace
@@ -158,13 +162,17 @@ int main(int argc, char** argv) {
 
   using kscope::axis;
   using kscope::sweep;
-  run_set("seq_len: batch 8, sequence length 256..4096",
-          sweep::cartesian({axis("batch", {8}), kscope::geometric_axis("seq_len", 256, 4096)}), t, dir);
-  run_set("batch: sequence length 1024, batch 1..32",
-          sweep::cartesian({axis("seq_len", {1024}), kscope::geometric_axis("batch", 1, 32)}), t, dir);
-  run_set("requests: 4096 tokens in total, 1..16 requests",
-          sweep::zip({axis("requests", {1, 2, 4, 8, 16}), axis("seq_len", {4096, 2048, 1024, 512, 256})}), t, dir);
+  bool all_valid = true;
+  all_valid &= run_set("seq_len: batch 8, sequence length 256..4096",
+                       sweep::cartesian({axis("batch", {8}), kscope::geometric_axis("seq_len", 256, 4096)}), t, dir);
+  all_valid &= run_set("batch: sequence length 1024, batch 1..32",
+                       sweep::cartesian({axis("seq_len", {1024}), kscope::geometric_axis("batch", 1, 32)}), t, dir);
+  all_valid &= run_set("requests: 4096 tokens in total, 1..16 requests",
+                       sweep::zip({axis("requests", {1, 2, 4, 8, 16}), axis("seq_len", {4096, 2048, 1024, 512, 256})}),
+                       t, dir);
 
   for (float* p : {t.q, t.k, t.v, t.o}) cudaFree(p);
-  return 0;
+  // Non-zero when any point could not be measured or timed no work: scripts that run
+  // the example must not take its numbers then.
+  return all_valid ? 0 : 1;
 }

@@ -517,6 +517,7 @@ TEST_CASE("bounded memory: eviction, name cap, recent ring, long run") {
   o.recent_capacity = 4;
   o.max_kernel_names = 2;
   o.max_intervals_per_node = 16;
+  o.graph_node_capacity = 64;
   gpu_attribution a(o);
 
   // Launch 3000 ids, then deliver the first: its entry was reused -> evicted, counted.
@@ -838,4 +839,206 @@ TEST_CASE("per-device split: kernels on two devices inside one scope, and the de
   bool warned = false;
   for (const auto& w : r2.warnings) warned = warned || w.find("64 devices") != std::string::npos;
   CHECK(warned);
+}
+
+// ---- CUDA graphs: the scope that built each node ------------------------------------
+
+namespace {
+
+// A graph kernel: launched by correlation id `correlation`, running graph node `node`.
+kernel_record graph_kernel(std::uint32_t correlation, std::uint64_t node, std::int64_t start, std::int64_t ns) {
+  kernel_record k = make_kernel(correlation, start, start + ns);
+  k.graph_id = 1;
+  k.graph_node_id = node;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("graph_node_table: created and cloned ids both map to the capture scope; exact, bounded") {
+  kscope::graph_node_table table(64);
+  CHECK(table.capacity() == 64);
+  table.record_created(17, 3);
+  table.record_created(0x100000002ull, 4);  // ids with high bits set (graph << 32 | index)
+  CHECK(table.record_cloned(42, 17));       // cudaGraphInstantiate: the clone inherits 3
+  CHECK(table.find(17).found);
+  CHECK(table.find(17).node == 3);
+  CHECK(table.find(42).node == 3);
+  CHECK(table.find(0x100000002ull).node == 4);
+  CHECK_FALSE(table.find(0x2ull).found);    // same low bits, another id: never a neighbour's answer
+  CHECK_FALSE(table.find(0).found);         // 0: not a graph node
+  // A clone of a node built before collection started stays unknown, and is counted.
+  CHECK_FALSE(table.record_cloned(43, 9999));
+  CHECK_FALSE(table.find(43).found);
+  CHECK(table.clones_of_unknown() == 1);
+  // Re-created id: the latest scope wins, no eviction.
+  table.record_created(17, 5);
+  CHECK(table.find(17).node == 5);
+  CHECK(table.evicted() == 0);
+
+  // 10x the capacity: the table never grows, replacements are counted, and whatever is
+  // still found is exact (its own scope, never another id's).
+  const std::size_t bytes = table.memory_bytes();
+  for (std::uint64_t id = 1000; id < 1640; ++id) table.record_created(id, static_cast<node_id>(id % 1000));
+  CHECK(table.memory_bytes() == bytes);
+  CHECK(table.evicted() >= 640 - 64);
+  std::size_t found = 0;
+  for (std::uint64_t id = 1000; id < 1640; ++id) {
+    const auto hit = table.find(id);
+    if (!hit.found) continue;
+    ++found;
+    CHECK(hit.node == static_cast<node_id>(id % 1000));
+  }
+  CHECK(found <= 64);
+  // The newest ids survive: each set replaces its oldest entry first.
+  CHECK(table.find(1639).found);
+  CHECK(table.find(1638).found);
+}
+
+TEST_CASE("a graph captured in scope A and replayed in scope B: B's kernels carry captured_in = A") {
+  constexpr node_id build = 10, replay = 20, decode = 30;
+  gpu_attribution a;
+  {
+    // Capture: the collector's GRAPHNODE_CREATED callback stores the node open on the
+    // capturing thread, as here.
+    test_scope scope(build);
+    for (std::uint64_t node = 1; node <= 3; ++node) a.graph_nodes().record_created(node, kscope::detail::current_node());
+  }
+  // Instantiate outside any scope: GRAPHNODE_CLONED gives the copies the originals' scope.
+  for (std::uint64_t node = 1; node <= 3; ++node) REQUIRE(a.graph_nodes().record_cloned(100 + node, node));
+
+  // Three replays inside "replay": the records carry the instantiated nodes' ids.
+  std::int64_t t = 1000, replay_ns = 0;
+  for (std::uint32_t launch = 1; launch <= 3; ++launch) {
+    a.launches().record_launch(launch, replay, 0);
+    for (std::uint64_t node = 1; node <= 3; ++node) {
+      const std::int64_t ns = 100 * static_cast<std::int64_t>(node);
+      a.add_kernel(graph_kernel(launch, 100 + node, t, ns));
+      replay_ns += ns;
+      t += 1000;
+    }
+  }
+  // A memset node of the same graph, and a record carrying the original id (either id
+  // CUPTI reports finds the scope).
+  a.graph_nodes().record_created(4, build);
+  memset_record s;
+  s.correlation_id = 3;
+  s.start_ns = t;
+  s.end_ns = t + 50;
+  s.bytes = 64;
+  s.graph_node_id = 4;
+  a.add_memset(s);
+  a.add_kernel(graph_kernel(3, 2, t + 100, 10));
+
+  auto r = a.report();
+  const kscope::node_gpu_activity* b = r.find(replay);
+  REQUIRE(b != nullptr);
+  CHECK(b->kernel_count == 10);  // still attributed to the launch-time scope
+  CHECK(r.find(build) == nullptr);  // building a graph runs nothing
+  REQUIRE(b->graph_capture.size() == 1);
+  const kscope::graph_capture_origin& o = b->graph_capture[0];
+  CHECK(o.captured_in == build);
+  CHECK(o.kernel_count == 10);
+  CHECK(o.kernel_ns == replay_ns + 10);
+  CHECK(o.copy_count == 1);
+  CHECK(o.copy_ns == 50);
+  CHECK(r.counters.graph_records == 11);
+  CHECK(r.counters.graph_built_elsewhere == 11);
+  CHECK(r.counters.graph_capture_unknown == 0);
+  CHECK(r.warnings.empty());
+
+  // The same graph replayed in the scope that built it: attributed, no breakdown.
+  a.launches().record_launch(50, build, 0);
+  a.add_kernel(graph_kernel(50, 101, t + 1000, 100));
+  // A second graph built in "decode", replayed in "replay": a second origin, ordered by
+  // kernel time (less than the first).
+  a.graph_nodes().record_created(7, decode);
+  a.launches().record_launch(51, replay, 0);
+  a.add_kernel(graph_kernel(51, 7, t + 2000, 5));
+  r = a.report();
+  REQUIRE(r.find(build) != nullptr);
+  CHECK(r.find(build)->graph_capture.empty());
+  b = r.find(replay);
+  REQUIRE(b->graph_capture.size() == 2);
+  CHECK(b->graph_capture[0].captured_in == build);
+  CHECK(b->graph_capture[1].captured_in == decode);
+  CHECK(b->graph_capture[1].kernel_count == 1);
+  CHECK(b->graph_capture[1].kernel_ns == 5);
+  CHECK(r.counters.graph_records == 13);
+  CHECK(r.counters.graph_built_elsewhere == 12);
+}
+
+TEST_CASE("graph nodes whose capture was never seen: attributed, no breakdown, counted and warned") {
+  gpu_attribution a;
+  a.launches().record_launch(9, 20, 0);
+  a.add_kernel(graph_kernel(9, 555, 1000, 100));  // built before the collector started
+  a.add_kernel(make_kernel(9, 2000, 2100));       // not a graph kernel: not counted at all
+  const auto r = a.report();
+  REQUIRE(r.find(20) != nullptr);
+  CHECK(r.find(20)->kernel_count == 2);
+  CHECK(r.find(20)->graph_capture.empty());
+  CHECK(r.counters.graph_records == 1);
+  CHECK(r.counters.graph_capture_unknown == 1);
+  CHECK(r.counters.graph_built_elsewhere == 0);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0].find("CUDA-graph records ran graph nodes whose creation kscope did not see") !=
+        std::string::npos);
+}
+
+TEST_CASE("graph capture breakdown: at most 16 origins per scope, the rest counted; reset keeps the table") {
+  gpu_attribution a;
+  constexpr node_id replay = 7;
+  const std::size_t origins = kscope::max_capture_origins_per_node + 3;
+  for (std::size_t i = 0; i < origins; ++i)
+    a.graph_nodes().record_created(1000 + i, static_cast<node_id>(100 + i));
+  a.launches().record_launch(1, replay, 0);
+  for (std::size_t i = 0; i < origins; ++i)
+    a.add_kernel(graph_kernel(1, 1000 + i, 1000 + 100 * static_cast<std::int64_t>(i), 10));
+  auto r = a.report();
+  REQUIRE(r.find(replay) != nullptr);
+  CHECK(r.find(replay)->kernel_count == origins);
+  CHECK(r.find(replay)->graph_capture.size() == kscope::max_capture_origins_per_node);
+  CHECK(r.counters.graph_built_elsewhere == origins);
+  CHECK(r.counters.graph_capture_over_cap == 3);
+  CHECK(std::any_of(r.warnings.begin(), r.warnings.end(),
+                    [](const std::string& w) { return w.find("other scopes of one launching scope") != std::string::npos; }));
+
+  // A graph captured before a reset is replayed after it: its origin is still known.
+  a.reset();
+  a.add_kernel(graph_kernel(1, 1000, 50000, 10));
+  r = a.report();
+  REQUIRE(r.find(replay) != nullptr);
+  REQUIRE(r.find(replay)->graph_capture.size() == 1);
+  CHECK(r.find(replay)->graph_capture[0].captured_in == 100);
+  CHECK(r.counters.graph_capture_over_cap == 0);
+}
+
+TEST_CASE("graph_node_table: 4 capturing threads and a reading consumer (ThreadSanitizer build too)") {
+  kscope::graph_node_table table(1 << 14);
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> wrong{0};
+  // The consumer looks ids up while they are being written: a hit is always the scope
+  // its writer stored (id / 1000 here), never a torn or neighbouring entry.
+  std::thread reader([&] {
+    while (!done.load(std::memory_order_acquire)) {
+      for (std::uint64_t id = 1000; id < 5000; id += 7) {
+        const auto hit = table.find(id);
+        if (hit.found && hit.node != static_cast<node_id>(id / 1000)) wrong.fetch_add(1);
+      }
+    }
+  });
+  std::vector<std::thread> writers;
+  for (std::uint64_t t = 1; t <= 4; ++t) {
+    writers.emplace_back([&table, t] {
+      test_scope scope(static_cast<node_id>(t));
+      for (std::uint64_t i = 0; i < 1000; ++i) table.record_created(t * 1000 + i, kscope::detail::current_node());
+    });
+  }
+  for (auto& w : writers) w.join();
+  done.store(true, std::memory_order_release);
+  reader.join();
+  CHECK(wrong.load() == 0);
+  std::size_t found = 0;
+  for (std::uint64_t id = 1000; id < 5000; ++id) found += table.find(id).found ? 1 : 0;
+  CHECK(found + table.evicted() == 4000);  // every id either kept or counted as replaced
 }

@@ -5,6 +5,7 @@
 // (parsed back with nlohmann-json and a CSV reader). No GPU is touched, except in the
 // last case, which checks that run() fails cleanly where there is no GPU.
 #include <kscope/bench/bench.hpp>
+#include <kscope/bench/detail/gbench_status.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,9 @@ struct fake_timer final : kscope::bench_timer {
   std::vector<std::pair<std::size_t, std::size_t>> prepared;
   std::size_t calls[2] = {0, 0};
   int executed[2] = {0, 0};
+  double empty_s = std::numeric_limits<double>::quiet_NaN();  // what empty_stream_s() reports
+  std::size_t empty_requests = 0;
+  kscope::batch_capture captured[2];                          // what capture() reports
 
   explicit fake_timer(std::function<double(std::size_t, std::size_t)> d) : duration_s(std::move(d)) {}
 
@@ -47,6 +51,11 @@ struct fake_timer final : kscope::bench_timer {
   }
   void execute(std::size_t which) override { ++executed[which]; }
   std::int64_t now_ns() override { return t_ns; }
+  double empty_stream_s() override {
+    ++empty_requests;
+    return empty_s;
+  }
+  kscope::batch_capture capture(std::size_t which) const override { return captured[which]; }
 };
 
 // Durations around `median_s` with relative Gaussian noise, reproducible (fixed seed).
@@ -111,7 +120,7 @@ TEST_CASE("stopping: the time budget runs out before a noisy series gets precise
   // The markdown marks it, so nobody mistakes it for a precise number.
   const std::string md = kscope::bench_report{{}, {r}}.markdown();
   CHECK(md.find("(!)") != std::string::npos);
-  CHECK(md.find("time budget ran out") != std::string::npos);
+  CHECK(md.find("- time budget of 1 s spent after ") != std::string::npos);
 }
 
 TEST_CASE("stopping: a kernel longer than the budget allows still ends near the budget") {
@@ -413,12 +422,14 @@ TEST_CASE("a timer that keeps failing ends the run with stop_reason::error") {
 TEST_CASE("rates carry the transformed interval; roofline when peaks are known") {
   fake_timer timer(noisy(1e-3, 0.002));
   kscope::bench b = make_bench("gemm");
-  b.set_work({2e12, 1e9}).peaks(1000e12, 4e12);
+  // 8e11 FLOP and 1e8 B in 1 ms: 800 TFLOP/s and 100 GB/s, possible under these peaks.
+  b.set_work({8e11, 1e8}).peaks(1000e12, 4e12);
   const kscope::bench_result r = b.run(timer);
-  CHECK(r.flops_per_s.median == doctest::Approx(2e12 / r.median_s()));
-  CHECK(r.flops_per_s.ci.lo == doctest::Approx(2e12 / r.median_ci_s().hi));
-  CHECK(r.flops_per_s.ci.hi == doctest::Approx(2e12 / r.median_ci_s().lo));
-  CHECK(r.bytes_per_s.ci.lo == doctest::Approx(1e9 / r.median_ci_s().hi));
+  CHECK(r.valid());
+  CHECK(r.flops_per_s.median == doctest::Approx(8e11 / r.median_s()));
+  CHECK(r.flops_per_s.ci.lo == doctest::Approx(8e11 / r.median_ci_s().hi));
+  CHECK(r.flops_per_s.ci.hi == doctest::Approx(8e11 / r.median_ci_s().lo));
+  CHECK(r.bytes_per_s.ci.lo == doctest::Approx(1e8 / r.median_ci_s().hi));
   CHECK(r.fraction_of_peak_bandwidth == doctest::Approx(r.bytes_per_s.median / 4e12));
   REQUIRE(r.roofline);
   CHECK(r.roofline->flops_per_s == doctest::Approx(r.flops_per_s.median));
@@ -427,7 +438,7 @@ TEST_CASE("rates carry the transformed interval; roofline when peaks are known")
 
   fake_timer t2(noisy(1e-3, 0.002));
   kscope::bench no_peak = make_bench("gemm");
-  no_peak.set_work({2e12, 1e9});
+  no_peak.set_work({8e11, 1e8});
   const kscope::bench_result q = no_peak.run(t2);
   CHECK_FALSE(q.roofline);
   bool said = false;
@@ -438,8 +449,9 @@ TEST_CASE("rates carry the transformed interval; roofline when peaks are known")
 namespace {
 
 kscope::bench_result sample_result() {
-  auto a = noisy(1.39e-3, 0.002, 3);
-  auto b = noisy(1.0e-3, 0.002, 4);
+  // 2 x 4096^3 FLOP in 2.78 ms: 49 TFLOP/s, possible under the 67 TFLOP/s fp32 peak given.
+  auto a = noisy(2.78e-3, 0.002, 3);
+  auto b = noisy(2.0e-3, 0.002, 4);
   fake_timer timer([a, b](std::size_t t, std::size_t k) { return t == 0 ? a(t, k) : b(t, k); });
   timer.clock_mhz = [](std::size_t, std::size_t k) { return k == 50 ? std::nan("") : 1755.0 + static_cast<double>(k % 7); };
   kscope::bench ref{"cuBLAS", [](kscope::bench_stream) {}};
@@ -551,6 +563,12 @@ TEST_CASE("JSON round trip: kscope.bench/1 parsed back with nlohmann-json") {
   CHECK(b["work"]["flops"].get<double>() == r.declared.flops);
   CHECK(b["statistic"] == "median");
   CHECK(b["stop_reason"] == "target_reached");
+  CHECK(b["valid"] == true);
+  CHECK(b["invalid_reason"] == "");
+  CHECK(b["stop_message"] == r.stop_message);
+  CHECK(b["stop_message"].get<std::string>().rfind("target reached: ", 0) == 0);
+  CHECK(b["empty_stream_s"].is_null());             // the fake timer does not know it
+  CHECK(b["measurement"]["graph_nodes"] == -1);     // nor does it capture graphs
   CHECK(b["settings"]["cache"] == "hot");
   CHECK(b["settings"]["target_rel_ci"].get<double>() == 0.01);
   CHECK(b["settings"]["warmup_min_calls"] == 10);
@@ -631,6 +649,8 @@ TEST_CASE("CSV round trip: one row per benchmark, one per sample") {
   CHECK(column("strides") == "4096x1");
   CHECK(column("statistic") == "median");
   CHECK(column("stop_reason") == "target_reached");
+  CHECK(column("valid") == "true");
+  CHECK(column("invalid_reason").empty());
   CHECK(std::stod(column("median_s")) == r.median_s());
   CHECK(std::stod(column("ci_lo_s")) == r.median_ci_s().lo);
   CHECK(std::stod(column("ci_hi_s")) == r.median_ci_s().hi);
@@ -655,10 +675,11 @@ TEST_CASE("markdown: context line, one row per benchmark, notes with how it was 
   const std::string md = kscope::bench_report{sample_context(), {r}}.markdown();
   CHECK(md.find("kscope " KSCOPE_VERSION_STRING " | NVIDIA H200 (cc 9.0, 132 SMs) | driver 13.0, runtime 13.0") !=
         std::string::npos);
-  CHECK(md.find("| tiled, \"v2\" (tile=32 alpha=0.5 layout=NT) | 4096x4096x4096 | fp32 | 1.39") != std::string::npos);
+  CHECK(md.find("| tiled, \"v2\" (tile=32 alpha=0.5 layout=NT) | 4096x4096x4096 | fp32 | 2.78") != std::string::npos);
   CHECK(md.find("TFLOP/s") != std::string::npos);
   CHECK(md.find("% of cuBLAS, 95 % CI [") != std::string::npos);
-  CHECK(md.find("target reached after") != std::string::npos);
+  CHECK(md.find("- target reached: median CI half-width ") != std::string::npos);
+  CHECK(md.find("INVALID") == std::string::npos);  // no legend for results that are all valid
   CHECK(md.find("64 registers/thread") != std::string::npos);
   CHECK(md.find("occupancy 50 %") != std::string::npos);
   CHECK(md.find("SM clock median 17") != std::string::npos);
@@ -807,4 +828,387 @@ TEST_CASE("power-managed clock: unknown clocks (NaN) leave the run unmanaged") {
   CHECK_FALSE(r.analysis.clock_managed);
   CHECK(r.analysis.clock_warmup == 0);
   CHECK(r.series.measured_span_s < 0.6);
+}
+
+// ---- stop messages: each one true to what happened ---------------------------------
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+bool any_warning(const kscope::bench_result& r, const std::string& part) {
+  for (const std::string& w : r.warnings)
+    if (contains(w, part)) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("stop message: target_reached states the width that met the target") {
+  fake_timer timer(noisy(1e-3, 0.002));
+  const kscope::bench_result r = make_bench().run(timer);
+  REQUIRE(r.stopped == kscope::stop_reason::target_reached);
+  CHECK(r.valid());
+  CHECK(r.stop_message.rfind("target reached: median CI half-width ", 0) == 0);
+  CHECK(contains(r.stop_message, " % <= target 1 % with " + std::to_string(r.analysis.stats.n) + " samples used over "));
+  CHECK(r.invalid_reason.empty());
+}
+
+TEST_CASE("stop message: time_budget names the condition that failed, not a CI width that was met") {
+  // The reported case: a 276 ms kernel under the 10 s budget. Its first measured samples
+  // are 8 % slower (a transient MSER-5 removes), so fewer than min_samples remain when the
+  // budget runs out, while the CI of those that remain is far under 1 %. The old message
+  // said "median CI half-width 0.00 % > target 1.00 %".
+  auto steady = noisy(0.276, 0.0005, 9);
+  fake_timer timer([steady](std::size_t t, std::size_t k) { return k < 20 ? 0.298 : steady(t, k); });
+  kscope::bench b = make_bench("long kernel");
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.stopped == kscope::stop_reason::time_budget);
+  CHECK(r.valid());                           // the median is real, only less certain than asked
+  REQUIRE(r.analysis.stats.n < 20);
+  CHECK(r.analysis.stats.warmup > 0);
+  CHECK(r.analysis.rel_half_width <= 0.01);   // the CI target was met ...
+  CHECK_FALSE(contains(r.stop_message, "half-width"));  // ... so the message does not claim otherwise
+  CHECK(r.stop_message.rfind("time budget of 10 s spent after " + std::to_string(r.series.samples_s.size()) +
+                                 " samples; not met: " + std::to_string(r.analysis.stats.n) +
+                                 " samples used < min_samples 20 (" + std::to_string(r.series.samples_s.size()) +
+                                 " taken, " + std::to_string(r.analysis.stats.warmup) +
+                                 " removed as warm-up by MSER-5)",
+                             0) == 0);
+  CHECK(any_warning(r, "target not reached: time budget of 10 s spent"));
+  const std::string md = kscope::bench_report{{}, {r}}.markdown();
+  CHECK(contains(md, "- " + r.stop_message + "\n"));
+
+  SUBCASE("one sample: no interval, and the message says why instead of printing a width") {
+    fake_timer slow([](std::size_t, std::size_t) { return 1.0; });
+    kscope::bench one = make_bench();
+    one.time_budget_s(2);
+    const kscope::bench_result q = one.run(slow);
+    REQUIRE(q.stopped == kscope::stop_reason::time_budget);
+    CHECK(q.stop_message ==
+          "time budget of 2 s spent after 1 sample; not met: 1 sample used < min_samples 20; "
+          "no median CI: it needs at least 6 samples used, there are 1");
+  }
+  SUBCASE("a noisy series: the width that missed the target, with the digits to show it") {
+    fake_timer noisy_timer(noisy(1e-3, 0.5));
+    kscope::bench n = make_bench();
+    n.target_rel_ci(0.001).time_budget_s(1.0);
+    const kscope::bench_result q = n.run(noisy_timer);
+    REQUIRE(q.stopped == kscope::stop_reason::time_budget);
+    CHECK(q.analysis.rel_half_width > 0.001);
+    CHECK(contains(q.stop_message, "; not met: median CI half-width " +
+                                       kscope::detail::format_general(100 * q.analysis.rel_half_width, 3) +
+                                       " % > target 0.1 %"));
+  }
+}
+
+TEST_CASE("stop message: sample_limit, and a limit hit with every condition met is target_reached") {
+  fake_timer timer(noisy(1e-3, 0.5));
+  kscope::bench b = make_bench();
+  kscope::bench_options o;
+  o.max_samples = 30;
+  o.target_rel_ci = 1e-4;
+  b.options(o);
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.stopped == kscope::stop_reason::sample_limit);
+  CHECK(r.stop_message.rfind("sample limit of 30 samples reached; not met: ", 0) == 0);
+  CHECK(contains(r.stop_message, "median CI half-width " +
+                                     kscope::detail::format_general(100 * r.analysis.rel_half_width, 3) +
+                                     " % > target 0.01 %"));
+  CHECK(contains(r.stop_message, "the measurement spans "));  // 30 ms < min_time_s 0.5 s, also unmet
+  CHECK(any_warning(r, "target not reached: sample limit of 30 samples reached"));
+
+  SUBCASE("the last sample met the target between two scheduled checks") {
+    // Noise-free 1 ms samples 1.03 ms apart: checks run at 20, 22, ... samples; the span
+    // reaches min_time_s at the 21st, which is also max_samples. The series meets every
+    // condition, so "sample limit" would be untrue.
+    fake_timer exact([](std::size_t, std::size_t) { return 1e-3; });
+    kscope::bench e = make_bench();
+    kscope::bench_options eo;
+    eo.min_samples = 20;
+    eo.min_time_s = 0.0215;
+    eo.max_samples = 21;
+    e.options(eo);
+    const kscope::bench_result q = e.run(exact);
+    CHECK(q.series.samples_s.size() == 21);
+    CHECK(q.stopped == kscope::stop_reason::target_reached);
+    CHECK(q.stop_message.rfind("target reached: ", 0) == 0);
+  }
+}
+
+TEST_CASE("stop message: error says what failed, and the result carries no numbers") {
+  fake_timer timer([](std::size_t, std::size_t) { return std::nan(""); });
+  kscope::bench b = make_bench();
+  b.set_work({1e9, 1e6}).peaks(1e15, 1e12);
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.stopped == kscope::stop_reason::error);
+  CHECK_FALSE(r.valid());
+  CHECK(r.invalid_reason == "the timer failed on 8 consecutive samples; sampling stopped");
+  CHECK(r.stop_message == "error: the timer failed on 8 consecutive samples; sampling stopped");
+  CHECK(std::isnan(r.flops_per_s.median));
+  const kscope::bench_report report{{}, {r}};
+  CHECK_FALSE(report.all_valid());
+  const std::string md = report.markdown();
+  CHECK(contains(md, "| kernel |  |  | ERROR |"));
+  CHECK(contains(md, "- error: the timer failed on 8 consecutive samples"));
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+  CHECK(j["benchmarks"][0]["valid"] == false);
+  CHECK(j["benchmarks"][0]["stop_reason"] == "error");
+  CHECK(j["benchmarks"][0]["invalid_reason"] == r.invalid_reason);
+}
+
+// ---- invalid results: no work reached the stream, or a rate above the peak ----------
+
+TEST_CASE("invalid: a captured graph with no nodes stops the run at once") {
+  fake_timer timer([](std::size_t, std::size_t) { return 1e-6; });
+  timer.captured[0] = kscope::batch_capture{0, "the CUDA graph captured from 100 calls on the stream has no nodes"};
+  kscope::bench b = make_bench("gemm on the legacy stream");
+  b.set_work({2.0 * 4096 * 4096 * 4096, 3.0 * 4 * 4096 * 4096}).peaks(989e12, 4.8e12);
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.stopped == kscope::stop_reason::invalid);
+  CHECK_FALSE(r.valid());
+  CHECK(timer.log.size() == 4);  // the discarded call and three estimates; no warm-up, no samples
+  CHECK(r.series.samples_s.empty());
+  CHECK(r.series.graph_nodes == 0);
+  CHECK(r.invalid_reason ==
+        "no work reached the benchmark's stream: the CUDA graph captured from 100 calls on the stream has no "
+        "nodes. The callable launched on another stream, on the legacy default stream, or launched nothing; it "
+        "must launch its work on the cudaStream_t it receives");
+  CHECK(r.stop_message == "invalid: " + r.invalid_reason);
+  // No rates, no roofline placement, no advice.
+  CHECK(std::isnan(r.flops_per_s.median));
+  CHECK(std::isnan(r.bytes_per_s.median));
+  CHECK_FALSE(r.roofline);
+  CHECK_FALSE(any_warning(r, "bound"));
+
+  const kscope::bench_report report{{}, {r}};
+  CHECK_FALSE(report.all_valid());
+  const std::string md = report.markdown();
+  CHECK(contains(md, "| gemm on the legacy stream |  |  | INVALID |  |  | 0 |  |  |  |  |  |\n"));
+  CHECK(contains(md, "- INVALID: no work reached the benchmark's stream"));
+  CHECK(contains(md, "INVALID: what was timed cannot be the benchmark's work"));
+  CHECK(md.find("FLOP/s") == md.rfind("FLOP/s"));  // only in the table's header
+  CHECK_FALSE(contains(md, "rates at the median"));
+  CHECK_FALSE(contains(md, "roofline"));
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+  const nlohmann::json& jb = j["benchmarks"][0];
+  CHECK(jb["valid"] == false);
+  CHECK(jb["stop_reason"] == "invalid");
+  CHECK(jb["invalid_reason"] == r.invalid_reason);
+  CHECK(jb["rates"]["flops_per_s"]["median"].is_null());
+  CHECK(jb["roofline"].is_null());
+  CHECK(jb["measurement"]["time_s"]["median"].is_null());
+  CHECK(jb["measurement"]["graph_nodes"] == 0);
+  const auto rows = parse_csv(report.csv());
+  REQUIRE(rows.size() == 2);
+  const std::vector<std::string>& header = rows[0];
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == "valid") CHECK(rows[1][i] == "false");
+    if (header[i] == "stop_reason") CHECK(rows[1][i] == "invalid");
+    if (header[i] == "median_s" || header[i] == "flops_per_s") CHECK(rows[1][i].empty());
+  }
+}
+
+TEST_CASE("invalid: a time no longer than the empty stream's, with the margin documented") {
+  // Empty sample 2 us: the limit is 2 x 2 us + 0.5 us = 4.5 us per sample.
+  CHECK(kscope::detail::harness::no_work_limit_s(2e-6) == doctest::Approx(4.5e-6));
+  CHECK(kscope::detail::harness::no_work_limit_s(std::nan("")) == 0);
+
+  SUBCASE("at the first estimate: 4.4 us single calls, nothing else is run") {
+    fake_timer timer([](std::size_t, std::size_t) { return 4.4e-6; });
+    timer.empty_s = 2e-6;
+    const kscope::bench_result r = make_bench().run(timer);
+    REQUIRE(r.stopped == kscope::stop_reason::invalid);
+    CHECK(timer.empty_requests == 1);
+    CHECK(timer.log.size() == 4);
+    CHECK(timer.prepared.empty());
+    CHECK(r.empty_stream_s == 2e-6);
+    CHECK(contains(r.invalid_reason, "no work reached the benchmark's stream: a single call (median of 3) took 4.40 us, "
+                                     "no longer than an empty sample on the stream (2.00 us; the limit is 2 x that + "
+                                     "500 ns). The callable launched on another stream"));
+    const nlohmann::json j = nlohmann::json::parse(kscope::bench_report{{}, {r}}.json());
+    CHECK(j["benchmarks"][0]["empty_stream_s"].get<double>() == 2e-6);
+  }
+  SUBCASE("just above the limit is real work: batched and valid") {
+    fake_timer timer([](std::size_t, std::size_t) { return 4.6e-6; });
+    timer.empty_s = 2e-6;
+    const kscope::bench_result r = make_bench().run(timer);
+    CHECK(r.valid());
+    CHECK(r.stopped == kscope::stop_reason::target_reached);
+    CHECK(r.series.launches_per_sample == 22);  // 100 us / 4.6 us
+  }
+  SUBCASE("a zero time is no work even when the empty time is unknown") {
+    fake_timer timer([](std::size_t, std::size_t) { return 0.0; });
+    const kscope::bench_result r = make_bench().run(timer);
+    REQUIRE(r.stopped == kscope::stop_reason::invalid);  // not "error": the timer did measure
+    CHECK(contains(r.invalid_reason, "a single call (median of 3) took 0 s: nothing ran between the events"));
+  }
+  SUBCASE("on the final median: a callable that stops putting work on the stream") {
+    // Real 1 ms launches during the estimate and warm-up, then samples as short as an
+    // empty one: what the stream saw at the end was not the benchmark.
+    fake_timer timer([](std::size_t, std::size_t k) { return k < 40 ? 1e-3 : 1e-6; });
+    timer.empty_s = 1e-6;
+    const kscope::bench_result r = make_bench().run(timer);
+    REQUIRE(r.stopped == kscope::stop_reason::invalid);
+    CHECK(contains(r.invalid_reason, "the median sample of 1 call took 1.00 us, no longer than an empty sample"));
+    CHECK(r.stop_message == "invalid: " + r.invalid_reason);
+  }
+}
+
+TEST_CASE("invalid: the reference's work did not reach its stream") {
+  fake_timer timer([](std::size_t, std::size_t) { return 1e-3; });
+  timer.captured[1] = kscope::batch_capture{-1, "capturing 2 calls into a CUDA graph failed with a launch: "
+                                                "cudaErrorStreamCaptureImplicit (...)"};
+  kscope::bench ref{"cuBLAS", [](kscope::bench_stream) {}};
+  kscope::bench mine{"tiled", [](kscope::bench_stream) {}};
+  mine.reference(ref);
+  const kscope::bench_result r = mine.run(timer);
+  REQUIRE(r.stopped == kscope::stop_reason::invalid);
+  CHECK(r.invalid_reason.rfind("no work reached the stream of the reference 'cuBLAS': capturing 2 calls", 0) == 0);
+  REQUIRE(r.reference);
+  CHECK(std::isnan(r.reference->relative_speed));  // no reference ratio
+  CHECK(r.reference->versus.result == kscope::verdict::inconclusive);
+  CHECK_FALSE(contains(kscope::bench_report{{}, {r}}.markdown(), "% of cuBLAS"));
+}
+
+TEST_CASE("invalid: rates above the peak by more than 10 %") {
+  auto run_at = [](double seconds, kscope::work w, kscope::cache_mode cache, std::size_t launches = 1) {
+    fake_timer timer([seconds](std::size_t, std::size_t) { return seconds; });
+    kscope::bench b = make_bench("rate");
+    b.set_work(w).peaks(1000e12, 4e12).launches_per_sample(launches);
+    if (cache == kscope::cache_mode::cold) b.cold();
+    return b.run(timer);
+  };
+  const auto hot = kscope::cache_mode::hot, cold = kscope::cache_mode::cold;
+  // FLOP/s: 1.05 x the peak passes (clock and rounding margin), 1.2 x does not.
+  CHECK(run_at(1e-3, {1.05e12, 0}, hot).valid());
+  const kscope::bench_result over = run_at(1e-3, {1.2e12, 0}, hot);
+  REQUIRE(over.stopped == kscope::stop_reason::invalid);
+  CHECK(over.invalid_reason ==
+        "the median time, 1.000 ms per launch, implies 1.20 PFLOP/s, over the given 1.00 PFLOP/s compute peak "
+        "(bench::peaks) by more than 10 %: what was timed cannot be the declared work. Either no work reached the "
+        "stream that was timed (the callable launched on another stream, on the legacy default stream, or launched "
+        "nothing) or set_work declares more work than one launch does");
+  CHECK(std::isnan(over.flops_per_s.median));
+  CHECK_FALSE(over.roofline);
+  // Bytes, cold L2 and one launch per sample: the DRAM peak applies.
+  CHECK(run_at(1e-3, {0, 4.2e9}, cold).valid());
+  const kscope::bench_result dram = run_at(1e-3, {0, 4.6e9}, cold);
+  REQUIRE(dram.stopped == kscope::stop_reason::invalid);
+  CHECK(contains(dram.invalid_reason, "implies 4.60 TB/s, over the 4.00 TB/s DRAM peak by more than 10 % with every "
+                                      "launch starting from a cold L2"));
+  // Hot L2 (or batched cold launches): L2 may serve more than DRAM; only 20 x is impossible.
+  CHECK(run_at(1e-3, {0, 4.6e9}, hot).valid());
+  CHECK(run_at(1e-3, {0, 4.6e9}, cold, 4).valid());
+  CHECK(run_at(1e-3, {0, 80e9}, hot).valid());
+  const kscope::bench_result l2 = run_at(1e-3, {0, 90e9}, hot);
+  REQUIRE(l2.stopped == kscope::stop_reason::invalid);
+  CHECK(contains(l2.invalid_reason, "implies 90.0 TB/s, over 22 x the 4.00 TB/s DRAM peak (more than any L2 serves)"));
+}
+
+namespace {
+
+kscope::device_info fake_h200() {
+  kscope::device_info d;
+  d.present = true;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.sm_clock_khz = 1'980'000;
+  d.memory_clock_khz = 3'201'000;
+  d.memory_bus_width_bits = 6016;
+  d.l2_bytes = 50331648;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("invalid: the reported case, a 3.8 ms bf16 GEMM read as 16 ns, against a device's roofs") {
+  // The user's numbers: 8192^3 bf16 in 16 ns is 68.7 EFLOP/s per launch. Whatever the
+  // timer's other evidence, the rate alone rules it out, under the bf16 roof ...
+  const double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  fake_timer timer([](std::size_t, std::size_t) { return 16e-9; });
+  kscope::bench b = make_bench("gemm");
+  b.dtype("bf16").set_work({flops, 3.0 * 2 * 8192 * 8192});
+  const kscope::bench_result r = b.run(timer, fake_h200());
+  REQUIRE(r.stopped == kscope::stop_reason::invalid);
+  CHECK(contains(r.invalid_reason, "bf16 tensor peak by more than 10 %"));
+  CHECK_FALSE(r.roofline);
+  CHECK(std::isnan(r.flops_per_s.median));
+  const std::string md = kscope::bench_report{{}, {r}}.markdown();
+  CHECK_FALSE(contains(md, "EFLOP/s |"));  // no rate in the table
+  CHECK_FALSE(contains(md, "% of the roof"));
+
+  // ... and, with no dtype, under the device's fastest roof (no work runs faster).
+  fake_timer t2([](std::size_t, std::size_t) { return 16e-9; });
+  kscope::bench untagged = make_bench("gemm");
+  untagged.set_work({flops, 0});
+  const kscope::bench_result q = untagged.run(t2, fake_h200());
+  REQUIRE(q.stopped == kscope::stop_reason::invalid);
+  CHECK(contains(q.invalid_reason, "over the device's fastest roof ("));
+}
+
+TEST_CASE("an untagged GEMM over the fp32 default roof but under the device's fastest is valid, not placed") {
+  // 8192^3 in 3.8 ms: 289 TFLOP/s, over the H200's 67 TFLOP/s fp32 plain roof (the default
+  // for no dtype) but possible on tensor cores: a true number, with no false "% of roof".
+  const double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  fake_timer timer(noisy(3.8e-3, 0.001));
+  kscope::bench b = make_bench("gemm");
+  b.set_work({flops, 0});
+  const kscope::bench_result r = b.run(timer, fake_h200());
+  CHECK(r.valid());
+  CHECK(r.flops_per_s.median == doctest::Approx(flops / 3.8e-3).epsilon(0.01));
+  CHECK_FALSE(r.roofline);
+  CHECK(any_warning(r, "fp32 plain-core roof assumed for no dtype: the work ran on faster units"));
+}
+
+TEST_CASE("all_valid(): the exit code of a benchmark program") {
+  fake_timer good_timer(noisy(1e-3, 0.002));
+  fake_timer empty_timer([](std::size_t, std::size_t) { return 0.0; });
+  kscope::bench b = make_bench();
+  kscope::bench_report report{{}, {b.run(good_timer)}};
+  CHECK(report.all_valid());
+  report.results.push_back(b.run(empty_timer));
+  CHECK_FALSE(report.all_valid());
+}
+
+// ---- the Google Benchmark adapter's exit code (bench/gbench.hpp) -------------------
+// gbench.hpp needs Google Benchmark to compile; the decision it takes at exit lives in
+// detail/gbench_status.hpp, tested here.
+
+TEST_CASE("gbench: a GPU benchmark that could not run makes the exit code non-zero unless allowed") {
+  using namespace kscope::detail::harness;
+  gbench_failure_record record;
+  CHECK(gbench_exit_code(record.count(), false) == 0);
+  CHECK(gbench_failure_summary(record, false).empty());
+
+  record.add("no GPU: no CUDA device; GPU benchmark skipped");
+  record.add("no GPU: no CUDA device; GPU benchmark skipped");  // the same benchmark, tried again
+  record.add("invalid: no work reached the benchmark's stream: ...");
+  CHECK(record.count() == 3);
+  REQUIRE(record.messages().size() == 2);
+  CHECK(record.messages()[0].second == 2);
+  CHECK(gbench_exit_code(record.count(), false) == 1);
+  CHECK(gbench_exit_code(record.count(), true) == 0);
+  CHECK(gbench_failure_summary(record, false) ==
+        "kscope: 3 GPU benchmark runs could not be measured:\n"
+        "  - no GPU: no CUDA device; GPU benchmark skipped (2 times)\n"
+        "  - invalid: no work reached the benchmark's stream: ...\n"
+        "kscope: exit code 1; set KSCOPE_GBENCH_ALLOW_SKIP=1 to exit 0 when GPU benchmarks cannot run\n");
+  CHECK(contains(gbench_failure_summary(record, true), "kscope: exit code 0: skipping is allowed"));
+  record.clear();
+  CHECK(gbench_exit_code(record.count(), false) == 0);
+
+  // The opt-out: KSCOPE_GBENCH_ALLOW_SKIP=1 (or true/yes/on), or gbench_allow_skip().
+  CHECK(allow_skip_value("1"));
+  CHECK(allow_skip_value("TRUE"));
+  CHECK(allow_skip_value("on"));
+  CHECK_FALSE(allow_skip_value(nullptr));
+  CHECK_FALSE(allow_skip_value(""));
+  CHECK_FALSE(allow_skip_value("0"));
+  CHECK_FALSE(allow_skip_value("no"));
+  gbench_failures().allow_skip(true);
+  CHECK(skip_allowed());
+  gbench_failures().allow_skip(false);
 }

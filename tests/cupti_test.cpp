@@ -258,6 +258,12 @@ TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order b
   kscope::gpu_attribution a;
   kscope::correlation_table& table = a.launches();
   std::atomic<std::uint32_t> next_id{1};
+  // The graph the threads replay: built in scope 999 (nodes 1-3), instantiated (101-103).
+  constexpr kscope::node_id graph_builder = 999;
+  for (std::uint64_t g = 1; g <= 3; ++g) {
+    a.graph_nodes().record_created(g, graph_builder);
+    REQUIRE(a.graph_nodes().record_cloned(100 + g, g));
+  }
 
   // What the "GPU" will report, built from real launches on real threads.
   struct launched {
@@ -304,7 +310,7 @@ TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order b
   // Expected per node, and the records spread over 5 buffers in a shuffled order; the
   // buffers then complete out of order.
   struct expect {
-    std::uint64_t kernels = 0, h2d = 0, d2h = 0, memsets = 0;
+    std::uint64_t kernels = 0, h2d = 0, d2h = 0, memsets = 0, graph_kernels = 0;
   };
   std::map<kscope::node_id, expect> expected;
   std::mt19937 rng(12345);
@@ -349,9 +355,10 @@ TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order b
         for (int g = 0; g < 3; ++g) {
           synth_kernel k = kernel_at(l.id, t + 1000 * g, t + 1000 * g + 200, l.stream, "_Z10graph_stepv");
           k.graph_id = 1;
-          k.graph_node_id = static_cast<std::uint64_t>(g + 1);
+          k.graph_node_id = static_cast<std::uint64_t>(101 + g);
           buffers[(n + static_cast<std::size_t>(g)) % buffers.size()].kernel(k);
           ++e.kernels;
+          ++e.graph_kernels;
         }
     }
     t += 1000;
@@ -371,7 +378,7 @@ TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order b
   CHECK(r.counters.ignored_records == 1);
   CHECK(r.counters.unattributed == 0);
   CHECK(r.counters.unscoped == 5);
-  std::uint64_t total_kernels = 0;
+  std::uint64_t total_kernels = 0, graph_kernels = 0;
   for (const auto& entry : expected) {
     const kscope::node_id node = entry.first;
     const expect& e = entry.second;
@@ -381,14 +388,124 @@ TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order b
     CHECK(got->copies(kscope::copy_direction::h2d).count == e.h2d);
     CHECK(got->copies(kscope::copy_direction::d2h).count == e.d2h);
     CHECK(got->memset.count == e.memsets);
+    if (e.graph_kernels > 0) {  // every replay says the graph was built in scope 999
+      REQUIRE(got->graph_capture.size() == 1);
+      CHECK(got->graph_capture[0].captured_in == graph_builder);
+      CHECK(got->graph_capture[0].kernel_count == e.graph_kernels);
+      CHECK(got->graph_capture[0].kernel_ns == 200 * static_cast<std::int64_t>(e.graph_kernels));
+    } else {
+      CHECK(got->graph_capture.empty());
+    }
     total_kernels += e.kernels;
+    graph_kernels += e.graph_kernels;
   }
+  CHECK(graph_kernels == 3 * threads * (launches_per_thread / 50));
+  CHECK(r.counters.graph_records == graph_kernels);
+  CHECK(r.counters.graph_built_elsewhere == graph_kernels);
+  CHECK(r.counters.graph_capture_unknown == 0);
   CHECK(r.counters.kernel_records == total_kernels);
   CHECK(r.nodes.size() == expected.size());
   auto top = a.top_kernels();
   auto graph_row = std::find_if(top.begin(), top.end(), [](const auto& k) { return k.name == "graph_step()"; });
   REQUIRE(graph_row != top.end());
   CHECK(graph_row->calls == 3 * threads * (launches_per_thread / 50));
+}
+
+namespace {
+
+// Fake graph nodes for the resource-callback path: CUgraphNode is an opaque pointer, and
+// the id lookup (cuptiGetGraphNodeId in the collector) is the fake below.
+struct fake_graph_node {
+  std::uint64_t id;
+};
+CUptiResult fake_graph_node_id(CUgraphNode node, std::uint64_t* id) {
+  if (node == nullptr || id == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  *id = reinterpret_cast<const fake_graph_node*>(node)->id;
+  return CUPTI_SUCCESS;
+}
+CUgraphNode as_node(fake_graph_node& n) { return reinterpret_cast<CUgraphNode>(&n); }
+
+}  // namespace
+
+TEST_CASE("graph-node callbacks: capture scope from the creating thread, clones inherit, replay shows it") {
+  using kscope::detail::graph_node_event;
+  using kscope::detail::record_graph_node_event;
+  kscope::gpu_attribution a;
+  fake_graph_node captured[3] = {{11}, {12}, {13}};
+  fake_graph_node instantiated[3] = {{0x700000001ull}, {0x700000002ull}, {0x700000003ull}};
+  CUpti_GraphData graph{};
+  CUpti_ResourceData resource{};
+  resource.resourceDescriptor = &graph;
+  {
+    // Stream capture inside scope "build" (node 40): CUPTI calls back on this thread.
+    test_scope build(40);
+    for (fake_graph_node& n : captured) {
+      graph.node = as_node(n);
+      graph.nodeType = CU_GRAPH_NODE_TYPE_KERNEL;
+      CHECK(record_graph_node_event(a.graph_nodes(), CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, resource,
+                                    &fake_graph_node_id, kscope::detail::current_node()) ==
+            graph_node_event::recorded);
+    }
+  }
+  {
+    // cudaGraphInstantiate in another scope (50): the copies keep "build", not 50.
+    test_scope elsewhere(50);
+    for (int i = 0; i < 3; ++i) {
+      graph.node = as_node(instantiated[i]);
+      graph.originalNode = as_node(captured[i]);
+      CHECK(record_graph_node_event(a.graph_nodes(), CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, resource,
+                                    &fake_graph_node_id, kscope::detail::current_node()) ==
+            graph_node_event::recorded);
+    }
+  }
+  // What cannot be used is said, never guessed.
+  fake_graph_node stranger{99}, copy_of_stranger{100};
+  graph.node = as_node(copy_of_stranger);
+  graph.originalNode = as_node(stranger);
+  CHECK(record_graph_node_event(a.graph_nodes(), CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, resource,
+                                &fake_graph_node_id, 0) == graph_node_event::clone_of_unknown);
+  graph.node = nullptr;
+  CHECK(record_graph_node_event(a.graph_nodes(), CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, resource,
+                                &fake_graph_node_id, 0) == graph_node_event::no_id);
+  CHECK(record_graph_node_event(a.graph_nodes(), CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, resource, nullptr, 0) ==
+        graph_node_event::no_id);
+  CUpti_ResourceData no_descriptor{};
+  CHECK(record_graph_node_event(a.graph_nodes(), CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, no_descriptor,
+                                &fake_graph_node_id, 0) == graph_node_event::no_id);
+  CHECK(record_graph_node_event(a.graph_nodes(), CUPTI_CBID_RESOURCE_GRAPH_CREATED, resource,
+                                &fake_graph_node_id, 0) == graph_node_event::ignored);
+
+  // Three replays in scope "replay" (60), as CUPTI records: one correlation id per launch,
+  // the instantiated nodes' ids; plus one kernel of the never-seen node 100.
+  cupti_buffer b;
+  std::uint64_t t = 10'000;
+  for (std::uint32_t launch = 0; launch < 3; ++launch) {
+    a.launches().record_launch(700 + launch, 60, 0);
+    for (int i = 0; i < 3; ++i, t += 1000) {
+      synth_kernel k = kernel_at(700 + launch, t, t + 250);
+      k.graph_id = 5;
+      k.graph_node_id = instantiated[i].id;
+      b.kernel(k);
+    }
+  }
+  synth_kernel unknown = kernel_at(702, t, t + 250);
+  unknown.graph_id = 6;
+  unknown.graph_node_id = copy_of_stranger.id;
+  b.kernel(unknown);
+  CHECK(consume(b, a) == 10);
+  const auto r = a.report();
+  const kscope::node_gpu_activity* replay = r.find(60);
+  REQUIRE(replay != nullptr);
+  CHECK(replay->kernel_count == 10);
+  REQUIRE(replay->graph_capture.size() == 1);
+  CHECK(replay->graph_capture[0].captured_in == 40);
+  CHECK(replay->graph_capture[0].kernel_count == 9);
+  CHECK(replay->graph_capture[0].kernel_ns == 9 * 250);
+  CHECK(r.counters.graph_records == 10);
+  CHECK(r.counters.graph_built_elsewhere == 9);
+  CHECK(r.counters.graph_capture_unknown == 1);
+  CHECK(r.find(40) == nullptr);
+  CHECK(r.find(50) == nullptr);
 }
 
 TEST_CASE("foreign kinds in the buffers (external correlation, API records) are counted, not used") {
@@ -440,11 +557,20 @@ TEST_CASE("the collector degrades with one clear warning and still takes buffers
   cupti_buffer b;
   b.kernel(kernel_at(0xfffff0u, 100, 200));
   c.launches().record_launch(0xfffff0u, 4242, 1);
+  // A graph kernel whose node the graph-node callback saw built in scope 4141.
+  synth_kernel replayed = kernel_at(0xfffff0u, 300, 400);
+  replayed.graph_id = 2;
+  replayed.graph_node_id = 0xabc0001ull;
+  b.kernel(replayed);
+  c.graph_nodes().record_created(0xabc0001ull, 4141);
   c.consume_buffer(b.data(), b.size());
   c.flush();
   kscope::cupti_snapshot s = c.snapshot();
   REQUIRE(s.activity.find(4242) != nullptr);
-  CHECK(s.activity.find(4242)->kernel_count == 1);
+  CHECK(s.activity.find(4242)->kernel_count == 2);
+  REQUIRE(s.activity.find(4242)->graph_capture.size() == 1);
+  CHECK(s.activity.find(4242)->graph_capture[0].captured_in == 4141);
+  CHECK(s.graph_node_errors == 0);
   if (!started) {
     REQUIRE_FALSE(s.warnings.empty());
     CHECK(s.warnings.front() == st.message);

@@ -1,11 +1,15 @@
 // Tests for kscope/core/detail/json_reader.hpp: strict RFC 8259 parsing, checked against
 // nlohmann-json where both accept, and against hand-written expectations where ours must
-// reject (depth limit, trailing garbage, lone surrogates).
+// reject (depth limit, trailing garbage, lone surrogates); the locale-free number
+// routines (number_format.hpp) it and the writer use, against printf/strtod.
 #include <kscope/core/detail/json_reader.hpp>
+#include <kscope/core/detail/number_format.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 using kscope::detail::json_type;
@@ -115,4 +119,63 @@ TEST_CASE("json_reader: duplicate keys are kept, find returns the first") {
   REQUIRE(r.ok());
   CHECK(r.value.members.size() == 2);
   CHECK(r.value.find("k")->number == 1);
+}
+
+TEST_CASE("json_reader: a number too small for a double reads as (signed) zero, as strtod gave") {
+  // std::from_chars reports these as out of range; the reader keeps strtod's answer, and
+  // still rejects a number too large (above: "1e400").
+  auto tiny = parse_json("[1e-400, -1e-400, 2e-324, 0.0000e-999]");
+  REQUIRE_MESSAGE(tiny.ok(), tiny.error);
+  CHECK(tiny.value.at(0).number == 0);
+  CHECK_FALSE(std::signbit(tiny.value.at(0).number));
+  CHECK(tiny.value.at(1).number == 0);
+  CHECK(std::signbit(tiny.value.at(1).number));
+  CHECK(tiny.value.at(2).number == 0);  // under half the smallest subnormal: rounds to 0
+  CHECK(tiny.value.at(3).number == 0);
+  auto large = parse_json("[1e308, 17976931348623157e292]");
+  REQUIRE(large.ok());
+  CHECK(large.value.at(1).number == 1.7976931348623157e308);
+  auto huge = parse_json("[1, 17976931348623159e292]");
+  CHECK_FALSE(huge.ok());
+  CHECK(huge.error.find("number out of range") != std::string::npos);
+}
+
+TEST_CASE("number_format: the writer's and reader's number routines agree with printf/strtod in the C locale") {
+  // locale_test.cpp checks the same routines under a comma-decimal locale.
+  using kscope::detail::format_fixed;
+  using kscope::detail::format_general;
+  using kscope::detail::format_round_trip;
+  using kscope::detail::parse_double;
+  const double values[] = {0.0, -0.0, 1.0, -2.5, 3135.918, 0.1, 1e-7, 123456.789, 1e21, 4.9e-324, 1.7976931348623157e308};
+  for (double v : values) {
+    CAPTURE(v);
+    char buf[400];
+    for (int decimals : {0, 1, 2, 3}) {
+      std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+      CHECK(format_fixed(v, decimals) == buf);
+    }
+    for (int digits : {1, 3, 6, 15, 17}) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+      CHECK(format_general(v, digits) == buf);
+    }
+    double back = 0;
+    REQUIRE(parse_double(format_round_trip(v), back));
+    CHECK(back == v);
+    CHECK(std::signbit(back) == std::signbit(v));
+  }
+  CHECK(format_fixed(std::nan(""), 2) == "nan");
+  CHECK(format_fixed(-HUGE_VAL, 1) == "-inf");
+  double v = 7;
+  CHECK_FALSE(parse_double("", v));
+  CHECK_FALSE(parse_double(" 1", v));
+  CHECK_FALSE(parse_double("1 ", v));
+  CHECK_FALSE(parse_double("0x10", v));
+  CHECK_FALSE(parse_double("inf", v));
+  CHECK_FALSE(parse_double("1e", v));
+  CHECK_FALSE(parse_double(".", v));
+  CHECK(v == 7);  // untouched on failure
+  CHECK(parse_double("+2.5e1", v));
+  CHECK(v == 25);
+  CHECK(parse_double(".5", v));  // strtod's grammar, wider than JSON's (the reader checks JSON's first)
+  CHECK(v == 0.5);
 }

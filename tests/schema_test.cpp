@@ -390,6 +390,14 @@ std::string session_report_json(bool with_devices) {
   split.comm_kernel_count = 40;
   split.comm_ns = a.comm_ns;
   a.devices.push_back(split);
+  // A CUDA graph replayed by "step" whose kernels were captured inside "step/attention".
+  kscope::graph_capture_origin built;
+  built.captured_in = 2;
+  built.kernel_count = 40;
+  built.kernel_ns = 1200000;
+  built.copy_count = 1;
+  built.copy_ns = 300;
+  a.graph_capture.push_back(built);
   step.gpu_activity = a;
   step.samples_kept = 40;
   step.samples_capped = false;
@@ -518,4 +526,49 @@ TEST_CASE("the schema check finds missing, extra and mistyped keys") {
   CHECK(all.find("documented `b.gone` is not in the output") != std::string::npos);
   CHECK(all.find("`a` is written as integer") != std::string::npos);  // the page says string
   CHECK(all.find("`b.d[].e` is written as number") != std::string::npos);  // the page says integer
+}
+
+// The graph_capture keys name scopes by the report's own paths, and the text report
+// prints the same breakdown under the scope that replayed the graph.
+TEST_CASE("graph_capture: JSON and text name the scope that built the graph by its path") {
+  kscope::session_report r;
+  kscope::scope_report build, replay;
+  build.id = 3;
+  build.name = "attention";
+  build.path = "prefill/attention";
+  build.depth = 2;
+  replay.id = 4;
+  replay.name = replay.path = "replay";
+  replay.depth = 1;
+  kscope::node_gpu_activity a;
+  a.kernel_count = 41;
+  a.kernel_ns = 1250000;
+  a.graph_capture.push_back(kscope::graph_capture_origin{3, 40, 1200000, 0, 0});
+  a.graph_capture.push_back(kscope::graph_capture_origin{99, 1, 50000, 2, 4000});  // not in the report
+  replay.gpu_activity = a;
+  r.scopes = {build, replay};
+
+  const std::string text = r.text();
+  CHECK_MESSAGE(text.find("  graph kernels built in: prefill/attention (40 kernels, ") != std::string::npos, text);
+  CHECK_MESSAGE(text.find(", node 99 (1 kernel, ") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("; 2 copies/memsets, ") != std::string::npos, text);
+
+  const kscope::detail::json_parse_result parsed = kscope::detail::parse_json(r.json());
+  REQUIRE(parsed.ok());
+  const json_value* scopes = parsed.value.find("scopes");
+  REQUIRE(scopes != nullptr);
+  REQUIRE(scopes->items.size() == 2);
+  const json_value* activity = scopes->items[1].find("gpu_activity");
+  REQUIRE(activity != nullptr);
+  const json_value* capture = activity->find("graph_capture");
+  REQUIRE(capture != nullptr);
+  REQUIRE(capture->items.size() == 2);
+  const json_value& first = capture->items[0];
+  REQUIRE(first.find("captured_in") != nullptr);
+  CHECK(first.find("captured_in")->string == "prefill/attention");
+  CHECK(first.find("captured_in_id")->number == 3);
+  CHECK(first.find("kernels")->number == 40);
+  CHECK(first.find("ns")->number == 1200000);
+  CHECK(capture->items[1].find("captured_in")->string == "node 99");
+  CHECK(capture->items[1].find("copies")->number == 2);
 }

@@ -8,7 +8,10 @@
 //     logic, no statistics: the simplest trustworthy number for a short kernel);
 //   - a known-duration kernel (globaltimer spin) is measured without launch gaps;
 //   - the SM clock probe, cold vs hot L2, kernel resources, an A-vs-A reference, and a
-//     callable that synchronizes its stream (the hold must give up, not hang).
+//     callable that synchronizes its stream (the hold must give up, not hang);
+//   - callables whose work never reaches the stream they receive (the legacy default
+//     stream, a stream of their own, nothing at all) give invalid results with the
+//     reason, no rates and no roofline; the same kernels on the right stream are valid.
 // Every case prints its markdown report so the lead can quote the numbers.
 #include <kscope/bench/bench.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
@@ -141,6 +144,7 @@ TEST_CASE("cuBLAS bf16 8192^3 through the harness reaches >= 700 TFLOP/s") {
   print(burst);
   describe("burst", burst);
   CHECK(status == abi::status_success);
+  CHECK(burst.valid());
   CHECK(burst.stopped == kscope::stop_reason::target_reached);
   CHECK(burst.flops_per_s.median >= 700e12);
 
@@ -183,6 +187,8 @@ TEST_CASE("a 4 GiB device copy: median and bandwidth (compare with ncu: bench/ha
                                        << r.median_ci_s().hi * 1e3 << "] -> " << r.bytes_per_s.median / 1e12
                                        << " TB/s (read + write); cudaMemcpyAsync: " << m.median_s() * 1e3 << " ms, "
                                        << m.bytes_per_s.median / 1e12 << " TB/s");
+  CHECK(r.valid());
+  CHECK(m.valid());
   CHECK(r.stopped == kscope::stop_reason::target_reached);
   CHECK(r.series.launches_per_sample == 1);
   // bench/RESULTS.md measured 3.97 TB/s for this copy kernel and 4.28 TB/s for
@@ -206,9 +212,17 @@ TEST_CASE("a ~2 us kernel with graph batching agrees with one long event pair wi
   shortk.param("iterations", iterations).kernel(fma_chain, 256);
   const kscope::bench_result r = shortk.run();
   print(r);
+  CHECK(r.valid());
   CHECK(r.stopped == kscope::stop_reason::target_reached);
   CHECK(r.series.launches_per_sample > 1);
   CHECK(r.series.batching == "graph");
+  // One kernel node per captured launch: the work reached the stream.
+  CHECK(r.series.graph_nodes == static_cast<long long>(r.series.launches_per_sample));
+  // The empty sample is measured and far under a sample of real work.
+  REQUIRE(std::isfinite(r.empty_stream_s));
+  CHECK(r.empty_stream_s >= 0);
+  CHECK(r.median_s() * static_cast<double>(r.series.launches_per_sample) >
+        kscope::detail::harness::no_work_limit_s(r.empty_stream_s));
   REQUIRE(r.resources);
   CHECK(r.resources->registers_per_thread > 0);
   CHECK(r.resources->occupancy > 0);
@@ -272,6 +286,7 @@ TEST_CASE("a 50 us known-duration kernel is timed without launch gaps; the clock
   // %globaltimer ticks may be as coarse as 1 us; a kernel launch adds ~1-3 us on the GPU.
   CHECK(us >= 49.9);
   CHECK(us <= 55.0);
+  CHECK(r.valid());
   CHECK(r.stopped == kscope::stop_reason::target_reached);
   REQUIRE(std::isfinite(r.analysis.median_sm_clock_mhz));
   CHECK(r.analysis.median_sm_clock_mhz > 300);
@@ -338,6 +353,7 @@ TEST_CASE("a callable that synchronizes its stream: the hold gives up once, noth
   const kscope::bench_result r = b.run();
   print(r);
   CHECK(r.stopped != kscope::stop_reason::error);
+  CHECK(r.valid());
   CHECK(std::isfinite(r.median_s()));
   bool noted = false;
   for (const std::string& w : r.warnings) noted |= w.find("launches are not held") != std::string::npos;
@@ -345,4 +361,163 @@ TEST_CASE("a callable that synchronizes its stream: the hold gives up once, noth
   CHECK(r.wall_s < 4.0);
   CHECK(cudaGetLastError() == cudaSuccess);
   cudaFree(out);
+}
+
+// ---- work that never reaches the benchmark's stream ---------------------------------
+// The harness times its own non-blocking stream. A callable that ignores it puts nothing
+// between the events; these results must be invalid, say why, and carry no rates.
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// What every invalid result must satisfy, whatever rule caught it.
+void check_invalid(const kscope::bench_result& r) {
+  CHECK(r.stopped == kscope::stop_reason::invalid);
+  CHECK_FALSE(r.valid());
+  CHECK(contains(r.invalid_reason, "no work reached the benchmark's stream: "));
+  CHECK(contains(r.invalid_reason, "The callable launched on another stream, on the legacy default stream, or "
+                                   "launched nothing"));
+  CHECK(r.stop_message == "invalid: " + r.invalid_reason);
+  CHECK(std::isnan(r.flops_per_s.median));
+  CHECK(std::isnan(r.bytes_per_s.median));
+  CHECK_FALSE(r.roofline);
+  const std::string md = kscope::bench_report{kscope::describe_bench_context(), {r}}.markdown();
+  CHECK(contains(md, "| INVALID |"));
+  CHECK_FALSE(contains(md, "roofline:"));
+  // The harness leaves no CUDA error behind, and the work that went elsewhere finishes.
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+// Declared work as a real 8192^3 bf16 GEMM would have, so that a missed check would show
+// as an impossible rate; the kernels below only spin for a known time.
+const kscope::work gemm_work{2.0 * 8192 * 8192 * 8192, 3.0 * 2 * 8192 * 8192};
+
+}  // namespace
+
+TEST_CASE("invalid: a kernel launched on the legacy default stream (no stream argument)") {
+  // 3.8 ms, the user's GEMM: long enough for one launch per sample, had it been timed.
+  kscope::bench b{"legacy stream, <<<1, 1>>>", [](cudaStream_t) { spin_for_ns<<<1, 1>>>(3800000); }};
+  b.dtype("bf16").set_work(gemm_work).time_budget_s(5);
+  const kscope::bench_result r = b.run();
+  print(r);
+  MESSAGE("legacy stream: " << r.invalid_reason << " (empty sample " << r.empty_stream_s * 1e6 << " us)");
+  check_invalid(r);
+  CHECK(r.wall_s < 2.0);  // stopped at the first estimate, not at the end of the budget
+}
+
+TEST_CASE("invalid: a kernel launched on stream 0 explicitly, batched (short kernel)") {
+  // 5 us: the harness would batch it into a graph; stream 0 is the legacy stream here.
+  kscope::bench b{"stream 0, 5 us", [](cudaStream_t) { spin_for_ns<<<1, 1, 0, 0>>>(5000); }};
+  b.time_budget_s(5);
+  const kscope::bench_result r = b.run();
+  print(r);
+  MESSAGE("stream 0: " << r.invalid_reason);
+  check_invalid(r);
+}
+
+TEST_CASE("invalid: a kernel launched on a stream the callable created") {
+  cudaStream_t own = nullptr;
+  KSCOPE_TEST_CUDA(cudaStreamCreate(&own));
+  kscope::bench b{"own stream", [own](cudaStream_t) { spin_for_ns<<<1, 1, 0, own>>>(200000); }};
+  b.time_budget_s(5);
+  const kscope::bench_result r = b.run();
+  print(r);
+  MESSAGE("own stream: " << r.invalid_reason);
+  check_invalid(r);
+  CHECK(cudaStreamSynchronize(own) == cudaSuccess);
+  cudaStreamDestroy(own);
+
+  SUBCASE("the same kernel short enough to be batched: the graph captures nothing") {
+    cudaStream_t other = nullptr;
+    KSCOPE_TEST_CUDA(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    kscope::bench s{"own stream, 5 us", [other](cudaStream_t) { spin_for_ns<<<1, 1, 0, other>>>(5000); }};
+    s.time_budget_s(5);
+    const kscope::bench_result q = s.run();
+    MESSAGE("own stream, short: " << q.invalid_reason);
+    check_invalid(q);
+    CHECK(cudaStreamSynchronize(other) == cudaSuccess);
+    cudaStreamDestroy(other);
+  }
+}
+
+TEST_CASE("invalid: the batch's CUDA graph has no nodes (the rule behind the time rule)") {
+  // A callable whose single call takes longer than an empty sample (it spins 20 us on
+  // the host between unheld events) but launches elsewhere: the time rule cannot see it,
+  // the captured graph can.
+  cudaStream_t other = nullptr;
+  KSCOPE_TEST_CUDA(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  kscope::bench b{"host wait, then another stream", [other](cudaStream_t) {
+                    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+                    while (std::chrono::steady_clock::now() < until) {
+                    }
+                    spin_for_ns<<<1, 1, 0, other>>>(2000);
+                  }};
+  kscope::bench_options o;
+  o.hold_launches = false;  // the host's wait then lies between the events
+  o.time_budget_s = 5;
+  b.options(o);
+  const kscope::bench_result r = b.run();
+  print(r);
+  MESSAGE("empty graph: " << r.invalid_reason);
+  check_invalid(r);
+  CHECK(contains(r.invalid_reason, "calls on the stream has no nodes"));
+  CHECK(r.series.graph_nodes == 0);
+  CHECK(cudaStreamSynchronize(other) == cudaSuccess);
+  cudaStreamDestroy(other);
+}
+
+TEST_CASE("invalid: the legacy default stream under capture of a blocking stream") {
+  // A blocking stream given with bench::stream synchronizes with the legacy stream, so a
+  // single call is timed right; capturing it into a graph is refused by the driver.
+  cudaStream_t blocking = nullptr;
+  KSCOPE_TEST_CUDA(cudaStreamCreate(&blocking));
+  kscope::bench b{"legacy stream, blocking harness stream", [](cudaStream_t) { spin_for_ns<<<1, 1>>>(5000); }};
+  b.stream(blocking).time_budget_s(5);
+  const kscope::bench_result r = b.run();
+  print(r);
+  MESSAGE("rejected capture: " << r.invalid_reason);
+  check_invalid(r);
+  CHECK(contains(r.invalid_reason, "cudaErrorStreamCaptureImplicit"));
+  cudaStreamDestroy(blocking);
+}
+
+TEST_CASE("invalid: a callable that launches nothing") {
+  kscope::bench b{"nothing", [](cudaStream_t) {}};
+  b.set_work(gemm_work);
+  const kscope::bench_result r = b.run();
+  print(r);
+  MESSAGE("nothing: " << r.invalid_reason);
+  check_invalid(r);
+}
+
+TEST_CASE("valid: the same kernels on the stream the callable receives") {
+  kscope::bench longk{"3.8 ms on the given stream", [](cudaStream_t s) { spin_for_ns<<<1, 1, 0, s>>>(3800000); }};
+  longk.time_budget_s(5);
+  const kscope::bench_result r = longk.run();
+  print(r);
+  CHECK(r.valid());
+  CHECK(r.invalid_reason.empty());
+  CHECK(r.median_s() == doctest::Approx(3.8e-3).epsilon(0.02));
+
+  kscope::bench shortk{"5 us on the given stream", [](cudaStream_t s) { spin_for_ns<<<1, 1, 0, s>>>(5000); }};
+  shortk.time_budget_s(5);
+  const kscope::bench_result q = shortk.run();
+  print(q);
+  CHECK(q.valid());
+  CHECK(q.series.batching == "graph");
+  CHECK(q.series.graph_nodes == static_cast<long long>(q.series.launches_per_sample));
+  CHECK(q.median_s() >= 4.9e-6);
+
+  // The least work a callable can put on the stream: an empty one-thread kernel, one
+  // launch per sample. It must read as work, not as an empty stream.
+  kscope::bench tiny{"empty kernel, 1 launch per sample", [](cudaStream_t s) { spin_for_ns<<<1, 1, 0, s>>>(0); }};
+  tiny.launches_per_sample(1).time_budget_s(3);
+  const kscope::bench_result t = tiny.run();
+  print(t);
+  MESSAGE("empty kernel: median " << t.median_s() * 1e6 << " us, empty sample " << t.empty_stream_s * 1e6
+                                  << " us, limit " << kscope::detail::harness::no_work_limit_s(t.empty_stream_s) * 1e6
+                                  << " us");
+  CHECK(t.valid());
 }

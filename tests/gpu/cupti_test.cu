@@ -2,10 +2,14 @@
 //
 // Every kernel must land on the scope node open on its launching thread at launch time:
 // 4 threads x 2 streams x nested scopes x 1000 kernels, a CUDA graph launched 10 times, a
-// cuBLAS GEMM, a driver-API launch, copies and memsets; timestamps on kscope's clock.
+// cuBLAS GEMM, a driver-API launch, copies and memsets; timestamps on kscope's clock. A
+// graph captured in one real scope and replayed in another shows, in the session report,
+// which scope built its kernels (runs last: it uses the session and real scopes).
 // Scopes are set through a tiny RAII helper that does what kscope::scope does for
 // attribution (sets detail::this_thread_state().current), so node ids are known here.
 #include <kscope/cupti/collector.hpp>
+#include <kscope/scope/scope.hpp>
+#include <kscope/session/session.hpp>
 
 #include <doctest/doctest.h>
 
@@ -371,4 +375,92 @@ TEST_CASE("top kernels table and status after the runs") {
   MESSAGE("buffers completed: " << snap.buffers_completed << ", denied: " << snap.buffers_denied
                                 << ", memory held: " << snap.activity.memory_bytes << " bytes");
   for (const auto& w : snap.warnings) MESSAGE("warning: " << w);
+}
+
+// Last in the file (doctest runs cases in file order): real scopes and a session report,
+// after the cases above have checked the collector's own per-node numbers.
+TEST_CASE("a graph captured in scope \"build\" and replayed in \"replay\": the report shows where it was built") {
+  auto& c = kscope::cupti_collector::global();
+  if (!c.start()) {
+    MESSAGE("CUPTI unavailable (" << c.status().message << "): graph capture case not run");
+    return;
+  }
+  MESSAGE("collector: " << c.status().message);
+  REQUIRE_MESSAGE(c.status().graph_capture, "graph-node callbacks not enabled: " << c.status().message);
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float* x = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  const std::uint64_t graph_records_before = c.snapshot().activity.counters.graph_records;
+
+  // Two graphs, both captured inside "build" (host scopes: a stream scope would record
+  // its CUDA events into the capture). The first is instantiated inside "build", the
+  // second inside "instantiate": instantiation clones the nodes, and the clones must
+  // still say "build", not where cudaGraphInstantiate ran.
+  cudaGraph_t graphs[2];
+  cudaGraphExec_t execs[2];
+  {
+    kscope::scope build{"build"};
+    REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    graph_step_a<<<1, 256, 0, stream>>>(x);
+    graph_step_b<<<1, 256, 0, stream>>>(x);
+    graph_step_c<<<1, 256, 0, stream>>>(x);
+    REQUIRE_CUDA(cudaStreamEndCapture(stream, &graphs[0]));
+    REQUIRE_CUDA(cudaGraphInstantiate(&execs[0], graphs[0], 0));
+    REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    graph_step_a<<<1, 256, 0, stream>>>(x);
+    graph_step_c<<<1, 256, 0, stream>>>(x);
+    REQUIRE_CUDA(cudaStreamEndCapture(stream, &graphs[1]));
+  }
+  {
+    kscope::scope instantiate{"instantiate"};
+    REQUIRE_CUDA(cudaGraphInstantiate(&execs[1], graphs[1], 0));
+  }
+  constexpr int replays = 3;
+  {
+    kscope::scope replay{"replay"};
+    for (int i = 0; i < replays; ++i) {
+      REQUIRE_CUDA(cudaGraphLaunch(execs[0], stream));
+      REQUIRE_CUDA(cudaGraphLaunch(execs[1], stream));
+    }
+  }
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  const kscope::session_report r = kscope::session::global().report();
+  const std::string text = r.text();
+  const auto& counters = r.cupti_counters;
+  MESSAGE("graph records " << counters.graph_records << " (before this case: " << graph_records_before
+                           << "), built elsewhere " << counters.graph_built_elsewhere << ", capture unknown "
+                           << counters.graph_capture_unknown);
+
+  const kscope::scope_report* build = r.find("build");
+  const kscope::scope_report* replay = r.find("replay");
+  REQUIRE(build != nullptr);
+  REQUIRE(replay != nullptr);
+  REQUIRE(replay->gpu_activity.has_value());
+  const kscope::node_gpu_activity& a = *replay->gpu_activity;
+  constexpr std::uint64_t kernels = replays * (3 + 2);
+  CHECK(a.kernel_count == kernels);  // attribution stays with the launch-time scope
+  REQUIRE_MESSAGE(a.graph_capture.size() == 1, text);
+  CHECK(a.graph_capture[0].captured_in == build->id);
+  CHECK(a.graph_capture[0].kernel_count == kernels);
+  CHECK(a.graph_capture[0].kernel_ns > 0);
+  CHECK(a.graph_capture[0].kernel_ns <= a.kernel_ns);
+  CHECK(counters.graph_records - graph_records_before >= kernels);
+  // Building and instantiating run nothing on the GPU.
+  const kscope::scope_report* instantiate = r.find("instantiate");
+  REQUIRE(instantiate != nullptr);
+  CHECK_FALSE(instantiate->gpu_activity.has_value());
+
+  CHECK_MESSAGE(text.find("graph kernels built in: build (" + std::to_string(kernels) + " kernels, ") !=
+                    std::string::npos,
+                text);
+  const std::string json = r.json();
+  CHECK(json.find("\"graph_capture\":[{\"captured_in\":\"build\"") != std::string::npos);
+
+  for (int g = 0; g < 2; ++g) {
+    cudaGraphExecDestroy(execs[g]);
+    cudaGraphDestroy(graphs[g]);
+  }
+  cudaFree(x);
+  cudaStreamDestroy(stream);
 }

@@ -17,6 +17,18 @@ __global__ void add_one(float* x, int n) {
   if (i < n) x[i] += 1.0f;
 }
 
+// Runs for `ns` nanoseconds of the GPU's global timer: a kernel of known length whatever
+// the clocks do.
+__global__ void spin_for(long long ns) {
+  long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;
@@ -112,4 +124,76 @@ TEST_CASE("with CUPTI on, the report shows each scope's kernels and copies") {
   cudaStreamDestroy(stream);
   cudaFreeHost(host);
   cudaFree(x);
+}
+
+// The user's case from the issue: a scope's CUDA events on stream s1, its kernels on
+// stream s2. The events bracket nothing and measure microseconds; CUPTI sees the kernels
+// run ~1 ms each, and the report says so, with both numbers, and places the scope by the
+// kernels' time instead of printing an impossible rate.
+TEST_CASE("a scope whose events are on another stream than its kernels is caught by CUPTI") {
+  auto& session = kscope::session::global();
+  if (!session.enable_cupti()) {
+    MESSAGE("skipped: CUPTI unavailable: " << kscope::cupti_collector::global().status().message);
+    return;
+  }
+  session.reset();
+  // Non-blocking streams: neither waits on the other or on the legacy default stream, so
+  // s1's events really do not bracket s2's kernels.
+  cudaStream_t s1, s2;
+  REQUIRE(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+  const long long kernel_ns = 1000000;
+  // 1 GFLOP per call: about 1.5 % of an H200's fp32 roof at 1 ms, hundreds of percent at
+  // the microseconds the misplaced events measure.
+  const kscope::work per_call{1e9, 1e6};
+  for (int i = 0; i < 5; ++i) {
+    kscope::scope s{"ms_misplaced", s1};
+    s.set_work(per_call);
+    spin_for<<<1, 1, 0, s2>>>(kernel_ns);
+  }
+  for (int i = 0; i < 5; ++i) {  // the control: events and kernel on one stream
+    kscope::scope s{"ms_matched", s2};
+    s.set_work(per_call);
+    spin_for<<<1, 1, 0, s2>>>(kernel_ns);
+  }
+  REQUIRE(cudaStreamSynchronize(s2) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s1) == cudaSuccess);
+  const kscope::session_report r = session.report();
+  MESSAGE(r.text());
+
+  const kscope::scope_report* misplaced = r.find("ms_misplaced");
+  REQUIRE(misplaced);
+  REQUIRE(misplaced->gpu_calls == 5);
+  REQUIRE(misplaced->gpu_activity);
+  REQUIRE(misplaced->gpu_activity->kernel_count == 5);
+  const double event_per_call = misplaced->gpu_total_ns / 5;
+  const double kernel_per_call = static_cast<double>(misplaced->gpu_activity->busy_ns) / 5;
+  CHECK(event_per_call < 0.2 * kernel_ns);  // the premise: the events bracket nothing
+  CHECK(kernel_per_call >= 0.9 * kernel_ns);
+  const std::string& w = misplaced->gpu_time_disagreement;
+  CHECK_MESSAGE(contains(w, "'ms_misplaced'"), w);
+  CHECK_MESSAGE(contains(w, kscope::format_duration_ns(event_per_call) + " per call"), w);
+  CHECK_MESSAGE(contains(w, kscope::format_duration_ns(kernel_per_call) + " per call"), w);
+  CHECK_MESSAGE(contains(w, "different stream than its kernels (kernels ran on stream "), w);
+  bool in_warnings = false;
+  for (const std::string& line : r.warnings) in_warnings = in_warnings || line == w;
+  CHECK(in_warnings);
+  if (misplaced->roofline) {  // peaks are known on any device in the table
+    CHECK(misplaced->roofline_time_source == "kernels (CUPTI)");
+    CHECK(misplaced->roofline_time_ns == doctest::Approx(kernel_per_call));
+    CHECK_FALSE(misplaced->roofline_impossible);
+    CHECK_MESSAGE(contains(misplaced->advice, "one long kernel far under both roofs"), misplaced->advice);
+  }
+  CHECK(contains(r.text(), "≠CUPTI"));
+
+  const kscope::scope_report* matched = r.find("ms_matched");
+  REQUIRE(matched);
+  REQUIRE(matched->gpu_activity);
+  CHECK(matched->gpu_time_disagreement.empty());
+  CHECK(matched->gpu_ns.median >= 0.9 * kernel_ns);
+  if (matched->roofline) CHECK(matched->roofline_time_source == "events");
+
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+  session.reset();
 }

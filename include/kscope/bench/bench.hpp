@@ -23,6 +23,12 @@
 //      remaining transient. The report says which way it stopped.
 //   5. With a reference: both are sampled in A B B A rounds, and the ratio of medians
 //      comes with its interval (stats compare()).
+//   6. Invalid results: a callable whose work never reaches the stream it receives (it
+//      launches on the legacy default stream, on a stream of its own, or nothing) is
+//      found by an empty captured graph, a capture the driver rejects, or times no longer
+//      than an empty event pair; a rate above the device's peak is impossible too. The
+//      result is then stop_reason::invalid, valid() is false, and it carries the reason
+//      instead of rates, roofline and advice (docs/bench_schema.md, "Invalid results").
 // CUPTI is never enabled here: timings come from CUDA events only. The SM clock is
 // measured around every sample by a one-thread probe kernel (clock64 over %globaltimer);
 // samples under 90 % of the run's median clock are flagged, and optionally discarded.
@@ -142,10 +148,145 @@ inline std::string roof_source(const roof_choice& roof, const device_info& gpu, 
          architecture_name(gpu.cc_major, gpu.cc_minor) + " at the rated clock";
 }
 
-// Rates, roofline and the warnings a reader must see next to the numbers.
-inline void finish_result(bench_result& r) {
+// ---- rates above the device's peak ------------------------------------------------
+// A rate more than peak_margin over a theoretical peak cannot have been achieved: the
+// theoretical peaks are at the rated boost clock, which the SM clock never exceeds by
+// more than a few %, so 10 % is noise and rounding, not a faster GPU. Bytes: the DRAM
+// peak bounds only what comes from DRAM. With a cold L2 and one launch per sample every
+// launch starts from DRAM, so the DRAM peak applies; with a hot L2 (or batched cold
+// launches, all but the first of which run hot) data may come from L2, which is faster
+// than DRAM by up to ~10 x on GPUs with a large L2 and slow GDDR, so only a rate above
+// hot_l2_bandwidth_factor x the DRAM peak counts as impossible there.
+inline constexpr double peak_margin = 1.10;
+inline constexpr double hot_l2_bandwidth_factor = 20.0;
+
+// The ceilings a result is checked against, with the words that name them.
+struct rate_ceilings {
+  double flops_per_s = std::numeric_limits<double>::quiet_NaN();
+  std::string flops_name;  // "the 989 TFLOP/s bf16 tensor peak"
+  double dram_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
+  bool default_roof = false;  // the compute roof is choose_roof's fp32 default for an unread dtype
+};
+
+// The ceilings a result's own peaks give (run(timer) with bench::peaks, hand-built results).
+inline rate_ceilings ceilings_of(const bench_result& r) {
+  rate_ceilings c;
+  c.flops_per_s = r.peak_flops_per_s;
+  c.flops_name = "the " + format_rate(r.peak_flops_per_s, "FLOP/s") + " compute peak" +
+                 (r.peak_flops_source.empty() ? std::string() : " (" + r.peak_flops_source + ")");
+  c.dram_bytes_per_s = r.peak_bytes_per_s;
+  return c;
+}
+
+// Why `declared` work in `seconds` per launch is impossible under `c`; "" when it is not.
+// every_launch_cold: the L2 was flushed before every timed launch (cold, one per sample).
+inline std::string impossible_rate(const work& declared, double seconds, const rate_ceilings& c,
+                                   bool every_launch_cold) {
+  if (!(seconds > 0)) return {};
+  const std::string cause =
+      ": what was timed cannot be the declared work. Either no work reached the stream that was timed (the "
+      "callable launched on another stream, on the legacy default stream, or launched nothing) or set_work "
+      "declares more work than one launch does";
+  const std::string at = "the median time, " + format_seconds(seconds) + " per launch, implies ";
+  if (declared.flops > 0 && c.flops_per_s > 0 && declared.flops / seconds > peak_margin * c.flops_per_s)
+    return at + format_rate(declared.flops / seconds, "FLOP/s") + ", over " + c.flops_name + " by more than " +
+           printf_string("%.0f %%", 100 * (peak_margin - 1)) + cause;
+  const double factor = every_launch_cold ? peak_margin : peak_margin * hot_l2_bandwidth_factor;
+  if (declared.bytes > 0 && c.dram_bytes_per_s > 0 && declared.bytes / seconds > factor * c.dram_bytes_per_s) {
+    const std::string limit =
+        every_launch_cold
+            ? "over the " + format_rate(c.dram_bytes_per_s, "B/s") + " DRAM peak by more than " +
+                  printf_string("%.0f %%", 100 * (peak_margin - 1)) + " with every launch starting from a cold L2"
+            : "over " + printf_string("%.0f", factor) + " x the " + format_rate(c.dram_bytes_per_s, "B/s") +
+                  " DRAM peak (more than any L2 serves)";
+    return at + format_rate(declared.bytes / seconds, "B/s") + ", " + limit + cause;
+  }
+  return {};
+}
+
+// The device's fastest theoretical compute roof as the FLOP/s ceiling: whatever the
+// dtype, no work runs faster than that.
+inline void use_fastest_roof(const device_peaks& peaks, rate_ceilings& c) {
+  for (const compute_roof& roof : peaks.compute) {
+    const double rate = roof.theoretical_flops_per_s;
+    if (!std::isfinite(rate) || (std::isfinite(c.flops_per_s) && rate <= c.flops_per_s)) continue;
+    c.flops_per_s = rate;
+    c.flops_name = "the device's fastest roof (" + format_rate(rate, "FLOP/s") + " " + to_string(roof.type) + " " +
+                   to_string(roof.cores) + ")";
+  }
+}
+
+// "1 sample", "26 samples".
+inline std::string count_text(std::size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// What happened, in the words every printer uses (bench_result::stop_message). Each
+// sentence is true of the result: a budget message lists the conditions that were not
+// met (unmet_conditions), never a width that was met or not computed.
+inline std::string stop_message_of(const bench_result& r) {
+  const std::size_t taken = r.series.samples_s.size();
+  const auto unmet = [&] {
+    std::string list;
+    for (const std::string& u : unmet_conditions(r.series, r.analysis, r.options)) list += (list.empty() ? "" : "; ") + u;
+    return list.empty() ? std::string() : "; not met: " + list;
+  };
+  switch (r.stopped) {
+    case stop_reason::target_reached:
+      return "target reached: median CI half-width " + format_general(100 * r.analysis.rel_half_width, 3) +
+             " % <= target " + format_general(100 * r.options.target_rel_ci, 3) + " % with " +
+             count_text(r.analysis.stats.n, "sample", "samples") + " used over " +
+             format_general(r.series.measured_span_s, 3) + " s";
+    case stop_reason::time_budget:
+      return "time budget of " + format_general(r.options.time_budget_s, 3) + " s spent after " +
+             count_text(taken, "sample", "samples") + unmet();
+    case stop_reason::sample_limit:
+      return "sample limit of " + count_text(r.options.max_samples, "sample", "samples") + " reached" + unmet();
+    case stop_reason::error:
+      return "error: " + (r.invalid_reason.empty() ? std::string("nothing could be measured") : r.invalid_reason);
+    case stop_reason::invalid:
+      return "invalid: " + r.invalid_reason;
+  }
+  return {};
+}
+
+// What an error or invalid result keeps: the reason and the timer's notes. No rates, no
+// roofline, no comparison and no advice: none of them would be about the benchmark.
+inline void strip_numbers(bench_result& r) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.flops_per_s = rate_estimate{};
+  r.bytes_per_s = rate_estimate{};
+  r.fraction_of_peak_bandwidth = nan;
+  r.roofline.reset();
+  if (r.reference) {
+    reference_result& ref = *r.reference;
+    ref.versus = comparison{nan, interval{nan, nan, nan}, nan, verdict::inconclusive};
+    ref.relative_speed = nan;
+    ref.relative_speed_ci = interval{nan, nan, nan};
+  }
+}
+
+// Rates, roofline and the warnings a reader must see next to the numbers; for a result
+// that cannot be trusted (error, invalid, or a rate above the device's peak, found
+// here), the reason instead of all of them.
+inline void finish_result(bench_result& r, const std::optional<rate_ceilings>& given_ceilings = std::nullopt) {
+  const rate_ceilings ceilings = given_ceilings ? *given_ceilings : ceilings_of(r);
   const summary& st = r.analysis.stats;
   const double median = st.median;
+  if (r.valid() && median > 0) {
+    const bool every_launch_cold = r.options.cache == cache_mode::cold && r.series.launches_per_sample == 1;
+    std::string why = impossible_rate(r.declared, median, ceilings, every_launch_cold);
+    if (!why.empty()) {
+      r.stopped = stop_reason::invalid;
+      r.invalid_reason = std::move(why);
+    }
+  }
+  r.stop_message = stop_message_of(r);
+  if (!r.valid()) {
+    strip_numbers(r);
+    return;
+  }
+
   if (r.declared.flops > 0 && median > 0) {
     r.flops_per_s.median = r.declared.flops / median;
     r.flops_per_s.ci = rate_interval(r.declared.flops, st.median_ci);
@@ -155,17 +296,24 @@ inline void finish_result(bench_result& r) {
     r.bytes_per_s.ci = rate_interval(r.declared.bytes, st.median_ci);
     if (r.peak_bytes_per_s > 0) r.fraction_of_peak_bandwidth = r.bytes_per_s.median / r.peak_bytes_per_s;
   }
-  if ((r.declared.flops > 0 || r.declared.bytes > 0) && median > 0)
+  // Above the fp32 default roof of an unread dtype, yet under the device's fastest: the
+  // work ran on faster units than the default assumes, so a placement under that roof
+  // (">100 % of the roof") would be false. Say so instead of placing it.
+  const bool over_default_roof = ceilings.default_roof && r.declared.flops > 0 && median > 0 &&
+                                 r.peak_flops_per_s > 0 && r.flops_per_s.median > peak_margin * r.peak_flops_per_s;
+  if ((r.declared.flops > 0 || r.declared.bytes > 0) && median > 0 && !over_default_roof)
     r.roofline = try_place(r.declared, median, r.peak_flops_per_s, r.peak_bytes_per_s);
 
   auto warn = [&](std::string w) { r.warnings.push_back(std::move(w)); };
-  if (r.stopped == stop_reason::time_budget || r.stopped == stop_reason::sample_limit) {
-    warn("target not reached: median CI half-width " + format_percent(r.analysis.rel_half_width, 2) +
-         " > target " + format_percent(r.options.target_rel_ci, 2) + " when the " +
-         (r.stopped == stop_reason::time_budget ? "time budget" : "sample limit") + " ran out (" +
-         std::to_string(r.series.samples_s.size()) + " samples)");
-  }
-  if (r.stopped != stop_reason::error && st.n > 0 && !st.steady)
+  if (over_default_roof)
+    warn(format_rate(r.flops_per_s.median, "FLOP/s") + " is over the " + format_rate(r.peak_flops_per_s, "FLOP/s") +
+         " fp32 plain-core roof assumed for " +
+         (r.metadata.dtype.empty() ? std::string("no dtype") : "dtype '" + r.metadata.dtype + "'") +
+         ": the work ran on faster units (tensor cores?); roofline placement skipped. Tag the dtype with "
+         "bench::dtype (e.g. \"bf16\") or give the roof with bench::peaks");
+  if (r.stopped == stop_reason::time_budget || r.stopped == stop_reason::sample_limit)
+    warn("target not reached: " + r.stop_message);
+  if (st.n > 0 && !st.steady)
     warn("no steady state found (MSER-5): the series drifts, so the median may not represent a steady run");
   if (r.analysis.throttled_samples > 0 && r.series.samples_s.size() > 0 &&
       r.analysis.throttled_samples * 10 >= r.series.samples_s.size())
@@ -191,7 +339,7 @@ inline void finish_result(bench_result& r) {
     const output_check& c = r.reference->check;
     if (!c.passed) warn("output check failed: " + c.note);
   }
-  if (r.declared.flops > 0 && !r.roofline && median > 0) {
+  if (r.declared.flops > 0 && !r.roofline && median > 0 && !over_default_roof) {
     if (!(r.peak_flops_per_s > 0))
       warn("no compute peak known for dtype '" + r.metadata.dtype +
            "': roofline placement skipped (set it with bench::peaks)");
@@ -313,37 +461,37 @@ class bench {
 
   // Runs on the current CUDA device and returns the result; never throws for CUDA
   // errors or a throwing callable (the result then has stop_reason::error and says why).
+  // A callable whose work never reaches the stream it receives gives stop_reason::invalid
+  // (see bench_result::valid()).
   [[nodiscard]] bench_result run() {
 #if KSCOPE_HAS_CUDA
     const bench_context context = describe_bench_context();
-    if (!context.gpu.present) {
-      bench_result r = skeleton();
-      r.warnings.push_back("no GPU: " + (context.gpu.problem.empty() ? std::string("unknown reason") : context.gpu.problem));
-      return r;
-    }
+    if (!context.gpu.present)
+      return failed("no GPU: " + (context.gpu.problem.empty() ? std::string("unknown reason") : context.gpu.problem));
     std::vector<detail::harness::cuda_bench_timer::function> functions{def_.fn};
     if (reference_) functions.push_back(reference_->fn);
     detail::harness::cuda_bench_timer timer(std::move(functions), stream_, options_);
-    if (!timer.ready()) {
-      bench_result r = skeleton();
-      r.warnings.push_back("the CUDA timer could not start: " + timer.error());
-      return r;
-    }
+    if (!timer.ready()) return failed("the CUDA timer could not start: " + timer.error());
     std::optional<kernel_resources> resources;
     if (kernel_ != nullptr) resources = detail::harness::query_resources(kernel_, block_threads_, dynamic_smem_bytes_);
     return run_on(timer, context.gpu, std::move(resources));
 #else
-    bench_result r = skeleton();
-    r.warnings.push_back("kscope was built without CUDA: nothing was timed");
-    return r;
+    return failed("kscope was built without CUDA: nothing was timed");
 #endif
   }
 
   // Runs with an injected timer (tests, or a custom time source); queries no device.
   // Only the peaks given with bench::peaks are used.
   [[nodiscard]] bench_result run(bench_timer& timer) {
-    return run_with(timer, peak_flops_per_s_, peak_bytes_per_s_, std::numeric_limits<double>::quiet_NaN(),
-                    std::nullopt);
+    detail::harness::rate_ceilings ceilings;
+    ceilings.flops_per_s = peak_flops_per_s_;
+    ceilings.flops_name = "the given " + detail::harness::format_rate(peak_flops_per_s_, "FLOP/s") +
+                          " compute peak (bench::peaks)";
+    ceilings.dram_bytes_per_s = peak_bytes_per_s_;
+    bench_result r = run_with(timer, peak_flops_per_s_, peak_bytes_per_s_, std::numeric_limits<double>::quiet_NaN(),
+                              std::nullopt, ceilings);
+    if (peak_flops_per_s_ > 0) r.peak_flops_source = "given";
+    return r;
   }
 
   // Runs with an injected timer as if on `gpu`: the roofline peaks and the rated SM clock
@@ -367,18 +515,42 @@ class bench {
     return r;
   }
 
+  // A run that could not time anything: stop_reason::error and why.
+  bench_result failed(std::string why) const {
+    bench_result r = skeleton();
+    r.invalid_reason = std::move(why);
+    r.warnings.push_back(r.invalid_reason);
+    detail::harness::finish_result(r);
+    return r;
+  }
+
   // Peaks from the device, unless bench::peaks gave them: its theoretical DRAM bandwidth
   // and the compute roof of the dtype by choose_roof, the rule session reports use too.
+  // The rates are checked against the same roof when the dtype is read (or the peak was
+  // given), and against the device's fastest roof when it is not: whatever the dtype,
+  // no work runs faster than that.
   bench_result run_on(bench_timer& timer, const device_info& gpu, std::optional<kernel_resources> resources) {
     const device_peaks peaks = theoretical_peaks(gpu);
     const roof_choice roof = choose_roof(peaks, def_.metadata.dtype);
     const bool given = peak_flops_per_s_ > 0;
     const double peak_flops = given ? peak_flops_per_s_ : roof.theoretical_flops_per_s;
     const double peak_bytes = peak_bytes_per_s_ > 0 ? peak_bytes_per_s_ : peaks.theoretical_bytes_per_s;
-    bench_result r = run_with(timer, peak_flops, peak_bytes, rated_sm_clock_mhz(gpu), std::move(resources));
-    r.peak_flops_source = given ? "given" : detail::harness::roof_source(roof, gpu, def_.metadata.dtype);
+    const std::string source = given ? "given" : detail::harness::roof_source(roof, gpu, def_.metadata.dtype);
+
+    detail::harness::rate_ceilings ceilings;
+    ceilings.dram_bytes_per_s = peak_bytes;
+    if (given || roof.dtype_known) {
+      ceilings.flops_per_s = peak_flops;
+      ceilings.flops_name = "the " + detail::harness::format_rate(peak_flops, "FLOP/s") + " " +
+                            (given ? std::string("compute peak given with bench::peaks") : roof.label + " peak");
+    } else {
+      detail::harness::use_fastest_roof(peaks, ceilings);
+      ceilings.default_roof = true;
+    }
+    bench_result r = run_with(timer, peak_flops, peak_bytes, rated_sm_clock_mhz(gpu), std::move(resources), ceilings);
+    r.peak_flops_source = source;
     // The fp32 default is a guess for a type kscope cannot read; say so where it matters.
-    if (!given && !roof.dtype_known && work_.flops > 0 && !def_.metadata.dtype.empty())
+    if (r.valid() && !given && !roof.dtype_known && work_.flops > 0 && !def_.metadata.dtype.empty())
       r.warnings.push_back("dtype '" + def_.metadata.dtype +
                            "' is not a type kscope reads (core/dtype.hpp): the compute roof is the fp32 plain-core "
                            "default; tag a known type with bench::dtype or give the roof with bench::peaks");
@@ -386,7 +558,7 @@ class bench {
   }
 
   bench_result run_with(bench_timer& timer, double peak_flops, double peak_bytes, double sm_clock_max_mhz,
-                        std::optional<kernel_resources> resources) {
+                        std::optional<kernel_resources> resources, const detail::harness::rate_ceilings& ceilings) {
     bench_result r = skeleton();
     r.peak_flops_per_s = peak_flops;
     r.peak_bytes_per_s = peak_bytes;
@@ -397,10 +569,21 @@ class bench {
     r.stopped = s.stopped;
     r.wall_s = s.wall_s;
     r.rounds = s.rounds;
+    r.empty_stream_s = s.empty_stream_s;
     r.series = std::move(s.series[0]);
     r.analysis = std::move(s.analysis[0]);
     for (std::string& n : s.notes) r.warnings.push_back(std::move(n));
-    for (std::string& n : timer.notes()) r.warnings.push_back(std::move(n));
+    std::vector<std::string> timer_notes = timer.notes();
+    if (s.stopped == stop_reason::error) {
+      // The sampler knows that the timer failed; the timer's last note says how.
+      r.invalid_reason = s.error.empty() ? std::string("the timer failed") : s.error;
+      if (!timer_notes.empty()) r.invalid_reason += ": " + timer_notes.back();
+    } else if (s.stopped == stop_reason::invalid) {
+      const std::string stream = s.invalid_target == 0 ? std::string("the benchmark's stream")
+                                                        : "the stream of the reference '" + reference_->name + "'";
+      r.invalid_reason = detail::harness::no_work_reason(stream, s.invalid_evidence);
+    }
+    for (std::string& n : timer_notes) r.warnings.push_back(std::move(n));
 
     if (reference_) {
       reference_result ref;
@@ -410,7 +593,7 @@ class bench {
       ref.analysis = std::move(s.analysis[1]);
       const std::vector<double> base = detail::harness::steady_samples(ref.analysis);
       const std::vector<double> mine = detail::harness::steady_samples(r.analysis);
-      if (base.size() >= 6 && mine.size() >= 6) {
+      if (r.valid() && base.size() >= 6 && mine.size() >= 6) {
         ref.versus = compare(base, mine, compare_);
         ref.relative_speed = 1.0 / ref.versus.ratio;
         ref.relative_speed_ci = ref.versus.ratio_ci;
@@ -419,14 +602,14 @@ class bench {
       } else {
         const double nan = std::numeric_limits<double>::quiet_NaN();
         ref.versus = comparison{nan, interval{nan, nan, compare_.level}, nan, verdict::inconclusive};
-        r.warnings.push_back("too few samples to compare with the reference");
+        if (r.valid()) r.warnings.push_back("too few samples to compare with the reference");
       }
-      if ((def_.output || reference_->output) && r.stopped != stop_reason::error) {
+      if ((def_.output || reference_->output) && r.valid()) {
         ref.check = check_against_reference(timer);
       }
       r.reference = std::move(ref);
     }
-    detail::harness::finish_result(r);
+    detail::harness::finish_result(r, ceilings);
     return r;
   }
 
@@ -482,6 +665,14 @@ struct bench_report {
     return detail::harness::to_json(context, results, include_samples);
   }
   [[nodiscard]] std::string csv() const { return detail::harness::to_csv(results); }
+  // Whether every result is valid (bench_result::valid()): what a program's exit code
+  // should say, so that a CI job never passes on numbers that are not the benchmarks'.
+  //   return report.all_valid() ? 0 : 1;
+  [[nodiscard]] bool all_valid() const noexcept {
+    for (const bench_result& r : results)
+      if (!r.valid()) return false;
+    return true;
+  }
   [[nodiscard]] std::string samples_csv() const { return detail::harness::to_samples_csv(results); }
 
   void print(std::FILE* out = stdout) const {
@@ -527,10 +718,16 @@ inline void progress_start(std::size_t i, std::size_t n, const std::string& name
   std::fflush(stderr);
 }
 inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
-  std::fprintf(stderr, "%s[%zu/%zu] %s: %s ±%s%s\n", stderr_is_terminal() ? "\r\033[K" : "", i + 1, n,
-               display_name(r).c_str(), format_seconds(r.median_s()).c_str(),
-               format_percent(r.analysis.rel_half_width, 2).c_str(),
-               r.target_reached() ? "" : (std::string(" (") + stop_text(r) + ")").c_str());
+  const char* clear = stderr_is_terminal() ? "\r\033[K" : "";
+  if (!r.valid()) {
+    // No median for a result that has none, or whose median is not the benchmark's.
+    std::fprintf(stderr, "%s[%zu/%zu] %s: %s\n", clear, i + 1, n, display_name(r).c_str(), r.stop_message.c_str());
+  } else {
+    const std::string stop = r.target_reached() ? std::string() : " (" + stop_text(r) + ")";
+    std::fprintf(stderr, "%s[%zu/%zu] %s: %s ±%s%s\n", clear, i + 1, n, display_name(r).c_str(),
+                 format_seconds(r.median_s()).c_str(), format_percent(r.analysis.rel_half_width, 2).c_str(),
+                 stop.c_str());
+  }
   std::fflush(stderr);
 }
 

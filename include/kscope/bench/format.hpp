@@ -9,8 +9,11 @@
 #include "../device/device_info.hpp"
 #include "result.hpp"
 
+#include <algorithm>
+#include <clocale>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -19,10 +22,34 @@ namespace kscope {
 namespace detail {
 namespace harness {
 
+// printf with one floating-point conversion, independent of the C locale: the text around
+// the conversion is copied ("%%" becomes "%"), and only the number itself goes through
+// snprintf, whose locale decimal point (',' under de_DE) is then put back to '.'. Replacing
+// the point in the whole output would also hit commas of the surrounding text.
 inline std::string printf_string(const char* format, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, a);
-  return buf;
+  std::string out;
+  const char* p = format;
+  bool converted = false;
+  while (*p) {
+    if (*p != '%') { out += *p++; continue; }
+    if (p[1] == '%') { out += '%'; p += 2; continue; }
+    const char* end = p + 1;
+    while (*end && std::strchr("fFeEgGaA", *end) == nullptr) ++end;
+    if (!*end || converted) { out += *p++; continue; }  // not a conversion kscope writes
+    const std::string spec(p, static_cast<std::size_t>(end - p + 1));
+    char buf[512];
+    const int n = std::snprintf(buf, sizeof buf, spec.c_str(), a);
+    std::string number(buf, n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1) : 0);
+    const char* point = std::localeconv()->decimal_point;
+    if (point && *point && std::strcmp(point, ".") != 0) {
+      const std::size_t at = number.find(point);
+      if (at != std::string::npos) number.replace(at, std::strlen(point), ".");
+    }
+    out += number;
+    converted = true;
+    p = end + 1;
+  }
+  return out;
 }
 
 // Seconds in the unit that gives the median 1-3 integer digits.
@@ -136,12 +163,14 @@ inline std::string reference_cell(const reference_result& ref) {
   return s;
 }
 
+// The short form for a table cell or a progress line; stop_message has the sentence.
 inline std::string stop_text(const bench_result& r) {
   switch (r.stopped) {
     case stop_reason::target_reached: return "target reached";
     case stop_reason::time_budget: return "time budget ran out";
     case stop_reason::sample_limit: return "sample limit";
     case stop_reason::error: return "error";
+    case stop_reason::invalid: return "INVALID";
   }
   return "";
 }
@@ -172,11 +201,19 @@ inline std::string context_line(const bench_context& c) {
 // Notes printed under the table: how each number was obtained and what to distrust.
 inline std::vector<std::string> result_notes(const bench_result& r) {
   std::vector<std::string> notes;
+  if (!r.valid()) {
+    // The reason, and what the timer noted; no number that would read as the benchmark's.
+    notes.push_back(r.stopped == stop_reason::invalid ? "INVALID: " + r.invalid_reason : r.stop_message);
+    for (const std::string& w : r.warnings)
+      if (w != r.invalid_reason) notes.push_back("note: " + w);
+    return notes;
+  }
   const summary& st = r.analysis.stats;
-  std::string how = stop_text(r) + " after " + std::to_string(r.series.samples_s.size()) + " samples (" +
-                    std::to_string(st.n) + " used, " + std::to_string(st.warmup) + " removed as warm-up by MSER) in " +
-                    printf_string("%.2f s", r.wall_s) + "; warm-up " + std::to_string(r.series.warmup_calls) +
-                    " calls / " + format_seconds(r.series.warmup_s) + "; " + to_string(r.options.cache) + " L2";
+  notes.push_back(r.stop_message);
+  std::string how = std::to_string(r.series.samples_s.size()) + " samples (" + std::to_string(st.n) + " used, " +
+                    std::to_string(st.warmup) + " removed as warm-up by MSER) in " + printf_string("%.2f s", r.wall_s) +
+                    "; warm-up " + std::to_string(r.series.warmup_calls) + " calls / " +
+                    format_seconds(r.series.warmup_s) + "; " + to_string(r.options.cache) + " L2";
   if (r.series.launches_per_sample > 1)
     how += "; batched " + std::to_string(r.series.launches_per_sample) + " launches per sample (" +
            r.series.batching + "), per-launch time reported";
@@ -262,6 +299,14 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
       "| benchmark | shape | dtype | median | median CI | ± | samples | SM clock | FLOP/s | B/s | roof | vs reference |"
       "\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|\n";
   for (const bench_result& r : results) {
+    if (!r.valid()) {
+      // No median, interval, rate or ratio: the row says the result is unusable, the
+      // notes below say why.
+      out += "| " + cell(display_name(r)) + " | " + cell(join_dims(r.metadata.shape, "x")) + " | " +
+             cell(r.metadata.dtype) + " | " + (r.stopped == stop_reason::invalid ? "INVALID" : "ERROR") +
+             " |  |  | " + std::to_string(r.series.samples_s.size()) + " |  |  |  |  |  |\n";
+      continue;
+    }
     const summary& st = r.analysis.stats;
     std::string roof;
     if (r.roofline) roof = format_percent(r.roofline->fraction_of_roof, 0) + " " + to_string(r.roofline->limiter);
@@ -282,6 +327,11 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
   out += "\nmedian CI: " + format_percent(level, 0) +
          " distribution-free interval of the median; ± its half-width relative to the median; (!) marks a run "
          "that stopped before reaching its target.\n";
+  bool any_unusable = false;
+  for (const bench_result& r : results) any_unusable |= !r.valid();
+  if (any_unusable)
+    out += "INVALID: what was timed cannot be the benchmark's work; ERROR: nothing could be measured. Neither "
+           "carries numbers; the notes say why.\n";
   for (const bench_result& r : results) {
     out += "\n" + display_name(r) + ":\n";
     for (const std::string& n : result_notes(r)) out += "- " + n + "\n";
@@ -324,9 +374,14 @@ inline void write_summary(json_writer& w, const summary& s, double rel_half_widt
   w.member("n", s.n).member("warmup_removed", s.warmup).member("outliers", s.outliers).member("steady", s.steady);
   w.end_object();
 }
-inline void write_series(json_writer& w, const sample_series& s, const series_analysis& a, bool include_samples) {
+// valid == false (an invalid or failed result): the times the events read are not the
+// benchmark's, so the summary's times are written as null; the raw samples stay, marked
+// by the result's "valid": false, for whoever diagnoses the run.
+inline void write_series(json_writer& w, const sample_series& s, const series_analysis& a, bool include_samples,
+                         bool valid) {
   w.begin_object();
   w.member("launches_per_sample", s.launches_per_sample).member("batching", s.batching);
+  w.member("graph_nodes", s.graph_nodes);
   w.member("first_estimate_s", s.first_estimate_s);
   w.key("warmup").begin_object();
   w.member("samples", s.warmup_samples).member("calls", s.warmup_calls).member("gpu_s", s.warmup_s);
@@ -334,7 +389,16 @@ inline void write_series(json_writer& w, const sample_series& s, const series_an
   w.member("samples_taken", s.samples_s.size()).member("invalid_samples", s.invalid_samples);
   w.member("measured_gpu_s", s.measured_s).member("measured_span_s", s.measured_span_s);
   w.key("time_s");
-  write_summary(w, a.stats, a.rel_half_width);
+  if (valid) {
+    write_summary(w, a.stats, a.rel_half_width);
+  } else {
+    summary blank;
+    blank.n = a.stats.n;
+    blank.warmup = a.stats.warmup;
+    blank.outliers = a.stats.outliers;
+    blank.steady = a.stats.steady;
+    write_summary(w, blank, std::numeric_limits<double>::quiet_NaN());
+  }
   w.key("sm_clock_mhz").begin_object();
   w.member("median", a.median_sm_clock_mhz).member("min", a.min_sm_clock_mhz).member("max", a.max_sm_clock_mhz);
   w.end_object();
@@ -411,11 +475,15 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
     w.end_object();
     w.member("statistic", "median");
     w.member("interval", "order statistics, binomial");
+    w.member("valid", r.valid());
+    w.member("invalid_reason", r.invalid_reason);
     w.member("stop_reason", to_string(r.stopped));
+    w.member("stop_message", r.stop_message);
     w.member("wall_s", r.wall_s).member("rounds", r.rounds);
+    w.member("empty_stream_s", r.empty_stream_s);
     w.member("sm_clock_max_mhz", r.sm_clock_max_mhz);
     w.key("measurement");
-    write_series(w, r.series, r.analysis, include_samples);
+    write_series(w, r.series, r.analysis, include_samples, r.valid());
     w.key("rates").begin_object();
     w.key("flops_per_s");
     write_rate(w, r.flops_per_s);
@@ -461,7 +529,7 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
       w.member("name", ref.name);
       write_metadata(w, ref.metadata);
       w.key("measurement");
-      write_series(w, ref.series, ref.analysis, include_samples);
+      write_series(w, ref.series, ref.analysis, include_samples, r.valid());
       w.key("comparison").begin_object();
       w.member("ratio", ref.versus.ratio);
       w.key("ratio_ci");
@@ -514,14 +582,16 @@ inline const char* csv_columns() {
          "launches_per_sample,batching,sm_clock_median_mhz,throttled_samples,flops,bytes,flops_per_s,"
          "flops_per_s_lo,flops_per_s_hi,bytes_per_s,bytes_per_s_lo,bytes_per_s_hi,fraction_of_roof,bound,"
          "reference,reference_median_s,ratio,ratio_lo,ratio_hi,relative_speed,relative_speed_lo,"
-         "relative_speed_hi,verdict,max_rel_error,wall_s";
+         "relative_speed_hi,verdict,max_rel_error,wall_s,valid,invalid_reason";
 }
 
 inline std::string to_csv(const std::vector<bench_result>& results) {
   std::string out = std::string(csv_columns()) + "\n";
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const bench_result& r : results) {
-    const summary& st = r.analysis.stats;
+    // An invalid or failed result has no median: its time fields stay empty (unknown).
+    const summary st = r.valid() ? r.analysis.stats : summary{};
+    const double rel_half_width = r.valid() ? r.analysis.rel_half_width : nan;
     std::vector<std::string> f;
     f.push_back(csv_field(r.name));
     f.push_back(csv_field(params_text(r.metadata, ";")));
@@ -534,12 +604,12 @@ inline std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(csv_number(st.median_ci.lo));
     f.push_back(csv_number(st.median_ci.hi));
     f.push_back(csv_number(st.median_ci.level));
-    f.push_back(csv_number(r.analysis.rel_half_width));
+    f.push_back(csv_number(rel_half_width));
     f.push_back(csv_number(r.options.target_rel_ci));
     f.push_back(to_string(r.stopped));
     f.push_back(std::to_string(r.series.samples_s.size()));
-    f.push_back(std::to_string(st.n));
-    f.push_back(std::to_string(st.warmup));
+    f.push_back(std::to_string(r.analysis.stats.n));
+    f.push_back(std::to_string(r.analysis.stats.warmup));
     f.push_back(std::to_string(r.series.warmup_samples));
     f.push_back(std::to_string(r.series.warmup_calls));
     f.push_back(std::to_string(r.series.launches_per_sample));
@@ -558,7 +628,7 @@ inline std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(r.roofline ? to_string(r.roofline->limiter) : "");
     const reference_result* ref = r.reference ? &*r.reference : nullptr;
     f.push_back(csv_field(ref ? ref->name : ""));
-    f.push_back(csv_number(ref ? ref->analysis.stats.median : nan));
+    f.push_back(csv_number(ref && r.valid() ? ref->analysis.stats.median : nan));
     f.push_back(csv_number(ref ? ref->versus.ratio : nan));
     f.push_back(csv_number(ref ? ref->versus.ratio_ci.lo : nan));
     f.push_back(csv_number(ref ? ref->versus.ratio_ci.hi : nan));
@@ -568,6 +638,8 @@ inline std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(ref ? kscope::to_string(ref->versus.result) : "");
     f.push_back(csv_number(ref && ref->check.performed ? ref->check.max_rel_error : nan));
     f.push_back(csv_number(r.wall_s));
+    f.push_back(r.valid() ? "true" : "false");
+    f.push_back(csv_field(r.invalid_reason));
     for (std::size_t i = 0; i < f.size(); ++i) {
       if (i) out += ',';
       out += f[i];

@@ -112,10 +112,12 @@ struct reference_result {
 // Everything one benchmark run measured.
 //
 //   kscope::bench_result r = b.run();
+//   if (!r.valid()) std::fprintf(stderr, "%s: %s\n", r.name.c_str(), r.invalid_reason.c_str());
 //   r.median_s();                    // seconds per launch, the median of the samples used
 //   r.analysis.stats.median_ci;      // its confidence interval
-//   r.stopped;                       // target_reached, or which budget ran out
-//   r.flops_per_s.median;            // with r.flops_per_s.ci
+//   r.stopped;                       // target_reached, which budget ran out, error or invalid
+//   r.stop_message;                  // what happened, in words
+//   r.flops_per_s.median;            // with r.flops_per_s.ci (NaN when invalid)
 //   if (r.reference) r.reference->relative_speed;
 struct bench_result {
   std::string name;
@@ -123,8 +125,17 @@ struct bench_result {
   work declared{};
   bench_options options;
   stop_reason stopped = stop_reason::error;
+  // Why the run stopped, true to what happened: "target reached: ...", "time budget of
+  // 10 s spent after 26 samples; not met: ...", "error: ...", "invalid: ...".
+  std::string stop_message;
+  // Why the numbers are not the benchmark's (stop_reason::invalid: the evidence and the
+  // likely cause; stop_reason::error: what failed); empty when valid().
+  std::string invalid_reason;
   double wall_s = 0;          // harness wall time: estimates, warm-up, samples, reference
   std::size_t rounds = 0;
+  // The timer's empty sample (its events with nothing between them): what "no work"
+  // reads as on this stream; NaN when the timer does not know.
+  double empty_stream_s = std::numeric_limits<double>::quiet_NaN();
   sample_series series;
   series_analysis analysis;
   double sm_clock_max_mhz = std::numeric_limits<double>::quiet_NaN();  // rated_sm_clock_mhz(context.gpu)
@@ -142,6 +153,12 @@ struct bench_result {
   [[nodiscard]] double median_s() const noexcept { return analysis.stats.median; }
   [[nodiscard]] interval median_ci_s() const noexcept { return analysis.stats.median_ci; }
   [[nodiscard]] bool target_reached() const noexcept { return stopped == stop_reason::target_reached; }
+  // Whether the numbers are the benchmark's: false when the run failed (error) or what
+  // was timed cannot have been its work (invalid); invalid_reason says why. A valid
+  // result may still have missed its precision target (target_reached() says that).
+  [[nodiscard]] bool valid() const noexcept {
+    return stopped != stop_reason::error && stopped != stop_reason::invalid;
+  }
 };
 
 }  // namespace kscope

@@ -9,8 +9,10 @@
 // header declares in namespace kscope (bench_options, bench_timer, ...) are public.
 #pragma once
 
-#include "../core/stats.hpp"
 #include "../core/detail/clock.hpp"
+#include "../core/detail/number_format.hpp"
+#include "../core/roofline.hpp"
+#include "../core/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -29,20 +31,27 @@ namespace kscope {
 //         (not timed), so the first launch of each sample reads from DRAM.
 enum class cache_mode { hot, cold };
 
-// Why the sampling loop stopped. Reports print it beside every median.
+// Why the sampling loop stopped. Reports print it beside every median, with a message
+// that says what happened (bench_result::stop_message).
 //   target_reached: the median CI half-width fell under the target (and minimums met).
-//   time_budget:    the wall-time budget ran out first; the CI is wider than asked.
-//   sample_limit:   max_samples were taken first.
-//   error:          the timer failed (e.g. a CUDA error); the result has no median.
-enum class stop_reason { target_reached, time_budget, sample_limit, error };
+//   time_budget:    the wall-time budget ran out first; the message lists the stopping
+//                   conditions that were not met (CI width, samples, span, steady state).
+//   sample_limit:   max_samples were taken first; the message lists the same.
+//   error:          the timer failed (e.g. a CUDA error, no GPU); the result has no median.
+//   invalid:        what was timed cannot be the benchmark's work: no work reached the
+//                   stream (an empty captured graph, a capture rejected for the legacy
+//                   default stream, times no longer than an empty event pair) or a rate
+//                   above the device's peak. The result carries no rates and says why.
+enum class stop_reason { target_reached, time_budget, sample_limit, error, invalid };
 
-// "target_reached", "time_budget", "sample_limit", "error".
+// "target_reached", "time_budget", "sample_limit", "error", "invalid".
 [[nodiscard]] inline const char* to_string(stop_reason r) noexcept {
   switch (r) {
     case stop_reason::target_reached: return "target_reached";
     case stop_reason::time_budget: return "time_budget";
     case stop_reason::sample_limit: return "sample_limit";
     case stop_reason::error: return "error";
+    case stop_reason::invalid: return "invalid";
   }
   return "unknown";
 }
@@ -136,8 +145,18 @@ struct bench_options {
 // What one timed sample measured: `launches` back-to-back runs of one target.
 //   kscope::timed_sample s{2.0e-3, 1980.0};   // 2 ms at 1980 MHz
 struct timed_sample {
-  double total_s = std::numeric_limits<double>::quiet_NaN();       // NaN: invalid, dropped
+  double total_s = std::numeric_limits<double>::quiet_NaN();       // NaN or < 0: invalid, dropped
   double sm_clock_mhz = std::numeric_limits<double>::quiet_NaN();  // NaN: unknown
+};
+
+// What batching a target into a CUDA graph showed about its work (bench_timer::capture).
+// A callable that launches on the stream it receives leaves one graph node per kernel or
+// copy; one that launches on another stream, on the legacy default stream, or nothing,
+// leaves none, or makes the driver reject the capture.
+//   kscope::batch_capture c{0, "the CUDA graph captured from 50 calls has no nodes"};
+struct batch_capture {
+  long long graph_nodes = -1;  // nodes of the captured graph; -1: no graph was captured
+  std::string no_work;         // evidence that no work reached the stream; "" when none
 };
 
 // The source of samples. The harness asks it to time target `which` (0: the benchmark,
@@ -164,7 +183,15 @@ class bench_timer {
   virtual std::string prepare(std::size_t /*which*/, std::size_t launches) {
     return launches > 1 ? "loop" : "none";
   }
+  // What the last prepare() of `which` learnt from capturing its launches (see
+  // batch_capture); a timer that captures nothing returns the default (no evidence).
+  virtual batch_capture capture(std::size_t /*which*/) const { return {}; }
   virtual timed_sample time(std::size_t which, std::size_t launches) = 0;
+  // The time the timer reads for an empty sample: its events with nothing between
+  // them, timed exactly as time() does (the CUDA timer takes the median of a few, once,
+  // and keeps it). A sample no longer than this, within the margin no_work_limit_s()
+  // gives, saw no work. NaN: unknown, and only a zero time counts as no work.
+  virtual double empty_stream_s() { return std::numeric_limits<double>::quiet_NaN(); }
   // Runs target `which` once, untimed, and waits for it (for the output check).
   virtual void execute(std::size_t /*which*/) {}
   // The clock of the time budget (steady_clock ns; a fake advances its own).
@@ -189,6 +216,7 @@ struct sample_series {
   std::size_t invalid_samples = 0;      // samples the timer could not measure
   double measured_s = 0;                // GPU time of the measured samples
   double measured_span_s = 0;           // wall time (timer's clock) the measurement phase spans
+  long long graph_nodes = -1;           // nodes of the batch's CUDA graph; -1: no graph
 };
 
 // The series after analysis: throttle flags, the samples used, and their summary.
@@ -217,6 +245,13 @@ struct sampling_outcome {
   double wall_s = 0;                    // wall time of the whole run (timer's clock)
   std::size_t rounds = 0;               // measurement rounds (ABBA with a reference)
   std::vector<std::string> notes;
+  double empty_stream_s = std::numeric_limits<double>::quiet_NaN();  // bench_timer::empty_stream_s()
+  // stop_reason::invalid: which target (0: the benchmark, 1: its reference) and the
+  // evidence that no work reached its stream ("the CUDA graph ... has no nodes").
+  std::size_t invalid_target = 0;
+  std::string invalid_evidence;
+  // stop_reason::error: what failed.
+  std::string error;
 };
 
 namespace detail {
@@ -281,14 +316,92 @@ inline series_analysis analyze_series(const sample_series& s, const bench_option
   return a;
 }
 
+// The stopping conditions of bench_options that a series does not meet yet, each as the
+// sentence a report prints ("18 samples used < min_samples 20 (8 removed as warm-up by
+// MSER-5)"); empty when the run may stop with its target reached. converged() and the
+// stop message both read this list, so a message can only name a condition that failed.
+inline std::vector<std::string> unmet_conditions(const sample_series& s, const series_analysis& a,
+                                                 const bench_options& o) {
+  std::vector<std::string> unmet;
+  auto seconds = [](double x) { return format_general(x, 3) + " s"; };
+  auto percent = [](double fraction) { return format_general(100 * fraction, 3) + " %"; };
+  if (a.stats.n < o.min_samples) {
+    std::string text = std::to_string(a.stats.n) + (a.stats.n == 1 ? " sample" : " samples") + " used < min_samples " +
+                       std::to_string(o.min_samples);
+    if (a.stats.warmup > 0 || a.clock_warmup > 0 || a.used_s.size() < s.samples_s.size())
+      text += " (" + std::to_string(s.samples_s.size()) + " taken, " + std::to_string(a.stats.warmup) +
+              " removed as warm-up by MSER-5" +
+              (a.clock_warmup > 0 ? ", " + std::to_string(a.clock_warmup) + " as the clock's transient" : "") +
+              (o.discard_throttled && a.throttled_samples > 0
+                   ? ", " + std::to_string(a.throttled_samples) + " throttled discarded"
+                   : "") +
+              ")";
+    unmet.push_back(text);
+  }
+  if (s.measured_span_s < o.min_time_s)
+    unmet.push_back("the measurement spans " + seconds(s.measured_span_s) + " < min_time_s " + seconds(o.min_time_s));
+  if (!std::isfinite(a.rel_half_width)) {
+    // No interval at all: say why, never print a width that was not computed.
+    if (a.stats.n < 6) unmet.push_back("no median CI: it needs at least 6 samples used, there are " +
+                                       std::to_string(a.stats.n));
+    else unmet.push_back("no median CI: the median is not a positive time");
+  } else if (a.rel_half_width > o.target_rel_ci) {
+    unmet.push_back("median CI half-width " + percent(a.rel_half_width) + " > target " + percent(o.target_rel_ci));
+  }
+  if (a.stats.n > 0 && !a.stats.steady) unmet.push_back("no steady state (MSER-5): the series drifts");
+  if (a.clock_managed) {
+    // A clock-managed run must span the controller's swings: long enough, and either
+    // with a steady clock or so long that the swings average out.
+    if (s.measured_span_s < o.managed_min_time_s)
+      unmet.push_back("power-managed SM clock: the measurement spans " + seconds(s.measured_span_s) +
+                      " < managed_min_time_s " + seconds(o.managed_min_time_s));
+    else if (!a.clock_steady && s.measured_span_s < 3 * o.managed_min_time_s)
+      unmet.push_back("power-managed SM clock that never settled: the measurement spans " +
+                      seconds(s.measured_span_s) + " < 3 x managed_min_time_s " + seconds(3 * o.managed_min_time_s));
+  }
+  return unmet;
+}
+
 inline bool converged(const sample_series& s, const series_analysis& a, const bench_options& o) {
-  const bool plain = a.stats.n >= o.min_samples && s.measured_span_s >= o.min_time_s &&
-                     a.rel_half_width <= o.target_rel_ci && a.stats.steady;
-  if (!plain || !a.clock_managed) return plain;
-  // A clock-managed run must span the controller's swings: long enough, and either
-  // with a steady clock or so long that the swings average out.
-  return s.measured_span_s >= o.managed_min_time_s &&
-         (a.clock_steady || s.measured_span_s >= 3 * o.managed_min_time_s);
+  return unmet_conditions(s, a, o).empty();
+}
+
+// ---- "no work reached the stream" -------------------------------------------------
+// A sample is indistinguishable from an empty one when its time (the whole sample, all
+// its launches) is at most no_work_factor x the timer's empty-sample time plus
+// no_work_floor_s. The empty sample is the timer's events with nothing between them,
+// held the same way as a real sample. The factor absorbs its jitter; the floor is under
+// what the smallest launch of real work (an empty <<<1,1>>> kernel, a 4-byte memset)
+// adds between the events, since the GPU's front end needs about a microsecond or more
+// to run one; docs/bench_schema.md, "Invalid results", has the numbers behind it.
+inline constexpr double no_work_factor = 2.0;
+inline constexpr double no_work_floor_s = 0.5e-6;
+
+// The longest sample time that still counts as "nothing ran"; with the empty time
+// unknown (NaN), only a zero time does.
+inline double no_work_limit_s(double empty_stream_s) {
+  if (!std::isfinite(empty_stream_s) || empty_stream_s < 0) return 0;
+  return no_work_factor * empty_stream_s + no_work_floor_s;
+}
+inline bool indistinguishable_from_empty(double sample_s, double empty_stream_s) {
+  return sample_s >= 0 && sample_s <= no_work_limit_s(empty_stream_s);
+}
+// "a single call took 120 ns, no longer than an empty sample on the stream (95.0 ns;
+// the limit is 2 x that + 500 ns)".
+inline std::string empty_time_evidence(const std::string& what, double sample_s, double empty_stream_s) {
+  std::string s = what + " took " + (sample_s == 0 ? std::string("0 s") : format_si(sample_s, "s"));
+  if (!std::isfinite(empty_stream_s) || empty_stream_s < 0) return s + ": nothing ran between the events";
+  return s + ", no longer than an empty sample on the stream (" + format_si(empty_stream_s, "s") + "; the limit is " +
+         format_general(no_work_factor, 3) + " x that + " + format_si(no_work_floor_s, "s") + ")";
+}
+
+// The sentence of an invalid result: what did not happen, the evidence, the likely
+// causes. `stream` names the stream: "the benchmark's stream", "the stream of the
+// reference 'cuBLAS'".
+inline std::string no_work_reason(const std::string& stream, const std::string& evidence) {
+  return "no work reached " + stream + ": " + evidence +
+         ". The callable launched on another stream, on the legacy default stream, or launched nothing; "
+         "it must launch its work on the cudaStream_t it receives";
 }
 
 // The order of targets in one measurement round: A for one target, A B B A for two
@@ -314,7 +427,11 @@ inline std::size_t choose_launches(double estimate_s, const bench_options& o) {
 }
 
 // Runs the whole sampling procedure for `targets` targets (1: a benchmark; 2: a
-// benchmark and its reference, interleaved ABBA) and analyses the series.
+// benchmark and its reference, interleaved ABBA) and analyses the series. It stops early,
+// with stop_reason::invalid, as soon as a target shows that no work reaches its stream:
+// after the first estimate (a single call no longer than an empty sample), after the
+// batch is captured (an empty graph, a rejected capture), and once more on the final
+// medians. Spending the time budget on such a target would only time empty streams.
 inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, const bench_options& o,
                                        double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN()) {
   if (!std::isfinite(rated_sm_clock_mhz)) rated_sm_clock_mhz = timer.rated_sm_clock_mhz();
@@ -323,15 +440,25 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
   const std::int64_t start_ns = timer.now_ns();
   const double budget_s = o.time_budget_s > 0 ? o.time_budget_s : std::numeric_limits<double>::infinity();
   auto elapsed_s = [&] { return static_cast<double>(timer.now_ns() - start_ns) * 1e-9; };
+  // Measured once per run, before any call of the targets, so it sees an idle stream.
+  out.empty_stream_s = timer.empty_stream_s();
   // A target whose timer keeps failing ends the run with stop_reason::error rather than
   // spinning until the budget runs out.
   constexpr std::size_t max_consecutive_invalid = 8;
   std::vector<std::size_t> consecutive_invalid(targets, 0);
   bool failed = false;
+  bool invalid = false;
+  auto declare_invalid = [&](std::size_t t, std::string evidence) {
+    invalid = true;
+    out.invalid_target = t;
+    out.invalid_evidence = std::move(evidence);
+  };
 
+  // A time of exactly 0 is a measurement (nothing ran between the events), not a
+  // failure: the no-work rule judges it. NaN, infinity and negative times are failures.
   auto take = [&](std::size_t t, std::size_t launches) -> timed_sample {
     timed_sample s = timer.time(t, launches);
-    if (!(s.total_s > 0) || !std::isfinite(s.total_s)) {
+    if (!(s.total_s >= 0) || !std::isfinite(s.total_s)) {
       ++out.series[t].invalid_samples;
       if (++consecutive_invalid[t] >= max_consecutive_invalid) failed = true;
       s.total_s = std::numeric_limits<double>::quiet_NaN();
@@ -343,7 +470,7 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
 
   // 1. First estimate: one launch to load modules and allocate (never used), then the
   //    median of three single launches.
-  for (std::size_t t = 0; t < targets && !failed; ++t) {
+  for (std::size_t t = 0; t < targets && !failed && !invalid; ++t) {
     sample_series& s = out.series[t];
     take(t, 1);
     ++s.warmup_calls;
@@ -362,13 +489,24 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
       failed = true;
       break;
     }
+    if (indistinguishable_from_empty(s.first_estimate_s, out.empty_stream_s)) {
+      declare_invalid(t, empty_time_evidence("a single call (median of " + std::to_string(first.size()) + ")",
+                                             s.first_estimate_s, out.empty_stream_s));
+      break;
+    }
     s.launches_per_sample = choose_launches(s.first_estimate_s, o);
     s.batching = timer.prepare(t, s.launches_per_sample);
+    const batch_capture c = timer.capture(t);
+    s.graph_nodes = c.graph_nodes;
+    if (!c.no_work.empty()) {
+      declare_invalid(t, c.no_work);
+      break;
+    }
   }
 
   // 2. Warm-up, round-robin over the targets so that each one's warm-up also warms the
   //    GPU for the others; half of the budget at most, so measurement still happens.
-  if (!failed) {
+  if (!failed && !invalid) {
     auto warm = [&](const sample_series& s) {
       return s.warmup_calls >= o.warmup_min_calls && s.warmup_s >= o.warmup_min_s;
     };
@@ -398,7 +536,7 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
   std::size_t next_check = std::max<std::size_t>(o.min_samples, 6);
   out.stopped = stop_reason::error;
   const std::int64_t measure_start_ns = timer.now_ns();
-  while (!failed) {
+  while (!failed && !invalid) {
     for (std::size_t t : order) {
       sample_series& s = out.series[t];
       const timed_sample x = take(t, s.launches_per_sample);
@@ -436,10 +574,29 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
   }
   if (failed) {
     out.stopped = stop_reason::error;
-    out.notes.push_back("the timer failed on 8 consecutive samples; sampling stopped");
+    out.error = "the timer failed on 8 consecutive samples; sampling stopped";
+    out.notes.push_back(out.error);
   }
   out.wall_s = elapsed_s();
   for (const sample_series& s : out.series) out.analysis.push_back(analyze_series(s, o, rated_sm_clock_mhz));
+  if (!failed && !invalid && (out.stopped == stop_reason::time_budget || out.stopped == stop_reason::sample_limit)) {
+    // The last check may lie a few samples back (geometric schedule): if the final
+    // series meets every condition, the target was reached and the report says so.
+    bool all_done = true;
+    for (std::size_t t = 0; t < targets && all_done; ++t) all_done = converged(out.series[t], out.analysis[t], o);
+    if (all_done) out.stopped = stop_reason::target_reached;
+  }
+  // The final medians: a whole sample no longer than an empty one saw no work, whatever
+  // the estimate said (a callable that stops launching, or an estimate that was noise).
+  for (std::size_t t = 0; t < targets && !failed && !invalid; ++t) {
+    const sample_series& s = out.series[t];
+    const double sample_median_s = out.analysis[t].stats.median * static_cast<double>(s.launches_per_sample);
+    if (indistinguishable_from_empty(sample_median_s, out.empty_stream_s))
+      declare_invalid(t, empty_time_evidence("the median sample of " + std::to_string(s.launches_per_sample) +
+                                                 (s.launches_per_sample == 1 ? " call" : " calls"),
+                                             sample_median_s, out.empty_stream_s));
+  }
+  if (invalid) out.stopped = stop_reason::invalid;
   return out;
 }
 

@@ -51,10 +51,10 @@
 //     code (reports, destructors) that must not throw.
 #pragma once
 
-#include "work.hpp"  // kscope::work: what place() takes
+#include "detail/number_format.hpp"  // format_si writes '.' whatever the C locale
+#include "work.hpp"                   // kscope::work: what place() takes
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -147,16 +147,16 @@ namespace detail {
 inline std::string roofline_argument_error(work w, double seconds, double peak_flops_per_s,
                                            double peak_bytes_per_s, const roofline_options& o) {
   if (std::isnan(seconds) || !(seconds > 0) || std::isinf(seconds)) {
-    return "kscope::place: time must be a positive finite number of seconds, got " + std::to_string(seconds);
+    return "kscope::place: time must be a positive finite number of seconds, got " + format_general(seconds, 6);
   }
   if (!std::isfinite(w.flops) || !std::isfinite(w.bytes) || w.flops < 0 || w.bytes < 0) {
-    return "kscope::place: work must be finite and non-negative, got flops=" + std::to_string(w.flops) +
-           " bytes=" + std::to_string(w.bytes);
+    return "kscope::place: work must be finite and non-negative, got flops=" + format_general(w.flops, 6) +
+           " bytes=" + format_general(w.bytes, 6);
   }
   if (w.flops == 0 && w.bytes == 0) return "kscope::place: work has neither flops nor bytes: nothing to place";
   if (std::isnan(ridge_intensity(peak_flops_per_s, peak_bytes_per_s))) {
     return "kscope::place: peaks must be positive finite numbers (NaN means unknown), got " +
-           std::to_string(peak_flops_per_s) + " flop/s and " + std::to_string(peak_bytes_per_s) + " B/s";
+           format_general(peak_flops_per_s, 6) + " flop/s and " + format_general(peak_bytes_per_s, 6) + " B/s";
   }
   const auto fraction_ok = [](double f) { return f >= 0 && f <= 1; };  // false for NaN
   if (!fraction_ok(o.near_bandwidth_roof) || !fraction_ok(o.far_under_roof) || !fraction_ok(o.near_compute_roof)) {
@@ -203,10 +203,8 @@ inline std::string format_si(double value, const char* unit) {
     while (magnitude < 0.9995 && i < 3) { magnitude *= 1000; value *= 1000; ++i; }
     prefix = small[i];
   }
-  char buffer[48];
-  const char* format = magnitude >= 99.95 ? "%.0f %s%s" : magnitude >= 9.995 ? "%.1f %s%s" : "%.2f %s%s";
-  std::snprintf(buffer, sizeof buffer, format, value, prefix, unit);
-  return buffer;
+  const int decimals = magnitude >= 99.95 ? 0 : magnitude >= 9.995 ? 1 : 2;
+  return format_fixed(value, decimals) + " " + prefix + unit;
 }
 
 }  // namespace detail

@@ -16,10 +16,10 @@
 // measurement starts, so failing loudly there costs nothing.
 #pragma once
 
+#include "detail/number_format.hpp"  // real values print with '.' whatever the C locale
+
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -79,12 +79,14 @@ class param_value {
     switch (kind_) {
       case kind::integer: return std::to_string(integer_);
       case kind::real: {
-        char buf[40];
+        // The first of "%.6g" ... "%.17g" that reads back exactly; '.' whatever the locale.
+        std::string text;
         for (int digits = 6; digits <= 17; ++digits) {
-          std::snprintf(buf, sizeof buf, "%.*g", digits, real_);
-          if (std::strtod(buf, nullptr) == real_) break;
+          text = detail::format_general(real_, digits);
+          double back = 0;
+          if (detail::parse_double(text, back) && back == real_) break;
         }
-        return buf;
+        return text;
       }
       case kind::text: return text_;
     }

@@ -40,6 +40,26 @@ struct device_gpu_activity {
   std::int64_t comm_ns = 0;
 };
 
+// A node's graph-replayed work split by capture-time scope holds at most this many
+// scopes; records built in further scopes still count in the node totals, and in
+// attribution_counters::graph_capture_over_cap.
+inline constexpr std::size_t max_capture_origins_per_node = 16;
+
+// Work a scope replayed through a CUDA graph that was BUILT in another scope: the graph's
+// nodes were captured (or added, or instantiated from nodes captured) while
+// `captured_in` was open. The records stay attributed to the launch-time scope; this only
+// says which phase built them, so a replay shows where its kernels came from.
+//
+//   for (const kscope::graph_capture_origin& o : activity.graph_capture)
+//     std::printf("%llu kernels built in node %u\n", o.kernel_count, o.captured_in);
+struct graph_capture_origin {
+  node_id captured_in = 0;
+  std::uint64_t kernel_count = 0;
+  std::int64_t kernel_ns = 0;     // sum of their durations
+  std::uint64_t copy_count = 0;   // memcpy and memset nodes
+  std::int64_t copy_ns = 0;
+};
+
 // Copies in one direction, for one node.
 struct copy_totals {
   std::uint64_t count = 0;
@@ -77,6 +97,12 @@ struct node_gpu_activity {
   // Per-device split of the kernels, sorted by device ordinal (at most
   // max_devices_per_node entries). Empty when the node ran no kernels.
   std::vector<device_gpu_activity> devices;
+
+  // This node's CUDA-graph records whose nodes were built in ANOTHER scope, one entry per
+  // capture-time scope (at most max_capture_origins_per_node), most kernel time first.
+  // Empty when the node replayed no graph built elsewhere, or when the capture was not
+  // seen (attribution_counters::graph_capture_unknown).
+  std::vector<graph_capture_origin> graph_capture;
 
   [[nodiscard]] std::uint64_t compute_kernel_count() const noexcept { return kernel_count - comm_kernel_count; }
   [[nodiscard]] std::int64_t compute_ns() const noexcept { return kernel_ns - comm_ns; }
@@ -137,6 +163,13 @@ struct attribution_counters {
   std::uint64_t distinct_kernels_over_cap = 0;  // calls folded into "(other kernels)"
   std::uint64_t nodes_over_cap = 0;          // records of nodes past max_nodes -> (unscoped)
   std::uint64_t devices_over_cap = 0;        // kernels on a node's 65th+ device: no device split
+  // CUDA graphs (graph_nodes.hpp): records launched by a graph, and what their capture
+  // lookup found. graph_records = same scope + built_elsewhere + unknown.
+  std::uint64_t graph_records = 0;           // kernels, copies, memsets with a graph node id
+  std::uint64_t graph_built_elsewhere = 0;   // capture-time scope known, not the launch's: in graph_capture
+  std::uint64_t graph_capture_unknown = 0;   // the node's creation was not seen: no capture-time scope
+  std::uint64_t graph_capture_over_cap = 0;  // ...of built_elsewhere: past max_capture_origins_per_node scopes
+  std::uint64_t graph_nodes_evicted = 0;     // graph-node table entries replaced (table full)
 };
 
 // One GPU record kept for the trace (trace.hpp), on kscope's clock: the record's header

@@ -7,6 +7,7 @@
 //
 //   records.hpp               kernel / memcpy / memset records, unscoped_node
 //   correlation.hpp           the launch table and THE lookup rule (find_launch)
+//   graph_nodes.hpp           CUDA graph node -> the scope that built it (capture time)
 //   communication.hpp         which kernels are NCCL communication
 //   activity.hpp              the results: per-node activity, kernel summaries, counters
 //   detail/interval_union.hpp busy time as a union of intervals
@@ -24,6 +25,11 @@
 // communication share and a per-device split. Per kernel name: a top-kernels table like
 // torch.profiler's key_averages().table().
 //
+// CUDA graphs: a replayed kernel belongs to the scope that LAUNCHED the graph (above).
+// When its graph node was built in another scope (graph_nodes.hpp), the launch-time
+// node's graph_capture breakdown also says which scope built it and how much ran, so a
+// replay shows which phase each kernel came from; it never moves the record.
+//
 // Everything here is bounded: the correlation table, the intervals kept per node, the
 // kernel-name table and the recent-event ring all have caps (see attribution_options and
 // memory_bytes()).
@@ -32,6 +38,7 @@
 #include "activity.hpp"
 #include "communication.hpp"
 #include "correlation.hpp"
+#include "graph_nodes.hpp"
 #include "detail/interval_union.hpp"
 #include "detail/kernel_table.hpp"
 #include "records.hpp"
@@ -60,6 +67,7 @@ struct attribution_options {
   std::size_t median_samples = 256;      // duration reservoir per kernel name
   std::size_t max_intervals_per_node = 256;  // before the oldest are folded (busy/idle)
   std::size_t max_nodes = 65536;         // distinct nodes with GPU work
+  std::size_t graph_node_capacity = std::size_t{1} << 17;  // graph nodes remembered (2 MiB)
 };
 
 // The attribution core: consumes records, keeps per-node and per-kernel aggregates.
@@ -76,6 +84,7 @@ class gpu_attribution {
   explicit gpu_attribution(attribution_options options = {})
       : options_(sanitize(options)),
         table_(options_.correlation_capacity),
+        graph_nodes_(options_.graph_node_capacity),
         kernels_(options_.max_kernel_names, options_.median_samples) {
     recent_.reserve(options_.recent_capacity);
   }
@@ -84,6 +93,8 @@ class gpu_attribution {
   gpu_attribution& operator=(const gpu_attribution&) = delete;
 
   [[nodiscard]] correlation_table& launches() noexcept { return table_; }
+  // Graph node -> capture-time scope; the collector's resource callback writes it.
+  [[nodiscard]] graph_node_table& graph_nodes() noexcept { return graph_nodes_; }
   [[nodiscard]] const attribution_options& options() const noexcept { return options_; }
 
   // Dispatches on r.kind.
@@ -128,7 +139,8 @@ class gpu_attribution {
   // Called after each buffer: kernel-name pointers are trusted within one buffer only.
   void end_of_buffer() noexcept { kernels_.end_of_buffer(); }
 
-  // Forgets aggregates and events (kernel names and the launch table stay).
+  // Forgets aggregates and events (kernel names, the launch table and the graph-node
+  // table stay: a graph captured before a reset is still replayed after it).
   void reset() {
     nodes_.clear();
     node_cache_.fill(node_cache_entry{});
@@ -161,6 +173,12 @@ class gpu_attribution {
       }
       std::sort(a.devices.begin(), a.devices.end(),
                 [](const device_gpu_activity& x, const device_gpu_activity& y) { return x.device < y.device; });
+      std::sort(a.graph_capture.begin(), a.graph_capture.end(),
+                [](const graph_capture_origin& x, const graph_capture_origin& y) {
+                  if (x.kernel_ns != y.kernel_ns) return x.kernel_ns > y.kernel_ns;
+                  if (x.copy_ns != y.copy_ns) return x.copy_ns > y.copy_ns;
+                  return x.captured_in < y.captured_in;
+                });
       r.nodes.emplace_back(id, a);
     }
     std::sort(r.nodes.begin(), r.nodes.end(),
@@ -168,6 +186,7 @@ class gpu_attribution {
     r.top_kernels = top_kernels(top_kernel_limit);
     r.counters = counters_;
     r.counters.busy_intervals_clipped = clipped;
+    r.counters.graph_nodes_evicted = graph_nodes_.evicted();
     r.recent = recent_events();
     r.warnings = warnings(r.counters);
     r.memory_bytes = memory_bytes();
@@ -196,7 +215,8 @@ class gpu_attribution {
 
   // Bytes held now (tables, intervals, reservoirs, events, names); bounded by the caps.
   [[nodiscard]] std::size_t memory_bytes() const noexcept {
-    std::size_t bytes = sizeof(*this) + table_.memory_bytes() + kernels_.memory_bytes();
+    std::size_t bytes = sizeof(*this) + table_.memory_bytes() + graph_nodes_.memory_bytes() +
+                        kernels_.memory_bytes();
     bytes += recent_.capacity() * sizeof(gpu_activity_event);
     for (const auto& [id, acc] : nodes_) {
       (void)id;
@@ -204,6 +224,7 @@ class gpu_attribution {
                acc.activity_union.memory_bytes() + acc.comm_union.memory_bytes() +
                acc.compute_union.memory_bytes();
       for (const auto& d : acc.devices) bytes += sizeof(d) + d.kernel_union.memory_bytes();
+      bytes += acc.totals.graph_capture.capacity() * sizeof(graph_capture_origin);
     }
     return bytes;
   }
@@ -312,6 +333,7 @@ class gpu_attribution {
   void apply_kernel(const kernel_record& k, launch_origin origin) {
     node_accumulator& acc = account(k, origin);
     const std::int64_t ns = k.end_ns - k.start_ns;
+    note_graph_capture(acc, k.graph_node_id, origin.node, true, ns);
     acc.totals.kernel_count += 1;
     acc.totals.kernel_ns += ns;
     acc.kernel_union.add(k.start_ns, k.end_ns);
@@ -345,10 +367,51 @@ class gpu_attribution {
     }
   }
 
+  // A graph-launched record: which scope built its node (graph_nodes_), and, when that is
+  // not the launch-time node (after the node cap: the node the record really went to),
+  // its share in that node's graph_capture breakdown. Counted whatever the answer.
+  void note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
+                          std::int64_t ns) {
+    if (graph_node_id == 0) return;
+    ++counters_.graph_records;
+    const graph_node_table::lookup_result built = graph_nodes_.find(graph_node_id);
+    if (!built.found) {
+      ++counters_.graph_capture_unknown;
+      return;
+    }
+    if (built.node == launch_node) return;
+    ++counters_.graph_built_elsewhere;
+    std::vector<graph_capture_origin>& origins = acc.totals.graph_capture;
+    graph_capture_origin* o = nullptr;
+    for (graph_capture_origin& candidate : origins) {
+      if (candidate.captured_in == built.node) {
+        o = &candidate;
+        break;
+      }
+    }
+    if (o == nullptr) {
+      if (origins.size() >= max_capture_origins_per_node) {
+        ++counters_.graph_capture_over_cap;
+        return;
+      }
+      origins.push_back(graph_capture_origin{});
+      o = &origins.back();
+      o->captured_in = built.node;
+    }
+    if (kernel) {
+      o->kernel_count += 1;
+      o->kernel_ns += ns;
+    } else {
+      o->copy_count += 1;
+      o->copy_ns += ns;
+    }
+  }
+
   // Copies (per direction) and memsets: count, bytes and time in their bucket.
   void apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy, std::uint64_t bytes,
                       launch_origin origin) {
     node_accumulator& acc = account(r, origin);
+    note_graph_capture(acc, r.graph_node_id, origin.node, false, r.end_ns - r.start_ns);
     copy_totals& t = kind == activity_kind::memset ? acc.totals.memset
                                                    : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))];
     t.count += 1;
@@ -415,11 +478,22 @@ class gpu_attribution {
     say(c.distinct_kernels_over_cap, " kernel calls folded into \"(other kernels)\" (name cap)");
     say(c.nodes_over_cap, " GPU records of nodes past the node cap went to (unscoped)");
     say(c.devices_over_cap, " kernels ran on more than 64 devices per scope: not split by device");
+    say(c.graph_capture_unknown,
+        " CUDA-graph records ran graph nodes whose creation kscope did not see (built before CUPTI "
+        "started, or forgotten by the full graph-node table): the scope that built them is unknown");
+    say(c.graph_capture_over_cap,
+        (" CUDA-graph records were built in more than " + std::to_string(max_capture_origins_per_node) +
+         " other scopes of one launching scope: left out of its graph_capture breakdown")
+            .c_str());
+    say(c.graph_nodes_evicted,
+        " graph nodes were forgotten by the full graph-node table (raise "
+        "attribution_options::graph_node_capacity)");
     return out;
   }
 
   attribution_options options_;
   correlation_table table_;
+  graph_node_table graph_nodes_;
   attribution_counters counters_{};
   std::unordered_map<node_id, node_accumulator> nodes_;
   static constexpr std::size_t node_cache_size = 64;

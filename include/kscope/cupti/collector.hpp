@@ -20,6 +20,13 @@
 //   atomic stores, no lock, no allocation, and scopes need no CUPTI call of their own.
 //   Measured on the H200 it costs what raw CUPTI kernel activity costs, within noise
 //   (bench/RESULTS.md, docs/decisions.md).
+// - CUDA graphs: a replayed kernel goes to the scope open at cudaGraphLaunch (above). The
+//   resource callbacks GRAPHNODE_CREATED (on the thread that captures or adds the node:
+//   the scope open there built it) and GRAPHNODE_CLONED (cudaGraphInstantiate: the copy
+//   inherits its original's scope) fill a bounded graph node -> scope table
+//   (graph_nodes.hpp, detail/graph_events.hpp); the attribution then reports, per
+//   launching scope, which scopes built its graph kernels. These fire when graphs are
+//   built, never per launch, so the launch path is unchanged.
 // - Buffers: a pool allocated and touched at start (default 8 x 8 MiB = 64 MiB cap) and
 //   recycled through CUPTI's buffer-requested / buffer-completed callbacks. When every
 //   buffer is out the request gets none and CUPTI drops and counts records; that count is
@@ -58,6 +65,7 @@
 
 #if KSCOPE_HAS_CUPTI
 #  include "detail/callback_ids.hpp"
+#  include "detail/graph_events.hpp"
 #  include "detail/parse.hpp"
 #  include <cuda_runtime_api.h>
 #endif
@@ -133,6 +141,7 @@ struct cupti_status {
   std::uint32_t cupti_version = 0; // cuptiGetVersion (130001 for CUDA 13.0)
   std::size_t pool_bytes = 0;
   std::size_t callbacks_enabled = 0;  // launch callback ids enabled
+  bool graph_capture = false;         // graph-node callbacks on: capture-time scopes known
   std::string message;             // "CUPTI 130001 (...): kernel+memcpy+memset; ..."
 };
 
@@ -144,6 +153,7 @@ struct cupti_snapshot {
   std::uint64_t buffers_completed = 0;
   std::uint64_t buffers_denied = 0;   // requests refused because the pool was exhausted
   std::uint64_t callback_errors = 0;  // exceptions caught inside CUPTI callbacks
+  std::uint64_t graph_node_errors = 0;  // graph-node callbacks whose node id could not be read
 };
 
 // The process-wide collector (CUPTI's callbacks are process-wide too).
@@ -229,6 +239,7 @@ class cupti_collector {
     s.buffers_completed = buffers_completed_.load(std::memory_order_relaxed);
     s.buffers_denied = pool_.denied();
     s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
+    s.graph_node_errors = graph_node_errors_.load(std::memory_order_relaxed);
     if (s.buffers_denied > 0) {
       s.warnings.push_back("CUPTI asked for an activity buffer " + std::to_string(s.buffers_denied) +
                            " times while all " + std::to_string(pool_.buffer_count()) +
@@ -237,6 +248,11 @@ class cupti_collector {
     if (s.callback_errors > 0) {
       s.warnings.push_back(std::to_string(s.callback_errors) +
                            " errors inside CUPTI buffer callbacks (out of memory?); records lost");
+    }
+    if (s.graph_node_errors > 0) {
+      s.warnings.push_back(std::to_string(s.graph_node_errors) +
+                           " CUDA graph nodes whose id CUPTI could not give (cuptiGetGraphNodeId): the scope "
+                           "that built them is unknown");
     }
     for (auto& w : s.activity.warnings) s.warnings.push_back(w);
     return s;
@@ -275,6 +291,12 @@ class cupti_collector {
     return attribution_locked().launches();
   }
 
+  // The graph node -> capture-time scope table the graph-node callbacks write.
+  [[nodiscard]] graph_node_table& graph_nodes() {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    return attribution_locked().graph_nodes();
+  }
+
  private:
   cupti_collector() = default;
 
@@ -309,6 +331,7 @@ class cupti_collector {
     s.message = message_;
     s.pool_bytes = pool_.capacity_bytes();
     s.callbacks_enabled = callbacks_enabled_;
+    s.graph_capture = graph_capture_enabled_;
 #if KSCOPE_HAS_CUPTI
     s.library = api_.path;
     s.cupti_version = api_.version;
@@ -333,14 +356,36 @@ class cupti_collector {
     return static_cast<std::uint64_t>(detail::now_ns());
   }
 
-  // The hot path: runs inside every hooked launch, on the launching thread.
+  // The hot path: runs inside every hooked launch, on the launching thread. userdata is
+  // the attribution (created once, never replaced); its two tables are thread-safe.
   static void CUPTIAPI on_api_callback(void* userdata, CUpti_CallbackDomain domain,
-                                       CUpti_CallbackId, const void* cbdata) {
+                                       CUpti_CallbackId cbid, const void* cbdata) {
     if (KSCOPE_UNLIKELY(userdata == nullptr || cbdata == nullptr)) return;
-    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
-    const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
-    if (data->callbackSite != CUPTI_API_ENTER) return;
-    record_launch_from_this_thread(*static_cast<correlation_table*>(userdata), data->correlationId);
+    auto& attribution = *static_cast<gpu_attribution*>(userdata);
+    if (KSCOPE_LIKELY(domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)) {
+      const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+      if (data->callbackSite != CUPTI_API_ENTER) return;
+      record_launch_from_this_thread(attribution.launches(), data->correlationId);
+      return;
+    }
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+      on_graph_node_callback(attribution, cbid, *static_cast<const CUpti_ResourceData*>(cbdata));
+    }
+  }
+
+  // A graph node created or cloned, on the thread building the graph (not a hot path:
+  // graphs are built once and replayed many times). Never throws into CUDA.
+  static void on_graph_node_callback(gpu_attribution& attribution, CUpti_CallbackId cbid,
+                                     const CUpti_ResourceData& data) noexcept {
+    cupti_collector& c = global();
+    try {
+      if (detail::record_graph_node_event(attribution.graph_nodes(), cbid, data, c.api_.get_graph_node_id,
+                                          detail::current_node()) == detail::graph_node_event::no_id) {
+        c.graph_node_errors_.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (...) {
+      c.callback_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 
   static void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
@@ -412,10 +457,10 @@ class cupti_collector {
                         std::to_string(options_.buffer_count) + " x " + std::to_string(options_.buffer_bytes) +
                         " bytes); GPU times from CUDA events only");
     }
-    correlation_table* table = nullptr;
+    gpu_attribution* attribution = nullptr;
     {
       std::lock_guard<std::mutex> lock(attribution_mutex_);
-      table = &attribution_locked().launches();
+      attribution = &attribution_locked();
     }
 
     // 1. Subscribe first: if another tool owns CUPTI, touch nothing else of its setup.
@@ -428,9 +473,9 @@ class cupti_collector {
       params.subscriberName = "kscope";
       params.oldSubscriberName = other_tool;
       params.oldSubscriberSize = sizeof(other_tool) - 1;
-      subscribed = api_.subscribe_v2(&subscriber_, &on_api_callback, table, &params);
+      subscribed = api_.subscribe_v2(&subscriber_, &on_api_callback, attribution, &params);
     } else {
-      subscribed = api_.subscribe(&subscriber_, &on_api_callback, table);
+      subscribed = api_.subscribe(&subscriber_, &on_api_callback, attribution);
     }
     if (subscribed != CUPTI_SUCCESS) {
       subscriber_ = nullptr;
@@ -438,6 +483,7 @@ class cupti_collector {
       return fail_with(subscribed, "cuptiSubscribe", who);
     }
     enable_launch_callbacks();
+    enable_graph_callbacks();
     if (callbacks_enabled_ == 0) {
       teardown();
       return refuse(cupti_state::failed,
@@ -500,6 +546,7 @@ class cupti_collector {
     message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
                (options_.driver_api_callbacks ? "launch callback (runtime+driver API)"
                                               : "launch callback (runtime API only)") +
+               (graph_capture_enabled_ ? "; graph capture scopes" : "; graph capture scopes off") +
                "; clock: " + to_string(clock_);
     return true;
   }
@@ -533,6 +580,19 @@ class cupti_collector {
     }
   }
 
+  // The graph-node resource callbacks (capture-time scopes). Optional: without them, or
+  // without cuptiGetGraphNodeId, graph kernels are still attributed to their launch scope
+  // and the records are counted as graph_capture_unknown.
+  void enable_graph_callbacks() {
+    graph_capture_enabled_ = false;
+    if (api_.get_graph_node_id == nullptr) return;
+    const bool created = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                              CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) == CUPTI_SUCCESS;
+    const bool cloned = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                             CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) == CUPTI_SUCCESS;
+    graph_capture_enabled_ = created && cloned;
+  }
+
   CUptiResult enable_kind(CUpti_ActivityKind kind) {
     const CUptiResult r = api_.activity_enable(kind);
     if (r == CUPTI_SUCCESS) enabled_kinds_.push_back(kind);
@@ -544,6 +604,7 @@ class cupti_collector {
   void teardown() noexcept {
     for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
     enabled_kinds_.clear();
+    graph_capture_enabled_ = false;  // unsubscribing turns every callback off
     if (subscriber_ != nullptr) {
       (void)api_.unsubscribe(subscriber_);
       subscriber_ = nullptr;
@@ -591,6 +652,8 @@ class cupti_collector {
   std::atomic<std::uint64_t> dropped_by_cupti_{0};
   std::atomic<std::uint64_t> buffers_completed_{0};
   std::atomic<std::uint64_t> callback_errors_{0};
+  std::atomic<std::uint64_t> graph_node_errors_{0};
+  bool graph_capture_enabled_ = false;
   bool exit_handler_registered_ = false;
   bool buffers_registered_ = false;
 #if KSCOPE_HAS_CUPTI

@@ -322,9 +322,7 @@ class peak_session {
 };
 
 inline std::string gib_text(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  return text;
+  return format_fixed(bytes / (1024.0 * 1024 * 1024), 2) + " GiB";  // '.' whatever the C locale
 }
 
 // Sustained DRAM bandwidth: a 16-byte grid-stride copy between two buffers far larger

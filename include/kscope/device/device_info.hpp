@@ -16,6 +16,7 @@
 
 #include "../core/config.hpp"
 #include "../core/detail/json_writer.hpp"
+#include "../core/detail/number_format.hpp"
 #include "../core/dtype.hpp"
 #include "../core/roofline.hpp"
 #include "detail/peak_table.hpp"
@@ -134,15 +135,14 @@ inline std::string cuda_version_text(int version) {
   const std::string versions =
       "driver " + detail::cuda_version_text(d.driver_version) + ", runtime " + detail::cuda_version_text(d.runtime_version);
   if (!d.present) return d.problem + "; " + versions;
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "%s: %s, %d SMs at %.0f MHz, %.1f GiB, %.0f MHz x %d-bit memory (%s), %.0f MiB L2; %s; %s",
-                d.name.c_str(), architecture_name(d.cc_major, d.cc_minor).c_str(),
-                d.sm_count, d.sm_clock_khz / 1e3, static_cast<double>(d.memory_bytes) / (1024.0 * 1024 * 1024),
-                d.memory_clock_khz / 1e3, d.memory_bus_width_bits,
-                detail::format_si(theoretical_bytes_per_s(d), "B/s").c_str(),
-                static_cast<double>(d.l2_bytes) / (1024.0 * 1024), versions.c_str(), d.uuid.c_str());
-  return line;
+  // Numbers through format_fixed: '.' whatever the host program's C locale.
+  using detail::format_fixed;
+  return d.name + ": " + architecture_name(d.cc_major, d.cc_minor) + ", " + std::to_string(d.sm_count) + " SMs at " +
+         format_fixed(d.sm_clock_khz / 1e3, 0) + " MHz, " +
+         format_fixed(static_cast<double>(d.memory_bytes) / (1024.0 * 1024 * 1024), 1) + " GiB, " +
+         format_fixed(d.memory_clock_khz / 1e3, 0) + " MHz x " + std::to_string(d.memory_bus_width_bits) +
+         "-bit memory (" + detail::format_si(theoretical_bytes_per_s(d), "B/s") + "), " +
+         format_fixed(static_cast<double>(d.l2_bytes) / (1024.0 * 1024), 0) + " MiB L2; " + versions + "; " + d.uuid;
 }
 
 // Writes the device as a JSON object (the "gpu" context block of reports).

@@ -15,6 +15,7 @@
 #include "../core/config.hpp"
 #include "../core/detail/json_reader.hpp"
 #include "../core/detail/json_writer.hpp"
+#include "../core/detail/number_format.hpp"
 #include "../cupti/communication.hpp"
 #include "report.hpp"
 
@@ -56,6 +57,29 @@ inline summary summary_from_json(const json_value& v) {
   s.outliers = static_cast<std::size_t>(v.member_number("outliers", 0));
   s.steady = v.member_bool("steady", true);
   return s;
+}
+
+// Writes a parsed value back as JSON (numbers through the writer: '.' in any locale).
+inline void write_json_value(json_writer& w, const json_value& v) {
+  switch (v.type) {
+    case json_type::null: w.value(nullptr); return;
+    case json_type::boolean: w.value(v.boolean); return;
+    case json_type::number: w.value(v.number); return;
+    case json_type::string: w.value(v.string); return;
+    case json_type::array:
+      w.begin_array();
+      for (const json_value& item : v.items) write_json_value(w, item);
+      w.end_array();
+      return;
+    case json_type::object:
+      w.begin_object();
+      for (const auto& [key, member] : v.members) {
+        w.key(key);
+        write_json_value(w, member);
+      }
+      w.end_object();
+      return;
+  }
 }
 
 inline void copy_from_json(const json_value* v, copy_totals& c) {
@@ -101,8 +125,8 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
 }  // namespace detail
 
 // Rebuilds a session_report from its "kscope.report/1" JSON (the inverse of json(), up to
-// what the JSON holds: the context's device lines come back from `context.gpu`, samples
-// are not in the JSON). Empty result, with `*error` set, for anything that is not such a
+// what the JSON holds: the context's device lines are rebuilt from `context.gpu`, which
+// is also kept as is in context.devices_json; samples are not in the JSON). Empty result, with `*error` set, for anything that is not such a
 // document.
 //
 //   std::string error;
@@ -132,6 +156,8 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
     r.context.cuda_compiled = c->member_bool("cuda_compiled", false);
     r.context.no_device_reason = c->member_string("no_device_reason", "no GPU in the report");
     if (const detail::json_value* gpus = c->find("gpu"); gpus && gpus->is_array()) {
+      detail::json_writer devices(r.context.devices_json);
+      detail::write_json_value(devices, *gpus);
       for (const detail::json_value& g : gpus->items) {
         std::string line = "#" + std::to_string(static_cast<long long>(g.member_number("ordinal", 0))) + " " +
                            g.member_string("name", "?");
@@ -407,8 +433,8 @@ inline std::string merged_report::text() const {
   for (const merged_scope& s : scopes) {
     std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
     name += s.name;
-    char ratio[16] = "-";
-    if (std::isfinite(s.time.slowest_ratio)) std::snprintf(ratio, sizeof ratio, "%.2fx", s.time.slowest_ratio);
+    const std::string ratio =
+        std::isfinite(s.time.slowest_ratio) ? detail::format_fixed(s.time.slowest_ratio, 2) + "x" : std::string("-");
     out += detail::fit(name, 30) + detail::fit(std::to_string(s.ranks.size()), 6, true) + " " +
            detail::fit(s.time_metric, 4) + detail::fit(duration(s.time.min_ns), 10, true) +
            detail::fit(duration(s.time.median_ns), 10, true) + detail::fit(duration(s.time.max_ns), 10, true) +

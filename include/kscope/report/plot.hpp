@@ -25,9 +25,11 @@
 //
 // The HTML page embeds the SVG inline and the given tables; it has no JavaScript and
 // no external resources, so it opens offline and renders the same in any browser.
-// docs/render_html.sh turns it into a PNG with headless chromium.
+// docs/render_html.sh turns it into a PNG with headless chromium. Every number is written
+// with '.' whatever the C locale (core/detail/number_format.hpp): SVG has no decimal comma.
 #pragma once
 
+#include "../core/detail/number_format.hpp"
 #include "../core/roofline.hpp"
 
 #include <algorithm>
@@ -134,26 +136,19 @@ inline std::string xml_escaped(std::string_view text) {
   return out;
 }
 
-inline std::string svg_number(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f", value);
-  return buffer;
-}
+inline std::string svg_number(double value) { return format_fixed(value, 2); }
 
 // The label of the decade 10^exponent: "0.01", "1", "100", "1k", "10 T" + unit...
 // Whole numbers with an SI prefix from 10^3 up, plain decimals below.
 inline std::string decade_label(int exponent, const char* unit = "") {
   static const char* const prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
-  char buffer[48];
+  const std::string space = *unit != '\0' ? " " : "";
   if (exponent >= 0) {
     const int group = std::min(exponent / 3, 6);
     const double mantissa = std::pow(10.0, exponent - 3 * group);
-    const bool spaced = *unit != '\0';
-    std::snprintf(buffer, sizeof buffer, "%g%s%s%s", mantissa, spaced ? " " : "", prefixes[group], unit);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%g%s%s", std::pow(10.0, exponent), *unit ? " " : "", unit);
+    return format_general(mantissa, 6) + space + prefixes[group] + unit;  // printf "%g"
   }
-  return buffer;
+  return format_general(std::pow(10.0, exponent), 6) + space + unit;
 }
 
 // Colours that stay apart for colour-blind readers (Okabe & Ito, 2008).

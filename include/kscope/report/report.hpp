@@ -13,6 +13,7 @@
 #include "../cupti/activity.hpp"  // the result types only, not the attribution machinery
 #include "../core/config.hpp"
 #include "../core/detail/json_writer.hpp"
+#include "../core/detail/number_format.hpp"  // every number printed with '.', whatever the C locale
 #include "../scope/detail/thread_state.hpp"
 #include "plot.hpp"
 #include "../core/roofline.hpp"
@@ -34,6 +35,13 @@ struct tag_count {
   std::string value;
   std::uint64_t count = 0;
 };
+
+// A placement whose fraction_of_roof exceeds this is impossible: no code beats the
+// theoretical roof, and 10 % covers what is not exact in a placement (the rated clock,
+// boost above it, the time's own noise), so anything beyond it is a wrong time or a wrong
+// declared work, never a fast kernel.
+//   if (p.fraction_of_roof > kscope::roofline_impossible_above) { /* do not advise */ }
+inline constexpr double roofline_impossible_above = 1.1;
 
 // The results for one node of the call-path tree (one (parent, name) pair).
 struct scope_report {
@@ -65,6 +73,24 @@ struct scope_report {
   std::string roof;                         // "bf16 tensor", "fp32 plain"
   interval flops_per_s_ci{std::nan(""), std::nan(""), 0.95};  // from the time CI
   double fraction_of_measured_roof = std::nan("");           // when measured peaks are set
+  // Which time per call the placement used, and its value: "events" (the median between
+  // the scope's CUDA events), "host" (the host median: the scope had no stream), or
+  // "kernels (CUPTI)" (the scope's own time contradicted its kernels' GPU time, see
+  // gpu_time_disagreement, so their busy time per call was used). "" when not placed.
+  std::string roofline_time_source;
+  double roofline_time_ns = std::nan("");
+  // A placement above the theoretical roof by more than roofline_impossible_above cannot
+  // be true: it carries the likely cause and is printed without limiter or advice.
+  bool roofline_impossible = false;
+  std::string roofline_impossible_reason;
+  // What to try next, naming the measurements it rests on (the session fills it from the
+  // scope's kernel timeline, session/detail/advice.hpp). Empty: printers fall back to
+  // the evidence-free hint() of the placement.
+  std::string advice;
+  // Why the scope's own time was not trusted as its GPU time: its kernels (CUPTI) ran
+  // longer per call than its events (or, for a scope with declared work and no stream,
+  // its host time) say; both numbers and the kernels' streams. "" when they agree.
+  std::string gpu_time_disagreement;
 
   // Kernels, copies and memsets CUPTI attributed to this node (launched while it was the
   // innermost scope on the launching thread; children's work is theirs). Empty when
@@ -132,11 +158,8 @@ struct session_report {
   if (std::fabs(ns) >= 1e9) { v = ns / 1e9; unit = "s"; }
   else if (std::fabs(ns) >= 1e6) { v = ns / 1e6; unit = "ms"; }
   else if (std::fabs(ns) >= 1e3) { v = ns / 1e3; unit = "us"; }
-  char buf[32];
-  if (std::fabs(v) >= 100 || unit[0] == 'n') std::snprintf(buf, sizeof buf, "%.0f %s", v, unit);
-  else if (std::fabs(v) >= 10) std::snprintf(buf, sizeof buf, "%.1f %s", v, unit);
-  else std::snprintf(buf, sizeof buf, "%.2f %s", v, unit);
-  return buf;
+  const int decimals = (std::fabs(v) >= 100 || unit[0] == 'n') ? 0 : std::fabs(v) >= 10 ? 1 : 2;
+  return detail::format_fixed(v, decimals) + " " + unit;
 }
 
 namespace detail {
@@ -148,9 +171,7 @@ using kscope::format_duration_ns;
 inline std::string format_ci_percent(const summary& s) {
   if (!std::isfinite(s.median_ci.lo) || !std::isfinite(s.median_ci.hi) || s.median == 0) return "";
   const double half = 0.5 * (s.median_ci.hi - s.median_ci.lo) / std::fabs(s.median) * 100.0;
-  char buf[24];
-  std::snprintf(buf, sizeof buf, half < 0.095 ? "±%.2f%%" : "±%.1f%%", half);
-  return buf;
+  return "±" + format_fixed(half, half < 0.095 ? 2 : 1) + "%";
 }
 
 // Pads (or cuts with "~") to a display width; "±" and "µ" count as one column.
@@ -203,6 +224,92 @@ inline void write_device_split_json(json_writer& w, const std::vector<device_gpu
   w.end_array();
 }
 
+// The path of scope `id` in a report's own scope list (graph_capture names scopes by id);
+// "(unscoped)" for the root, "node N" when the report does not list it.
+inline std::string scope_path_of(const std::vector<scope_report>& scopes, node_id id) {
+  for (const scope_report& s : scopes)
+    if (s.id == id) return s.path;
+  return id == unscoped_node ? std::string(unscoped_node_name) : "node " + std::to_string(id);
+}
+
+// One text line per scope that replayed CUDA graphs built elsewhere:
+// "graph kernels built in: prefill/attention (40 kernels, 1.20 ms), decode (3 kernels, 20.0 us)".
+inline std::string graph_capture_text(const std::vector<graph_capture_origin>& origins,
+                                      const std::vector<scope_report>& scopes) {
+  std::string line = "graph kernels built in: ";
+  for (std::size_t i = 0; i < origins.size(); ++i) {
+    const graph_capture_origin& o = origins[i];
+    if (i > 0) line += ", ";
+    line += scope_path_of(scopes, o.captured_in) + " (";
+    if (o.kernel_count > 0 || o.copy_count == 0) {
+      line += std::to_string(o.kernel_count) + (o.kernel_count == 1 ? " kernel, " : " kernels, ") +
+              format_duration_ns(static_cast<double>(o.kernel_ns));
+    }
+    if (o.copy_count > 0) {
+      line += std::string(o.kernel_count > 0 ? "; " : "") + std::to_string(o.copy_count) + " copies/memsets, " +
+              format_duration_ns(static_cast<double>(o.copy_ns));
+    }
+    line += ")";
+  }
+  return line;
+}
+
+// graph_capture as JSON: [{"captured_in": path, "kernels": n, "ns": t, ...}].
+inline void write_graph_capture_json(json_writer& w, const std::vector<graph_capture_origin>& origins,
+                                     const std::vector<scope_report>& scopes) {
+  w.begin_array();
+  for (const graph_capture_origin& o : origins) {
+    w.begin_object();
+    w.member("captured_in", scope_path_of(scopes, o.captured_in));
+    w.member("captured_in_id", static_cast<unsigned long long>(o.captured_in));
+    w.member("kernels", static_cast<unsigned long long>(o.kernel_count));
+    w.member("ns", static_cast<long long>(o.kernel_ns));
+    w.member("copies", static_cast<unsigned long long>(o.copy_count));
+    w.member("copy_ns", static_cast<long long>(o.copy_ns));
+    w.end_object();
+  }
+  w.end_array();
+}
+
+// A fraction as a percentage with two significant digits or more: "38210%", "62%",
+// "3.5%", "0.42%" (what the roofline advice and the impossible line print; no space, so
+// wrapped text never puts the number and its "%" on two lines).
+inline std::string roofline_percent_text(double fraction) {
+  const double v = 100 * fraction;
+  return format_fixed(v, std::fabs(v) >= 10 ? 0 : std::fabs(v) >= 1 ? 1 : 2) + "%";
+}
+
+// Whether a placement must not be printed as true: flagged by the session, or (in a
+// report built by hand) above the roof by more than roofline_impossible_above.
+inline bool placement_impossible(const scope_report& s) {
+  return s.roofline && (s.roofline_impossible || s.roofline->fraction_of_roof > roofline_impossible_above);
+}
+
+// The line under the roofline table for a placed scope: why it is impossible, else the
+// session's evidence-based advice, else the placement's hint().
+inline std::string placement_advice(const scope_report& s) {
+  const placement& p = *s.roofline;
+  if (placement_impossible(s)) {
+    std::string line = "impossible: " + roofline_percent_text(p.fraction_of_roof) +
+                       " of the theoretical roof — the time measured";
+    if (std::isfinite(s.roofline_time_ns)) {
+      line += " (" + format_duration_ns(s.roofline_time_ns) + " per call";
+      if (!s.roofline_time_source.empty()) line += ", " + s.roofline_time_source;
+      line += ")";
+    }
+    line += " is shorter than the work can take";
+    // work / roof = time * (achieved / roof): the least time the declared work needs.
+    if (std::isfinite(s.roofline_time_ns))
+      line += " (" + format_duration_ns(s.roofline_time_ns * p.fraction_of_roof) + " at the roof)";
+    line += "; " + (s.roofline_impossible_reason.empty()
+                        ? std::string("the time is wrong (events on another stream than the kernels, or a host time "
+                                      "that ends before the kernels do) or the declared work is more than what ran")
+                        : s.roofline_impossible_reason);
+    return line;
+  }
+  return s.advice.empty() ? std::string(hint(p)) : s.advice;
+}
+
 inline void write_summary_json(json_writer& w, const summary& s) {
   w.begin_object();
   w.member("n", static_cast<unsigned long long>(s.n));
@@ -240,22 +347,24 @@ inline std::string session_report::text() const {
          detail::fit("gpu med", 9, true) + " " + detail::fit("CI95", 7) +
          detail::fit("total", 9, true) + detail::fit("%par", 7, true) + "\n";
   out += std::string(96, '-') + "\n";
-  bool any_unsteady = false, any_capped = false;
+  bool any_unsteady = false, any_capped = false, any_contradicted = false;
   for (const scope_report& s : scopes) {
+    // Event times that the scope's own kernels (CUPTI) contradict are shown, never as true.
+    const bool contradicted = s.gpu_calls && !s.gpu_time_disagreement.empty();
+    any_contradicted = any_contradicted || contradicted;
     std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
     name += s.name;
     if (s.cross_thread) name += " ~";
     std::string flags;
     if (!s.host_ns.steady && s.host_ns.n > 0) { flags += "!"; any_unsteady = true; }
     if (s.samples_capped) { flags += "*"; any_capped = true; }
-    char share[16] = "-";
-    if (std::isfinite(s.share_of_parent))
-      std::snprintf(share, sizeof share, "%.1f%%", 100.0 * s.share_of_parent);
+    std::string share = "-";
+    if (std::isfinite(s.share_of_parent)) share = detail::format_fixed(100.0 * s.share_of_parent, 1) + "%";
     out += detail::fit(name, 30) + detail::fit(std::to_string(s.calls) + flags, 8, true) + "  " +
            detail::fit(format_duration_ns(s.host_ns.median), 9, true) + " " +
            detail::fit(detail::format_ci_percent(s.host_ns), 7) +
            detail::fit(s.gpu_calls ? format_duration_ns(s.gpu_ns.median) : "-", 9, true) + " " +
-           detail::fit(s.gpu_calls ? detail::format_ci_percent(s.gpu_ns) : "", 7) +
+           detail::fit(contradicted ? "≠CUPTI" : s.gpu_calls ? detail::format_ci_percent(s.gpu_ns) : "", 7) +
            detail::fit(format_duration_ns(s.host_inclusive_ns), 9, true) +
            detail::fit(share, 7, true) + "\n";
   }
@@ -266,30 +375,37 @@ inline std::string session_report::text() const {
   if (any_unsteady) legend += "; !: no steady state found (all samples after the first used)";
   if (any_capped) legend += "; *: samples capped at " + std::to_string(sample_cap) + " (reservoir)";
   legend += "; ~: cross-thread range";
+  if (any_contradicted)
+    legend += "; ≠CUPTI: the scope's events disagree with its kernels' time (see the warnings); not its GPU time";
   out += "\n" + detail::wrap(legend, 98);
   bool any_placed = false;
   for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
   if (any_placed) {
     out += "\n" + detail::fit("roofline (median call)", 30) + detail::fit("FLOP/s", 10, true) +
            detail::fit("B/s", 10, true) + detail::fit("FLOP/B", 8, true) + detail::fit("%roof", 7, true) +
-           detail::fit("%meas", 7, true) + "  " + detail::fit("limiter", 9) + detail::fit("roof", 12) + "\n";
-    out += std::string(96, '-') + "\n";
+           detail::fit("%meas", 7, true) + "  " + detail::fit("limiter", 11) + detail::fit("roof", 12) + "\n";
+    out += std::string(98, '-') + "\n";
     std::string hints;
     for (const scope_report& s : scopes) {
       if (!s.roofline) continue;
       const placement& p = *s.roofline;
-      char intensity[16], roof_pct[16], measured_pct[16] = "-";
-      std::snprintf(intensity, sizeof intensity, p.intensity < 10 ? "%.2f" : "%.0f", p.intensity);
-      std::snprintf(roof_pct, sizeof roof_pct, "%.0f%%", 100 * p.fraction_of_roof);
-      if (std::isfinite(s.fraction_of_measured_roof))
-        std::snprintf(measured_pct, sizeof measured_pct, "%.0f%%", 100 * s.fraction_of_measured_roof);
+      const std::string intensity = detail::format_fixed(p.intensity, p.intensity < 10 ? 2 : 0);
+      const std::string roof_pct = detail::format_fixed(100 * p.fraction_of_roof, 0) + "%";
+      const std::string measured_pct = std::isfinite(s.fraction_of_measured_roof)
+                                           ? detail::format_fixed(100 * s.fraction_of_measured_roof, 0) + "%"
+                                           : std::string("-");
       std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
       name += s.name;
       out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
              detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
              detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
-             detail::fit(to_string(p.limiter), 9) + detail::fit(s.roof, 12) + "\n";
-      hints += detail::wrap(s.path + ": " + std::string(hint(p)), 98);
+             detail::fit(detail::placement_impossible(s) ? "impossible" : to_string(p.limiter), 11) +
+             detail::fit(s.roof, 12) + "\n";
+      // Said with the advice when the placement is not timed by the scope's events.
+      const std::string timed = s.roofline_time_source.empty() || s.roofline_time_source == "events"
+                                    ? std::string()
+                                    : " [timed by " + s.roofline_time_source + "]";
+      hints += detail::wrap(s.path + timed + ": " + detail::placement_advice(s), 98);
     }
     out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
   }
@@ -336,6 +452,9 @@ inline std::string session_report::text() const {
                  detail::fit(format_duration_ns(static_cast<double>(d.busy_ns)), 10, true) + "\n";
         }
       }
+      // CUDA graphs replayed here but built in another scope: which phase built them.
+      if (!a.graph_capture.empty())
+        out += std::string(name.size() - s.name.size() + 2, ' ') + detail::graph_capture_text(a.graph_capture, scopes) + "\n";
     }
     std::string legend = "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
                          "idle: its GPU span with none of its work running";
@@ -416,6 +535,9 @@ inline std::string session_report::json() const {
   w.member("unscoped", static_cast<unsigned long long>(c.unscoped));
   w.member("unattributed", static_cast<unsigned long long>(c.unattributed));
   w.member("devices_over_cap", static_cast<unsigned long long>(c.devices_over_cap));
+  w.member("graph_records", static_cast<unsigned long long>(c.graph_records));
+  w.member("graph_built_elsewhere", static_cast<unsigned long long>(c.graph_built_elsewhere));
+  w.member("graph_capture_unknown", static_cast<unsigned long long>(c.graph_capture_unknown));
   w.end_object();
   w.key("top_kernels").begin_array();
   for (const kernel_summary& k : top_kernels) {
@@ -451,6 +573,7 @@ inline std::string session_report::json() const {
     w.key("gpu_ns");
     if (s.gpu_calls) detail::write_summary_json(w, s.gpu_ns); else w.value(nullptr);
     w.member("gpu_total_ns", s.gpu_total_ns);
+    w.member("gpu_time_disagreement", s.gpu_time_disagreement);
     w.key("declared_work").begin_object();
     w.member("flops", s.declared.flops).member("bytes", s.declared.bytes);
     w.member("calls", static_cast<unsigned long long>(s.work_calls));
@@ -466,8 +589,17 @@ inline std::string session_report::json() const {
       w.member("intensity", p.intensity).member("roof_flops_per_s", p.roof_flops_per_s);
       w.member("fraction_of_roof", p.fraction_of_roof);
       w.member("fraction_of_measured_roof", s.fraction_of_measured_roof);
-      w.member("limiter", to_string(p.limiter));
-      w.member("hint", hint(p));
+      w.member("time_source", s.roofline_time_source);
+      w.member("time_ns", s.roofline_time_ns);
+      // An impossible placement keeps its numbers (they show what was measured) but has
+      // no limiter and no advice: both would rest on a time that cannot be right.
+      const bool impossible = detail::placement_impossible(s);
+      w.member("impossible", impossible);
+      w.member("impossible_reason", impossible ? detail::placement_advice(s) : std::string());
+      w.key("limiter");
+      if (impossible) w.value(nullptr); else w.value(to_string(p.limiter));
+      w.key("hint");
+      if (impossible) w.value(nullptr); else w.value(detail::placement_advice(s));
       w.key("flops_per_s_ci").begin_object();
       w.member("lo", s.flops_per_s_ci.lo).member("hi", s.flops_per_s_ci.hi).member("level", s.flops_per_s_ci.level);
       w.end_object();
@@ -502,6 +634,8 @@ inline std::string session_report::json() const {
       w.member("compute_busy_ns", static_cast<long long>(a.compute_busy_ns));
       w.key("devices");
       detail::write_device_split_json(w, a.devices);
+      w.key("graph_capture");
+      detail::write_graph_capture_json(w, a.graph_capture, scopes);
       w.end_object();
     }
     w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
@@ -540,9 +674,7 @@ inline std::string session_report::html() const {
   };
   const auto percent = [](double f) {
     if (!std::isfinite(f)) return std::string("-");
-    char b[16];
-    std::snprintf(b, sizeof b, "%.1f %%", 100 * f);
-    return std::string(b);
+    return detail::format_fixed(100 * f, 1) + " %";
   };
   for (const scope_report& s : scopes) {
     scope_table.rows.push_back({s.path, std::to_string(s.calls), format_duration_ns(s.host_ns.median),
@@ -551,12 +683,14 @@ inline std::string session_report::html() const {
                                 percent(s.share_of_parent)});
     if (!s.roofline) continue;
     const placement& p = *s.roofline;
-    points.push_back(to_roof_point(s.path, p));
-    char intensity[24];
-    std::snprintf(intensity, sizeof intensity, "%.3g", p.intensity);
+    // An impossible point would be drawn above the roof as if it were real: the table says
+    // why it is left out of the picture.
+    const bool impossible = detail::placement_impossible(s);
+    if (!impossible) points.push_back(to_roof_point(s.path, p));
+    const std::string intensity = detail::format_general(p.intensity, 3);
     roof_table.rows.push_back({s.path, detail::format_si(p.flops_per_s, "FLOP/s"), detail::format_si(p.bytes_per_s, "B/s"),
                                intensity, percent(p.fraction_of_roof), percent(s.fraction_of_measured_roof),
-                               to_string(p.limiter), s.roof, std::string(hint(p))});
+                               impossible ? "impossible" : to_string(p.limiter), s.roof, detail::placement_advice(s)});
   }
   if (!points.empty() && !context.roof_lines.empty()) {
     plot_options options;

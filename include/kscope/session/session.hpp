@@ -25,6 +25,7 @@
 #include "../report/trace.hpp"
 #include "../scope/recorder.hpp"
 #include "../scope/recorder_snapshot.hpp"
+#include "detail/advice.hpp"
 #include "detail/context.hpp"
 
 #include <algorithm>
@@ -288,8 +289,10 @@ inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_r
       s.host_ns.min = clock.duration_ns(n.host_ticks.min());
       s.host_ns.max = clock.duration_ns(n.host_ticks.max());
     }
-    if (peaks) place_scope(s, *peaks);
+    // Activity first: an impossible placement's likely cause depends on whether CUPTI
+    // saw the scope's kernels.
     if (const node_gpu_activity* a = activity.find(id)) s.gpu_activity = *a;
+    if (peaks) place_scope(s, *peaks);
     out.scopes.push_back(std::move(s));
     for (auto it = n.children.rbegin(); it != n.children.rend(); ++it)
       stack.emplace_back(*it, out.scopes.back().path);
@@ -366,6 +369,10 @@ inline session_report session::report() {
   for (const std::string& w : gpu.warnings) detail::add_unique(out.warnings, w);
 
   detail::summarize_scopes(data, gpu.activity, clock, peaks ? &*peaks : nullptr, out);
+  // Each scope's time against its kernels, and advice from that evidence. CUPTI stopped
+  // after collecting still gave a timeline of what it saw.
+  const bool timeline = gpu.status.state == cupti_state::running || gpu.status.state == cupti_state::stopped;
+  detail::reconcile_and_advise(out, gpu.activity, peaks ? &*peaks : nullptr, timeline);
   return out;
 }
 

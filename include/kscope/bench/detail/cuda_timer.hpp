@@ -234,7 +234,10 @@ class cuda_bench_timer final : public bench_timer {
 
   cuda_bench_timer(std::vector<function> targets, cudaStream_t stream, const bench_options& options)
       : options_(options) {
-    for (auto& f : targets) targets_.push_back(target{std::move(f)});
+    for (auto& f : targets) {
+      targets_.emplace_back();
+      targets_.back().fn = std::move(f);
+    }
     if (stream != nullptr) {
       stream_ = stream;
     } else if (!check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate")) {
@@ -291,6 +294,7 @@ class cuda_bench_timer final : public bench_timer {
 
   std::string prepare(std::size_t which, std::size_t launches) override {
     target& t = targets_.at(which);
+    t.capture = batch_capture{};
     if (launches <= 1) return "none";
     if (!options_.use_graphs || !ready_) return "loop";
     if (t.exec != nullptr) {
@@ -298,14 +302,46 @@ class cuda_bench_timer final : public bench_timer {
       t.exec = nullptr;
     }
     cudaGraph_t graph = nullptr;
+    (void)cudaGetLastError();  // so that an error seen below comes from the calls captured
     cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+    cudaError_t first_launch_error = cudaSuccess;
     if (e == cudaSuccess) {
       try {
-        for (std::size_t i = 0; i < launches; ++i) t.fn(stream_);
+        for (std::size_t i = 0; i < launches; ++i) {
+          t.fn(stream_);
+          // The call that broke the capture reports why (e.g. cudaErrorStreamCaptureImplicit
+          // for a launch on the legacy default stream); later calls only see "invalidated".
+          const cudaError_t launch_error = cudaPeekAtLastError();
+          if (first_launch_error == cudaSuccess && is_capture_error(launch_error)) first_launch_error = launch_error;
+        }
       } catch (...) {
         // End the capture below; the exception is reported by the first timed call.
       }
       e = cudaStreamEndCapture(stream_, &graph);
+    }
+    if (e == cudaSuccess && graph != nullptr) {
+      std::size_t nodes = 0;
+      if (cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess) {
+        t.capture.graph_nodes = static_cast<long long>(nodes);
+        if (nodes == 0)
+          t.capture.no_work = "the CUDA graph captured from " + std::to_string(launches) +
+                              " calls on the stream has no nodes";
+      }
+    }
+    // A capture the driver rejected because a call used the legacy default stream: the
+    // work went there, not to the stream the callable was given.
+    for (cudaError_t seen : {first_launch_error, e}) {
+      if (t.capture.no_work.empty() && seen == cudaErrorStreamCaptureImplicit)
+        t.capture.no_work = "capturing " + std::to_string(launches) + " calls into a CUDA graph failed with " +
+                            cuda_message(seen, "a launch") + ", which a launch on the legacy default stream causes";
+    }
+    if (!t.capture.no_work.empty()) {
+      // Nothing to time: leave the stream and the error state clean, build no graph.
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      cudaStreamSynchronize(stream_);
+      cudaGetLastError();
+      return "graph";
     }
     if (e == cudaSuccess && graph != nullptr) e = cudaGraphInstantiate(&t.exec, graph, 0);
     if (graph != nullptr) cudaGraphDestroy(graph);
@@ -324,14 +360,64 @@ class cuda_bench_timer final : public bench_timer {
     return "graph";
   }
 
+  batch_capture capture(std::size_t which) const override { return targets_.at(which).capture; }
+
   timed_sample time(std::size_t which, std::size_t launches) override {
-    timed_sample result;
-    if (!ready_) return result;
+    if (!ready_) return {};
     target& t = targets_.at(which);
     // The first call of a target may load modules or allocate (cuBLAS workspaces),
     // which can wait for the device: never hold the stream across it.
     const bool hold = options_.hold_launches && hold_usable_ && t.called && probe_ != nullptr;
     t.called = true;
+    return sample(&t, launches, hold);
+  }
+
+  // The median of empty_samples samples taken exactly as time() takes one (flush,
+  // held start, events, post probe) with no call between the events, measured on the
+  // first request and kept: the time this stream reads when no work reaches it.
+  double empty_stream_s() override {
+    if (empty_measured_) return empty_stream_s_;
+    empty_measured_ = true;
+    if (!ready_) return empty_stream_s_;
+    const bool hold = options_.hold_launches && hold_usable_ && probe_ != nullptr;
+    std::vector<double> times;
+    for (int i = 0; i < empty_samples; ++i) {
+      const timed_sample x = sample(nullptr, 0, hold);
+      if (x.total_s >= 0) times.push_back(x.total_s);
+    }
+    if (!times.empty()) empty_stream_s_ = quantile(times, 0.5);
+    return empty_stream_s_;
+  }
+
+  void execute(std::size_t which) override {
+    if (!ready_) return;
+    targets_.at(which).fn(stream_);
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+  std::vector<std::string> notes() const override { return notes_; }
+
+ private:
+  struct target {
+    function fn;
+    cudaGraphExec_t exec = nullptr;
+    std::size_t graph_launches = 0;
+    bool called = false;
+    batch_capture capture;
+  };
+
+  // The errors a stream capture reports when a call did something a capture cannot
+  // hold (used to find the call that broke it).
+  static bool is_capture_error(cudaError_t e) noexcept {
+    return e == cudaErrorStreamCaptureImplicit || e == cudaErrorStreamCaptureUnsupported ||
+           e == cudaErrorStreamCaptureInvalidated || e == cudaErrorStreamCaptureIsolation ||
+           e == cudaErrorStreamCaptureUnjoined || e == cudaErrorStreamCaptureUnmatched ||
+           e == cudaErrorStreamCaptureMerge || e == cudaErrorStreamCaptureWrongThread;
+  }
+
+  // One sample of `launches` calls of `t` (none when t is null: the empty sample).
+  timed_sample sample(target* t, std::size_t launches, bool hold) {
+    timed_sample result;
     for (int i = 0; i < 8; ++i) words_[i] = 0;
     words_[flag_index] = 0;
 
@@ -344,12 +430,12 @@ class cuda_bench_timer final : public bench_timer {
     if (probe_ != nullptr) launch_probe(hold ? device_words_ + flag_index * 8 : 0, hold_min_ns, words_index_pre);
     bool launched = check(cudaEventRecord(start_, stream_), "cudaEventRecord(start)");
     std::string failure;
-    if (launched) {
+    if (launched && t != nullptr) {
       try {
-        if (launches > 1 && t.exec != nullptr && t.graph_launches == launches) {
-          launched = check(cudaGraphLaunch(t.exec, stream_), "cudaGraphLaunch");
+        if (launches > 1 && t->exec != nullptr && t->graph_launches == launches) {
+          launched = check(cudaGraphLaunch(t->exec, stream_), "cudaGraphLaunch");
         } else {
-          for (std::size_t i = 0; i < launches; ++i) t.fn(stream_);
+          for (std::size_t i = 0; i < launches; ++i) t->fn(stream_);
         }
       } catch (const std::exception& ex) {
         failure = std::string("the benchmark threw: ") + ex.what();
@@ -388,21 +474,6 @@ class cuda_bench_timer final : public bench_timer {
     return result;
   }
 
-  void execute(std::size_t which) override {
-    if (!ready_) return;
-    targets_.at(which).fn(stream_);
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-  }
-
-  std::vector<std::string> notes() const override { return notes_; }
-
- private:
-  struct target {
-    function fn;
-    cudaGraphExec_t exec = nullptr;
-    std::size_t graph_launches = 0;
-    bool called = false;
-  };
 
   // Word layout of the mapped host block: the pre probe writes words 0..2, the post
   // probe 4..6, and word 8 is the hold flag (the probe reads its low 32 bits).
@@ -412,6 +483,7 @@ class cuda_bench_timer final : public bench_timer {
   static constexpr std::uint64_t hold_min_ns = 20000;
   static constexpr std::uint64_t post_probe_ns = 10000;
   static constexpr std::uint64_t hold_timeout_ns = 200000000;  // 200 ms
+  static constexpr int empty_samples = 7;  // odd: the median is one of them
 
   bool check(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return true;
@@ -467,6 +539,8 @@ class cuda_bench_timer final : public bench_timer {
   cudaKernel_t probe_ = nullptr;
   bool hold_usable_ = true;
   bool ready_ = false;
+  bool empty_measured_ = false;
+  double empty_stream_s_ = std::numeric_limits<double>::quiet_NaN();
   std::string error_;
   std::vector<std::string> notes_;
 };

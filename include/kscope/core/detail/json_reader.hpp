@@ -17,6 +17,8 @@
 //   double v = parsed.value.find("a")->at(1).number;   // 2.5
 #pragma once
 
+#include "number_format.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -310,13 +312,11 @@ class json_parser {
       if (!digit()) fail("expected a digit in the exponent");
       while (digit()) ++pos_;
     }
-    // The grammar is checked above; strtod converts (the text is validated, so the C
-    // locale's '.' is the only decimal point it can meet in practice).
-    const std::string token(text_.substr(start, pos_ - start));
-    char* end = nullptr;
-    const double v = std::strtod(token.c_str(), &end);
-    if (end != token.c_str() + token.size()) { pos_ = start; fail("invalid number"); }
-    if (v > 1.7976931348623157e308 || v < -1.7976931348623157e308) { pos_ = start; fail("number out of range"); }
+    // The grammar is checked above; parse_double converts without the C locale (strtod
+    // would stop at the '.' once a host program set a comma-decimal locale). A value too
+    // small for a double reads as 0, as strtod gives; one too large is an error.
+    double v = 0;
+    if (!parse_double(text_.substr(start, pos_ - start), v)) { pos_ = start; fail("number out of range"); }
     out.type = json_type::number;
     out.number = v;
   }

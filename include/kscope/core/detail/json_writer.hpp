@@ -4,13 +4,16 @@
 // JSON library (the headers must stay cheap to include and free of dependencies).
 // The writer inserts commas itself, escapes strings per RFC 8259, and writes non-finite
 // numbers as null, because JSON has no NaN and a consumer must not mistake it for 0.
+// Numbers are written with '.' whatever the C locale (number_format.hpp): a host program
+// that calls setlocale(LC_ALL, "de_DE.UTF-8") must not turn 3135.92 into 3135,92.
 #pragma once
+
+#include "number_format.hpp"
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,13 +47,8 @@ class json_writer {
   json_writer& value(double d) {
     value_prefix();
     if (!std::isfinite(d)) { out_ += "null"; return *this; }
-    char buf[32];
-    // 17 significant digits round-trip every double exactly.
-    std::snprintf(buf, sizeof buf, "%.17g", d);
-    // Prefer the shortest of %.15g / %.17g that still round-trips, for readability.
-    char shorter[32];
-    std::snprintf(shorter, sizeof shorter, "%.15g", d);
-    out_ += (std::strtod(shorter, nullptr) == d) ? shorter : buf;
+    // 15 significant digits when they read back exactly (0.1 stays "0.1"), else 17.
+    out_ += format_round_trip(d);
     return *this;
   }
   json_writer& value(float f) { return value(static_cast<double>(f)); }

@@ -68,6 +68,8 @@ struct cupti_api {
   decltype(&::cuptiGetTimestamp) get_timestamp = nullptr;
   decltype(&::cuptiActivityRegisterTimestampCallback) activity_register_timestamp_callback = nullptr;
   decltype(&::cuptiActivityFlushPeriod) activity_flush_period = nullptr;
+  // Graph node ids for the capture-time scope of graph kernels (graph_nodes.hpp).
+  decltype(&::cuptiGetGraphNodeId) get_graph_node_id = nullptr;
 
   [[nodiscard]] bool loaded() const noexcept { return handle != nullptr; }
 
@@ -117,6 +119,7 @@ inline std::string resolve_cupti_symbols(cupti_api& api) {
   (void)resolve_symbol(h, "cuptiActivityRegisterTimestampCallback",
                        api.activity_register_timestamp_callback);
   (void)resolve_symbol(h, "cuptiActivityFlushPeriod", api.activity_flush_period);
+  (void)resolve_symbol(h, "cuptiGetGraphNodeId", api.get_graph_node_id);
   for (const required& r : list) {
     if (!r.ok) return r.name;
   }
