@@ -373,7 +373,8 @@ inline bool converged(const sample_series& s, const series_analysis& a, const be
 // held the same way as a real sample. The factor absorbs its jitter; the floor is under
 // what the smallest launch of real work (an empty <<<1,1>>> kernel, a 4-byte memset)
 // adds between the events, since the GPU's front end needs about a microsecond or more
-// to run one; docs/bench_schema.md, "Invalid results", has the numbers behind it.
+// to run one (not yet measured here: tests/gpu/bench_test.cu prints the empty sample and
+// an empty kernel's time); docs/bench_schema.md, "Invalid results", states the rule.
 inline constexpr double no_work_factor = 2.0;
 inline constexpr double no_work_floor_s = 0.5e-6;
 
