@@ -185,5 +185,6 @@ TEST_CASE("write_text_file writes and reports failures") {
   CHECK(read.str() == "roof\n");
   std::filesystem::remove(path);
   CHECK_FALSE(kscope::write_text_file("/nonexistent-dir/kscope/out.svg", "x", &error));
-  CHECK(contains(error, "cannot open /nonexistent-dir/kscope/out.svg"));
+  // The path and the system's reason (no such directory).
+  CHECK(contains(error, "cannot write /nonexistent-dir/kscope/out.svg: No such file or directory"));
 }

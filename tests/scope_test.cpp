@@ -343,3 +343,100 @@ TEST_CASE("a recorded series keeps exact count, sum and extremes past its sample
   CHECK(few.samples() == std::vector<double>{-2.0, 3.0});
   CHECK(few.min() == -2.0);
 }
+
+TEST_CASE("KSCOPE_SCOPE takes any name: null, a temporary, a name that changes per call") {
+  auto& session = kscope::session::global();
+  session.reset();
+  { KSCOPE_SCOPE(nullptr); }                       // segfaulted: the site read a null name
+  {
+    const char* no_name = nullptr;
+    KSCOPE_SCOPE(no_name);
+  }
+  for (int i = 0; i < 3; ++i) {
+    // A temporary: the call site must not keep the pointer (it dangled after the first
+    // call), and each call's own text names its node.
+    KSCOPE_SCOPE(std::string("t20_dynamic_" + std::to_string(i)).c_str());
+  }
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "t20_string_" + std::to_string(i);
+    KSCOPE_SCOPE(name);
+    char buffer[16] = "t20_buffer_x";
+    buffer[11] = static_cast<char>('0' + i);  // a writable array: its text changes
+    KSCOPE_SCOPE(buffer);
+  }
+  const auto r = session.report();
+  CHECK(must_find(r, "(null)").calls == 2);
+  for (int i = 0; i < 3; ++i) CHECK(must_find(r, "t20_dynamic_" + std::to_string(i)).calls == 1);
+  CHECK(must_find(r, "t20_string_0").calls == 1);
+  CHECK(must_find(r, "t20_string_1").calls == 1);
+  CHECK(must_find(r, "t20_string_0/t20_buffer_0").calls == 1);
+  CHECK(must_find(r, "t20_string_1/t20_buffer_1").calls == 1);
+}
+
+TEST_CASE("a '/' in a name never makes two scopes share a path") {
+  auto& session = kscope::session::global();
+  session.reset();
+  { KSCOPE_SCOPE("t21_a/b"); }
+  {
+    KSCOPE_SCOPE("t21_a");
+    KSCOPE_SCOPE("b");
+  }
+  { kscope::scope s{"t21_back\\slash"}; }
+  const auto r = session.report();
+  CHECK(must_find(r, "t21_a\\/b").calls == 1);
+  CHECK(must_find(r, "t21_a/b").calls == 1);
+  CHECK(must_find(r, "t21_a\\/b").name == "t21_a/b");
+  CHECK(must_find(r, "t21_back\\\\slash").name == "t21_back\\slash");
+}
+
+TEST_CASE("the sample budget bounds all nodes together; counts stay exact and the report says so") {
+  auto& recorder = kscope::recorder::global();
+  auto& session = kscope::session::global();
+  recorder.set_sample_budget(1000);
+  session.reset();
+  // 40 nodes x 200 calls: 8000 values wanted, 1000 allowed (plus 64 per series at least).
+  for (int call = 0; call < 200; ++call)
+    for (int n = 0; n < 40; ++n) kscope::scope s{"t22_node_" + std::to_string(n)};
+  const auto r = session.report();
+  std::size_t held = 0;
+  for (int n = 0; n < 40; ++n) {
+    const auto s = must_find(r, "t22_node_" + std::to_string(n));
+    CHECK(s.calls == 200);
+    CHECK(s.samples_kept >= kscope::recorder::min_series_samples);
+    CHECK(s.samples_kept <= 200);
+    held += s.samples_kept;
+  }
+  CHECK(held <= 1000 + 40 * kscope::recorder::min_series_samples);
+  CHECK(held < 8000);
+  bool warned = false;
+  for (const std::string& w : r.warnings) warned = warned || w.find("memory budget") != std::string::npos;
+  CHECK(warned);
+  recorder.set_sample_budget(kscope::recorder::default_sample_budget);
+  session.reset();
+}
+
+TEST_CASE("a snapshot taken while other threads record is consistent: children never outnumber their parent") {
+  auto& session = kscope::session::global();
+  session.reset();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        KSCOPE_SCOPE("t23_parent");
+        KSCOPE_SCOPE("t23_child");
+      }
+    });
+  for (int i = 0; i < 20; ++i) {
+    const kscope::recorder_snapshot data = kscope::recorder::global().snapshot();
+    for (const kscope::recorded_node& n : data.nodes) {
+      CHECK(n.host_ticks.samples().size() <= n.calls);
+      std::uint64_t child_calls = 0;
+      for (kscope::node_id c : n.children) child_calls += data.nodes[c].calls;
+      if (n.name == "t23_parent") CHECK(child_calls <= n.calls);
+    }
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  session.reset();
+}

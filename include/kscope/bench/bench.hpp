@@ -688,14 +688,9 @@ struct bench_report {
   bool write_samples_csv(const std::string& path) const { return write_file(path, samples_csv()); }
 
  private:
+  // All or nothing (core/detail/atomic_file.hpp); the reason goes to stderr.
   static bool write_file(const std::string& path, const std::string& content) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) {
-      std::fprintf(stderr, "kscope: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
-      return false;
-    }
-    const bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
-    return std::fclose(f) == 0 && ok;
+    return detail::harness::write_output_file(path, content);
   }
 };
 
@@ -714,17 +709,18 @@ inline bool stderr_is_terminal() {
 // benchmark; on a terminal the line is first shown as "running" and then overwritten.
 inline void progress_start(std::size_t i, std::size_t n, const std::string& name) {
   if (!stderr_is_terminal()) return;
-  std::fprintf(stderr, "\r\033[K[%zu/%zu] %s ...", i + 1, n, name.c_str());
+  std::fprintf(stderr, "\r\033[K[%zu/%zu] %s ...", i + 1, n, printable_name(name).c_str());
   std::fflush(stderr);
 }
 inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
   const char* clear = stderr_is_terminal() ? "\r\033[K" : "";
   if (!r.valid()) {
     // No median for a result that has none, or whose median is not the benchmark's.
-    std::fprintf(stderr, "%s[%zu/%zu] %s: %s\n", clear, i + 1, n, display_name(r).c_str(), r.stop_message.c_str());
+    std::fprintf(stderr, "%s[%zu/%zu] %s: %s\n", clear, i + 1, n, printable_name(display_name(r)).c_str(),
+                 printable_name(r.stop_message).c_str());
   } else {
     const std::string stop = r.target_reached() ? std::string() : " (" + stop_text(r) + ")";
-    std::fprintf(stderr, "%s[%zu/%zu] %s: %s ±%s%s\n", clear, i + 1, n, display_name(r).c_str(),
+    std::fprintf(stderr, "%s[%zu/%zu] %s: %s ±%s%s\n", clear, i + 1, n, printable_name(display_name(r)).c_str(),
                  format_seconds(r.median_s()).c_str(), format_percent(r.analysis.rel_half_width, 2).c_str(),
                  stop.c_str());
   }

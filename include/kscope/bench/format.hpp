@@ -3,9 +3,15 @@
 //
 // Every timing is printed as a median with its confidence interval, every rate with
 // the transformed interval, and every table starts with the context it was taken in.
+// Names and messages are user data: the markdown shows each through printable_name()
+// (core/detail/text_escape.hpp: controls and ESC visible, invalid UTF-8 as U+FFFD), the
+// JSON through json_writer, the CSV through csv_field() (RFC 4180 quoting, same repair).
+// Files are written all or nothing by write_output_file() (core/detail/atomic_file.hpp).
 #pragma once
 
+#include "../core/detail/atomic_file.hpp"
 #include "../core/detail/json_writer.hpp"
+#include "../core/detail/text_escape.hpp"
 #include "../device/device_info.hpp"
 #include "result.hpp"
 
@@ -16,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kscope {
@@ -118,12 +125,12 @@ inline std::string display_name(const bench_result& r) {
   const std::string p = params_text(r.metadata, " ");
   return p.empty() ? r.name : r.name + " (" + p + ")";
 }
-// Markdown table cells must not contain a bare '|'.
-inline std::string cell(std::string s) {
+// A markdown table cell: printable (a newline shows as \x0a and cannot end the row) and
+// no bare '|'.
+inline std::string cell(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (char c : printable_name(s)) {
     if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
     else out += c;
   }
   return out;
@@ -294,7 +301,7 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
 }
 
 inline std::string to_markdown(const bench_context& context, const std::vector<bench_result>& results) {
-  std::string out = context_line(context) + "\n\n";
+  std::string out = printable_name(context_line(context)) + "\n\n";
   out +=
       "| benchmark | shape | dtype | median | median CI | ± | samples | SM clock | FLOP/s | B/s | roof | vs reference |"
       "\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|\n";
@@ -333,10 +340,11 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
     out += "INVALID: what was timed cannot be the benchmark's work; ERROR: nothing could be measured. Neither "
            "carries numbers; the notes say why.\n";
   for (const bench_result& r : results) {
-    out += "\n" + display_name(r) + ":\n";
-    for (const std::string& n : result_notes(r)) out += "- " + n + "\n";
+    out += "\n" + printable_name(display_name(r)) + ":\n";
+    for (const std::string& n : result_notes(r)) out += "- " + printable_name(n) + "\n";
   }
-  return out;
+  // The last guard: nothing that reached the table unescaped reaches a terminal raw.
+  return printable_text(out);
 }
 
 // ---- JSON -------------------------------------------------------------------------
@@ -561,10 +569,27 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
 
 // ---- CSV (RFC 4180) ---------------------------------------------------------------
 
+// One field. Invalid UTF-8 becomes U+FFFD and a control other than tab, CR and LF takes
+// its printable form (\x1b, \0; a CSV is read in terminals and spreadsheets too); a field
+// with a comma, quote, CR or LF, or a blank at either end (which some readers trim), is
+// quoted, its quotes doubled.
 inline std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string clean;
+  clean.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const utf8_char c = decode_utf8(s, i);
+    if (c.valid && (c.code_point == '\t' || c.code_point == '\r' || c.code_point == '\n'))
+      clean += static_cast<char>(c.code_point);
+    else
+      append_printable(clean, std::string_view(s).substr(i, c.length));
+    i += c.length;
+  }
+  const bool quote = clean.find_first_of(",\"\n\r") != std::string::npos ||
+                     (!clean.empty() && (clean.front() == ' ' || clean.front() == '\t' || clean.back() == ' ' ||
+                                         clean.back() == '\t'));
+  if (!quote) return clean;
   std::string q = "\"";
-  for (char c : s) {
+  for (char c : clean) {
     if (c == '"') q += '"';
     q += c;
   }
@@ -613,7 +638,7 @@ inline std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(std::to_string(r.series.warmup_samples));
     f.push_back(std::to_string(r.series.warmup_calls));
     f.push_back(std::to_string(r.series.launches_per_sample));
-    f.push_back(r.series.batching);
+    f.push_back(csv_field(r.series.batching));
     f.push_back(csv_number(r.analysis.median_sm_clock_mhz));
     f.push_back(std::to_string(r.analysis.throttled_samples));
     f.push_back(csv_number(r.declared.flops));
@@ -666,6 +691,20 @@ inline std::string to_samples_csv(const std::vector<bench_result>& results) {
     if (r.reference) rows(r.reference->name, params, "reference", r.reference->series, r.reference->analysis);
   }
   return out;
+}
+
+// ---- files ------------------------------------------------------------------------
+
+// Writes a benchmark output (JSON, CSV) all or nothing: a failed write leaves the previous
+// file intact (core/detail/atomic_file.hpp). False, after saying why on stderr
+// ("kscope: cannot write results.json: No space left on device") and in *error.
+//   if (!write_output_file("results.json", to_json(c, results, true))) return 1;
+inline bool write_output_file(const std::string& path, std::string_view content, std::string* error = nullptr) {
+  std::string why;
+  if (write_file_atomically(path, content, &why)) return true;
+  std::fprintf(stderr, "kscope: %s\n", printable_name(why).c_str());
+  if (error) *error = why;
+  return false;
 }
 
 }  // namespace harness

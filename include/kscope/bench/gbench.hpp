@@ -55,6 +55,7 @@
 
 #include "bench.hpp"
 #include "detail/gbench_status.hpp"
+#include "../core/detail/text_escape.hpp"
 #include "../core/roofline.hpp"
 #include "../device/device_info.hpp"
 
@@ -118,7 +119,7 @@ inline int gbench_main(int argc, char** argv) {
   const bool allowed = detail::harness::skip_allowed();
   const std::string summary = detail::harness::gbench_failure_summary(detail::harness::gbench_failures(), allowed);
   if (!summary.empty()) {
-    std::fputs(summary.c_str(), stderr);
+    std::fputs(detail::printable_text(summary).c_str(), stderr);
     std::fflush(stderr);
   }
   return gbench_exit_code();

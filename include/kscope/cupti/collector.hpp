@@ -52,6 +52,8 @@
 #include "../core/detail/clock.hpp"
 #include "detail/api.hpp"
 #include "detail/buffer_pool.hpp"
+#include "../scope/detail/fork_guard.hpp"
+#include "../core/detail/env_switch.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -178,7 +180,7 @@ class cupti_collector {
     if (state_ == cupti_state::running) return true;
     options_ = options;
     ensure_attribution(options.attribution);
-    if (const char* env = std::getenv("KSCOPE_CUPTI"); env != nullptr && std::strcmp(env, "0") == 0) {
+    if (detail::parse_switch(std::getenv("KSCOPE_CUPTI")) == detail::switch_value::off) {
       return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0); GPU times from CUDA events only");
     }
 #if KSCOPE_HAS_CUPTI
@@ -298,7 +300,10 @@ class cupti_collector {
   }
 
  private:
-  cupti_collector() = default;
+  cupti_collector() {
+    detail::guard_across_fork(control_mutex_, detail::lock_rank::collector_control);
+    detail::guard_across_fork(attribution_mutex_, detail::lock_rank::collector_attribution);
+  }
 
   void ensure_attribution(const attribution_options& options) {
     std::lock_guard<std::mutex> lock(attribution_mutex_);

@@ -25,6 +25,7 @@
 
 #include "../core/detail/json_reader.hpp"
 #include "../core/detail/number_format.hpp"
+#include "../core/detail/text_escape.hpp"  // names from the compared files, printed safely
 #include "../core/stats.hpp"
 #include "../device/device_info.hpp"
 #include "merge.hpp"
@@ -145,7 +146,9 @@ struct report_comparison {
   }
   // One line saying why the gate failed ("" when it passed).
   [[nodiscard]] std::string failure() const;
-  // The table `kscope compare` prints, ending in "PASS" or "FAIL" with the reason.
+  // The table `kscope compare` prints, ending in "PASS" or "FAIL" with the reason. Names
+  // come from the compared files: each is printable_name()d (text_escape.hpp), so a scope
+  // called "x\n... PASS" or one holding ESC sequences cannot forge or hide a line.
   [[nodiscard]] std::string text() const;
 };
 
@@ -326,7 +329,7 @@ inline comparable_load load_bench(const json_value& doc) {
     return out;
   }
   out.status = load_status::not_kscope;
-  out.error = "not a document kscope compare reads: schema \"" + out.schema +
+  out.error = "not a document kscope compare reads: schema \"" + detail::printable_name(out.schema) +
               "\" (it reads kscope.report/1 and kscope.bench/1)";
   return out;
 }
@@ -338,8 +341,10 @@ inline comparable_load load_bench(const json_value& doc) {
                                                                       const run_environment& candidate) {
   std::vector<std::string> out;
   const auto check = [&](const char* what, const std::string& b, const std::string& c) {
+    // A message, printed as it is by the tool: the values from the files made printable.
     if (!b.empty() && !c.empty() && b != c)
-      out.push_back(std::string(what) + " differs: baseline \"" + b + "\", candidate \"" + c + "\"");
+      out.push_back(std::string(what) + " differs: baseline \"" + detail::printable_name(b) + "\", candidate \"" +
+                    detail::printable_name(c) + "\"");
   };
   check("GPU", baseline.gpu, candidate.gpu);
   check("driver version", baseline.driver_version, candidate.driver_version);
@@ -436,7 +441,8 @@ inline std::string report_comparison::text() const {
   std::string out = "kscope compare (" + format + "; threshold " + detail::format_fixed(threshold * 100, 1) +
                     "%; on medians and their 95% intervals only" +
                     (format == "kscope.report/1" ? std::string(": reports hold no samples") : std::string()) + ")\n";
-  for (const std::string& w : environment_warnings) out += detail::wrap("warning: " + w, 98);
+  using detail::printable_name;
+  for (const std::string& w : environment_warnings) out += detail::wrap("warning: " + printable_name(w), 98);
   if (!environment_warnings.empty())
     out += detail::wrap("(runs from different machines or versions: a change may be theirs, not the code's)", 98);
   // name 34 | time 5 | baseline 10 | candidate 10 | ratio 8 | verdict
@@ -445,14 +451,14 @@ inline std::string report_comparison::text() const {
   out += std::string(81, '-') + "\n";
   for (const scope_comparison& s : scopes) {
     const std::string ratio = std::isfinite(s.result.ratio) ? detail::format_fixed(s.result.ratio, 3) : "-";
-    out += detail::fit(s.path, 34) + detail::fit(s.time, 5) +
+    out += detail::fit(printable_name(s.path), 34) + detail::fit(printable_name(s.time), 5) +
            detail::fit(format_duration_ns(s.baseline_median_ns), 10, true) +
            detail::fit(format_duration_ns(s.candidate_median_ns), 10, true) + detail::fit(ratio, 8, true) + "  " +
            to_string(s.result.result) + "\n";
   }
-  for (const std::string& path : only_in_candidate) out += detail::fit(path, 34) + "(new in candidate)\n";
-  for (const std::string& path : only_in_baseline) out += detail::fit(path, 34) + "(missing in candidate)\n";
-  for (const std::string& t : missing_times) out += detail::fit(t, 34) + "(time missing in candidate)\n";
+  for (const std::string& path : only_in_candidate) out += detail::fit(printable_name(path), 34) + "(new in candidate)\n";
+  for (const std::string& path : only_in_baseline) out += detail::fit(printable_name(path), 34) + "(missing in candidate)\n";
+  for (const std::string& t : missing_times) out += detail::fit(printable_name(t), 34) + "(time missing in candidate)\n";
   out += detail::wrap("ratio: candidate / baseline median. verdict: slower (faster) when the ratio's interval, "
                       "formed from the two median intervals, lies above 1 + threshold (below 1 - threshold); "
                       "same when it lies within 1 +- threshold; inconclusive otherwise, and when a median has no "
@@ -468,7 +474,7 @@ inline std::string report_comparison::text() const {
            " missing in the candidate (allowed)\n";
   if (g == gate_result::pass) out += "no " + item + " slower: PASS\n";
   else out += detail::wrap(failure() + ": FAIL", 98);
-  return out;
+  return detail::printable_text(out);  // the last guard, as in session_report::text()
 }
 
 }  // namespace kscope

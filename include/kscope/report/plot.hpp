@@ -1,8 +1,9 @@
 // kscope/report/plot.hpp — the roofline picture: a self-contained SVG, and a single-file HTML
 // page that shows it beside tables.
 //
-// Pure string building, no CUDA, no I/O except write_text_file(). Inputs are the plain
-// structs of roofline.hpp, so the session report and the bench harness feed it alike:
+// Pure string building, no CUDA, no I/O except write_text_file() (all or nothing, through
+// core/detail/atomic_file.hpp). Inputs are the plain structs of roofline.hpp, so the
+// session report and the bench harness feed it alike:
 //
 //   std::vector<kscope::roof_line> roofs = kscope::roof_lines(kscope::measure_peaks());
 //   std::vector<kscope::roof_point> points = {
@@ -29,7 +30,9 @@
 // with '.' whatever the C locale (core/detail/number_format.hpp): SVG has no decimal comma.
 #pragma once
 
+#include "../core/detail/atomic_file.hpp"
 #include "../core/detail/number_format.hpp"
+#include "../core/detail/text_escape.hpp"
 #include "../core/roofline.hpp"
 
 #include <algorithm>
@@ -84,49 +87,23 @@ namespace detail {
 // XML 1.0 forbids (control characters other than tab, LF, CR) and bytes that are not
 // valid UTF-8 become U+FFFD, so any label yields a well-formed document.
 inline void append_xml_escaped(std::string& out, std::string_view text) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
   for (std::size_t i = 0; i < text.size();) {
-    const unsigned char c = byte(i);
-    if (c < 0x80) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&#39;"; break;
-        default:
-          if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-            out += "\xEF\xBF\xBD";
-          } else {
-            out += static_cast<char>(c);
-          }
+    const utf8_char c = decode_utf8(text, i);  // the one UTF-8 decoder (text_escape.hpp)
+    switch (c.valid ? c.code_point : 0xFFFD) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: {
+        const char32_t cp = c.code_point;
+        const bool forbidden = !c.valid || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0xFFFE ||
+                               cp == 0xFFFF;
+        if (forbidden) out += utf8_replacement_character;
+        else out.append(text.data() + i, c.length);
       }
-      ++i;
-      continue;
     }
-    // A multi-byte UTF-8 sequence: copy it only when complete and well-formed.
-    std::size_t length = 0;
-    unsigned minimum = 0;
-    unsigned code = 0;
-    if ((c & 0xE0) == 0xC0) { length = 2; code = c & 0x1F; minimum = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { length = 3; code = c & 0x0F; minimum = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { length = 4; code = c & 0x07; minimum = 0x10000; }
-    bool valid = length != 0 && i + length <= text.size();
-    for (std::size_t k = 1; valid && k < length; ++k) {
-      if ((byte(i + k) & 0xC0) != 0x80) valid = false;
-      else code = (code << 6) | (byte(i + k) & 0x3F);
-    }
-    if (valid && (code < minimum || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF) || code == 0xFFFE ||
-                  code == 0xFFFF)) {
-      valid = false;
-    }
-    if (valid) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
+    i += c.length;
   }
 }
 
@@ -486,25 +463,15 @@ inline bool positive_finite(double v) { return v > 0 && std::isfinite(v); }
   return out;
 }
 
-// Writes text to a file (binary, replacing it). false and *error set on failure;
-// never throws.
+// Writes text to a file (binary), all or nothing: through a temporary file renamed over
+// `path` once complete (core/detail/atomic_file.hpp), so a full disk never leaves a
+// truncated file in place of the old one. false and *error ("cannot write PATH: No space
+// left on device") on failure; never throws.
 //   std::string why;
 //   if (!kscope::write_text_file("roofline.svg", svg, &why)) std::fprintf(stderr, "%s\n", why.c_str());
 [[nodiscard]] inline bool write_text_file(const std::string& path, std::string_view text,
                                           std::string* error = nullptr) noexcept {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (!file) {
-    if (error) {
-      try { *error = "cannot open " + path + " for writing"; } catch (...) {}
-    }
-    return false;
-  }
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const bool closed = std::fclose(file) == 0;
-  if ((!written || !closed) && error) {
-    try { *error = "cannot write " + path; } catch (...) {}
-  }
-  return written && closed;
+  return detail::write_file_atomically(path, text, error);
 }
 
 }  // namespace kscope

@@ -107,15 +107,29 @@ inline void clear_rank() noexcept { detail::rank_override().store(-1); }
 }
 
 // Writes `report.write_json()` to rank_file_name(base); returns the file name written, or
-// "" when it could not be written (nothing thrown). Works with any type that has
-// `bool write_json(const std::string&) const` (session_report).
+// "" when it could not be written (nothing thrown; *error, when given, says why:
+// "cannot write run.rank3.json: No space left on device"). The write is all or nothing
+// (session_report::write_json, core/detail/atomic_file.hpp): a failure leaves the previous
+// file of that rank intact. Works with any type that has
+// `bool write_json(const std::string&) const` (session_report); with `error`, with
+// `bool write_json(const std::string&, std::string*) const`.
 //
-//   std::string file = kscope::write_json_for_rank(kscope::session::global().report(), "run.json");
+//   std::string why;
+//   std::string file = kscope::write_json_for_rank(kscope::session::global().report(), "run.json", &why);
 template <class Report>
 std::string write_json_for_rank(const Report& report, std::string_view base) noexcept {
   try {
     std::string file = rank_file_name(base);
     return report.write_json(file) ? file : std::string();
+  } catch (...) {
+    return std::string();
+  }
+}
+template <class Report>
+std::string write_json_for_rank(const Report& report, std::string_view base, std::string* error) noexcept {
+  try {
+    std::string file = rank_file_name(base);
+    return report.write_json(file, error) ? file : std::string();
   } catch (...) {
     return std::string();
   }

@@ -12,13 +12,16 @@
 
 #include "../cupti/activity.hpp"  // the result types only, not the attribution machinery
 #include "../core/config.hpp"
+#include "../core/detail/atomic_file.hpp"  // write_json/write_html: all or nothing
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"  // every number printed with '.', whatever the C locale
+#include "../core/detail/text_escape.hpp"    // user strings made safe for a terminal
 #include "../scope/detail/thread_state.hpp"
 #include "plot.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -138,14 +141,19 @@ struct session_report {
     return nullptr;
   }
 
+  // The report for a terminal. Every user string in it (scope names and paths, tags,
+  // kernel names, and anything read back from a report file) is printable_name()d: ESC
+  // sequences, other controls and invalid UTF-8 show as \x1b, \0, U+FFFD, never raw.
   [[nodiscard]] std::string text() const;
   [[nodiscard]] std::string json() const;
   // A single-file HTML page (no JavaScript, opens offline): the context, the roofline
   // picture with one point per placed scope, and the scope, roofline and kernel tables.
   [[nodiscard]] std::string html() const;
-  bool write_html(const std::string& path) const noexcept;
-  // Writes json() to `path`; false (and nothing thrown) when the file cannot be written.
-  bool write_json(const std::string& path) const noexcept;
+  // Write html() / json() to `path`, all or nothing (core/detail/atomic_file.hpp: a failed
+  // write leaves the previous file intact, never a truncated one). False, nothing thrown,
+  // and *error = "cannot write PATH: No space left on device" when it cannot be written.
+  bool write_html(const std::string& path, std::string* error = nullptr) const noexcept;
+  bool write_json(const std::string& path, std::string* error = nullptr) const noexcept;
 };
 
 // A duration in nanoseconds as every kscope table prints it: 3 significant digits
@@ -180,8 +188,12 @@ inline std::string fit(const std::string& s, std::size_t width, bool right = fal
   for (unsigned char c : s) columns += (c & 0xC0) != 0x80;
   std::string out = s;
   if (columns > width) {
-    // Cut by bytes of ASCII text (names); mark the cut.
-    out = s.substr(0, width > 0 ? width - 1 : 0) + "~";
+    // Cut between characters, never inside one (a cut UTF-8 sequence is invalid text);
+    // mark the cut.
+    const std::size_t keep = width > 0 ? width - 1 : 0;
+    std::size_t bytes = 0;
+    for (std::size_t kept = 0; kept < keep && bytes < s.size(); ++kept) bytes += decode_utf8(s, bytes).length;
+    out = s.substr(0, bytes) + "~";
     columns = width;
   }
   std::string pad(width - columns, ' ');
@@ -329,16 +341,19 @@ inline void write_summary_json(json_writer& w, const summary& s) {
 
 inline std::string session_report::text() const {
   std::string out;
-  out += "kscope " + context.kscope_version;
-  if (!context.host_name.empty()) out += " on " + context.host_name;
-  if (!context.timestamp_utc.empty()) out += ", " + context.timestamp_utc;
+  using detail::printable_name;
+  out += "kscope " + printable_name(context.kscope_version);
+  if (!context.host_name.empty()) out += " on " + printable_name(context.host_name);
+  if (!context.timestamp_utc.empty()) out += ", " + printable_name(context.timestamp_utc);
   out += "\n";
   if (context.devices.empty()) {
-    out += detail::wrap("GPU: " + (context.cuda_compiled ? context.no_device_reason + "; GPU timing needs a CUDA device"
-                                                         : std::string("kscope built without CUDA; GPU timing needs a CUDA build and a device")), 98);
+    out += detail::wrap("GPU: " + (context.cuda_compiled
+                                       ? printable_name(context.no_device_reason) + "; GPU timing needs a CUDA device"
+                                       : std::string("kscope built without CUDA; GPU timing needs a CUDA build and a device")),
+                        98);
   } else {
-    for (const std::string& d : context.devices) out += detail::wrap("GPU: " + d, 98);
-    for (const std::string& r : context.roofs) out += detail::wrap("roof: " + r, 98);
+    for (const std::string& d : context.devices) out += detail::wrap("GPU: " + printable_name(d), 98);
+    for (const std::string& r : context.roofs) out += detail::wrap("roof: " + printable_name(r), 98);
   }
   out += "\n";
   // name 30 | calls 8 | host median 9, ci 7 | gpu median 9, ci 7 | total 9 | % parent 7
@@ -353,7 +368,7 @@ inline std::string session_report::text() const {
     const bool contradicted = s.gpu_calls && !s.gpu_time_disagreement.empty();
     any_contradicted = any_contradicted || contradicted;
     std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
-    name += s.name;
+    name += printable_name(s.name);
     if (s.cross_thread) name += " ~";
     std::string flags;
     if (!s.host_ns.steady && s.host_ns.n > 0) { flags += "!"; any_unsteady = true; }
@@ -395,17 +410,17 @@ inline std::string session_report::text() const {
                                            ? detail::format_fixed(100 * s.fraction_of_measured_roof, 0) + "%"
                                            : std::string("-");
       std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
-      name += s.name;
+      name += printable_name(s.name);
       out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
              detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
              detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
              detail::fit(detail::placement_impossible(s) ? "impossible" : to_string(p.limiter), 11) +
-             detail::fit(s.roof, 12) + "\n";
+             detail::fit(printable_name(s.roof), 12) + "\n";
       // Said with the advice when the placement is not timed by the scope's events.
       const std::string timed = s.roofline_time_source.empty() || s.roofline_time_source == "events"
                                     ? std::string()
                                     : " [timed by " + s.roofline_time_source + "]";
-      hints += detail::wrap(s.path + timed + ": " + detail::placement_advice(s), 98);
+      hints += detail::wrap(printable_name(s.path + timed + ": " + detail::placement_advice(s)), 98);
     }
     out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
   }
@@ -427,8 +442,8 @@ inline std::string session_report::text() const {
     for (const scope_report& s : scopes) {
       if (!s.gpu_activity) continue;
       const node_gpu_activity& a = *s.gpu_activity;
-      std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
-      name += s.name;
+      const std::string indent(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+      const std::string name = indent + printable_name(s.name);
       const auto bytes = [&](copy_direction d) {
         const copy_totals& c = a.copies(d);
         return c.count ? detail::format_si(static_cast<double>(c.bytes), "B") : std::string("-");
@@ -445,7 +460,7 @@ inline std::string session_report::text() const {
              detail::fit(bytes(copy_direction::d2d), 8, true) + "\n";
       if (a.devices.size() > 1) {  // one row per device, under the scope
         for (const device_gpu_activity& d : a.devices) {
-          out += detail::fit(std::string(name.size() - s.name.size() + 2, ' ') + "@GPU " + std::to_string(d.device), 26) +
+          out += detail::fit(indent + "  @GPU " + std::to_string(d.device), 26) +
                  detail::fit(std::to_string(d.kernel_count), 8, true) +
                  detail::fit(format_duration_ns(static_cast<double>(d.kernel_ns)), 10, true) +
                  detail::fit(comm_text(d.comm_kernel_count, d.comm_ns), 10, true) +
@@ -454,7 +469,7 @@ inline std::string session_report::text() const {
       }
       // CUDA graphs replayed here but built in another scope: which phase built them.
       if (!a.graph_capture.empty())
-        out += std::string(name.size() - s.name.size() + 2, ' ') + detail::graph_capture_text(a.graph_capture, scopes) + "\n";
+        out += indent + "  " + printable_name(detail::graph_capture_text(a.graph_capture, scopes)) + "\n";
     }
     std::string legend = "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
                          "idle: its GPU span with none of its work running";
@@ -476,7 +491,7 @@ inline std::string session_report::text() const {
         if (d[2] > 1) t += "x" + std::to_string(d[2]);
         return t;
       };
-      out += detail::fit(k.name, 40) + detail::fit(std::to_string(k.calls), 7, true) +
+      out += detail::fit(printable_name(k.name), 40) + detail::fit(std::to_string(k.calls), 7, true) +
              detail::fit(format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
              detail::fit(format_duration_ns(k.median_ns), 10, true) + "  " +
              detail::fit(dims(k.grid) + (k.launch_config_varies ? "*" : ""), 11) + detail::fit(dims(k.block), 9) +
@@ -486,11 +501,13 @@ inline std::string session_report::text() const {
     }
     if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
   }
-  if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + cupti_status, 98);
+  if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + printable_name(cupti_status), 98);
   if (gpu_timing_skipped)
     out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";
-  for (const std::string& w : warnings) out += "warning: " + w + "\n";
-  return out;
+  for (const std::string& w : warnings) out += "warning: " + printable_name(w) + "\n";
+  // The last guard: whatever a line above let through still reaches no terminal raw (and
+  // holds no NUL that would cut the text short in fputs).
+  return detail::printable_text(out);
 }
 
 inline std::string session_report::json() const {
@@ -720,22 +737,24 @@ inline std::string session_report::html() const {
   return render_html(page);
 }
 
-inline bool session_report::write_html(const std::string& path) const noexcept {
+inline bool session_report::write_html(const std::string& path, std::string* error) const noexcept {
   try {
-    return write_text_file(path, html());
-  } catch (...) {
+    return detail::write_file_atomically(path, html(), error);
+  } catch (...) {  // out of memory building the page
+    if (error) {
+      try { *error = detail::file_write_error(path, ENOMEM); } catch (...) {}
+    }
     return false;
   }
 }
 
-inline bool session_report::write_json(const std::string& path) const noexcept {
+inline bool session_report::write_json(const std::string& path, std::string* error) const noexcept {
   try {
-    const std::string doc = json();
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) return false;
-    const bool ok = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
-    return std::fclose(f) == 0 && ok;
-  } catch (...) {
+    return detail::write_file_atomically(path, json(), error);
+  } catch (...) {  // out of memory building the document
+    if (error) {
+      try { *error = detail::file_write_error(path, ENOMEM); } catch (...) {}
+    }
     return false;
   }
 }

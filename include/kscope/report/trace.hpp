@@ -28,7 +28,8 @@
 #include "../cupti/activity.hpp"
 #include "../cupti/detail/demangle.hpp"
 #include "../core/config.hpp"
-#include "../core/detail/json_writer.hpp"
+#include "../core/detail/atomic_file.hpp"
+#include "../core/detail/json_writer.hpp"  // every string of the trace: escaped, invalid UTF-8 repaired
 #include "../scope/detail/thread_state.hpp"
 
 #include <algorithm>
@@ -299,7 +300,11 @@ struct lane_state {
     if (g.kind == activity_kind::kernel && options.demangle) {
       auto it = demangled.find(g.name);
       if (it == demangled.end()) {
-        it = demangled.emplace(g.name, detail::demangle(std::string(g.name).c_str())).first;
+        // demangle() takes a C string: a name holding a NUL byte is no mangled name, and
+        // is kept whole rather than cut at the NUL.
+        it = demangled.emplace(g.name, g.name.find('\0') == std::string_view::npos
+                                           ? detail::demangle(std::string(g.name).c_str())
+                                           : std::string(g.name)).first;
       }
       name = it->second;
     }
@@ -385,24 +390,17 @@ struct lane_state {
   return out;
 }
 
-// Writes chrome_trace_json() to `path`. Returns false (and says why in *error) on I/O
-// failure; never throws for I/O.
+// Writes chrome_trace_json() to `path`, all or nothing (core/detail/atomic_file.hpp: a
+// temporary file renamed over `path` once complete, so a failed write leaves the previous
+// trace intact). Returns false, with *error = "cannot write PATH: <system's reason>", on
+// I/O failure; never throws for I/O.
 //
 //   std::string why;
 //   if (!kscope::write_chrome_trace("run.trace.json", host, gpu, {}, &why)) warn(why);
 inline bool write_chrome_trace(const std::string& path, const std::vector<host_interval>& host,
                                const std::vector<gpu_activity_event>& gpu, const trace_options& options = {},
                                std::string* error = nullptr) {
-  const std::string json = chrome_trace_json(host, gpu, options);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    if (error != nullptr) *error = "cannot open " + path + " for writing";
-    return false;
-  }
-  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
-  const bool closed = std::fclose(f) == 0;
-  if ((!ok || !closed) && error != nullptr) *error = "write to " + path + " failed";
-  return ok && closed;
+  return detail::write_file_atomically(path, chrome_trace_json(host, gpu, options), error);
 }
 
 }  // namespace kscope

@@ -33,6 +33,7 @@
 #include "../core/detail/clock.hpp"
 #include "../core/detail/reservoir.hpp"
 #include "detail/event_pool.hpp"
+#include "detail/fork_guard.hpp"
 #include "detail/node_cache.hpp"
 #include "detail/switches.hpp"
 #include "detail/thread_log.hpp"
@@ -66,12 +67,26 @@ class recorded_series {
   explicit recorded_series(std::size_t cap = 1) noexcept : kept_(cap == 0 ? 1 : cap) {}
 
   // Called once per closed scope when a thread's ring drains: no allocation past the cap.
-  void add(double v) noexcept {
+  // `may_grow` false (the recorder's memory budget is spent) keeps the sample at the size
+  // it has. Returns whether one more value is held than before.
+  bool add(double v, bool may_grow = true) noexcept {
     if (kept_.seen() == 0 || v < min_) min_ = v;
     if (kept_.seen() == 0 || v > max_) max_ = v;
     sum_ += v;
-    kept_.offer(v);
+    const std::size_t held = kept_.kept().size();
+    kept_.offer(v, may_grow);
+    return kept_.kept().size() > held;
   }
+
+  // A reader's copy in two steps (recorder_snapshot.hpp): the exact count, sum and
+  // extremes, then the first `count` values held.
+  void copy_counts_of(const recorded_series& live) {
+    kept_.copy_counts_of(live.kept_);
+    sum_ = live.sum_;
+    min_ = live.min_;
+    max_ = live.max_;
+  }
+  void copy_values_of(const recorded_series& live, std::size_t count) { kept_.copy_values_of(live.kept_, count); }
 
   // In arrival order until saturated(), then a uniform sample in slot order.
   [[nodiscard]] const std::vector<double>& samples() const noexcept { return kept_.kept(); }
@@ -80,6 +95,8 @@ class recorded_series {
   [[nodiscard]] double min() const noexcept { return min_; }
   [[nodiscard]] double max() const noexcept { return max_; }
   [[nodiscard]] bool saturated() const noexcept { return kept_.saturated(); }
+  // Values it may hold: the sample cap, or less where the memory budget stopped it.
+  [[nodiscard]] std::size_t capacity() const noexcept { return kept_.capacity(); }
 
  private:
   detail::uniform_reservoir<double> kept_;
@@ -127,16 +144,17 @@ struct recorder_trace;
 
 namespace detail {
 
-// Hands each thread its ring and gives it back to the recorder when the thread exits.
-struct thread_log_owner {
-  thread_log* log = nullptr;
-  ~thread_log_owner();
+// What a thread owns on the heap: its record ring and its (parent, name) -> node cache.
+// Created at the thread's first scope; freed when the thread exits (a pthread key's
+// destructor, which runs after the thread's thread_local destructors, so scopes in those
+// still take the fast path). The main thread's is never freed: scopes in static
+// destructors and atexit handlers keep working. See thread_state.hpp for what happens
+// after a thread's is freed.
+struct thread_resources {
+  explicit thread_resources(std::uint32_t thread_index) noexcept : log(thread_index) {}
+  thread_log log;
+  node_cache names;
 };
-
-inline thread_log_owner& this_thread_log_owner() noexcept {
-  thread_local thread_log_owner owner;
-  return owner;
-}
 
 }  // namespace detail
 
@@ -179,6 +197,19 @@ class recorder {
     return sample_cap_;
   }
 
+  // Values the sample stores of all nodes together may hold (default 16 Mi, 128 MiB):
+  // with the per-node cap alone, 65 536 nodes x 2 series x 10 000 samples could take
+  // 10 GiB. Past the budget each series keeps the sample it has (at least
+  // `min_series_samples` values) and samples uniformly within it; counts, sums and extremes
+  // stay exact. The report says when the budget limited a sample. Worst case held:
+  // budget + max_nodes x 2 x min_series_samples values, and as much again during a report.
+  static constexpr std::size_t default_sample_budget = std::size_t{1} << 24;
+  static constexpr std::size_t min_series_samples = 64;
+  void set_sample_budget(std::size_t values) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sample_budget_ = values;
+  }
+
   // Host intervals kept for the trace (default 65 536, the most recent; older ones are
   // counted in recorder_snapshot::trace_overwritten). Starts the ring (and that count)
   // afresh; 0 keeps none.
@@ -208,6 +239,9 @@ class recorder {
 
   // ---- used by scopes (kscope::scope, kscope::range); not for direct use -----------------
   node_id intern(node_id parent, std::string_view name, bool cross_thread = false);
+  // The calling thread's (parent, name) -> node cache; null once the thread has exited
+  // (or out of memory), when intern() is the way.
+  detail::node_cache* this_thread_names() noexcept;
   void log(const detail::scope_record& r) noexcept;
   // The slow path of a closing scope: the thread's ring is full (drain it, then push).
   void log_full(detail::thread_log* log, const detail::scope_record& r) noexcept;
@@ -221,14 +255,28 @@ class recorder {
   }
   void release_events(std::uint32_t slot) noexcept { events_.release(slot); }
 #endif
-  // A thread exits: its last records are drained and its ring freed.
-  void retire(detail::thread_log* log) noexcept;
+  // A thread exits: its last records are drained and its ring and cache freed.
+  void retire(detail::thread_resources* resources) noexcept;
 
  private:
   recorder() {
     detail::tick_origin();  // start the tick calibration span as early as possible
     nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_);
+    detail::guard_across_fork(mutex_, detail::lock_rank::recorder);
+#if KSCOPE_HAS_CUDA
+    events_.guard_across_fork();
+#endif
+#if KSCOPE_DETAIL_FORK_GUARD
+    // Without the key a thread's state is never freed (a bounded leak per thread), which
+    // is still safe.
+    thread_exit_key_ready_ = pthread_key_create(&thread_exit_key_, &on_thread_exit) == 0;
+#endif
   }
+#if KSCOPE_DETAIL_FORK_GUARD
+  static void on_thread_exit(void* resources) noexcept {
+    global().retire(static_cast<detail::thread_resources*>(resources));
+  }
+#endif
 
   // A stream scope whose CUDA events have not been read yet.
   struct pending_gpu {
@@ -237,9 +285,14 @@ class recorder {
   };
   static constexpr node_id stale_node = detail::node_cache::invalid;
 
-  detail::thread_log* this_thread_log() noexcept;
+  detail::thread_resources* this_thread_resources() noexcept;
+  // A scope closing after its thread's state was freed (or could not be allocated):
+  // recorded under the lock, never lost.
+  void log_locked_path(const detail::scope_record& r) noexcept;
   void drain_all_locked();
   void drain_locked(detail::thread_log& log);
+  void apply_locked(const detail::scope_record& r, std::uint32_t thread_index);
+  void add_sample_locked(recorded_series& series, double value) noexcept;
   void resolve_gpu_locked() noexcept;
 
   std::mutex mutex_;
@@ -247,9 +300,12 @@ class recorder {
   // (parent, name) -> node for every node; a range's name is prefixed with '\x01'. The
   // same open-addressing table the per-thread caches use, so scopes instantiate one.
   detail::node_cache index_;
-  std::vector<detail::thread_log*> logs_;
+  std::vector<detail::thread_resources*> threads_;  // every live thread's state
   std::vector<pending_gpu> pending_;
   std::size_t sample_cap_ = default_sample_cap;
+  std::size_t sample_budget_ = default_sample_budget;
+  std::size_t samples_held_ = 0;       // values in all nodes' series together
+  std::uint64_t generation_ = 0;       // advanced by reset(): a reader's copy in steps checks it
   std::vector<recorded_interval> trace_ring_;  // grows to trace_capacity_, then wraps
   std::size_t trace_capacity_ = default_trace_capacity;
   std::size_t trace_next_ = 0;
@@ -257,6 +313,10 @@ class recorder {
   node_id overflow_node_ = detail::node_cache::invalid;
   std::atomic<std::uint64_t> gpu_timing_skipped_{0};
   std::uint64_t gpu_event_errors_ = 0;
+#if KSCOPE_DETAIL_FORK_GUARD
+  pthread_key_t thread_exit_key_{};
+  bool thread_exit_key_ready_ = false;
+#endif
 #if KSCOPE_HAS_CUDA
   detail::event_pool events_;
   std::vector<std::uint32_t> resolve_slots_;  // scratch of resolve_gpu_locked
@@ -265,14 +325,6 @@ class recorder {
 };
 
 // ---- implementation ------------------------------------------------------------------
-
-namespace detail {
-inline thread_log_owner::~thread_log_owner() {
-  if (!log) return;
-  this_thread_state().scope_log = nullptr;  // trivially destructible: still valid here
-  recorder::global().retire(log);
-}
-}  // namespace detail
 
 inline node_id recorder::intern(node_id parent, std::string_view name, bool cross_thread) {
   std::string key;
@@ -331,28 +383,56 @@ inline void recorder::add_tag(node_id node, std::string_view key, std::string_vi
   }
 }
 
-inline detail::thread_log* recorder::this_thread_log() noexcept {
-  detail::thread_log_owner& owner = detail::this_thread_log_owner();
-  if (KSCOPE_LIKELY(owner.log != nullptr)) return owner.log;
-  auto* log = new (std::nothrow) detail::thread_log(detail::this_thread_state().thread_index);
-  if (!log) return nullptr;
+inline detail::thread_resources* recorder::this_thread_resources() noexcept {
+  detail::thread_state& ts = detail::this_thread_state();
+  if (KSCOPE_LIKELY(ts.resources != nullptr)) return static_cast<detail::thread_resources*>(ts.resources);
+  if (ts.exited) return nullptr;
+  auto* resources = new (std::nothrow) detail::thread_resources(ts.thread_index);
+  if (!resources) return nullptr;
   try {
     std::lock_guard<std::mutex> lock(mutex_);
-    logs_.push_back(log);
+    threads_.push_back(resources);
   } catch (...) {
-    delete log;
+    delete resources;
     return nullptr;
   }
-  owner.log = log;
-  detail::this_thread_state().scope_log = log;
-  return log;
+#if KSCOPE_DETAIL_FORK_GUARD
+  if (thread_exit_key_ready_) pthread_setspecific(thread_exit_key_, resources);
+#elif defined(_WIN32)
+  // No pthread keys: a thread_local owner frees it (scopes in thread_local destructors
+  // that run after this one take the locked path).
+  struct owner {
+    detail::thread_resources* resources = nullptr;
+    ~owner() {
+      if (resources) recorder::global().retire(resources);
+    }
+  };
+  thread_local owner exit_hook;
+  exit_hook.resources = resources;
+#endif
+  ts.scope_log = &resources->log;
+  ts.resources = resources;
+  return resources;
+}
+
+inline detail::node_cache* recorder::this_thread_names() noexcept {
+  detail::thread_resources* resources = this_thread_resources();
+  return resources ? &resources->names : nullptr;
 }
 
 inline void recorder::log(const detail::scope_record& r) noexcept {
-  detail::thread_log* log = this_thread_log();
-  if (!log) return;
-  if (KSCOPE_LIKELY(log->try_push(r))) return;
-  log_full(log, r);
+  detail::thread_resources* resources = this_thread_resources();
+  if (!resources) return log_locked_path(r);
+  if (KSCOPE_LIKELY(resources->log.try_push(r))) return;
+  log_full(&resources->log, r);
+}
+
+inline void recorder::log_locked_path(const detail::scope_record& r) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    apply_locked(r, detail::this_thread_state().thread_index);
+  } catch (...) {
+  }
 }
 
 inline void recorder::log_full(detail::thread_log* log, const detail::scope_record& r) noexcept {
@@ -363,59 +443,73 @@ inline void recorder::log_full(detail::thread_log* log, const detail::scope_reco
     resolve_gpu_locked();
   } catch (...) {
   }
-  log->try_push(r);
+  if (!log->try_push(r)) log_locked_path(r);  // the lock failed (cannot happen): never lose it
 }
 
-inline void recorder::retire(detail::thread_log* log) noexcept {
+inline void recorder::retire(detail::thread_resources* resources) noexcept {
+  if (!resources) return;
+  detail::thread_state& ts = detail::this_thread_state();  // trivially destructible: valid here
+  if (ts.resources == resources) {
+    ts.scope_log = nullptr;
+    ts.resources = nullptr;
+    ts.exited = true;
+  }
   try {
     std::lock_guard<std::mutex> lock(mutex_);
-    drain_locked(*log);
-    for (std::size_t i = 0; i < logs_.size(); ++i) {
-      if (logs_[i] != log) continue;
-      logs_[i] = logs_.back();
-      logs_.pop_back();
+    drain_locked(resources->log);
+    for (std::size_t i = 0; i < threads_.size(); ++i) {
+      if (threads_[i] != resources) continue;
+      threads_[i] = threads_.back();
+      threads_.pop_back();
       break;
     }
   } catch (...) {
   }
-  delete log;
+  delete resources;
 }
 
 inline void recorder::drain_all_locked() {
-  for (detail::thread_log* log : logs_) drain_locked(*log);
+  for (detail::thread_resources* t : threads_) drain_locked(t->log);
 }
 
 inline void recorder::drain_locked(detail::thread_log& log) {
   const std::uint32_t thread_index = log.thread_index();
-  log.drain([this, thread_index](const detail::scope_record& r) {
-    if (r.node >= nodes_.size()) {  // cannot happen (nodes are never removed); never leak a pair
+  log.drain([this, thread_index](const detail::scope_record& r) { apply_locked(r, thread_index); });
+}
+
+inline void recorder::apply_locked(const detail::scope_record& r, std::uint32_t thread_index) {
+  if (r.node >= nodes_.size()) {  // cannot happen (nodes are never removed); never leak a pair
 #if KSCOPE_HAS_CUDA
-      if (r.event_slot != detail::no_events) events_.release(r.event_slot);
+    if (r.event_slot != detail::no_events) events_.release(r.event_slot);
 #endif
-      return;
+    return;
+  }
+  if (trace_capacity_ > 0) {
+    const recorded_interval e{r.node, thread_index, r.start_ticks, r.end_ticks};
+    if (trace_ring_.size() < trace_capacity_) {
+      trace_ring_.push_back(e);
+    } else {
+      trace_ring_[trace_next_] = e;
+      trace_next_ = (trace_next_ + 1) % trace_capacity_;
+      ++trace_overwritten_;
     }
-    if (trace_capacity_ > 0) {
-      const recorded_interval e{r.node, thread_index, r.start_ticks, r.end_ticks};
-      if (trace_ring_.size() < trace_capacity_) {
-        trace_ring_.push_back(e);
-      } else {
-        trace_ring_[trace_next_] = e;
-        trace_next_ = (trace_next_ + 1) % trace_capacity_;
-        ++trace_overwritten_;
-      }
-    }
-    recorded_node& n = nodes_[r.node];
-    const double elapsed = static_cast<double>(r.end_ticks - r.start_ticks);
-    ++n.calls;
-    n.host_total_ticks += elapsed;
-    n.host_ticks.add(elapsed);
-    if (r.flops == r.flops) {  // not NaN: work was declared
-      n.flops += r.flops;
-      n.bytes += r.bytes;
-      ++n.work_calls;
-    }
-    if (r.event_slot != detail::no_events) pending_.push_back(pending_gpu{r.node, r.event_slot});
-  });
+  }
+  recorded_node& n = nodes_[r.node];
+  const double elapsed = static_cast<double>(r.end_ticks - r.start_ticks);
+  ++n.calls;
+  n.host_total_ticks += elapsed;
+  add_sample_locked(n.host_ticks, elapsed);
+  if (r.flops == r.flops) {  // not NaN: work was declared
+    n.flops += r.flops;
+    n.bytes += r.bytes;
+    ++n.work_calls;
+  }
+  if (r.event_slot != detail::no_events) pending_.push_back(pending_gpu{r.node, r.event_slot});
+}
+
+inline void recorder::add_sample_locked(recorded_series& series, double value) noexcept {
+  const bool may_grow = samples_held_ < sample_budget_ || series.samples().size() < min_series_samples;
+  if (series.add(value, may_grow)) ++samples_held_;
 }
 
 // Reads every pending pair whose end event has completed, and frees it; never waits.
@@ -445,7 +539,7 @@ inline void recorder::resolve_gpu_locked() noexcept {
       if (status == cudaSuccess && p.node < nodes_.size()) {
         recorded_node& n = nodes_[p.node];
         const double ns = static_cast<double>(ms) * 1e6;
-        n.gpu_ns.add(ns);
+        add_sample_locked(n.gpu_ns, ns);
         n.gpu_total_ns += ns;
       } else if (status != cudaSuccess) {
         if (p.node != stale_node) ++gpu_event_errors_;

@@ -4,7 +4,7 @@
 //   #include <kscope/scope/recorder_snapshot.hpp>
 //   auto& rec = kscope::recorder::global();
 //   rec.settle_gpu();                                  // optional: GPU times of closed scopes
-//   const kscope::recorder_snapshot data = rec.snapshot();   // under the recorder's lock
+//   const kscope::recorder_snapshot data = rec.snapshot();   // short holds of the lock
 //   summarize(data);                                   // no lock held: scopes never wait
 //
 // Kept apart from recorder.hpp because only readers need it (session.hpp includes it):
@@ -26,7 +26,8 @@
 
 namespace kscope {
 
-// A consistent copy of the recorder's data, taken under its lock (recorder::snapshot()).
+// A consistent copy of the recorder's data (recorder::snapshot(): counts and totals from
+// one moment, sample values copied in short steps after it).
 struct recorder_snapshot {
   std::vector<recorded_node> nodes;  // index = node_id; nodes[root_node] is the root
   std::vector<std::string> warnings;
@@ -73,21 +74,82 @@ inline void recorder::settle_gpu() noexcept {
 #endif
 }
 
+// The copy is taken in steps so that no scope ever waits long for the lock (a scope
+// takes it only when its thread's ring is full, or for a name it has not seen): one
+// short hold copies every node's counts, totals and extremes, consistently with each
+// other; then the names, tags and sample values are copied a bounded amount per hold.
+// Values are held in arrival order until a series saturates, so copying the first
+// `count` values read in the first hold gives exactly what that hold saw; a saturated
+// series may show a few slots replaced since, still a uniform sample.
 inline recorder_snapshot recorder::snapshot() {
   recorder_snapshot out;
-  std::lock_guard<std::mutex> lock(mutex_);
-  drain_all_locked();
-  resolve_gpu_locked();
-  out.nodes = nodes_;
-  // Derived, not stored, so that reset() cannot hide it while the node keeps counting.
-  if (overflow_node_ != detail::node_cache::invalid)
-    out.warnings.push_back("more than " + std::to_string(max_nodes) +
-                           " call-path nodes: further scopes are counted under (overflow)");
-  out.sample_cap = sample_cap_;
-  out.gpu_timing_skipped = gpu_timing_skipped_.load(std::memory_order_relaxed);
-  out.gpu_event_errors = gpu_event_errors_;
-  out.trace_capacity = trace_capacity_;
-  out.trace_overwritten = trace_overwritten_;
+  std::vector<std::size_t> host_held, gpu_held;
+  std::uint64_t generation = 0;
+  std::size_t node_count = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drain_all_locked();
+    resolve_gpu_locked();
+    generation = generation_;
+    node_count = nodes_.size();
+    out.nodes.reserve(node_count);
+    host_held.reserve(node_count);
+    gpu_held.reserve(node_count);
+    std::size_t budget_limited = 0;
+    for (const recorded_node& n : nodes_) {
+      // No allocation per node here: an empty name fits the string's own buffer.
+      out.nodes.emplace_back(n.parent, std::string(), n.depth, n.cross_thread, 1);
+      recorded_node& copy = out.nodes.back();
+      copy.calls = n.calls;
+      copy.host_total_ticks = n.host_total_ticks;
+      copy.host_ticks.copy_counts_of(n.host_ticks);
+      copy.gpu_ns.copy_counts_of(n.gpu_ns);
+      copy.gpu_total_ns = n.gpu_total_ns;
+      copy.flops = n.flops;
+      copy.bytes = n.bytes;
+      copy.work_calls = n.work_calls;
+      host_held.push_back(n.host_ticks.samples().size());
+      gpu_held.push_back(n.gpu_ns.samples().size());
+      if (n.host_ticks.saturated() && n.host_ticks.capacity() < sample_cap_) ++budget_limited;
+      if (n.gpu_ns.saturated() && n.gpu_ns.capacity() < sample_cap_) ++budget_limited;
+    }
+    // Derived, not stored, so that reset() cannot hide it while the node keeps counting.
+    if (overflow_node_ != detail::node_cache::invalid)
+      out.warnings.push_back("more than " + std::to_string(max_nodes) +
+                             " call-path nodes: further scopes are counted under (overflow)");
+    if (budget_limited)
+      out.warnings.push_back(std::to_string(budget_limited) + " sample series hold fewer than " +
+                             std::to_string(sample_cap_) + " values: the recorder's memory budget of " +
+                             std::to_string(sample_budget_) +
+                             " values is spent (their statistics come from a smaller uniform sample; "
+                             "counts and totals are exact; recorder::set_sample_budget raises it)");
+    out.sample_cap = sample_cap_;
+    out.gpu_timing_skipped = gpu_timing_skipped_.load(std::memory_order_relaxed);
+    out.gpu_event_errors = gpu_event_errors_;
+    out.trace_capacity = trace_capacity_;
+    out.trace_overwritten = trace_overwritten_;
+  }
+  // About half a megabyte of values per hold: tens of microseconds.
+  constexpr std::size_t values_per_hold = std::size_t{1} << 16;
+  constexpr std::size_t cost_of_a_node = 64;  // name, children and tags, in value-copies
+  for (std::size_t i = 0; i < node_count;) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (generation_ != generation) {  // reset() ran in between: those values are gone
+      out.warnings.push_back("reset() ran while this report was being taken: some scopes show counts without samples");
+      break;
+    }
+    for (std::size_t copied = 0; i < node_count && copied < values_per_hold; ++i) {
+      const recorded_node& live = nodes_[i];
+      recorded_node& copy = out.nodes[i];
+      copy.name = live.name;
+      for (node_id c : live.children)
+        if (c < node_count) copy.children.push_back(c);  // children created later are not in this copy
+      copy.tags = live.tags;
+      copy.host_ticks.copy_values_of(live.host_ticks, host_held[i]);
+      copy.gpu_ns.copy_values_of(live.gpu_ns, gpu_held[i]);
+      copied += host_held[i] + gpu_held[i] + cost_of_a_node;
+    }
+  }
   return out;
 }
 
@@ -128,6 +190,8 @@ inline void recorder::reset() noexcept {
     trace_next_ = 0;
     trace_overwritten_ = 0;
     gpu_event_errors_ = 0;
+    samples_held_ = 0;
+    ++generation_;
     gpu_timing_skipped_.store(0, std::memory_order_relaxed);
   } catch (...) {
   }

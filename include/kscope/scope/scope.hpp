@@ -60,9 +60,11 @@ using stream_t = void*;  // CPU-only builds accept (and ignore) a stream argumen
 #include "recorder.hpp"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #if KSCOPE_HAS_CUDA
 #  include <cuda_runtime_api.h>
@@ -77,27 +79,31 @@ static_assert(std::is_same<stream_t, cudaStream_t>::value, "kscope::stream_t mus
 namespace detail {
 
 // Finds the node for (parent, name) without the recorder's lock when this thread has seen
-// it before.
+// it before. After the thread's exit (a scope in a late destructor) the recorder's
+// locked intern() answers instead.
 inline node_id find_node(node_id parent, std::string_view name) {
+  recorder& rec = recorder::global();
+  node_cache* cache = rec.this_thread_names();
+  if (KSCOPE_UNLIKELY(cache == nullptr)) return rec.intern(parent, name);
   const std::uint64_t hash = hash_name(name, parent);
-  node_cache& cache = this_thread_node_cache();
-  node_id node = cache.find(parent, name, hash);
+  node_id node = cache->find(parent, name, hash);
   if (node != node_cache::invalid) return node;
-  node = recorder::global().intern(parent, name);
-  cache.insert(parent, name, hash, node);
+  node = rec.intern(parent, name);
+  cache->insert(parent, name, hash, node);
   return node;
 }
 
 // One per KSCOPE_SCOPE(...) in the source: caches the node for the parent it was last
-// opened under, and the registered NVTX string. Constant-initialized (no guard).
+// opened under, and the registered NVTX string. Constant-initialized (no guard). It keeps
+// no pointer to the name: the macro hands the name to every opening, so a name that does
+// not outlive its call is never read later.
 struct call_site {
-  const char* name;
   std::atomic<std::uint64_t> cached{0};  // (parent + 1) << 32 | node; 0 = empty
   std::atomic<nvtx_string> nvtx{nullptr};
 
-  constexpr explicit call_site(const char* name_) noexcept : name(name_) {}
+  constexpr call_site() noexcept = default;
 
-  node_id node_for(node_id parent) noexcept {
+  node_id node_for(node_id parent, const char* name) noexcept {
     const std::uint64_t c = cached.load(std::memory_order_relaxed);
     if (KSCOPE_LIKELY((c >> 32) == static_cast<std::uint64_t>(parent) + 1)) return static_cast<node_id>(c);
     node_id node = root_node;
@@ -110,7 +116,7 @@ struct call_site {
     return node;
   }
 
-  nvtx_string nvtx_handle() noexcept {
+  nvtx_string nvtx_handle(const char* name) noexcept {
     nvtx_string h = nvtx.load(std::memory_order_acquire);
     if (KSCOPE_UNLIKELY(h == nullptr)) {
       h = nvtx_register(name);  // a benign race registers the same string twice
@@ -120,6 +126,20 @@ struct call_site {
   }
 };
 
+// Which names a call site may cache a node for: a constant character array (a string
+// literal, __func__), whose text is the same at every opening. Anything else (a pointer,
+// a std::string, a writable buffer) may change between openings, so it is looked up by
+// its text each time.
+template <class Name>
+struct is_fixed_name
+    : std::integral_constant<bool, std::is_array<std::remove_reference_t<Name>>::value &&
+                                       std::is_same<std::remove_extent_t<std::remove_reference_t<Name>>, const char>::value> {};
+
+inline std::string_view name_text(const char* name) noexcept { return name ? std::string_view(name) : std::string_view("(null)"); }
+inline std::string_view name_text(std::nullptr_t) noexcept { return "(null)"; }
+inline std::string_view name_text(std::string_view name) noexcept { return name; }
+inline std::string_view name_text(const std::string& name) noexcept { return name; }
+
 }  // namespace detail
 
 // A timed phase; see the file comment. Non-copyable, non-movable.
@@ -127,15 +147,22 @@ class scope {
  public:
   // Host-only scope named at run time (the name is copied into the tree once).
   explicit scope(std::string_view name) noexcept { open_named(name, nullptr); }
-  explicit scope(const char* name) noexcept { open_named(name ? std::string_view(name) : std::string_view("(null)"), nullptr); }
+  explicit scope(const char* name) noexcept { open_named(detail::name_text(name), nullptr); }
   explicit scope(const std::string& name) noexcept { open_named(name, nullptr); }
   // With a stream: GPU time between events recorded on `stream` at entry and exit.
   scope(std::string_view name, stream_t stream) noexcept { open_named(name, &stream); }
-  scope(const char* name, stream_t stream) noexcept { open_named(name ? std::string_view(name) : std::string_view("(null)"), &stream); }
+  scope(const char* name, stream_t stream) noexcept { open_named(detail::name_text(name), &stream); }
   scope(const std::string& name, stream_t stream) noexcept { open_named(name, &stream); }
-  // Used by the macros: the call site caches the node and the NVTX string.
-  explicit scope(detail::call_site& site) noexcept { open_site(site, nullptr); }
-  scope(detail::call_site& site, stream_t stream) noexcept { open_site(site, &stream); }
+  // Used by the macros: for a constant name the call site caches the node and the NVTX
+  // string; any other name is looked up by its text (see detail::is_fixed_name).
+  template <class Name>
+  scope(detail::call_site& site, Name&& name) noexcept {
+    open_at(site, std::forward<Name>(name), nullptr);
+  }
+  template <class Name>
+  scope(detail::call_site& site, Name&& name, stream_t stream) noexcept {
+    open_at(site, std::forward<Name>(name), &stream);
+  }
 
   scope(const scope&) = delete;
   scope& operator=(const scope&) = delete;
@@ -204,13 +231,23 @@ class scope {
     finish_open(ts, stream);
   }
 
-  void open_site(detail::call_site& site, stream_t* stream) noexcept {
+  template <class Name>
+  void open_at(detail::call_site& site, Name&& name, stream_t* stream) noexcept {
+    if constexpr (detail::is_fixed_name<Name>::value) {
+      open_site(site, name, stream);
+    } else {
+      (void)site;
+      open_named(detail::name_text(name), stream);
+    }
+  }
+
+  void open_site(detail::call_site& site, const char* name, stream_t* stream) noexcept {
     if (!detail::enabled()) return;
     detail::thread_state& ts = detail::this_thread_state();
     parent_ = ts.current;
-    node_ = site.node_for(parent_);
+    node_ = site.node_for(parent_, name);
     if (detail::nvtx_enabled.load(std::memory_order_relaxed)) {
-      detail::nvtx_push(site.nvtx_handle());
+      detail::nvtx_push(site.nvtx_handle(name));
       nvtx_ = true;
     }
     finish_open(ts, stream);
@@ -361,15 +398,17 @@ class range {
 // Ends a range started with start_range (on any thread).
 inline void end_range(range&& r) noexcept { r.end(); }
 
+// The name may be anything a scope takes (a literal, a std::string, a pointer, even null);
+// a literal is the fast case (see detail::is_fixed_name).
 #define KSCOPE_SCOPE(name)                                                                   \
-  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__){name};     \
+  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__);           \
   ::kscope::scope KSCOPE_DETAIL_CONCAT(kscope_scope_, __LINE__) {                            \
-    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__)                                             \
+    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__), name                                       \
   }
 #define KSCOPE_SCOPE_STREAM(name, stream)                                                    \
-  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__){name};     \
+  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__);           \
   ::kscope::scope KSCOPE_DETAIL_CONCAT(kscope_scope_, __LINE__) {                            \
-    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__), (stream)                                   \
+    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__), name, (stream)                             \
   }
 #define KSCOPE_FUNCTION() KSCOPE_SCOPE(__func__)
 

@@ -25,6 +25,8 @@
 #include "../report/trace.hpp"
 #include "../scope/recorder.hpp"
 #include "../scope/recorder_snapshot.hpp"
+#include "../scope/detail/fork_guard.hpp"
+#include "../scope/detail/switch_warnings.hpp"
 #include "detail/advice.hpp"
 #include "detail/context.hpp"
 
@@ -175,11 +177,19 @@ class session {
   // Returns whether it started. Run once before main by the variable below.
   bool start_cupti_from_environment() {
     const char* v = std::getenv("KSCOPE_CUPTI");
-    return v != nullptr && std::strcmp(v, "1") == 0 && enable_cupti();
+    switch (detail::parse_switch(v)) {
+      case detail::switch_value::on: return enable_cupti();
+      case detail::switch_value::unrecognised:
+        warn(detail::switch_warning("KSCOPE_CUPTI", v, "CUPTI not started (KSCOPE_CUPTI=1 starts it)"));
+        return false;
+      default: return false;
+    }
   }
 
  private:
-  session() : source_(std::make_shared<cupti_activity_source>()) {}
+  session() : source_(std::make_shared<cupti_activity_source>()) {
+    detail::guard_across_fork(mutex_, detail::lock_rank::session);
+  }
 
   std::shared_ptr<gpu_activity_source> gpu_source() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -230,6 +240,20 @@ inline void fill_host_context(report_context& context) {
   }
 }
 
+// A path joins names with '/', so a '/' inside a name is written "\/" (and a '\' as "\\"):
+// a top-level scope "a/b" and scope "b" under "a" must never share a path, or merge and
+// compare would add them up.
+inline std::string escape_path_part(const std::string& name) {
+  if (name.find_first_of("/\\") == std::string::npos) return name;
+  std::string out;
+  out.reserve(name.size() + 4);
+  for (char c : name) {
+    if (c == '/' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 // Summarizes the recorder's data (no lock held: `data` is the session's own copy) into
 // out.scopes, depth-first with children in creation order, and adds the GPU activity of
 // each node. Nodes with nothing in their subtree are left out.
@@ -255,7 +279,7 @@ inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_r
     s.id = id;
     s.parent = n.parent;
     s.name = n.name;
-    s.path = parent_path.empty() ? n.name : parent_path + "/" + n.name;
+    s.path = parent_path.empty() ? escape_path_part(n.name) : parent_path + "/" + escape_path_part(n.name);
     s.depth = n.depth;
     s.cross_thread = n.cross_thread;
     s.calls = n.calls;
@@ -360,6 +384,7 @@ inline session_report session::report() {
     out.warnings = warnings_;
   }
   for (const std::string& w : data.warnings) detail::add_unique(out.warnings, w);
+  if (std::string w = detail::environment_warning(); !w.empty()) detail::add_unique(out.warnings, w);
   if (data.gpu_event_errors)
     out.warnings.push_back(std::to_string(data.gpu_event_errors) + " GPU scope timings were lost to CUDA event errors");
   if (data.trace_overwritten)

@@ -9,6 +9,8 @@
 // unless the user allowed skipping (KSCOPE_GBENCH_ALLOW_SKIP=1 or gbench_allow_skip()).
 #pragma once
 
+#include "../../core/detail/env_switch.hpp"
+
 #include <cstddef>
 #include <cstdlib>
 #include <mutex>
@@ -72,14 +74,10 @@ inline gbench_failure_record& gbench_failures() {
   return record;
 }
 
-// Whether a value of KSCOPE_GBENCH_ALLOW_SKIP allows skipping: "1", "true", "yes", "on"
-// in any case. Unset, empty, "0" or anything else does not: failing loudly is the default.
-inline bool allow_skip_value(const char* value) {
-  if (value == nullptr) return false;
-  std::string v;
-  for (const char* c = value; *c != '\0'; ++c) v += static_cast<char>(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-  return v == "1" || v == "true" || v == "yes" || v == "on";
-}
+// Whether a value of KSCOPE_GBENCH_ALLOW_SKIP allows skipping: an "on" value of
+// parse_switch (1, true, yes, on, enable(d); any case). Unset, off or anything else does
+// not: failing loudly is the default.
+inline bool allow_skip_value(const char* value) { return parse_switch(value) == switch_value::on; }
 
 inline bool skip_allowed() {
   return gbench_failures().skip_allowed_by_call() || allow_skip_value(std::getenv("KSCOPE_GBENCH_ALLOW_SKIP"));

@@ -2,13 +2,15 @@
 //
 // kscope writes reports, traces and benchmark results as JSON without depending on a
 // JSON library (the headers must stay cheap to include and free of dependencies).
-// The writer inserts commas itself, escapes strings per RFC 8259, and writes non-finite
+// The writer inserts commas itself, escapes strings per RFC 8259 (and repairs invalid
+// UTF-8: write_string below is the one place kscope writes a JSON string), and writes non-finite
 // numbers as null, because JSON has no NaN and a consumer must not mistake it for 0.
 // Numbers are written with '.' whatever the C locale (number_format.hpp): a host program
 // that calls setlocale(LC_ALL, "de_DE.UTF-8") must not turn 3135.92 into 3135,92.
 #pragma once
 
 #include "number_format.hpp"
+#include "text_escape.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -76,26 +78,33 @@ class json_writer {
     if (after_key_) { after_key_ = false; return; }
     separator();
   }
+  // RFC 8259 strings that every strict reader accepts, whatever the bytes given: '"' and
+  // '\\' escaped; every control character (U+0000-U+001F and DEL) as \u00XX, a NUL inside
+  // a std::string included (never an end of string); U+2028/U+2029 escaped too, so the
+  // JSON stays valid JavaScript; each invalid UTF-8 sequence (overlong, surrogate, above
+  // U+10FFFF, cut short) replaced by U+FFFD (decode_utf8, text_escape.hpp), since a reader
+  // must reject or mangle it and one bad kernel name would otherwise lose the whole file.
   void write_string(std::string_view s) {
+    static constexpr char hex[] = "0123456789abcdef";
     out_ += '"';
-    for (unsigned char c : s) {
-      switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\b': out_ += "\\b"; break;
-        case '\f': out_ += "\\f"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out_ += buf;
-          } else {
-            out_ += static_cast<char>(c);
-          }
+    for (std::size_t i = 0; i < s.size();) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x20 && c < 0x7F) {  // printable ASCII: the common case
+        if (c == '"' || c == '\\') out_ += '\\';
+        out_ += static_cast<char>(c);
+        ++i;
+        continue;
       }
+      const utf8_char u = decode_utf8(s, i);
+      if (!u.valid) {
+        out_ += utf8_replacement_character;
+      } else if (u.code_point < 0x20 || u.code_point == 0x7F || u.code_point == 0x2028 || u.code_point == 0x2029) {
+        out_ += "\\u";
+        for (int shift = 12; shift >= 0; shift -= 4) out_ += hex[(u.code_point >> shift) & 0xF];
+      } else {
+        out_.append(s.data() + i, u.length);
+      }
+      i += u.length;
     }
     out_ += '"';
   }

@@ -76,8 +76,12 @@ class uniform_reservoir {
 
   // Offers one value; returns its slot in kept(), or `skipped` when the sample was not
   // taken (or the capacity is 0).
-  std::size_t offer(const T& value) noexcept {
+  // `may_grow` false (a memory budget is spent, say) freezes the capacity at what is held
+  // now: every value offered so far is held then, so sampling on from there with the
+  // smaller capacity keeps the subset uniform.
+  std::size_t offer(const T& value, bool may_grow = true) noexcept {
     const std::uint64_t index = seen_++;
+    if (kept_.size() < capacity_ && !may_grow) capacity_ = kept_.size();
     if (kept_.size() < capacity_) {
       try {
         if (kept_.size() == kept_.capacity()) {
@@ -104,6 +108,21 @@ class uniform_reservoir {
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   // More values were offered than are held: kept() is a sample, not everything.
   [[nodiscard]] bool saturated() const noexcept { return seen_ > kept_.size(); }
+  // A reader's copy in two steps (recorder_snapshot.hpp copies counts under one short
+  // lock, values under others): first everything but the values, then other's first
+  // `count` values. Values held in arrival order never move, so the prefix of the count
+  // read in the first step is exactly what that step saw.
+  void copy_counts_of(const uniform_reservoir& other) {
+    kept_.clear();
+    seen_ = other.seen_;
+    capacity_ = other.capacity_;
+    rng_ = other.rng_;
+  }
+  void copy_values_of(const uniform_reservoir& other, std::size_t count) {
+    const std::size_t n = count < other.kept_.size() ? count : other.kept_.size();
+    kept_.assign(other.kept_.begin(), other.kept_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+
   // Forgets every value; capacity and generator state stay.
   void clear() noexcept {
     kept_.clear();

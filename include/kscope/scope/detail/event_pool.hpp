@@ -9,6 +9,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "fork_guard.hpp"
 
 #if KSCOPE_HAS_CUDA
 
@@ -85,6 +86,10 @@ class event_pool {
     per_device& d = devices_[slot >> 24];
     d.free.push_back(slot & 0xffffffu);
   }
+
+  // Registers the pool's lock with the fork guard (fork_guard.hpp); the recorder's pool
+  // lives as long as the process.
+  void guard_across_fork() noexcept { detail::guard_across_fork(mutex_, lock_rank::event_pool); }
 
   void set_cap_pairs(std::uint32_t cap) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -5,7 +5,7 @@
 // name is a run-time string, which would otherwise take the lock on every opening.
 //
 //   const std::uint64_t h = detail::hash_name(name, parent);
-//   node_id n = detail::this_thread_node_cache().find(parent, name, h);
+//   node_id n = cache.find(parent, name, h);   // each thread's cache: recorder.hpp
 //   if (n == detail::node_cache::invalid) { /* intern under the lock, then insert */ }
 #pragma once
 
@@ -77,11 +77,6 @@ class node_cache {
   std::vector<slot> slots_;
   std::size_t used_ = 0;
 };
-
-inline node_cache& this_thread_node_cache() noexcept {
-  thread_local node_cache cache;
-  return cache;
-}
 
 }  // namespace detail
 }  // namespace kscope

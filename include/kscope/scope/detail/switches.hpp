@@ -3,13 +3,18 @@
 //
 // They are plain atomics, read relaxed: a disabled scope costs one load and a branch.
 // The environment is read once, lazily, on the first scope, so static initialisation
-// order never matters.
+// order never matters. KSCOPE is read by parse_switch (core/detail/env_switch.hpp): off
+// for 0/off/false/no/disable(d) in any case and with blanks around; on when unset, empty,
+// or 1/on/true/yes/enable(d). Any other value also leaves recording on (a typo must not
+// silently lose a run's data), and is remembered so that the report can say it was not
+// understood (switch_warnings.hpp).
 //
 //   kscope::recorder::global().set_enabled(false);   // or kscope::set_enabled(false)
 //   if (kscope::detail::enabled()) { /* record */ }
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../core/detail/env_switch.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -22,13 +27,17 @@ namespace detail {
 inline std::atomic<int> enabled_state{-1};
 inline std::atomic<bool> nvtx_enabled{true};
 
-// KSCOPE=0, off or false turns recording off; anything else (or unset) leaves it on.
+// Set when KSCOPE held a value parse_switch() did not understand; the report then says so
+// (switch_warnings.hpp builds the line, away from this header every scope includes).
+inline std::atomic<bool> kscope_value_unrecognised{false};
+
 inline bool read_enabled_from_environment() noexcept {
   const char* v = std::getenv("KSCOPE");
-  const bool on = !(v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 ||
-                          std::strcmp(v, "false") == 0));
+  const switch_value parsed = parse_switch(v);
+  const bool on = parsed != switch_value::off;
   int expected = -1;
-  enabled_state.compare_exchange_strong(expected, on ? 1 : 0, std::memory_order_relaxed);
+  if (enabled_state.compare_exchange_strong(expected, on ? 1 : 0, std::memory_order_relaxed))
+    kscope_value_unrecognised.store(parsed == switch_value::unrecognised, std::memory_order_relaxed);
   return enabled_state.load(std::memory_order_relaxed) == 1;
 }
 

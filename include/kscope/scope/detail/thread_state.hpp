@@ -15,12 +15,21 @@
 namespace kscope {
 namespace detail {
 
+// Trivially destructible on purpose: it stays usable for the whole life of its thread,
+// also in destructors that run while the thread exits (thread_local objects, a pthread key's
+// destructor) and, on the main thread, in static destructors and atexit handlers. What a
+// thread owns on the heap (its record ring and name cache, recorder.hpp) is reached only
+// through the pointers here, which the thread's exit clears before freeing it: a scope
+// that runs after that finds `exited` set and takes the recorder's locked path.
 struct thread_state {
   node_id current = root_node;  // innermost scope open on this thread
-  // The recorder's record ring for this thread (detail/thread_log.hpp), cached here so a
-  // closing scope reaches it through the thread state it already holds.
+  // The thread's heap state (recorder.hpp's detail::thread_resources: its record ring and
+  // its (parent, name) -> node cache), and the ring alone, which a closing scope reaches
+  // without a cast. Null until the first scope, and after the thread's exit.
+  void* resources = nullptr;
   void* scope_log = nullptr;
   std::uint32_t thread_index = next_thread_index();  // small dense id for traces
+  bool exited = false;  // the heap state was freed: record through the locked path
 
   static std::uint32_t next_thread_index() noexcept {
     static std::atomic<std::uint32_t> counter{0};
