@@ -1010,12 +1010,12 @@ TEST_CASE("invalid: a captured graph with no nodes stops the run at once") {
 }
 
 TEST_CASE("invalid: a time no longer than the empty stream's, with the margin documented") {
-  // Empty sample 2 us: the limit is 2 x 2 us + 0.5 us = 4.5 us per sample.
-  CHECK(kscope::detail::harness::no_work_limit_s(2e-6) == doctest::Approx(4.5e-6));
+  // Empty sample 2 us: the limit is 1.2 x 2 us + 0.3 us = 2.7 us per sample.
+  CHECK(kscope::detail::harness::no_work_limit_s(2e-6) == doctest::Approx(2.7e-6));
   CHECK(kscope::detail::harness::no_work_limit_s(std::nan("")) == 0);
 
-  SUBCASE("at the first estimate: 4.4 us single calls, nothing else is run") {
-    fake_timer timer([](std::size_t, std::size_t) { return 4.4e-6; });
+  SUBCASE("at the first estimate: 2.6 us single calls, nothing else is run") {
+    fake_timer timer([](std::size_t, std::size_t) { return 2.6e-6; });
     timer.empty_s = 2e-6;
     const kscope::bench_result r = make_bench().run(timer);
     REQUIRE(r.stopped == kscope::stop_reason::invalid);
@@ -1023,19 +1023,19 @@ TEST_CASE("invalid: a time no longer than the empty stream's, with the margin do
     CHECK(timer.log.size() == 4);
     CHECK(timer.prepared.empty());
     CHECK(r.empty_stream_s == 2e-6);
-    CHECK(contains(r.invalid_reason, "no work reached the benchmark's stream: a single call (median of 3) took 4.40 us, "
-                                     "no longer than an empty sample on the stream (2.00 us; the limit is 2 x that + "
-                                     "500 ns). The callable launched on another stream"));
+    CHECK(contains(r.invalid_reason, "no work reached the benchmark's stream: a single call (median of 3) took 2.60 us, "
+                                     "no longer than an empty sample on the stream (2.00 us; the limit is 1.2 x that + "
+                                     "300 ns). The callable launched on another stream"));
     const nlohmann::json j = nlohmann::json::parse(kscope::bench_report{{}, {r}}.json());
     CHECK(j["benchmarks"][0]["empty_stream_s"].get<double>() == 2e-6);
   }
   SUBCASE("just above the limit is real work: batched and valid") {
-    fake_timer timer([](std::size_t, std::size_t) { return 4.6e-6; });
+    fake_timer timer([](std::size_t, std::size_t) { return 2.8e-6; });
     timer.empty_s = 2e-6;
     const kscope::bench_result r = make_bench().run(timer);
     CHECK(r.valid());
     CHECK(r.stopped == kscope::stop_reason::target_reached);
-    CHECK(r.series.launches_per_sample == 22);  // 100 us / 4.6 us
+    CHECK(r.series.launches_per_sample == 36);  // ceil(100 us / 2.8 us)
   }
   SUBCASE("a zero time is no work even when the empty time is unknown") {
     fake_timer timer([](std::size_t, std::size_t) { return 0.0; });

@@ -1,7 +1,8 @@
 // Tests for kscope/core/detail/json_reader.hpp: strict RFC 8259 parsing, checked against
 // nlohmann-json where both accept, and against hand-written expectations where ours must
-// reject (depth limit, trailing garbage, lone surrogates); the locale-free number
-// routines (number_format.hpp) it and the writer use, against printf/strtod.
+// reject (depth limit, trailing garbage, lone surrogates); the range-checked integer
+// decoding, the resource limits, the compact tree and the pull cursor; the locale-free
+// number routines (number_format.hpp) it and the writer use, against printf/strtod.
 #include <kscope/core/detail/json_reader.hpp>
 #include <kscope/core/detail/number_format.hpp>
 
@@ -9,11 +10,42 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
+#include <vector>
 
+using kscope::detail::json_cursor;
+using kscope::detail::json_field_error;
+using kscope::detail::json_integer;
+using kscope::detail::json_limits;
+using kscope::detail::json_syntax_error;
 using kscope::detail::json_type;
+using kscope::detail::json_value;
 using kscope::detail::parse_json;
+
+namespace {
+
+json_value number(double v) {
+  json_value j;
+  j.type = json_type::number;
+  j.number = v;
+  return j;
+}
+
+// The message json_integer throws for `v`, "" when it accepts it.
+template <class Integer>
+std::string integer_error(const json_value& v, Integer lo, Integer hi) {
+  try {
+    (void)json_integer<Integer>(v, "depth", lo, hi);
+    return "";
+  } catch (const json_field_error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
 
 TEST_CASE("json_reader: scalars, arrays, objects, lookups") {
   auto r = parse_json(R"( {"a": [1, 2.5, "x", true, false, null], "b": {"c": -0.0}, "e": {}, "f": []} )");
@@ -178,4 +210,146 @@ TEST_CASE("number_format: the writer's and reader's number routines agree with p
   CHECK(v == 25);
   CHECK(parse_double(".5", v));  // strtod's grammar, wider than JSON's (the reader checks JSON's first)
   CHECK(v == 0.5);
+}
+
+TEST_CASE("json_integer: one range-checked conversion; out-of-range, fractional and non-numbers are clear errors") {
+  // Each of these was a plain static_cast before: undefined behaviour, or a 1e9-deep
+  // indentation that took gigabytes.
+  CHECK(integer_error<std::size_t>(number(-5), 0, 4096) == "field \"depth\" must be an integer in [0, 4096], got -5");
+  CHECK(integer_error<std::size_t>(number(1e9), 0, 4096) ==
+        "field \"depth\" must be an integer in [0, 4096], got 1000000000");
+  CHECK(integer_error<std::size_t>(number(1e300), 0, 4096).find("got 1e+300") != std::string::npos);
+  CHECK(integer_error<std::size_t>(number(std::nan("")), 0, 4096).find("got nan") != std::string::npos);
+  CHECK(integer_error<std::size_t>(number(HUGE_VAL), 0, 4096).find("got inf") != std::string::npos);
+  CHECK(integer_error<int>(number(2.5), 0, 10).find("got 2.5") != std::string::npos);
+  json_value text;
+  text.type = json_type::string;
+  text.string = "5";
+  CHECK(integer_error<int>(text, 0, 10).find("got a string") != std::string::npos);
+  CHECK(integer_error<int>(json_value{}, 0, 10).find("got null") != std::string::npos);
+  CHECK(json_integer<std::size_t>(number(4096), "depth", 0, 4096) == 4096);
+  CHECK(json_integer<std::size_t>(number(0), "depth", 0, 4096) == 0);
+  CHECK(json_integer<int>(number(-0.0), "x", -1, 1) == 0);
+  CHECK(json_integer<int>(number(-1), "x", -1, 1) == -1);
+
+  // The type's own ends: 2^63 does not fit an int64 (the largest double below it does),
+  // 2^64 does not fit a uint64; -2^63 fits exactly.
+  constexpr auto i64_min = std::numeric_limits<std::int64_t>::min();
+  constexpr auto i64_max = std::numeric_limits<std::int64_t>::max();
+  constexpr auto u64_max = std::numeric_limits<std::uint64_t>::max();
+  CHECK_FALSE(integer_error<std::int64_t>(number(std::ldexp(1.0, 63)), i64_min, i64_max).empty());
+  CHECK(json_integer<std::int64_t>(number(-std::ldexp(1.0, 63)), "x", i64_min, i64_max) == i64_min);
+  CHECK(json_integer<std::int64_t>(number(std::nextafter(std::ldexp(1.0, 63), 0.0)), "x", i64_min, i64_max) ==
+        i64_max - 1023);
+  CHECK_FALSE(integer_error<std::uint64_t>(number(std::ldexp(1.0, 64)), 0, u64_max).empty());
+  CHECK_FALSE(integer_error<std::uint64_t>(number(-1), 0, u64_max).empty());
+  CHECK_FALSE(integer_error<std::int32_t>(number(2147483648.0), 0, 2147483647).empty());
+  CHECK_FALSE(integer_error<std::uint32_t>(number(4294967296.0), 0, 4294967295u).empty());
+  CHECK(json_integer<std::uint32_t>(number(4294967295.0), "x", 0, 4294967295u) == 4294967295u);
+
+  // member_integer: absent or null is the fallback; a present value must be in range.
+  auto doc = parse_json(R"({"depth": 3, "none": null, "bad": -1})");
+  REQUIRE(doc.ok());
+  CHECK(doc.value.member_integer<int>("depth", 0, 10, 1) == 3);
+  CHECK(doc.value.member_integer<int>("absent", 0, 10, 1) == 1);
+  CHECK(doc.value.member_integer<int>("none", 0, 10, 7) == 7);
+  CHECK_THROWS_WITH_AS((void)doc.value.member_integer<int>("bad", 0, 10, 1),
+                       "field \"bad\" must be an integer in [0, 10], got -1", json_field_error);
+}
+
+TEST_CASE("json_reader: input size, nesting and value-count limits, each with a clear error") {
+  json_limits small;
+  small.max_input_bytes = 10;
+  CHECK(parse_json("[1,2,3,45]", small).ok());  // exactly 10 bytes
+  auto big = parse_json("[1,2,3,456]", small);
+  CHECK_FALSE(big.ok());
+  CHECK(big.error == "offset 0: the document is 11 bytes, over the limit of 10 bytes");
+  CHECK(json_limits{}.max_input_bytes == std::size_t{256} << 20);
+
+  json_limits few;
+  few.max_values = 4;
+  CHECK(parse_json("[1,2,3]", few).ok());  // the array and its three numbers
+  auto many = parse_json("[1,2,3,4]", few);
+  CHECK_FALSE(many.ok());
+  CHECK(many.error.find("more than 4 values") != std::string::npos);
+
+  json_limits shallow;
+  shallow.max_depth = 2;
+  CHECK(parse_json("[[1]]", shallow).ok());
+  CHECK(parse_json("[[[1]]]", shallow).error.find("nesting deeper than 2 levels") != std::string::npos);
+}
+
+TEST_CASE("json_reader: the tree is compact and exactly sized, and copies deeply") {
+  // 64 bytes a value (96 with std::vector members): a tree of small numbers is what made
+  // a 20 MB document need 1.6 GB.
+  CHECK(sizeof(json_value) <= 64);
+  auto r = parse_json(R"({"a": [1, [2, 3], {"b": "text"}], "c": "d"})");
+  REQUIRE(r.ok());
+  json_value copy = r.value;
+  r.value = json_value{};
+  REQUIRE(copy.find("a") != nullptr);
+  CHECK(copy.find("a")->items.size() == 3);
+  CHECK(copy.find("a")->at(1).at(1).number == 3);
+  CHECK(copy.find("a")->at(2).member_string("b") == "text");
+  CHECK(copy.members.back().first == "c");
+  json_value moved = std::move(copy);
+  CHECK(moved.find("c")->string == "d");
+  CHECK(copy.members.empty());  // NOLINT(bugprone-use-after-move): a moved-from list is empty
+}
+
+TEST_CASE("json_cursor: walks a document, skips what it is not asked for, reads parts as trees") {
+  const std::string text =
+      R"({"schema": "x", "skip": {"deep": [1, [2, {"k": "v\u00e9"}], true, null]}, "list": [{"n": 1}, {"n": 2}], "last": 5})";
+  json_cursor c(text);
+  REQUIRE(c.peek() == json_type::object);
+  c.begin_object();
+  std::string key;
+  std::vector<std::string> keys;
+  std::vector<double> ns;
+  while (c.next_member(key)) {
+    keys.push_back(key);
+    if (key == "list") {
+      c.begin_array();
+      while (c.next_item()) {
+        json_value item;
+        c.read_value(item);
+        ns.push_back(item.member_number("n", -1));
+      }
+    } else if (key == "schema") {
+      json_value v;
+      c.read_value(v);
+      CHECK(v.string == "x");
+    } else {
+      c.skip_value();
+    }
+  }
+  c.finish();
+  CHECK(keys == std::vector<std::string>{"schema", "skip", "list", "last"});
+  CHECK(ns == std::vector<double>{1, 2});
+
+  // Skipping validates: a syntax error inside a skipped value is still an error, with its
+  // offset; so are trailing garbage, and nesting past the limit inside a skipped value.
+  const auto walk_skipping = [](const std::string& doc) -> std::string {
+    try {
+      json_cursor cursor(doc);
+      cursor.skip_value();
+      cursor.finish();
+      return "";
+    } catch (const json_syntax_error& e) {
+      return e.what();
+    }
+  };
+  CHECK(walk_skipping(R"({"a": [1, 2,]})") == "offset 12: unexpected character ']'");
+  CHECK(walk_skipping(R"({"a": "\x"})").find("invalid escape") != std::string::npos);
+  CHECK(walk_skipping("{} x").find("trailing") != std::string::npos);
+  CHECK(walk_skipping(std::string(100000, '[') + std::string(100000, ']')).find("nesting deeper than 64") !=
+        std::string::npos);
+  CHECK(walk_skipping(R"({"a": [1, {"b": null}], "c": "\ud83d\ude00"})").empty());
+
+  // read_value's value budget is per call.
+  json_cursor limited(R"([[1, 2, 3], [4]])");
+  limited.begin_array();
+  REQUIRE(limited.next_item());
+  json_value part;
+  CHECK_THROWS_AS(limited.read_value(part, 3), json_syntax_error);
 }

@@ -1,15 +1,54 @@
 // Tests for kscope/report/merge.hpp and report/compare.hpp: report JSON read back, three
-// synthetic rank reports merged with a straggler, malformed and mismatched inputs, two
-// reports compared scope by scope. Expected values are hand-computed.
+// synthetic rank reports merged with a straggler, malformed and mismatched inputs, hostile
+// fields and lists (every integer range-checked, every list bounded, the memory a read
+// costs), two reports compared scope by scope. Expected values are hand-computed.
 #include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
+#include <kscope/scope/recorder.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <new>
+#include <regex>
 #include <string>
 #include <vector>
+
+// Every allocation of this test program is counted, so that a test can measure the peak
+// memory a call needs (the report reader once needed 80x its input). A header in front of
+// each block keeps its size for the matching delete.
+namespace {
+std::atomic<std::size_t> live_bytes{0};
+std::atomic<std::size_t> peak_bytes{0};
+constexpr std::size_t allocation_header = alignof(std::max_align_t);
+
+void* counted_allocation(std::size_t size) {
+  void* raw = std::malloc(size + allocation_header);
+  if (raw == nullptr) throw std::bad_alloc();
+  *static_cast<std::size_t*>(raw) = size;
+  const std::size_t now = live_bytes.fetch_add(size) + size;
+  std::size_t peak = peak_bytes.load();
+  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+  return static_cast<unsigned char*>(raw) + allocation_header;
+}
+void counted_release(void* p) noexcept {
+  if (p == nullptr) return;
+  void* raw = static_cast<unsigned char*>(p) - allocation_header;
+  live_bytes.fetch_sub(*static_cast<std::size_t*>(raw));
+  std::free(raw);
+}
+}  // namespace
+
+void* operator new(std::size_t size) { return counted_allocation(size); }
+void* operator new[](std::size_t size) { return counted_allocation(size); }
+void operator delete(void* p) noexcept { counted_release(p); }
+void operator delete[](void* p) noexcept { counted_release(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_release(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_release(p); }
 
 namespace {
 
@@ -330,4 +369,182 @@ TEST_CASE("format_duration_ns: the public duration format every table uses") {
   CHECK(kscope::format_duration_ns(45600000) == "45.6 ms");
   CHECK(kscope::format_duration_ns(2.5e9) == "2.50 s");
   CHECK(kscope::format_duration_ns(std::nan("")) == "-");
+}
+
+namespace {
+
+// A report document with `field` replaced: the first `"field":<number>` after `after`.
+std::string with_field(std::string doc, const std::string& after, const std::string& field, const std::string& value) {
+  const std::size_t from = doc.find(after);
+  REQUIRE(from != std::string::npos);
+  const std::regex pattern("\"" + field + "\":\\s*-?[0-9][0-9.e+]*");
+  std::smatch match;
+  const std::string tail = doc.substr(from);
+  REQUIRE(std::regex_search(tail, match, pattern));
+  return doc.replace(from + static_cast<std::size_t>(match.position(0)), static_cast<std::size_t>(match.length(0)),
+                     "\"" + field + "\":" + value);
+}
+
+std::string parse_error(const std::string& doc) {
+  std::string error;
+  const auto r = kscope::parse_report(doc, &error);
+  return r ? std::string("(accepted)") : error;
+}
+
+}  // namespace
+
+TEST_CASE("parse_report: every integer field is range-checked; the error names the scope, field and limit") {
+  const std::string doc = rank_report(0, 1e6, 40000);  // the writer's order: path before depth
+  REQUIRE(parse_error(doc) == "(accepted)");
+  const std::string depth_limit = "field \"depth\" must be an integer in [0, 65536], got ";
+  // Before: depth 1e9 indented every table row by 2 GB; -5 threw "internal error"
+  // (std::string of ~2^64 bytes); 1e300 and -1 in counts were undefined behaviour.
+  CHECK(parse_error(with_field(doc, "\"path\":\"step\"", "depth", "1e9")) ==
+        "malformed kscope report: scope 0 (\"step\"): " + depth_limit + "1000000000");
+  CHECK(parse_error(with_field(doc, "\"path\":\"step/allreduce\"", "depth", "-5")) ==
+        "malformed kscope report: scope 1 (\"step/allreduce\"): " + depth_limit + "-5");
+  CHECK(parse_error(with_field(doc, "\"path\":\"step\"", "depth", "65537")).find(depth_limit + "65537") !=
+        std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"path\":\"step\"", "depth", "65536")) == "(accepted)");
+  CHECK(parse_error(with_field(doc, "\"path\":\"step\"", "calls", "1e300"))
+            .find("field \"calls\" must be an integer in [0, 18446744073709551615], got 1e+300") != std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"path\":\"step\"", "calls", "-1")).find("got -1") != std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"path\":\"step\"", "calls", "2.5")).find("got 2.5") != std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"host_ns\"", "n", "-1")).find("field \"n\"") != std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"gpu_activity\"", "kernel_ns", "1e19")).find("field \"kernel_ns\"") !=
+        std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"devices\"", "device", "4294967296")).find("field \"device\"") !=
+        std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"context\"", "process_id", "1e300")).find("context: field \"process_id\"") !=
+        std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"context\"", "rank", "-2")).find("field \"rank\" must be an integer in [-1, ") !=
+        std::string::npos);
+  CHECK(parse_error(with_field(doc, "\"schema\"", "sample_cap", "-1")).find("sample_cap: field \"sample_cap\"") !=
+        std::string::npos);
+  // A string where an integer belongs is an error too (it was silently 0).
+  const std::string quoted = std::regex_replace(doc, std::regex("\"depth\":2"), "\"depth\":\"2\"");
+  CHECK(parse_error(quoted).find(depth_limit + "a string") != std::string::npos);
+}
+
+TEST_CASE("parse_report: top kernels: shared memory is bounded so that its printed sum is defined") {
+  kscope::session_report r;
+  kscope::kernel_summary k;
+  k.name = k.mangled_name = "gemm";
+  k.calls = 3;
+  k.grid = {128, 2, 1};
+  k.block = {256, 1, 1};
+  k.static_shared_bytes = 1024;
+  k.dynamic_shared_bytes = 4096;
+  r.top_kernels.push_back(k);
+  const std::string doc = r.json();
+  std::string error;
+  const auto back = kscope::parse_report(doc, &error);
+  REQUIRE_MESSAGE(back.has_value(), error);
+  REQUIRE(back->top_kernels.size() == 1);
+  CHECK(back->top_kernels[0].grid[1] == 2);
+  CHECK(back->top_kernels[0].dynamic_shared_bytes == 4096);
+  // Two int32 maxima would overflow the int32 sum the text report prints.
+  CHECK(parse_error(with_field(doc, "\"top_kernels\"", "static_shared_bytes", "2147483647"))
+            .find("top kernel 0: field \"static_shared_bytes\" must be an integer in [0, 1073741823]") !=
+        std::string::npos);
+  const std::string bad_grid = std::regex_replace(doc, std::regex("\"grid\":\\[128"), "\"grid\":[-1");
+  REQUIRE(bad_grid != doc);
+  CHECK(parse_error(bad_grid).find("field \"grid\" must be an integer in [0, 2147483647], got -1") !=
+        std::string::npos);
+}
+
+TEST_CASE("parse_report: lists are bounded: scopes, warnings, top kernels") {
+  // The reader's scope limit is the recorder's node cap: no report kscope writes is refused.
+  CHECK(kscope::report_max_scopes == kscope::recorder::max_nodes);
+  CHECK(kscope::report_max_scope_depth >= kscope::recorder::max_nodes);
+  std::string scopes;
+  for (std::size_t i = 0; i <= kscope::report_max_scopes; ++i) scopes += "{\"path\": \"a\"},";
+  scopes.pop_back();
+  const std::string many = "{\"schema\": \"kscope.report/1\", \"scopes\": [" + scopes + "]}";
+  CHECK(parse_error(many) == "malformed kscope report: field \"scopes\" has more than 65536 entries (the reader's limit)");
+  std::string warnings;
+  for (std::size_t i = 0; i <= kscope::report_max_list_entries; ++i) warnings += "0,";
+  warnings.pop_back();
+  CHECK(parse_error("{\"schema\": \"kscope.report/1\", \"scopes\": [], \"warnings\": [" + warnings + "]}")
+            .find("field \"warnings\" has more than 65536 entries") != std::string::npos);
+  CHECK(parse_error("{\"schema\": \"kscope.report/1\", \"scopes\": [], \"cupti\": {\"top_kernels\": [" + warnings +
+                    "]}}")
+            .find("field \"top_kernels\" has more than 65536 entries") != std::string::npos);
+}
+
+TEST_CASE("parse_report: reads in one pass; unknown members are skipped, the first of duplicates counts") {
+  std::string error;
+  const auto r = kscope::parse_report(
+      R"({"future": {"x": [1, {"y": null}]}, "schema": "kscope.report/1", "warnings": ["w1", 7],
+          "scopes": [{"path": "a\\/b", "depth": 1}, {"path": "a/b", "depth": 2}],
+          "scopes": [{"path": "ignored"}], "schema": "ignored", "cupti": {"status": "ok", "status": "no"}})",
+      &error);
+  REQUIRE_MESSAGE(r.has_value(), error);
+  CHECK(r->warnings == std::vector<std::string>{"w1", ""});  // a non-string warning reads as "", as before
+  REQUIRE(r->scopes.size() == 2);
+  CHECK(r->scopes[0].path == "a\\/b");  // the whole path is the key: an escaped '/' stays
+  CHECK(r->scopes[1].path == "a/b");
+  CHECK(r->cupti_status == "ok");
+  // Syntax errors anywhere, even after a schema that does not match, are reported as JSON
+  // errors when the document is not an object; a wrong schema stops reading at once.
+  CHECK(parse_error("[1, 2").find("not valid JSON") == 0);
+  CHECK(parse_error("[1, 2]") == "not a kscope report: the document is not a JSON object");
+  CHECK(parse_error(R"({"schema": "kscope.bench/1", "benchmarks": [)") ==
+        "not a kscope report: schema is \"kscope.bench/1\", expected \"kscope.report/1\"");
+  CHECK(parse_error(R"({"scopes": []})") == "not a kscope report: schema is \"\", expected \"kscope.report/1\"");
+  CHECK(parse_error(R"({"schema": "kscope.report/1", "scopes": {}})") ==
+        "malformed kscope report: no \"scopes\" array");
+  CHECK(parse_error(R"({"schema": "kscope.report/1", "scopes": [7]})") ==
+        "malformed kscope report: scope 0: a scope is not an object");
+  CHECK(parse_error(R"({"schema": "kscope.report/1", "scopes": []} x)").find("trailing") != std::string::npos);
+  // Over a limit of the JSON reader: "refused", with the offset.
+  std::string zeros;
+  for (std::size_t i = 0; i <= kscope::report_max_values_per_entry; ++i) zeros += "0,";
+  zeros.pop_back();
+  CHECK(parse_error(R"({"schema": "kscope.report/1", "scopes": [{"path": "a", "x": [)" + zeros + "]}]}")
+            .find("refused: offset ") == 0);
+  // The document, the scopes array and the scope are 3 levels: the 62nd '[' (offset 60 + 61)
+  // is the 65th.
+  CHECK(parse_error(R"({"schema": "kscope.report/1", "scopes": [{"path": "a", "x": )" + std::string(100, '[')) ==
+        "refused: offset 121: nesting deeper than 64 levels");
+  // Merging keys scopes by the whole path string.
+  const auto m = kscope::merge_reports({R"({"schema": "kscope.report/1", "scopes": [{"path": "a\\/b"}, {"path": "a/b"}]})"});
+  CHECK(m.scopes.size() == 2);
+}
+
+TEST_CASE("parse_report: reading a report costs about its size, not a tree of the whole document") {
+  // 1000 scopes with CUPTI activity: about 2.5 MB of JSON. The tree reader held the whole
+  // document as a tree (about 6x its text) on top of the result.
+  std::string doc;
+  {
+    kscope::session_report r;
+    kscope::scope_report base = kscope::parse_report(rank_report(0, 1e6, 40000))->scopes[1];
+    for (int i = 0; i < 1000; ++i) {
+      base.name = "scope_" + std::to_string(i);
+      base.path = "step/" + base.name;
+      r.scopes.push_back(base);
+    }
+    doc = r.json();
+  }
+  const std::size_t before = live_bytes.load();
+  peak_bytes.store(before);
+  std::string error;
+  auto r = kscope::parse_report(doc, &error);
+  const std::size_t peak = peak_bytes.load() - before;
+  REQUIRE_MESSAGE(r.has_value(), error);
+  CHECK(r->scopes.size() == 1000);
+  MESSAGE("parse_report of ", doc.size(), " bytes: peak ", peak, " bytes allocated (",
+          static_cast<double>(peak) / static_cast<double>(doc.size()), "x)");
+  CHECK(peak < 2 * doc.size());
+}
+
+TEST_CASE("merged text: a deep scope costs no more than a shallow one") {
+  kscope::merged_report m;
+  kscope::merged_scope s;
+  s.path = s.name = "deep";
+  s.depth = kscope::report_max_scope_depth;
+  m.scopes.push_back(s);
+  const std::string text = m.text();
+  CHECK(text.size() < 2000);
+  CHECK(text.find(std::string(29, ' ') + "~") != std::string::npos);  // cut at the cell, as before
 }

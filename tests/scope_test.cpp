@@ -433,7 +433,9 @@ TEST_CASE("a snapshot taken while other threads record is consistent: children n
       CHECK(n.host_ticks.samples().size() <= n.calls);
       std::uint64_t child_calls = 0;
       for (kscope::node_id c : n.children) child_calls += data.nodes[c].calls;
-      if (n.name == "t23_parent") CHECK(child_calls <= n.calls);
+      // A child closes before its parent: each of the 2 threads may have one parent call
+      // open whose child was already counted, never more.
+      if (n.name == "t23_parent") CHECK(child_calls <= n.calls + 2);
     }
   }
   stop = true;

@@ -11,7 +11,8 @@
 //   2  usage error (unknown command, missing or bad arguments)
 //   3  an input could not be read, is not JSON, or is not a kscope document kscope reads
 //      (merge: the other inputs are still merged and the output still written)
-//   4  the output file could not be written
+//   4  the output could not be written: the merged file, or standard output (a full disk,
+//      a closed pipe, `> /dev/full`)
 //   5  compare: the comparison is incomplete: the two runs share no timed scope or
 //      benchmark (an empty KSCOPE=0 report, renamed scopes, unrelated runs), or a time
 //      of the baseline is missing in the candidate (without --allow-missing)
@@ -19,10 +20,15 @@
 //      intervals), or a report and a bench file (two formats)
 // A different GPU, driver or kscope version between baseline and candidate is a warning
 // (stderr and the table), not a failure. Errors go to stderr; results to stdout. Bad
-// files never crash the tool.
+// files never crash the tool: an input over 256 MiB (kscope::report_max_input_bytes) is
+// refused before it is read, and everything the reader keeps is bounded (merge.hpp).
+#include <kscope/core/detail/atomic_file.hpp>
+#include <kscope/core/detail/text_escape.hpp>
 #include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
 #include <kscope/report/report.hpp>
+
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -60,23 +66,59 @@ const char* const usage_text =
     "      nothing was compared, and when a baseline time is missing in the candidate\n"
     "      (--allow-missing accepts that). A different GPU, driver or kscope version is a\n"
     "      warning. Merged reports (kscope.merged/1) are refused: they keep no intervals\n"
-    "exit codes: 0 ok; 1 compare found a slower time; 2 usage; 3 input unreadable, not JSON\n"
-    "  or not a kscope document; 4 cannot write the output; 5 compare incomplete: no shared\n"
-    "  scope or benchmark, or a baseline time missing in the candidate; 6 compare refused:\n"
-    "  a merged report, or two different formats\n";
+    "inputs: at most 256 MiB each; larger files are refused before they are read\n"
+    "exit codes: 0 ok; 1 compare found a slower time; 2 usage; 3 input unreadable, not JSON,\n"
+    "  not a kscope document or over a limit; 4 cannot write the output (file or standard\n"
+    "  output); 5 compare incomplete: no shared scope or benchmark, or a baseline time\n"
+    "  missing in the candidate; 6 compare refused: a merged report, or two different formats\n";
 
+// "300.0 MiB"
+std::string mebibytes(double bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return text;
+}
+
+// Reads a whole input, refusing one over kscope::report_max_input_bytes: a regular file
+// by its size before any byte is read, anything else (a pipe, /dev/zero) as soon as it
+// passes the limit, so a huge or endless input never costs more than the limit.
 bool read_file(const std::string& path, std::string& out, std::string& error) {
+  constexpr std::size_t limit = kscope::report_max_input_bytes;
+  const auto too_large = [&](const std::string& what) {
+    error = path + ": " + what + " (the limit for a kscope document is " + mebibytes(static_cast<double>(limit)) + ")";
+    return false;
+  };
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
     error = path + ": cannot open: " + std::strerror(errno);
     return false;
   }
   out.clear();
+  struct stat info {};
+  if (::fstat(::fileno(f), &info) == 0 && S_ISREG(info.st_mode)) {
+    if (static_cast<unsigned long long>(info.st_size) > limit) {
+      std::fclose(f);
+      return too_large(mebibytes(static_cast<double>(info.st_size)) + ", too large: refused without reading it");
+    }
+    out.reserve(static_cast<std::size_t>(info.st_size));  // one allocation, no doubling
+  }
   char buf[65536];
   std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  bool over = false;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (n > limit - out.size()) {
+      over = true;
+      break;
+    }
+    out.append(buf, n);
+  }
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
+  if (over) {
+    out.clear();
+    out.shrink_to_fit();
+    return too_large("more than " + mebibytes(static_cast<double>(limit)) + " of input: too large, reading stopped");
+  }
   if (failed) {
     error = path + ": read error";
     return false;
@@ -84,11 +126,32 @@ bool read_file(const std::string& path, std::string& out, std::string& error) {
   return true;
 }
 
-bool write_file(const std::string& path, const std::string& text) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return false;
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  return std::fclose(f) == 0 && ok;
+// The first failed write to standard output (its errno), 0 while none failed.
+int stdout_error = 0;
+
+// Writes a result to standard output. The text may hold any byte a report's names hold
+// (fputs would stop at a NUL).
+void print(const std::string& text) {
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() && stdout_error == 0)
+    stdout_error = errno != 0 ? errno : EIO;
+}
+
+// The exit code once the results are printed: a result that did not reach standard output
+// (a full disk, `> /dev/full`) must not pass as a success, or a CI step would read an
+// empty or cut table as a pass.
+int finish_output(int code) {
+  errno = 0;
+  if (std::fflush(stdout) != 0 && stdout_error == 0) stdout_error = errno != 0 ? errno : EIO;
+  if (std::ferror(stdout) != 0 && stdout_error == 0) stdout_error = EIO;
+  if (stdout_error == 0) return code;
+  std::fprintf(stderr, "kscope: cannot write to standard output: %s\n", std::strerror(stdout_error));
+  return exit_write_failed;
+}
+
+// All or nothing (a temporary renamed over the target); `error` gets the path and reason.
+bool write_file(const std::string& path, const std::string& text, std::string& error) {
+  return kscope::detail::write_file_atomically(path, text, &error);
 }
 
 std::optional<kscope::session_report> load_report(const std::string& path) {
@@ -98,7 +161,8 @@ std::optional<kscope::session_report> load_report(const std::string& path) {
     return std::nullopt;
   }
   auto r = kscope::parse_report(text, &error);
-  if (!r) std::fprintf(stderr, "kscope: %s: %s\n", path.c_str(), error.c_str());
+  if (!r) std::fprintf(stderr, "kscope: %s: %s\n", kscope::detail::printable_name(path).c_str(),
+                      kscope::detail::printable_name(error).c_str());
   return r;
 }
 
@@ -122,11 +186,13 @@ int run_merge(const std::vector<std::string>& args) {
     if (!read_errors[in.index].empty()) in.error = "input " + std::to_string(in.index) + ": " + read_errors[in.index];
     if (in.error.empty()) continue;
     bad = true;
-    std::fprintf(stderr, "kscope: %s: %s\n", args[in.index + 1].c_str(), in.error.c_str());
+    std::fprintf(stderr, "kscope: %s: %s\n", kscope::detail::printable_name(args[in.index + 1]).c_str(),
+                 kscope::detail::printable_name(in.error).c_str());
   }
-  std::fputs(merged.text().c_str(), stdout);
-  if (!write_file(args[0], merged.json())) {
-    std::fprintf(stderr, "kscope: %s: cannot write the merged report\n", args[0].c_str());
+  print(merged.text());
+  std::string write_error;
+  if (!write_file(args[0], merged.json(), write_error)) {
+    std::fprintf(stderr, "kscope: %s\n", kscope::detail::printable_name(write_error).c_str());
     return exit_write_failed;
   }
   return bad ? exit_bad_input : exit_ok;
@@ -140,7 +206,7 @@ int run_report(const std::vector<std::string>& args) {
   }
   const auto r = load_report(args[0]);
   if (!r) return exit_bad_input;
-  std::fputs(r->text().c_str(), stdout);
+  print(r->text());
   return exit_ok;
 }
 
@@ -211,7 +277,7 @@ int run_compare(const std::vector<std::string>& args) {
   const kscope::report_comparison comparison = kscope::compare_runs(*base, *cand, settings);
   for (const std::string& w : comparison.environment_warnings)
     std::fprintf(stderr, "kscope compare: warning: %s\n", w.c_str());
-  std::fputs(comparison.text().c_str(), stdout);
+  print(comparison.text());
   switch (comparison.gate()) {
     case kscope::gate_result::pass: return exit_ok;
     case kscope::gate_result::slower:
@@ -237,11 +303,11 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     if (command == "--help" || command == "-h" || command == "help") {
       std::fputs(usage_text, stdout);
-      return exit_ok;
+      return finish_output(exit_ok);
     }
-    if (command == "merge") return run_merge(args);
-    if (command == "report") return run_report(args);
-    if (command == "compare") return run_compare(args);
+    if (command == "merge") return finish_output(run_merge(args));
+    if (command == "report") return finish_output(run_report(args));
+    if (command == "compare") return finish_output(run_compare(args));
     std::fprintf(stderr, "kscope: unknown command '%s'\n", command.c_str());
     std::fputs(usage_text, stderr);
     return exit_usage;

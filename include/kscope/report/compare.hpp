@@ -189,7 +189,10 @@ inline std::string bench_entry_name(const json_value& b) {
 inline summary bench_summary_ns(const json_value& t) {
   summary s{};
   const double nan = stats_nan;
-  s.n = static_cast<std::size_t>(t.member_number("n", 0));
+  // A count outside [0, 2^53] or not whole is not a count: read as 0 (no samples), which
+  // the comparison reports as "no data" rather than casting it (undefined behaviour).
+  const double n = t.member_number("n", 0);
+  s.n = n >= 0 && n <= 9007199254740992.0 && n == std::floor(n) ? static_cast<std::size_t>(n) : 0;
   s.median = t.member_number("median", nan) * 1e9;
   s.mean = t.member_number("mean", nan) * 1e9;
   s.min = t.member_number("min", nan) * 1e9;
@@ -233,7 +236,8 @@ inline comparable_load load_bench(const json_value& doc) {
     } else if (g && g->is_object()) {
       run.environment.gpu = g->member_string("name");
       const double driver = g->member_number("driver_version", stats_nan);
-      if (std::isfinite(driver)) run.environment.driver_version = cuda_version_text(static_cast<int>(driver));
+      if (std::isfinite(driver) && driver >= 0 && driver <= 1e9)
+        run.environment.driver_version = cuda_version_text(static_cast<int>(driver));
     }
   }
   std::vector<std::string> names;

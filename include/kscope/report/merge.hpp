@@ -4,6 +4,8 @@
 // merge_reports() lines the scopes up by path and says, per scope, what every rank spent
 // and which rank was slowest (the straggler: in a collective, every rank waits for it).
 // Pure C++ on kscope's own JSON reader (detail/json_reader.hpp): no CUDA, no JSON library.
+// Reports are read one scope at a time and every number that sizes something is range-
+// checked (report_max_* below), so a hostile file costs bounded memory and time.
 // The merged JSON ("kscope.merged/1") is documented in docs/multi_gpu.md.
 //
 //   std::vector<std::string> docs = {read("run.rank0.json"), read("run.rank1.json")};
@@ -14,16 +16,20 @@
 
 #include "../core/config.hpp"
 #include "../core/detail/json_reader.hpp"
+#include "../core/detail/text_escape.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../cupti/communication.hpp"
 #include "report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,14 +38,42 @@
 
 namespace kscope {
 
+// What parse_report keeps from one document is bounded, so that a hostile file (a CI
+// artefact, a report from another machine) cannot make it allocate or loop without end:
+// every count that sizes a list or a loop is checked against one of these, and every
+// integer field against its range, with an error that names the field and the limit.
+//
+// A kscope report has at most as many scopes as the recorder has nodes (recorder::
+// max_nodes, 65 536; tests/merge_test.cpp checks they agree), and no scope is deeper than
+// the number of nodes above it.
+// The largest document read (any report kscope writes is far smaller); the kscope tool
+// refuses a larger file before reading it.
+inline constexpr std::size_t report_max_input_bytes = std::size_t{256} << 20;  // 256 MiB
+inline constexpr std::size_t report_max_scopes = std::size_t{1} << 16;
+inline constexpr std::size_t report_max_scope_depth = std::size_t{1} << 16;
+// Warnings, roof lines, top kernels: a report writes tens of them.
+inline constexpr std::size_t report_max_list_entries = std::size_t{1} << 16;
+// Tags over all scopes (about 100 bytes each once read).
+inline constexpr std::size_t report_max_tags = std::size_t{1} << 20;
+// JSON values in one scope, one top kernel or the context: a scope with 64 devices and
+// its tags has a few hundred.
+inline constexpr std::size_t report_max_values_per_entry = std::size_t{1} << 16;
+
 namespace detail {
 
 inline double nan_value() noexcept { return std::numeric_limits<double>::quiet_NaN(); }
 
+// A member that counts or measures something, as its integer type: any value of the type
+// is accepted (the range check is what keeps the conversion defined), absent or null is 0.
+template <class Integer>
+[[nodiscard]] Integer integer_member(const json_value& v, std::string_view key) {
+  return v.member_integer<Integer>(key, std::numeric_limits<Integer>::min(), std::numeric_limits<Integer>::max(), 0);
+}
+
 inline summary summary_from_json(const json_value& v) {
   summary s{};
-  s.n = static_cast<std::size_t>(v.member_number("n", 0));
-  s.warmup = static_cast<std::size_t>(v.member_number("warmup", 0));
+  s.n = integer_member<std::size_t>(v, "n");
+  s.warmup = integer_member<std::size_t>(v, "warmup");
   s.median = v.member_number("median", nan_value());
   s.mean = v.member_number("mean", nan_value());
   s.stddev = v.member_number("stddev", nan_value());
@@ -54,7 +88,7 @@ inline summary summary_from_json(const json_value& v) {
     s.median_ci.hi = ci->member_number("hi", nan_value());
     s.median_ci.level = ci->member_number("level", 0.95);
   }
-  s.outliers = static_cast<std::size_t>(v.member_number("outliers", 0));
+  s.outliers = integer_member<std::size_t>(v, "outliers");
   s.steady = v.member_bool("steady", true);
   return s;
 }
@@ -84,15 +118,15 @@ inline void write_json_value(json_writer& w, const json_value& v) {
 
 inline void copy_from_json(const json_value* v, copy_totals& c) {
   if (v == nullptr) return;
-  c.count = static_cast<std::uint64_t>(v->member_number("count", 0));
-  c.bytes = static_cast<std::uint64_t>(v->member_number("bytes", 0));
-  c.ns = static_cast<std::int64_t>(v->member_number("ns", 0));
+  c.count = integer_member<std::uint64_t>(*v, "count");
+  c.bytes = integer_member<std::uint64_t>(*v, "bytes");
+  c.ns = integer_member<std::int64_t>(*v, "ns");
 }
 
 inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
   node_gpu_activity a;
-  const auto i64 = [&](const json_value& o, const char* key) { return static_cast<std::int64_t>(o.member_number(key, 0)); };
-  const auto u64 = [&](const json_value& o, const char* key) { return static_cast<std::uint64_t>(o.member_number(key, 0)); };
+  const auto i64 = [](const json_value& o, const char* key) { return integer_member<std::int64_t>(o, key); };
+  const auto u64 = [](const json_value& o, const char* key) { return integer_member<std::uint64_t>(o, key); };
   a.kernel_count = u64(v, "kernel_count");
   a.kernel_ns = i64(v, "kernel_ns");
   a.busy_ns = i64(v, "busy_ns");
@@ -110,7 +144,7 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
     for (const json_value& d : devices->items) {
       if (a.devices.size() >= max_devices_per_node) break;
       device_gpu_activity split;
-      split.device = static_cast<std::uint32_t>(d.member_number("device", 0));
+      split.device = integer_member<std::uint32_t>(d, "device");
       split.kernel_count = u64(d, "kernel_count");
       split.kernel_ns = i64(d, "kernel_ns");
       split.busy_ns = i64(d, "busy_ns");
@@ -122,12 +156,277 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
   return a;
 }
 
+inline void context_from_json(const json_value& c, report_context& context) {
+  context.kscope_version = c.member_string("kscope_version");
+  context.host_name = c.member_string("host");
+  context.timestamp_utc = c.member_string("timestamp_utc");
+  context.process_id = integer_member<long long>(c, "process_id");
+  context.cuda_compiled = c.member_bool("cuda_compiled", false);
+  context.no_device_reason = c.member_string("no_device_reason", "no GPU in the report");
+  if (const json_value* gpus = c.find("gpu"); gpus && gpus->is_array()) {
+    json_writer devices(context.devices_json);
+    write_json_value(devices, *gpus);
+    for (const json_value& g : gpus->items) {
+      std::string line = "#" + std::to_string(g.member_integer<int>("ordinal", -1, std::numeric_limits<int>::max(), 0)) +
+                         " " + g.member_string("name", "?");
+      const std::string cc = g.member_string("compute_capability");
+      if (!cc.empty()) line += ", sm_" + cc;
+      const int sms = g.member_integer<int>("sm_count", 0, std::numeric_limits<int>::max(), -1);
+      if (sms >= 0) line += ", " + std::to_string(sms) + " SMs";
+      context.devices.push_back(std::move(line));
+    }
+  }
+  if (const json_value* roofs = c.find("roofs")) {
+    if (roofs->items.size() > report_max_list_entries)
+      throw json_field_error("field \"roofs\" has " + std::to_string(roofs->items.size()) +
+                             " entries, more than the limit of " + std::to_string(report_max_list_entries));
+    for (const json_value& line : roofs->items) context.roofs.push_back(line.string_or(""));
+  }
+  context.rank = c.member_integer<int>("rank", -1, std::numeric_limits<int>::max(), -1);
+}
+
+inline kernel_summary kernel_from_json(const json_value& k) {
+  kernel_summary s;
+  s.name = k.member_string("name");
+  s.mangled_name = k.member_string("mangled_name");
+  s.calls = integer_member<std::uint64_t>(k, "calls");
+  s.total_ns = integer_member<std::int64_t>(k, "total_ns");
+  s.median_ns = k.member_number("median_ns", 0);
+  s.min_ns = integer_member<std::int64_t>(k, "min_ns");
+  s.max_ns = integer_member<std::int64_t>(k, "max_ns");
+  const auto dimensions = [&](const char* key, std::array<std::int32_t, 3>& out) {
+    const json_value* dims = k.find(key);
+    if (dims == nullptr || dims->is_null()) return;
+    for (std::size_t i = 0; i < 3; ++i) {
+      const json_value& d = dims->at(i);
+      out[i] = d.is_null() ? 0 : json_integer<std::int32_t>(d, key, 0, std::numeric_limits<std::int32_t>::max());
+    }
+  };
+  dimensions("grid", s.grid);
+  dimensions("block", s.block);
+  s.registers_per_thread = integer_member<std::uint32_t>(k, "registers_per_thread");
+  // The text report prints static + dynamic shared memory as one int32 sum: each half is
+  // kept below 2^30 so that the sum is defined (a GPU block has at most a few hundred KiB).
+  constexpr std::int32_t max_shared_bytes = (std::int32_t{1} << 30) - 1;
+  s.static_shared_bytes = k.member_integer<std::int32_t>("static_shared_bytes", 0, max_shared_bytes, 0);
+  s.dynamic_shared_bytes = k.member_integer<std::int32_t>("dynamic_shared_bytes", 0, max_shared_bytes, 0);
+  s.launch_config_varies = k.member_bool("launch_config_varies", false);
+  s.communication = k.member_bool("communication", is_communication_kernel(s.mangled_name));
+  return s;
+}
+
+// One element of "scopes"; `tags_read` counts tags over the whole report.
+inline scope_report scope_from_json(const json_value& s, std::size_t& tags_read) {
+  if (!s.is_object()) throw json_field_error("a scope is not an object");
+  const json_value* path = s.find("path");
+  if (path == nullptr || !path->is_string()) throw json_field_error("a scope has no \"path\"");
+  scope_report out;
+  out.path = path->string;
+  out.id = integer_member<node_id>(s, "id");
+  out.parent = integer_member<node_id>(s, "parent");
+  out.name = s.member_string("name", out.path);
+  out.depth = s.member_integer<std::size_t>("depth", 0, report_max_scope_depth, 1);
+  out.cross_thread = s.member_bool("cross_thread", false);
+  out.calls = integer_member<std::uint64_t>(s, "calls");
+  if (const json_value* h = s.find("host_ns"); h && h->is_object()) out.host_ns = summary_from_json(*h);
+  else out.host_ns = summary_from_json(json_value{});
+  out.host_inclusive_ns = s.member_number("host_inclusive_ns", 0);
+  out.host_exclusive_ns = s.member_number("host_exclusive_ns", 0);
+  out.share_of_parent = s.member_number("share_of_parent", nan_value());
+  out.gpu_calls = integer_member<std::uint64_t>(s, "gpu_calls");
+  if (const json_value* g = s.find("gpu_ns"); g && g->is_object()) out.gpu_ns = summary_from_json(*g);
+  else out.gpu_calls = 0;
+  out.gpu_total_ns = s.member_number("gpu_total_ns", 0);
+  if (const json_value* w = s.find("declared_work")) {
+    out.declared = work{w->member_number("flops", 0), w->member_number("bytes", 0)};
+    out.work_calls = integer_member<std::uint64_t>(*w, "calls");
+  }
+  if (const json_value* a = s.find("gpu_activity"); a && a->is_object()) out.gpu_activity = gpu_activity_from_json(*a);
+  out.samples_kept = integer_member<std::size_t>(s, "samples_kept");
+  out.samples_capped = s.member_bool("samples_capped", false);
+  if (const json_value* tags = s.find("tags")) {
+    if (tags->items.size() > report_max_tags - tags_read)
+      throw json_field_error("more than " + std::to_string(report_max_tags) + " tags in the report (the reader's limit)");
+    tags_read += tags->items.size();
+    for (const json_value& t : tags->items)
+      out.tags.push_back(tag_count{t.member_string("key"), t.member_string("value"), integer_member<std::uint64_t>(t, "count")});
+  }
+  return out;
+}
+
+// Reads a "kscope.report/1" document one part at a time (json_cursor): each scope, top
+// kernel and the context are read as a small tree, converted and dropped, and members it
+// does not use are skipped without being built, so reading a report costs about its
+// session_report, not a tree of the whole file. Throws json_syntax_error and
+// json_field_error; parse_report turns them into its error messages.
+class report_reader {
+ public:
+  explicit report_reader(std::string_view text) : cursor_(text, limits()) {}
+
+  session_report read() {
+    if (cursor_.peek() != json_type::object) {
+      cursor_.skip_value();  // invalid JSON is reported as such before "not an object"
+      cursor_.finish();
+      throw not_a_report("the document is not a JSON object");
+    }
+    cursor_.begin_object();
+    std::string key;
+    while (cursor_.next_member(key)) {
+      // As json_value::find, the first of duplicate members counts.
+      if (!first_time(key)) {
+        cursor_.skip_value();
+      } else if (key == "schema") {
+        json_value v;
+        cursor_.read_value(v, report_max_values_per_entry);
+        schema_ = v.string_or("");
+        if (schema_ != "kscope.report/1") throw wrong_schema();
+      } else if (key == "context") {
+        json_value v;
+        cursor_.read_value(v, report_max_values_per_entry);
+        in_part("context", [&] { if (v.is_object()) context_from_json(v, report_.context); });
+      } else if (key == "sample_cap" || key == "gpu_timing_skipped") {
+        json_value v;
+        cursor_.read_value(v, report_max_values_per_entry);
+        in_part(key, [&] {
+          if (v.is_null()) return;
+          if (key == "sample_cap") report_.sample_cap = json_integer<std::size_t>(v, key, 0, SIZE_MAX);
+          else report_.gpu_timing_skipped = json_integer<std::uint64_t>(v, key, 0, UINT64_MAX);
+        });
+      } else if (key == "warnings") {
+        read_list("warnings", report_max_list_entries, [&](const json_value& line) {
+          report_.warnings.push_back(line.string_or(""));
+        });
+      } else if (key == "cupti") {
+        read_cupti();
+      } else if (key == "scopes") {
+        if (cursor_.peek() != json_type::array) throw malformed("no \"scopes\" array");
+        saw_scopes_ = true;
+        std::size_t index = 0;
+        read_list("scopes", report_max_scopes, [&](const json_value& s) {
+          // Name the scope by its path when it has one: "scope 3 (\"step/allreduce\")".
+          const json_value* path = s.find("path");
+          std::string where = "scope " + std::to_string(index++);
+          if (path && path->is_string()) where += " (\"" + path->string + "\")";
+          in_part(where, [&] { report_.scopes.push_back(scope_from_json(s, tags_read_)); });
+        });
+      } else {
+        cursor_.skip_value();
+      }
+    }
+    cursor_.finish();
+    if (schema_ != "kscope.report/1") throw wrong_schema();
+    if (!saw_scopes_) throw malformed("no \"scopes\" array");
+    return std::move(report_);
+  }
+
+  // "not a kscope report: ..." / "malformed kscope report: ...": parse_report's messages.
+  struct not_a_report : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  struct malformed : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+
+ private:
+  static json_limits limits() {
+    json_limits l;
+    l.max_input_bytes = report_max_input_bytes;
+    l.max_values = report_max_values_per_entry;
+    return l;
+  }
+
+  not_a_report wrong_schema() const {
+    return not_a_report("schema is \"" + schema_ + "\", expected \"kscope.report/1\"");
+  }
+
+  bool first_time(const std::string& key) {
+    static constexpr const char* known[] = {"schema",   "context", "sample_cap", "gpu_timing_skipped",
+                                            "warnings", "cupti",   "scopes"};
+    for (std::size_t i = 0; i < sizeof known / sizeof known[0]; ++i) {
+      if (key != known[i]) continue;
+      const unsigned bit = 1u << i;
+      const bool first = (seen_ & bit) == 0;
+      seen_ |= bit;
+      return first;
+    }
+    return true;
+  }
+
+  // Runs `decode`, naming `where` in its field errors.
+  template <class Decode>
+  void in_part(const std::string& where, Decode&& decode) {
+    try {
+      decode();
+    } catch (const json_field_error& e) {
+      throw malformed(where + ": " + e.what());
+    }
+  }
+
+  // The elements of an array member, one small tree at a time, at most `max_entries`.
+  // Anything but an array is ignored, as the tree reader ignored it.
+  template <class Each>
+  void read_list(const std::string& field, std::size_t max_entries, Each&& each) {
+    if (cursor_.peek() != json_type::array) {
+      cursor_.skip_value();
+      return;
+    }
+    cursor_.begin_array();
+    std::size_t count = 0;
+    json_value element;
+    while (cursor_.next_item()) {
+      if (++count > max_entries)
+        throw malformed("field \"" + field + "\" has more than " + std::to_string(max_entries) +
+                        " entries (the reader's limit)");
+      cursor_.read_value(element, report_max_values_per_entry);
+      each(element);
+    }
+  }
+
+  void read_cupti() {
+    if (cursor_.peek() != json_type::object) {
+      cursor_.skip_value();
+      return;
+    }
+    cursor_.begin_object();
+    std::string key;
+    bool saw_status = false, saw_kernels = false;
+    while (cursor_.next_member(key)) {
+      if (key == "status" && !saw_status) {
+        saw_status = true;
+        json_value v;
+        cursor_.read_value(v, report_max_values_per_entry);
+        report_.cupti_status = v.string_or("");
+      } else if (key == "top_kernels" && !saw_kernels) {
+        saw_kernels = true;
+        std::size_t index = 0;
+        read_list("top_kernels", report_max_list_entries, [&](const json_value& k) {
+          in_part("top kernel " + std::to_string(index++), [&] { report_.top_kernels.push_back(kernel_from_json(k)); });
+        });
+      } else {
+        cursor_.skip_value();
+      }
+    }
+  }
+
+  json_cursor cursor_;
+  session_report report_;
+  std::string schema_;
+  unsigned seen_ = 0;
+  bool saw_scopes_ = false;
+  std::size_t tags_read_ = 0;
+};
+
 }  // namespace detail
 
 // Rebuilds a session_report from its "kscope.report/1" JSON (the inverse of json(), up to
 // what the JSON holds: the context's device lines are rebuilt from `context.gpu`, which
-// is also kept as is in context.devices_json; samples are not in the JSON). Empty result, with `*error` set, for anything that is not such a
-// document.
+// is also kept as is in context.devices_json; samples are not in the JSON). Empty result,
+// with `*error` set, for anything that is not such a document. The error starts with what
+// kind of failure it is: "not valid JSON: offset N: ...", "not a kscope report: ...",
+// "malformed kscope report: ..." (a field out of its range, a list over its limit: the
+// report_max_* constants above) or "refused: offset N: ..." (over a limit of the JSON
+// reader: 256 MiB, nesting 64 deep, 65 536 values in one scope). Never throws for bad
+// input.
 //
 //   std::string error;
 //   if (auto r = kscope::parse_report(text, &error)) std::fputs(r->text().c_str(), stdout);
@@ -137,108 +436,19 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
     if (error) *error = std::move(message);
     return std::nullopt;
   };
-  detail::json_parse_result parsed = detail::parse_json(json_text);
-  if (!parsed.ok()) return fail("not valid JSON: " + parsed.error);
-  const detail::json_value& doc = parsed.value;
-  if (!doc.is_object()) return fail("not a kscope report: the document is not a JSON object");
-  const std::string schema = doc.member_string("schema");
-  if (schema != "kscope.report/1")
-    return fail("not a kscope report: schema is \"" + schema + "\", expected \"kscope.report/1\"");
-  const detail::json_value* scopes = doc.find("scopes");
-  if (scopes == nullptr || !scopes->is_array()) return fail("malformed kscope report: no \"scopes\" array");
-
-  session_report r;
-  if (const detail::json_value* c = doc.find("context")) {
-    r.context.kscope_version = c->member_string("kscope_version");
-    r.context.host_name = c->member_string("host");
-    r.context.timestamp_utc = c->member_string("timestamp_utc");
-    r.context.process_id = static_cast<long long>(c->member_number("process_id", 0));
-    r.context.cuda_compiled = c->member_bool("cuda_compiled", false);
-    r.context.no_device_reason = c->member_string("no_device_reason", "no GPU in the report");
-    if (const detail::json_value* gpus = c->find("gpu"); gpus && gpus->is_array()) {
-      detail::json_writer devices(r.context.devices_json);
-      detail::write_json_value(devices, *gpus);
-      for (const detail::json_value& g : gpus->items) {
-        std::string line = "#" + std::to_string(static_cast<long long>(g.member_number("ordinal", 0))) + " " +
-                           g.member_string("name", "?");
-        const std::string cc = g.member_string("compute_capability");
-        if (!cc.empty()) line += ", sm_" + cc;
-        const double sms = g.member_number("sm_count", detail::nan_value());
-        if (std::isfinite(sms)) line += ", " + std::to_string(static_cast<long long>(sms)) + " SMs";
-        r.context.devices.push_back(line);
-      }
-    }
-    if (const detail::json_value* roofs = c->find("roofs"))
-      for (const detail::json_value& line : roofs->items) r.context.roofs.push_back(line.string_or(""));
-    const double rank = c->member_number("rank", -1);
-    r.context.rank = (rank >= 0 && rank <= 2147483647.0) ? static_cast<int>(rank) : -1;
+  try {
+    return detail::report_reader(json_text).read();
+  } catch (const detail::json_limit_error& e) {
+    return fail(std::string("refused: ") + e.what());
+  } catch (const detail::json_syntax_error& e) {
+    return fail(std::string("not valid JSON: ") + e.what());
+  } catch (const detail::report_reader::not_a_report& e) {
+    return fail(std::string("not a kscope report: ") + e.what());
+  } catch (const detail::report_reader::malformed& e) {
+    return fail(std::string("malformed kscope report: ") + e.what());
+  } catch (const detail::json_field_error& e) {
+    return fail(std::string("malformed kscope report: ") + e.what());
   }
-  r.sample_cap = static_cast<std::size_t>(doc.member_number("sample_cap", 0));
-  r.gpu_timing_skipped = static_cast<std::uint64_t>(doc.member_number("gpu_timing_skipped", 0));
-  if (const detail::json_value* w = doc.find("warnings"))
-    for (const detail::json_value& line : w->items) r.warnings.push_back(line.string_or(""));
-  if (const detail::json_value* cupti = doc.find("cupti")) {
-    r.cupti_status = cupti->member_string("status");
-    if (const detail::json_value* kernels = cupti->find("top_kernels")) {
-      for (const detail::json_value& k : kernels->items) {
-        kernel_summary s;
-        s.name = k.member_string("name");
-        s.mangled_name = k.member_string("mangled_name");
-        s.calls = static_cast<std::uint64_t>(k.member_number("calls", 0));
-        s.total_ns = static_cast<std::int64_t>(k.member_number("total_ns", 0));
-        s.median_ns = k.member_number("median_ns", 0);
-        s.min_ns = static_cast<std::int64_t>(k.member_number("min_ns", 0));
-        s.max_ns = static_cast<std::int64_t>(k.member_number("max_ns", 0));
-        for (int i = 0; i < 3; ++i) {
-          s.grid[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(k.find("grid") ? k.find("grid")->at(static_cast<std::size_t>(i)).number_or(0) : 0);
-          s.block[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(k.find("block") ? k.find("block")->at(static_cast<std::size_t>(i)).number_or(0) : 0);
-        }
-        s.registers_per_thread = static_cast<std::uint32_t>(k.member_number("registers_per_thread", 0));
-        s.static_shared_bytes = static_cast<std::int32_t>(k.member_number("static_shared_bytes", 0));
-        s.dynamic_shared_bytes = static_cast<std::int32_t>(k.member_number("dynamic_shared_bytes", 0));
-        s.launch_config_varies = k.member_bool("launch_config_varies", false);
-        s.communication = k.member_bool("communication", is_communication_kernel(s.mangled_name));
-        r.top_kernels.push_back(std::move(s));
-      }
-    }
-  }
-  for (const detail::json_value& s : scopes->items) {
-    if (!s.is_object()) return fail("malformed kscope report: a scope is not an object");
-    const detail::json_value* path = s.find("path");
-    if (path == nullptr || !path->is_string()) return fail("malformed kscope report: a scope has no \"path\"");
-    scope_report out;
-    out.id = static_cast<node_id>(s.member_number("id", 0));
-    out.parent = static_cast<node_id>(s.member_number("parent", 0));
-    out.path = path->string;
-    out.name = s.member_string("name", out.path);
-    out.depth = static_cast<std::size_t>(s.member_number("depth", 1));
-    out.cross_thread = s.member_bool("cross_thread", false);
-    out.calls = static_cast<std::uint64_t>(s.member_number("calls", 0));
-    if (const detail::json_value* h = s.find("host_ns"); h && h->is_object()) out.host_ns = detail::summary_from_json(*h);
-    else out.host_ns = detail::summary_from_json(detail::json_value{});
-    out.host_inclusive_ns = s.member_number("host_inclusive_ns", 0);
-    out.host_exclusive_ns = s.member_number("host_exclusive_ns", 0);
-    out.share_of_parent = s.member_number("share_of_parent", detail::nan_value());
-    out.gpu_calls = static_cast<std::uint64_t>(s.member_number("gpu_calls", 0));
-    if (const detail::json_value* g = s.find("gpu_ns"); g && g->is_object()) out.gpu_ns = detail::summary_from_json(*g);
-    else out.gpu_calls = 0;
-    out.gpu_total_ns = s.member_number("gpu_total_ns", 0);
-    if (const detail::json_value* w = s.find("declared_work")) {
-      out.declared = work{w->member_number("flops", 0), w->member_number("bytes", 0)};
-      out.work_calls = static_cast<std::uint64_t>(w->member_number("calls", 0));
-    }
-    if (const detail::json_value* a = s.find("gpu_activity"); a && a->is_object())
-      out.gpu_activity = detail::gpu_activity_from_json(*a);
-    out.samples_kept = static_cast<std::size_t>(s.member_number("samples_kept", 0));
-    out.samples_capped = s.member_bool("samples_capped", false);
-    if (const detail::json_value* tags = s.find("tags")) {
-      for (const detail::json_value& t : tags->items)
-        out.tags.push_back(tag_count{t.member_string("key"), t.member_string("value"),
-                                     static_cast<std::uint64_t>(t.member_number("count", 0))});
-    }
-    r.scopes.push_back(std::move(out));
-  }
-  return r;
 }
 
 // One rank's numbers for one scope.
@@ -417,6 +627,20 @@ inline void write_across_json(json_writer& w, const across_ranks& a) {
   return out;
 }
 
+namespace detail {
+
+// The scope's name indented two columns per level under its parent, for a 30-column
+// table cell. The indentation stops at the cell's width: the cell looks the same (fit()
+// cuts it there) and a deep scope costs no more than a shallow one.
+inline std::string indented_name(const merged_scope& s) {
+  constexpr std::size_t cell = 30;
+  const std::size_t levels = s.depth > 0 ? s.depth - 1 : 0;
+  std::string name(std::min(2 * levels, cell), ' ');
+  return name + printable_name(s.name);  // a name from a file: never raw control characters
+}
+
+}  // namespace detail
+
 inline std::string merged_report::text() const {
   std::string out = "kscope merge: " + std::to_string(merged_count()) + " of " + std::to_string(inputs.size()) +
                     " rank reports merged\n";
@@ -431,8 +655,7 @@ inline std::string merged_report::text() const {
   out += std::string(96, '-') + "\n";
   const auto duration = [](double ns) { return std::isfinite(ns) ? format_duration_ns(ns) : std::string("-"); };
   for (const merged_scope& s : scopes) {
-    std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
-    name += s.name;
+    std::string name = detail::indented_name(s);
     const std::string ratio =
         std::isfinite(s.time.slowest_ratio) ? detail::format_fixed(s.time.slowest_ratio, 2) + "x" : std::string("-");
     out += detail::fit(name, 30) + detail::fit(std::to_string(s.ranks.size()), 6, true) + " " +
@@ -451,8 +674,7 @@ inline std::string merged_report::text() const {
          detail::fit("kern time", 10, true) + detail::fit("comm", 10, true) + "\n";
   out += std::string(93, '-') + "\n";
   for (const merged_scope& s : scopes) {
-    std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
-    name += s.name;
+    std::string name = detail::indented_name(s);
     bool first = true;
     for (const rank_scope_values& v : s.ranks) {
       const bool straggler = s.ranks.size() > 1 && v.rank == s.time.slowest_rank;
@@ -469,7 +691,7 @@ inline std::string merged_report::text() const {
     }
   }
   out += "*: the scope's slowest rank\n";
-  return out;
+  return detail::printable_text(out);  // the inputs' errors quote file contents too
 }
 
 inline std::string merged_report::json() const {

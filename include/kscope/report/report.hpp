@@ -171,6 +171,15 @@ struct session_report {
 }
 
 namespace detail {
+// Two spaces per level below the top, capped: a report read from a file may claim any
+// depth, and the name column is 30 wide anyway.
+inline std::size_t indent_width(std::size_t depth) noexcept {
+  const std::size_t levels = depth > 0 ? depth - 1 : 0;
+  return levels < 15 ? 2 * levels : 30;
+}
+}  // namespace detail
+
+namespace detail {
 
 // The name the function had before it was public; tests/session_test.cpp still spells it.
 using kscope::format_duration_ns;
@@ -367,7 +376,7 @@ inline std::string session_report::text() const {
     // Event times that the scope's own kernels (CUPTI) contradict are shown, never as true.
     const bool contradicted = s.gpu_calls && !s.gpu_time_disagreement.empty();
     any_contradicted = any_contradicted || contradicted;
-    std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+    std::string name(detail::indent_width(s.depth), ' ');
     name += printable_name(s.name);
     if (s.cross_thread) name += " ~";
     std::string flags;
@@ -409,7 +418,7 @@ inline std::string session_report::text() const {
       const std::string measured_pct = std::isfinite(s.fraction_of_measured_roof)
                                            ? detail::format_fixed(100 * s.fraction_of_measured_roof, 0) + "%"
                                            : std::string("-");
-      std::string name(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+      std::string name(detail::indent_width(s.depth), ' ');
       name += printable_name(s.name);
       out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
              detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
@@ -442,7 +451,7 @@ inline std::string session_report::text() const {
     for (const scope_report& s : scopes) {
       if (!s.gpu_activity) continue;
       const node_gpu_activity& a = *s.gpu_activity;
-      const std::string indent(2 * (s.depth > 0 ? s.depth - 1 : 0), ' ');
+      const std::string indent(detail::indent_width(s.depth), ' ');
       const std::string name = indent + printable_name(s.name);
       const auto bytes = [&](copy_direction d) {
         const copy_totals& c = a.copies(d);

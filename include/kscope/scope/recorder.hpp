@@ -285,6 +285,33 @@ class recorder {
   };
   static constexpr node_id stale_node = detail::node_cache::invalid;
 
+  // The lock as the scopes' side takes it: announced first, so that a reader copying in
+  // steps (snapshot()) lets it in between steps. std::mutex does not hand over: a reader
+  // that unlocks and locks again at once wins again and again, and a waiting scope would
+  // wait for the whole copy.
+  class scope_side_lock {
+   public:
+    explicit scope_side_lock(recorder& r) : r_(r) {
+      r_.scope_waiters_.fetch_add(1, std::memory_order_acq_rel);
+      try {
+        r_.mutex_.lock();
+      } catch (...) {
+        r_.scope_waiters_.fetch_sub(1, std::memory_order_release);
+        throw;
+      }
+      r_.scope_waiters_.fetch_sub(1, std::memory_order_release);
+    }
+    ~scope_side_lock() { r_.mutex_.unlock(); }
+    scope_side_lock(const scope_side_lock&) = delete;
+    scope_side_lock& operator=(const scope_side_lock&) = delete;
+
+   private:
+    recorder& r_;
+  };
+  // Between two steps of a reader's copy: waits (yielding, bounded) until no scope is
+  // waiting for the lock.
+  inline void let_scopes_in() noexcept;
+
   detail::thread_resources* this_thread_resources() noexcept;
   // A scope closing after its thread's state was freed (or could not be allocated):
   // recorded under the lock, never lost.
@@ -296,6 +323,7 @@ class recorder {
   void resolve_gpu_locked() noexcept;
 
   std::mutex mutex_;
+  std::atomic<int> scope_waiters_{0};  // scopes blocked on mutex_ (scope_side_lock)
   std::vector<recorded_node> nodes_;  // index = node_id; guarded by mutex_
   // (parent, name) -> node for every node; a range's name is prefixed with '\x01'. The
   // same open-addressing table the per-thread caches use, so scopes instantiate one.
@@ -331,7 +359,7 @@ inline node_id recorder::intern(node_id parent, std::string_view name, bool cros
   key.reserve(name.size() + 1);
   if (cross_thread) key += '\x01';  // a range and a scope of the same name stay apart
   key.append(name.data(), name.size());
-  std::lock_guard<std::mutex> lock(mutex_);
+  scope_side_lock lock(*this);
   if (parent >= nodes_.size()) parent = detail::root_node;
   const std::uint64_t hash = detail::hash_name(key, parent);
   const node_id found = index_.find(parent, key, hash);
@@ -365,7 +393,7 @@ inline node_id recorder::intern(node_id parent, std::string_view name, bool cros
 
 // Tags are few per node: a sorted vector, searched linearly, is all they need.
 inline void recorder::add_tag(node_id node, std::string_view key, std::string_view value) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  scope_side_lock lock(*this);
   if (node >= nodes_.size()) return;
   std::vector<recorded_tag>& tags = nodes_[node].tags;
   for (recorded_tag& t : tags) {
@@ -390,7 +418,7 @@ inline detail::thread_resources* recorder::this_thread_resources() noexcept {
   auto* resources = new (std::nothrow) detail::thread_resources(ts.thread_index);
   if (!resources) return nullptr;
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
+    scope_side_lock lock(*this);
     threads_.push_back(resources);
   } catch (...) {
     delete resources;
@@ -429,7 +457,7 @@ inline void recorder::log(const detail::scope_record& r) noexcept {
 
 inline void recorder::log_locked_path(const detail::scope_record& r) noexcept {
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
+    scope_side_lock lock(*this);
     apply_locked(r, detail::this_thread_state().thread_index);
   } catch (...) {
   }
@@ -437,7 +465,7 @@ inline void recorder::log_locked_path(const detail::scope_record& r) noexcept {
 
 inline void recorder::log_full(detail::thread_log* log, const detail::scope_record& r) noexcept {
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
+    scope_side_lock lock(*this);
     drain_locked(*log);
     // A full ring is also the moment to recycle finished event pairs, without waiting.
     resolve_gpu_locked();
@@ -455,7 +483,7 @@ inline void recorder::retire(detail::thread_resources* resources) noexcept {
     ts.exited = true;
   }
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
+    scope_side_lock lock(*this);
     drain_locked(resources->log);
     for (std::size_t i = 0; i < threads_.size(); ++i) {
       if (threads_[i] != resources) continue;

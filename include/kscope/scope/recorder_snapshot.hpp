@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if KSCOPE_HAS_CUDA
@@ -133,6 +134,7 @@ inline recorder_snapshot recorder::snapshot() {
   constexpr std::size_t values_per_hold = std::size_t{1} << 16;
   constexpr std::size_t cost_of_a_node = 64;  // name, children and tags, in value-copies
   for (std::size_t i = 0; i < node_count;) {
+    let_scopes_in();
     std::lock_guard<std::mutex> lock(mutex_);
     if (generation_ != generation) {  // reset() ran in between: those values are gone
       out.warnings.push_back("reset() ran while this report was being taken: some scopes show counts without samples");
@@ -151,6 +153,12 @@ inline recorder_snapshot recorder::snapshot() {
     }
   }
   return out;
+}
+
+inline void recorder::let_scopes_in() noexcept {
+  // Bounded: scopes that keep coming must not starve the report either.
+  for (int round = 0; round < 1000 && scope_waiters_.load(std::memory_order_acquire) > 0; ++round)
+    std::this_thread::yield();
 }
 
 inline recorder_trace recorder::trace_snapshot() {

@@ -1,16 +1,26 @@
 // kscope/core/detail/json_reader.hpp — a small, strict JSON parser (RFC 8259), no dependencies.
 //
-// Used where kscope reads its own documents back (merge.hpp, the kscope CLI). The library
-// must not depend on a JSON library, and the documents are small (a report is kilobytes
-// to a few MiB), so a plain DOM is enough. Strict on purpose: a truncated or hand-edited
-// report gets a clear message with its byte offset instead of a half-read result.
+// Used where kscope reads its own documents back (merge.hpp, compare.hpp, the kscope CLI).
+// The library must not depend on a JSON library. Strict on purpose: a truncated or
+// hand-edited report gets a clear message with its byte offset instead of a half-read
+// result.
 //   - no comments, trailing commas, single quotes, NaN/Infinity, leading zeros or '+';
 //   - control characters inside strings must be escaped; \uXXXX escapes become UTF-8,
 //     surrogate pairs are combined and a lone surrogate is an error;
-//   - numbers out of double range are an error; nesting deeper than max_depth is an error
-//     (the parser recurses, so the cap also bounds its stack use);
+//   - numbers out of double range are an error;
 //   - anything but whitespace after the value is an error ("trailing garbage").
 // Duplicate keys are kept in order; find() returns the first.
+//
+// The files it reads may be hostile (a CI artefact, a report from another machine), so
+// every resource is bounded (json_limits): the input size (256 MiB), the nesting depth (64:
+// the parser recurses, so this also bounds its stack) and the number of values in one
+// tree (2^25). A value costs 64 bytes in the tree (an object member 96), arrays and objects
+// are allocated at their exact size, so the tree of a 20 MB report takes about 5x its text.
+// Two ways to read:
+//   - parse_json: the whole document as a tree of json_value;
+//   - json_cursor: a pull reader that walks objects and arrays, skips what it does not
+//     need without building anything, and builds trees only for the parts asked for
+//     (parse_report reads a report one scope at a time with it).
 //
 //   auto parsed = kscope::detail::parse_json(R"({"a": [1, 2.5, "x"]})");
 //   if (!parsed.ok()) std::fprintf(stderr, "%s\n", parsed.error.c_str());
@@ -19,13 +29,16 @@
 
 #include "number_format.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -33,6 +46,81 @@ namespace kscope {
 namespace detail {
 
 enum class json_type : std::uint8_t { null, boolean, number, string, array, object };
+
+// An owning array of exactly `size()` elements in one allocation that also holds the
+// size: 8 bytes where a std::vector takes 24 and keeps spare capacity. The tree's arrays
+// and objects are built once, so they never grow.
+template <class T>
+class json_list {
+ public:
+  json_list() noexcept = default;
+  json_list(const json_list& other) : block_(allocate(other.size())) {
+    std::size_t built = 0;
+    try {
+      for (; built < other.size(); ++built) new (data() + built) T(other[built]);
+    } catch (...) {
+      destroy(built);
+      throw;
+    }
+  }
+  json_list(json_list&& other) noexcept : block_(other.block_) { other.block_ = nullptr; }
+  json_list& operator=(json_list other) noexcept {
+    std::swap(block_, other.block_);
+    return *this;
+  }
+  ~json_list() { destroy(size()); }
+
+  // A list of `count` elements moved out of `first[0..count)`.
+  static json_list moved_from(T* first, std::size_t count) {
+    json_list out;
+    if (count == 0) return out;
+    out.block_ = allocate(count);
+    // Moving json_value and std::string never throws, so no element is left half-moved.
+    static_assert(std::is_nothrow_move_constructible<T>::value, "json_list moves its elements in");
+    for (std::size_t i = 0; i < count; ++i) new (out.data() + i) T(std::move(first[i]));
+    return out;
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return block_ ? block_->size : 0; }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+  [[nodiscard]] T* begin() noexcept { return data(); }
+  [[nodiscard]] T* end() noexcept { return data() + size(); }
+  [[nodiscard]] const T* begin() const noexcept { return data(); }
+  [[nodiscard]] const T* end() const noexcept { return data() + size(); }
+  [[nodiscard]] T& operator[](std::size_t i) noexcept { return data()[i]; }
+  [[nodiscard]] const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  [[nodiscard]] T& front() noexcept { return data()[0]; }
+  [[nodiscard]] T& back() noexcept { return data()[size() - 1]; }
+  [[nodiscard]] const T& front() const noexcept { return data()[0]; }
+  [[nodiscard]] const T& back() const noexcept { return data()[size() - 1]; }
+
+ private:
+  struct header {
+    std::size_t size;
+  };
+  // The elements start after the header, rounded up to T's alignment. Computed in a
+  // function, not with alignas(T) on the header: T (json_value) is still incomplete where
+  // json_value declares its lists, and nvcc's front end rejects alignof on it there.
+  static constexpr std::size_t elements_offset() noexcept {
+    return (sizeof(header) + alignof(T) - 1) / alignof(T) * alignof(T);
+  }
+  static header* allocate(std::size_t count) {
+    if (count == 0) return nullptr;
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "operator new must align the elements");
+    void* raw = ::operator new(elements_offset() + count * sizeof(T));
+    return new (raw) header{count};
+  }
+  [[nodiscard]] T* data() const noexcept {
+    return block_ ? reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(block_) + elements_offset()) : nullptr;
+  }
+  void destroy(std::size_t built) noexcept {
+    if (!block_) return;
+    for (std::size_t i = built; i > 0; --i) data()[i - 1].~T();
+    ::operator delete(block_);
+    block_ = nullptr;
+  }
+  header* block_ = nullptr;
+};
 
 // One parsed value. Only the member that matches `type` is meaningful.
 //
@@ -43,8 +131,8 @@ struct json_value {
   bool boolean = false;
   double number = 0;
   std::string string;
-  std::vector<json_value> items;                             // array elements
-  std::vector<std::pair<std::string, json_value>> members;   // object members, in order
+  json_list<json_value> items;                             // array elements
+  json_list<std::pair<std::string, json_value>> members;   // object members, in order
 
   [[nodiscard]] bool is_null() const noexcept { return type == json_type::null; }
   [[nodiscard]] bool is_bool() const noexcept { return type == json_type::boolean; }
@@ -86,6 +174,93 @@ struct json_value {
     const json_value* v = find(key);
     return (v && v->is_bool()) ? v->boolean : fallback;
   }
+  // The member as an integer in [lo, hi] (see json_integer); `fallback` when the member
+  // is absent or null. Throws json_field_error for anything else.
+  //   std::size_t depth = scope.member_integer<std::size_t>("depth", 0, 4096, 1);
+  template <class Integer>
+  [[nodiscard]] Integer member_integer(std::string_view key, Integer lo, Integer hi, Integer fallback) const;
+};
+
+// A value that is valid JSON but not what a document reader needs there: a count of -5, a
+// depth of 1e9, a size as a string. what() names the field and what was expected.
+class json_field_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A document that is not valid JSON, or over a json_limits bound. what() is
+// "offset 17: expected ':' after an object key".
+class json_syntax_error : public std::runtime_error {
+ public:
+  json_syntax_error(std::size_t offset, const std::string& message)
+      : std::runtime_error("offset " + std::to_string(offset) + ": " + message), offset_(offset) {}
+  [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
+
+ private:
+  std::size_t offset_;
+};
+
+// A document beyond a json_limits bound: too large, too deep, too many values. Valid
+// JSON, perhaps, but more than a reader of kscope's documents takes on.
+class json_limit_error : public json_syntax_error {
+ public:
+  using json_syntax_error::json_syntax_error;
+};
+
+// How to describe a JSON value in an error message: "-5", "1e+300", "a string".
+[[nodiscard]] inline std::string describe_json_value(const json_value& v) {
+  switch (v.type) {
+    case json_type::null: return "null";
+    case json_type::boolean: return v.boolean ? "true" : "false";
+    case json_type::number: return format_round_trip(v.number);
+    case json_type::string: return "a string";
+    case json_type::array: return "an array";
+    case json_type::object: return "an object";
+  }
+  return "?";
+}
+
+// `v` as an Integer when it is a whole number in [lo, hi]; throws json_field_error
+// otherwise: field "depth" must be an integer in [0, 4096], got -5. The one place kscope
+// turns a JSON number into an integer: a plain static_cast of -1, 1e300 or NaN to an
+// integer type is undefined behaviour, and a huge count would size an allocation or a loop.
+//   const auto calls = json_integer<std::uint64_t>(*v, "calls", 0, UINT64_MAX);
+template <class Integer>
+[[nodiscard]] Integer json_integer(const json_value& v, std::string_view field, Integer lo, Integer hi) {
+  static_assert(std::is_integral<Integer>::value && !std::is_same<Integer, bool>::value, "an integer type");
+  if (v.is_number()) {
+    const double x = v.number;
+    // [type_min, 2^digits) holds exactly the doubles that convert without overflow; both
+    // ends are powers of two (or 0), so the comparisons are exact.
+    const double type_end = std::ldexp(1.0, std::numeric_limits<Integer>::digits);
+    const double type_min = std::numeric_limits<Integer>::is_signed ? -type_end : 0.0;
+    if (std::isfinite(x) && x == std::floor(x) && x >= type_min && x < type_end) {
+      const Integer i = static_cast<Integer>(x);
+      if (i >= lo && i <= hi) return i;
+    }
+  }
+  throw json_field_error("field \"" + std::string(field) + "\" must be an integer in [" + std::to_string(lo) +
+                         ", " + std::to_string(hi) + "], got " + describe_json_value(v));
+}
+
+template <class Integer>
+Integer json_value::member_integer(std::string_view key, Integer lo, Integer hi, Integer fallback) const {
+  const json_value* v = find(key);
+  if (v == nullptr || v->is_null()) return fallback;
+  return json_integer<Integer>(*v, key, lo, hi);
+}
+
+// The resources one parse may use. The defaults hold any report kscope writes (a
+// report of the recorder's 65 536 scopes is well under 256 MiB) and bound what a hostile
+// file can cost.
+struct json_limits {
+  static constexpr std::size_t default_max_input_bytes = std::size_t{256} << 20;  // 256 MiB
+  static constexpr std::size_t default_max_depth = 64;
+  static constexpr std::size_t default_max_values = std::size_t{1} << 25;  // ~2 GiB of tree at most
+
+  std::size_t max_input_bytes = default_max_input_bytes;
+  std::size_t max_depth = default_max_depth;    // arrays and objects inside each other
+  std::size_t max_values = default_max_values;  // values in one tree (parse_json, json_cursor::read_value)
 };
 
 // The outcome of parse_json: `value` is meaningful when error is empty.
@@ -97,32 +272,47 @@ struct json_parse_result {
   [[nodiscard]] bool ok() const noexcept { return error.empty(); }
 };
 
+// The scanner under parse_json and json_cursor: reads values into trees or skips them.
+// Throws json_syntax_error.
 class json_parser {
  public:
-  json_parser(std::string_view text, std::size_t max_depth) : text_(text), max_depth_(max_depth) {}
-
-  json_parse_result run() {
-    json_parse_result result;
-    try {
-      skip_whitespace();
-      parse_value(result.value, 0);
-      skip_whitespace();
-      if (pos_ != text_.size()) fail("trailing characters after the JSON value");
-    } catch (const parse_error& e) {
-      result.value = json_value{};
-      result.offset = e.offset;
-      result.error = "offset " + std::to_string(e.offset) + ": " + e.message;
-    }
-    return result;
+  json_parser(std::string_view text, const json_limits& limits) : text_(text), limits_(limits) {
+    if (text.size() > limits.max_input_bytes)
+      throw json_limit_error(0, "the document is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                                    std::to_string(limits.max_input_bytes) + " bytes");
   }
 
- private:
-  struct parse_error {
-    std::size_t offset;
-    std::string message;
-  };
-
-  [[noreturn]] void fail(const std::string& message) const { throw parse_error{pos_, message}; }
+  // Reads one value at nesting `depth` into `out`, counting it and its parts against
+  // `max_values` (reset per call).
+  void read_tree(json_value& out, std::size_t depth, std::size_t max_values) {
+    values_ = 0;
+    max_values_ = max_values;
+    parse_value(out, depth);
+  }
+  // Checks one value's syntax and moves past it, building nothing.
+  void skip(std::size_t depth) {
+    skip_whitespace();
+    if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
+    const char c = text_[pos_];
+    if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      enter(depth + 1);
+      ++pos_;
+      skip_whitespace();
+      if (pos_ < text_.size() && text_[pos_] == close) { ++pos_; return; }
+      while (true) {
+        if (c == '{') {
+          skip_whitespace();
+          expect_key(nullptr);
+        }
+        skip(depth + 1);
+        if (!after_element(close)) return;
+      }
+    }
+    if (c == '"') { scan_string(nullptr); return; }
+    json_value scalar;  // a literal or a number: no allocation
+    parse_scalar(scalar);
+  }
 
   void skip_whitespace() noexcept {
     while (pos_ < text_.size()) {
@@ -130,6 +320,57 @@ class json_parser {
       if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
       ++pos_;
     }
+  }
+  [[nodiscard]] char peek_char() {
+    skip_whitespace();
+    if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
+    return text_[pos_];
+  }
+  void expect_char(char c, const char* what) {
+    skip_whitespace();
+    if (pos_ >= text_.size() || text_[pos_] != c) fail(what);
+    ++pos_;
+  }
+  // At a key: reads `"key"` and the ':' after it (into `key` unless null).
+  void expect_key(std::string* key) {
+    if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected a string key in an object");
+    if (key) key->clear();
+    scan_string(key);
+    skip_whitespace();
+    if (pos_ >= text_.size() || text_[pos_] != ':') fail("expected ':' after an object key");
+    ++pos_;
+  }
+  // After an element of an array or object: true at ',' (another follows), false at the
+  // closing bracket; both consumed.
+  bool after_element(char close) {
+    skip_whitespace();
+    if (pos_ >= text_.size())
+      fail(close == '}' ? "unexpected end of input inside an object" : "unexpected end of input inside an array");
+    if (text_[pos_] == ',') { ++pos_; return true; }
+    if (text_[pos_] == close) { ++pos_; return false; }
+    fail(close == '}' ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
+  }
+  // True, consuming it, when the next character is `close` (an empty array or object).
+  bool consume_close(char close) {
+    skip_whitespace();
+    if (pos_ < text_.size() && text_[pos_] == close) { ++pos_; return true; }
+    return false;
+  }
+  void enter(std::size_t depth) const {
+    if (depth > limits_.max_depth)
+      throw json_limit_error(pos_, "nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
+  }
+  void finish() {
+    skip_whitespace();
+    if (pos_ != text_.size()) fail("trailing characters after the JSON value");
+  }
+  [[noreturn]] void fail(const std::string& message) const { throw json_syntax_error(pos_, message); }
+  [[nodiscard]] std::size_t offset() const noexcept { return pos_; }
+
+ private:
+  void count_value() {
+    if (++values_ > max_values_)
+      throw json_limit_error(pos_, "more than " + std::to_string(max_values_) + " values (the JSON reader's limit)");
   }
 
   bool consume_literal(std::string_view word) noexcept {
@@ -139,15 +380,24 @@ class json_parser {
   }
 
   void parse_value(json_value& out, std::size_t depth) {
+    skip_whitespace();
     if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
-    const char c = text_[pos_];
-    switch (c) {
+    count_value();
+    switch (text_[pos_]) {
       case '{': parse_object(out, depth + 1); return;
       case '[': parse_array(out, depth + 1); return;
       case '"':
         out.type = json_type::string;
-        parse_string(out.string);
+        scan_string(&out.string);
         return;
+      default: parse_scalar(out); return;
+    }
+  }
+
+  // A literal or a number.
+  void parse_scalar(json_value& out) {
+    const char c = text_[pos_];
+    switch (c) {
       case 't':
       case 'f':
         if (consume_literal("true")) { out.type = json_type::boolean; out.boolean = true; return; }
@@ -173,51 +423,43 @@ class json_parser {
     return buf;
   }
 
-  void enter(std::size_t depth) const {
-    if (depth > max_depth_) fail("nesting deeper than " + std::to_string(max_depth_) + " levels");
+  // Elements are parsed into a local value and collected on one stack shared by all
+  // levels (a nested container pushes above and takes its part off before returning),
+  // then moved into a list of exactly their number: no spare capacity, no regrowth of
+  // the finished tree, and the stack's capacity is reused by every later container.
+  void parse_array(json_value& out, std::size_t depth) {
+    enter(depth);
+    out.type = json_type::array;
+    ++pos_;  // '['
+    if (consume_close(']')) return;
+    const std::size_t base = item_stack_.size();
+    while (true) {
+      json_value item;
+      parse_value(item, depth);
+      item_stack_.push_back(std::move(item));
+      if (!after_element(']')) break;
+    }
+    out.items = json_list<json_value>::moved_from(item_stack_.data() + base, item_stack_.size() - base);
+    item_stack_.resize(base);
   }
 
   void parse_object(json_value& out, std::size_t depth) {
     enter(depth);
     out.type = json_type::object;
     ++pos_;  // '{'
-    skip_whitespace();
-    if (pos_ < text_.size() && text_[pos_] == '}') { ++pos_; return; }
+    if (consume_close('}')) return;
+    const std::size_t base = member_stack_.size();
     while (true) {
       skip_whitespace();
-      if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected a string key in an object");
-      std::string key;
-      parse_string(key);
-      skip_whitespace();
-      if (pos_ >= text_.size() || text_[pos_] != ':') fail("expected ':' after an object key");
-      ++pos_;
-      skip_whitespace();
-      out.members.emplace_back(std::move(key), json_value{});
-      parse_value(out.members.back().second, depth);
-      skip_whitespace();
-      if (pos_ >= text_.size()) fail("unexpected end of input inside an object");
-      if (text_[pos_] == ',') { ++pos_; continue; }
-      if (text_[pos_] == '}') { ++pos_; return; }
-      fail("expected ',' or '}' in an object");
+      std::pair<std::string, json_value> member;
+      expect_key(&member.first);
+      parse_value(member.second, depth);
+      member_stack_.push_back(std::move(member));
+      if (!after_element('}')) break;
     }
-  }
-
-  void parse_array(json_value& out, std::size_t depth) {
-    enter(depth);
-    out.type = json_type::array;
-    ++pos_;  // '['
-    skip_whitespace();
-    if (pos_ < text_.size() && text_[pos_] == ']') { ++pos_; return; }
-    while (true) {
-      skip_whitespace();
-      out.items.emplace_back();
-      parse_value(out.items.back(), depth);
-      skip_whitespace();
-      if (pos_ >= text_.size()) fail("unexpected end of input inside an array");
-      if (text_[pos_] == ',') { ++pos_; continue; }
-      if (text_[pos_] == ']') { ++pos_; return; }
-      fail("expected ',' or ']' in an array");
-    }
+    out.members = json_list<std::pair<std::string, json_value>>::moved_from(member_stack_.data() + base,
+                                                                           member_stack_.size() - base);
+    member_stack_.resize(base);
   }
 
   unsigned read_hex4() {
@@ -252,26 +494,35 @@ class json_parser {
     }
   }
 
-  void parse_string(std::string& out) {
+  // Reads a string at the opening quote; appends it to `out` unless null (skip).
+  void scan_string(std::string* out) {
     ++pos_;  // opening quote
     while (true) {
+      // Runs of plain characters are copied at once: most strings have no escape.
+      const std::size_t run = pos_;
+      while (pos_ < text_.size()) {
+        const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+        if (c == '"' || c == '\\' || c < 0x20) break;
+        ++pos_;
+      }
+      if (out && pos_ > run) out->append(text_.data() + run, pos_ - run);
       if (pos_ >= text_.size()) fail("unterminated string");
       const char c = text_[pos_];
       if (c == '"') { ++pos_; return; }
-      if (static_cast<unsigned char>(c) < 0x20) fail("unescaped control character in a string");
-      if (c != '\\') { out += c; ++pos_; continue; }
+      if (c != '\\') fail("unescaped control character in a string");
       ++pos_;
       if (pos_ >= text_.size()) fail("unterminated escape in a string");
       const char e = text_[pos_++];
+      char plain = 0;
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"': plain = '"'; break;
+        case '\\': plain = '\\'; break;
+        case '/': plain = '/'; break;
+        case 'b': plain = '\b'; break;
+        case 'f': plain = '\f'; break;
+        case 'n': plain = '\n'; break;
+        case 'r': plain = '\r'; break;
+        case 't': plain = '\t'; break;
         case 'u': {
           unsigned cp = read_hex4();
           if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
@@ -282,11 +533,12 @@ class json_parser {
             if (low < 0xDC00 || low > 0xDFFF) fail("high surrogate without its low surrogate");
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
-          append_utf8(out, cp);
-          break;
+          if (out) append_utf8(*out, cp);
+          continue;
         }
         default: --pos_; fail(std::string("invalid escape '\\") + printable(e) + "'");
       }
+      if (out) *out += plain;
     }
   }
 
@@ -322,18 +574,119 @@ class json_parser {
   }
 
   std::string_view text_;
-  std::size_t max_depth_;
+  json_limits limits_;
   std::size_t pos_ = 0;
+  std::size_t values_ = 0;
+  std::size_t max_values_ = 0;
+  std::vector<json_value> item_stack_;
+  std::vector<std::pair<std::string, json_value>> member_stack_;
 };
 
-// Parses one JSON document. Never throws for bad input: the result carries the error.
-// (std::bad_alloc on a huge document may still propagate, as from any allocation.)
+// Parses one JSON document into a tree. Never throws for bad input: the result carries
+// the error, also for a document over `limits` (std::bad_alloc may still propagate).
 //
 //   auto r = kscope::detail::parse_json(text);
 //   if (!r.ok()) report(r.error);
-[[nodiscard]] inline json_parse_result parse_json(std::string_view text, std::size_t max_depth = 64) {
-  return json_parser(text, max_depth).run();
+[[nodiscard]] inline json_parse_result parse_json(std::string_view text, const json_limits& limits) {
+  json_parse_result result;
+  try {
+    json_parser parser(text, limits);
+    parser.read_tree(result.value, 0, limits.max_values);
+    parser.finish();
+  } catch (const json_syntax_error& e) {
+    result.value = json_value{};
+    result.offset = e.offset();
+    result.error = e.what();
+  }
+  return result;
 }
+[[nodiscard]] inline json_parse_result parse_json(std::string_view text,
+                                                  std::size_t max_depth = json_limits::default_max_depth) {
+  json_limits limits;
+  limits.max_depth = max_depth;
+  return parse_json(text, limits);
+}
+
+// A pull reader: walks a document's objects and arrays in order, skipping what the
+// caller does not ask for (nothing is built for it) and reading the parts it asks for as
+// trees. Throws json_syntax_error (json_limit_error past a limit; the same limits as
+// parse_json), so use it inside one try block.
+//
+//   json_cursor c(text);
+//   c.begin_object();
+//   std::string key;
+//   while (c.next_member(key)) {
+//     if (key == "scopes") { c.begin_array(); while (c.next_item()) { json_value s; c.read_value(s); ... } }
+//     else c.skip_value();
+//   }
+//   c.finish();
+class json_cursor {
+ public:
+  explicit json_cursor(std::string_view text, const json_limits& limits = {}) : parser_(text, limits), limits_(limits) {}
+
+  // The type of the next value (without consuming it).
+  [[nodiscard]] json_type peek() {
+    switch (parser_.peek_char()) {
+      case '{': return json_type::object;
+      case '[': return json_type::array;
+      case '"': return json_type::string;
+      case 't':
+      case 'f': return json_type::boolean;
+      case 'n': return json_type::null;
+      default: return json_type::number;  // or bad input, which the read reports
+    }
+  }
+  // Enters the object that comes next; then call next_member until it returns false.
+  void begin_object() { open('{', "expected an object"); }
+  // Enters the array that comes next; then call next_item until it returns false.
+  void begin_array() { open('[', "expected an array"); }
+  // In an object: true with the next member's key (then read, skip or enter its value
+  // before the next call), false after the closing '}'.
+  bool next_member(std::string& key) {
+    if (!next('}')) return false;
+    parser_.skip_whitespace();
+    parser_.expect_key(&key);
+    return true;
+  }
+  // In an array: true when another element follows (read, skip or enter it before the
+  // next call), false after the closing ']'.
+  bool next_item() { return next(']'); }
+  // Reads the next value whole; at most `max_values` values in it.
+  void read_value(json_value& out, std::size_t max_values) {
+    out = json_value{};
+    parser_.read_tree(out, open_.size(), max_values);
+  }
+  void read_value(json_value& out) { read_value(out, limits_.max_values); }
+  void skip_value() { parser_.skip(open_.size()); }
+  // After the top-level value: only whitespace may follow.
+  void finish() { parser_.finish(); }
+  [[noreturn]] void fail(const std::string& message) const { parser_.fail(message); }
+  [[nodiscard]] std::size_t offset() const noexcept { return parser_.offset(); }
+
+ private:
+  struct open_container {
+    char close;
+    bool first;
+  };
+  void open(char bracket, const char* what) {
+    if (parser_.peek_char() != bracket) parser_.fail(what);
+    parser_.enter(open_.size() + 1);
+    parser_.expect_char(bracket, what);
+    open_.push_back(open_container{bracket == '{' ? '}' : ']', true});
+  }
+  bool next(char close) {
+    if (open_.empty() || open_.back().close != close) parser_.fail("json_cursor: not inside that kind of container");
+    open_container& top = open_.back();
+    const bool more = top.first ? !parser_.consume_close(close) : parser_.after_element(close);
+    top.first = false;
+    if (!more) open_.pop_back();
+    return more;
+  }
+
+  json_parser parser_;
+  json_limits limits_;
+  std::vector<open_container> open_;
+};
 
 }  // namespace detail
 }  // namespace kscope
