@@ -6,7 +6,8 @@
 // Setup: 4,000 call-path nodes with 4,000 samples each (16 M values, inside the default
 // sample budget). Measured: every iteration of a tight KSCOPE_SCOPE loop on one thread,
 // timed with the steady clock, while a second thread calls session::report() in a loop
-// (BM_scope_while_reporting) and with no report running (BM_scope_alone). Counters: the
+// (BM_scope_while_reporting), recorder::snapshot() in a loop (BM_scope_while_snapshotting)
+// and with no report running (BM_scope_alone). Counters: the
 // worst iteration, the 99.9th percentile, and how many reports completed meanwhile.
 #include <kscope/scope/scope.hpp>
 #include <kscope/session/session.hpp>
@@ -52,7 +53,10 @@ std::vector<double> time_scopes(std::size_t iterations) {
   return ns;
 }
 
-void report_latency(benchmark::State& state, bool reporting) {
+enum class reader { none, report, snapshot };
+
+void report_latency(benchmark::State& state, reader what) {
+  const bool reporting = what != reader::none;
   fill_recorder_once();
   std::atomic<bool> stop{false};
   std::atomic<int> reports{0};
@@ -60,7 +64,8 @@ void report_latency(benchmark::State& state, bool reporting) {
   if (reporting)
     reporter = std::thread([&] {
       while (!stop.load()) {
-        benchmark::DoNotOptimize(kscope::session::global().report());
+        if (what == reader::report) benchmark::DoNotOptimize(kscope::session::global().report());
+        else benchmark::DoNotOptimize(kscope::recorder::global().snapshot());
         reports.fetch_add(1);
       }
     });
@@ -80,10 +85,13 @@ void report_latency(benchmark::State& state, bool reporting) {
   state.counters["reports"] = reports.load();
 }
 
-void BM_scope_alone(benchmark::State& state) { report_latency(state, false); }
-void BM_scope_while_reporting(benchmark::State& state) { report_latency(state, true); }
+void BM_scope_alone(benchmark::State& state) { report_latency(state, reader::none); }
+void BM_scope_while_reporting(benchmark::State& state) { report_latency(state, reader::report); }
+// The recorder's copy alone, in a loop (no statistics): the lock at its busiest.
+void BM_scope_while_snapshotting(benchmark::State& state) { report_latency(state, reader::snapshot); }
 BENCHMARK(BM_scope_alone)->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_scope_while_reporting)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_scope_while_snapshotting)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
