@@ -1,0 +1,809 @@
+// kscope/cupti/counters.hpp — hardware counters for a piece of GPU work: the CUPTI range
+// profiler with the profiler host API, CUPTI and libnvperf_host loaded with dlopen.
+//
+//   kscope::counter_result r = kscope::profile_counters({}, [&] {      // {}: the default set
+//     copy_kernel<<<blocks, 256, 0, stream>>>(src, dst, n);
+//   });
+//   if (!r.ok()) std::fprintf(stderr, "%s\n", r.message.c_str());     // one line: why not
+//   for (const kscope::counter_values& k : r.kernels)                   // launch order
+//     std::printf("%s: %.0f bytes read\n", k.name.c_str(), k.value("dram__bytes_read.sum"));
+//
+// What the values mean and what to conclude from them is core/counters.hpp's business
+// (count_flops, counter_aggregate, measure_roofline, classify); this header only collects.
+//
+// Modes (counter_options::ranges):
+// - per_kernel (default): CUPTI's auto range with kernel replay. Every kernel the work
+//   launches is one range; CUPTI serialises the kernels, replays each as many times as the
+//   metric set needs (saving and restoring device memory between replays) and the work runs
+//   once. Kernel names come from a launch callback (detail/profiler_kernel_names.hpp).
+// - whole_callable: one user range around the work, with user replay: the work runs once
+//   per pass (result.runs times) and must launch the same kernels each time; device memory
+//   is NOT restored between runs. Values are for all its kernels together.
+// Both profile the current device's context: kernels the work launches on another device
+// are not seen. Per-kernel ranges end with a context synchronization (CUPTI's auto range),
+// so kernels that wait on each other while running concurrently would hang: profile such
+// work as one whole_callable range.
+//
+// The sequence (CUPTI 13 / 12.6+): cuptiProfilerInitialize (once per process), chip name
+// and counter availability, host object for the chip, metric availability through the
+// host API (base metrics, and a config built with each name; core/counters.hpp
+// resolves fallbacks and suggests close names), config image and pass count, range
+// profiler enabled on the current context, counter-data image, SetConfig, Start
+// [PushRange] work [PopRange] Stop until all passes are submitted, DecodeData,
+// cuptiProfilerHostEvaluateToGpuValues per range, Disable.
+//
+// Never breaks the program: no CUPTI or library problem throws or aborts. Unavailable
+// cases — built without the range profiler headers, no device, libcupti or libnvperf_host
+// missing or too old, no permission to the counters (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
+// ERR_NVGPUCTRPERM), another profiler holding them (Nsight Compute, DCGM), an unsupported
+// device (vGPU, MIG, WSL...), an unknown metric — come back as a counter_state and one
+// message, with the work not run. An exception the work itself throws is rethrown after
+// the profiler is stopped. One pass at a time per process: a second, concurrent (or
+// nested) call gets counter_state::busy at once, never a deadlock.
+//
+// Profiled runs are slow (serialised, replayed): their times are never performance.
+#pragma once
+
+#include "../core/config.hpp"
+#include "../core/counters.hpp"
+#include "detail/api.hpp"
+#include "detail/profiler_api.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if KSCOPE_HAS_RANGE_PROFILER
+#  include "detail/profiler_kernel_names.hpp"
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace kscope {
+
+// How a counter pass ended.
+enum class counter_state : std::uint8_t {
+  collected,           // values in counter_result::kernels
+  invalid_request,     // bad options or metric list (checked before touching the GPU)
+  disabled,            // built without the CUPTI range profiler headers (CUDA < 12.6)
+  unavailable,         // no device, libcupti / libnvperf_host missing or too old
+  no_permission,       // CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: counters restricted to admins
+  busy,                // another profiler holds the counters, or a pass is already running here
+  unsupported_device,  // vGPU, MIG, confidential computing, CMP, SLI, WSL, old architecture
+  unknown_metric,      // a requested metric the device does not offer (message lists close names)
+  failed,              // any other CUPTI or CUDA error (message names the call and the error)
+};
+
+[[nodiscard]] constexpr const char* to_string(counter_state s) noexcept {
+  switch (s) {
+    case counter_state::collected: return "collected";
+    case counter_state::invalid_request: return "invalid request";
+    case counter_state::disabled: return "disabled";
+    case counter_state::unavailable: return "unavailable";
+    case counter_state::no_permission: return "no permission";
+    case counter_state::busy: return "busy";
+    case counter_state::unsupported_device: return "unsupported device";
+    case counter_state::unknown_metric: return "unknown metric";
+    case counter_state::failed: return "failed";
+  }
+  return "unknown";
+}
+
+// What one range of a counter pass covers.
+enum class counter_ranges : std::uint8_t {
+  per_kernel,      // one range per kernel launch (auto range, kernel replay): the default
+  whole_callable,  // one named range around the whole work (user range, user replay)
+};
+
+// How to collect.
+//   kscope::counter_options o;
+//   o.ranges = kscope::counter_ranges::whole_callable;
+//   o.range_name = "decode";
+struct counter_options {
+  counter_ranges ranges = counter_ranges::per_kernel;
+  std::string range_name = "kscope";  // whole_callable: the user range's name
+  // per_kernel: kernels the counter-data image holds; later ones are dropped and counted
+  // (counter_result::ranges_dropped). Bounded so the image stays small (~ tens of KB each).
+  std::size_t max_kernels = 256;
+  bool name_kernels = true;         // per_kernel: subscribe a launch callback for kernel names
+  std::string cupti_library;        // explicit libcupti, as cupti_options::library_path
+  std::string nvperf_host_library;  // explicit libnvperf_host.so: only this path is tried
+};
+
+// The upper bound on max_kernels: a counter-data image for more ranges than this would be
+// large, and a pass that profiles that many kernels should be split.
+inline constexpr std::size_t counter_max_kernels_limit = 65536;
+
+// The outcome of a pass: values per range in launch order, or why there are none.
+//   if (r.ok()) for (auto& k : r.kernels) use(k.name, k.values);
+struct counter_result {
+  counter_state state = counter_state::failed;
+  std::string message;                  // one line: what was collected, or why not
+  std::vector<counter_values> kernels;  // per kernel (launch order), or the one user range
+  std::vector<std::string> metrics;     // the names collected (fallbacks applied)
+  std::vector<std::string> notes;       // default metrics left out, fallbacks taken, names withheld
+  std::string chip;                     // CUPTI's chip name ("GH100")
+  std::uint32_t cupti_version = 0;      // cuptiGetVersion of the libcupti used
+  std::size_t passes = 0;               // replay passes the metric set needs
+  std::size_t runs = 0;                 // times the work was called (1, or passes for whole_callable)
+  std::size_t ranges_dropped = 0;       // kernels beyond max_kernels
+
+  [[nodiscard]] bool ok() const noexcept { return state == counter_state::collected; }
+};
+
+// The metrics a device offers (the base names the profiler host API lists).
+struct counter_metric_list {
+  counter_state state = counter_state::failed;
+  std::string message;
+  std::string chip;
+  std::vector<std::string> base_metrics;  // sorted; complete them with a rollup (.sum, .avg...)
+
+  [[nodiscard]] bool ok() const noexcept { return state == counter_state::collected; }
+};
+
+namespace detail {
+
+// The work of a pass, called through one pointer so the pass itself is not a template.
+struct counter_work_ref {
+  void* object;
+  void (*call)(void*);
+  void operator()() const { call(object); }
+};
+
+// "" when the request can be tried, else what is wrong with it.
+inline std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
+  if (o.ranges == counter_ranges::per_kernel && (o.max_kernels == 0 || o.max_kernels > counter_max_kernels_limit))
+    return "counter_options::max_kernels must be between 1 and " + std::to_string(counter_max_kernels_limit) +
+           ", got " + std::to_string(o.max_kernels);
+  if (o.ranges == counter_ranges::whole_callable && o.range_name.empty())
+    return "counter_options::range_name must not be empty for a whole_callable range";
+  for (const std::string& m : metrics)
+    if (m.empty()) return "empty metric name in the metric list";
+  return {};
+}
+
+// One pass at a time per process (CUPTI's profiler is per context and process-wide). Not
+// registered with the fork guard: it is only ever try-locked, so a child forked during a
+// pass gets counter_state::busy from its own passes instead of a deadlock.
+inline std::mutex& counter_pass_mutex() {
+  static std::mutex* m = new std::mutex();
+  return *m;
+}
+
+#if KSCOPE_HAS_RANGE_PROFILER
+
+// The counter_state a CUPTI error means.
+inline counter_state counter_state_for(CUptiResult r) noexcept {
+  switch (r) {
+    case CUPTI_SUCCESS: return counter_state::collected;
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES: return counter_state::no_permission;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+    case CUPTI_ERROR_HARDWARE_BUSY:
+    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED: return counter_state::busy;
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_INVALID_CHIP_NAME: return counter_state::unsupported_device;
+    default: return counter_state::failed;
+  }
+}
+
+// What the user can do about a CUPTI error ("" when there is nothing specific to say).
+inline std::string counter_error_advice(CUptiResult r) {
+  switch (counter_state_for(r)) {
+    case counter_state::no_permission:
+      return "the GPU performance counters are restricted to administrators (ERR_NVGPUCTRPERM): run as root, "
+             "or load the nvidia kernel module with NVreg_RestrictProfilingToAdminUsers=0, or start the container "
+             "with --cap-add SYS_ADMIN";
+    case counter_state::busy:
+      return "another profiler holds the GPU counters (Nsight Compute, Nsight Systems GPU metrics, DCGM profiling, "
+             "or CUPTI's legacy profiler API in this process): run without it";
+    case counter_state::unsupported_device:
+      return "this device or configuration does not support CUPTI profiling (vGPU without profiling, MIG, "
+             "confidential computing, CMP, SLI or WSL)";
+    default: return {};
+  }
+}
+
+// The libraries, loaded once per process and kept (CUPTI holds on to them).
+struct counter_libraries {
+  cupti_api cupti;
+  profiler_api profiler;
+  bool profiler_initialized = false;
+  std::map<std::string, bool> metric_accepted;  // chip + '\n' + metric name -> config_accepts()
+};
+
+inline counter_libraries& counter_library_state() {
+  static counter_libraries* state = new counter_libraries();
+  return *state;
+}
+
+// A profiler host object, deinitialized when it goes.
+struct profiler_host_handle {
+  const profiler_api* api = nullptr;
+  CUpti_Profiler_Host_Object* object = nullptr;
+  profiler_host_handle() = default;
+  profiler_host_handle(const profiler_host_handle&) = delete;
+  profiler_host_handle& operator=(const profiler_host_handle&) = delete;
+  ~profiler_host_handle() {
+    if (object == nullptr) return;
+    CUpti_Profiler_Host_Deinitialize_Params p{};
+    p.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
+    p.pHostObject = object;
+    (void)api->host_deinitialize(&p);
+  }
+};
+
+// The range profiler enabled on a context, disabled when it goes.
+struct range_profiler_handle {
+  const profiler_api* api = nullptr;
+  CUpti_RangeProfiler_Object* object = nullptr;
+  range_profiler_handle() = default;
+  range_profiler_handle(const range_profiler_handle&) = delete;
+  range_profiler_handle& operator=(const range_profiler_handle&) = delete;
+  ~range_profiler_handle() {
+    if (object == nullptr) return;
+    CUpti_RangeProfiler_Disable_Params p{};
+    p.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
+    p.pRangeProfilerObject = object;
+    (void)api->range_disable(&p);
+  }
+};
+
+// Everything both a pass and a metric listing need: device, context, libraries, chip,
+// counter availability and a host object for the chip. The first failure sets state and
+// message and makes open() return false.
+class counter_setup {
+ public:
+  counter_state state = counter_state::failed;
+  std::string message;
+  counter_libraries* libs = nullptr;
+  int device = 0;
+  CUcontext context = nullptr;
+  std::string chip;
+  std::vector<std::uint8_t> availability;
+  profiler_host_handle host;
+
+  bool open(const counter_options& options) {
+    int count = 0;
+    const cudaError_t devices = cudaGetDeviceCount(&count);
+    if (devices != cudaSuccess || count == 0) {
+      if (devices != cudaSuccess) (void)cudaGetLastError();  // kscope's own error: cleared
+      return refuse(counter_state::unavailable,
+                    std::string("hardware counters unavailable: no usable CUDA device (") +
+                        (devices != cudaSuccess ? cudaGetErrorString(devices) : "0 devices") + ")");
+    }
+    if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") || !cuda_ok(cudaFree(nullptr), "cudaFree(nullptr)"))
+      return false;
+    if (!current_context()) return false;
+
+    libs = &counter_library_state();
+    std::string why;
+    if (!load_cupti(libs->cupti, options.cupti_library, why))
+      return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
+    if (libs->cupti.version != 0 && libs->cupti.version < range_profiler_min_cupti_version)
+      return refuse(counter_state::unavailable,
+                    "hardware counters unavailable: " + libs->cupti.path + " is CUPTI " +
+                        std::to_string(libs->cupti.version) +
+                        ", older than the range profiler (CUPTI 24, CUDA 12.6)");
+    if (!libs->profiler.resolved()) {
+      const std::string missing = resolve_profiler_symbols(libs->cupti.handle, libs->profiler);
+      if (!missing.empty())
+        return refuse(counter_state::unavailable, "hardware counters unavailable: " + libs->cupti.path + " has no " +
+                                                      missing + " (the range profiler needs CUDA 12.6 or later)");
+    }
+    if (!load_nvperf_host(options.nvperf_host_library, libs->cupti.path, why))
+      return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
+    const profiler_api& p = libs->profiler;
+    if (!libs->profiler_initialized) {
+      // Once per process, never deinitialized: like cuptiFinalize, deinitializing races
+      // with other threads still in CUDA.
+      CUpti_Profiler_Initialize_Params init{};
+      init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+      if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
+      libs->profiler_initialized = true;
+    }
+    if (!device_supported()) return false;
+
+    CUpti_Device_GetChipName_Params name{};
+    name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+    name.deviceIndex = static_cast<std::size_t>(device);
+    if (!cupti_ok(p.get_chip_name(&name), "cuptiDeviceGetChipName")) return false;
+    chip = name.pChipName != nullptr ? name.pChipName : "";
+
+    // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
+    CUpti_Profiler_GetCounterAvailability_Params avail{};
+    avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
+    avail.ctx = context;
+    if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
+    availability.assign(avail.counterAvailabilityImageSize, 0);
+    avail.pCounterAvailabilityImage = availability.data();
+    if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
+
+    CUpti_Profiler_Host_Initialize_Params host_init{};
+    host_init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    host_init.pChipName = chip.c_str();
+    host_init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+    if (!cupti_ok(p.host_initialize(&host_init), "cuptiProfilerHostInitialize")) return false;
+    host.api = &p;
+    host.object = host_init.pHostObject;
+    return true;
+  }
+
+  // The base metrics the host object lists (counters, ratios, throughputs), sorted.
+  std::vector<std::string> base_metrics() const {
+    std::vector<std::string> out;
+    for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
+      CUpti_Profiler_Host_GetBaseMetrics_Params p{};
+      p.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
+      p.pHostObject = host.object;
+      p.metricType = type;
+      if (libs->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
+      for (std::size_t i = 0; i < p.numMetrics; ++i)
+        if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+  // The host API's word on one full metric name: whether a config with it alone can be
+  // built for this chip, the test the PM-sampling probe used (an unknown name fails with
+  // CUPTI_ERROR_INVALID_PARAMETER there). A throwaway host object per name, since a host
+  // object keeps every metric added to it; the answer is cached per chip and name.
+  bool config_accepts(const std::string& name) {
+    const std::string key = chip + '\n' + name;
+    const auto cached = libs->metric_accepted.find(key);
+    if (cached != libs->metric_accepted.end()) return cached->second;
+    const profiler_api& p = libs->profiler;
+    CUpti_Profiler_Host_Initialize_Params init{};
+    init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    init.pChipName = chip.c_str();
+    init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+    if (p.host_initialize(&init) != CUPTI_SUCCESS) return false;  // not cached: not the name's fault
+    profiler_host_handle probe;
+    probe.api = &p;
+    probe.object = init.pHostObject;
+    const char* one[] = {name.c_str()};
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+    add.pHostObject = probe.object;
+    add.ppMetricNames = one;
+    add.numMetrics = 1;
+    const bool accepted = p.host_config_add_metrics(&add) == CUPTI_SUCCESS;
+    libs->metric_accepted.emplace(key, accepted);
+    return accepted;
+  }
+
+  // Records a CUPTI failure: state from the error, message naming the call and the fix.
+  bool cupti_ok(CUptiResult r, const char* call) {
+    if (r == CUPTI_SUCCESS) return true;
+    const counter_state s = counter_state_for(r);
+    const std::string advice = counter_error_advice(r);
+    return refuse(s == counter_state::collected ? counter_state::failed : s,
+                  std::string("hardware counters unavailable: ") + call + " failed with " +
+                      (libs != nullptr ? libs->cupti.result_name(r) : std::to_string(static_cast<int>(r))) +
+                      (advice.empty() ? std::string() : ": " + advice));
+  }
+
+  bool cuda_ok(cudaError_t e, const char* call) {
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();  // kscope's own call failed: clear its error
+    return refuse(counter_state::failed,
+                  std::string("hardware counters unavailable: ") + call + " failed: " + cudaGetErrorString(e));
+  }
+
+  bool refuse(counter_state s, std::string why) {
+    state = s;
+    message = std::move(why);
+    return false;
+  }
+
+ private:
+  // The context the runtime made current (the device's primary context), through the
+  // driver entry point the runtime hands out: kscope links cudart only.
+  bool current_context() {
+    using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
+#endif
+    if (e != cudaSuccess || fn == nullptr || found != cudaDriverEntryPointSuccess) {
+      if (e != cudaSuccess) (void)cudaGetLastError();
+      return refuse(counter_state::unavailable,
+                    "hardware counters unavailable: the driver entry point cuCtxGetCurrent could not be found");
+    }
+    const CUresult r = reinterpret_cast<get_current_fn>(fn)(&context);
+    if (r != CUDA_SUCCESS || context == nullptr)
+      return refuse(counter_state::failed, "hardware counters unavailable: no current CUDA context (cuCtxGetCurrent "
+                                           "returned " + std::to_string(static_cast<int>(r)) + ")");
+    return true;
+  }
+
+  // cuptiProfilerDeviceSupported, where the library has it: names why a device cannot be
+  // profiled before any other call fails with a less telling error.
+  bool device_supported() {
+    if (libs->profiler.device_supported == nullptr) return true;
+    CUpti_Profiler_DeviceSupported_Params p{};
+    p.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
+    p.cuDevice = device;
+    p.api = CUPTI_PROFILER_RANGE_PROFILING;
+    if (libs->profiler.device_supported(&p) != CUPTI_SUCCESS) return true;  // unknown: let the next calls say
+    if (p.isSupported != CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED &&
+        p.isSupported != CUPTI_PROFILER_CONFIGURATION_DISABLED)
+      return true;
+    std::string reasons;
+    const auto add = [&reasons](CUpti_Profiler_Support_Level level, const char* what) {
+      if (level == CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED || level == CUPTI_PROFILER_CONFIGURATION_DISABLED)
+        reasons += (reasons.empty() ? "" : ", ") + std::string(what) +
+                   (level == CUPTI_PROFILER_CONFIGURATION_DISABLED ? " (disabled by the system)" : "");
+    };
+    add(p.architecture, "GPU architecture");
+    add(p.sli, "SLI");
+    add(p.vGpu, "vGPU");
+    add(p.confidentialCompute, "confidential computing");
+    add(p.cmp, "CMP device");
+    add(p.wsl, "WSL");
+    // Refused only with a named reason: an overall "unsupported" without one is left for
+    // the calls that follow to confirm, with their own error.
+    if (reasons.empty()) return true;
+    return refuse(counter_state::unsupported_device,
+                  "hardware counters unavailable: CUPTI cannot profile this device (" + reasons + ")");
+  }
+};
+
+// The pass itself (see the top of this header). `user_error` receives an exception the
+// work threw; the caller rethrows it once everything here is torn down.
+inline void run_counter_pass_locked(const std::vector<std::string>& requested, counter_work_ref work,
+                                    const counter_options& options, counter_result& result,
+                                    std::exception_ptr& user_error) {
+  counter_setup setup;
+  // The setup's first failure, as the pass's outcome.
+  const auto give_up = [&result, &setup] {
+    result.state = setup.state;
+    result.message = setup.message;
+  };
+  const bool opened = setup.open(options);
+  if (setup.libs != nullptr) result.cupti_version = setup.libs->cupti.version;
+  if (!opened) return give_up();
+  result.chip = setup.chip;
+  const profiler_api& p = setup.libs->profiler;
+
+  // Which names to collect: the host API's word on each, the base list for suggestions.
+  const std::vector<std::string> bases = setup.base_metrics();
+  const metric_request request = resolve_metric_request(
+      requested,
+      [&setup, &bases](const std::string& name) {
+        return (bases.empty() || check_metric_name(name, bases).known) && setup.config_accepts(name);
+      },
+      bases);
+  result.notes = request.notes;
+  if (!request.ok()) {
+    result.state = counter_state::unknown_metric;
+    result.message = "hardware counters not collected on " + setup.chip + ": ";
+    for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
+    return;
+  }
+  result.metrics = request.collect;
+  std::vector<const char*> names;
+  for (const std::string& m : result.metrics) names.push_back(m.c_str());
+
+  // Config image and the number of passes it needs.
+  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+  add.pHostObject = setup.host.object;
+  add.ppMetricNames = names.data();
+  add.numMetrics = names.size();
+  CUpti_Profiler_Host_GetConfigImageSize_Params size{};
+  size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+  size.pHostObject = setup.host.object;
+  if (!setup.cupti_ok(p.host_config_add_metrics(&add), "cuptiProfilerHostConfigAddMetrics") ||
+      !setup.cupti_ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize"))
+    return give_up();
+  std::vector<std::uint8_t> config(size.configImageSize);
+  CUpti_Profiler_Host_GetConfigImage_Params image{};
+  image.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+  image.pHostObject = setup.host.object;
+  image.configImageSize = config.size();
+  image.pConfigImage = config.data();
+  CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
+  passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+  if (!setup.cupti_ok(p.host_get_config_image(&image), "cuptiProfilerHostGetConfigImage")) return give_up();
+  passes.configImageSize = config.size();
+  passes.pConfigImage = config.data();
+  if (!setup.cupti_ok(p.host_get_num_of_passes(&passes), "cuptiProfilerHostGetNumOfPasses")) return give_up();
+  result.passes = passes.numOfPasses;
+
+  // The range profiler on the context, its counter-data image and its configuration.
+  const bool per_kernel = options.ranges == counter_ranges::per_kernel;
+  const std::size_t max_ranges = per_kernel ? options.max_kernels : 1;
+  range_profiler_handle range;
+  range.api = &p;
+  CUpti_RangeProfiler_Enable_Params enable{};
+  enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+  enable.ctx = setup.context;
+  if (!setup.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up();
+  range.object = enable.pRangeProfilerObject;
+  CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
+  data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
+  data_size.pRangeProfilerObject = range.object;
+  data_size.pMetricNames = names.data();
+  data_size.numMetrics = names.size();
+  data_size.maxNumOfRanges = max_ranges;
+  data_size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
+  if (!setup.cupti_ok(p.range_get_counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize"))
+    return give_up();
+  std::vector<std::uint8_t> counter_data(data_size.counterDataSize);
+  CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
+  data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+  data_init.pRangeProfilerObject = range.object;
+  data_init.counterDataSize = counter_data.size();
+  data_init.pCounterData = counter_data.data();
+  CUpti_RangeProfiler_SetConfig_Params set{};
+  set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
+  set.pRangeProfilerObject = range.object;
+  set.configSize = config.size();
+  set.pConfig = config.data();
+  set.counterDataImageSize = counter_data.size();
+  set.pCounterDataImage = counter_data.data();
+  set.range = per_kernel ? CUPTI_AutoRange : CUPTI_UserRange;
+  set.replayMode = per_kernel ? CUPTI_KernelReplay : CUPTI_UserReplay;  // kernel replay: auto range only
+  set.maxRangesPerPass = max_ranges;
+  set.numNestingLevels = 1;
+  set.minNestingLevel = 1;
+  set.passIndex = 0;
+  set.targetNestingLevel = 1;
+  if (!setup.cupti_ok(p.range_counter_data_image_initialize(&data_init),
+                      "cuptiRangeProfilerCounterDataImageInitialize") ||
+      !setup.cupti_ok(p.range_set_config(&set), "cuptiRangeProfilerSetConfig"))
+    return give_up();
+
+  // Earlier work must not run into the first range.
+  if (!setup.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up();
+  std::optional<kernel_name_subscription> kernel_names;
+  if (per_kernel && options.name_kernels) kernel_names.emplace(setup.libs->cupti);
+
+  // Start [Push] work [Pop] Stop until CUPTI has every pass (kernel replay: once).
+  const std::size_t max_runs = per_kernel ? 1 : std::max<std::size_t>(1, result.passes) + 1;
+  bool all_submitted = false;
+  std::string run_error;
+  while (!all_submitted && result.runs < max_runs && run_error.empty() && !user_error) {
+    CUpti_RangeProfiler_Start_Params start{};
+    start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+    start.pRangeProfilerObject = range.object;
+    if (!setup.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) break;
+    bool pushed = false;
+    if (!per_kernel) {
+      CUpti_RangeProfiler_PushRange_Params push{};
+      push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+      push.pRangeProfilerObject = range.object;
+      push.pRangeName = options.range_name.c_str();
+      pushed = setup.cupti_ok(p.range_push(&push), "cuptiRangeProfilerPushRange");
+    }
+    if (per_kernel || pushed) {
+      ++result.runs;
+      try {
+        work();
+      } catch (...) {
+        user_error = std::current_exception();
+      }
+      // The range must end after the work: its kernels finish inside it. An error here is
+      // the work's (a faulting kernel), so it is reported and left for the program to see.
+      const cudaError_t synced = cudaDeviceSynchronize();
+      if (synced != cudaSuccess && !user_error)
+        run_error = std::string("the profiled work failed: ") + cudaGetErrorString(synced);
+    }
+    if (pushed) {
+      CUpti_RangeProfiler_PopRange_Params pop{};
+      pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+      pop.pRangeProfilerObject = range.object;
+      (void)setup.cupti_ok(p.range_pop(&pop), "cuptiRangeProfilerPopRange");
+    }
+    CUpti_RangeProfiler_Stop_Params stop{};
+    stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+    stop.pRangeProfilerObject = range.object;
+    const bool stopped = setup.cupti_ok(p.range_stop(&stop), "cuptiRangeProfilerStop");
+    if (!stopped || !setup.message.empty()) break;
+    all_submitted = stop.isAllPassSubmitted != 0;
+  }
+  std::vector<std::string> launched;
+  if (kernel_names) launched = kernel_names->stop();
+  if (user_error) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: the profiled work threw";
+    return;
+  }
+  if (!run_error.empty()) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: " + run_error;
+    return;
+  }
+  if (!setup.message.empty()) return give_up();
+  if (!all_submitted) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: CUPTI still wanted passes after " +
+                     std::to_string(result.runs) + " runs of the work (" + std::to_string(result.passes) +
+                     " expected)";
+    return;
+  }
+
+  // Decode, then evaluate every range.
+  CUpti_RangeProfiler_DecodeData_Params decode{};
+  decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+  decode.pRangeProfilerObject = range.object;
+  CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
+  info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
+  info.pCounterDataImage = counter_data.data();
+  info.counterDataImageSize = counter_data.size();
+  if (!setup.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
+      !setup.cupti_ok(p.range_get_counter_data_info(&info), "cuptiRangeProfilerGetCounterDataInfo"))
+    return give_up();
+  result.ranges_dropped = decode.numOfRangeDropped;
+  std::vector<double> values(names.size());
+  std::size_t failed_ranges = 0;
+  for (std::size_t i = 0; i < info.numTotalRanges; ++i) {
+    CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
+    eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+    eval.pHostObject = setup.host.object;
+    eval.pCounterDataImage = counter_data.data();
+    eval.counterDataImageSize = counter_data.size();
+    eval.rangeIndex = i;
+    eval.ppMetricNames = names.data();
+    eval.numMetrics = names.size();
+    eval.pMetricValues = values.data();
+    counter_values range_values;
+    range_values.index = i;
+    range_values.range = per_kernel ? std::to_string(i) : options.range_name;
+    range_values.name = per_kernel ? "kernel #" + std::to_string(i) : options.range_name;
+    if (p.host_evaluate_to_gpu_values(&eval) == CUPTI_SUCCESS) {
+      for (std::size_t m = 0; m < names.size(); ++m) range_values.values.emplace(result.metrics[m], values[m]);
+    } else {
+      ++failed_ranges;
+    }
+    result.kernels.push_back(std::move(range_values));
+  }
+  if (failed_ranges > 0)
+    result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(info.numTotalRanges) +
+                           " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
+                           "values");
+  if (result.ranges_dropped > 0)
+    result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
+                           std::to_string(options.max_kernels) + ") were not profiled");
+
+  // Kernel names, only when they line up one to one with the ranges.
+  if (kernel_names) {
+    if (!kernel_names->ok()) {
+      result.notes.push_back(kernel_names->why());
+    } else if (kernel_names->graph_launches() > 0 || launched.size() != result.kernels.size() + result.ranges_dropped) {
+      result.notes.push_back("kernel names withheld: " + std::to_string(launched.size()) + " launches seen (" +
+                             std::to_string(kernel_names->graph_launches()) + " of them CUDA graph launches) for " +
+                             std::to_string(result.kernels.size() + result.ranges_dropped) +
+                             " ranges; ranges are numbered in launch order");
+    } else {
+      for (std::size_t i = 0; i < result.kernels.size(); ++i) result.kernels[i].name = launched[i];
+    }
+  }
+  if (!per_kernel && result.runs > 1)
+    result.notes.push_back("the work ran " + std::to_string(result.runs) +
+                           " times (user replay, one run per pass); device memory is not restored between runs");
+
+  result.state = counter_state::collected;
+  result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
+                   std::to_string(result.kernels.size()) + (per_kernel ? " kernels" : " range") + " in " +
+                   std::to_string(result.passes) + (result.passes == 1 ? " pass" : " replay passes") + " on " +
+                   setup.chip + " (CUPTI " + std::to_string(result.cupti_version) + ")";
+  if (per_kernel && result.kernels.empty()) result.message += "; the work launched no kernel";
+}
+
+#endif  // KSCOPE_HAS_RANGE_PROFILER
+
+inline counter_result run_counter_pass(const std::vector<std::string>& metrics, counter_work_ref work,
+                                       const counter_options& options) {
+  counter_result result;
+  std::exception_ptr user_error;
+  try {
+    const std::string error = counter_request_error(metrics, options);
+    if (!error.empty()) {
+      result.state = counter_state::invalid_request;
+      result.message = "hardware counters not collected: " + error;
+      return result;
+    }
+#if KSCOPE_HAS_RANGE_PROFILER
+    std::unique_lock<std::mutex> lock(counter_pass_mutex(), std::try_to_lock);
+    if (!lock.owns_lock()) {
+      result.state = counter_state::busy;
+      result.message = "hardware counters not collected: another counter pass is running in this process";
+      return result;
+    }
+    run_counter_pass_locked(metrics, work, options, result, user_error);
+#else
+    (void)work;
+    result.state = counter_state::disabled;
+    result.message = "hardware counters unavailable: kscope was built without the CUPTI range profiler headers "
+                     "(cupti_range_profiler.h, cupti_profiler_host.h: CUDA 12.6 or later)";
+#endif
+  } catch (const std::exception& e) {  // out of memory in kscope's own bookkeeping
+    result.state = counter_state::failed;
+    result.message = std::string("hardware counters not collected: ") + e.what();
+  } catch (...) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: unknown error";
+  }
+  if (user_error) std::rethrow_exception(user_error);
+  return result;
+}
+
+}  // namespace detail
+
+// Profiles the GPU work `work` launches and returns the requested metrics per kernel (or
+// for the whole call, counter_options::ranges). An empty `metrics` means the default set
+// (default_metric_names(); missing ones are noted, fallbacks taken). Metrics asked for by
+// name must exist: an unknown one is counter_state::unknown_metric, with close names in
+// the message. `work` is not called when profiling cannot start.
+//   auto r = kscope::profile_counters({"dram__bytes_read.sum", "dram__bytes_write.sum"},
+//                                     [&] { copy<<<g, b>>>(src, dst, n); });
+template <class Work>
+[[nodiscard]] counter_result profile_counters(const std::vector<std::string>& metrics, Work&& work,
+                                              const counter_options& options = {}) {
+  using work_type = std::remove_reference_t<Work>;
+  const detail::counter_work_ref ref{const_cast<void*>(static_cast<const void*>(std::addressof(work))),
+                                     [](void* object) { (*static_cast<work_type*>(object))(); }};
+  return detail::run_counter_pass(metrics, ref, options);
+}
+
+// The base metrics the current device offers, or why they cannot be listed.
+//   auto list = kscope::list_counter_metrics();
+//   if (list.ok()) for (auto& m : list.base_metrics) std::puts(m.c_str());
+[[nodiscard]] inline counter_metric_list list_counter_metrics(const counter_options& options = {}) {
+  counter_metric_list out;
+  try {
+#if KSCOPE_HAS_RANGE_PROFILER
+    std::unique_lock<std::mutex> lock(detail::counter_pass_mutex(), std::try_to_lock);
+    if (!lock.owns_lock()) {
+      out.state = counter_state::busy;
+      out.message = "counter metrics not listed: a counter pass is running in this process";
+      return out;
+    }
+    detail::counter_setup setup;
+    if (!setup.open(options)) {
+      out.state = setup.state;
+      out.message = setup.message;
+      return out;
+    }
+    out.chip = setup.chip;
+    out.base_metrics = setup.base_metrics();
+    out.state = counter_state::collected;
+    out.message = std::to_string(out.base_metrics.size()) + " base metrics on " + setup.chip;
+#else
+    (void)options;
+    out.state = counter_state::disabled;
+    out.message = "counter metrics unavailable: kscope was built without the CUPTI range profiler headers "
+                  "(CUDA 12.6 or later)";
+#endif
+  } catch (const std::exception& e) {
+    out.state = counter_state::failed;
+    out.message = std::string("counter metrics not listed: ") + e.what();
+  }
+  return out;
+}
+
+}  // namespace kscope
