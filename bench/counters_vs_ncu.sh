@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# kscope's hardware counters against Nsight Compute's on five kernels (GPU machine with ncu).
+#
+#   bench/counters_vs_ncu.sh [output-dir]
+#
+# Builds bench/counters_vs_ncu.cu, runs it (kscope's range profiler, default metric set),
+# then runs it again with --plain under `ncu --metrics ...` and prints, per kernel, kscope's
+# and ncu's DRAM bytes read and written (they must agree within 3 %), FP32 FLOPs
+# (2 n^3 for the hand-written GEMMs) and the speed-of-light pair with kscope's verdict.
+# Exit status 0 = every DRAM comparison within 3 %. Logs in the output directory.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT_DIR=${1:-${ROOT}/build-counters-vs-ncu}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+NCU=${NCU:-$(command -v ncu || echo "${CUDA_HOME}/bin/ncu")}
+ARCH=${ARCH:-90}
+mkdir -p "${OUT_DIR}"
+BIN="${OUT_DIR}/counters_vs_ncu"
+"${CUDA_HOME}/bin/nvcc" -O2 -std=c++17 -arch="sm_${ARCH}" -I"${ROOT}/include" -DKSCOPE_HAS_CUDA=1 \
+  "${ROOT}/bench/counters_vs_ncu.cu" -o "${BIN}" -lcublas -ldl -lpthread
+"${BIN}" > "${OUT_DIR}/kscope.txt" 2>&1
+METRICS=dram__bytes_read.sum,dram__bytes_write.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum,sm__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
+"${NCU}" --csv --print-units base --metrics "${METRICS}" \
+  -k 'regex:copy_floats|saxpy|naive_sgemm|tiled_sgemm|gemm' "${BIN}" --plain > "${OUT_DIR}/ncu.csv" 2> "${OUT_DIR}/ncu.err"
+python3 - "${OUT_DIR}/kscope.txt" "${OUT_DIR}/ncu.csv" <<'PY'
+import csv, sys, collections
+labels = ["copy", "saxpy", "naive_sgemm", "tiled_sgemm", "cublas_sgemm"]
+ks = collections.defaultdict(dict); verdict = {}
+for line in open(sys.argv[1]):
+    p = line.split()
+    if p[:1] == ["KSCOPE"] and len(p) == 4:
+        try: ks[p[1]][p[2]] = float(p[3])
+        except ValueError: pass
+    elif p[:1] == ["VERDICT"]:
+        verdict[p[1]] = line.split(" ", 2)[2].strip()
+    elif "unavailable" in line: print(line.strip())
+rows = [r for r in csv.reader(l for l in open(sys.argv[2]) if l.startswith('"'))]
+head, rows = rows[0], rows[1:]
+ID, NAME, MET, VAL = head.index("ID"), head.index("Kernel Name"), head.index("Metric Name"), head.index("Metric Value")
+per_id = collections.OrderedDict()
+for r in rows:
+    per_id.setdefault(r[ID], {"name": r[NAME]})[r[MET]] = float(r[VAL].replace(",", ""))
+kernels = list(per_id.values())
+if len(kernels) < len(labels): print("ncu profiled", len(kernels), "kernels, expected", len(labels)); sys.exit(1)
+kernels = kernels[-len(labels):]  # the warm-up cuBLAS call is not profiled in --plain mode; keep the last five
+ok = True
+print(f"{'kernel':14} {'metric':24} {'kscope':>16} {'ncu':>16} {'diff':>8}")
+for label, n in zip(labels, kernels):
+    k = ks[label]
+    for m in ["dram__bytes_read.sum", "dram__bytes_write.sum"]:
+        a, b = k.get(m, float("nan")), n.get(m, float("nan"))
+        d = (a - b) / b if b else float("nan")
+        if not abs(d) <= 0.03: ok = False
+        print(f"{label:14} {m:24} {a:16.0f} {b:16.0f} {100*d:7.2f}%")
+    nf = 2 * n.get("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 0) + n.get("sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 0) + n.get("sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 0)
+    print(f"{label:14} {'fp32 FLOPs':24} {k.get('fp32_flops', float('nan')):16.0f} {nf:16.0f}")
+    print(f"{label:14} {'SM % / memory % (ncu)':24} {n.get('sm__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):16.1f} {n.get('gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):16.1f}")
+    print(f"{label:14} kscope: {verdict.get(label, '-')}")
+print("DRAM within 3 %:", "yes" if ok else "NO")
+sys.exit(0 if ok else 1)
+PY
