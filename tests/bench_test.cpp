@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1211,4 +1213,371 @@ TEST_CASE("gbench: a GPU benchmark that could not run makes the exit code non-ze
   gbench_failures().allow_skip(true);
   CHECK(skip_allowed());
   gbench_failures().allow_skip(false);
+}
+
+// ---- hardware counters (bench::counters), through a fake counter source -------------
+
+namespace {
+
+// Returns a prepared pass, after making the one call the bench hands it; records when it
+// was asked (how many samples the timer had given by then).
+struct fake_counter_source final : kscope::bench_counter_source {
+  kscope::counter_result prepared;
+  const fake_timer* timer = nullptr;
+  std::size_t profiles = 0;
+  std::size_t timer_samples_when_profiled = 0;
+  std::vector<std::string> metrics_asked;
+
+  kscope::counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override {
+    ++profiles;
+    if (timer) timer_samples_when_profiled = timer->log.size();
+    metrics_asked = metrics;
+    call();
+    return prepared;
+  }
+};
+
+// One kernel's counters under the default set's names: `dram` bytes each way, no FP
+// instruction, the given duration and speed-of-light throughputs.
+kscope::counter_values copy_kernel_values(std::size_t index, double duration_ns, double dram_each_way,
+                                          double memory_pct, double sm_pct) {
+  kscope::counter_values k;
+  k.index = index;
+  k.range = std::to_string(index);
+  k.name = "copy_kernel(float const*, float*, unsigned long)";
+  k.values = {{"gpu__time_duration.sum", duration_ns},
+              {"dram__bytes_read.sum", dram_each_way},
+              {"dram__bytes_write.sum", dram_each_way},
+              {"lts__t_bytes.sum", 2.1 * dram_each_way},
+              {"l1tex__t_bytes.sum", 2.0 * dram_each_way},
+              {"sm__throughput.avg.pct_of_peak_sustained_elapsed", sm_pct},
+              {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", memory_pct},
+              {"dram__throughput.avg.pct_of_peak_sustained_elapsed", memory_pct},
+              {"lts__throughput.avg.pct_of_peak_sustained_elapsed", 0.6 * memory_pct},
+              {"l1tex__throughput.avg.pct_of_peak_sustained_active", 0.3 * memory_pct},
+              {"sm__warps_active.avg.pct_of_peak_sustained_active", 80}};
+  for (const char* op : {"fadd", "fmul", "ffma", "dadd", "dmul", "dfma", "hadd", "hmul", "hfma"})
+    k.values[std::string("sm__sass_thread_inst_executed_op_") + op + "_pred_on.sum"] = 0;
+  return k;
+}
+
+// Two kernels: 400 us moving 2 x 1 GB at 90 % memory throughput, 100 us moving 2 x 0.25 GB
+// at 70 %. Per call: DRAM 2.5 GB, memory throughput (90 x 400 + 70 x 100) / 500 = 86 %.
+kscope::counter_result two_copy_kernels() {
+  kscope::counter_result r;
+  r.state = kscope::counter_state::collected;
+  r.message = "hardware counters: 21 metrics for 2 kernels in 19 replay passes on GH100 (CUPTI 130000)";
+  r.passes = 19;
+  r.kernels = {copy_kernel_values(0, 400e3, 1e9, 90, 20), copy_kernel_values(1, 100e3, 0.25e9, 70, 10)};
+  r.notes = {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed (tensor) is not offered: left out"};
+  return r;
+}
+
+std::string csv_column(const std::string& csv, const std::string& name, std::size_t row = 1) {
+  const auto rows = parse_csv(csv);
+  for (std::size_t i = 0; i < rows[0].size(); ++i)
+    if (rows[0][i] == name) return rows.at(row).at(i);
+  FAIL("no column " << name);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("counters: one profiled call after the timed samples, its kernels aggregated into the result") {
+  int calls = 0;
+  kscope::bench b{"copy", [&calls](kscope::bench_stream) { ++calls; }};
+  b.set_work({0, 2.5e9}).peaks(60e12, 4.8e12);
+
+  fake_timer plain_timer(noisy(1e-3, 0.002));
+  const kscope::bench_result plain = b.run(plain_timer);
+  CHECK_FALSE(plain.counters);  // not asked for
+
+  fake_timer timer(noisy(1e-3, 0.002));
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared = two_copy_kernels();
+  source->timer = &timer;
+  b.counters().counter_source(source);
+  CHECK(b.counters_enabled());
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.valid());
+
+  // One call, after every timed sample, and nothing of it in the statistics: the same
+  // samples, median and interval as the run without counters.
+  CHECK(source->profiles == 1);
+  CHECK(calls == 1);  // the fake timer never calls the callable: this is the profiled call
+  CHECK(source->timer_samples_when_profiled == timer.log.size());
+  CHECK(source->metrics_asked.empty());  // the default set
+  CHECK(r.series.samples_s == plain.series.samples_s);
+  CHECK(r.median_s() == plain.median_s());
+  CHECK(r.median_ci_s().lo == plain.median_ci_s().lo);
+  CHECK(r.bytes_per_s.median == plain.bytes_per_s.median);
+
+  REQUIRE(r.counters);
+  const kscope::bench_counters& c = *r.counters;
+  CHECK(c.collected());
+  CHECK(c.state == "collected");
+  CHECK(c.kernels == 2);
+  CHECK(c.passes == 19);
+  CHECK(c.kernel_names.size() == 2);
+  CHECK(c.notes.size() == 1);
+  CHECK(c.metrics.at("dram__bytes_read.sum") == 1.25e9);
+  CHECK(c.metrics.at("gpu__time_duration.sum") == 500e3);
+  CHECK(c.metrics.at("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed") == doctest::Approx(86));
+  CHECK(c.metrics.at("sm__throughput.avg.pct_of_peak_sustained_elapsed") == doctest::Approx(18));
+  REQUIRE(c.measured);
+  REQUIRE(c.measured->find(kscope::memory_level::dram));
+  CHECK(c.measured->find(kscope::memory_level::dram)->bytes == 2.5e9);
+  CHECK(c.measured->find(kscope::memory_level::l2)->bytes == doctest::Approx(2.1 * 1.25e9));
+  CHECK(c.measured->flops.total == 0);
+  CHECK(c.measured->seconds == doctest::Approx(500e-6));
+  // 2.5 GB in the kernels' 500 us: 5 TB/s against the 4.8 TB/s bandwidth given.
+  CHECK(c.measured->find(kscope::memory_level::dram)->fraction_of_bandwidth == doctest::Approx(5e12 / 4.8e12));
+  // Declared 2.5 GB: it agrees, so no line.
+  REQUIRE(c.declared_vs_measured);
+  CHECK_FALSE(c.declared_vs_measured->bytes_differ);
+  CHECK(c.declared_vs_measured->text.empty());
+  REQUIRE(c.classified);
+  CHECK(c.classified->verdict.kind == kscope::bottleneck::memory);
+  CHECK(c.classified->verdict.where == "DRAM");
+  // No graph was captured: whether copies share the span is unknown, so no launch check.
+  bool launch_unchecked = false;
+  for (const std::string& m : c.classified->missing) launch_unchecked |= contains(m, "launch gaps not checked");
+  CHECK(launch_unchecked);
+
+  SUBCASE("metrics asked for by name reach the source") {
+    fake_timer t2(noisy(1e-3, 0.002));
+    auto named = std::make_shared<fake_counter_source>();
+    named->prepared = two_copy_kernels();
+    kscope::bench n{"copy", [](kscope::bench_stream) {}};
+    n.counter_source(named).counters({"dram__bytes_read.sum", "dram__bytes_write.sum"});
+    const kscope::bench_result q = n.run(t2);
+    CHECK(named->metrics_asked == std::vector<std::string>{"dram__bytes_read.sum", "dram__bytes_write.sum"});
+    REQUIRE(q.counters);
+    CHECK(q.counters->requested == named->metrics_asked);
+    CHECK_FALSE(q.counters->declared_vs_measured);  // no work declared: nothing to compare
+  }
+}
+
+TEST_CASE("counters: declared work that differs from the measured by more than 10 % gets one line") {
+  fake_timer timer(noisy(1e-3, 0.002));
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared = two_copy_kernels();
+  kscope::bench b = make_bench("copy");
+  b.set_work({2e9, 1e9}).peaks(60e12, 4.8e12).counter_source(source);  // 1 GB declared, 2.5 GB moved; 2 GFLOP, none
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.counters);
+  REQUIRE(r.counters->declared_vs_measured);
+  const kscope::work_check& d = *r.counters->declared_vs_measured;
+  CHECK(d.bytes_differ);
+  CHECK(d.bytes_ratio == doctest::Approx(2.5));
+  CHECK(d.flops_differ);
+  CHECK(contains(d.text, "declared 1.00 GB, DRAM moved 2.50 GB: 2.5\xC3\x97"));
+  CHECK(contains(d.text, "declared 2.00 GFLOP, executed "));
+  const std::string md = kscope::bench_report{{}, {r}}.markdown();
+  CHECK(contains(md, "- declared vs measured (per call, over 10 % apart): declared 1.00 GB, DRAM moved 2.50 GB"));
+
+  // Within 10 % (2.4 GB declared, 2.5 GB moved): no line.
+  fake_timer t2(noisy(1e-3, 0.002));
+  kscope::bench close = make_bench("copy");
+  close.set_work({0, 2.4e9}).peaks(60e12, 4.8e12).counter_source(source);
+  const kscope::bench_result q = close.run(t2);
+  REQUIRE(q.counters);
+  CHECK(q.counters->declared_vs_measured->text.empty());
+  CHECK_FALSE(contains(kscope::bench_report{{}, {q}}.markdown(), "declared vs measured"));
+}
+
+TEST_CASE("counters: markdown columns and notes, JSON object, CSV columns") {
+  fake_timer timer(noisy(1e-3, 0.002));
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared = two_copy_kernels();
+  kscope::bench b = make_bench("copy");
+  b.set_work({0, 2.5e9}).peaks(60e12, 4.8e12).counter_source(source);
+  const kscope::bench_result r = b.run(timer);
+  fake_timer t2(noisy(1e-3, 0.002));
+  const kscope::bench_result plain = make_bench("plain").run(t2);
+  const kscope::bench_report report{{}, {r, plain}};
+
+  const std::string md = report.markdown();
+  CHECK(contains(md, "| vs reference | DRAM B | FLOP (meas.) | bound |\n"));
+  CHECK(contains(md, " | 2.50 GB | 0 FLOP | memory (DRAM) |\n"));
+  CHECK(contains(md, "|  |  |  |\n"));  // the result without counters: empty measured cells
+  CHECK(contains(md, "- counters (one extra, untimed call): hardware counters: 21 metrics for 2 kernels"));
+  CHECK(contains(md, "- counters note: sm__pipe_tensor_cycles_active"));
+  CHECK(contains(md, "- measured: 0.00 FLOP none (no FP instructions) in 500 us"));
+  CHECK(contains(md, "DRAM 2.50 GB"));
+  CHECK(contains(md, "- bound (measured): memory-bound: DRAM at 86% of its peak "
+                     "(dram__throughput.avg.pct_of_peak_sustained_elapsed = 86)"));
+  // A table without counters keeps its columns.
+  CHECK_FALSE(contains(kscope::bench_report{{}, {plain}}.markdown(), "DRAM B"));
+  // The declared point keeps its numbers but leaves the bound to the counters: one verdict.
+  CHECK(contains(md, "of the roof (" ));
+  CHECK(contains(md, "from the declared work; the bound is the measured one below"));
+  CHECK_FALSE(contains(md, "- roofline: intensity 0 flop/B, 52.1 % of the roof (0 FLOP/s at this intensity), memory-bound"));
+
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+  const nlohmann::json& c = j["benchmarks"][0]["counters"];
+  CHECK(j["benchmarks"][1]["counters"].is_null());
+  CHECK(c["state"] == "collected");
+  CHECK(c["kernels"] == 2);
+  CHECK(c["passes"] == 19);
+  CHECK(c["kernel_names"].size() == 2);
+  CHECK(c["requested"].empty());
+  CHECK(c["metrics"]["dram__bytes_read.sum"] == 1.25e9);
+  CHECK(c["measured"]["flops"] == 0);
+  CHECK(c["measured"]["precision"] == "none (no FP instructions)");
+  CHECK(c["measured"]["levels"][0]["level"] == "DRAM");
+  CHECK(c["measured"]["levels"][0]["bytes"] == 2.5e9);
+  CHECK(c["measured"]["levels"][0]["roof_bytes_per_s"] == 4.8e12);
+  CHECK(c["measured"]["levels"][1]["roof_bytes_per_s"].is_null());  // no L2 roof known here
+  CHECK(c["declared_vs_measured"]["bytes_differ"] == false);
+  CHECK(c["classification"]["verdict"] == "memory-bound");
+  CHECK(c["classification"]["where"] == "DRAM");
+  bool evidence = false;
+  for (const auto& e : c["classification"]["evidence"])
+    evidence |= e["metric"] == "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed" &&
+                std::fabs(e["value"].get<double>() - 86) < 1e-9 && e["unit"] == "%";
+  CHECK(evidence);
+
+  const std::string csv = report.csv();
+  CHECK(csv_column(csv, "counters_state") == "collected");
+  CHECK(std::stod(csv_column(csv, "dram_bytes")) == 2.5e9);
+  CHECK(std::stod(csv_column(csv, "l2_bytes")) == doctest::Approx(2.625e9));
+  CHECK(std::stod(csv_column(csv, "l1_bytes")) == doctest::Approx(2.5e9));
+  CHECK(std::stod(csv_column(csv, "flops_measured")) == 0);
+  CHECK(std::stod(csv_column(csv, "sm_throughput_pct")) == doctest::Approx(18));
+  CHECK(std::stod(csv_column(csv, "memory_throughput_pct")) == doctest::Approx(86));
+  CHECK(csv_column(csv, "measured_bound") == "memory (DRAM)");
+  CHECK(csv_column(csv, "counters_state", 2).empty());
+  CHECK(csv_column(csv, "dram_bytes", 2).empty());
+}
+
+TEST_CASE("counters: an invalid or failed result is never profiled") {
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared = two_copy_kernels();
+
+  fake_timer empty_graph([](std::size_t, std::size_t) { return 1e-6; });
+  empty_graph.captured[0] = kscope::batch_capture{0, "the CUDA graph captured from 100 calls on the stream has no nodes"};
+  kscope::bench b = make_bench("gemm on the legacy stream");
+  b.set_work({0, 2.5e9}).counter_source(source);
+  const kscope::bench_result invalid = b.run(empty_graph);
+  REQUIRE(invalid.stopped == kscope::stop_reason::invalid);
+
+  fake_timer failing([](std::size_t, std::size_t) { return std::nan(""); });
+  const kscope::bench_result failed = b.run(failing);
+  REQUIRE(failed.stopped == kscope::stop_reason::error);
+
+  // A rate over the peak: invalid after sampling, still not profiled.
+  fake_timer fast([](std::size_t, std::size_t) { return 1e-3; });
+  kscope::bench over = make_bench("over");
+  over.set_work({2e12, 0}).peaks(1e15, 4e12).counter_source(source);
+  const kscope::bench_result impossible = over.run(fast);
+  REQUIRE(impossible.stopped == kscope::stop_reason::invalid);
+
+  CHECK(source->profiles == 0);
+  for (const kscope::bench_result* r : {&invalid, &failed, &impossible}) {
+    CHECK_FALSE(r->counters);
+    const kscope::bench_report report{{}, {*r}};
+    CHECK_FALSE(contains(report.markdown(), "DRAM B"));
+    CHECK_FALSE(contains(report.markdown(), "bound (measured)"));
+    CHECK(nlohmann::json::parse(report.json())["benchmarks"][0]["counters"].is_null());
+    CHECK(csv_column(report.csv(), "counters_state").empty());
+  }
+
+  // Counters attached by hand to an invalid result are still not printed as true.
+  kscope::bench_result forged = invalid;
+  forged.counters = kscope::detail::harness::counters_from_pass(two_copy_kernels(), {}, {});
+  const kscope::bench_report report{{}, {forged}};
+  CHECK_FALSE(contains(report.markdown(), "2.50 GB"));
+  CHECK(nlohmann::json::parse(report.json())["benchmarks"][0]["counters"].is_null());
+  CHECK(csv_column(report.csv(), "dram_bytes").empty());
+}
+
+TEST_CASE("counters: unavailable counters leave one note and the timing as it was") {
+  fake_timer plain_timer(noisy(1e-3, 0.002));
+  kscope::bench b = make_bench("copy");
+  b.set_work({0, 2.5e9}).peaks(60e12, 4.8e12);
+  const kscope::bench_result plain = b.run(plain_timer);
+
+  fake_timer timer(noisy(1e-3, 0.002));
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared.state = kscope::counter_state::no_permission;
+  source->prepared.message =
+      "hardware counters unavailable: cuptiProfilerHostInitialize: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES; the GPU "
+      "performance counters are restricted to administrators (ERR_NVGPUCTRPERM)";
+  b.counter_source(source);
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.valid());
+  CHECK(r.series.samples_s == plain.series.samples_s);
+  CHECK(r.median_s() == plain.median_s());
+  CHECK(r.warnings == plain.warnings);
+  REQUIRE(r.counters);
+  CHECK_FALSE(r.counters->collected());
+  CHECK(r.counters->state == "no permission");
+  CHECK(r.counters->metrics.empty());
+  CHECK_FALSE(r.counters->measured);
+  CHECK_FALSE(r.counters->classified);
+
+  const kscope::bench_report report{{}, {r}};
+  const std::string md = report.markdown();
+  std::size_t mentions = 0;
+  for (std::size_t at = md.find("ERR_NVGPUCTRPERM"); at != std::string::npos; at = md.find("ERR_NVGPUCTRPERM", at + 1))
+    ++mentions;
+  CHECK(mentions == 1);
+  CHECK(contains(md, "- counters (one extra, untimed call): hardware counters unavailable: "));
+  CHECK_FALSE(contains(md, "DRAM B"));  // nothing measured: no measured columns
+  const nlohmann::json c = nlohmann::json::parse(report.json())["benchmarks"][0]["counters"];
+  CHECK(c["state"] == "no permission");
+  CHECK(c["measured"].is_null());
+  CHECK(c["classification"].is_null());
+  CHECK(csv_column(report.csv(), "counters_state") == "no permission");
+  CHECK(csv_column(report.csv(), "dram_bytes").empty());
+
+  SUBCASE("a call that throws in the profiled pass: state failed, the timing kept") {
+    struct throwing_source final : kscope::bench_counter_source {
+      kscope::counter_result profile(const std::vector<std::string>&, const std::function<void()>& call) override {
+        call();
+        return {};
+      }
+    };
+    fake_timer t2(noisy(1e-3, 0.002));
+    int calls = 0;
+    kscope::bench thrower{"throws when profiled", [&calls](kscope::bench_stream) {
+                            if (++calls == 1) throw std::runtime_error("out of device memory");
+                          }};
+    thrower.counter_source(std::make_shared<throwing_source>());
+    const kscope::bench_result q = thrower.run(t2);
+    CHECK(q.valid());
+    REQUIRE(q.counters);
+    CHECK(q.counters->state == "failed");
+    CHECK(q.counters->message == "hardware counters not collected: the profiled call threw: out of device memory");
+  }
+}
+
+TEST_CASE("counters: the timeline is used only when the call's graph holds nothing but the profiled kernels") {
+  // Two kernels of 1 us each per 10 us call (batched 10 per sample): the GPU idles 80 %.
+  kscope::counter_result pass = two_copy_kernels();
+  pass.kernels[0].values["gpu__time_duration.sum"] = 1e3;
+  pass.kernels[1].values["gpu__time_duration.sum"] = 1e3;
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared = pass;
+
+  fake_timer timer([](std::size_t, std::size_t) { return 10e-6; });
+  timer.captured[0] = kscope::batch_capture{20, ""};  // 10 calls x 2 kernels
+  kscope::bench b = make_bench("two short kernels");
+  b.launches_per_sample(10).counter_source(source);
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.valid());
+  REQUIRE(r.series.graph_nodes == 20);
+  REQUIRE(r.counters);
+  REQUIRE(r.counters->classified);
+  CHECK(r.counters->classified->verdict.kind == kscope::bottleneck::launch);
+  CHECK(contains(r.counters->classified->verdict.text, "GPU idle 80%"));
+
+  // A graph with a node more than the kernels (a copy the counters do not see): no timeline.
+  fake_timer t2([](std::size_t, std::size_t) { return 10e-6; });
+  t2.captured[0] = kscope::batch_capture{30, ""};
+  const kscope::bench_result q = b.run(t2);
+  REQUIRE(q.counters);
+  REQUIRE(q.counters->classified);
+  CHECK(q.counters->classified->verdict.kind == kscope::bottleneck::memory);
 }

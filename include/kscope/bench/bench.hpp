@@ -29,7 +29,12 @@
 //      than an empty event pair; a rate above the device's peak is impossible too. The
 //      result is then stop_reason::invalid, valid() is false, and it carries the reason
 //      instead of rates, roofline and advice (docs/bench_schema.md, "Invalid results").
-// CUPTI is never enabled here: timings come from CUDA events only. The SM clock is
+//   7. Counters (bench::counters, opt-in): after the timed samples, one extra call runs
+//      under the CUPTI range profiler (per-kernel ranges, kernel replay); its kernels'
+//      values are aggregated into the result with the measured roofline point and the
+//      classification. That call is never a sample. An invalid or failed result is not
+//      profiled; unavailable counters leave one note and the timing as it was.
+// CUPTI is never enabled while timing: timings come from CUDA events only. The SM clock is
 // measured around every sample by a one-thread probe kernel (clock64 over %globaltimer);
 // samples under 90 % of the run's median clock are flagged, and optionally discarded.
 // The roofline uses the device's theoretical peaks (device/device_info.hpp) and the
@@ -43,7 +48,10 @@
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/counters.hpp"
+#include "../cupti/counters.hpp"
 #include "../device/device.hpp"
+#include "detail/counter_pass.hpp"
 #include "detail/cuda_timer.hpp"
 #include "format.hpp"
 #include "result.hpp"
@@ -120,6 +128,45 @@ using bench_stream = void*;
   }
   return c;
 }
+
+// Where bench::counters() gets its values: one call of the benchmark, profiled. The
+// default is the CUPTI range profiler (cupti_counter_source); tests and custom tools
+// inject their own, as they inject a bench_timer.
+//   struct canned : kscope::bench_counter_source {
+//     kscope::counter_result profile(const std::vector<std::string>&, const std::function<void()>& call) override {
+//       call();
+//       return prepared_result;
+//     }
+//   };
+//   b.counters().counter_source(std::make_shared<canned>());
+class bench_counter_source {
+ public:
+  bench_counter_source() = default;
+  bench_counter_source(const bench_counter_source&) = delete;
+  bench_counter_source& operator=(const bench_counter_source&) = delete;
+  virtual ~bench_counter_source() = default;
+  // Profiles `call` (one call of the benchmark on its stream) for `metrics` (empty: the
+  // default set) and returns the values of each kernel it launched, or why there are
+  // none. May rethrow what `call` throws; the bench catches it.
+  virtual counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) = 0;
+};
+
+// The default source: profile_counters with one range per kernel and kernel replay, so
+// the call runs once whatever the number of passes (cupti/counters.hpp).
+class cupti_counter_source final : public bench_counter_source {
+ public:
+  // `options` chooses the libraries and the kernel limit; its ranges are per kernel
+  // whatever they say, because a whole-callable range would run the call once per pass.
+  explicit cupti_counter_source(counter_options options = {}) : options_(std::move(options)) {
+    options_.ranges = counter_ranges::per_kernel;
+  }
+  counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override {
+    return profile_counters(metrics, call, options_);
+  }
+
+ private:
+  counter_options options_;
+};
 
 namespace detail {
 namespace harness {
@@ -446,6 +493,27 @@ class bench {
     def_.tolerance = tolerance;
     return *this;
   }
+  // ---- hardware counters ----
+  // After the timed samples, profiles one more call of the benchmark for `metrics` (empty:
+  // the default set, core/counters.hpp) and adds the values to the result
+  // (bench_result::counters): per-metric values over the call's kernels, the measured
+  // roofline point, the declared-vs-measured line and the classification. The profiled
+  // call is slow (kernels serialised and replayed) and never a sample.
+  //   kscope::bench_result r = copy.set_work({0, 2.0 * bytes}).counters().run();
+  bench& counters(std::vector<std::string> metrics = {}) {
+    counters_ = true;
+    counter_metrics_ = std::move(metrics);
+    return *this;
+  }
+  // Where the values come from (default: cupti_counter_source). Implies counters() with
+  // the metrics given there, or the default set.
+  bench& counter_source(std::shared_ptr<bench_counter_source> source) {
+    counters_ = true;
+    counter_source_ = std::move(source);
+    return *this;
+  }
+  [[nodiscard]] bool counters_enabled() const noexcept { return counters_; }
+
 #if KSCOPE_HAS_CUDA
   // The kernel the callable launches, with its launch configuration: its registers,
   // shared and local memory and theoretical occupancy go into the report.
@@ -474,7 +542,9 @@ class bench {
     if (!timer.ready()) return failed("the CUDA timer could not start: " + timer.error());
     std::optional<kernel_resources> resources;
     if (kernel_ != nullptr) resources = detail::harness::query_resources(kernel_, block_threads_, dynamic_smem_bytes_);
-    return run_on(timer, context.gpu, std::move(resources));
+    bench_result r = run_on(timer, context.gpu, std::move(resources));
+    profile_counters_into(r, timer.stream());
+    return r;
 #else
     return failed("kscope was built without CUDA: nothing was timed");
 #endif
@@ -491,6 +561,7 @@ class bench {
     bench_result r = run_with(timer, peak_flops_per_s_, peak_bytes_per_s_, std::numeric_limits<double>::quiet_NaN(),
                               std::nullopt, ceilings);
     if (peak_flops_per_s_ > 0) r.peak_flops_source = "given";
+    profile_counters_into(r, stream_);
     return r;
   }
 
@@ -499,10 +570,40 @@ class bench {
   // choice of roof can be checked (or replayed for another GPU) without one.
   //   kscope::bench_result r = b.run(fake_timer, kscope::query_device(0));
   [[nodiscard]] bench_result run(bench_timer& timer, const device_info& gpu) {
-    return run_on(timer, gpu, std::nullopt);
+    bench_result r = run_on(timer, gpu, std::nullopt);
+    profile_counters_into(r, stream_);
+    return r;
   }
 
  private:
+  // The counter pass (bench::counters): one call of the benchmark on `stream`, after the
+  // result is final, so nothing of it reaches the samples, the rates or the comparison. A
+  // result that is not valid is not profiled: its counters would describe work that is not
+  // the benchmark's (or no work). A call that throws, or a source that cannot collect,
+  // leaves the state and one message; the timing stays as it was.
+  void profile_counters_into(bench_result& r, bench_stream stream) {
+    if (!counters_ || !r.valid()) return;
+    detail::harness::counter_pass_context context;
+    context.declared = work_;
+    context.peak_flops_per_s = r.peak_flops_per_s;
+    context.peak_bytes_per_s = r.peak_bytes_per_s;
+    context.median_s = r.median_s();
+    context.graph_nodes = r.series.graph_nodes;
+    context.launches_per_sample = r.series.launches_per_sample;
+    const function& fn = def_.fn;
+    const std::function<void()> call = [&fn, stream] { fn(stream); };
+    try {
+      if (!counter_source_) counter_source_ = std::make_shared<cupti_counter_source>();
+      const counter_result pass = counter_source_->profile(counter_metrics_, call);
+      r.counters = detail::harness::counters_from_pass(pass, counter_metrics_, context);
+    } catch (const std::exception& e) {
+      r.counters = detail::harness::counters_not_collected(std::string("the profiled call threw: ") + e.what(),
+                                                           counter_metrics_);
+    } catch (...) {
+      r.counters = detail::harness::counters_not_collected("the profiled call threw an exception", counter_metrics_);
+    }
+  }
+
   bench_result skeleton() const {
     bench_result r;
     r.name = def_.name;
@@ -648,6 +749,9 @@ class bench {
   const void* kernel_ = nullptr;
   int block_threads_ = 0;
   std::size_t dynamic_smem_bytes_ = 0;
+  bool counters_ = false;
+  std::vector<std::string> counter_metrics_;
+  std::shared_ptr<bench_counter_source> counter_source_;
 };
 
 // Results with the context they were taken in, and the three output formats.

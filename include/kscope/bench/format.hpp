@@ -182,6 +182,66 @@ inline std::string stop_text(const bench_result& r) {
   return "";
 }
 
+// ---- hardware counters (bench::counters) ------------------------------------------
+
+// The counters of a result that collected them; nullptr otherwise (not asked for, not
+// valid, or unavailable: the notes then carry the one message).
+inline const bench_counters* collected_counters(const bench_result& r) {
+  return r.valid() && r.counters && r.counters->collected() ? &*r.counters : nullptr;
+}
+
+// "memory (DRAM)", "compute (FP32 pipe)", "latency", "launch/CPU", "undetermined": a
+// verdict in the few words of a table cell or a CSV field.
+inline std::string bound_text(const finding& f) {
+  std::string kind = to_string(f.kind);
+  const std::string suffix = "-bound";
+  if (kind.size() > suffix.size() && kind.compare(kind.size() - suffix.size(), suffix.size(), suffix) == 0)
+    kind.resize(kind.size() - suffix.size());
+  return f.where.empty() ? kind : kind + " (" + f.where + ")";
+}
+
+// The measured DRAM bytes of the profiled call (read + write); NaN when not measured.
+inline double measured_dram_bytes(const bench_counters& c) {
+  const level_point* dram = c.measured ? c.measured->find(memory_level::dram) : nullptr;
+  return dram ? dram->bytes : std::numeric_limits<double>::quiet_NaN();
+}
+inline double measured_level_bytes(const bench_counters& c, memory_level level) {
+  const level_point* p = c.measured ? c.measured->find(level) : nullptr;
+  return p ? p->bytes : std::numeric_limits<double>::quiet_NaN();
+}
+inline double measured_flops(const bench_counters& c) {
+  return c.measured ? c.measured->flops.total : std::numeric_limits<double>::quiet_NaN();
+}
+
+// A count for a table cell: "2.15 GB", "268 MFLOP", "0 FLOP"; empty when unknown.
+inline std::string quantity_cell(double value, const char* unit) {
+  if (!std::isfinite(value)) return {};
+  return value == 0 ? "0 " + std::string(unit) : kscope::detail::format_si(value, unit);
+}
+
+// The notes of a result's counter pass: what was collected (or the one reason why not),
+// the measured point, where the declared work differs, and the classification.
+inline void append_counter_notes(const bench_counters& c, std::vector<std::string>& notes) {
+  notes.push_back("counters (one extra, untimed call): " + c.message);
+  for (const std::string& n : c.notes) notes.push_back("counters note: " + n);
+  if (!c.collected()) return;
+  if (c.measured) {
+    notes.push_back("measured: " + describe(*c.measured));
+    for (const std::string& p : c.measured->problems) notes.push_back("measured roofline: " + p);
+  }
+  if (c.declared_vs_measured && !c.declared_vs_measured->text.empty())
+    notes.push_back("declared vs measured (per call, over 10 % apart): " + c.declared_vs_measured->text);
+  if (c.classified) {
+    notes.push_back("bound (measured): " + c.classified->verdict.text);
+    for (const finding& f : c.classified->also) notes.push_back("also: " + f.text);
+    if (!c.classified->missing.empty()) {
+      std::string missing;
+      for (const std::string& m : c.classified->missing) missing += (missing.empty() ? "" : "; ") + m;
+      notes.push_back("classification lacks: " + missing);
+    }
+  }
+}
+
 // Megahertz from the kilohertz the CUDA attributes report; NaN when unknown.
 inline double mhz_or_nan(int khz) { return khz > 0 ? khz / 1e3 : std::numeric_limits<double>::quiet_NaN(); }
 
@@ -273,10 +333,16 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
     return text.rfind(label, 0) == 0 ? text : label + ": " + text;
   };
   if (r.roofline) {
+    // With counters the bound comes from what the hardware measured ("bound (measured)"
+    // below); the declared point's own guess (a naive GEMM far under both roofs reads as
+    // "latency-bound: check CPU gaps", while its counters show L1 at 92 %) is not repeated.
+    const bool measured_bound = r.counters && r.counters->collected() && r.counters->classified &&
+                                r.counters->classified->verdict.kind != bottleneck::undetermined;
     notes.push_back("roofline: intensity " + printf_string("%.3g flop/B", r.roofline->intensity) + ", " +
                     format_percent(r.roofline->fraction_of_roof) + " of the roof (" +
                     format_rate(r.roofline->roof_flops_per_s, "FLOP/s") + " at this intensity), " +
-                    roofline_verdict(*r.roofline) +
+                    (measured_bound ? std::string("from the declared work; the bound is the measured one below")
+                                    : roofline_verdict(*r.roofline)) +
                     (r.peak_flops_source.empty() ? "" : " [compute roof: " + r.peak_flops_source + "]"));
   }
   if (r.reference) {
@@ -296,22 +362,36 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
     }
     if (!ref.check.note.empty()) notes.push_back("output check: " + ref.check.note);
   }
+  if (r.counters) append_counter_notes(*r.counters, notes);
   for (const std::string& w : r.warnings) notes.push_back("warning: " + w);
   return notes;
 }
 
 inline std::string to_markdown(const bench_context& context, const std::vector<bench_result>& results) {
   std::string out = printable_name(context_line(context)) + "\n\n";
-  out +=
-      "| benchmark | shape | dtype | median | median CI | ± | samples | SM clock | FLOP/s | B/s | roof | vs reference |"
-      "\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|\n";
+  // The measured columns appear only when some result has counters: a table of plain
+  // timings keeps its shape.
+  bool measured_columns = false;
+  for (const bench_result& r : results) measured_columns |= collected_counters(r) != nullptr;
+  out += "| benchmark | shape | dtype | median | median CI | ± | samples | SM clock | FLOP/s | B/s | roof | vs reference |";
+  if (measured_columns) out += " DRAM B | FLOP (meas.) | bound |";
+  out += "\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|";
+  if (measured_columns) out += "---:|---:|---|";
+  out += "\n";
+  const auto measured_cells = [&](const bench_result& r) -> std::string {
+    if (!measured_columns) return {};
+    const bench_counters* c = collected_counters(r);
+    if (c == nullptr) return "  |  |  |";
+    return " " + quantity_cell(measured_dram_bytes(*c), "B") + " | " + quantity_cell(measured_flops(*c), "FLOP") +
+           " | " + (c->classified ? cell(bound_text(c->classified->verdict)) : std::string()) + " |";
+  };
   for (const bench_result& r : results) {
     if (!r.valid()) {
       // No median, interval, rate or ratio: the row says the result is unusable, the
       // notes below say why.
       out += "| " + cell(display_name(r)) + " | " + cell(join_dims(r.metadata.shape, "x")) + " | " +
              cell(r.metadata.dtype) + " | " + (r.stopped == stop_reason::invalid ? "INVALID" : "ERROR") +
-             " |  |  | " + std::to_string(r.series.samples_s.size()) + " |  |  |  |  |  |\n";
+             " |  |  | " + std::to_string(r.series.samples_s.size()) + " |  |  |  |  |  |" + measured_cells(r) + "\n";
       continue;
     }
     const summary& st = r.analysis.stats;
@@ -328,12 +408,16 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
            format_seconds_interval(st.median, st.median_ci) + " | " + precision + " | " + std::to_string(st.n) +
            " | " + clock + " | " + format_rate(r.flops_per_s.median, "FLOP/s") + " | " +
            format_rate(r.bytes_per_s.median, "B/s") + " | " + roof + " | " +
-           (r.reference ? cell(reference_cell(*r.reference)) : std::string()) + " |\n";
+           (r.reference ? cell(reference_cell(*r.reference)) : std::string()) + " |" + measured_cells(r) + "\n";
   }
   const double level = results.empty() ? 0.95 : results.front().options.level;
   out += "\nmedian CI: " + format_percent(level, 0) +
          " distribution-free interval of the median; ± its half-width relative to the median; (!) marks a run "
          "that stopped before reaching its target.\n";
+  if (measured_columns)
+    out += "DRAM B, FLOP (meas.), bound: hardware counters of one extra call, profiled after the timed samples "
+           "and never part of them (DRAM read + write bytes, FLOPs from the SASS FP instruction counts, the "
+           "classification from the speed-of-light throughputs).\n";
   bool any_unusable = false;
   for (const bench_result& r : results) any_unusable |= !r.valid();
   if (any_unusable)
@@ -430,6 +514,92 @@ inline void write_rate(json_writer& w, const rate_estimate& r) {
   w.begin_object().member("median", r.median);
   w.key("ci");
   write_interval(w, r.ci);
+  w.end_object();
+}
+
+// The "counters" object of a result (docs/bench_schema.md, "benchmarks[].counters").
+inline void write_finding_evidence(json_writer& w, const std::vector<evidence>& facts) {
+  w.key("evidence").begin_array();
+  for (const evidence& e : facts) {
+    w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
+  }
+  w.end_array();
+}
+inline void write_counters(json_writer& w, const bench_counters& c) {
+  w.begin_object();
+  w.member("state", c.state).member("message", c.message);
+  w.key("notes").begin_array();
+  for (const std::string& n : c.notes) w.value(n);
+  w.end_array();
+  w.key("requested").begin_array();
+  for (const std::string& n : c.requested) w.value(n);
+  w.end_array();
+  w.member("kernels", c.kernels);
+  w.key("kernel_names").begin_array();
+  for (const std::string& n : c.kernel_names) w.value(n);
+  w.end_array();
+  w.member("passes", c.passes);
+  w.key("metrics").begin_object();
+  for (const auto& [name, value] : c.metrics) w.member(name, value);
+  w.end_object();
+  w.key("measured");
+  if (c.measured) {
+    const measured_roofline& m = *c.measured;
+    w.begin_object();
+    w.member("seconds", m.seconds);
+    w.member("flops", m.flops.total).member("flops_complete", m.flops.complete);
+    w.member("precision", m.flops.precision_text());
+    w.key("flops_by_precision").begin_object();
+    for (const precision_flops& p : m.flops.by_precision) w.member(to_string(p.precision), p.flops);
+    w.end_object();
+    w.member("flops_per_s", m.flops_per_s);
+    w.key("levels").begin_array();
+    for (const level_point& p : m.levels) {
+      w.begin_object();
+      w.member("level", to_string(p.level)).member("bytes", p.bytes).member("intensity", p.intensity);
+      w.member("bytes_per_s", p.bytes_per_s).member("roof_bytes_per_s", p.roof_bytes_per_s);
+      w.member("fraction_of_bandwidth", p.fraction_of_bandwidth);
+      w.member("fraction_of_roof", p.placed ? p.placed->fraction_of_roof : std::numeric_limits<double>::quiet_NaN());
+      w.member("bound", p.placed ? to_string(p.placed->limiter) : "");
+      w.end_object();
+    }
+    w.end_array();
+    w.key("problems").begin_array();
+    for (const std::string& p : m.problems) w.value(p);
+    w.end_array();
+    w.end_object();
+  } else {
+    w.value(nullptr);
+  }
+  w.key("declared_vs_measured");
+  if (c.declared_vs_measured) {
+    const work_check& d = *c.declared_vs_measured;
+    w.begin_object();
+    w.member("declared_bytes", d.declared_bytes).member("measured_dram_bytes", d.measured_dram_bytes);
+    w.member("bytes_ratio", d.bytes_ratio).member("bytes_differ", d.bytes_differ);
+    w.member("declared_flops", d.declared_flops).member("measured_flops", d.measured_flops);
+    w.member("flops_ratio", d.flops_ratio).member("flops_differ", d.flops_differ);
+    w.member("text", d.text);
+    w.end_object();
+  } else {
+    w.value(nullptr);
+  }
+  w.key("classification");
+  if (c.classified) {
+    const classification& k = *c.classified;
+    w.begin_object();
+    w.member("verdict", to_string(k.verdict.kind)).member("where", k.verdict.where).member("text", k.verdict.text);
+    write_finding_evidence(w, k.verdict.facts);
+    w.key("also").begin_array();
+    for (const finding& f : k.also) w.value(f.text);
+    w.end_array();
+    w.key("missing").begin_array();
+    for (const std::string& m : k.missing) w.value(m);
+    w.end_array();
+    w.end_object();
+  } else {
+    w.value(nullptr);
+  }
   w.end_object();
 }
 
@@ -556,6 +726,13 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
     } else {
       w.value(nullptr);
     }
+    // An invalid or failed result carries no counters (it is never profiled).
+    w.key("counters");
+    if (r.counters && r.valid()) {
+      write_counters(w, *r.counters);
+    } else {
+      w.value(nullptr);
+    }
     w.key("warnings").begin_array();
     for (const std::string& x : r.warnings) w.value(x);
     w.end_array();
@@ -607,7 +784,8 @@ inline const char* csv_columns() {
          "launches_per_sample,batching,sm_clock_median_mhz,throttled_samples,flops,bytes,flops_per_s,"
          "flops_per_s_lo,flops_per_s_hi,bytes_per_s,bytes_per_s_lo,bytes_per_s_hi,fraction_of_roof,bound,"
          "reference,reference_median_s,ratio,ratio_lo,ratio_hi,relative_speed,relative_speed_lo,"
-         "relative_speed_hi,verdict,max_rel_error,wall_s,valid,invalid_reason";
+         "relative_speed_hi,verdict,max_rel_error,wall_s,valid,invalid_reason,counters_state,dram_bytes,l2_bytes,"
+         "l1_bytes,flops_measured,sm_throughput_pct,memory_throughput_pct,measured_bound";
 }
 
 inline std::string to_csv(const std::vector<bench_result>& results) {
@@ -665,6 +843,18 @@ inline std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(csv_number(r.wall_s));
     f.push_back(r.valid() ? "true" : "false");
     f.push_back(csv_field(r.invalid_reason));
+    // bench::counters(): the default set's quantities of the profiled call; empty when
+    // counters were not asked for, not collected, or the result is not valid.
+    f.push_back(csv_field(r.counters && r.valid() ? r.counters->state : std::string()));
+    const bench_counters* counted = collected_counters(r);
+    const auto counter = [&](counter_metric id) { return counted ? metric_value(counted->metrics, id) : nan; };
+    f.push_back(csv_number(counted ? measured_dram_bytes(*counted) : nan));
+    f.push_back(csv_number(counted ? measured_level_bytes(*counted, memory_level::l2) : nan));
+    f.push_back(csv_number(counted ? measured_level_bytes(*counted, memory_level::l1) : nan));
+    f.push_back(csv_number(counted ? measured_flops(*counted) : nan));
+    f.push_back(csv_number(counter(counter_metric::sm_throughput)));
+    f.push_back(csv_number(counter(counter_metric::memory_throughput)));
+    f.push_back(csv_field(counted && counted->classified ? bound_text(counted->classified->verdict) : std::string()));
     for (std::size_t i = 0; i < f.size(); ++i) {
       if (i) out += ',';
       out += f[i];

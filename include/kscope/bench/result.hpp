@@ -8,6 +8,7 @@
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/counters.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 #include "../core/sweep.hpp"
@@ -109,6 +110,42 @@ struct reference_result {
   output_check check;
 };
 
+// The hardware counters of one extra, untimed call of a benchmark (bench::counters): the
+// kernels it launched, profiled one by one with kernel replay, aggregated into one call
+// (counter_aggregate: counts and bytes summed, percentages weighted by kernel time), and
+// what they say: the measured roofline point, where the declared work differs from it,
+// and the classification with its evidence. The profiled call is slow (serialised,
+// replayed) and never part of the timing statistics.
+//
+//   kscope::bench_result r = copy.counters().run();
+//   if (r.counters && r.counters->collected()) {
+//     double dram = kscope::metric_value(r.counters->metrics, kscope::counter_metric::dram_read_bytes);
+//     std::puts(r.counters->classified->verdict.text.c_str());   // "memory-bound: DRAM at 91% ..."
+//   } else if (r.counters) {
+//     std::puts(r.counters->message.c_str());                     // why there are none
+//   }
+struct bench_counters {
+  // kscope::to_string(counter_state) of the pass: "collected", "no permission",
+  // "unavailable", "disabled", "busy", "unknown metric", "failed", ...
+  std::string state;
+  std::string message;             // one line: what was collected, or why not
+  std::vector<std::string> notes;  // default metrics left out, fallbacks taken, kernels dropped
+  std::vector<std::string> requested;     // the metric names asked for (empty: the default set)
+  metric_values metrics;                  // per call: every kernel of the call aggregated
+  std::size_t kernels = 0;                // kernels profiled in the call
+  std::vector<std::string> kernel_names;  // in launch order ("kernel #i" when names were withheld)
+  std::size_t passes = 0;                 // replay passes the metric set needed
+  // Only when collected; the roofs are the benchmark's (peak_flops_per_s,
+  // peak_bytes_per_s), L2 and L1 points unplaced (no roof for them is known here).
+  std::optional<measured_roofline> measured;
+  // Declared work (bench::set_work) against the measured work of the call; `text` is ""
+  // when they agree within 10 % or nothing was declared.
+  std::optional<work_check> declared_vs_measured;
+  std::optional<classification> classified;
+
+  [[nodiscard]] bool collected() const noexcept { return state == "collected"; }
+};
+
 // Everything one benchmark run measured.
 //
 //   kscope::bench_result r = b.run();
@@ -148,6 +185,9 @@ struct bench_result {
   std::optional<placement> roofline;
   std::optional<kernel_resources> resources;
   std::optional<reference_result> reference;
+  // bench::counters(): the profiled call, or nullopt when counters were not asked for or
+  // the result is not valid (an invalid or failed run is never profiled).
+  std::optional<bench_counters> counters;
   std::vector<std::string> warnings;
 
   [[nodiscard]] double median_s() const noexcept { return analysis.stats.median; }
