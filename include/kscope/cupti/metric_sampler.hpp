@@ -1,0 +1,841 @@
+// kscope/cupti/metric_sampler.hpp — GPU-wide hardware counters read at a fixed interval
+// while the program runs (CUPTI PM sampling: no kernel replay, no serialisation), CUPTI and
+// libnvperf_host loaded with dlopen like the range profiler (cupti/counters.hpp).
+//
+//   kscope::metric_sampler sampler;
+//   if (!sampler.start())                                   // default metrics, 20 µs
+//     std::fprintf(stderr, "%s\n", sampler.status().message.c_str());   // one line: why not
+//   ... the program runs; a background thread decodes every decode_period ...
+//   sampler.drain([&](const kscope::metric_sample_view& s) { agg.add_sample(s); });
+//   sampler.stop();                                         // decodes the rest
+//
+// The samples are on kscope's clock (steady_clock ns, as the activity records), so the
+// session can hand them with the kernel intervals to core/metric_samples.hpp's
+// sampled_metrics, which shares each sample among the scopes whose kernels overlapped it.
+//
+// The sequence (CUPTI 13 / 12.6+), after the range profiler's setup (libraries, profiler
+// initialization, chip name): PM-sampling counter availability, a PM-sampling host object,
+// each metric checked alone (known? one pass?) and the set together (one pass), config
+// image, cuptiPmSamplingEnable on the device, SetConfig (GPU time-interval trigger, the
+// hardware buffer), a counter-data image for counter_data_samples samples, Start; then
+// periodically DecodeData into that image, per new sample GetSampleInfo (timestamps) and
+// cuptiProfilerHostEvaluateToGpuValues, and a re-initialization of the same image when
+// it is full; Stop, a last decode, Disable.
+//
+// Why these defaults (the H200 probe, shared/probes/README.md):
+// - 20 µs interval: 50 to 500 samples inside a 1–10 ms decode step, enough for a p90 per
+//   call; it slowed a copy + GEMM workload by 0.45 % (0.27 % at 100 µs), within the 2 %
+//   goal. Observed: 19,968 ns between samples.
+// - The metric set fits one pass on GH100: plain sm__throughput needs 19 passes there, so
+//   the single-pass TriageCompute.sm__throughput variant stands for SM throughput.
+// - The counter-data image takes ~72 KB per sample with these metrics: 1024 samples
+//   (~75 MB) hold two decode periods of 10 ms at 20 µs, and the image is reused.
+//
+// Never breaks the program: nothing here throws or aborts. Unavailable cases — built
+// without cupti_pmsampling.h, no device, libcupti or libnvperf_host missing or too old, no
+// permission to the counters, another profiler holding them (Nsight, DCGM, another PM
+// sampler), an unsupported device or trigger (Turing and GA100 have no time-interval
+// trigger; vGPU, MIG...), a metric unknown or needing more than one pass — end start()
+// with false and one message in status(). While the sampler runs, a counter pass
+// (profile_counters) on the same device may be refused by CUPTI as busy.
+#pragma once
+
+#include "../core/config.hpp"
+#include "../core/counters.hpp"
+#include "../core/metric_samples.hpp"
+#include "detail/api.hpp"
+#include "detail/pm_sampling_api.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#if KSCOPE_HAS_PM_SAMPLING
+#  include "../core/detail/clock.hpp"
+#  include "counters.hpp"
+#endif
+
+namespace kscope {
+
+enum class metric_sampler_state : std::uint8_t {
+  idle,                // never started
+  running,             // sampling; a background thread decodes
+  stopped,             // stopped after running: samples() / drain() hold the rest
+  invalid_request,     // bad options (checked before touching the GPU)
+  disabled,            // built without cupti_pmsampling.h (CUDA < 12.6)
+  unavailable,         // no device, libcupti / libnvperf_host missing or too old
+  no_permission,       // counters restricted to administrators
+  busy,                // another profiler or sampler holds the counters, or a counter pass runs here
+  unsupported_device,  // PM sampling or its time-interval trigger not offered by this device
+  unknown_metric,      // a metric the device does not offer (message lists close names)
+  too_many_passes,     // the metric set needs more than the one pass PM sampling collects
+  failed,              // any other CUPTI or CUDA error (message names the call)
+};
+
+[[nodiscard]] constexpr const char* to_string(metric_sampler_state s) noexcept {
+  switch (s) {
+    case metric_sampler_state::idle: return "idle";
+    case metric_sampler_state::running: return "running";
+    case metric_sampler_state::stopped: return "stopped";
+    case metric_sampler_state::invalid_request: return "invalid request";
+    case metric_sampler_state::disabled: return "disabled";
+    case metric_sampler_state::unavailable: return "unavailable";
+    case metric_sampler_state::no_permission: return "no permission";
+    case metric_sampler_state::busy: return "busy";
+    case metric_sampler_state::unsupported_device: return "unsupported device";
+    case metric_sampler_state::unknown_metric: return "unknown metric";
+    case metric_sampler_state::too_many_passes: return "too many passes";
+    case metric_sampler_state::failed: return "failed";
+  }
+  return "unknown";
+}
+
+// The default set: one pass on GH100 (the H200 probe); SM clock so clock drops show.
+[[nodiscard]] inline std::vector<std::string> default_sampling_metrics() {
+  return {
+      "TriageCompute.sm__throughput.avg.pct_of_peak_sustained_elapsed",   // SM throughput %, single-pass variant
+      "dram__throughput.avg.pct_of_peak_sustained_elapsed",               // DRAM throughput %
+      "dram__bytes_read.sum",                                             // bytes per sample
+      "dram__bytes_write.sum",
+      "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",  // tensor pipe %
+      "sm__warps_active.avg.pct_of_peak_sustained_elapsed",               // warps active %
+      "gpc__cycles_elapsed.avg.per_second",                               // SM clock, Hz
+  };
+}
+
+struct metric_sampler_options {
+  std::vector<std::string> metrics;              // empty: default_sampling_metrics()
+  std::uint64_t interval_ns = 20'000;            // GPU time between samples
+  std::size_t hardware_buffer_bytes = std::size_t(256) << 20;  // where the GPU writes records
+  std::chrono::milliseconds decode_period{10};   // background decode period
+  std::uint32_t counter_data_samples = 1024;     // samples the (reused) counter-data image holds
+  std::size_t max_buffered_samples = 65536;      // decoded, not yet drained; more are dropped and counted
+  std::string cupti_library;                     // explicit libcupti, as counter_options
+  std::string nvperf_host_library;               // explicit libnvperf_host.so
+};
+
+// Where sampling stands, and everything lost, counted.
+struct metric_sampler_status {
+  metric_sampler_state state = metric_sampler_state::idle;
+  std::string message;               // one line: what runs, or why not
+  std::vector<std::string> notes;    // decode problems, clock notes
+  std::vector<std::string> metrics;  // sample values come in this order
+  std::string chip;
+  int device = 0;                    // the CUDA device sampled (current at start())
+  std::uint64_t interval_ns = 0;
+  double mean_interval_ns = std::numeric_limits<double>::quiet_NaN();  // observed start to start
+  std::uint64_t samples = 0;                 // decoded, evaluated and buffered
+  std::uint64_t samples_dropped = 0;         // buffer full (drain more often)
+  std::uint64_t samples_unusable = 0;        // no timestamps, or evaluation failed
+  std::uint64_t samples_lost_at_reset = 0;   // partly decoded when the full image was reset
+  std::uint64_t hardware_overflows = 0;      // the hardware buffer overflowed: samples lost
+  std::uint64_t decodes = 0;
+  std::uint64_t decode_errors = 0;
+  std::size_t counter_data_bytes = 0;        // the counter-data image
+  sample_timeline timeline = sample_timeline::unknown;
+
+  [[nodiscard]] bool ok() const noexcept {
+    return state == metric_sampler_state::running || state == metric_sampler_state::stopped;
+  }
+};
+
+namespace detail {
+
+// "" when the options can be tried, else what is wrong with them.
+inline std::string metric_sampler_request_error(const metric_sampler_options& o) {
+  if (o.interval_ns < 1000 || o.interval_ns > 1'000'000'000)
+    return "metric_sampler_options::interval_ns must be between 1000 (1 µs) and 1e9 (1 s), got " +
+           std::to_string(o.interval_ns);
+  if (o.hardware_buffer_bytes < (std::size_t(1) << 20))
+    return "metric_sampler_options::hardware_buffer_bytes must be at least 1 MiB, got " +
+           std::to_string(o.hardware_buffer_bytes);
+  if (o.decode_period.count() < 1 || o.decode_period.count() > 10'000)
+    return "metric_sampler_options::decode_period must be between 1 ms and 10 s, got " +
+           std::to_string(o.decode_period.count()) + " ms";
+  if (o.counter_data_samples < 16 || o.counter_data_samples > (1u << 20))
+    return "metric_sampler_options::counter_data_samples must be between 16 and 1048576, got " +
+           std::to_string(o.counter_data_samples);
+  if (o.max_buffered_samples == 0) return "metric_sampler_options::max_buffered_samples must be at least 1";
+  for (const std::string& m : o.metrics)
+    if (m.empty()) return "empty metric name in metric_sampler_options::metrics";
+  return {};
+}
+
+// One PM sampler per process: the device has one, and a second Enable would fight the
+// first inside CUPTI. Set by a successful start(), cleared by its stop().
+inline std::atomic<bool>& pm_sampler_active() noexcept {
+  static std::atomic<bool> active{false};
+  return active;
+}
+
+#if KSCOPE_HAS_PM_SAMPLING
+
+inline metric_sampler_state sampler_state_for(counter_state s) noexcept {
+  switch (s) {
+    case counter_state::invalid_request: return metric_sampler_state::invalid_request;
+    case counter_state::disabled: return metric_sampler_state::disabled;
+    case counter_state::unavailable: return metric_sampler_state::unavailable;
+    case counter_state::no_permission: return metric_sampler_state::no_permission;
+    case counter_state::busy: return metric_sampler_state::busy;
+    case counter_state::unsupported_device: return metric_sampler_state::unsupported_device;
+    case counter_state::unknown_metric: return metric_sampler_state::unknown_metric;
+    default: return metric_sampler_state::failed;
+  }
+}
+
+// The PM sampling entry points, resolved once per process (under counter_pass_mutex).
+inline pm_sampling_api& pm_sampling_library_state() {
+  static pm_sampling_api* api = new pm_sampling_api();
+  return *api;
+}
+
+// One PM sampling run on one device: set up by open(), decoded by the background thread
+// (then by stop(), never concurrently), closed once.
+class pm_sampling_run {
+ public:
+  pm_sampling_run() = default;
+  pm_sampling_run(const pm_sampling_run&) = delete;
+  pm_sampling_run& operator=(const pm_sampling_run&) = delete;
+  ~pm_sampling_run() { close(); }
+
+  metric_sampler_state state = metric_sampler_state::failed;
+  std::string message;
+
+  // Everything up to a started sampler; false with state and message on the first failure.
+  bool open(const metric_sampler_options& options, metric_sampler_status& status) {
+    counter_options plumbing;
+    plumbing.cupti_library = options.cupti_library;
+    plumbing.nvperf_host_library = options.nvperf_host_library;
+    counter_setup setup;  // libraries, profiler initialization, device, chip (cupti/counters.hpp)
+    if (!setup.open(plumbing)) {
+      // One subject in the message: the setup speaks of "hardware counters".
+      std::string why = setup.message;
+      const std::string theirs = "hardware counters unavailable: ";
+      if (why.compare(0, theirs.size(), theirs) == 0) why.erase(0, theirs.size());
+      return refuse(sampler_state_for(setup.state), "metric sampling unavailable: " + why);
+    }
+    libs_ = setup.libs;
+    status.chip = chip_ = setup.chip;
+    status.device = device_ = setup.device;
+    pm_sampling_api& pm = pm_sampling_library_state();
+    if (!pm.resolved()) {
+      const std::string missing = resolve_pm_sampling_symbols(libs_->cupti.handle, pm);
+      if (!missing.empty())
+        return refuse(metric_sampler_state::unavailable, "metric sampling unavailable: " + libs_->cupti.path +
+                                                             " has no " + missing +
+                                                             " (PM sampling needs CUDA 12.6 or later)");
+    }
+    pm_ = &pm;
+    if (!device_supported()) return false;
+
+    // Counter availability for PM sampling (where missing permission shows first).
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, avail);
+    avail.deviceIndex = static_cast<std::size_t>(device_);
+    if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
+    availability_.assign(avail.counterAvailabilityImageSize, 0);
+    avail.pCounterAvailabilityImage = availability_.data();
+    if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
+
+    metrics_ = options.metrics.empty() ? default_sampling_metrics() : options.metrics;
+    status.metrics = metrics_;
+    for (const std::string& m : metrics_) names_.push_back(m.c_str());
+    if (!check_metrics()) return false;
+    if (!new_host(host_) || !build_config(host_, names_, &config_, nullptr)) return false;
+
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Enable_Params, enable);
+    enable.deviceIndex = static_cast<std::size_t>(device_);
+    if (!ok(pm.enable(&enable), "cuptiPmSamplingEnable")) return false;
+    object_ = enable.pPmSamplingObject;
+
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_SetConfig_Params, set);
+    set.pPmSamplingObject = object_;
+    set.configSize = config_.size();
+    set.pConfig = config_.data();
+    set.hardwareBufferSize = options.hardware_buffer_bytes;
+    set.samplingInterval = options.interval_ns;
+    set.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;  // interval in ns
+    // Keep-oldest is what the probe ran; an overflow is reported by DecodeData and counted.
+    set.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+    const CUptiResult configured = pm.set_config(&set);
+    if (configured == CUPTI_ERROR_NOT_SUPPORTED)
+      return refuse(metric_sampler_state::unsupported_device,
+                    "metric sampling unavailable: " + chip_ +
+                        " has no GPU time-interval trigger for PM sampling (Turing and GA100 lack it)");
+    if (!ok(configured, "cuptiPmSamplingSetConfig")) return false;
+
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
+    size.pPmSamplingObject = object_;
+    size.pMetricNames = names_.data();
+    size.numMetrics = names_.size();
+    size.maxSamples = options.counter_data_samples;
+    if (!ok(pm.get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
+    try {
+      counter_data_.assign(size.counterDataSize, 0);
+    } catch (...) {
+      return refuse(metric_sampler_state::failed, "metric sampling not started: no memory for a counter-data image of " +
+                                                      std::to_string(size.counterDataSize) +
+                                                      " bytes (lower counter_data_samples)");
+    }
+    status.counter_data_bytes = counter_data_.size();
+    if (!reset_image()) return false;
+    values_.assign(names_.size(), 0.0);
+
+    first_reading_ = read_clocks();
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Start_Params, start);
+    start.pPmSamplingObject = object_;
+    if (!ok(pm.start(&start), "cuptiPmSamplingStart")) return false;
+    started_ = true;
+    return true;
+  }
+
+  // Decodes what the hardware buffer holds and hands each usable sample (kscope's clock)
+  // to sink(start_ns, end_ns, values). Counts go to `status`.
+  template <class Sink>
+  void decode(metric_sampler_status& status, std::vector<std::string>& notes, Sink&& sink) {
+    if (object_ == nullptr) return;
+    for (int round = 0; round < 64; ++round) {  // bounded: each full image is one round
+      KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_DecodeData_Params, decode);
+      decode.pPmSamplingObject = object_;
+      decode.pCounterDataImage = counter_data_.data();
+      decode.counterDataImageSize = counter_data_.size();
+      const CUptiResult r = pm_->decode_data(&decode);
+      ++status.decodes;
+      if (r == CUPTI_ERROR_OUT_OF_MEMORY) {  // the header's meaning: hardware-buffer overflow
+        ++status.hardware_overflows;
+        note_once(notes, "the PM sampling hardware buffer overflowed: samples were lost (raise "
+                         "hardware_buffer_bytes or shorten decode_period)");
+        return;
+      }
+      if (r != CUPTI_SUCCESS) {
+        ++status.decode_errors;
+        note_once(notes, "cuptiPmSamplingDecodeData failed with " + libs_->cupti.result_name(r));
+        return;
+      }
+      if (decode.overflow != 0) ++status.hardware_overflows;
+      KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataInfo_Params, info);
+      info.pCounterDataImage = counter_data_.data();
+      info.counterDataImageSize = counter_data_.size();
+      if (pm_->get_counter_data_info(&info) != CUPTI_SUCCESS) {
+        ++status.decode_errors;
+        return;
+      }
+      evaluate(info.numCompletedSamples, status, notes, sink);
+      if (decode.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) return;
+      // Full: every completed sample is read; start the same image over for the rest.
+      if (info.numPopulatedSamples > info.numCompletedSamples)
+        status.samples_lost_at_reset += info.numPopulatedSamples - info.numCompletedSamples;
+      if (!reset_image()) {
+        ++status.decode_errors;
+        note_once(notes, message);
+        return;
+      }
+    }
+  }
+
+  // Stops the hardware (the records already written stay decodable).
+  void stop_sampling() noexcept {
+    if (!started_) return;
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Stop_Params, stop);
+    stop.pPmSamplingObject = object_;
+    (void)pm_->stop(&stop);
+    started_ = false;
+  }
+
+  void close() noexcept {
+    stop_sampling();
+    if (object_ != nullptr) {
+      KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Disable_Params, disable);
+      disable.pPmSamplingObject = object_;
+      (void)pm_->disable(&disable);
+      object_ = nullptr;
+    }
+  }
+
+ private:
+  bool refuse(metric_sampler_state s, std::string why) {
+    state = s;
+    message = std::move(why);
+    return false;
+  }
+
+  bool ok(CUptiResult r, const char* call) {
+    if (r == CUPTI_SUCCESS) return true;
+    const counter_state s = counter_state_for(r);
+    const std::string advice = counter_error_advice(r);
+    return refuse(s == counter_state::collected ? metric_sampler_state::failed : sampler_state_for(s),
+                  std::string("metric sampling unavailable: ") + call + " failed with " +
+                      libs_->cupti.result_name(r) + (advice.empty() ? std::string() : ": " + advice));
+  }
+
+  static void note_once(std::vector<std::string>& notes, const std::string& text) {
+    if (std::find(notes.begin(), notes.end(), text) == notes.end() && notes.size() < 16) notes.push_back(text);
+  }
+
+  // cuptiProfilerDeviceSupported for the PM sampling API, where the library has it.
+  bool device_supported() {
+    if (libs_->profiler.device_supported == nullptr) return true;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_DeviceSupported_Params, p);
+    p.cuDevice = device_;
+    p.api = CUPTI_PROFILER_PM_SAMPLING;
+    if (libs_->profiler.device_supported(&p) != CUPTI_SUCCESS) return true;  // unknown: the next calls say
+    if (p.isSupported != CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED &&
+        p.isSupported != CUPTI_PROFILER_CONFIGURATION_DISABLED)
+      return true;
+    std::string reasons;
+    const auto add = [&reasons](CUpti_Profiler_Support_Level level, const char* what) {
+      if (level == CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED || level == CUPTI_PROFILER_CONFIGURATION_DISABLED)
+        reasons += (reasons.empty() ? "" : ", ") + std::string(what) +
+                   (level == CUPTI_PROFILER_CONFIGURATION_DISABLED ? " (disabled by the system)" : "");
+    };
+    add(p.architecture, "GPU architecture");
+    add(p.sli, "SLI");
+    add(p.vGpu, "vGPU");
+    add(p.confidentialCompute, "confidential computing");
+    add(p.cmp, "CMP device");
+    add(p.wsl, "WSL");
+    return refuse(metric_sampler_state::unsupported_device,
+                  "metric sampling unavailable: CUPTI cannot PM-sample this device" +
+                      (reasons.empty() ? std::string() : " (" + reasons + ")"));
+  }
+
+  bool new_host(profiler_host_handle& out) {
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params, init);
+    init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    init.pChipName = chip_.c_str();
+    init.pCounterAvailabilityImage = availability_.empty() ? nullptr : availability_.data();
+    if (!ok(libs_->profiler.host_initialize(&init), "cuptiProfilerHostInitialize")) return false;
+    out.api = &libs_->profiler;
+    out.object = init.pHostObject;
+    return true;
+  }
+
+  // Adds `names` to `host`, builds the config image (into *image when given) and its pass
+  // count (into *passes when given). A failure to add is left to the caller to explain when
+  // `passes` is given (the metric checks), else refused here.
+  bool build_config(profiler_host_handle& host, std::vector<const char*> names, std::vector<std::uint8_t>* image,
+                    std::size_t* passes, CUptiResult* add_result = nullptr) {
+    const profiler_api& p = libs_->profiler;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params, add);
+    add.pHostObject = host.object;
+    add.ppMetricNames = names.data();
+    add.numMetrics = names.size();
+    const CUptiResult added = p.host_config_add_metrics(&add);
+    if (add_result != nullptr) *add_result = added;
+    if (added != CUPTI_SUCCESS && add_result != nullptr) return false;
+    if (!ok(added, "cuptiProfilerHostConfigAddMetrics")) return false;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, size);
+    size.pHostObject = host.object;
+    if (!ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize")) return false;
+    std::vector<std::uint8_t> config(size.configImageSize);
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, get);
+    get.pHostObject = host.object;
+    get.configImageSize = config.size();
+    get.pConfigImage = config.data();
+    if (!ok(p.host_get_config_image(&get), "cuptiProfilerHostGetConfigImage")) return false;
+    if (passes != nullptr) {
+      KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, count);
+      count.configImageSize = config.size();
+      count.pConfigImage = config.data();
+      if (!ok(p.host_get_num_of_passes(&count), "cuptiProfilerHostGetNumOfPasses")) return false;
+      *passes = count.numOfPasses;
+    }
+    if (image != nullptr) image->swap(config);
+    return true;
+  }
+
+  // Every metric known and single-pass alone, then the set in one pass; else one message
+  // naming the metric (and its pass count, or its close names).
+  bool check_metrics() {
+    std::string unknown, multi_pass;
+    std::vector<std::string> bases;
+    for (const char* name : names_) {
+      profiler_host_handle probe;
+      if (!new_host(probe)) return false;
+      std::size_t passes = 0;
+      CUptiResult added = CUPTI_SUCCESS;
+      if (!build_config(probe, {name}, nullptr, &passes, &added)) {
+        if (added == CUPTI_SUCCESS) return false;  // a later call failed: message set
+        if (bases.empty()) bases = base_metrics(probe);
+        const metric_name_check c = check_metric_name(name, bases);
+        unknown += (unknown.empty() ? "" : "; ") +
+                   (c.known || c.message.empty() ? "'" + std::string(name) + "' is not offered for PM sampling on " + chip_
+                                                 : c.message);
+        continue;
+      }
+      if (passes > 1)
+        multi_pass += (multi_pass.empty() ? "" : "; ") + std::string(name) + " needs " + std::to_string(passes) +
+                      " passes";
+    }
+    if (!unknown.empty()) return refuse(metric_sampler_state::unknown_metric, "metric sampling not started: " + unknown);
+    if (!multi_pass.empty())
+      return refuse(metric_sampler_state::too_many_passes,
+                    "metric sampling not started: PM sampling collects one pass only, and " + multi_pass +
+                        " on " + chip_);
+    // Together: the first metric that pushes the set past one pass.
+    std::vector<const char*> prefix;
+    for (const char* name : names_) {
+      prefix.push_back(name);
+      profiler_host_handle probe;
+      if (!new_host(probe)) return false;
+      std::size_t passes = 0;
+      if (!build_config(probe, prefix, nullptr, &passes)) return false;
+      if (passes > 1)
+        return refuse(metric_sampler_state::too_many_passes,
+                      "metric sampling not started: " + std::string(name) +
+                          " does not fit in one pass with the metrics before it (together " + std::to_string(passes) +
+                          " passes on " + chip_ + "); PM sampling collects one pass only");
+      if (prefix.size() == names_.size()) break;
+    }
+    return true;
+  }
+
+  std::vector<std::string> base_metrics(const profiler_host_handle& host) const {
+    std::vector<std::string> out;
+    for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
+      KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetBaseMetrics_Params, p);
+      p.pHostObject = host.object;
+      p.metricType = type;
+      if (libs_->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
+      for (std::size_t i = 0; i < p.numMetrics; ++i)
+        if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
+    }
+    return out;
+  }
+
+  bool reset_image() {
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, init);
+    init.pPmSamplingObject = object_;
+    init.counterDataSize = counter_data_.size();
+    init.pCounterData = counter_data_.data();
+    read_ = 0;
+    return ok(pm_->counter_data_image_initialize(&init), "cuptiPmSamplingCounterDataImageInitialize");
+  }
+
+  // (CUPTI timeline, kscope) read as close together as this thread can: the tightest of a
+  // few (now, cupti, now) triples.
+  clock_reading read_clocks() const noexcept {
+    clock_reading best{0, now_ns()};
+    if (libs_->cupti.get_timestamp == nullptr) return best;
+    std::int64_t tightest = std::numeric_limits<std::int64_t>::max();
+    for (int i = 0; i < 5; ++i) {
+      const std::int64_t before = now_ns();
+      std::uint64_t cupti = 0;
+      if (libs_->cupti.get_timestamp(&cupti) != CUPTI_SUCCESS) break;
+      const std::int64_t after = now_ns();
+      if (after - before < tightest) {
+        tightest = after - before;
+        best = {static_cast<std::int64_t>(cupti), before + (after - before) / 2};
+      }
+    }
+    return best;
+  }
+
+  template <class Sink>
+  void evaluate(std::size_t completed, metric_sampler_status& status, std::vector<std::string>& notes, Sink& sink) {
+    if (completed <= read_) return;
+    const clock_reading now = read_clocks();
+    const profiler_api& p = libs_->profiler;
+    std::int64_t previous_start = 0;
+    bool have_previous = false;
+    for (std::size_t i = read_; i < completed; ++i) {
+      KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params, info);
+      info.pPmSamplingObject = object_;
+      info.pCounterDataImage = counter_data_.data();
+      info.counterDataImageSize = counter_data_.size();
+      info.sampleIndex = i;
+      if (pm_->get_sample_info(&info) != CUPTI_SUCCESS || info.startTimestamp == 0 ||
+          info.endTimestamp <= info.startTimestamp) {
+        ++status.samples_unusable;
+        continue;
+      }
+      KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params, eval);
+      eval.pHostObject = host_.object;
+      eval.pCounterDataImage = counter_data_.data();
+      eval.counterDataImageSize = counter_data_.size();
+      eval.rangeIndex = i;
+      eval.ppMetricNames = names_.data();
+      eval.numMetrics = names_.size();
+      eval.pMetricValues = values_.data();
+      if (p.host_evaluate_to_gpu_values(&eval) != CUPTI_SUCCESS) {
+        ++status.samples_unusable;
+        continue;
+      }
+      const auto start = static_cast<std::int64_t>(info.startTimestamp);
+      const auto end = static_cast<std::int64_t>(info.endTimestamp);
+      if (status.timeline == sample_timeline::unknown && !timeline_checked_) {
+        // The first sample decides (it is at most a few decode periods old).
+        timeline_checked_ = true;
+        status.timeline = detect_sample_timeline(end, now, std::int64_t(10'000'000'000));
+        if (status.timeline == sample_timeline::unknown)
+          note_once(notes, "PM sample timestamps fit neither CUPTI's clock nor kscope's: mapped as CUPTI "
+                           "timestamps, their placement among kernels is unproven");
+      }
+      const sample_clock_map map = status.timeline == sample_timeline::kscope
+                                       ? sample_clock_map::identity()
+                                       : sample_clock_map::from_readings(first_reading_, now);
+      if (have_previous) {
+        interval_sum_ += static_cast<double>(start - previous_start);
+        ++interval_count_;
+      }
+      previous_start = start;
+      have_previous = true;
+      sink(map.to_kscope(start), map.to_kscope(end), values_.data());
+    }
+    read_ = completed;
+    if (interval_count_ > 0) status.mean_interval_ns = interval_sum_ / static_cast<double>(interval_count_);
+  }
+
+  counter_libraries* libs_ = nullptr;
+  pm_sampling_api* pm_ = nullptr;
+  std::string chip_;
+  int device_ = 0;
+  std::vector<std::uint8_t> availability_;
+  std::vector<std::string> metrics_;
+  std::vector<const char*> names_;  // into metrics_
+  profiler_host_handle host_;
+  std::vector<std::uint8_t> config_;
+  CUpti_PmSampling_Object* object_ = nullptr;
+  bool started_ = false;
+  std::vector<std::uint8_t> counter_data_;
+  std::size_t read_ = 0;  // samples of the current image already evaluated
+  std::vector<double> values_;
+  clock_reading first_reading_{};
+  bool timeline_checked_ = false;
+  double interval_sum_ = 0;
+  std::uint64_t interval_count_ = 0;
+};
+
+#endif  // KSCOPE_HAS_PM_SAMPLING
+
+}  // namespace detail
+
+// Samples GPU-wide counters of the current device from start() to stop(). One sampler per
+// process runs at a time (the hardware has one PM sampler); start() and stop() may be
+// called from different threads, drain() from any thread.
+class metric_sampler {
+ public:
+  metric_sampler() = default;
+  metric_sampler(const metric_sampler&) = delete;
+  metric_sampler& operator=(const metric_sampler&) = delete;
+  ~metric_sampler() { stop(); }
+
+  // Starts sampling; false with status().message saying why not. Never throws.
+  bool start(const metric_sampler_options& options = {}) noexcept {
+    try {
+      std::lock_guard<std::mutex> control(control_mutex_);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (status_.state == metric_sampler_state::running) return false;  // already running: nothing changes
+      }
+      metric_sampler_status fresh;
+      fresh.interval_ns = options.interval_ns;
+      const std::string error = detail::metric_sampler_request_error(options);
+      if (!error.empty()) return finish_start(fresh, metric_sampler_state::invalid_request,
+                                              "metric sampling not started: " + error);
+#if KSCOPE_HAS_PM_SAMPLING
+      bool expected = false;
+      if (!detail::pm_sampler_active().compare_exchange_strong(expected, true))
+        return finish_start(fresh, metric_sampler_state::busy,
+                            "metric sampling not started: another kscope metric sampler is running in this process");
+      // Released on every way out below except a running sampler (stop() releases it then).
+      struct active_guard {
+        bool keep = false;
+        ~active_guard() {
+          if (!keep) detail::pm_sampler_active().store(false);
+        }
+      } active;
+      std::unique_lock<std::mutex> pass(detail::counter_pass_mutex(), std::try_to_lock);
+      if (!pass.owns_lock())
+        return finish_start(fresh, metric_sampler_state::busy,
+                            "metric sampling not started: a counter pass is running in this process");
+      auto run = std::make_unique<detail::pm_sampling_run>();
+      if (!run->open(options, fresh)) return finish_start(fresh, run->state, run->message);
+      pass.unlock();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        buffer_ = metric_sample_buffer(fresh.metrics.size(), options.max_buffered_samples);
+        spare_ = metric_sample_buffer(fresh.metrics.size(), options.max_buffered_samples);
+        metrics_ = fresh.metrics;
+        status_ = fresh;
+        status_.state = metric_sampler_state::running;
+        status_.message = "metric sampling: " + std::to_string(fresh.metrics.size()) + " metrics every " +
+                          std::to_string(options.interval_ns) + " ns on " + fresh.chip + " (device " +
+                          std::to_string(fresh.device) + ")";
+        stop_requested_ = false;
+      }
+      run_ = std::move(run);
+      decode_period_ = options.decode_period;
+      try {
+        decoder_ = std::thread([this] { decode_loop(); });
+      } catch (...) {
+        run_.reset();
+        std::lock_guard<std::mutex> lock(mutex_);
+        status_.state = metric_sampler_state::failed;
+        status_.message = "metric sampling not started: no thread for decoding";
+        return false;
+      }
+      active.keep = true;
+      return true;
+#else
+      return finish_start(fresh, metric_sampler_state::disabled,
+                          "metric sampling unavailable: kscope was built without CUPTI's PM sampling headers "
+                          "(cupti_pmsampling.h, CUDA 12.6 or later)");
+#endif
+    } catch (...) {  // out of memory in kscope's own bookkeeping
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_.state = metric_sampler_state::failed;
+      status_.message = "metric sampling not started: out of memory";
+      return false;
+    }
+  }
+
+  // Stops sampling and decodes what is left; the samples stay for samples() / drain().
+  void stop() noexcept {
+    try {
+      std::lock_guard<std::mutex> control(control_mutex_);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_requested_ = true;
+      }
+      wake_.notify_all();
+      if (decoder_.joinable()) decoder_.join();
+#if KSCOPE_HAS_PM_SAMPLING
+      if (!run_) return;
+      run_->stop_sampling();
+      decode_now();
+      run_->close();
+      run_.reset();
+      detail::pm_sampler_active().store(false);
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_.state = metric_sampler_state::stopped;
+      status_.message = "metric sampling stopped: " + std::to_string(status_.samples) + " samples of " +
+                        std::to_string(status_.metrics.size()) + " metrics on " + status_.chip;
+#endif
+    } catch (...) {
+    }
+  }
+
+  [[nodiscard]] metric_sampler_status status() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    metric_sampler_status s = status_;
+    s.notes = notes_;
+    return s;
+  }
+
+  // The metric names, in the order of every sample's values.
+  [[nodiscard]] std::vector<std::string> metrics() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return metrics_;
+  }
+
+  // Hands every buffered sample to f(const metric_sample_view&), oldest first, and forgets
+  // them; returns how many. f runs without the sampler's lock, so decoding goes on.
+  template <class F>
+  std::size_t drain(F&& f) {
+    std::lock_guard<std::mutex> draining(drain_mutex_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::swap(buffer_, spare_);
+    }
+    const std::size_t n = spare_.size();
+    for (std::size_t i = 0; i < n; ++i) f(spare_[i]);
+    spare_.clear();  // storage kept: the next swap reuses it
+    return n;
+  }
+
+  // The buffered samples as values (drained).
+  [[nodiscard]] std::vector<metric_sample> samples() {
+    std::vector<metric_sample> out;
+    const std::size_t metric_count = metrics().size();
+    drain([&](const metric_sample_view& s) {
+      out.push_back({s.start_ns, s.end_ns, std::vector<double>(s.values, s.values + metric_count)});
+    });
+    return out;
+  }
+
+ private:
+  bool finish_start(metric_sampler_status& fresh, metric_sampler_state state, std::string message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_ = std::move(fresh);
+    status_.state = state;
+    status_.message = std::move(message);
+    notes_.clear();
+    return false;
+  }
+
+  void decode_loop() noexcept {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_requested_) {
+      wake_.wait_for(lock, decode_period_, [this] { return stop_requested_; });
+      if (stop_requested_) break;
+      lock.unlock();
+      decode_now();
+      lock.lock();
+    }
+  }
+
+  // One decode of the hardware buffer into the sample buffer. Called by the decoder
+  // thread, or by stop() once it has joined: never twice at once.
+  void decode_now() noexcept {
+#if KSCOPE_HAS_PM_SAMPLING
+    try {
+      metric_sampler_status counts;
+      std::vector<std::string> new_notes;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        counts = status_;
+        new_notes = notes_;
+      }
+      std::uint64_t pushed = 0, dropped = 0;
+      run_->decode(counts, new_notes, [&](std::int64_t start, std::int64_t end, const double* values) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (buffer_.push(start, end, values))
+          ++pushed;
+        else
+          ++dropped;
+      });
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Only the decoder changes these counts, so the copy taken above is current.
+      status_.samples += pushed;
+      status_.samples_dropped += dropped;
+      status_.samples_unusable = counts.samples_unusable;
+      status_.samples_lost_at_reset = counts.samples_lost_at_reset;
+      status_.hardware_overflows = counts.hardware_overflows;
+      status_.decodes = counts.decodes;
+      status_.decode_errors = counts.decode_errors;
+      status_.mean_interval_ns = counts.mean_interval_ns;
+      status_.timeline = counts.timeline;
+      notes_ = std::move(new_notes);
+    } catch (...) {
+    }
+#endif
+  }
+
+  mutable std::mutex mutex_;     // status, notes, the sample buffer, the stop flag
+  std::mutex control_mutex_;     // start / stop
+  std::mutex drain_mutex_;       // one drain at a time (the spare buffer)
+  std::condition_variable wake_;
+  bool stop_requested_ = false;
+  std::chrono::milliseconds decode_period_{10};
+  std::thread decoder_;
+  metric_sampler_status status_;
+  std::vector<std::string> notes_;
+  std::vector<std::string> metrics_;
+  metric_sample_buffer buffer_;
+  metric_sample_buffer spare_;
+#if KSCOPE_HAS_PM_SAMPLING
+  std::unique_ptr<detail::pm_sampling_run> run_;
+#endif
+};
+
+}  // namespace kscope
