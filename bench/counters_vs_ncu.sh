@@ -7,10 +7,11 @@
 # then runs it again with --plain under `ncu --metrics ...` and prints, per kernel, kscope's
 # and ncu's DRAM bytes read and written (they must agree within 3 %), FP32 FLOPs
 # (2 n^3 for the hand-written GEMMs) and the speed-of-light pair with kscope's verdict.
-# ncu runs with --cache-control none: kscope's kernel replay does not flush the caches
-# before a kernel, so write-backs of lines dirtied earlier are counted to the kernel that
-# evicts them. With ncu's default (flush all before each kernel) a 4096^2 GEMM writes 70 MB
-# in ncu and 90 MB in kscope; the reads agree either way.
+# Before each kernel, in both runs, a scrub kernel reads twice the L2's size, so the L2
+# holds no dirty line of an earlier kernel, and ncu runs with --cache-control none (kscope's
+# replay does not flush either). Without that the write counts differ by the write-back of
+# lines earlier kernels left dirty: with ncu's default flush a 4096^2 GEMM wrote 70 MB in
+# ncu and 90 MB in kscope; the reads agreed either way.
 # Exit status 0 = every DRAM comparison within 3 %. Logs in the output directory.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

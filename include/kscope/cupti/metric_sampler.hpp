@@ -330,7 +330,12 @@ class pm_sampling_run {
         return;
       }
       evaluate(info.numCompletedSamples, status, notes, sink);
-      if (decode.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) return;
+      // The image is full when CUPTI says so, and also when every slot is completed: on
+      // an H200 the stop reason did not always say FULL, decoding then stopped at the
+      // image's 1,024 samples and every later sample was lost.
+      const bool full = decode.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL ||
+                        (info.numTotalSamples > 0 && info.numCompletedSamples >= info.numTotalSamples);
+      if (!full) return;
       // Full: every completed sample is read; start the same image over for the rest.
       if (info.numPopulatedSamples > info.numCompletedSamples)
         status.samples_lost_at_reset += info.numPopulatedSamples - info.numCompletedSamples;
