@@ -63,7 +63,7 @@ TEST_CASE("children forked while threads record and a reporter snapshots never d
     } else {
       const std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                                   : "exited with " + std::to_string(WEXITSTATUS(status));
-      MESSAGE("child " << c << ' ' << how);
+      MESSAGE("child " << c << " " << how);
     }
   }
   stop = true;

@@ -270,6 +270,9 @@ class recorder {
     // Without the key a thread's state is never freed (a bounded leak per thread), which
     // is still safe.
     thread_exit_key_ready_ = pthread_key_create(&thread_exit_key_, &on_thread_exit) == 0;
+    // Threads of the parent that were waiting for the lock at the fork do not exist in the
+    // child: their count must not make the child's reports wait for them.
+    pthread_atfork(nullptr, nullptr, [] { global().scope_waiters_.store(0, std::memory_order_relaxed); });
 #endif
   }
 #if KSCOPE_DETAIL_FORK_GUARD

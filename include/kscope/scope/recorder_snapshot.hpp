@@ -156,9 +156,11 @@ inline recorder_snapshot recorder::snapshot() {
 }
 
 inline void recorder::let_scopes_in() noexcept {
-  // Bounded: scopes that keep coming must not starve the report either.
-  for (int round = 0; round < 1000 && scope_waiters_.load(std::memory_order_acquire) > 0; ++round)
-    std::this_thread::yield();
+  // Bounded in time, not in rounds: on a loaded machine one yield can cost a scheduler
+  // slice, and scopes that keep coming must not starve the report either.
+  if (scope_waiters_.load(std::memory_order_acquire) <= 0) return;
+  const std::int64_t give_up = detail::now_ns() + 200'000;  // 200 us per step at most
+  while (scope_waiters_.load(std::memory_order_acquire) > 0 && detail::now_ns() < give_up) std::this_thread::yield();
 }
 
 inline recorder_trace recorder::trace_snapshot() {
