@@ -168,7 +168,12 @@ TEST_CASE("a scope whose events are on another stream than its kernels is caught
   REQUIRE(misplaced->gpu_activity->kernel_count == 5);
   const double event_per_call = misplaced->gpu_total_ns / 5;
   const double kernel_per_call = static_cast<double>(misplaced->gpu_activity->busy_ns) / 5;
-  CHECK(event_per_call < 0.2 * kernel_ns);  // the premise: the events bracket nothing
+  // The premise: the events bracket nothing. The median, not the mean: one of the five
+  // pairs can still span a kernel (seen once on an H200: 8.99 us median, 222 us mean, the
+  // first call's events delayed by CUPTI's first launch), and the warning below must name
+  // the disagreement either way.
+  CHECK(misplaced->gpu_ns.median < 0.2 * kernel_ns);
+  CHECK(event_per_call < kernel_per_call);
   CHECK(kernel_per_call >= 0.9 * kernel_ns);
   const std::string& w = misplaced->gpu_time_disagreement;
   CHECK_MESSAGE(contains(w, "'ms_misplaced'"), w);
