@@ -442,32 +442,12 @@ class counter_setup {
   // cuptiProfilerDeviceSupported, where the library has it: names why a device cannot be
   // profiled before any other call fails with a less telling error.
   bool device_supported() {
-    if (libs->profiler.device_supported == nullptr) return true;
-    CUpti_Profiler_DeviceSupported_Params p{};
-    p.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
-    p.cuDevice = device;
-    p.api = CUPTI_PROFILER_RANGE_PROFILING;
-    if (libs->profiler.device_supported(&p) != CUPTI_SUCCESS) return true;  // unknown: let the next calls say
-    if (p.isSupported != CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED &&
-        p.isSupported != CUPTI_PROFILER_CONFIGURATION_DISABLED)
-      return true;
-    std::string reasons;
-    const auto add = [&reasons](CUpti_Profiler_Support_Level level, const char* what) {
-      if (level == CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED || level == CUPTI_PROFILER_CONFIGURATION_DISABLED)
-        reasons += (reasons.empty() ? "" : ", ") + std::string(what) +
-                   (level == CUPTI_PROFILER_CONFIGURATION_DISABLED ? " (disabled by the system)" : "");
-    };
-    add(p.architecture, "GPU architecture");
-    add(p.sli, "SLI");
-    add(p.vGpu, "vGPU");
-    add(p.confidentialCompute, "confidential computing");
-    add(p.cmp, "CMP device");
-    add(p.wsl, "WSL");
+    const device_support support = read_device_support(libs->profiler, device, CUPTI_PROFILER_RANGE_PROFILING);
     // Refused only with a named reason: an overall "unsupported" without one is left for
     // the calls that follow to confirm, with their own error.
-    if (reasons.empty()) return true;
+    if (!support.unsupported || support.reasons.empty()) return true;
     return refuse(counter_state::unsupported_device,
-                  "hardware counters unavailable: CUPTI cannot profile this device (" + reasons + ")");
+                  "hardware counters unavailable: CUPTI cannot profile this device (" + support.reasons + ")");
   }
 };
 

@@ -388,29 +388,11 @@ class pm_sampling_run {
 
   // cuptiProfilerDeviceSupported for the PM sampling API, where the library has it.
   bool device_supported() {
-    if (libs_->profiler.device_supported == nullptr) return true;
-    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_DeviceSupported_Params, p);
-    p.cuDevice = device_;
-    p.api = CUPTI_PROFILER_PM_SAMPLING;
-    if (libs_->profiler.device_supported(&p) != CUPTI_SUCCESS) return true;  // unknown: the next calls say
-    if (p.isSupported != CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED &&
-        p.isSupported != CUPTI_PROFILER_CONFIGURATION_DISABLED)
-      return true;
-    std::string reasons;
-    const auto add = [&reasons](CUpti_Profiler_Support_Level level, const char* what) {
-      if (level == CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED || level == CUPTI_PROFILER_CONFIGURATION_DISABLED)
-        reasons += (reasons.empty() ? "" : ", ") + std::string(what) +
-                   (level == CUPTI_PROFILER_CONFIGURATION_DISABLED ? " (disabled by the system)" : "");
-    };
-    add(p.architecture, "GPU architecture");
-    add(p.sli, "SLI");
-    add(p.vGpu, "vGPU");
-    add(p.confidentialCompute, "confidential computing");
-    add(p.cmp, "CMP device");
-    add(p.wsl, "WSL");
+    const device_support support = read_device_support(libs_->profiler, device_, CUPTI_PROFILER_PM_SAMPLING);
+    if (!support.unsupported) return true;
     return refuse(metric_sampler_state::unsupported_device,
                   "metric sampling unavailable: CUPTI cannot PM-sample this device" +
-                      (reasons.empty() ? std::string() : " (" + reasons + ")"));
+                      (support.reasons.empty() ? std::string() : " (" + support.reasons + ")"));
   }
 
   bool new_host(profiler_host_handle& out) {

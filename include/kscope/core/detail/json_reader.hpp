@@ -28,6 +28,7 @@
 #pragma once
 
 #include "number_format.hpp"
+#include "text_escape.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -476,23 +477,6 @@ class json_parser {
     return v;
   }
 
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
 
   // Reads a string at the opening quote; appends it to `out` unless null (skip).
   void scan_string(std::string* out) {
@@ -533,7 +517,7 @@ class json_parser {
             if (low < 0xDC00 || low > 0xDFFF) fail("high surrogate without its low surrogate");
             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
           }
-          if (out) append_utf8(*out, cp);
+          if (out) append_utf8(*out, static_cast<char32_t>(cp));  // text_escape.hpp
           continue;
         }
         default: --pos_; fail(std::string("invalid escape '\\") + printable(e) + "'");

@@ -188,6 +188,40 @@ inline bool load_nvperf_host(const std::string& explicit_path, const std::string
   return false;
 }
 
+// Why CUPTI says a device cannot be profiled with `api` (range profiling, PM sampling),
+// from cuptiProfilerDeviceSupported: `unsupported` false when the library lacks the call,
+// the call fails, or the device is supported; otherwise the named reasons ("GPU
+// architecture", "vGPU (disabled by the system)", ...), possibly none. One reading for the
+// counters and the sampler, which each word their own refusal.
+struct device_support {
+  bool unsupported = false;
+  std::string reasons;
+};
+inline device_support read_device_support(const profiler_api& api, int device, CUpti_Profiler_API which) {
+  device_support out;
+  if (api.device_supported == nullptr) return out;
+  CUpti_Profiler_DeviceSupported_Params p{};
+  p.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
+  p.cuDevice = device;
+  p.api = which;
+  if (api.device_supported(&p) != CUPTI_SUCCESS) return out;  // unknown: the next calls say
+  if (p.isSupported != CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED && p.isSupported != CUPTI_PROFILER_CONFIGURATION_DISABLED)
+    return out;
+  out.unsupported = true;
+  const auto add = [&out](CUpti_Profiler_Support_Level level, const char* what) {
+    if (level == CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED || level == CUPTI_PROFILER_CONFIGURATION_DISABLED)
+      out.reasons += (out.reasons.empty() ? "" : ", ") + std::string(what) +
+                     (level == CUPTI_PROFILER_CONFIGURATION_DISABLED ? " (disabled by the system)" : "");
+  };
+  add(p.architecture, "GPU architecture");
+  add(p.sli, "SLI");
+  add(p.vGpu, "vGPU");
+  add(p.confidentialCompute, "confidential computing");
+  add(p.cmp, "CMP device");
+  add(p.wsl, "WSL");
+  return out;
+}
+
 }  // namespace detail
 }  // namespace kscope
 
