@@ -420,6 +420,9 @@ TEST_CASE("sample clock map: offset, fitted scale, and which timeline") {
   CHECK(kscope::detect_sample_timeline(first.kscope_ns - 30'000, first, second) == kscope::sample_timeline::kscope);
   CHECK(kscope::detect_sample_timeline(first.kscope_ns + 30'000, first, second) == kscope::sample_timeline::unknown);
   CHECK(kscope::detect_sample_timeline(42, first, second) == kscope::sample_timeline::unknown);
+  // CUPTI's clock replaced by kscope's (the collector's timestamp callback): both fit, one clock.
+  const kscope::clock_reading same{first.kscope_ns + 10, first.kscope_ns};
+  CHECK(kscope::detect_sample_timeline(first.kscope_ns - 30'000, same, second) == kscope::sample_timeline::kscope);
   CHECK(std::string(kscope::to_string(kscope::sample_timeline::cupti)) == "CUPTI timestamp timeline");
 }
 
@@ -461,6 +464,16 @@ TEST_CASE("metric sampler: bad options are refused before touching the GPU") {
   o.max_buffered_samples = 0;
   refused(o, "max_buffered_samples");
   o = {};
+  o.window = std::chrono::milliseconds(-1);
+  refused(o, "window");
+  o = {};
+  o.max_decoder_share = 0;
+  refused(o, "max_decoder_share");
+  o.max_decoder_share = 1.5;
+  refused(o, "max_decoder_share");
+  o.max_decoder_share = std::nan("");
+  refused(o, "max_decoder_share");
+  o = {};
   o.metrics = {"dram__bytes_read.sum", ""};
   refused(o, "empty metric name");
   sampler.stop();  // never started: nothing to do
@@ -490,4 +503,95 @@ TEST_CASE("metric sampler: unavailable gives one message and no exception") {
 #endif
   sampler.stop();
   CHECK(std::string(kscope::to_string(kscope::metric_sampler_state::too_many_passes)) == "too many passes");
+}
+
+TEST_CASE("metric sample buffer: overwrite replaces one sample in place (the trace's ring)") {
+  kscope::metric_sample_buffer b(2, 3);
+  const double v1[] = {1, 2}, v2[] = {3, 4}, v3[] = {5, 6};
+  CHECK(b.push(0, 10, v1));
+  CHECK(b.push(10, 20, v2));
+  b.overwrite(0, 20, 30, v3);
+  CHECK(b[0].start_ns == 20);
+  CHECK(b[0].end_ns == 30);
+  CHECK(b[0].values[1] == 6);
+  CHECK(b[1].values[0] == 3);
+  b.overwrite(5, 0, 1, v1);  // past size(): nothing
+  CHECK(b.size() == 2);
+}
+
+TEST_CASE("sampled columns: found by what they measure") {
+  const auto c = kscope::sampled_metric_columns::of(kscope::default_sampling_metrics());
+  CHECK(c.sm_pct == 0);
+  CHECK(c.dram_pct == 1);
+  CHECK(c.tensor_pct == 4);
+  CHECK(c.warps_pct == 5);
+  CHECK(c.clock_hz == 6);
+  const auto user = kscope::sampled_metric_columns::of({"dram__bytes_read.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed"});
+  CHECK(user.sm_pct == 1);
+  CHECK(user.dram_pct == user.none);
+  CHECK(kscope::sampled_metric_columns::of({}).sm_pct == kscope::sampled_metric_columns::none);
+}
+
+namespace {
+// A node with the default metrics' means and an idle share.
+kscope::node_sampled_metrics sampled_node_with(double sm, double dram, double tensor, double idle,
+                                               std::uint64_t samples = 40) {
+  kscope::node_sampled_metrics n;
+  n.samples = samples;
+  n.touched_sample_ns = 1e6;
+  n.touched_idle_ns = idle * 1e6;
+  n.values.resize(7);
+  n.values[0].mean = sm;
+  n.values[1].mean = dram;
+  n.values[4].mean = tensor;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("classify_sampled: each verdict with the numbers it rests on") {
+  const std::vector<std::string> metrics = kscope::default_sampling_metrics();
+  SUBCASE("memory-bound: DRAM at the roof, above SM") {
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(12, 82, 0, 0.05), metrics);
+    CHECK(f.kind == kscope::bottleneck::memory);
+    CHECK(f.where == "DRAM");
+    CHECK(contains(f.text, "from sampling, 40 samples"));
+    CHECK(contains(f.text, "DRAM 82%"));
+    CHECK(contains(f.text, "SM 12%"));
+  }
+  SUBCASE("compute-bound on the tensor pipe") {
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(88, 20, 93, 0.0), metrics);
+    CHECK(f.kind == kscope::bottleneck::compute);
+    CHECK(f.where == "tensor pipe");
+    CHECK(contains(f.text, "tensor pipe 93%"));
+  }
+  SUBCASE("compute-bound, tensor pipe quiet: the SM, and a counter pass to find the pipe") {
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(75, 10, 2, 0.1), metrics);
+    CHECK(f.kind == kscope::bottleneck::compute);
+    CHECK(f.where == "SM");
+    CHECK(contains(f.text, "profile_counters"));
+  }
+  SUBCASE("latency-bound: both under 60 % while busy") {
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(30, 25, 0, 0.1), metrics);
+    CHECK(f.kind == kscope::bottleneck::latency);
+    CHECK(contains(f.text, "busy 90%"));
+  }
+  SUBCASE("launch/CPU-bound: mostly idle around its kernels, whatever the throughputs") {
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(90, 90, 0, 0.8), metrics);
+    CHECK(f.kind == kscope::bottleneck::launch);
+    CHECK(contains(f.text, "80%"));
+  }
+  SUBCASE("exactly at the thresholds") {
+    CHECK(kscope::classify_sampled(sampled_node_with(10, 60, 0, 0.49), metrics).kind == kscope::bottleneck::memory);
+    CHECK(kscope::classify_sampled(sampled_node_with(10, 59.9, 0, 0.49), metrics).kind == kscope::bottleneck::latency);
+    CHECK(kscope::classify_sampled(sampled_node_with(10, 90, 0, 0.5), metrics).kind == kscope::bottleneck::launch);
+  }
+  SUBCASE("no evidence: undetermined, never a guess") {
+    CHECK(kscope::classify_sampled(sampled_node_with(50, 50, 0, 0.1, 0), metrics).kind ==
+          kscope::bottleneck::undetermined);
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(90, 10, 0, 0.1), {"dram__bytes_read.sum"});
+    CHECK(f.kind == kscope::bottleneck::undetermined);
+    CHECK(contains(f.text, "not both sampled"));
+    CHECK(kscope::classify_sampled(sampled_node_with(std::nan(""), 80, 0, 0.1), metrics).kind ==
+          kscope::bottleneck::undetermined);
+  }
 }

@@ -152,7 +152,13 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
   }
 
   kscope::metric_sampler sampler;
-  kscope::metric_sampler_options options;  // the defaults: what the session will use
+  kscope::metric_sampler_options options;
+  // One window longer than all phases at the finest interval the probe measured: every
+  // phase is sampled, and stop() ends the window (the windowed defaults are checked in
+  // the next test case).
+  options.interval_ns = 20'000;
+  options.window = std::chrono::milliseconds(2000);
+  options.max_counter_data_bytes = std::size_t(1) << 30;  // ~15,000 samples: the whole run at 20 µs
   const bool started = sampler.start(options);
   kscope::metric_sampler_status status = sampler.status();
   std::printf("PMSAMPLE start: %s (state %s, counter-data image %zu bytes)\n", status.message.c_str(),
@@ -180,17 +186,24 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
     status = sampler.status();
     const std::vector<kscope::metric_sample> samples = sampler.samples();
     std::printf("PMSAMPLE stop: %s; samples=%zu dropped=%llu unusable=%llu lost_at_reset=%llu overflows=%llu "
-                "decodes=%llu decode_errors=%llu mean_interval=%.0f ns (asked %llu) timeline=%s\n",
+                "irregular=%llu missing=%llu decodes=%llu decode_errors=%llu mean_interval=%.0f ns (asked %llu) timeline=%s\n",
                 status.message.c_str(), samples.size(), (unsigned long long)status.samples_dropped,
                 (unsigned long long)status.samples_unusable, (unsigned long long)status.samples_lost_at_reset,
-                (unsigned long long)status.hardware_overflows, (unsigned long long)status.decodes,
+                (unsigned long long)status.hardware_overflows, (unsigned long long)status.samples_irregular,
+                (unsigned long long)status.samples_missing, (unsigned long long)status.decodes,
                 (unsigned long long)status.decode_errors, status.mean_interval_ns,
                 (unsigned long long)status.interval_ns, kscope::to_string(status.timeline));
+    std::printf("PMSAMPLE decoder cost: decode %.1f ms, evaluate %.1f ms, reset %.1f ms over %llu passes\n",
+                status.decode_ns / 1e6, status.evaluate_ns / 1e6, status.reset_ns / 1e6,
+                (unsigned long long)status.decodes);
     for (const std::string& note : status.notes) std::printf("PMSAMPLE note: %s\n", note.c_str());
 
     CHECK(status.state == kscope::metric_sampler_state::stopped);
     CHECK(status.samples == samples.size());
     CHECK(status.samples_dropped == 0);
+    CHECK(status.samples_lost_at_reset == 0);
+    CHECK(status.samples_missing == 0);
+    CHECK(status.windows == 1);
     CHECK(status.hardware_overflows == 0);
     CHECK(status.decode_errors == 0);
     CHECK(status.timeline != kscope::sample_timeline::unknown);
@@ -348,4 +361,79 @@ TEST_CASE("metric sampler: a metric that needs more than one pass is named with 
     first.stop();
     CHECK(first.status().state == kscope::metric_sampler_state::stopped);
   }
+}
+
+// The defaults sample in windows: over a run much longer than one window the sampler must
+// sample several windows, keep every sample of each (no loss, no overflow), say what share
+// of the run they covered, and hold its own CPU time near max_decoder_share.
+TEST_CASE("metric sampler: windows by default, every sample of a window kept, coverage stated") {
+  cudaDeviceProp prop{};
+  int device = 0;
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  REQUIRE_CUDA(cudaGetDeviceProperties(&prop, device));
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const std::size_t bytes = std::size_t(512) << 20;
+  float4 *src = nullptr, *dst = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&src, bytes));
+  REQUIRE_CUDA(cudaMalloc(&dst, bytes));
+  REQUIRE_CUDA(cudaMemset(src, 0x3c, bytes));
+  const int blocks = prop.multiProcessorCount * 8;
+  const std::size_t n4 = bytes / sizeof(float4);
+
+  kscope::metric_sampler sampler;
+  const kscope::metric_sampler_options options;  // the defaults
+  if (!sampler.start(options)) {
+    const kscope::metric_sampler_status s = sampler.status();
+    std::printf("PMSAMPLE windows: not started: %s\n", s.message.c_str());
+    CHECK((s.state == kscope::metric_sampler_state::no_permission ||
+           s.state == kscope::metric_sampler_state::unsupported_device ||
+           s.state == kscope::metric_sampler_state::disabled));
+  } else {
+    // ~1.5 s of back-to-back DRAM-bound copies, synchronized every 20 kernels.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (std::chrono::steady_clock::now() < until) {
+      for (int i = 0; i < 20; ++i) copy_float4<<<blocks, 256, 0, stream>>>(src, dst, n4);
+      REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    }
+    sampler.stop();
+    const kscope::metric_sampler_status s = sampler.status();
+    const std::vector<kscope::metric_sample> samples = sampler.samples();
+    const double expected = static_cast<double>(s.sampled_ns) / static_cast<double>(s.interval_ns);
+    const double decoder_ns = static_cast<double>(s.decode_ns + s.evaluate_ns + s.reset_ns);
+    std::printf("PMSAMPLE windows: %s; samples=%zu expected~%.0f irregular=%llu missing=%llu lost_at_reset=%llu overflows=%llu "
+                "decoder %.1f ms (decode %.1f, evaluate %.1f, reset %.1f) = %.1f %% of %.3f s\n",
+                s.message.c_str(), samples.size(), expected, (unsigned long long)s.samples_irregular,
+                (unsigned long long)s.samples_missing,
+                (unsigned long long)s.samples_lost_at_reset, (unsigned long long)s.hardware_overflows,
+                decoder_ns / 1e6, s.decode_ns / 1e6, s.evaluate_ns / 1e6, s.reset_ns / 1e6,
+                100.0 * decoder_ns / static_cast<double>(s.running_ns), s.running_ns / 1e9);
+    for (const std::string& note : s.notes) std::printf("PMSAMPLE windows note: %s\n", note.c_str());
+    CHECK(s.windows >= 3);
+    CHECK(s.hardware_overflows == 0);
+    CHECK(s.samples_lost_at_reset == 0);
+    CHECK(s.samples_missing == 0);
+    CHECK(s.decode_errors == 0);
+    CHECK(s.coverage() > 0.03);
+    CHECK(s.coverage() < 0.9);
+    // Every sample of every window: the windows' host length over the interval, less the
+    // lead-in sample of each window and a partial last one.
+    CHECK(static_cast<double>(samples.size()) >= 0.85 * expected);
+    CHECK(static_cast<double>(samples.size()) <= 1.05 * expected);
+    // The decoder keeps to its share (the last window's decode in stop() is not paced).
+    CHECK(decoder_ns / static_cast<double>(s.running_ns) < 1.6 * options.max_decoder_share);
+    // Back-to-back copies: the samples read DRAM-bound.
+    const auto it = std::find(s.metrics.begin(), s.metrics.end(), "dram__throughput.avg.pct_of_peak_sustained_elapsed");
+    REQUIRE(it != s.metrics.end());
+    const std::size_t dram = static_cast<std::size_t>(it - s.metrics.begin());
+    std::vector<double> v;
+    for (const kscope::metric_sample& x : samples) v.push_back(x.values[dram]);
+    REQUIRE(!v.empty());
+    std::sort(v.begin(), v.end());
+    std::printf("PMSAMPLE windows: median DRAM %.1f %% over %zu samples\n", v[v.size() / 2], v.size());
+    CHECK(v[v.size() / 2] > 60.0);
+  }
+  (void)cudaFree(src);
+  (void)cudaFree(dst);
+  (void)cudaStreamDestroy(stream);
 }

@@ -126,6 +126,12 @@ class metric_sample_buffer {
   [[nodiscard]] metric_sample_view operator[](std::size_t i) const noexcept {
     return {times_[i].first, times_[i].second, values_.data() + i * metric_count_};
   }
+  // Replaces sample i (< size()): a ring of the most recent samples over full storage.
+  void overwrite(std::size_t i, std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept {
+    if (i >= times_.size()) return;
+    times_[i] = {start_ns, end_ns};
+    std::copy_n(values, metric_count_, values_.begin() + static_cast<std::ptrdiff_t>(i * metric_count_));
+  }
   [[nodiscard]] std::size_t size() const noexcept { return times_.size(); }
   [[nodiscard]] bool empty() const noexcept { return times_.empty(); }
   [[nodiscard]] std::size_t metric_count() const noexcept { return metric_count_; }
@@ -228,6 +234,9 @@ enum class sample_timeline : std::uint8_t { cupti, kscope, unknown };
     return newest_end_ns <= clock_now && clock_now - newest_end_ns <= max_age_ns;
   };
   const bool cupti = fits(now.source_ns), steady = fits(now.kscope_ns);
+  // Both fit when the two clocks read the same: CUPTI's timestamps come from kscope's
+  // clock (the activity collector registers a timestamp callback), so no mapping is needed.
+  if (cupti && steady) return sample_timeline::kscope;
   if (cupti == steady) return sample_timeline::unknown;
   return cupti ? sample_timeline::cupti : sample_timeline::kscope;
 }
@@ -836,6 +845,101 @@ struct step_call {
   for (const step_call& c : calls) agg.add_step_call(c.node, c.start_ns, c.end_ns);
   agg.attribute_all();
   return agg.report();
+}
+
+// ---------------------------------------------------------------------------------------
+// Classification from sampled values
+
+// Where the speed-of-light metrics sit in a sampled metric list (npos when absent):
+// found by what they measure, so a user's own list with the same metrics works too.
+struct sampled_metric_columns {
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  std::size_t sm_pct = none;      // *sm__throughput*pct* (TriageCompute.sm__throughput... on GH100)
+  std::size_t dram_pct = none;    // dram__throughput*pct*
+  std::size_t tensor_pct = none;  // *pipe_tensor*pct*
+  std::size_t warps_pct = none;   // sm__warps_active*pct*
+  std::size_t clock_hz = none;    // gpc__cycles_elapsed.avg.per_second
+
+  [[nodiscard]] static sampled_metric_columns of(const std::vector<std::string>& metrics) {
+    sampled_metric_columns c;
+    for (std::size_t i = 0; i < metrics.size(); ++i) {
+      const std::string& m = metrics[i];
+      const bool pct = m.find("pct") != std::string::npos;
+      const auto has = [&m](const char* part) { return m.find(part) != std::string::npos; };
+      if (pct && has("sm__throughput") && c.sm_pct == none) c.sm_pct = i;
+      else if (pct && has("dram__throughput") && c.dram_pct == none) c.dram_pct = i;
+      else if (pct && has("pipe_tensor") && c.tensor_pct == none) c.tensor_pct = i;
+      else if (pct && has("sm__warps_active") && c.warps_pct == none) c.warps_pct = i;
+      else if (has("cycles_elapsed.avg.per_second") && c.clock_hz == none) c.clock_hz = i;
+    }
+    return c;
+  }
+};
+
+// What limited a scope, from its sampled means: the classification of core/counters.hpp
+// on the values PM sampling gives (no replay, so no per-level bytes, instruction mix or
+// occupancy: the verdict names DRAM or the SM, never L1 / L2 or a pipe other than the
+// tensor pipe). Same thresholds: idle ≥ launch_idle_share of the samples its kernels
+// touched → launch/CPU-bound; else the higher of SM % and DRAM % at ≥ at_roof_pct →
+// compute- or memory-bound; both under → latency-bound. Every text names its numbers
+// and says "from sampling, N samples"; a verdict without its evidence is undetermined.
+//   kscope::finding f = kscope::classify_sampled(*report.find(node), report.metrics);
+[[nodiscard]] inline finding classify_sampled(const node_sampled_metrics& n, const std::vector<std::string>& metrics,
+                                              const classification_thresholds& t = {}) {
+  finding f;
+  const sampled_metric_columns c = sampled_metric_columns::of(metrics);
+  const auto mean = [&n](std::size_t i) {
+    return i < n.values.size() ? n.values[i].mean : std::numeric_limits<double>::quiet_NaN();
+  };
+  const std::string basis = "from sampling, " + std::to_string(n.samples) + " samples";
+  const double idle = n.idle_share();
+  if (n.samples == 0 || !std::isfinite(idle)) {
+    f.text = "undetermined: no sample overlapped the scope's kernels";
+    return f;
+  }
+  f.facts.push_back({"sampled.idle_share", idle, "share"});
+  f.facts.push_back({"sampled.samples", static_cast<double>(n.samples), "samples"});
+  const double sm = mean(c.sm_pct), dram = mean(c.dram_pct), tensor = mean(c.tensor_pct);
+  if (idle >= t.launch_idle_share) {
+    f.kind = bottleneck::launch;
+    f.text = "launch/CPU-bound (" + basis + "): the GPU ran nothing for " + detail::pct_text(100 * idle) +
+             " of the sampled time around the scope's kernels: check CPU gaps between launches, synchronizations "
+             "and host work (CUDA graphs, fewer synchronizations, asynchronous copies)";
+    return f;
+  }
+  if (!std::isfinite(sm) || !std::isfinite(dram)) {
+    f.text = "undetermined (" + basis + "): SM and DRAM throughput % were not both sampled";
+    return f;
+  }
+  f.facts.push_back({metrics[c.sm_pct], sm, "%"});
+  f.facts.push_back({metrics[c.dram_pct], dram, "%"});
+  if (std::isfinite(tensor)) f.facts.push_back({metrics[c.tensor_pct], tensor, "%"});
+  const std::string numbers = "SM " + detail::pct_text(sm) + ", DRAM " + detail::pct_text(dram) +
+                              (std::isfinite(tensor) ? ", tensor pipe " + detail::pct_text(tensor) : std::string()) +
+                              " of peak";
+  if (std::max(sm, dram) >= t.at_roof_pct) {
+    if (dram >= sm) {
+      f.kind = bottleneck::memory;
+      f.where = "DRAM";
+      f.text = "memory-bound (" + basis + "): " + numbers + ": " + detail::level_advice(memory_level::dram);
+    } else {
+      f.kind = bottleneck::compute;
+      const bool tensor_busy = std::isfinite(tensor) && tensor >= t.busy_pipe_pct;
+      f.where = tensor_busy ? "tensor pipe" : "SM";
+      f.text = "compute-bound (" + basis + "): " + numbers +
+               (tensor_busy ? ": the tensor pipe is busy; fewer or cheaper MMA (lower precision, skip padding) is "
+                              "what is left"
+                            : ": find the busy pipe with a counter pass (kscope::profile_counters) before "
+                              "optimizing");
+    }
+    return f;
+  }
+  f.kind = bottleneck::latency;
+  f.text = "latency-bound (" + basis + "): " + numbers + ", both under " + detail::pct_text(t.at_roof_pct) +
+           " while the GPU was busy " + detail::pct_text(100 * (1 - idle)) +
+           " of the time: too little parallel work or dependent memory accesses (a counter pass gives occupancy "
+           "and grid size, warp-stall sampling the reason warps wait)";
+  return f;
 }
 
 }  // namespace kscope

@@ -287,11 +287,11 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   }
   rank_count = sort_unique_ranks(ranks, rank_count);
   select_ranks(x, x + n, ranks, ranks + rank_count, 0);
-  auto upper_neighbour = [&](std::size_t lo) {
-    if (lo + 1 >= n) return x[lo];
-    const std::size_t* next = std::upper_bound(ranks, ranks + rank_count, lo);
+  auto upper_neighbour = [&](std::size_t rank) {
+    if (rank + 1 >= n) return x[rank];
+    const std::size_t* next = std::upper_bound(ranks, ranks + rank_count, rank);
     const std::size_t end = next == ranks + rank_count ? n : *next + 1;  // *next is in place
-    return *std::min_element(x + lo + 1, x + end);
+    return *std::min_element(x + rank + 1, x + end);
   };
   double q[5];
   for (int i = 0; i < 5; ++i)

@@ -42,6 +42,7 @@
 #include "detail/interval_union.hpp"
 #include "detail/kernel_table.hpp"
 #include "records.hpp"
+#include "../core/metric_samples.hpp"
 
 #include <algorithm>
 #include <array>
@@ -79,6 +80,16 @@ struct attribution_options {
 //   attribution.add_kernel(k);               // k.correlation_id == 7 -> node 3
 //   auto r = attribution.report();
 //   r.find(3)->kernel_count;                 // 1
+// Receives every attributed kernel, copy and memset interval as the attribution applies
+// it (the PM-sample attribution in cupti/live_metrics.hpp). Called under the collector's
+// attribution lock from CUPTI's buffer thread: add_interval must be quick, take no kscope
+// lock other than its own and never call back into the collector.
+class kernel_interval_sink {
+ public:
+  virtual ~kernel_interval_sink() = default;
+  virtual void add_interval(const kernel_interval& interval) noexcept = 0;
+};
+
 class gpu_attribution {
  public:
   explicit gpu_attribution(attribution_options options = {})
@@ -96,6 +107,9 @@ class gpu_attribution {
   // Graph node -> capture-time scope; the collector's resource callback writes it.
   [[nodiscard]] graph_node_table& graph_nodes() noexcept { return graph_nodes_; }
   [[nodiscard]] const attribution_options& options() const noexcept { return options_; }
+  // Hands every interval to `sink` from now on (nullptr: to nobody). The caller keeps the
+  // sink alive while it is set.
+  void set_interval_sink(kernel_interval_sink* sink) noexcept { interval_sink_ = sink; }
 
   // Dispatches on r.kind.
   void add(const activity_record& r) {
@@ -333,6 +347,7 @@ class gpu_attribution {
   void apply_kernel(const kernel_record& k, launch_origin origin) {
     node_accumulator& acc = account(k, origin);
     const std::int64_t ns = k.end_ns - k.start_ns;
+    if (interval_sink_ != nullptr) interval_sink_->add_interval({k.start_ns, k.end_ns, origin.node, k.device});
     note_graph_capture(acc, k.graph_node_id, origin.node, true, ns);
     acc.totals.kernel_count += 1;
     acc.totals.kernel_ns += ns;
@@ -411,6 +426,7 @@ class gpu_attribution {
   void apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy, std::uint64_t bytes,
                       launch_origin origin) {
     node_accumulator& acc = account(r, origin);
+    if (interval_sink_ != nullptr) interval_sink_->add_interval({r.start_ns, r.end_ns, origin.node, r.device});
     note_graph_capture(acc, r.graph_node_id, origin.node, false, r.end_ns - r.start_ns);
     copy_totals& t = kind == activity_kind::memset ? acc.totals.memset
                                                    : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))];
@@ -505,6 +521,7 @@ class gpu_attribution {
   detail::kernel_table kernels_;
   std::vector<gpu_activity_event> recent_;
   std::size_t recent_next_ = 0;
+  kernel_interval_sink* interval_sink_ = nullptr;
 };
 
 }  // namespace kscope

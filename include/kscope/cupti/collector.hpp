@@ -219,6 +219,15 @@ class cupti_collector {
     return running_.load(std::memory_order_acquire);
   }
 
+  // Every kernel, copy and memset the attribution applies from now on also goes to `sink`
+  // (nullptr: stop). The PM-sample attribution (live_metrics.hpp) sets it; the collector
+  // keeps the sink alive while it is set.
+  void set_interval_sink(std::shared_ptr<kernel_interval_sink> sink) {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    interval_sink_ = std::move(sink);
+    if (attribution_ != nullptr) attribution_->set_interval_sink(interval_sink_.get());
+  }
+
   // Per-node aggregates, top kernels, counters, warnings, recent events. Does not flush:
   // call flush() first (report() does both).
   [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit = 50) {
@@ -307,10 +316,16 @@ class cupti_collector {
 
   void ensure_attribution(const attribution_options& options) {
     std::lock_guard<std::mutex> lock(attribution_mutex_);
-    if (attribution_ == nullptr) attribution_ = std::make_unique<gpu_attribution>(options);
+    if (attribution_ == nullptr) {
+      attribution_ = std::make_unique<gpu_attribution>(options);
+      attribution_->set_interval_sink(interval_sink_.get());
+    }
   }
   gpu_attribution& attribution_locked() {
-    if (attribution_ == nullptr) attribution_ = std::make_unique<gpu_attribution>();
+    if (attribution_ == nullptr) {
+      attribution_ = std::make_unique<gpu_attribution>();
+      attribution_->set_interval_sink(interval_sink_.get());
+    }
     return *attribution_;
   }
 
@@ -645,6 +660,7 @@ class cupti_collector {
   mutable std::mutex control_mutex_;   // start / stop / flush / status
   std::mutex attribution_mutex_;       // the attribution (CUPTI's buffer thread, snapshot)
   std::unique_ptr<gpu_attribution> attribution_;
+  std::shared_ptr<kernel_interval_sink> interval_sink_;  // PM-sample attribution, when on
   detail::activity_buffer_pool pool_;
   cupti_options options_{};
   cupti_state state_ = cupti_state::not_started;

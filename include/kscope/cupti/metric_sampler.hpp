@@ -3,9 +3,9 @@
 // libnvperf_host loaded with dlopen like the range profiler (cupti/counters.hpp).
 //
 //   kscope::metric_sampler sampler;
-//   if (!sampler.start())                                   // default metrics, 20 µs
+//   if (!sampler.start())                                   // default metrics and windows
 //     std::fprintf(stderr, "%s\n", sampler.status().message.c_str());   // one line: why not
-//   ... the program runs; a background thread decodes every decode_period ...
+//   ... the program runs; a background thread samples in windows and decodes ...
 //   sampler.drain([&](const kscope::metric_sample_view& s) { agg.add_sample(s); });
 //   sampler.stop();                                         // decodes the rest
 //
@@ -13,23 +13,40 @@
 // session can hand them with the kernel intervals to core/metric_samples.hpp's
 // sampled_metrics, which shares each sample among the scopes whose kernels overlapped it.
 //
+// Windows, because decoding is slow. Measured on an H200 (CUPTI 13.0, 7 metrics): turning
+// one sample into values costs the host ~0.05 ms in cuptiPmSamplingDecodeData, ~0.035 ms
+// in the evaluation and ~0.02 ms (amortised) in starting the counter-data image over:
+// about 0.1 ms of CPU per sample. At a 20 µs interval the GPU makes 50 samples per ms and
+// a decoder can never keep up (the first version tried: its hardware buffer overflowed
+// and every later sample was lost). So the sampler samples for `window` (default 50 ms),
+// stops the hardware, decodes that window completely, and waits until its own CPU time is
+// at most `max_decoder_share` of one core (default 25 %) before the next window, with a
+// random ±20 % on the wait so windows never lock onto a periodic step. Every sample of a
+// window is kept; the status says which share of the run the windows covered. With
+// `window` 0 the sampler runs continuously and decodes every decode_period: right for
+// long intervals (≥ 0.5 ms), where the decoder keeps up; losses are counted either way.
+//
 // The sequence (CUPTI 13 / 12.6+), after the range profiler's setup (libraries, profiler
 // initialization, chip name): PM-sampling counter availability, a PM-sampling host object,
-// each metric checked alone (known? one pass?) and the set together (one pass), config
-// image, cuptiPmSamplingEnable on the device, SetConfig (GPU time-interval trigger, the
-// hardware buffer), a counter-data image for counter_data_samples samples, Start; then
-// periodically DecodeData into that image, per new sample GetSampleInfo (timestamps) and
-// cuptiProfilerHostEvaluateToGpuValues, and a re-initialization of the same image when
-// it is full; Stop, a last decode, Disable.
+// the metric set checked (one pass? else each metric alone: known? how many passes?),
+// config image, cuptiPmSamplingEnable on the device, SetConfig (GPU time-interval trigger,
+// the hardware buffer), a counter-data image for counter_data_samples samples; then per
+// window Start, Stop, DecodeData into the image until the hardware buffer is empty, per
+// sample GetSampleInfo (timestamps) and cuptiProfilerHostEvaluateToGpuValues, and a
+// re-initialization of the image after each pass; at the end Disable.
 //
-// Why these defaults (the H200 probe, shared/probes/README.md):
-// - 20 µs interval: 50 to 500 samples inside a 1–10 ms decode step, enough for a p90 per
-//   call; it slowed a copy + GEMM workload by 0.45 % (0.27 % at 100 µs), within the 2 %
-//   goal. Observed: 19,968 ns between samples.
-// - The metric set fits one pass on GH100: plain sm__throughput needs 19 passes there, so
-//   the single-pass TriageCompute.sm__throughput variant stands for SM throughput.
-// - The counter-data image takes ~72 KB per sample with these metrics: 1024 samples
-//   (~75 MB) hold two decode periods of 10 ms at 20 µs, and the image is reused.
+// Why these defaults (measured on an H200, bench/RESULTS.md):
+// - 100 µs interval: 10 to 100 samples inside a 1–10 ms decode step, and with 50 ms
+//   windows and a 25 % decoder share the windows cover about a fifth of the run (at 20 µs
+//   about 1/20). PM sampling slowed a copy + GEMM workload by 0.27 % at 100 µs (0.45 % at
+//   20 µs), within the 2 % goal.
+// - The default metrics fit one pass on GH100: plain sm__throughput needs 19 passes there,
+//   so the single-pass TriageCompute.sm__throughput variant stands for SM throughput.
+// - The counter-data image takes ~68 KB per sample with these metrics; 512 samples
+//   (~35 MB) are decoded per round, and the image is reused.
+// - A window's first sample can start long before the window (the hardware's previous
+//   trigger): a sample longer than 4 intervals is not a sample of the window; it is
+//   counted (samples_irregular) and left out.
 //
 // Never breaks the program: nothing here throws or aborts. Unavailable cases — built
 // without cupti_pmsampling.h, no device, libcupti or libnvperf_host missing or too old, no
@@ -52,6 +69,8 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -63,6 +82,10 @@
 #if KSCOPE_HAS_PM_SAMPLING
 #  include "../core/detail/clock.hpp"
 #  include "counters.hpp"
+#endif
+
+#ifndef KSCOPE_PM_SAMPLING_TRACE
+#  define KSCOPE_PM_SAMPLING_TRACE(...) ((void)0)
 #endif
 
 namespace kscope {
@@ -115,11 +138,18 @@ enum class metric_sampler_state : std::uint8_t {
 
 struct metric_sampler_options {
   std::vector<std::string> metrics;              // empty: default_sampling_metrics()
-  std::uint64_t interval_ns = 20'000;            // GPU time between samples
-  std::size_t hardware_buffer_bytes = std::size_t(256) << 20;  // where the GPU writes records
-  std::chrono::milliseconds decode_period{10};   // background decode period
-  std::uint32_t counter_data_samples = 1024;     // samples the (reused) counter-data image holds
+  std::uint64_t interval_ns = 100'000;           // GPU time between samples
+  std::chrono::milliseconds window{50};          // sampling time per window; 0: continuous
+  double max_decoder_share = 0.25;               // decoder CPU time / wall time, one core
+  std::size_t hardware_buffer_bytes = std::size_t(128) << 20;  // where the GPU writes records
+  std::chrono::milliseconds decode_period{10};   // continuous mode: decode period
+  std::uint32_t counter_data_samples = 0;        // image capacity; 0: from window / interval
+  std::size_t max_counter_data_bytes = std::size_t(256) << 20;  // the image's cap (shrinks the window)
   std::size_t max_buffered_samples = 65536;      // decoded, not yet drained; more are dropped and counted
+  // Called by the decoder thread after each window is decoded (continuous mode: about
+  // every 250 ms), with no sampler lock held: where a consumer drains the samples and
+  // folds them (cupti/live_metrics.hpp). Must not call stop() on this sampler.
+  std::function<void()> after_decode;
   std::string cupti_library;                     // explicit libcupti, as counter_options
   std::string nvperf_host_library;               // explicit libnvperf_host.so
 };
@@ -138,10 +168,29 @@ struct metric_sampler_status {
   std::uint64_t samples_dropped = 0;         // buffer full (drain more often)
   std::uint64_t samples_unusable = 0;        // no timestamps, or evaluation failed
   std::uint64_t samples_lost_at_reset = 0;   // partly decoded when the full image was reset
+  std::uint64_t samples_irregular = 0;       // longer than 4 intervals (a window's lead-in): left out
+  std::uint64_t samples_missing = 0;         // gaps in the timeline inside a window: lost before decoding
   std::uint64_t hardware_overflows = 0;      // the hardware buffer overflowed: samples lost
   std::uint64_t decodes = 0;
   std::uint64_t decode_errors = 0;
+  // Windows (window > 0): how much of the run the samples cover.
+  std::uint64_t windows = 0;
+  std::uint64_t sampled_ns = 0;      // sum of the windows' lengths (host clock)
+  std::uint64_t running_ns = 0;      // start() to now / stop()
+  // Every sample ending before this (kscope's clock) has been delivered: the end of the
+  // last decoded window (continuous: the last decoded sample's end).
+  std::int64_t decoded_until_ns = 0;
+  [[nodiscard]] double coverage() const noexcept {  // sampled share of the run, NaN before any
+    return running_ns > 0 ? static_cast<double>(sampled_ns) / static_cast<double>(running_ns)
+                          : std::numeric_limits<double>::quiet_NaN();
+  }
+  // Where the decoder's time went (its CPU cost; a background thread, never a scope).
+  std::uint64_t decode_ns = 0;    // cuptiPmSamplingDecodeData
+  std::uint64_t evaluate_ns = 0;  // sample info and metric evaluation
+  std::uint64_t reset_ns = 0;     // starting the counter-data image over
   std::size_t counter_data_bytes = 0;        // the counter-data image
+  std::size_t counter_data_samples = 0;      // ... and the samples it holds
+  std::chrono::milliseconds window{0};       // the window used (may be shorter than asked)
   sample_timeline timeline = sample_timeline::unknown;
 
   [[nodiscard]] bool ok() const noexcept {
@@ -159,11 +208,17 @@ inline std::string metric_sampler_request_error(const metric_sampler_options& o)
   if (o.hardware_buffer_bytes < (std::size_t(1) << 20))
     return "metric_sampler_options::hardware_buffer_bytes must be at least 1 MiB, got " +
            std::to_string(o.hardware_buffer_bytes);
+  if (o.window.count() < 0 || o.window.count() > 60'000)
+    return "metric_sampler_options::window must be between 0 (continuous) and 60000 ms, got " +
+           std::to_string(o.window.count()) + " ms";
+  if (!(o.max_decoder_share > 0.0 && o.max_decoder_share <= 1.0))
+    return "metric_sampler_options::max_decoder_share must be in (0, 1], got " + std::to_string(o.max_decoder_share);
   if (o.decode_period.count() < 1 || o.decode_period.count() > 10'000)
     return "metric_sampler_options::decode_period must be between 1 ms and 10 s, got " +
            std::to_string(o.decode_period.count()) + " ms";
-  if (o.counter_data_samples < 16 || o.counter_data_samples > (1u << 20))
-    return "metric_sampler_options::counter_data_samples must be between 16 and 1048576, got " +
+  if (o.counter_data_samples != 0 && (o.counter_data_samples < 16 || o.counter_data_samples > (1u << 20)))
+    return "metric_sampler_options::counter_data_samples must be 0 (sized from the window) or between 16 and "
+           "1048576, got " +
            std::to_string(o.counter_data_samples);
   if (o.max_buffered_samples == 0) return "metric_sampler_options::max_buffered_samples must be at least 1";
   for (const std::string& m : o.metrics)
@@ -273,33 +328,90 @@ class pm_sampling_run {
                         " has no GPU time-interval trigger for PM sampling (Turing and GA100 lack it)");
     if (!ok(configured, "cuptiPmSamplingSetConfig")) return false;
 
+    // The image must hold every sample one decode finds: a decode that fills it loses
+    // the rest of what it read from the hardware buffer (on an H200 a full 512-sample
+    // image after a 240 ms window at 20 µs kept the first 10 ms; the other 11,500 samples
+    // were gone). So it is sized from the window (continuous: four decode periods), with
+    // a quarter more, and where that exceeds max_counter_data_bytes the window shrinks.
+    std::size_t fixed_bytes = 0, per_sample_bytes = 0;
+    if (!counter_data_size(16, fixed_bytes) || !counter_data_size(32, per_sample_bytes)) return false;
+    per_sample_bytes = per_sample_bytes > fixed_bytes ? (per_sample_bytes - fixed_bytes) / 16 : 1;
+    fixed_bytes = fixed_bytes > 16 * per_sample_bytes ? fixed_bytes - 16 * per_sample_bytes : 0;
+    const double interval = static_cast<double>(options.interval_ns);
+    const double span_ns = options.window.count() > 0
+                               ? 1e6 * static_cast<double>(options.window.count())
+                               : 4e6 * static_cast<double>(options.decode_period.count());
+    std::size_t samples = options.counter_data_samples > 0
+                              ? options.counter_data_samples
+                              : static_cast<std::size_t>(span_ns / interval * 1.25) + 64;
+    const std::size_t fitting = options.max_counter_data_bytes > fixed_bytes
+                                    ? (options.max_counter_data_bytes - fixed_bytes) / std::max<std::size_t>(1, per_sample_bytes)
+                                    : 0;
+    if (samples > fitting) samples = fitting;
+    if (samples < 16)
+      return refuse(metric_sampler_state::invalid_request,
+                    "metric sampling not started: max_counter_data_bytes (" +
+                        std::to_string(options.max_counter_data_bytes) + ") holds fewer than 16 samples of " +
+                        std::to_string(per_sample_bytes) + " bytes");
+    effective_window = options.window;
+    const double held_ns = static_cast<double>(samples - samples / 5) * interval;  // a fifth spare
+    if (options.window.count() > 0 && held_ns < span_ns) {
+      effective_window = std::chrono::milliseconds(std::max<long long>(1, static_cast<long long>(held_ns / 1e6)));
+      window_note = "windows shortened from " + std::to_string(options.window.count()) + " ms to " +
+                    std::to_string(effective_window.count()) + " ms: the counter-data image holds " +
+                    std::to_string(samples) + " samples (" + std::to_string(per_sample_bytes) +
+                    " bytes each; max_counter_data_bytes " + std::to_string(options.max_counter_data_bytes) + ")";
+    } else if (options.window.count() == 0 && held_ns < span_ns / 2) {
+      window_note = "continuous sampling: the counter-data image holds " + std::to_string(samples) +
+                    " samples, less than two decode periods; samples are lost whenever a decode finds more";
+    }
     KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
     size.pPmSamplingObject = object_;
     size.pMetricNames = names_.data();
     size.numMetrics = names_.size();
-    size.maxSamples = options.counter_data_samples;
+    size.maxSamples = samples;
     if (!ok(pm.get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
     try {
       counter_data_.assign(size.counterDataSize, 0);
     } catch (...) {
       return refuse(metric_sampler_state::failed, "metric sampling not started: no memory for a counter-data image of " +
                                                       std::to_string(size.counterDataSize) +
-                                                      " bytes (lower counter_data_samples)");
+                                                      " bytes (lower max_counter_data_bytes)");
     }
+    status.counter_data_samples = samples;
     status.counter_data_bytes = counter_data_.size();
     if (!reset_image()) return false;
     values_.assign(names_.size(), 0.0);
 
+    interval_ns_ = static_cast<std::int64_t>(options.interval_ns);
     first_reading_ = read_clocks();
+    return start_sampling();
+  }
+
+  std::chrono::milliseconds effective_window{0};  // the window open() settled on
+  std::string window_note;                         // why it differs from the option's
+
+  // Starts (or, after stop_sampling(), restarts) the hardware; false with the message.
+  bool start_sampling() {
+    if (started_) return true;
     KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Start_Params, start);
     start.pPmSamplingObject = object_;
-    if (!ok(pm.start(&start), "cuptiPmSamplingStart")) return false;
+    if (!ok(pm_->start(&start), "cuptiPmSamplingStart")) return false;
     started_ = true;
+    chain_valid_ = false;  // the gap to the previous window is no loss
     return true;
   }
 
   // Decodes what the hardware buffer holds and hands each usable sample (kscope's clock)
-  // to sink(start_ns, end_ns, values). Counts go to `status`.
+  // to sink(start_ns, end_ns, values). Counts and the time spent go to `status`.
+  //
+  // The image is started over after every pass whose samples are all read (every
+  // populated sample completed), so it only ever holds one decode period's samples and
+  // each pass decodes into a fresh image. Keeping samples in it across passes, as an
+  // earlier version did, stalled on an H200: once the image held its 1,024 samples the
+  // decoder neither reported it FULL nor took more records, and every later sample was
+  // lost. A partly decoded sample (populated, not completed) keeps the image until the
+  // next pass completes it, unless the image is full; then it is counted as lost.
   template <class Sink>
   void decode(metric_sampler_status& status, std::vector<std::string>& notes, Sink&& sink) {
     if (object_ == nullptr) return;
@@ -308,7 +420,10 @@ class pm_sampling_run {
       decode.pPmSamplingObject = object_;
       decode.pCounterDataImage = counter_data_.data();
       decode.counterDataImageSize = counter_data_.size();
+      std::int64_t t0 = now_ns();
       const CUptiResult r = pm_->decode_data(&decode);
+      std::int64_t t1 = now_ns();
+      status.decode_ns += static_cast<std::uint64_t>(t1 - t0);
       ++status.decodes;
       if (r == CUPTI_ERROR_OUT_OF_MEMORY) {  // the header's meaning: hardware-buffer overflow
         ++status.hardware_overflows;
@@ -329,23 +444,35 @@ class pm_sampling_run {
         ++status.decode_errors;
         return;
       }
+      KSCOPE_PM_SAMPLING_TRACE("decode round %d: %.3f ms stop=%d total=%zu populated=%zu completed=%zu read=%zu\n",
+                               round, (t1 - t0) / 1e6, (int)decode.decodeStopReason, info.numTotalSamples,
+                               info.numPopulatedSamples, info.numCompletedSamples, read_);
+      t0 = now_ns();
       evaluate(info.numCompletedSamples, status, notes, sink);
-      // The image is full when CUPTI says so, and also when every slot is completed: on
-      // an H200 the stop reason did not always say FULL, decoding then stopped at the
-      // image's 1,024 samples and every later sample was lost.
+      t1 = now_ns();
+      status.evaluate_ns += static_cast<std::uint64_t>(t1 - t0);
+      KSCOPE_PM_SAMPLING_TRACE("  evaluated in %.3f ms\n", (t1 - t0) / 1e6);
       const bool full = decode.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL ||
-                        (info.numTotalSamples > 0 && info.numCompletedSamples >= info.numTotalSamples);
-      if (!full) return;
-      // Full: every completed sample is read; start the same image over for the rest.
-      if (info.numPopulatedSamples > info.numCompletedSamples)
-        status.samples_lost_at_reset += info.numPopulatedSamples - info.numCompletedSamples;
-      if (!reset_image()) {
+                        (info.numTotalSamples > 0 && info.numPopulatedSamples >= info.numTotalSamples);
+      const bool all_read = info.numPopulatedSamples <= info.numCompletedSamples;
+      if (info.numPopulatedSamples == 0) return;  // nothing decoded: the image stays fresh
+      if (!all_read && !full) return;             // a partial sample waits for the next pass
+      if (!all_read) status.samples_lost_at_reset += info.numPopulatedSamples - info.numCompletedSamples;
+      t0 = now_ns();
+      const bool reset = reset_image();
+      status.reset_ns += static_cast<std::uint64_t>(now_ns() - t0);
+      KSCOPE_PM_SAMPLING_TRACE("  reset in %.3f ms\n", (now_ns() - t0) / 1e6);
+      if (!reset) {
         ++status.decode_errors;
         note_once(notes, message);
         return;
       }
+      // More records may wait behind a full image; otherwise this pass is done.
+      if (!full) return;
     }
   }
+
+  [[nodiscard]] bool sampling() const noexcept { return started_; }
 
   // Stops the hardware (the records already written stay decodable).
   void stop_sampling() noexcept {
@@ -443,6 +570,14 @@ class pm_sampling_run {
   // Every metric known and single-pass alone, then the set in one pass; else one message
   // naming the metric (and its pass count, or its close names).
   bool check_metrics() {
+    {  // The usual case first: the whole set is known and fits one pass (one host object).
+      profiler_host_handle probe;
+      if (!new_host(probe)) return false;
+      std::size_t passes = 0;
+      CUptiResult added = CUPTI_SUCCESS;
+      if (build_config(probe, names_, nullptr, &passes, &added) && passes == 1) return true;
+      if (added == CUPTI_SUCCESS && passes == 0) return false;  // a later call failed: message set
+    }
     std::string unknown, multi_pass;
     std::vector<std::string> bases;
     for (const char* name : names_) {
@@ -497,6 +632,18 @@ class pm_sampling_run {
         if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
     }
     return out;
+  }
+
+  // The counter-data image's size for `samples` samples.
+  bool counter_data_size(std::size_t samples, std::size_t& bytes) {
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
+    size.pPmSamplingObject = object_;
+    size.pMetricNames = names_.data();
+    size.numMetrics = names_.size();
+    size.maxSamples = samples;
+    if (!ok(pm_->get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
+    bytes = size.counterDataSize;
+    return true;
   }
 
   bool reset_image() {
@@ -559,6 +706,20 @@ class pm_sampling_run {
       }
       const auto start = static_cast<std::int64_t>(info.startTimestamp);
       const auto end = static_cast<std::int64_t>(info.endTimestamp);
+      if (end - start > 4 * interval_ns_) {  // a window's lead-in, not a sample of it
+        KSCOPE_PM_SAMPLING_TRACE("  irregular sample %zu: %.3f ms long\n", i, (end - start) / 1e6);
+        ++status.samples_irregular;
+        have_previous = false;
+        chain_valid_ = false;
+        continue;
+      }
+      // Samples follow each other without gaps while the hardware runs; a gap is samples
+      // lost before they reached the decoder (counted, whatever lost them).
+      if (chain_valid_ && start - chain_end_ns_ > interval_ns_ + interval_ns_ / 2)
+        status.samples_missing += static_cast<std::uint64_t>(
+            (static_cast<double>(start - chain_end_ns_) / static_cast<double>(interval_ns_)) + 0.5);
+      chain_end_ns_ = end;
+      chain_valid_ = true;
       if (status.timeline == sample_timeline::unknown && !timeline_checked_) {
         // The first sample decides (it is at most a few decode periods old).
         timeline_checked_ = true;
@@ -570,7 +731,7 @@ class pm_sampling_run {
       const sample_clock_map map = status.timeline == sample_timeline::kscope
                                        ? sample_clock_map::identity()
                                        : sample_clock_map::from_readings(first_reading_, now);
-      if (have_previous) {
+      if (have_previous && start - previous_start <= 4 * interval_ns_) {  // not across a gap
         interval_sum_ += static_cast<double>(start - previous_start);
         ++interval_count_;
       }
@@ -597,6 +758,9 @@ class pm_sampling_run {
   std::size_t read_ = 0;  // samples of the current image already evaluated
   std::vector<double> values_;
   clock_reading first_reading_{};
+  std::int64_t interval_ns_ = 100'000;
+  std::int64_t chain_end_ns_ = 0;  // the last sample's end (sample timeline)
+  bool chain_valid_ = false;
   bool timeline_checked_ = false;
   double interval_sum_ = 0;
   std::uint64_t interval_count_ = 0;
@@ -654,14 +818,30 @@ class metric_sampler {
         spare_ = metric_sample_buffer(fresh.metrics.size(), options.max_buffered_samples);
         metrics_ = fresh.metrics;
         status_ = fresh;
+        status_.window = run->effective_window;
+        notes_.clear();
+        if (!run->window_note.empty()) notes_.push_back(run->window_note);
+        last_sample_end_ns_ = 0;
+        started_at_ns_ = now_ns();
+        window_started_ns_ = started_at_ns_;
+        window_sampling_ = true;
         status_.state = metric_sampler_state::running;
         status_.message = "metric sampling: " + std::to_string(fresh.metrics.size()) + " metrics every " +
-                          std::to_string(options.interval_ns) + " ns on " + fresh.chip + " (device " +
-                          std::to_string(fresh.device) + ")";
+                          std::to_string(options.interval_ns) + " ns" +
+                          (run->effective_window.count() > 0
+                               ? " in " + std::to_string(run->effective_window.count()) + " ms windows (decoder at most " +
+                                     std::to_string(static_cast<int>(options.max_decoder_share * 100 + 0.5)) +
+                                     " % of a core)"
+                               : std::string(", continuously")) +
+                          " on " + fresh.chip + " (device " + std::to_string(fresh.device) + ")";
         stop_requested_ = false;
       }
+      const std::chrono::milliseconds window = run->effective_window;
       run_ = std::move(run);
       decode_period_ = options.decode_period;
+      window_ = window;
+      max_decoder_share_ = options.max_decoder_share;
+      after_decode_ = options.after_decode;
       try {
         decoder_ = std::thread([this] { decode_loop(); });
       } catch (...) {
@@ -698,15 +878,23 @@ class metric_sampler {
       if (decoder_.joinable()) decoder_.join();
 #if KSCOPE_HAS_PM_SAMPLING
       if (!run_) return;
+      const bool was_sampling = run_->sampling();
       run_->stop_sampling();
+      if (was_sampling) end_window();
       decode_now();
       run_->close();
       run_.reset();
       detail::pm_sampler_active().store(false);
       std::lock_guard<std::mutex> lock(mutex_);
+      status_.running_ns = static_cast<std::uint64_t>(now_ns() - started_at_ns_);
+      status_.decoded_until_ns = std::max(now_ns(), last_sample_end_ns_);
       status_.state = metric_sampler_state::stopped;
+      char coverage[96];
+      std::snprintf(coverage, sizeof coverage, "; %llu windows covered %.1f %% of %.3f s",
+                    static_cast<unsigned long long>(status_.windows), 100.0 * status_.coverage(),
+                    static_cast<double>(status_.running_ns) / 1e9);
       status_.message = "metric sampling stopped: " + std::to_string(status_.samples) + " samples of " +
-                        std::to_string(status_.metrics.size()) + " metrics on " + status_.chip;
+                        std::to_string(status_.metrics.size()) + " metrics on " + status_.chip + coverage;
 #endif
     } catch (...) {
     }
@@ -716,6 +904,11 @@ class metric_sampler {
     std::lock_guard<std::mutex> lock(mutex_);
     metric_sampler_status s = status_;
     s.notes = notes_;
+    if (s.state == metric_sampler_state::running) {
+      const std::int64_t now = now_ns();
+      s.running_ns = static_cast<std::uint64_t>(now - started_at_ns_);
+      if (window_sampling_) s.sampled_ns += static_cast<std::uint64_t>(now - window_started_ns_);
+    }
     return s;
   }
 
@@ -760,14 +953,84 @@ class metric_sampler {
     return false;
   }
 
-  void decode_loop() noexcept {
+  static std::int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Waits up to `d` or until stop() asks; true when asked to stop.
+  bool wait_or_stop(std::chrono::nanoseconds d) {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_requested_) {
-      wake_.wait_for(lock, decode_period_, [this] { return stop_requested_; });
-      if (stop_requested_) break;
-      lock.unlock();
-      decode_now();
-      lock.lock();
+    return wake_.wait_for(lock, d, [this] { return stop_requested_; });
+  }
+
+  // The hardware has just stopped: the window [window_started_ns_, now) counts as sampled.
+  // Returns the window's end.
+  std::int64_t end_window() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::int64_t end = now_ns();
+    if (!window_sampling_) return end;
+    window_sampling_ = false;
+    ++status_.windows;
+    status_.sampled_ns += static_cast<std::uint64_t>(end - window_started_ns_);
+    return end;
+  }
+
+  void decode_loop() noexcept {
+    try {
+      if (window_.count() == 0) {  // continuous: decode every period while sampling runs
+        std::int64_t last_hook = now_ns();
+        while (!wait_or_stop(decode_period_)) {
+          decode_now();
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            status_.decoded_until_ns = std::max(status_.decoded_until_ns, last_sample_end_ns_);
+          }
+          if (after_decode_ && now_ns() - last_hook >= 250'000'000) {
+            last_hook = now_ns();
+            after_decode_();
+          }
+        }
+        return;
+      }
+      std::uint64_t jitter = static_cast<std::uint64_t>(now_ns()) | 1u;  // xorshift state
+      for (;;) {
+        if (wait_or_stop(window_)) return;  // stop() ends the window and decodes it
+#if KSCOPE_HAS_PM_SAMPLING
+        run_->stop_sampling();
+#endif
+        const std::int64_t window_end = end_window();
+        KSCOPE_PM_SAMPLING_TRACE("window ended\n");
+        const std::int64_t t0 = now_ns();
+        decode_now();
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          status_.decoded_until_ns = std::max(status_.decoded_until_ns, window_end);
+        }
+        if (after_decode_) after_decode_();
+        const std::int64_t busy = now_ns() - t0;
+        // Pause so that busy / (window + busy + pause) <= max_decoder_share, ±20 %.
+        jitter ^= jitter << 13;
+        jitter ^= jitter >> 7;
+        jitter ^= jitter << 17;
+        const double spread = 0.8 + 0.4 * static_cast<double>(jitter % 1000) / 999.0;
+        const double cycle = static_cast<double>(busy) / max_decoder_share_;
+        const double window_ns = static_cast<double>(std::chrono::nanoseconds(window_).count());
+        const double pause = std::max(0.0, cycle - window_ns - static_cast<double>(busy)) * spread;
+        if (wait_or_stop(std::chrono::nanoseconds(static_cast<std::int64_t>(pause)))) return;
+#if KSCOPE_HAS_PM_SAMPLING
+        if (!run_->start_sampling()) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (std::find(notes_.begin(), notes_.end(), run_->message) == notes_.end()) notes_.push_back(run_->message);
+          return;  // no more windows; what was sampled stays
+        }
+#endif
+        KSCOPE_PM_SAMPLING_TRACE("window restarted after a %.3f ms pause\n", pause / 1e6);
+        std::lock_guard<std::mutex> lock(mutex_);
+        window_started_ns_ = now_ns();
+        window_sampling_ = true;
+      }
+    } catch (...) {
     }
   }
 
@@ -786,6 +1049,7 @@ class metric_sampler {
       std::uint64_t pushed = 0, dropped = 0;
       run_->decode(counts, new_notes, [&](std::int64_t start, std::int64_t end, const double* values) {
         std::lock_guard<std::mutex> lock(mutex_);
+        last_sample_end_ns_ = std::max(last_sample_end_ns_, end);
         if (buffer_.push(start, end, values))
           ++pushed;
         else
@@ -797,9 +1061,14 @@ class metric_sampler {
       status_.samples_dropped += dropped;
       status_.samples_unusable = counts.samples_unusable;
       status_.samples_lost_at_reset = counts.samples_lost_at_reset;
+      status_.samples_irregular = counts.samples_irregular;
+      status_.samples_missing = counts.samples_missing;
       status_.hardware_overflows = counts.hardware_overflows;
       status_.decodes = counts.decodes;
       status_.decode_errors = counts.decode_errors;
+      status_.decode_ns = counts.decode_ns;
+      status_.evaluate_ns = counts.evaluate_ns;
+      status_.reset_ns = counts.reset_ns;
       status_.mean_interval_ns = counts.mean_interval_ns;
       status_.timeline = counts.timeline;
       notes_ = std::move(new_notes);
@@ -814,6 +1083,13 @@ class metric_sampler {
   std::condition_variable wake_;
   bool stop_requested_ = false;
   std::chrono::milliseconds decode_period_{10};
+  std::chrono::milliseconds window_{50};
+  double max_decoder_share_ = 0.25;
+  std::int64_t started_at_ns_ = 0;
+  std::int64_t window_started_ns_ = 0;
+  std::int64_t last_sample_end_ns_ = 0;  // under mutex_
+  std::function<void()> after_decode_;
+  bool window_sampling_ = true;  // the hardware runs (set at start, cleared by end_window)
   std::thread decoder_;
   metric_sampler_status status_;
   std::vector<std::string> notes_;

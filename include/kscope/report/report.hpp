@@ -17,7 +17,9 @@
 #include "../core/detail/number_format.hpp"  // every number printed with '.', whatever the C locale
 #include "../core/detail/text_escape.hpp"    // user strings made safe for a terminal
 #include "../scope/detail/thread_state.hpp"
+#include "detail/text_layout.hpp"
 #include "plot.hpp"
+#include "sampled_metrics.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 
@@ -133,6 +135,8 @@ struct session_report {
   attribution_counters cupti_counters;
   std::size_t sample_cap = 0;
   std::uint64_t gpu_timing_skipped = 0;  // stream scopes that got no event pair
+  // GPU metrics sampled while running (PM sampling): absent unless sampling was enabled.
+  std::optional<session_sampled_metrics> sampled_metrics;
 
   // The scope at `path` ("a/b/c"), or nullptr.
   [[nodiscard]] const scope_report* find(const std::string& path) const noexcept {
@@ -170,14 +174,6 @@ struct session_report {
   return detail::format_fixed(v, decimals) + " " + unit;
 }
 
-namespace detail {
-// Two spaces per level below the top, capped: a report read from a file may claim any
-// depth, and the name column is 30 wide anyway.
-inline std::size_t indent_width(std::size_t depth) noexcept {
-  const std::size_t levels = depth > 0 ? depth - 1 : 0;
-  return levels < 15 ? 2 * levels : 30;
-}
-}  // namespace detail
 
 namespace detail {
 
@@ -189,44 +185,6 @@ inline std::string format_ci_percent(const summary& s) {
   if (!std::isfinite(s.median_ci.lo) || !std::isfinite(s.median_ci.hi) || s.median == 0) return "";
   const double half = 0.5 * (s.median_ci.hi - s.median_ci.lo) / std::fabs(s.median) * 100.0;
   return "±" + format_fixed(half, half < 0.095 ? 2 : 1) + "%";
-}
-
-// Pads (or cuts with "~") to a display width; "±" and "µ" count as one column.
-inline std::string fit(const std::string& s, std::size_t width, bool right = false) {
-  std::size_t columns = 0;
-  for (unsigned char c : s) columns += (c & 0xC0) != 0x80;
-  std::string out = s;
-  if (columns > width) {
-    // Cut between characters, never inside one (a cut UTF-8 sequence is invalid text);
-    // mark the cut.
-    const std::size_t keep = width > 0 ? width - 1 : 0;
-    std::size_t bytes = 0;
-    for (std::size_t kept = 0; kept < keep && bytes < s.size(); ++kept) bytes += decode_utf8(s, bytes).length;
-    out = s.substr(0, bytes) + "~";
-    columns = width;
-  }
-  std::string pad(width - columns, ' ');
-  return right ? pad + out : out + pad;
-}
-
-// Word-wraps one paragraph to `width` columns, continuation lines indented by 2.
-inline std::string wrap(const std::string& text, std::size_t width) {
-  std::string out, line;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find(' ', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string word = text.substr(start, end - start);
-    if (!line.empty() && line.size() + 1 + word.size() > width) {
-      out += line + "\n";
-      line = "  " + word;
-    } else {
-      line += line.empty() ? word : " " + word;
-    }
-    start = end + 1;
-  }
-  if (!line.empty()) out += line + "\n";
-  return out;
 }
 
 // A scope's GPU work split by device, as a JSON array (report and merged report).
@@ -480,11 +438,12 @@ inline std::string session_report::text() const {
       if (!a.graph_capture.empty())
         out += indent + "  " + printable_name(detail::graph_capture_text(a.graph_capture, scopes)) + "\n";
     }
-    std::string legend = "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
-                         "idle: its GPU span with none of its work running";
-    if (any_comm) legend += "; comm: NCCL kernels' time (part of kern time)";
-    if (any_multi_device) legend += "; @GPU n: the scope's kernels on device n";
-    out += detail::wrap(legend, 98);
+    std::string activity_legend =
+        "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
+        "idle: its GPU span with none of its work running";
+    if (any_comm) activity_legend += "; comm: NCCL kernels' time (part of kern time)";
+    if (any_multi_device) activity_legend += "; @GPU n: the scope's kernels on device n";
+    out += detail::wrap(activity_legend, 98);
   }
   if (!top_kernels.empty()) {
     out += "\n" + detail::fit("top kernels", 40) + detail::fit("calls", 7, true) + detail::fit("total", 10, true) +
@@ -510,6 +469,7 @@ inline std::string session_report::text() const {
     }
     if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
   }
+  if (sampled_metrics) out += detail::sampled_metrics_text(*sampled_metrics, scopes);
   if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + printable_name(cupti_status), 98);
   if (gpu_timing_skipped)
     out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";
@@ -582,6 +542,8 @@ inline std::string session_report::json() const {
   }
   w.end_array();
   w.end_object();
+  w.key("sampled_metrics");
+  if (sampled_metrics) detail::write_sampled_metrics_json(w, *sampled_metrics, scopes); else w.value(nullptr);
   w.key("scopes").begin_array();
   for (const scope_report& s : scopes) {
     w.begin_object();
@@ -644,10 +606,11 @@ inline std::string session_report::json() const {
       w.member("first_start_ns", static_cast<long long>(a.first_start_ns));
       w.member("last_end_ns", static_cast<long long>(a.last_end_ns));
       for (copy_direction d : {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d, copy_direction::other}) {
-        const copy_totals& c = a.copies(d);
+        const copy_totals& copies = a.copies(d);
         w.key(std::string("memcpy_") + to_string(d)).begin_object();
-        w.member("count", static_cast<unsigned long long>(c.count)).member("bytes", static_cast<unsigned long long>(c.bytes));
-        w.member("ns", static_cast<long long>(c.ns)).end_object();
+        w.member("count", static_cast<unsigned long long>(copies.count))
+            .member("bytes", static_cast<unsigned long long>(copies.bytes));
+        w.member("ns", static_cast<long long>(copies.ns)).end_object();
       }
       w.key("memset").begin_object();
       w.member("count", static_cast<unsigned long long>(a.memset.count))

@@ -19,6 +19,7 @@
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 #include "../cupti/collector.hpp"
+#include "../cupti/live_metrics.hpp"
 #include "../device/device.hpp"
 #include "../report/rank.hpp"
 #include "../report/report.hpp"
@@ -151,6 +152,23 @@ class session {
     return ok;
   }
 
+  // Samples GPU-wide hardware counters while the program runs (CUPTI PM sampling: no
+  // replay, no serialization; cupti/metric_sampler.hpp) and shares each sample among the
+  // scopes whose kernels ran during it (cupti/live_metrics.hpp). The report then has a
+  // "GPU metrics sampled while running" section: per scope SM %, DRAM %, tensor-pipe %,
+  // warps, clock and DRAM bytes, with a verdict from them, and per step scope (the names in
+  // `step_scopes`) the p50 / p90 over calls. Starts the CUPTI collector too when it is not
+  // running (the kernels' scopes come from it). Returns false, with the one-line reason
+  // in the report's warnings, when sampling is unavailable (no permission to the GPU
+  // counters, Nsight or another sampler attached, CUDA older than 12.6, ...); everything
+  // else keeps working. KSCOPE_METRIC_SAMPLING=1 in the environment does the same with
+  // the defaults before main.
+  //   kscope::session::global().enable_metric_sampling();
+  bool enable_metric_sampling(const metric_sampling_options& options = {},
+                              std::vector<std::string> step_scopes = {});
+  // Stops sampling; what was sampled stays in later reports. Called at exit as well.
+  void disable_metric_sampling();
+
   // Replaces where GPU activity comes from (nullptr: the CUPTI collector again). The
   // session keeps the source alive while a report uses it.
   void set_gpu_activity_source(std::shared_ptr<gpu_activity_source> source) {
@@ -171,6 +189,19 @@ class session {
     std::lock_guard<std::mutex> lock(mutex_);
     if (std::find(warnings_.begin(), warnings_.end(), message) == warnings_.end())
       warnings_.push_back(std::move(message));
+  }
+
+  // KSCOPE_METRIC_SAMPLING=1: enable_metric_sampling() with the defaults, before main.
+  bool start_metric_sampling_from_environment() {
+    const char* v = std::getenv("KSCOPE_METRIC_SAMPLING");
+    switch (detail::parse_switch(v)) {
+      case detail::switch_value::on: return enable_metric_sampling();
+      case detail::switch_value::unrecognised:
+        warn(detail::switch_warning("KSCOPE_METRIC_SAMPLING", v,
+                                    "metric sampling not started (KSCOPE_METRIC_SAMPLING=1 starts it)"));
+        return false;
+      default: return false;
+    }
   }
 
   // KSCOPE_CUPTI=1: starts GPU activity collection as if enable_cupti() had been called.
@@ -203,6 +234,7 @@ class session {
   device_peaks peaks_;
   bool have_peaks_ = false;
   std::shared_ptr<gpu_activity_source> source_;
+  std::shared_ptr<live_metric_sampling> live_metrics_;  // created by enable_metric_sampling
 };
 
 // ---- implementation ------------------------------------------------------------------
@@ -366,6 +398,31 @@ inline session_report session::report() {
     out.top_kernels = gpu.activity.top_kernels;
     out.cupti_counters = gpu.activity.counters;
   }
+  std::shared_ptr<live_metric_sampling> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live = live_metrics_;
+  }
+  if (live) {
+    // The collector was flushed above: kernels that ended before now are attributed.
+    const live_metrics_snapshot m = live->snapshot(detail::now_ns());
+    session_sampled_metrics section;
+    section.status = m.status.message;
+    section.notes = m.status.notes;
+    section.running = m.status.ok();
+    section.interval_ns = m.status.interval_ns;
+    section.mean_interval_ns = m.status.mean_interval_ns;
+    section.windows = m.status.windows;
+    section.coverage = m.status.coverage();
+    section.samples = m.status.samples;
+    section.samples_lost = m.status.samples_dropped + m.status.samples_lost_at_reset + m.status.samples_unusable +
+                           m.status.samples_missing;
+    section.hardware_overflows = m.status.hardware_overflows;
+    section.folded_until_ns = m.folded_until_ns;
+    section.attributed = m.attributed;
+    section.data = m.report;
+    out.sampled_metrics = std::move(section);
+  }
   recorder& rec = recorder::global();
   rec.settle_gpu();
   const recorder_snapshot data = rec.snapshot();  // the one step under the recorder's lock
@@ -399,6 +456,58 @@ inline session_report session::report() {
   const bool timeline = gpu.status.state == cupti_state::running || gpu.status.state == cupti_state::stopped;
   detail::reconcile_and_advise(out, gpu.activity, peaks ? &*peaks : nullptr, timeline);
   return out;
+}
+
+inline bool session::enable_metric_sampling(const metric_sampling_options& options,
+                                            std::vector<std::string> step_scopes) {
+  std::shared_ptr<live_metric_sampling> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!live_metrics_) live_metrics_ = std::make_shared<live_metric_sampling>();
+    live = live_metrics_;
+  }
+  // The scopes of the sampled kernels come from the activity collector.
+  if (gpu_source()->status().state == cupti_state::not_started) (void)enable_cupti();
+  cupti_collector::global().set_interval_sink(live);
+  metric_sampling_options o = options;
+  if (!step_scopes.empty()) {
+    // Before each fold, the calls of the step scopes that closed since the last one (from
+    // the recorder's trace ring: the most recent trace_capacity intervals).
+    struct step_feed {
+      std::mutex mutex;
+      std::vector<std::string> names;
+      std::int64_t last_end_ns = 0;
+    };
+    auto feed = std::make_shared<step_feed>();
+    feed->names = std::move(step_scopes);
+    o.before_fold = [feed](live_metric_sampling& target) {
+      std::lock_guard<std::mutex> lock(feed->mutex);
+      const recorder_trace trace = recorder::global().trace_snapshot();
+      const detail::tick_map clock = detail::calibrate_ticks();
+      std::int64_t newest = feed->last_end_ns;
+      for (const recorded_interval& e : trace.intervals) {
+        if (e.node >= trace.names.size()) continue;
+        if (std::find(feed->names.begin(), feed->names.end(), trace.names[e.node]) == feed->names.end()) continue;
+        const std::int64_t end = clock.to_ns(e.end_ticks);
+        if (end <= feed->last_end_ns) continue;
+        target.add_step_call(static_cast<sampled_node>(e.node), clock.to_ns(e.start_ticks), end);
+        newest = std::max(newest, end);
+      }
+      feed->last_end_ns = newest;
+    };
+  }
+  const bool ok = live->start(o);
+  if (!ok) warn(live->status().message);
+  return ok;
+}
+
+inline void session::disable_metric_sampling() {
+  std::shared_ptr<live_metric_sampling> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live = live_metrics_;
+  }
+  if (live) live->stop();
 }
 
 inline bool session::write_trace(const std::string& path, std::string* error) {
@@ -442,6 +551,9 @@ namespace detail {
 // header — which every program that makes a report does. An inline variable is
 // initialized once per program however many files include it.
 inline const bool cupti_started_from_environment = session::global().start_cupti_from_environment();
+// KSCOPE_METRIC_SAMPLING=1 likewise (after the collector, which it would start anyway).
+inline const bool metric_sampling_started_from_environment =
+    session::global().start_metric_sampling_from_environment();
 }  // namespace detail
 
 }  // namespace kscope

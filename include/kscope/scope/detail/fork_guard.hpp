@@ -33,6 +33,7 @@ enum class lock_rank : int {
   event_pool = 30,
   collector_control = 40,
   collector_attribution = 50,
+  sampled_metrics = 60,  // PM-sample attribution: taken inside the attribution's lock
 };
 
 #if KSCOPE_DETAIL_FORK_GUARD

@@ -1,0 +1,259 @@
+// cupti/warp_stalls.hpp on a real GPU (run by the lead on an H100/H200; skipped without a
+// device): CUPTI PC sampling must say where the warps of known kernels wait.
+//
+// - A naive fp32 GEMM, n = 1024, one thread per output (row-major, inner loop over k): more
+//   than 1000 samples and a dominant stall, printed whatever it is (expected: a memory wait,
+//   long scoreboard or LG/MIO throttle).
+// - A kernel written to be barrier-bound: in every round warp 0 of each 256-thread block
+//   runs a chain of dependent FMAs while the other seven warps wait at __syncthreads, so
+//   about 7 of 8 sampled warps sit at the barrier: barrier must be the top reason, with
+//   more than half of the samples.
+// - Two kernels in one kernel-serialized pass come back as two launches with their names.
+// - A pass inside a pass is refused (busy) without running its work; an exception from the
+//   work comes out after sampling is disabled, and the next pass works.
+// Where the driver refuses PC sampling (no permission to the counters, an unsupported
+// device) the cases print CUPTI's message and pass: those are the only refusals accepted.
+// Every line of the tables starts with "WARPSTALL", for the lead's logs.
+#include <kscope/core/warp_stalls.hpp>
+#include <kscope/cupti/counters.hpp>
+#include <kscope/cupti/warp_stalls.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define KSCOPE_TEST_REQUIRE_CUDA(call) REQUIRE_MESSAGE((call) == cudaSuccess, #call)
+
+// One thread per output, row-major, the plain inner loop over k.
+__global__ void naive_sgemm(const float* a, const float* b, float* c, int n) {
+  const int row = blockIdx.y * blockDim.y + threadIdx.y;
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= n || col >= n) return;
+  float acc = 0.0f;
+  for (int k = 0; k < n; ++k) acc += a[row * n + k] * b[k * n + col];
+  c[row * n + col] = acc;
+}
+
+// Barrier-bound by construction: per round, warp 0 does `chain` dependent FMAs (a few
+// cycles each, nothing to overlap) while warps 1..7 reach __syncthreads at once and wait
+// for it. The result is stored so the chain cannot be removed.
+__global__ void barrier_bound(float* out, int rounds, int chain) {
+  float x = 1.0f + 1e-3f * static_cast<float>(threadIdx.x);
+  for (int r = 0; r < rounds; ++r) {
+    if (threadIdx.x < 32)
+      for (int i = 0; i < chain; ++i) x = fmaf(x, 0.999f, 0.25f);
+    __syncthreads();
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = x;
+}
+
+class device_buffer {
+ public:
+  explicit device_buffer(std::size_t bytes) {
+    REQUIRE_MESSAGE(cudaMalloc(&data_, bytes) == cudaSuccess, "cudaMalloc of " << bytes << " bytes");
+    KSCOPE_TEST_REQUIRE_CUDA(cudaMemset(data_, 0, bytes));
+  }
+  ~device_buffer() { cudaFree(data_); }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  float* get() const { return static_cast<float*>(data_); }
+
+ private:
+  void* data_ = nullptr;
+};
+
+__global__ void fill(float* p, std::size_t n, float v) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = v;
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  KSCOPE_TEST_REQUIRE_CUDA(cudaGetDevice(&device));
+  KSCOPE_TEST_REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+// One sample per SM every 2^12 cycles: tens of thousands of samples per millisecond of
+// kernel on an H200, well inside CUPTI's default buffers.
+kscope::warp_stall_options sampling_options() {
+  kscope::warp_stall_options o;
+  o.sampling_period = 12;
+  return o;
+}
+
+// Prints the result and every profile's table, prefixed "WARPSTALL".
+void print(const kscope::warp_stall_result& r) {
+  std::printf("WARPSTALL %s: %s\n", kscope::to_string(r.state), r.message.c_str());
+  for (const std::string& note : r.notes) std::printf("WARPSTALL note: %s\n", note.c_str());
+  std::printf("WARPSTALL CUPTI: %llu samples, %llu dropped, %llu in non-user kernels, %zu stall reasons\n",
+              static_cast<unsigned long long>(r.cupti_total_samples),
+              static_cast<unsigned long long>(r.dropped_samples),
+              static_cast<unsigned long long>(r.non_user_samples), r.stall_reasons.size());
+  // Whether "_not_issued" is the subset kscope takes it for: then the profile's total
+  // matches CUPTI's count less dropped and non-user samples, and the not-issued sum is
+  // smaller; were the twins disjoint, total + not-issued would match instead.
+  std::uint64_t not_issued = 0;
+  for (const auto& [key, c] : r.total.reasons) not_issued += c.not_issued;
+  std::printf("WARPSTALL totals: profile %llu samples (%llu of them not issued), CUPTI %llu - dropped %llu - "
+              "non-user %llu\n",
+              static_cast<unsigned long long>(r.total.total_samples()), static_cast<unsigned long long>(not_issued),
+              static_cast<unsigned long long>(r.cupti_total_samples),
+              static_cast<unsigned long long>(r.dropped_samples), static_cast<unsigned long long>(r.non_user_samples));
+  kscope::warp_stall_print_options o;
+  o.prefix = "WARPSTALL ";
+  for (const kscope::warp_stall_profile& k : r.kernels)
+    std::fputs(kscope::format_warp_stalls(k, o).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+// The refusals a machine may legitimately give (the driver restricts the counters, or the
+// device cannot be sampled): printed, and the case ends there.
+bool refused(const kscope::warp_stall_result& r) {
+  if (r.state != kscope::counter_state::no_permission && r.state != kscope::counter_state::unsupported_device)
+    return false;
+  std::printf("WARPSTALL refused (%s): %s\n", kscope::to_string(r.state), r.message.c_str());
+  MESSAGE("PC sampling refused on this machine: " << r.message);
+  return true;
+}
+
+// The profile whose name contains `part`, or nullptr.
+const kscope::warp_stall_profile* find(const kscope::warp_stall_result& r, const std::string& part) {
+  for (const kscope::warp_stall_profile& k : r.kernels)
+    if (k.name.find(part) != std::string::npos) return &k;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("naive fp32 GEMM, n = 1024: more than 1000 samples and a dominant stall") {
+  constexpr int n = 1024;
+  const std::size_t elements = static_cast<std::size_t>(n) * n;
+  device_buffer a(elements * sizeof(float)), b(elements * sizeof(float)), c(elements * sizeof(float));
+  fill<<<static_cast<unsigned>((elements + 255) / 256), 256>>>(a.get(), elements, 1.0f);
+  fill<<<static_cast<unsigned>((elements + 255) / 256), 256>>>(b.get(), elements, 2.0f);
+  const dim3 block(16, 16);
+  const dim3 grid(n / 16, n / 16);
+  // One launch before sampling: the module is loaded (lazy loading) and the caches warm.
+  naive_sgemm<<<grid, block>>>(a.get(), b.get(), c.get(), n);
+  KSCOPE_TEST_REQUIRE_CUDA(cudaDeviceSynchronize());
+  KSCOPE_TEST_REQUIRE_CUDA(cudaMemset(c.get(), 0, elements * sizeof(float)));
+
+  int calls = 0;
+  const kscope::warp_stall_result r = kscope::profile_warp_stalls(
+      [&] {
+        ++calls;
+        naive_sgemm<<<grid, block>>>(a.get(), b.get(), c.get(), n);
+      },
+      sampling_options());
+  print(r);
+  if (refused(r)) return;
+  REQUIRE_MESSAGE(r.ok(), r.message);
+  CHECK(calls == 1);
+  // The sampled run computed the product: every output is the sum of n products 1 * 2.
+  std::vector<float> host(elements);
+  KSCOPE_TEST_REQUIRE_CUDA(cudaMemcpy(host.data(), c.get(), elements * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(host.front() == 2.0f * n);
+  CHECK(host.back() == 2.0f * n);
+
+  REQUIRE(r.kernels.size() == 1);
+  const kscope::warp_stall_profile& k = r.kernels[0];
+  CHECK(k.name.find("naive_sgemm") != std::string::npos);
+  CHECK_MESSAGE(k.total_samples() > 1000, k.total_samples() << " samples");
+  const kscope::warp_stall_finding d = kscope::dominant_stall(k);
+  REQUIRE_MESSAGE(d.found, d.text);
+  std::printf("WARPSTALL naive GEMM dominant stall: %s (%s, %s)\n", d.reason.c_str(), kscope::to_string(d.category),
+              d.category == kscope::stall_category::memory ? "a memory wait, as expected"
+                                                           : "NOT a memory wait: look at the table above");
+  CHECK(!k.hottest_pcs(3).empty());
+  CHECK(r.total.total_samples() == k.total_samples());
+  std::printf("WARPSTALL json: %s\n", kscope::warp_stalls_json({k}, 3).c_str());
+}
+
+TEST_CASE("a barrier-bound kernel: barrier is the top stall reason") {
+  constexpr int threads = 256;  // 8 warps: warp 0 works, 7 wait
+  const int blocks = sm_count() * 8;
+  device_buffer out(static_cast<std::size_t>(blocks) * threads * sizeof(float));
+  constexpr int rounds = 2000, chain = 256;
+  barrier_bound<<<blocks, threads>>>(out.get(), 1, chain);  // module loaded before sampling
+  KSCOPE_TEST_REQUIRE_CUDA(cudaDeviceSynchronize());
+
+  const kscope::warp_stall_result r = kscope::profile_warp_stalls(
+      [&] { barrier_bound<<<blocks, threads>>>(out.get(), rounds, chain); }, sampling_options());
+  print(r);
+  if (refused(r)) return;
+  REQUIRE_MESSAGE(r.ok(), r.message);
+  REQUIRE(r.kernels.size() == 1);
+  const kscope::warp_stall_profile& k = r.kernels[0];
+  CHECK(k.name.find("barrier_bound") != std::string::npos);
+  CHECK_MESSAGE(k.total_samples() > 1000, k.total_samples() << " samples");
+  const kscope::warp_stall_finding d = kscope::dominant_stall(k);
+  std::printf("WARPSTALL barrier kernel dominant stall: %s\n", d.text.c_str());
+  CHECK_MESSAGE(d.reason == "barrier", d.text);
+  CHECK_MESSAGE(k.share_of("barrier") > 0.5, "barrier share " << k.share_of("barrier"));
+}
+
+TEST_CASE("two kernels in one kernel-serialized pass: two launches, each named") {
+  constexpr int n = 256;
+  const std::size_t elements = static_cast<std::size_t>(n) * n;
+  device_buffer a(elements * sizeof(float)), b(elements * sizeof(float)), c(elements * sizeof(float));
+  const int blocks = sm_count() * 8;
+  device_buffer out(static_cast<std::size_t>(blocks) * 256 * sizeof(float));
+  const dim3 block(16, 16), grid(n / 16, n / 16);
+  naive_sgemm<<<grid, block>>>(a.get(), b.get(), c.get(), n);
+  barrier_bound<<<blocks, 256>>>(out.get(), 1, 16);
+  KSCOPE_TEST_REQUIRE_CUDA(cudaDeviceSynchronize());
+
+  const kscope::warp_stall_result r = kscope::profile_warp_stalls(
+      [&] {
+        naive_sgemm<<<grid, block>>>(a.get(), b.get(), c.get(), n);
+        barrier_bound<<<blocks, 256>>>(out.get(), 200, 256);
+      },
+      sampling_options());
+  print(r);
+  if (refused(r)) return;
+  REQUIRE_MESSAGE(r.ok(), r.message);
+  CHECK(r.kernels.size() == 2);
+  const kscope::warp_stall_profile* gemm = find(r, "naive_sgemm");
+  const kscope::warp_stall_profile* barrier = find(r, "barrier_bound");
+  REQUIRE(gemm != nullptr);
+  REQUIRE(barrier != nullptr);
+  CHECK(gemm->launches == 1);  // kernel-serialized: each record carries its launch
+  CHECK(barrier->launches == 1);
+  CHECK(r.total.launches == 2);
+  CHECK(r.total.total_samples() == gemm->total_samples() + barrier->total_samples());
+  CHECK(r.total.name == "all kernels");
+}
+
+TEST_CASE("a pass inside a pass is busy; an exception from the work comes out and sampling stops") {
+  int inner_calls = 0;
+  kscope::warp_stall_result inner;
+  kscope::counter_result counters;
+  const kscope::warp_stall_result outer = kscope::profile_warp_stalls([&] {
+    inner = kscope::profile_warp_stalls([&] { ++inner_calls; });
+    counters = kscope::profile_counters({"gpu__time_duration.sum"}, [&] { ++inner_calls; });
+  });
+  print(outer);
+  if (refused(outer)) return;
+  REQUIRE_MESSAGE(outer.ok(), outer.message);
+  CHECK(inner.state == kscope::counter_state::busy);
+  CHECK(counters.state == kscope::counter_state::busy);
+  CHECK(inner_calls == 0);
+
+  CHECK_THROWS_AS((void)kscope::profile_warp_stalls([] { throw std::runtime_error("work failed"); }),
+                  std::runtime_error);
+  // Sampling was disabled on the way out: the next pass enables it again.
+  device_buffer out(256 * sizeof(float));
+  const kscope::warp_stall_result again =
+      kscope::profile_warp_stalls([&] { barrier_bound<<<1, 256>>>(out.get(), 10, 16); }, sampling_options());
+  CHECK_MESSAGE(again.ok(), again.message);
+}
