@@ -170,6 +170,8 @@ struct attribution_counters {
   std::uint64_t graph_capture_unknown = 0;   // the node's creation was not seen: no capture-time scope
   std::uint64_t graph_capture_over_cap = 0;  // ...of built_elsewhere: past max_capture_origins_per_node scopes
   std::uint64_t graph_nodes_evicted = 0;     // graph-node table entries replaced (table full)
+  // Launched inside a call the per-scope counters profiled: replayed, so kept out.
+  std::uint64_t profiled_records = 0;
 };
 
 // One GPU record kept for the trace (trace.hpp), on kscope's clock: the record's header

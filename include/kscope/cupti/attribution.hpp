@@ -128,21 +128,27 @@ class gpu_attribution {
     ++counters_.records_seen;
     if (!valid_times(k.start_ns, k.end_ns)) return;
     ++counters_.kernel_records;
-    apply_kernel(k, origin_of(k.correlation_id, 0));
+    const launch_origin origin = origin_of(k.correlation_id, 0);
+    if (profiled(origin)) return;
+    apply_kernel(k, origin);
   }
 
   void add_memcpy(const memcpy_record& m) {
     ++counters_.records_seen;
     if (!valid_times(m.start_ns, m.end_ns)) return;
     ++counters_.memcpy_records;
-    apply_transfer(m, activity_kind::memcpy, m.kind, m.bytes, origin_of(m.correlation_id, m.runtime_correlation_id));
+    const launch_origin origin = origin_of(m.correlation_id, m.runtime_correlation_id);
+    if (profiled(origin)) return;
+    apply_transfer(m, activity_kind::memcpy, m.kind, m.bytes, origin);
   }
 
   void add_memset(const memset_record& s) {
     ++counters_.records_seen;
     if (!valid_times(s.start_ns, s.end_ns)) return;
     ++counters_.memset_records;
-    apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin_of(s.correlation_id, 0));
+    const launch_origin origin = origin_of(s.correlation_id, 0);
+    if (profiled(origin)) return;
+    apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin);
   }
 
   // Records the buffer walk could not read (invalid kind mid-buffer).
@@ -297,6 +303,14 @@ class gpu_attribution {
       ++counters_.dropped_end_before_start;
       return false;
     }
+    return true;
+  }
+
+  // Launched inside a call the per-scope counters profiled (correlation.hpp marks it): its
+  // time includes kernel replay, so it is counted and kept out of every aggregate.
+  bool profiled(const launch_origin& origin) noexcept {
+    if (origin.thread_index == unknown_thread || (origin.thread_index & profiled_launch_bit) == 0) return false;
+    ++counters_.profiled_records;
     return true;
   }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "records.hpp"
+#include "../scope/detail/counter_hook.hpp"
 #include "../scope/detail/thread_state.hpp"
 
 #include <atomic>
@@ -171,7 +172,10 @@ inline void record_launch_from_this_thread(correlation_table& table,
   if (last.correlation_id == correlation_id && last.table == &table) return;
   last = {&table, correlation_id};
   detail::thread_state& state = detail::this_thread_state();
-  table.record_launch(correlation_id, state.current, state.thread_index);
+  // Inside a call the per-scope counters profile, the launch is marked: its records are
+  // replayed work, kept out of the aggregates (attribution.hpp: profiled()).
+  const std::uint32_t thread = detail::profiled_depth > 0 ? (state.thread_index | profiled_launch_bit) : state.thread_index;
+  table.record_launch(correlation_id, state.current, thread);
 }
 
 }  // namespace kscope

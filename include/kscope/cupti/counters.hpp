@@ -453,245 +453,302 @@ class counter_setup {
 
 // The pass itself (see the top of this header). `user_error` receives an exception the
 // work threw; the caller rethrows it once everything here is torn down.
+// One counter pass, split around the work so that the work can be a callable (profile_
+// counters) or whatever a program runs between a scope's open and close (the per-scope
+// counters, cupti/scope_counters.hpp). begin() does everything up to the first range,
+// start_run() / end_run() bracket one run of the work (kernel replay: one run; user
+// replay: one per pass), finish() decodes and evaluates. The first failure is the result.
+class counter_pass_run {
+ public:
+  bool begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result) {
+    options_ = &options;
+    // The setup's first failure, as the pass's outcome.
+    const bool opened = setup_.open(options);
+    if (setup_.libs != nullptr) result.cupti_version = setup_.libs->cupti.version;
+    if (!opened) return give_up(result);
+    result.chip = setup_.chip;
+    const profiler_api& p = setup_.libs->profiler;
+
+    // Which names to collect: the host API's word on each, the base list for suggestions.
+    const std::vector<std::string> bases = setup_.base_metrics();
+    const metric_request request = resolve_metric_request(
+        requested,
+        [this, &bases](const std::string& name) {
+          return (bases.empty() || check_metric_name(name, bases).known) && setup_.config_accepts(name);
+        },
+        bases);
+    result.notes = request.notes;
+    if (!request.ok()) {
+      result.state = counter_state::unknown_metric;
+      result.message = "hardware counters not collected on " + setup_.chip + ": ";
+      for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
+      return false;
+    }
+    result.metrics = request.collect;
+    for (const std::string& m : result.metrics) names_.push_back(m.c_str());
+
+    // Config image and the number of passes it needs.
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+    add.pHostObject = setup_.host.object;
+    add.ppMetricNames = names_.data();
+    add.numMetrics = names_.size();
+    CUpti_Profiler_Host_GetConfigImageSize_Params size{};
+    size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+    size.pHostObject = setup_.host.object;
+    if (!setup_.cupti_ok(p.host_config_add_metrics(&add), "cuptiProfilerHostConfigAddMetrics") ||
+        !setup_.cupti_ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize"))
+      return give_up(result);
+    config_.assign(size.configImageSize, 0);
+    CUpti_Profiler_Host_GetConfigImage_Params image{};
+    image.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+    image.pHostObject = setup_.host.object;
+    image.configImageSize = config_.size();
+    image.pConfigImage = config_.data();
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
+    passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+    if (!setup_.cupti_ok(p.host_get_config_image(&image), "cuptiProfilerHostGetConfigImage")) return give_up(result);
+    passes.configImageSize = config_.size();
+    passes.pConfigImage = config_.data();
+    if (!setup_.cupti_ok(p.host_get_num_of_passes(&passes), "cuptiProfilerHostGetNumOfPasses"))
+      return give_up(result);
+    result.passes = passes.numOfPasses;
+
+    // The range profiler on the context, its counter-data image and its configuration.
+    per_kernel_ = options.ranges == counter_ranges::per_kernel;
+    const std::size_t max_ranges = per_kernel_ ? options.max_kernels : 1;
+    range_.api = &p;
+    CUpti_RangeProfiler_Enable_Params enable{};
+    enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    enable.ctx = setup_.context;
+    if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
+    range_.object = enable.pRangeProfilerObject;
+    CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
+    data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
+    data_size.pRangeProfilerObject = range_.object;
+    data_size.pMetricNames = names_.data();
+    data_size.numMetrics = names_.size();
+    data_size.maxNumOfRanges = max_ranges;
+    data_size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
+    if (!setup_.cupti_ok(p.range_get_counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize"))
+      return give_up(result);
+    counter_data_.assign(data_size.counterDataSize, 0);
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
+    data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+    data_init.pRangeProfilerObject = range_.object;
+    data_init.counterDataSize = counter_data_.size();
+    data_init.pCounterData = counter_data_.data();
+    CUpti_RangeProfiler_SetConfig_Params set{};
+    set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
+    set.pRangeProfilerObject = range_.object;
+    set.configSize = config_.size();
+    set.pConfig = config_.data();
+    set.counterDataImageSize = counter_data_.size();
+    set.pCounterDataImage = counter_data_.data();
+    set.range = per_kernel_ ? CUPTI_AutoRange : CUPTI_UserRange;
+    set.replayMode = per_kernel_ ? CUPTI_KernelReplay : CUPTI_UserReplay;  // kernel replay: auto range only
+    set.maxRangesPerPass = max_ranges;
+    set.numNestingLevels = 1;
+    set.minNestingLevel = 1;
+    set.passIndex = 0;
+    set.targetNestingLevel = 1;
+    if (!setup_.cupti_ok(p.range_counter_data_image_initialize(&data_init),
+                         "cuptiRangeProfilerCounterDataImageInitialize") ||
+        !setup_.cupti_ok(p.range_set_config(&set), "cuptiRangeProfilerSetConfig"))
+      return give_up(result);
+
+    // Earlier work must not run into the first range.
+    if (!setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up(result);
+    if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
+    max_runs_ = per_kernel_ ? 1 : std::max<std::size_t>(1, result.passes) + 1;
+    return true;
+  }
+
+  // Whether the work must run (again): CUPTI wants more passes and nothing failed.
+  [[nodiscard]] bool wants_run(const counter_result& result) const noexcept {
+    return !all_submitted_ && result.runs < max_runs_ && run_error_.empty() && setup_.message.empty();
+  }
+
+  // Start [Push]: true when the work may run now.
+  bool start_run(counter_result& result) {
+    const profiler_api& p = setup_.libs->profiler;
+    CUpti_RangeProfiler_Start_Params start{};
+    start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+    start.pRangeProfilerObject = range_.object;
+    if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
+    started_ = true;
+    pushed_ = false;
+    if (!per_kernel_) {
+      CUpti_RangeProfiler_PushRange_Params push{};
+      push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+      push.pRangeProfilerObject = range_.object;
+      push.pRangeName = options_->range_name.c_str();
+      pushed_ = setup_.cupti_ok(p.range_push(&push), "cuptiRangeProfilerPushRange");
+      if (!pushed_) {
+        stop_range();
+        return false;
+      }
+    }
+    ++result.runs;
+    return true;
+  }
+
+  // After the work: the range must end after its kernels finish inside it. An error here
+  // is the work's (a faulting kernel), so it is reported and left for the program to see.
+  void end_run(bool work_threw) {
+    const cudaError_t synced = cudaDeviceSynchronize();
+    if (synced != cudaSuccess && !work_threw)
+      run_error_ = std::string("the profiled work failed: ") + cudaGetErrorString(synced);
+    if (pushed_) {
+      CUpti_RangeProfiler_PopRange_Params pop{};
+      pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+      pop.pRangeProfilerObject = range_.object;
+      (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
+      pushed_ = false;
+    }
+    stop_range();
+  }
+
+  // Decodes and evaluates every range into `result` (or says why not).
+  void finish(counter_result& result, bool work_threw) {
+    const profiler_api& p = setup_.libs->profiler;
+    std::vector<std::string> launched;
+    if (kernel_names_) launched = kernel_names_->stop();
+    if (work_threw) {
+      result.state = counter_state::failed;
+      result.message = "hardware counters not collected: the profiled work threw";
+      return;
+    }
+    if (!run_error_.empty()) {
+      result.state = counter_state::failed;
+      result.message = "hardware counters not collected: " + run_error_;
+      return;
+    }
+    if (!setup_.message.empty()) return (void)give_up(result);
+    if (!all_submitted_) {
+      result.state = counter_state::failed;
+      result.message = "hardware counters not collected: CUPTI still wanted passes after " +
+                       std::to_string(result.runs) + " runs of the work (" + std::to_string(result.passes) +
+                       " expected)";
+      return;
+    }
+
+    // Decode, then evaluate every range.
+    CUpti_RangeProfiler_DecodeData_Params decode{};
+    decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+    decode.pRangeProfilerObject = range_.object;
+    CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
+    info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
+    info.pCounterDataImage = counter_data_.data();
+    info.counterDataImageSize = counter_data_.size();
+    if (!setup_.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
+        !setup_.cupti_ok(p.range_get_counter_data_info(&info), "cuptiRangeProfilerGetCounterDataInfo"))
+      return (void)give_up(result);
+    result.ranges_dropped = decode.numOfRangeDropped;
+    std::vector<double> values(names_.size());
+    std::size_t failed_ranges = 0;
+    for (std::size_t i = 0; i < info.numTotalRanges; ++i) {
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
+      eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+      eval.pHostObject = setup_.host.object;
+      eval.pCounterDataImage = counter_data_.data();
+      eval.counterDataImageSize = counter_data_.size();
+      eval.rangeIndex = i;
+      eval.ppMetricNames = names_.data();
+      eval.numMetrics = names_.size();
+      eval.pMetricValues = values.data();
+      counter_values range_values;
+      range_values.index = i;
+      range_values.range = per_kernel_ ? std::to_string(i) : options_->range_name;
+      range_values.name = per_kernel_ ? "kernel #" + std::to_string(i) : options_->range_name;
+      if (p.host_evaluate_to_gpu_values(&eval) == CUPTI_SUCCESS) {
+        for (std::size_t m = 0; m < names_.size(); ++m) range_values.values.emplace(result.metrics[m], values[m]);
+      } else {
+        ++failed_ranges;
+      }
+      result.kernels.push_back(std::move(range_values));
+    }
+    if (failed_ranges > 0)
+      result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(info.numTotalRanges) +
+                             " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
+                             "values");
+    if (result.ranges_dropped > 0)
+      result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
+                             std::to_string(options_->max_kernels) + ") were not profiled");
+
+    // Kernel names, only when they line up one to one with the ranges.
+    if (kernel_names_) {
+      if (!kernel_names_->ok()) {
+        result.notes.push_back(kernel_names_->why());
+      } else if (kernel_names_->graph_launches() > 0 ||
+                 launched.size() != result.kernels.size() + result.ranges_dropped) {
+        result.notes.push_back("kernel names withheld: " + std::to_string(launched.size()) + " launches seen (" +
+                               std::to_string(kernel_names_->graph_launches()) + " of them CUDA graph launches) for " +
+                               std::to_string(result.kernels.size() + result.ranges_dropped) +
+                               " ranges; ranges are numbered in launch order");
+      } else {
+        for (std::size_t i = 0; i < result.kernels.size(); ++i) result.kernels[i].name = launched[i];
+      }
+    }
+    if (!per_kernel_ && result.runs > 1)
+      result.notes.push_back("the work ran " + std::to_string(result.runs) +
+                             " times (user replay, one run per pass); device memory is not restored between runs");
+
+    result.state = counter_state::collected;
+    result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
+                     std::to_string(result.kernels.size()) + (per_kernel_ ? " kernels" : " range") + " in " +
+                     std::to_string(result.passes) + (result.passes == 1 ? " pass" : " replay passes") + " on " +
+                     setup_.chip + " (CUPTI " + std::to_string(result.cupti_version) + ")";
+    if (per_kernel_ && result.kernels.empty()) result.message += "; the work launched no kernel";
+  }
+
+ private:
+  bool give_up(counter_result& result) {
+    result.state = setup_.state;
+    result.message = setup_.message;
+    return false;
+  }
+
+  void stop_range() {
+    if (!started_) return;
+    CUpti_RangeProfiler_Stop_Params stop{};
+    stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+    stop.pRangeProfilerObject = range_.object;
+    started_ = false;
+    if (!setup_.cupti_ok(setup_.libs->profiler.range_stop(&stop), "cuptiRangeProfilerStop")) return;
+    all_submitted_ = stop.isAllPassSubmitted != 0;
+  }
+
+  counter_setup setup_;
+  const counter_options* options_ = nullptr;
+  std::vector<const char*> names_;
+  std::vector<std::uint8_t> config_;
+  range_profiler_handle range_;
+  std::vector<std::uint8_t> counter_data_;
+  std::optional<kernel_name_subscription> kernel_names_;
+  bool per_kernel_ = true;
+  bool started_ = false;
+  bool pushed_ = false;
+  bool all_submitted_ = false;
+  std::size_t max_runs_ = 1;
+  std::string run_error_;
+};
+
 inline void run_counter_pass_locked(const std::vector<std::string>& requested, counter_work_ref work,
                                     const counter_options& options, counter_result& result,
                                     std::exception_ptr& user_error) {
-  counter_setup setup;
-  // The setup's first failure, as the pass's outcome.
-  const auto give_up = [&result, &setup] {
-    result.state = setup.state;
-    result.message = setup.message;
-  };
-  const bool opened = setup.open(options);
-  if (setup.libs != nullptr) result.cupti_version = setup.libs->cupti.version;
-  if (!opened) return give_up();
-  result.chip = setup.chip;
-  const profiler_api& p = setup.libs->profiler;
-
-  // Which names to collect: the host API's word on each, the base list for suggestions.
-  const std::vector<std::string> bases = setup.base_metrics();
-  const metric_request request = resolve_metric_request(
-      requested,
-      [&setup, &bases](const std::string& name) {
-        return (bases.empty() || check_metric_name(name, bases).known) && setup.config_accepts(name);
-      },
-      bases);
-  result.notes = request.notes;
-  if (!request.ok()) {
-    result.state = counter_state::unknown_metric;
-    result.message = "hardware counters not collected on " + setup.chip + ": ";
-    for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
-    return;
-  }
-  result.metrics = request.collect;
-  std::vector<const char*> names;
-  for (const std::string& m : result.metrics) names.push_back(m.c_str());
-
-  // Config image and the number of passes it needs.
-  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-  add.pHostObject = setup.host.object;
-  add.ppMetricNames = names.data();
-  add.numMetrics = names.size();
-  CUpti_Profiler_Host_GetConfigImageSize_Params size{};
-  size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-  size.pHostObject = setup.host.object;
-  if (!setup.cupti_ok(p.host_config_add_metrics(&add), "cuptiProfilerHostConfigAddMetrics") ||
-      !setup.cupti_ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize"))
-    return give_up();
-  std::vector<std::uint8_t> config(size.configImageSize);
-  CUpti_Profiler_Host_GetConfigImage_Params image{};
-  image.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-  image.pHostObject = setup.host.object;
-  image.configImageSize = config.size();
-  image.pConfigImage = config.data();
-  CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
-  passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-  if (!setup.cupti_ok(p.host_get_config_image(&image), "cuptiProfilerHostGetConfigImage")) return give_up();
-  passes.configImageSize = config.size();
-  passes.pConfigImage = config.data();
-  if (!setup.cupti_ok(p.host_get_num_of_passes(&passes), "cuptiProfilerHostGetNumOfPasses")) return give_up();
-  result.passes = passes.numOfPasses;
-
-  // The range profiler on the context, its counter-data image and its configuration.
-  const bool per_kernel = options.ranges == counter_ranges::per_kernel;
-  const std::size_t max_ranges = per_kernel ? options.max_kernels : 1;
-  range_profiler_handle range;
-  range.api = &p;
-  CUpti_RangeProfiler_Enable_Params enable{};
-  enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
-  enable.ctx = setup.context;
-  if (!setup.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up();
-  range.object = enable.pRangeProfilerObject;
-  CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
-  data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
-  data_size.pRangeProfilerObject = range.object;
-  data_size.pMetricNames = names.data();
-  data_size.numMetrics = names.size();
-  data_size.maxNumOfRanges = max_ranges;
-  data_size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
-  if (!setup.cupti_ok(p.range_get_counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize"))
-    return give_up();
-  std::vector<std::uint8_t> counter_data(data_size.counterDataSize);
-  CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
-  data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
-  data_init.pRangeProfilerObject = range.object;
-  data_init.counterDataSize = counter_data.size();
-  data_init.pCounterData = counter_data.data();
-  CUpti_RangeProfiler_SetConfig_Params set{};
-  set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
-  set.pRangeProfilerObject = range.object;
-  set.configSize = config.size();
-  set.pConfig = config.data();
-  set.counterDataImageSize = counter_data.size();
-  set.pCounterDataImage = counter_data.data();
-  set.range = per_kernel ? CUPTI_AutoRange : CUPTI_UserRange;
-  set.replayMode = per_kernel ? CUPTI_KernelReplay : CUPTI_UserReplay;  // kernel replay: auto range only
-  set.maxRangesPerPass = max_ranges;
-  set.numNestingLevels = 1;
-  set.minNestingLevel = 1;
-  set.passIndex = 0;
-  set.targetNestingLevel = 1;
-  if (!setup.cupti_ok(p.range_counter_data_image_initialize(&data_init),
-                      "cuptiRangeProfilerCounterDataImageInitialize") ||
-      !setup.cupti_ok(p.range_set_config(&set), "cuptiRangeProfilerSetConfig"))
-    return give_up();
-
-  // Earlier work must not run into the first range.
-  if (!setup.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up();
-  std::optional<kernel_name_subscription> kernel_names;
-  if (per_kernel && options.name_kernels) kernel_names.emplace(setup.libs->cupti);
-
-  // Start [Push] work [Pop] Stop until CUPTI has every pass (kernel replay: once).
-  const std::size_t max_runs = per_kernel ? 1 : std::max<std::size_t>(1, result.passes) + 1;
-  bool all_submitted = false;
-  std::string run_error;
-  while (!all_submitted && result.runs < max_runs && run_error.empty() && !user_error) {
-    CUpti_RangeProfiler_Start_Params start{};
-    start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
-    start.pRangeProfilerObject = range.object;
-    if (!setup.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) break;
-    bool pushed = false;
-    if (!per_kernel) {
-      CUpti_RangeProfiler_PushRange_Params push{};
-      push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
-      push.pRangeProfilerObject = range.object;
-      push.pRangeName = options.range_name.c_str();
-      pushed = setup.cupti_ok(p.range_push(&push), "cuptiRangeProfilerPushRange");
+  counter_pass_run pass;
+  if (!pass.begin(requested, options, result)) return;
+  while (pass.wants_run(result) && !user_error) {
+    if (!pass.start_run(result)) break;
+    try {
+      work();
+    } catch (...) {
+      user_error = std::current_exception();
     }
-    if (per_kernel || pushed) {
-      ++result.runs;
-      try {
-        work();
-      } catch (...) {
-        user_error = std::current_exception();
-      }
-      // The range must end after the work: its kernels finish inside it. An error here is
-      // the work's (a faulting kernel), so it is reported and left for the program to see.
-      const cudaError_t synced = cudaDeviceSynchronize();
-      if (synced != cudaSuccess && !user_error)
-        run_error = std::string("the profiled work failed: ") + cudaGetErrorString(synced);
-    }
-    if (pushed) {
-      CUpti_RangeProfiler_PopRange_Params pop{};
-      pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
-      pop.pRangeProfilerObject = range.object;
-      (void)setup.cupti_ok(p.range_pop(&pop), "cuptiRangeProfilerPopRange");
-    }
-    CUpti_RangeProfiler_Stop_Params stop{};
-    stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
-    stop.pRangeProfilerObject = range.object;
-    const bool stopped = setup.cupti_ok(p.range_stop(&stop), "cuptiRangeProfilerStop");
-    if (!stopped || !setup.message.empty()) break;
-    all_submitted = stop.isAllPassSubmitted != 0;
+    pass.end_run(static_cast<bool>(user_error));
   }
-  std::vector<std::string> launched;
-  if (kernel_names) launched = kernel_names->stop();
-  if (user_error) {
-    result.state = counter_state::failed;
-    result.message = "hardware counters not collected: the profiled work threw";
-    return;
-  }
-  if (!run_error.empty()) {
-    result.state = counter_state::failed;
-    result.message = "hardware counters not collected: " + run_error;
-    return;
-  }
-  if (!setup.message.empty()) return give_up();
-  if (!all_submitted) {
-    result.state = counter_state::failed;
-    result.message = "hardware counters not collected: CUPTI still wanted passes after " +
-                     std::to_string(result.runs) + " runs of the work (" + std::to_string(result.passes) +
-                     " expected)";
-    return;
-  }
-
-  // Decode, then evaluate every range.
-  CUpti_RangeProfiler_DecodeData_Params decode{};
-  decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
-  decode.pRangeProfilerObject = range.object;
-  CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
-  info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
-  info.pCounterDataImage = counter_data.data();
-  info.counterDataImageSize = counter_data.size();
-  if (!setup.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
-      !setup.cupti_ok(p.range_get_counter_data_info(&info), "cuptiRangeProfilerGetCounterDataInfo"))
-    return give_up();
-  result.ranges_dropped = decode.numOfRangeDropped;
-  std::vector<double> values(names.size());
-  std::size_t failed_ranges = 0;
-  for (std::size_t i = 0; i < info.numTotalRanges; ++i) {
-    CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
-    eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
-    eval.pHostObject = setup.host.object;
-    eval.pCounterDataImage = counter_data.data();
-    eval.counterDataImageSize = counter_data.size();
-    eval.rangeIndex = i;
-    eval.ppMetricNames = names.data();
-    eval.numMetrics = names.size();
-    eval.pMetricValues = values.data();
-    counter_values range_values;
-    range_values.index = i;
-    range_values.range = per_kernel ? std::to_string(i) : options.range_name;
-    range_values.name = per_kernel ? "kernel #" + std::to_string(i) : options.range_name;
-    if (p.host_evaluate_to_gpu_values(&eval) == CUPTI_SUCCESS) {
-      for (std::size_t m = 0; m < names.size(); ++m) range_values.values.emplace(result.metrics[m], values[m]);
-    } else {
-      ++failed_ranges;
-    }
-    result.kernels.push_back(std::move(range_values));
-  }
-  if (failed_ranges > 0)
-    result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(info.numTotalRanges) +
-                           " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
-                           "values");
-  if (result.ranges_dropped > 0)
-    result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
-                           std::to_string(options.max_kernels) + ") were not profiled");
-
-  // Kernel names, only when they line up one to one with the ranges.
-  if (kernel_names) {
-    if (!kernel_names->ok()) {
-      result.notes.push_back(kernel_names->why());
-    } else if (kernel_names->graph_launches() > 0 || launched.size() != result.kernels.size() + result.ranges_dropped) {
-      result.notes.push_back("kernel names withheld: " + std::to_string(launched.size()) + " launches seen (" +
-                             std::to_string(kernel_names->graph_launches()) + " of them CUDA graph launches) for " +
-                             std::to_string(result.kernels.size() + result.ranges_dropped) +
-                             " ranges; ranges are numbered in launch order");
-    } else {
-      for (std::size_t i = 0; i < result.kernels.size(); ++i) result.kernels[i].name = launched[i];
-    }
-  }
-  if (!per_kernel && result.runs > 1)
-    result.notes.push_back("the work ran " + std::to_string(result.runs) +
-                           " times (user replay, one run per pass); device memory is not restored between runs");
-
-  result.state = counter_state::collected;
-  result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
-                   std::to_string(result.kernels.size()) + (per_kernel ? " kernels" : " range") + " in " +
-                   std::to_string(result.passes) + (result.passes == 1 ? " pass" : " replay passes") + " on " +
-                   setup.chip + " (CUPTI " + std::to_string(result.cupti_version) + ")";
-  if (per_kernel && result.kernels.empty()) result.message += "; the work launched no kernel";
+  pass.finish(result, static_cast<bool>(user_error));
 }
 
 #endif  // KSCOPE_HAS_RANGE_PROFILER

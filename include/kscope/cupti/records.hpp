@@ -23,6 +23,9 @@ inline constexpr const char* unscoped_node_name = "(unscoped)";
 
 // Thread index stored when the launching thread is not known.
 inline constexpr std::uint32_t unknown_thread = std::numeric_limits<std::uint32_t>::max();
+// Set in a launch's thread index when the launch ran inside a call the per-scope counters
+// profiled (kernel replay): thread indices stay far below it.
+inline constexpr std::uint32_t profiled_launch_bit = 0x80000000u;
 
 enum class activity_kind : std::uint8_t {
   kernel,

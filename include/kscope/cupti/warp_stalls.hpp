@@ -541,7 +541,9 @@ inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_o
                            "a larger sampling_period loses fewer");
   if (result.non_user_samples > 0)
     result.notes.push_back(count_text(result.non_user_samples) +
-                           " samples fell in kernels CUPTI gives no PCs for (driver or library internals)");
+                           " samples fell in kernels CUPTI gives no PCs for: driver or library internals, or kernels whose "
+                           "code was loaded between two warp-stall passes (CUPTI knows the functions loaded before "
+                           "its first pass or during a pass; CUDA_MODULE_LOADING=EAGER loads every kernel at start)");
   result.notes.push_back(
       "source lines not resolved: that needs each module's cubin, which CUPTI hands out only to a module-load "
       "callback, and kscope's activity collector may hold CUPTI's one callback subscriber; PC offsets are into the "

@@ -20,6 +20,7 @@
 #include "detail/text_layout.hpp"
 #include "plot.hpp"
 #include "sampled_metrics.hpp"
+#include "scope_counters.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 
@@ -106,6 +107,10 @@ struct scope_report {
   bool samples_capped = false;   // true once the reservoir replaced samples
 
   std::vector<tag_count> tags;
+  // Per-scope hardware counters (session::enable_counters): calls profiled with kernel
+  // replay are counted here and in no timing statistic.
+  std::uint64_t profiled_calls = 0;
+  std::optional<scope_counter_report> counters;
 };
 
 // Where and when the numbers were taken: printed at the top of every report.
@@ -137,6 +142,8 @@ struct session_report {
   std::uint64_t gpu_timing_skipped = 0;  // stream scopes that got no event pair
   // GPU metrics sampled while running (PM sampling): absent unless sampling was enabled.
   std::optional<session_sampled_metrics> sampled_metrics;
+  // Per-scope hardware counters (kernel replay of sampled calls): absent unless enabled.
+  std::optional<session_counters_status> counters;
 
   // The scope at `path` ("a/b/c"), or nullptr.
   [[nodiscard]] const scope_report* find(const std::string& path) const noexcept {
@@ -469,6 +476,7 @@ inline std::string session_report::text() const {
     }
     if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
   }
+  if (counters) out += detail::scope_counters_text(*counters, scopes);
   if (sampled_metrics) out += detail::sampled_metrics_text(*sampled_metrics, scopes);
   if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + printable_name(cupti_status), 98);
   if (gpu_timing_skipped)
@@ -544,6 +552,8 @@ inline std::string session_report::json() const {
   w.end_object();
   w.key("sampled_metrics");
   if (sampled_metrics) detail::write_sampled_metrics_json(w, *sampled_metrics, scopes); else w.value(nullptr);
+  w.key("counters");
+  if (counters) detail::write_counters_status_json(w, *counters); else w.value(nullptr);
   w.key("scopes").begin_array();
   for (const scope_report& s : scopes) {
     w.begin_object();
@@ -627,6 +637,9 @@ inline std::string session_report::json() const {
       detail::write_graph_capture_json(w, a.graph_capture, scopes);
       w.end_object();
     }
+    w.member("profiled_calls", static_cast<unsigned long long>(s.profiled_calls));
+    w.key("counters");
+    if (s.counters) detail::write_scope_counters_json(w, *s.counters); else w.value(nullptr);
     w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
     w.member("samples_capped", s.samples_capped);
     w.key("tags").begin_array();

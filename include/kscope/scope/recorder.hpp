@@ -32,6 +32,7 @@
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../core/detail/reservoir.hpp"
+#include "detail/counter_hook.hpp"
 #include "detail/event_pool.hpp"
 #include "detail/fork_guard.hpp"
 #include "detail/node_cache.hpp"
@@ -121,7 +122,8 @@ struct recorded_node {
   std::uint32_t depth;
   bool cross_thread;               // a range (kscope::range), not a scope on a thread's stack
   std::vector<node_id> children;   // in creation order
-  std::uint64_t calls = 0;
+  std::uint64_t calls = 0;          // timed calls
+  std::uint64_t profiled_calls = 0; // profiled by the per-scope counters: counted, never timed
   double host_total_ticks = 0;     // host times stay in ticks until a report converts them
   recorded_series host_ticks;
   recorded_series gpu_ns;          // from the CUDA events of stream scopes
@@ -526,6 +528,10 @@ inline void recorder::apply_locked(const detail::scope_record& r, std::uint32_t 
     }
   }
   recorded_node& n = nodes_[r.node];
+  if (r.event_slot == detail::profiled_call_slot) {  // its time includes kernel replay
+    ++n.profiled_calls;
+    return;
+  }
   const double elapsed = static_cast<double>(r.end_ticks - r.start_ticks);
   ++n.calls;
   n.host_total_ticks += elapsed;

@@ -102,6 +102,7 @@ inline recorder_snapshot recorder::snapshot() {
       out.nodes.emplace_back(n.parent, std::string(), n.depth, n.cross_thread, 1);
       recorded_node& copy = out.nodes.back();
       copy.calls = n.calls;
+      copy.profiled_calls = n.profiled_calls;
       copy.host_total_ticks = n.host_total_ticks;
       copy.host_ticks.copy_counts_of(n.host_ticks);
       copy.gpu_ns.copy_counts_of(n.gpu_ns);
@@ -188,6 +189,7 @@ inline void recorder::reset() noexcept {
     for (pending_gpu& p : pending_) p.node = stale_node;
     for (recorded_node& n : nodes_) {
       n.calls = 0;
+      n.profiled_calls = 0;
       n.host_total_ticks = 0;
       n.host_ticks = recorded_series(sample_cap_);
       n.gpu_ns = recorded_series(sample_cap_);

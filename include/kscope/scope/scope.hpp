@@ -55,6 +55,7 @@ using stream_t = void*;  // CPU-only builds accept (and ignore) a stream argumen
 #if !defined(KSCOPE_DISABLE)
 
 #include "../core/detail/clock.hpp"
+#include "detail/counter_hook.hpp"
 #include "detail/nvtx.hpp"
 #include "detail/thread_state.hpp"
 #include "recorder.hpp"
@@ -172,8 +173,9 @@ class scope {
   ~scope() noexcept {
     if (!active_) return;
     const std::int64_t end_ticks = detail::ticks();
+    if (KSCOPE_UNLIKELY(profiled_ != not_profiled)) close_profiled();
 #if KSCOPE_HAS_CUDA
-    if (slot_ != detail::no_events) {
+    if (slot_ < detail::profiled_call_slot) {  // an event pair (not none, not a profiled call)
       if (cudaEventRecord(end_event_, stream_) != cudaSuccess) {
         clear_our_error();
         recorder::global().release_events(slot_);
@@ -254,8 +256,11 @@ class scope {
   }
 
   void finish_open(detail::thread_state& ts, stream_t* stream) noexcept {
+    if (KSCOPE_UNLIKELY(detail::active_counter_hook.load(std::memory_order_relaxed) != nullptr ||
+                        detail::profiled_depth > 0))
+      open_profiled();
 #if KSCOPE_HAS_CUDA
-    if (stream) open_events(*stream);
+    if (stream && profiled_ == not_profiled) open_events(*stream);
 #else
     (void)stream;
 #endif
@@ -309,9 +314,33 @@ class scope {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t end_event_ = nullptr;
 #endif
+  // Per-scope counters (counter_hook.hpp): is this call profiled, or inside one that is?
+  // Either way its record carries profiled_call_slot and no CUDA events.
+  enum profiled_kind : std::uint8_t { not_profiled, profiled_here, inside_profiled };
+  void open_profiled() noexcept {
+    if (detail::profiled_depth > 0) {
+      profiled_ = inside_profiled;
+    } else if (const detail::counter_hook* hook = detail::active_counter_hook.load(std::memory_order_acquire)) {
+      if (hook->open(node_)) {
+        profiled_ = profiled_here;
+        hook_ = hook;
+      }
+    }
+    if (profiled_ != not_profiled) {
+      ++detail::profiled_depth;
+      slot_ = detail::profiled_call_slot;
+    }
+  }
+  void close_profiled() noexcept {
+    --detail::profiled_depth;
+    if (profiled_ == profiled_here) hook_->close(node_);
+  }
+
   node_id node_ = detail::root_node;
   node_id parent_ = detail::root_node;
   std::uint32_t slot_ = detail::no_events;
+  profiled_kind profiled_ = not_profiled;
+  const detail::counter_hook* hook_ = nullptr;
   bool active_ = false;
   bool nvtx_ = false;
   std::int64_t start_ticks_ = 0;

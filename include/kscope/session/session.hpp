@@ -20,6 +20,7 @@
 #include "../core/stats.hpp"
 #include "../cupti/collector.hpp"
 #include "../cupti/live_metrics.hpp"
+#include "../cupti/scope_counters.hpp"
 #include "../device/device.hpp"
 #include "../report/rank.hpp"
 #include "../report/report.hpp"
@@ -166,8 +167,25 @@ class session {
   //   kscope::session::global().enable_metric_sampling();
   bool enable_metric_sampling(const metric_sampling_options& options = {},
                               std::vector<std::string> step_scopes = {});
-  // Stops sampling; what was sampled stays in later reports. Called at exit as well.
+  // Stops sampling; what was sampled stays in later reports.
   void disable_metric_sampling();
+
+  // Hardware counters per scope (cupti/scope_counters.hpp): each scope's first calls and
+  // then every k-th are profiled with kernel replay; the report then has a "Hardware
+  // counters per scope" section (measured DRAM bytes and FLOPs per call, speed-of-light
+  // throughputs, the measured roofline point, the verdict with its evidence) and counts
+  // the profiled calls, whose times stay out of every statistic. False, with the reason
+  // in the report, when counters cannot run here. KSCOPE_COUNTERS=1 does the same.
+  //   kscope::session::global().enable_counters();
+  bool enable_counters(const scope_counter_options& options = {}) {
+    scope_counter_sampler& sampler = scope_counter_sampler::global();
+    const bool ok = sampler.start(options);
+    if (!ok) warn(sampler.snapshot().status);
+    std::lock_guard<std::mutex> lock(mutex_);
+    counters_requested_ = true;
+    return ok;
+  }
+  void disable_counters() noexcept { scope_counter_sampler::global().stop(); }
 
   // Replaces where GPU activity comes from (nullptr: the CUPTI collector again). The
   // session keeps the source alive while a report uses it.
@@ -189,6 +207,18 @@ class session {
     std::lock_guard<std::mutex> lock(mutex_);
     if (std::find(warnings_.begin(), warnings_.end(), message) == warnings_.end())
       warnings_.push_back(std::move(message));
+  }
+
+  // KSCOPE_COUNTERS=1: enable_counters() with the defaults, before main.
+  bool start_counters_from_environment() {
+    const char* v = std::getenv("KSCOPE_COUNTERS");
+    switch (detail::parse_switch(v)) {
+      case detail::switch_value::on: return enable_counters();
+      case detail::switch_value::unrecognised:
+        warn(detail::switch_warning("KSCOPE_COUNTERS", v, "per-scope counters not started (KSCOPE_COUNTERS=1 starts them)"));
+        return false;
+      default: return false;
+    }
   }
 
   // KSCOPE_METRIC_SAMPLING=1: enable_metric_sampling() with the defaults, before main.
@@ -235,6 +265,7 @@ class session {
   bool have_peaks_ = false;
   std::shared_ptr<gpu_activity_source> source_;
   std::shared_ptr<live_metric_sampling> live_metrics_;  // created by enable_metric_sampling
+  bool counters_requested_ = false;                     // enable_counters() was called
 };
 
 // ---- implementation ------------------------------------------------------------------
@@ -294,7 +325,7 @@ inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_r
   const std::vector<recorded_node>& nodes = data.nodes;
   std::vector<char> listed(nodes.size(), 0);
   for (std::size_t id = nodes.size(); id-- > 1;) {
-    if (nodes[id].calls > 0 || activity.find(static_cast<node_id>(id))) listed[id] = 1;
+    if (nodes[id].calls > 0 || nodes[id].profiled_calls > 0 || activity.find(static_cast<node_id>(id))) listed[id] = 1;
     if (listed[id]) listed[nodes[id].parent] = 1;
   }
   std::vector<double> host_ns;
@@ -315,6 +346,7 @@ inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_r
     s.depth = n.depth;
     s.cross_thread = n.cross_thread;
     s.calls = n.calls;
+    s.profiled_calls = n.profiled_calls;
     stats_options options;
     // Warm-up detection needs the samples in call order and enough of them; a phase
     // that ran a handful of times is summarized whole.
@@ -361,6 +393,43 @@ inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_r
     s.depth = 1;
     s.gpu_activity = *a;
     out.scopes.push_back(std::move(s));
+  }
+}
+
+// The per-scope counters into the report: the status, and per profiled scope its section
+// (roofs: the compute roof of the precision with the most measured FLOPs, DRAM bandwidth).
+inline void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks) {
+  session_counters_status st;
+  st.enabled = snap.enabled;
+  st.status = snap.status;
+  st.metrics = snap.metrics;
+  st.notes = snap.notes;
+  st.passes = snap.passes;
+  st.skipped_busy = snap.skipped_busy;
+  out.counters = std::move(st);
+  for (scope_report& s : out.scopes) {
+    const scope_counter_totals* t = snap.find(s.id);
+    if (t == nullptr || s.id == unscoped_node) continue;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double calls = static_cast<double>(s.work_calls);
+    const work declared_per_call = s.work_calls > 0 ? work{s.declared.flops / calls, s.declared.bytes / calls}
+                                                    : work{nan, nan};
+    const double span = s.host_ns.n > 0 ? s.host_ns.median : nan;
+    const double busy = s.gpu_activity && s.calls > 0
+                            ? static_cast<double>(s.gpu_activity->busy_ns) / static_cast<double>(s.calls)
+                            : nan;
+    std::optional<hierarchical_roofs> roofs;
+    if (peaks != nullptr) {
+      const flop_count f = count_flops(t->aggregate.totals());
+      const data_type type = f.precisions.empty() ? data_type::fp32 : f.precisions.front();
+      const compute_roof* r = peaks->find(type, core_kind::plain);
+      if (r == nullptr) r = peaks->find(data_type::fp32, core_kind::plain);
+      if (r != nullptr && std::isfinite(r->theoretical_flops_per_s) && std::isfinite(peaks->theoretical_bytes_per_s))
+        roofs = hierarchical_roofs{roof_line{std::string(to_string(type)) + " " + to_string(core_kind::plain),
+                                             r->theoretical_flops_per_s, peaks->theoretical_bytes_per_s, false}};
+    }
+    s.counters = make_scope_counter_report(t->aggregate, t->profiled_calls, t->failed_calls, t->kernels,
+                                           t->kernels_dropped, declared_per_call, span, busy, roofs ? &*roofs : nullptr);
   }
 }
 
@@ -455,6 +524,12 @@ inline session_report session::report() {
   // after collecting still gave a timeline of what it saw.
   const bool timeline = gpu.status.state == cupti_state::running || gpu.status.state == cupti_state::stopped;
   detail::reconcile_and_advise(out, gpu.activity, peaks ? &*peaks : nullptr, timeline);
+  bool counters_requested = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counters_requested = counters_requested_;
+  }
+  if (counters_requested) detail::add_scope_counters(out, scope_counter_sampler::global().snapshot(), peaks ? &*peaks : nullptr);
   return out;
 }
 
@@ -551,6 +626,8 @@ namespace detail {
 // header — which every program that makes a report does. An inline variable is
 // initialized once per program however many files include it.
 inline const bool cupti_started_from_environment = session::global().start_cupti_from_environment();
+// KSCOPE_COUNTERS=1 likewise.
+inline const bool counters_started_from_environment = session::global().start_counters_from_environment();
 // KSCOPE_METRIC_SAMPLING=1 likewise (after the collector, which it would start anyway).
 inline const bool metric_sampling_started_from_environment =
     session::global().start_metric_sampling_from_environment();

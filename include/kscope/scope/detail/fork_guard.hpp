@@ -34,6 +34,7 @@ enum class lock_rank : int {
   collector_control = 40,
   collector_attribution = 50,
   sampled_metrics = 60,  // PM-sample attribution: taken inside the attribution's lock
+  scope_counters = 70,   // per-scope counter aggregates
 };
 
 #if KSCOPE_DETAIL_FORK_GUARD

@@ -1,0 +1,134 @@
+// Per-scope hardware counters in a running program (session::enable_counters): a bounded
+// sample of each scope's calls is profiled with kernel replay, the profiled calls stay out
+// of the timing statistics and of the GPU-activity aggregates, and each scope gets its
+// measured bytes and FLOPs per call with a verdict. Known answers:
+//   sc_copy  a float4 copy of 256 MiB: DRAM read + write = 512 MiB per call (within 3 %),
+//            memory-bound
+//   sc_gemm  a naive fp32 GEMM, n = 512: FP32 FLOPs = 2 n^3 per call, exactly
+// With first_calls 2, every 5 and 12 calls, calls 1, 2, 7 and 12 are profiled: 4 profiled,
+// 8 timed. Numbers are printed ("SCOUNT") for bench/RESULTS.md.
+#include <kscope/kscope.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+#define REQUIRE_CUDA(call) REQUIRE_MESSAGE((call) == cudaSuccess, #call)
+
+__global__ void sc_copy(const float4* __restrict__ src, float4* __restrict__ dst, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = src[i];
+}
+
+__global__ void sc_naive_sgemm(const float* a, const float* b, float* c, int n) {
+  const int row = blockIdx.y * blockDim.y + threadIdx.y;
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= n || col >= n) return;
+  float acc = 0.0f;
+  for (int k = 0; k < n; ++k) acc += a[row * n + k] * b[k * n + col];
+  c[row * n + col] = acc;
+}
+
+}  // namespace
+
+TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, known bytes and FLOPs") {
+  auto& session = kscope::session::global();
+  session.enable_cupti();
+  session.reset();
+  kscope::scope_counter_sampler::global().reset();
+  kscope::scope_counter_options options;
+  options.first_calls = 2;
+  options.every = 5;
+  options.max_calls_per_scope = 4;
+  const bool enabled = session.enable_counters(options);
+  if (!enabled) {
+    const kscope::session_report r = session.report();
+    REQUIRE(r.counters.has_value());
+    std::printf("SCOUNT not enabled: %s\n", r.counters->status.c_str());
+    CHECK_FALSE(r.counters->status.empty());
+    return;
+  }
+
+  const std::size_t bytes = std::size_t(256) << 20;
+  float4 *src = nullptr, *dst = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&src, bytes));
+  REQUIRE_CUDA(cudaMalloc(&dst, bytes));
+  REQUIRE_CUDA(cudaMemset(src, 1, bytes));
+  constexpr int n = 512;
+  float *a = nullptr, *b = nullptr, *c = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&a, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMalloc(&b, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMalloc(&c, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMemset(a, 0, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMemset(b, 0, sizeof(float) * n * n));
+  int sms = 0;
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+
+  for (int call = 0; call < 12; ++call) {
+    {
+      kscope::scope s{"sc_copy"};
+      s.set_work({0, 2.0 * static_cast<double>(bytes)});
+      sc_copy<<<sms * 8, 256>>>(src, dst, bytes / sizeof(float4));
+      REQUIRE_CUDA(cudaDeviceSynchronize());
+    }
+    {
+      kscope::scope s{"sc_gemm"};
+      s.set_work({2.0 * n * n * n, 0});
+      sc_naive_sgemm<<<dim3(n / 16, n / 16), dim3(16, 16)>>>(a, b, c, n);
+      REQUIRE_CUDA(cudaDeviceSynchronize());
+    }
+  }
+  session.disable_counters();
+  const kscope::session_report r = session.report();
+  const std::string text = r.text();
+  const std::size_t at = text.find("Hardware counters per scope");
+  std::printf("SCOUNT report:\n%s\n", at == std::string::npos ? text.c_str() : text.substr(at).c_str());
+  REQUIRE(r.counters.has_value());
+  const kscope::scope_report* copy = r.find("sc_copy");
+  const kscope::scope_report* gemm = r.find("sc_gemm");
+  REQUIRE(copy != nullptr);
+  REQUIRE(gemm != nullptr);
+  // Calls 1, 2, 7, 12 profiled; the other 8 timed.
+  CHECK(copy->profiled_calls == 4);
+  CHECK(copy->calls == 8);
+  CHECK(copy->host_ns.n == 8);
+  CHECK(gemm->profiled_calls == 4);
+  CHECK(gemm->calls == 8);
+  // The profiled calls' kernels are not in the GPU activity: 8 kernels each.
+  if (copy->gpu_activity) CHECK(copy->gpu_activity->kernel_count == 8);
+  if (gemm->gpu_activity) CHECK(gemm->gpu_activity->kernel_count == 8);
+  std::printf("SCOUNT profiled records kept out of the activity: %llu\n",
+              static_cast<unsigned long long>(r.cupti_counters.profiled_records));
+  CHECK(r.cupti_counters.profiled_records >= 8);
+
+  REQUIRE(copy->counters.has_value());
+  REQUIRE(gemm->counters.has_value());
+  const kscope::scope_counter_report& cc = *copy->counters;
+  const kscope::scope_counter_report& gc = *gemm->counters;
+  CHECK(cc.profiled_calls == 4);
+  CHECK(cc.kernels == 4);
+  const double dram_per_call =
+      cc.per_call(kscope::metric_value(cc.totals, kscope::counter_metric::dram_read_bytes) +
+                  kscope::metric_value(cc.totals, kscope::counter_metric::dram_write_bytes));
+  std::printf("SCOUNT sc_copy DRAM per call %.4g bytes (declared %.4g): %s\n", dram_per_call,
+              2.0 * static_cast<double>(bytes), cc.classified.verdict.text.c_str());
+  CHECK(dram_per_call == doctest::Approx(2.0 * static_cast<double>(bytes)).epsilon(0.03));
+  CHECK(cc.classified.verdict.kind == kscope::bottleneck::memory);
+  const double fp32 = gc.per_call(gc.measured.flops.of(kscope::data_type::fp32).flops);
+  std::printf("SCOUNT sc_gemm FP32 FLOPs per call %.0f (2 n^3 = %.0f): %s\n", fp32, 2.0 * n * n * n,
+              gc.classified.verdict.text.c_str());
+  CHECK(fp32 == doctest::Approx(2.0 * n * n * n).epsilon(1e-9));
+  // Declared work agrees: no mismatch line.
+  if (cc.declared_vs_measured) CHECK_FALSE(cc.declared_vs_measured->bytes_differ);
+  CHECK(r.json().find("\"profiled_calls\":4") != std::string::npos);
+
+  for (void* p : {static_cast<void*>(src), static_cast<void*>(dst), static_cast<void*>(a), static_cast<void*>(b),
+                  static_cast<void*>(c)})
+    (void)cudaFree(p);
+}

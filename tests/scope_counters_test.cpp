@@ -1,0 +1,141 @@
+// Per-scope hardware counters, the parts that need no GPU: a profiled call (the counter
+// hook said yes) and every scope opened inside it are counted and kept out of the timing
+// statistics; the report's counters section from synthetic counter values (known verdicts,
+// per-call numbers, the declared-vs-measured line, JSON).
+#include <kscope/report/report.hpp>
+#include <kscope/scope/detail/counter_hook.hpp>
+#include <kscope/scope/scope.hpp>
+#include <kscope/session/session.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <string>
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A hook that profiles every call of the node it is told, and counts opens and closes.
+std::atomic<kscope::node_id> profiled_node{0};
+std::atomic<int> opens{0}, closes{0};
+bool fake_open(kscope::node_id node) noexcept {
+  if (node != profiled_node.load()) return false;
+  ++opens;
+  return true;
+}
+void fake_close(kscope::node_id) noexcept { ++closes; }
+const kscope::detail::counter_hook fake_hook{&fake_open, &fake_close};
+
+}  // namespace
+
+TEST_CASE("a profiled call and the scopes inside it are counted, never timed") {
+  auto& session = kscope::session::global();
+  session.reset();
+  kscope::node_id outer_node = 0;
+  {
+    KSCOPE_SCOPE("pc_outer");  // learn the node id first (not profiled: the hook is off)
+    outer_node = kscope::detail::this_thread_state().current;
+  }
+  session.reset();
+  profiled_node = outer_node;
+  kscope::detail::active_counter_hook.store(&fake_hook);
+  for (int i = 0; i < 3; ++i) {
+    if (i == 2) kscope::detail::active_counter_hook.store(nullptr);  // the last call runs unprofiled
+    KSCOPE_SCOPE("pc_outer");
+    { KSCOPE_SCOPE("pc_inner"); }
+  }
+  kscope::detail::active_counter_hook.store(nullptr);
+  CHECK(opens == 2);
+  CHECK(closes == 2);
+  CHECK(kscope::detail::profiled_depth == 0);
+  const kscope::session_report r = session.report();
+  const kscope::scope_report* outer = r.find("pc_outer");
+  const kscope::scope_report* inner = r.find("pc_outer/pc_inner");
+  REQUIRE(outer != nullptr);
+  REQUIRE(inner != nullptr);
+  CHECK(outer->calls == 1);
+  CHECK(outer->profiled_calls == 2);
+  CHECK(outer->host_ns.n == 1);
+  CHECK(inner->calls == 1);             // the inner scope's time included the replay twice
+  CHECK(inner->profiled_calls == 2);
+  CHECK(nlohmann::json::parse(r.json()).at("scopes").at(0).at("profiled_calls") == 2);
+}
+
+namespace {
+
+// One profiled call of a DRAM-bound copy: 1 ms, 2 GB moved, DRAM at 85 % of peak.
+kscope::counter_values copy_kernel() {
+  kscope::counter_values k;
+  k.values = {{"gpu__time_duration.sum", 1e6},
+              {"dram__bytes_read.sum", 1e9},
+              {"dram__bytes_write.sum", 1e9},
+              {"sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 0},
+              {"sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 0},
+              {"sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 0},
+              {"sm__throughput.avg.pct_of_peak_sustained_elapsed", 12},
+              {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 85}};
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("counters section: per-call numbers, verdict, declared vs measured, JSON") {
+  kscope::counter_aggregate agg;
+  agg.add_call({copy_kernel()});
+  agg.add_call({copy_kernel()});
+  const kscope::hierarchical_roofs roofs{kscope::roof_line{"fp32 plain", 60e12, 4.8e12, false}};
+  // Declared 1 GB per call; the counters say 2 GB: one line says so.
+  const kscope::scope_counter_report c =
+      kscope::make_scope_counter_report(agg, 2, 0, 2, 0, kscope::work{0, 1e9}, 1.1e6, 1.0e6, &roofs);
+  CHECK(c.per_call(kscope::metric_value(c.totals, kscope::counter_metric::dram_read_bytes)) == doctest::Approx(1e9));
+  CHECK(c.classified.verdict.kind == kscope::bottleneck::memory);
+  REQUIRE(c.declared_vs_measured.has_value());
+  CHECK(c.declared_vs_measured->bytes_differ);
+  CHECK(contains(c.declared_vs_measured->text, "2.0"));
+
+  kscope::session_report r;
+  kscope::scope_report s;
+  s.id = 3;
+  s.name = s.path = "copy";
+  s.depth = 1;
+  s.calls = 10;
+  s.profiled_calls = 2;
+  s.counters = c;
+  r.scopes.push_back(s);
+  kscope::session_counters_status st;
+  st.enabled = true;
+  st.status = "per-scope counters: each scope's first 2 calls";
+  st.passes = 2;
+  st.skipped_busy = 1;
+  r.counters = st;
+  const std::string text = r.text();
+  INFO(text);
+  CHECK(contains(text, "Hardware counters per scope"));
+  CHECK(contains(text, "memory-bound"));
+  CHECK(contains(text, "2.00 GB"));  // DRAM per call
+  CHECK(contains(text, "copy: memory-bound"));
+  CHECK(contains(text, "1 due calls not profiled"));
+  const nlohmann::json j = nlohmann::json::parse(r.json());
+  CHECK(j.at("counters").at("passes") == 2);
+  const nlohmann::json& sc = j.at("scopes").at(0).at("counters");
+  CHECK(sc.at("profiled_calls") == 2);
+  CHECK(sc.at("verdict").at("kind") == "memory-bound");
+  CHECK(sc.at("declared_vs_measured").at("bytes_differ") == true);
+  CHECK(sc.at("totals").at("dram__bytes_read.sum").get<double>() == doctest::Approx(2e9));
+
+  // No call profiled: undetermined, never a guess.
+  const kscope::scope_counter_report none =
+      kscope::make_scope_counter_report(kscope::counter_aggregate{}, 0, 1, 0, 0, kscope::work{}, 1e6, 1e5, nullptr);
+  CHECK(none.classified.verdict.kind == kscope::bottleneck::undetermined);
+}
+
+TEST_CASE("enable_counters without CUPTI's range profiler says why, once") {
+  kscope::scope_counter_options o;
+  o.first_calls = 0;
+  o.every = 0;
+  CHECK_FALSE(kscope::scope_counter_sampler::global().start(o));
+  CHECK(contains(kscope::scope_counter_sampler::global().snapshot().status, "no call would be profiled"));
+  CHECK(kscope::detail::active_counter_hook.load() == nullptr);
+}
