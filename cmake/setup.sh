@@ -1,19 +1,56 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian/Ubuntu machine to a running kscope:
-#   bash cmake/setup.sh demo   installs what is missing, builds, runs the quickstart demo
-#   bash cmake/setup.sh test   installs what is missing, builds, runs the whole test suite
+#   bash cmake/setup.sh demo   installs what the demo needs (a compiler, CMake, Ninja),
+#                              builds and runs the quickstart; its report files go to build/
+#   bash cmake/setup.sh test   installs what the tests need too, builds everything and runs
+#                              the whole test suite (it says how long that takes first)
 # The CUDA Toolkit is used when it is at /usr/local/cuda (or nvcc is on PATH); without
-# it kscope builds its CPU-only configuration and GPU tests are skipped.
+# it kscope builds its CPU-only configuration and GPU tests are skipped. CUDA code is
+# built for this machine's GPU, or for a portable set without one (README, "Building").
+# KSCOPE_BUILD_DIR (default build/) and KSCOPE_CMAKE_ARGS (extra configure arguments,
+# e.g. -DCMAKE_CUDA_ARCHITECTURES=90) change where and how.
 set -euo pipefail
 mode=${1:-test}
 case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KSCOPE_BUILD_DIR:-$root/build}
+jobs=$(nproc)
 
-packages=(cmake g++ ninja-build doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales)
+# The demo needs a compiler and the build tools only; the tests also need doctest, Google
+# Benchmark, nlohmann/json and xmllint (cross-checks of kscope's JSON and SVG), locales
+# (a comma-decimal locale test) and pkg-config (the kscope.pc test).
+packages=(cmake g++ ninja-build)
+if [ "$mode" = test ]; then
+  packages+=(doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales pkg-config)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+cuda="none (CPU-only configuration; GPU tests are not built)"
+command -v nvcc >/dev/null 2>&1 && cuda="$(command -v nvcc)"
+
+if [ "$mode" = test ]; then
+  # Say what is coming and for how long before the long part starts. The times are from
+  # a 2-core VM with nvcc and no GPU; a loaded machine takes longer, more cores less.
+  cat <<EOF
+kscope setup test: about to
+  1. install with apt: ${missing[*]:-nothing (all present)}
+  2. configure $build (Release; CUDA: $cuda)
+  3. build the library's tests, examples, benchmarks and the kscope tool ($jobs jobs)
+  4. run ctest: CPU unit tests, the kscope tool, header and packaging checks (install,
+     find_package, add_subdirectory, FetchContent, embed-and-export, pkg-config) and
+     the GPU cases (skipped without a device)
+On a 2-core machine this takes 10 to 20 minutes, most of it compiling (nvcc builds every
+GPU test for each CUDA architecture listed at configure time). Afterwards
+  ctest --test-dir $build -L quick    reruns the fast CPU cases in a few seconds
+EOF
+fi
+
 if ((${#missing[@]})); then
   echo "kscope setup: installing ${missing[*]}"
   sudo=""
@@ -22,16 +59,23 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH=/usr/local/cuda/bin:$PATH
-fi
-build=${KSCOPE_BUILD_DIR:-$root/build}
-jobs=$(nproc)
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${KSCOPE_CMAKE_ARGS:-}
 if [ "$mode" = demo ]; then
+  # Only the quickstart: no tests or benchmarks, so none of their dependencies.
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DKSCOPE_BUILD_TESTS=OFF -DKSCOPE_BUILD_BENCH=OFF -DKSCOPE_BUILD_EXAMPLES=ON ${KSCOPE_CMAKE_ARGS:-}
   cmake --build "$build" --target quickstart -j "$jobs"
-  "$build/examples/quickstart"
+  # Run inside the build directory: the report files it writes stay out of the sources.
+  (cd "$build" && ./examples/quickstart)
+  echo "kscope setup: report files written to $build: quickstart_report.json, quickstart_trace.json, quickstart_report.html"
 else
+  # Explicit ON: a build directory configured by `demo` has them OFF in its cache.
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DKSCOPE_BUILD_TESTS=ON -DKSCOPE_BUILD_BENCH=ON -DKSCOPE_BUILD_EXAMPLES=ON ${KSCOPE_CMAKE_ARGS:-}
+  start=$(date +%s)
   cmake --build "$build" -j "$jobs"
+  built=$(date +%s)
   ctest --test-dir "$build" --output-on-failure -j "$jobs"
+  done_at=$(date +%s)
+  echo "kscope setup: build $(( (built - start) / 60 )) min $(( (built - start) % 60 )) s," \
+       "tests $(( (done_at - built) / 60 )) min $(( (done_at - built) % 60 )) s"
 fi

@@ -402,6 +402,56 @@ std::string session_report_json(bool with_devices) {
   step.samples_kept = 40;
   step.samples_capped = false;
   step.tags.push_back(kscope::tag_count{"dtype", "bf16", 40});
+  if (with_devices) {
+    // Per-scope counters (two profiled calls of "step") and PM sampling.
+    step.profiled_calls = 2;
+    kscope::counter_values kv;
+    kv.values = {{"gpu__time_duration.sum", 1e6},
+                 {"dram__bytes_read.sum", 1e9},
+                 {"dram__bytes_write.sum", 5e8},
+                 {"lts__t_bytes.sum", 3e9},
+                 {"sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 1e9},
+                 {"sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 0},
+                 {"sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 0},
+                 {"sm__throughput.avg.pct_of_peak_sustained_elapsed", 30},
+                 {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 80}};
+    kscope::counter_aggregate agg;
+    agg.add_call({kv});
+    agg.add_call({kv});
+    const kscope::hierarchical_roofs roofs{kscope::roof_line{"fp32 plain", 60e12, 4.8e12, false}};
+    step.counters = kscope::make_scope_counter_report(agg, 2, 0, 2, 0, kscope::work{5e10, 2.5e7}, 2e6, 1.9e6, &roofs);
+    kscope::session_counters_status counters;
+    counters.enabled = true;
+    counters.status = "per-scope counters: each scope's first 2 calls";
+    counters.metrics = {"dram__bytes_read.sum"};
+    counters.notes = {"a note"};
+    counters.passes = 2;
+    r.counters = counters;
+
+    const std::vector<std::string> metrics = {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                                              "dram__bytes_read.sum"};
+    kscope::sampled_metrics agg2(metrics);
+    agg2.add_step_call(1, 0, 200'000);
+    agg2.add_kernel({0, 150'000, 1, 0});
+    for (int i = 0; i < 2; ++i) {
+      const double v[] = {80.0, 1e6};
+      agg2.add_sample(i * 100'000, (i + 1) * 100'000, v);
+    }
+    agg2.attribute_all();
+    kscope::session_sampled_metrics sampled;
+    sampled.status = "metric sampling stopped: 2 samples";
+    sampled.notes = {"a note"};
+    sampled.running = true;
+    sampled.interval_ns = 100'000;
+    sampled.mean_interval_ns = 100'000;
+    sampled.windows = 1;
+    sampled.coverage = 0.5;
+    sampled.samples = 2;
+    sampled.attributed = true;
+    sampled.folded_until_ns = 200'000;
+    sampled.data = agg2.report();
+    r.sampled_metrics = sampled;
+  }
   r.scopes.push_back(step);
 
   kscope::scope_report child;

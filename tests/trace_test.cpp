@@ -283,3 +283,29 @@ TEST_CASE("trace: empty input, attribution output, and writing a file") {
   CHECK_FALSE(kscope::write_chrome_trace("/nonexistent-dir/x/trace.json", host, {}, {}, &why));
   CHECK(why.find("cannot write /nonexistent-dir/x/trace.json: No such file or directory") != std::string::npos);
 }
+
+TEST_CASE("trace: sampled GPU metrics as counter tracks, NaN points left out") {
+  std::vector<kscope::host_interval> host;
+  host.push_back(kscope::host_interval{"step", 1, 0, 1000, 301000});
+  kscope::trace_options options;
+  options.origin_ns = 1000;
+  kscope::trace_counter_track dram;
+  dram.name = "sampled DRAM %";
+  dram.device = 0;
+  dram.points = {{1000, 0.5}, {101000, 82.0}, {201000, std::nan("")}, {301000, 1.0}};
+  options.counter_tracks.push_back(dram);
+  kscope::trace_stats stats;
+  const nlohmann::json j = nlohmann::json::parse(kscope::chrome_trace_json(host, {}, options, &stats));
+  CHECK(stats.counter_points == 3);
+  std::vector<double> values, times;
+  for (const nlohmann::json& e : j.at("traceEvents")) {
+    if (e.value("ph", "") != "C") continue;
+    CHECK(e.at("name") == "sampled DRAM %");
+    CHECK(e.at("pid") == 0);
+    values.push_back(e.at("args").at("value").get<double>());
+    times.push_back(std::stod(e.at("ts").dump()));
+  }
+  REQUIRE(values.size() == 3);
+  CHECK(values[1] == 82.0);
+  CHECK(times[1] == doctest::Approx(100.0));  // µs from the origin
+}

@@ -2,14 +2,20 @@
 //
 //   kscope merge out.json run.rank0.json run.rank1.json ...   merged table + kscope.merged/1 JSON
 //   kscope report run.json                                     the report's text tables
-//   kscope compare baseline.json candidate.json [--threshold 0.02] [--allow-missing]
+//   kscope compare baseline.json candidate.json [--threshold 0.02] [--thresholds FILE]
+//                  [--allow-missing] [--format text|markdown|json]
 //                                                              CI gate on scope / benchmark medians
+//   kscope help [COMMAND], kscope COMMAND --help, kscope --version
+//
+// Options follow the common conventions: "--name value" and "--name=value" are the same,
+// "--" ends the options (a file named "-x" can follow it), and options may come before,
+// between or after the files.
 //
 // Exit codes (also printed by `kscope --help`; docs/multi_gpu.md lists them too):
 //   0  success; for compare: something was compared, no time is slower, none is missing
 //   1  compare: at least one time is slower than the baseline (the CI gate failed)
-//   2  usage error (unknown command, missing or bad arguments)
-//   3  an input could not be read, is not JSON, or is not a kscope document kscope reads
+//   2  usage error (unknown command, missing or bad arguments, a malformed thresholds file)
+//   3  an input could not be read (a thresholds file too), is not JSON, or is not a document kscope reads
 //      (merge: the other inputs are still merged and the output still written)
 //   4  the output could not be written: the merged file, or standard output (a full disk,
 //      a closed pipe, `> /dev/full`)
@@ -22,7 +28,9 @@
 // (stderr and the table), not a failure. Errors go to stderr; results to stdout. Bad
 // files never crash the tool: an input over 256 MiB (kscope::report_max_input_bytes) is
 // refused before it is read, and everything the reader keeps is bounded (merge.hpp).
+#include <kscope/core/config.hpp>  // KSCOPE_VERSION_STRING
 #include <kscope/core/detail/atomic_file.hpp>
+#include <kscope/core/detail/number_format.hpp>
 #include <kscope/core/detail/text_escape.hpp>
 #include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
@@ -34,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,28 +58,59 @@ constexpr int exit_write_failed = 4;
 constexpr int exit_incomplete = 5;
 constexpr int exit_not_comparable = 6;
 
+const char* const exit_codes_text =
+    "exit codes: 0 ok; 1 compare found a slower time; 2 usage (also a malformed thresholds\n"
+    "  file); 3 input unreadable, not JSON, not a document kscope reads or over a limit;\n"
+    "  4 cannot write the output (file or standard output); 5 compare incomplete: no shared\n"
+    "  scope or benchmark, or a baseline time missing in the candidate; 6 compare refused: a\n"
+    "  merged report, or two different formats\n";
+
 const char* const usage_text =
-    "usage:\n"
-    "  kscope merge OUT.json RANK0.json [RANK1.json ...]\n"
-    "      merge per-rank kscope.report/1 files: prints per-rank and across-rank tables\n"
-    "      (slowest rank per scope), writes kscope.merged/1 JSON to OUT.json\n"
-    "  kscope report FILE.json\n"
-    "      print a kscope.report/1 file as text tables\n"
-    "  kscope compare BASELINE.json CANDIDATE.json [--threshold 0.02] [--allow-missing]\n"
-    "      compare two kscope.report/1 files scope by scope (host and GPU time), or two\n"
-    "      kscope.bench/1 files benchmark by benchmark, on medians and their 95% intervals;\n"
-    "      the verdict is the library's (kscope::compare_summaries): 'slower' when the\n"
-    "      interval of the ratio candidate/baseline, formed from the two median intervals,\n"
-    "      lies above 1 + threshold; 'faster' below 1 - threshold; 'same' within\n"
-    "      1 +- threshold; 'inconclusive' otherwise. The gate fails on a slower time, when\n"
-    "      nothing was compared, and when a baseline time is missing in the candidate\n"
-    "      (--allow-missing accepts that). A different GPU, driver or kscope version is a\n"
-    "      warning. Merged reports (kscope.merged/1) are refused: they keep no intervals\n"
-    "inputs: at most 256 MiB each; larger files are refused before they are read\n"
-    "exit codes: 0 ok; 1 compare found a slower time; 2 usage; 3 input unreadable, not JSON,\n"
-    "  not a kscope document or over a limit; 4 cannot write the output (file or standard\n"
-    "  output); 5 compare incomplete: no shared scope or benchmark, or a baseline time\n"
-    "  missing in the candidate; 6 compare refused: a merged report, or two different formats\n";
+    "usage: kscope COMMAND [ARGS...]\n"
+    "  kscope merge OUT.json RANK0.json [RANK1.json ...]   merge per-rank reports\n"
+    "  kscope report FILE.json                             print a report as text tables\n"
+    "  kscope compare BASELINE.json CANDIDATE.json [...]   CI gate: exit 1 when slower\n"
+    "  kscope help [COMMAND]                               this text, or a command's\n"
+    "  kscope --version                                    the kscope version\n"
+    "'kscope help COMMAND' or 'kscope COMMAND --help' describes a command and its options.\n"
+    "Options take their value as '--name value' or '--name=value'; '--' ends the options.\n"
+    "inputs: at most 256 MiB each; larger files are refused before they are read\n";
+
+const char* const merge_help =
+    "usage: kscope merge OUT.json RANK0.json [RANK1.json ...]\n"
+    "  Merges per-rank kscope.report/1 files (kscope::write_json_for_rank): prints per-rank\n"
+    "  and across-rank tables (the slowest rank per scope) and writes kscope.merged/1 JSON to\n"
+    "  OUT.json. An unreadable input is reported (exit 3) and the others are still merged.\n";
+
+const char* const report_help =
+    "usage: kscope report FILE.json\n"
+    "  Prints a kscope.report/1 file as the text tables a running program prints.\n";
+
+const char* const compare_help =
+    "usage: kscope compare BASELINE.json CANDIDATE.json [options]\n"
+    "  Compares two runs name by name, on medians and their 95% intervals:\n"
+    "    kscope.report/1   session reports, scope by scope (host and GPU time)\n"
+    "    kscope.bench/1    kscope bench results, benchmark by benchmark (GPU time)\n"
+    "    Google Benchmark JSON (--benchmark_out=FILE --benchmark_out_format=json), benchmark\n"
+    "                      by benchmark (real time); the repetitions are the samples, so run\n"
+    "                      with --benchmark_repetitions=10 (at least 6 for an interval)\n"
+    "  The verdict is the library's (kscope::compare_summaries): 'slower' when the interval\n"
+    "  of the ratio candidate/baseline, formed from the two median intervals, lies above\n"
+    "  1 + threshold; 'faster' below 1 - threshold; 'same' within 1 +- threshold;\n"
+    "  'inconclusive' otherwise. The gate fails on a slower time, when nothing was compared,\n"
+    "  and when a baseline time is missing in the candidate. A different GPU, driver or\n"
+    "  kscope version is a warning. Merged reports (kscope.merged/1) are refused: they keep\n"
+    "  no intervals.\n"
+    "options:\n"
+    "  --threshold X        the relative change that matters, a fraction (default 0.02)\n"
+    "  --thresholds FILE    per-name thresholds, one 'THRESHOLD NAME' per line: THRESHOLD a\n"
+    "                       fraction (0.05) or percentage (5%), NAME a scope path or benchmark\n"
+    "                       name where '*' matches anything ('gemm (n=*)'); '#' starts a\n"
+    "                       comment line. An exact name wins over a pattern, a longer pattern\n"
+    "                       over a shorter; a rule that matches nothing is a warning\n"
+    "  --allow-missing      a baseline time missing in the candidate does not fail the gate\n"
+    "  --format F           text (default), markdown (a pull-request comment) or json\n"
+    "                       (kscope.compare/1, for scripts); the exit code is the same\n";
 
 // "300.0 MiB"
 std::string mebibytes(double bytes) {
@@ -166,12 +206,88 @@ std::optional<kscope::session_report> load_report(const std::string& path) {
   return r;
 }
 
-int run_merge(const std::vector<std::string>& args) {
-  if (args.size() < 2) {
-    std::fputs("kscope merge: needs an output file and at least one rank report\n", stderr);
-    std::fputs(usage_text, stderr);
-    return exit_usage;
+// The help text of a command, nullptr for an unknown one.
+const char* help_for(const std::string& command) {
+  if (command == "merge") return merge_help;
+  if (command == "report") return report_help;
+  if (command == "compare") return compare_help;
+  return nullptr;
+}
+
+// A command's usage error: the reason, then that command's help, on stderr.
+int usage_error(const char* command, const std::string& why) {
+  std::fprintf(stderr, "kscope %s: %s\n", command, why.c_str());
+  std::fputs(help_for(command), stderr);
+  return exit_usage;
+}
+
+// One option a command accepts.
+struct option_spec {
+  const char* name;  // "--threshold"
+  bool takes_value;
+};
+
+// A command line split into options and files.
+struct parsed_arguments {
+  std::vector<std::pair<std::string, std::string>> options;  // in order; flags have ""
+  std::vector<std::string> files;
+  bool help = false;  // --help or -h
+  std::string error;  // a usage error, "" when none
+};
+
+// "--name value" and "--name=value" alike, "--" ends the options, "-h"/"--help" anywhere
+// asks for help (and wins over any error, as in most tools).
+parsed_arguments parse_arguments(const std::vector<std::string>& args, std::initializer_list<option_spec> specs) {
+  parsed_arguments out;
+  bool options_ended = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (options_ended || a.size() < 2 || a[0] != '-') {
+      out.files.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      options_ended = true;
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      out.help = true;
+      continue;
+    }
+    const std::size_t equals = a.find('=');
+    const std::string name = a.substr(0, equals);
+    const option_spec* spec = nullptr;
+    for (const option_spec& s : specs)
+      if (name == s.name) spec = &s;
+    if (spec == nullptr) {
+      if (out.error.empty()) out.error = "unknown option '" + name + "'";
+      continue;
+    }
+    std::string value;
+    if (!spec->takes_value) {
+      if (equals != std::string::npos && out.error.empty()) out.error = "option '" + name + "' takes no value";
+    } else if (equals != std::string::npos) {
+      value = a.substr(equals + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else if (out.error.empty()) {
+      out.error = name + " needs a value";
+    }
+    out.options.emplace_back(name, value);
   }
+  return out;
+}
+
+int run_merge(const std::vector<std::string>& raw_args) {
+  const parsed_arguments parsed = parse_arguments(raw_args, {});
+  if (parsed.help) {
+    print(merge_help);
+    print(exit_codes_text);
+    return exit_ok;
+  }
+  if (!parsed.error.empty()) return usage_error("merge", parsed.error);
+  const std::vector<std::string>& args = parsed.files;
+  if (args.size() < 2) return usage_error("merge", "needs an output file and at least one rank report");
   std::vector<std::string> docs;
   std::vector<std::string> read_errors(args.size() - 1);
   for (std::size_t i = 1; i < args.size(); ++i) {
@@ -198,12 +314,16 @@ int run_merge(const std::vector<std::string>& args) {
   return bad ? exit_bad_input : exit_ok;
 }
 
-int run_report(const std::vector<std::string>& args) {
-  if (args.size() != 1) {
-    std::fputs("kscope report: needs exactly one report file\n", stderr);
-    std::fputs(usage_text, stderr);
-    return exit_usage;
+int run_report(const std::vector<std::string>& raw_args) {
+  const parsed_arguments parsed = parse_arguments(raw_args, {});
+  if (parsed.help) {
+    print(report_help);
+    print(exit_codes_text);
+    return exit_ok;
   }
+  if (!parsed.error.empty()) return usage_error("report", parsed.error);
+  const std::vector<std::string>& args = parsed.files;
+  if (args.size() != 1) return usage_error("report", "needs exactly one report file");
   const auto r = load_report(args[0]);
   if (!r) return exit_bad_input;
   print(r->text());
@@ -228,37 +348,53 @@ std::optional<kscope::comparable_run> load_comparable_file(const std::string& pa
 }
 
 int run_compare(const std::vector<std::string>& args) {
+  const parsed_arguments parsed = parse_arguments(
+      args, {{"--threshold", true}, {"--thresholds", true}, {"--allow-missing", false}, {"--format", true}});
+  if (parsed.help) {
+    print(compare_help);
+    print(exit_codes_text);
+    return exit_ok;
+  }
+  if (!parsed.error.empty()) return usage_error("compare", parsed.error);
   kscope::compare_settings settings;
-  std::vector<std::string> files;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--threshold") {
-      if (i + 1 >= args.size()) {
-        std::fputs("kscope compare: --threshold needs a value\n", stderr);
-        return exit_usage;
-      }
-      // strtod follows the C locale; the tool never calls setlocale, so it runs in the "C"
-      // locale and '.' is the decimal point, as in everything the tool prints.
-      char* end = nullptr;
-      const double threshold = std::strtod(args[i + 1].c_str(), &end);
-      if (end == args[i + 1].c_str() || *end != '\0' || !(threshold >= 0) || !(threshold < 10)) {
-        std::fprintf(stderr, "kscope compare: bad threshold '%s' (a fraction, e.g. 0.02)\n", args[i + 1].c_str());
-        return exit_usage;
-      }
+  std::string format = "text";
+  std::string thresholds_path;
+  for (const auto& [name, value] : parsed.options) {
+    if (name == "--threshold") {
+      double threshold = 0;
+      // parse_double reads '.' as the decimal point in any locale, as everything the tool prints.
+      if (!kscope::detail::parse_double(value, threshold) || !(threshold >= 0) || !(threshold < 10))
+        return usage_error("compare", "bad threshold '" + kscope::detail::printable_name(value) +
+                                          "' (a fraction in [0, 10), e.g. 0.02)");
       settings.threshold = threshold;
-      ++i;
-    } else if (args[i] == "--allow-missing") {
+    } else if (name == "--thresholds") {
+      thresholds_path = value;
+    } else if (name == "--allow-missing") {
       settings.allow_missing = true;
-    } else if (args[i].size() > 1 && args[i][0] == '-') {
-      std::fprintf(stderr, "kscope compare: unknown option '%s'\n", args[i].c_str());
-      return exit_usage;
-    } else {
-      files.push_back(args[i]);
+    } else if (name == "--format") {
+      if (value != "text" && value != "markdown" && value != "json")
+        return usage_error("compare", "bad format '" + kscope::detail::printable_name(value) +
+                                          "' (text, markdown or json)");
+      format = value;
     }
   }
-  if (files.size() != 2) {
-    std::fputs("kscope compare: needs a baseline and a candidate file\n", stderr);
-    std::fputs(usage_text, stderr);
-    return exit_usage;
+  const std::vector<std::string>& files = parsed.files;
+  if (files.size() != 2)
+    return usage_error("compare", files.empty() ? "needs a baseline and a candidate file, got none"
+                                                : "needs a baseline and a candidate file, got " +
+                                                      std::to_string(files.size()) + " file" +
+                                                      (files.size() == 1 ? "" : "s"));
+  if (!thresholds_path.empty()) {
+    std::string text, error;
+    if (!read_file(thresholds_path, text, error)) {
+      std::fprintf(stderr, "kscope compare: thresholds: %s\n", kscope::detail::printable_name(error).c_str());
+      return exit_bad_input;
+    }
+    kscope::threshold_rules_parse rules = kscope::parse_thresholds(text);
+    if (!rules.ok())
+      return usage_error("compare", "thresholds file " + kscope::detail::printable_name(thresholds_path) + ": " +
+                                        rules.error);
+    settings.rules = std::move(rules.rules);
   }
   int base_code = exit_ok, cand_code = exit_ok;
   const auto base = load_comparable_file(files[0], "baseline", base_code);
@@ -277,7 +413,10 @@ int run_compare(const std::vector<std::string>& args) {
   const kscope::report_comparison comparison = kscope::compare_runs(*base, *cand, settings);
   for (const std::string& w : comparison.environment_warnings)
     std::fprintf(stderr, "kscope compare: warning: %s\n", w.c_str());
-  print(comparison.text());
+  for (const std::string& r : comparison.unused_rules)
+    std::fprintf(stderr, "kscope compare: warning: threshold rule \"%s\" matched no compared %s\n",
+                 kscope::detail::printable_name(r).c_str(), comparison.item.c_str());
+  print(format == "json" ? comparison.json() : format == "markdown" ? comparison.markdown() : comparison.text());
   switch (comparison.gate()) {
     case kscope::gate_result::pass: return exit_ok;
     case kscope::gate_result::slower:
@@ -301,14 +440,30 @@ int main(int argc, char** argv) {
     }
     const std::string command = argv[1];
     std::vector<std::string> args(argv + 2, argv + argc);
+    if (command == "--version" || command == "-V" || command == "version") {
+      print("kscope " KSCOPE_VERSION_STRING "\n");
+      return finish_output(exit_ok);
+    }
     if (command == "--help" || command == "-h" || command == "help") {
-      std::fputs(usage_text, stdout);
+      if (command == "help" && !args.empty()) {
+        const char* help = help_for(args[0]);
+        if (help == nullptr) {
+          std::fprintf(stderr, "kscope help: unknown command '%s' (merge, report, compare)\n",
+                       kscope::detail::printable_name(args[0]).c_str());
+          return exit_usage;
+        }
+        print(help);
+        print(exit_codes_text);
+        return finish_output(exit_ok);
+      }
+      print(usage_text);
+      print(exit_codes_text);
       return finish_output(exit_ok);
     }
     if (command == "merge") return finish_output(run_merge(args));
     if (command == "report") return finish_output(run_report(args));
     if (command == "compare") return finish_output(run_compare(args));
-    std::fprintf(stderr, "kscope: unknown command '%s'\n", command.c_str());
+    std::fprintf(stderr, "kscope: unknown command '%s'\n", kscope::detail::printable_name(command).c_str());
     std::fputs(usage_text, stderr);
     return exit_usage;
   } catch (const std::exception& e) {

@@ -1,4 +1,5 @@
-# Configures, builds and runs the consumer project; any failing step fails the test.
+# Configures, builds and runs the consumer project (tests/consumer/project) in one MODE;
+# any failing step fails the test.
 file(REMOVE_RECURSE ${BINARY})
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${BINARY} -G ${GENERATOR}
     -DKSCOPE_CONSUMER_MODE=${MODE} -DKSCOPE_CONSUMER_CUDA=${CUDA}

@@ -1,9 +1,10 @@
 // kscope/report/compare.hpp — two runs compared name by name: the CI gate behind
 // `kscope compare`.
 //
-// Reads session reports ("kscope.report/1": every scope's host and GPU per-call times)
-// and benchmark results ("kscope.bench/1": every benchmark's GPU time per launch). Both
-// hold summaries for the gate, so every time is compared with compare_summaries()
+// Reads session reports ("kscope.report/1": every scope's host and GPU per-call times),
+// benchmark results ("kscope.bench/1": every benchmark's GPU time per launch) and Google
+// Benchmark JSON (each benchmark's real time per iteration, its repetitions as samples:
+// gbench_json.hpp). All become summaries for the gate, so every time is compared with compare_summaries()
 // (core/stats.hpp): the ratio of the medians, an interval of that ratio built from the
 // two median intervals, and the library's one verdict rule (ratio_verdict), printed with
 // to_string(verdict).
@@ -15,6 +16,10 @@
 // so its every verdict would be inconclusive and the gate could never fail. A different
 // GPU, driver or kscope version is reported as a warning, not a failure.
 //
+// The threshold may differ per scope or benchmark (parse_thresholds: a small file of
+// "0.05 decode" lines), and the outcome prints as text, Markdown (a PR comment) or JSON
+// ("kscope.compare/1", for scripts).
+//
 //   kscope::comparable_load base = kscope::load_comparable(baseline_json);
 //   kscope::comparable_load cand = kscope::load_comparable(candidate_json);
 //   if (!base.ok() || !cand.ok()) return 3;                     // .error says why
@@ -24,10 +29,12 @@
 #pragma once
 
 #include "../core/detail/json_reader.hpp"
+#include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/text_escape.hpp"  // names from the compared files, printed safely
 #include "../core/stats.hpp"
 #include "../device/device_info.hpp"
+#include "gbench_json.hpp"
 #include "merge.hpp"
 #include "report.hpp"
 
@@ -46,7 +53,7 @@ namespace kscope {
 // a benchmark's GPU time per launch. Nanoseconds, whatever the document's unit.
 struct timed_entry {
   std::string name;  // scope path, or benchmark name with its parameters: "gemm (n=4096)"
-  std::string time;  // "host" or "gpu"
+  std::string time;  // "host" or "gpu"; "real" for Google Benchmark
   summary ns{};      // the gate reads median and median_ci
 };
 
@@ -61,12 +68,15 @@ struct run_environment {
 // A run reduced to what the gate compares.
 //   kscope::comparable_run run = kscope::comparable_from_report(report);
 struct comparable_run {
-  std::string format;                // "kscope.report/1" or "kscope.bench/1"
+  std::string format;                // "kscope.report/1", "kscope.bench/1" or gbench_format
   std::string item = "scope";        // what its names are: "scope" or "benchmark"
   run_environment environment;
   std::vector<std::string> names;    // every scope or benchmark, timed or not, in order
   std::vector<timed_entry> entries;  // the times it measured, in order
 };
+
+// The format name of Google Benchmark JSON in comparable_run::format and the tables.
+inline constexpr const char* gbench_format = "Google Benchmark JSON";
 
 // Why a document could not be loaded; the `kscope` tool maps these to exit codes.
 enum class load_status {
@@ -90,19 +100,138 @@ struct comparable_load {
 // One compared time of one scope or benchmark.
 struct scope_comparison {
   std::string path;  // scope path or benchmark name
-  std::string time;  // "host" or "gpu": which time was compared
+  std::string time;  // "host", "gpu" or "real": which time was compared
   double baseline_median_ns = detail::stats_nan;
   double candidate_median_ns = detail::stats_nan;
   comparison result;  // compare_summaries(): ratio, ratio_ci, verdict; p_value NaN (no samples)
+  double threshold = compare_options{}.threshold;  // the threshold this name was judged with
 };
+
+// A threshold for the names matching `pattern`: a scope path or benchmark name, where '*'
+// stands for any run of characters ("gemm (n=*)", "step/*").
+struct threshold_rule {
+  std::string pattern;
+  double threshold = compare_options{}.threshold;
+  std::size_t line = 0;  // where it came from in a thresholds file (0: made in code)
+};
+
+// The outcome of parse_thresholds(): `rules` is meaningful when ok().
+struct threshold_rules_parse {
+  std::vector<threshold_rule> rules;
+  std::string error;  // "line 3: ..." when the file is malformed
+
+  [[nodiscard]] bool ok() const noexcept { return error.empty(); }
+};
+
+namespace detail {
+
+// Whether `name` matches `pattern`, '*' matching any run of characters (none included).
+// Iterative with one backtrack point, so hostile patterns cost O(name x pattern) at most.
+[[nodiscard]] inline bool threshold_pattern_matches(std::string_view pattern, std::string_view name) noexcept {
+  std::size_t p = 0, n = 0, star = std::string_view::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+}  // namespace detail
+
+// Reads a thresholds file: one rule per line, "THRESHOLD NAME", the threshold a fraction
+// (0.05) or a percentage (5%), the name the rest of the line (it may hold spaces, and '*'
+// as a wildcard). Blank lines and lines starting with '#' are skipped.
+//   # thresholds.txt: sampling is noisy; every size of gemm may move 5 %
+//   0.10  sample
+//   5%    gemm (n=*)
+//   kscope::threshold_rules_parse t = kscope::parse_thresholds(text);
+//   if (!t.ok()) std::fprintf(stderr, "%s\n", t.error.c_str());
+[[nodiscard]] inline threshold_rules_parse parse_thresholds(std::string_view text) {
+  threshold_rules_parse out;
+  constexpr std::size_t max_rules = std::size_t{1} << 16;  // the file is small; bound it anyway
+  std::size_t line_number = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+    while (!line.empty() && blank(line.front())) line.remove_prefix(1);
+    while (!line.empty() && blank(line.back())) line.remove_suffix(1);
+    if (line.empty() || line.front() == '#') continue;
+    const std::string where = "line " + std::to_string(line_number) + ": ";
+    std::size_t split = 0;
+    while (split < line.size() && !blank(line[split])) ++split;
+    std::string_view number = line.substr(0, split);
+    std::string_view name = line.substr(split);
+    while (!name.empty() && blank(name.front())) name.remove_prefix(1);
+    const bool percent = !number.empty() && number.back() == '%';
+    if (percent) number.remove_suffix(1);
+    double value = 0;
+    // parse_double reads '.' as the decimal point whatever the C locale of the host program.
+    if (!detail::parse_double(number, value) || !(value >= 0) || !(value < (percent ? 1000.0 : 10.0))) {
+      out.error = where + "expected \"THRESHOLD NAME\" with THRESHOLD a fraction in [0, 10) (0.05) or a "
+                  "percentage (5%), got \"" + detail::printable_name(line) + "\"";
+      return out;
+    }
+    if (name.empty()) {
+      out.error = where + "a threshold without a scope or benchmark name";
+      return out;
+    }
+    if (out.rules.size() == max_rules) {
+      out.error = where + "more than " + std::to_string(max_rules) + " rules";
+      return out;
+    }
+    out.rules.push_back(threshold_rule{std::string(name), percent ? value / 100.0 : value, line_number});
+  }
+  return out;
+}
 
 // How compare_runs() judges.
 //   kscope::compare_settings s;
 //   s.threshold = 0.05;        // a 5 % change matters
 //   s.allow_missing = true;    // a scope dropped on purpose does not fail the gate
+//   s.rules = kscope::parse_thresholds("0.10 sample\n").rules;   // per name
 struct compare_settings {
   double threshold = compare_options{}.threshold;  // relative change that matters
   bool allow_missing = false;  // baseline times absent from the candidate do not fail the gate
+  std::vector<threshold_rule> rules;  // per-name thresholds (parse_thresholds); the rest get `threshold`
+
+  // The rule deciding `name`: an exact name before any pattern, then the longest pattern
+  // (the most specific), then the first in the file; nullptr when none matches.
+  [[nodiscard]] const threshold_rule* rule_for(std::string_view name) const noexcept {
+    const threshold_rule* best = nullptr;
+    bool best_exact = false;
+    for (const threshold_rule& r : rules) {
+      const bool exact = r.pattern == name;
+      if (!exact && (r.pattern.find('*') == std::string::npos || !detail::threshold_pattern_matches(r.pattern, name)))
+        continue;
+      if (best == nullptr || (exact && !best_exact) ||
+          (exact == best_exact && !exact && r.pattern.size() > best->pattern.size())) {
+        best = &r;
+        best_exact = exact;
+      }
+    }
+    return best;
+  }
+  // The threshold `name` is judged with.
+  [[nodiscard]] double threshold_for(std::string_view name) const noexcept {
+    const threshold_rule* r = rule_for(name);
+    return r != nullptr ? r->threshold : threshold;
+  }
 };
 
 // What the gate decided, in order of precedence.
@@ -128,6 +257,8 @@ struct report_comparison {
   std::vector<std::string> only_in_baseline;   // timed names the candidate lost
   std::vector<std::string> missing_times;      // "step: gpu": a time the candidate's scope no longer has
   std::vector<std::string> environment_warnings;  // "GPU differs: ..."
+  std::size_t rules = 0;                       // per-name threshold rules given
+  std::vector<std::string> unused_rules;       // "line 3: gemm (n=*)": a rule that matched no compared name
 
   // How many compared times got verdict `v`.
   [[nodiscard]] std::size_t count(verdict v) const noexcept {
@@ -146,11 +277,40 @@ struct report_comparison {
   }
   // One line saying why the gate failed ("" when it passed).
   [[nodiscard]] std::string failure() const;
+  // How many compared times had no interval on one side (fewer than 6 samples at 95 %,
+  // a Google Benchmark file without repetitions): those can only be inconclusive.
+  [[nodiscard]] std::size_t without_interval() const noexcept {
+    std::size_t n = 0;
+    for (const scope_comparison& s : scopes) n += !std::isfinite(s.result.ratio_ci.lo) || !std::isfinite(s.result.ratio_ci.hi);
+    return n;
+  }
   // The table `kscope compare` prints, ending in "PASS" or "FAIL" with the reason. Names
   // come from the compared files: each is printable_name()d (text_escape.hpp), so a scope
   // called "x\n... PASS" or one holding ESC sequences cannot forge or hide a line.
   [[nodiscard]] std::string text() const;
+  // The same as a Markdown section for a pull-request comment: a heading with the
+  // verdict, a table, the notes. Names are escaped so that they cannot break the table or
+  // inject HTML ('|', '<', '>', '&', '`', '*', '_').
+  [[nodiscard]] std::string markdown() const;
+  // The same as a "kscope.compare/1" JSON document (README, "Command-line tool"):
+  // {"schema", "format", "item", "threshold", "allow_missing", "gate", "passed",
+  //  "failure", "environment_warnings", "comparisons": [{"name", "time",
+  //  "baseline_median_ns", "candidate_median_ns", "ratio", "ratio_ci": {"lo", "hi",
+  //  "level"}, "threshold", "verdict"}], "only_in_candidate", "only_in_baseline",
+  //  "missing_times", "unused_rules"}.
+  [[nodiscard]] std::string json() const;
 };
+
+// "pass", "slower", "nothing_compared" or "missing".
+[[nodiscard]] constexpr const char* to_string(gate_result g) noexcept {
+  switch (g) {
+    case gate_result::pass: return "pass";
+    case gate_result::slower: return "slower";
+    case gate_result::nothing_compared: return "nothing_compared";
+    case gate_result::missing: return "missing";
+  }
+  return "unknown";
+}
 
 namespace detail {
 
@@ -262,6 +422,38 @@ inline comparable_load load_bench(const json_value& doc) {
   return out;
 }
 
+// A Google Benchmark document as a run for the gate: each benchmark's real time per
+// iteration, its repetitions summarized as samples (no warm-up removal: each repetition
+// is already warmed up by the library). A benchmark that failed, or has neither
+// repetitions nor an aggregate, is named but has no time, so a baseline time it lost is
+// "missing".
+inline comparable_load load_gbench(const json_value& doc) {
+  comparable_load out;
+  out.schema = gbench_format;
+  const gbench_parse_result g = read_gbench_json(doc);
+  if (!g.ok()) {
+    out.status = load_status::malformed;
+    out.error = g.error;
+    return out;
+  }
+  comparable_run& run = out.run;
+  run.format = gbench_format;
+  run.item = "benchmark";
+  for (const gbench_benchmark& b : g.benchmarks) {
+    run.names.push_back(b.name);
+    summary s{};
+    if (!b.real_time_ns.empty()) {
+      s = summarize(b.real_time_ns, stats_options{0.95, false});
+    } else if (std::isfinite(b.aggregate_median_ns)) {
+      s.median = b.aggregate_median_ns;  // an aggregate without its repetitions: no interval
+    } else {
+      continue;
+    }
+    run.entries.push_back(timed_entry{b.name, "real", s});
+  }
+  return out;
+}
+
 }  // namespace detail
 
 // The times of a session report: each scope's host time when it had calls, its GPU time
@@ -286,9 +478,9 @@ inline comparable_load load_bench(const json_value& doc) {
   return run;
 }
 
-// Reads a kscope.report/1 or kscope.bench/1 document for the gate. Anything else gets a
-// status and an error naming what it saw: not JSON, JSON of another kind, a malformed
-// kscope document, or a merged report (refused: no intervals to judge with).
+// Reads a kscope.report/1 or kscope.bench/1 document, or Google Benchmark JSON, for the
+// gate. Anything else gets a status and an error naming what it saw: not JSON, JSON of
+// another kind, a malformed document, or a merged report (refused: no intervals to judge with).
 //   kscope::comparable_load l = kscope::load_comparable(text);
 //   if (!l.ok()) std::fprintf(stderr, "%s\n", l.error.c_str());
 [[nodiscard]] inline comparable_load load_comparable(std::string_view json_text) {
@@ -296,17 +488,19 @@ inline comparable_load load_bench(const json_value& doc) {
   const detail::json_parse_result parsed = detail::parse_json(json_text);
   if (!parsed.ok()) {
     out.status = load_status::not_json;
-    out.error = "not valid JSON: " + parsed.error + " (kscope compare reads kscope.report/1 and kscope.bench/1 JSON)";
+    out.error = "not valid JSON: " + parsed.error +
+                " (kscope compare reads kscope.report/1, kscope.bench/1 and Google Benchmark JSON)";
     return out;
   }
   const detail::json_value& doc = parsed.value;
+  if (is_gbench_json(doc)) return detail::load_gbench(doc);
   const detail::json_value* schema = doc.find("schema");
   if (!doc.is_object() || schema == nullptr || !schema->is_string()) {
     out.status = load_status::not_kscope;
     out.error = doc.is_object() ? "not a kscope document: JSON without a \"schema\" member (kscope compare reads "
-                                  "kscope.report/1 and kscope.bench/1)"
+                                  "kscope.report/1, kscope.bench/1 and Google Benchmark JSON)"
                                 : "not a kscope document: the JSON is not an object (kscope compare reads "
-                                  "kscope.report/1 and kscope.bench/1)";
+                                  "kscope.report/1, kscope.bench/1 and Google Benchmark JSON)";
     return out;
   }
   out.schema = schema->string;
@@ -334,7 +528,7 @@ inline comparable_load load_bench(const json_value& doc) {
   }
   out.status = load_status::not_kscope;
   out.error = "not a document kscope compare reads: schema \"" + detail::printable_name(out.schema) +
-              "\" (it reads kscope.report/1 and kscope.bench/1)";
+              "\" (it reads kscope.report/1, kscope.bench/1 and Google Benchmark JSON)";
   return out;
 }
 
@@ -380,12 +574,23 @@ inline comparable_load load_bench(const json_value& doc) {
 
   for (const std::string& name : candidate.names)
     if (base_names.count(name) == 0) out.only_in_candidate.push_back(name);
+  out.rules = settings.rules.size();
+  std::vector<bool> rule_used(settings.rules.size(), false);
   for (const timed_entry& c : candidate.entries) {
     const auto b = base_entries.find(key(c));
     if (b == base_entries.end()) continue;
+    const threshold_rule* rule = settings.rule_for(c.name);
+    if (rule != nullptr) rule_used[static_cast<std::size_t>(rule - settings.rules.data())] = true;
+    const double threshold = rule != nullptr ? rule->threshold : settings.threshold;
     out.scopes.push_back(scope_comparison{c.name, c.time, b->second->ns.median, c.ns.median,
-                                          compare_summaries(b->second->ns, c.ns, settings.threshold)});
+                                          compare_summaries(b->second->ns, c.ns, threshold), threshold});
   }
+  // A rule that decided nothing is most often a typo or a renamed scope: say so, or its
+  // threshold would silently not apply.
+  for (std::size_t i = 0; i < settings.rules.size(); ++i)
+    if (!rule_used[i])
+      out.unused_rules.push_back((settings.rules[i].line > 0 ? "line " + std::to_string(settings.rules[i].line) + ": "
+                                                             : std::string()) + settings.rules[i].pattern);
   // Baseline times the candidate lacks: a whole scope (gone, or no longer timed), or one
   // of its times (e.g. the GPU time of a scope that lost its stream).
   std::unordered_set<std::string> reported;
@@ -442,11 +647,14 @@ inline std::string report_comparison::failure() const {
 
 inline std::string report_comparison::text() const {
   const std::string items = item + "s";
-  std::string out = "kscope compare (" + format + "; threshold " + detail::format_fixed(threshold * 100, 1) +
-                    "%; on medians and their 95% intervals only" +
+  std::string out = "kscope compare (" + format + "; threshold " + detail::format_fixed(threshold * 100, 1) + "%" +
+                    (rules > 0 ? " and " + std::to_string(rules) + " per-name rule" + (rules == 1 ? "" : "s") : "") +
+                    "; on medians and their 95% intervals only" +
                     (format == "kscope.report/1" ? std::string(": reports hold no samples") : std::string()) + ")\n";
   using detail::printable_name;
   for (const std::string& w : environment_warnings) out += detail::wrap("warning: " + printable_name(w), 98);
+  for (const std::string& r : unused_rules)
+    out += detail::wrap("warning: threshold rule \"" + printable_name(r) + "\" matched no compared " + item, 98);
   if (!environment_warnings.empty())
     out += detail::wrap("(runs from different machines or versions: a change may be theirs, not the code's)", 98);
   // name 34 | time 5 | baseline 10 | candidate 10 | ratio 8 | verdict
@@ -458,7 +666,8 @@ inline std::string report_comparison::text() const {
     out += detail::fit(printable_name(s.path), 34) + detail::fit(printable_name(s.time), 5) +
            detail::fit(format_duration_ns(s.baseline_median_ns), 10, true) +
            detail::fit(format_duration_ns(s.candidate_median_ns), 10, true) + detail::fit(ratio, 8, true) + "  " +
-           to_string(s.result.result) + "\n";
+           to_string(s.result.result) +
+           (s.threshold != threshold ? " (threshold " + detail::format_fixed(s.threshold * 100, 1) + "%)" : "") + "\n";
   }
   for (const std::string& path : only_in_candidate) out += detail::fit(printable_name(path), 34) + "(new in candidate)\n";
   for (const std::string& path : only_in_baseline) out += detail::fit(printable_name(path), 34) + "(missing in candidate)\n";
@@ -469,6 +678,12 @@ inline std::string report_comparison::text() const {
                       "interval (fewer than 6 samples at 95%). Slower fails the gate, and so do nothing compared "
                       "and a baseline time missing in the candidate.",
                       98);
+  if (const std::size_t n = without_interval(); n > 0)
+    out += detail::wrap(std::to_string(n) + " of " + std::to_string(scopes.size()) +
+                            " compared times have no interval and can only be inconclusive" +
+                            (format == gbench_format ? ": run the benchmarks with --benchmark_repetitions=10 (at least 6)"
+                                                     : ": fewer than 6 samples"),
+                        98);
   const gate_result g = gate();
   if (g == gate_result::slower && missing_count() > 0 && !allow_missing)
     out += std::to_string(missing_count()) + " baseline time" + (missing_count() == 1 ? "" : "s") +
@@ -479,6 +694,115 @@ inline std::string report_comparison::text() const {
   if (g == gate_result::pass) out += "no " + item + " slower: PASS\n";
   else out += detail::wrap(failure() + ": FAIL", 98);
   return detail::printable_text(out);  // the last guard, as in session_report::text()
+}
+
+namespace detail {
+
+// A name from a compared file as Markdown table text: printable, and with the characters
+// that would end a cell, start markup or open HTML written as entities or escaped.
+inline std::string markdown_cell(std::string_view text) {
+  const std::string printable = printable_name(text);
+  std::string out;
+  out.reserve(printable.size());
+  for (char c : printable) {
+    switch (c) {
+      case '|': out += "\\|"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '`': case '*': case '_': case '[': case ']': case '\\': out += '\\'; out += c; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+inline std::string report_comparison::markdown() const {
+  using detail::markdown_cell;
+  const gate_result g = gate();
+  std::string out = "### kscope compare: " + std::string(g == gate_result::pass ? "PASS" : "FAIL");
+  if (g != gate_result::pass) out += " (" + markdown_cell(failure()) + ")";
+  out += "\n\n" + markdown_cell(format) + ", threshold " + detail::format_fixed(threshold * 100, 1) + " %";
+  if (rules > 0) out += " and " + std::to_string(rules) + " per-name rule" + (rules == 1 ? "" : "s");
+  out += "; medians and their 95 % intervals.\n\n";
+  for (const std::string& w : environment_warnings) out += "> warning: " + markdown_cell(w) + "\n";
+  for (const std::string& r : unused_rules)
+    out += "> warning: threshold rule \"" + markdown_cell(r) + "\" matched no compared " + item + "\n";
+  if (!environment_warnings.empty() || !unused_rules.empty()) out += "\n";
+  out += "| " + item + " | time | baseline | candidate | ratio | ratio 95 % CI | verdict |\n";
+  out += "|---|---|---:|---:|---:|---|---|\n";
+  for (const scope_comparison& s : scopes) {
+    const bool has_ci = std::isfinite(s.result.ratio_ci.lo) && std::isfinite(s.result.ratio_ci.hi);
+    const std::string v = to_string(s.result.result);
+    out += "| " + markdown_cell(s.path) + " | " + markdown_cell(s.time) + " | " + format_duration_ns(s.baseline_median_ns) +
+           " | " + format_duration_ns(s.candidate_median_ns) + " | " +
+           (std::isfinite(s.result.ratio) ? detail::format_fixed(s.result.ratio, 3) : "-") + " | " +
+           (has_ci ? "[" + detail::format_fixed(s.result.ratio_ci.lo, 3) + ", " +
+                         detail::format_fixed(s.result.ratio_ci.hi, 3) + "]"
+                   : "-") +
+           " | " + (s.result.result == verdict::slower ? "**" + v + "**" : v) +
+           (s.threshold != threshold ? " (threshold " + detail::format_fixed(s.threshold * 100, 1) + " %)" : "") +
+           " |\n";
+  }
+  for (const std::string& p : only_in_candidate) out += "| " + markdown_cell(p) + " | | | | | | new in candidate |\n";
+  for (const std::string& p : only_in_baseline) out += "| " + markdown_cell(p) + " | | | | | | **missing in candidate** |\n";
+  for (const std::string& t : missing_times) out += "| " + markdown_cell(t) + " | | | | | | **time missing in candidate** |\n";
+  if (const std::size_t n = without_interval(); n > 0)
+    out += "\n" + std::to_string(n) + " of " + std::to_string(scopes.size()) +
+           " compared times have no interval and can only be inconclusive" +
+           (format == gbench_format ? " (run the benchmarks with `--benchmark_repetitions=10`)." : " (fewer than 6 samples).") +
+           "\n";
+  out += "\nratio: candidate / baseline median; slower (faster) when its interval lies above 1 + threshold "
+         "(below 1 - threshold).\n";
+  return out;
+}
+
+inline std::string report_comparison::json() const {
+  std::string out;
+  detail::json_writer w(out);
+  const gate_result g = gate();
+  const auto strings = [&](const char* key, const std::vector<std::string>& list) {
+    w.key(key).begin_array();
+    for (const std::string& s : list) w.value(s);
+    w.end_array();
+  };
+  w.begin_object();
+  w.member("schema", "kscope.compare/1");
+  w.member("format", format);
+  w.member("item", item);
+  w.member("threshold", threshold);
+  w.member("allow_missing", allow_missing);
+  w.member("gate", to_string(g));
+  w.member("passed", g == gate_result::pass);
+  w.member("failure", failure());
+  strings("environment_warnings", environment_warnings);
+  w.key("comparisons").begin_array();
+  for (const scope_comparison& s : scopes) {
+    w.begin_object();
+    w.member("name", s.path);
+    w.member("time", s.time);
+    w.member("baseline_median_ns", s.baseline_median_ns);
+    w.member("candidate_median_ns", s.candidate_median_ns);
+    w.member("ratio", s.result.ratio);
+    w.key("ratio_ci").begin_object();
+    w.member("lo", s.result.ratio_ci.lo);
+    w.member("hi", s.result.ratio_ci.hi);
+    w.member("level", s.result.ratio_ci.level);
+    w.end_object();
+    w.member("threshold", s.threshold);
+    w.member("verdict", to_string(s.result.result));
+    w.end_object();
+  }
+  w.end_array();
+  strings("only_in_candidate", only_in_candidate);
+  strings("only_in_baseline", only_in_baseline);
+  strings("missing_times", missing_times);
+  strings("unused_rules", unused_rules);
+  w.end_object();
+  out += '\n';
+  return out;
 }
 
 }  // namespace kscope

@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -65,12 +66,22 @@ inline constexpr std::int64_t trace_overflow_tid_stride = 100000;
 
 //   kscope::trace_options o;
 //   o.flows = false;                 // smaller files for long runs
+// One counter track beside the GPU tracks (Perfetto and chrome://tracing draw it as a
+// graph): a value from each instant on, kscope's clock. The session adds one per sampled
+// metric (PM sampling) on the sampled device's process.
+struct trace_counter_track {
+  std::string name;        // "DRAM %"
+  std::int64_t device = 0; // the GPU process it is drawn in
+  std::vector<std::pair<std::int64_t, double>> points;  // (ns, value), any order
+};
+
 struct trace_options {
   std::int64_t origin_ns = std::numeric_limits<std::int64_t>::min();  // default: earliest event
   std::string process_name = "kscope";
   bool flows = true;                       // launch arrows from scopes to GPU events
   bool demangle = true;                    // kernel names as C++ signatures
   std::int64_t overlap_tolerance_ns = 1000;  // on one stream: clamp up to this, else overflow
+  std::vector<trace_counter_track> counter_tracks;  // sampled GPU metrics (may be empty)
 };
 
 // What the export did, for tests and for a line in the report.
@@ -81,6 +92,7 @@ struct trace_stats {
   std::size_t flows_without_scope = 0;  // GPU events whose launching scope was not found
   std::size_t clamped = 0;              // GPU starts moved to the predecessor's end
   std::size_t overflow_events = 0;      // events placed on an overflow track
+  std::size_t counter_points = 0;       // counter-track points written
   std::size_t skipped = 0;              // intervals with end < start
 };
 
@@ -375,6 +387,19 @@ struct lane_state {
     w.member("pid", static_cast<long long>(g.device)).member("tid", static_cast<long long>(p.tid));
     w.end_object();
     ++stats.flows;
+  }
+  // ---- counter tracks: one "C" event per point; a NaN point ends nothing, it is left out.
+  for (const trace_counter_track& track : options.counter_tracks) {
+    for (const auto& [ns, value] : track.points) {
+      if (!std::isfinite(value)) continue;
+      w.begin_object();
+      w.member("name", track.name).member("ph", "C");
+      w.key("ts").raw(detail::trace_us(ns - origin));
+      w.member("pid", static_cast<long long>(track.device));
+      w.key("args").begin_object().member("value", value).end_object();
+      w.end_object();
+      ++stats.counter_points;
+    }
   }
   w.end_array();
   w.member("displayTimeUnit", "ns");

@@ -599,7 +599,26 @@ inline bool session::write_trace(const std::string& path, std::string* error) {
   for (const recorded_interval& e : trace.intervals)
     host.push_back(host_interval{trace.names[e.node], e.node, e.thread_index, clock.to_ns(e.start_ticks),
                                  clock.to_ns(e.end_ticks)});
-  return write_chrome_trace(path, host, gpu.activity.recent, trace_options{}, error);
+  trace_options options;
+  std::shared_ptr<live_metric_sampling> live;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live = live_metrics_;
+  }
+  if (live) {  // sampled GPU metrics as counter tracks beside the kernels
+    const live_metrics_snapshot m = live->snapshot(detail::now_ns(), /*with_recent=*/true);
+    const std::vector<std::string>& metrics = m.status.metrics;
+    for (std::size_t i = 0; i < metrics.size(); ++i) {
+      trace_counter_track track;
+      track.name = "sampled " + detail::sampled_metric_label(metrics[i]);
+      track.device = m.status.device;
+      track.points.reserve(m.recent.size());
+      for (const metric_sample& sample : m.recent)
+        if (i < sample.values.size()) track.points.emplace_back(sample.start_ns, sample.values[i]);
+      options.counter_tracks.push_back(std::move(track));
+    }
+  }
+  return write_chrome_trace(path, host, gpu.activity.recent, options, error);
 }
 
 inline void session::reset() noexcept {
