@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -116,4 +117,26 @@ TEST_CASE("sampled metrics section: not started says why and nothing else") {
   CHECK(contains(text, "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"));
   CHECK_FALSE(contains(text, "device (every sample)"));
   CHECK(nlohmann::json::parse(r.json()).at("sampled_metrics").at("running") == false);
+}
+
+TEST_CASE("session report CSV: one row per scope with the sampled columns") {
+  const kscope::session_report r = report_with_samples();
+  const std::string csv = r.csv();
+  INFO(csv);
+  const std::string header = csv.substr(0, csv.find('\n'));
+  CHECK(contains(header, "sampled_dram_pct"));
+  CHECK(contains(header, "counter_verdict"));
+  std::size_t rows = 0;
+  for (char c : csv) rows += c == '\n';
+  CHECK(rows == 1 + r.scopes.size());
+  // step/copy: 10 samples, DRAM 80, memory-bound.
+  const std::size_t at = csv.find("step/copy,");
+  REQUIRE(at != std::string::npos);
+  const std::string row = csv.substr(at, csv.find('\n', at) - at);
+  CHECK(contains(row, ",10,"));
+  CHECK(contains(row, ",80,"));
+  CHECK(contains(row, "memory-bound"));
+  // Every row has as many fields as the header.
+  const auto fields = [](const std::string& line) { return std::count(line.begin(), line.end(), ',') + 1; };
+  CHECK(fields(row) == fields(header));
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "../core/detail/atomic_file.hpp"
+#include "../core/detail/csv.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/text_escape.hpp"
 #include "../device/device_info.hpp"
@@ -746,37 +747,10 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
 
 // ---- CSV (RFC 4180) ---------------------------------------------------------------
 
-// One field. Invalid UTF-8 becomes U+FFFD and a control other than tab, CR and LF takes
-// its printable form (\x1b, \0; a CSV is read in terminals and spreadsheets too); a field
-// with a comma, quote, CR or LF, or a blank at either end (which some readers trim), is
-// quoted, its quotes doubled.
-inline std::string csv_field(const std::string& s) {
-  std::string clean;
-  clean.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    const utf8_char c = decode_utf8(s, i);
-    if (c.valid && (c.code_point == '\t' || c.code_point == '\r' || c.code_point == '\n'))
-      clean += static_cast<char>(c.code_point);
-    else
-      append_printable(clean, std::string_view(s).substr(i, c.length));
-    i += c.length;
-  }
-  const bool quote = clean.find_first_of(",\"\n\r") != std::string::npos ||
-                     (!clean.empty() && (clean.front() == ' ' || clean.front() == '\t' || clean.back() == ' ' ||
-                                         clean.back() == '\t'));
-  if (!quote) return clean;
-  std::string q = "\"";
-  for (char c : clean) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
-}
-// Full precision so a CSV reader gets the same doubles; empty for unknown (NaN).
-inline std::string csv_number(double v) {
-  if (!std::isfinite(v)) return "";
-  return printf_string("%.17g", v);
-}
+// One field, and a number at full precision: core/detail/csv.hpp (the session report's CSV
+// writes the same way).
+using kscope::detail::csv_field;
+using kscope::detail::csv_number;
 
 inline const char* csv_columns() {
   return "name,params,shape,dtype,strides,cache,statistic,median_s,ci_lo_s,ci_hi_s,ci_level,rel_half_width,"
