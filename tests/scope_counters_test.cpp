@@ -139,3 +139,22 @@ TEST_CASE("enable_counters without CUPTI's range profiler says why, once") {
   CHECK(contains(kscope::scope_counter_sampler::global().snapshot().status, "no call would be profiled"));
   CHECK(kscope::detail::active_counter_hook.load() == nullptr);
 }
+
+TEST_CASE("counters section: measured points in the HTML roofline picture") {
+  kscope::counter_aggregate agg;
+  agg.add_call({copy_kernel()});
+  const kscope::hierarchical_roofs roofs{kscope::roof_line{"fp32 plain", 60e12, 4.8e12, false}};
+  kscope::session_report r;
+  r.context.roof_lines.push_back(kscope::roof_line{"fp32 plain", 60e12, 4.8e12, false});
+  kscope::scope_report s;
+  s.id = 3;
+  s.name = s.path = "copy";
+  s.depth = 1;
+  s.calls = 10;
+  s.counters = kscope::make_scope_counter_report(agg, 1, 0, 1, 0, kscope::work{}, 1.1e6, 1e6, &roofs);
+  r.scopes.push_back(s);
+  const std::string html = r.html();
+  CHECK(contains(html, "<svg"));
+  CHECK(contains(html, "copy (DRAM)"));
+  CHECK(contains(html, "Hardware counters per scope"));
+}

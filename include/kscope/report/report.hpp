@@ -751,6 +751,22 @@ inline std::string session_report::html() const {
                                intensity, percent(p.fraction_of_roof), percent(s.fraction_of_measured_roof),
                                impossible ? "impossible" : to_string(p.limiter), s.roof, detail::placement_advice(s)});
   }
+  // Measured points (per-scope counters): one per memory level beside the declared one,
+  // labelled "path (DRAM)", "path (L2)"; a measured point is what the kernels did.
+  html_table measured_table{"Hardware counters per scope (kernel replay of sampled calls)",
+                            {"scope", "profiled calls", "DRAM / call", "FLOP / call", "verdict"}, {}};
+  for (const scope_report& s : scopes) {
+    if (!s.counters) continue;
+    const scope_counter_report& c = *s.counters;
+    for (memory_level level : {memory_level::dram, memory_level::l2, memory_level::l1})
+      if (const std::optional<roof_point> mp = c.measured.chart_point(level, s.path)) points.push_back(*mp);
+    measured_table.rows.push_back(
+        {s.path, std::to_string(c.profiled_calls),
+         detail::counter_cell(c.per_call(metric_value(c.totals, counter_metric::dram_read_bytes) +
+                                         metric_value(c.totals, counter_metric::dram_write_bytes)),
+                              "B"),
+         detail::counter_cell(c.per_call(c.measured.flops.total), "FLOP"), c.classified.verdict.text});
+  }
   if (!points.empty() && !context.roof_lines.empty()) {
     plot_options options;
     options.title = context.devices.empty() ? "Roofline" : "Roofline: " + context.devices.front().substr(0, context.devices.front().find(':'));
@@ -758,6 +774,7 @@ inline std::string session_report::html() const {
   }
   page.tables.push_back(std::move(scope_table));
   if (!roof_table.rows.empty()) page.tables.push_back(std::move(roof_table));
+  if (!measured_table.rows.empty()) page.tables.push_back(std::move(measured_table));
   if (!top_kernels.empty()) {
     html_table kernels{"Top kernels (CUPTI)", {"kernel", "calls", "total", "median", "grid", "block", "registers", "shared"}, {}};
     for (const kernel_summary& k : top_kernels) {
