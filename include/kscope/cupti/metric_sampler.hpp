@@ -84,10 +84,6 @@
 #  include "counters.hpp"
 #endif
 
-#ifndef KSCOPE_PM_SAMPLING_TRACE
-#  define KSCOPE_PM_SAMPLING_TRACE(...) ((void)0)
-#endif
-
 namespace kscope {
 
 enum class metric_sampler_state : std::uint8_t {
@@ -444,14 +440,10 @@ class pm_sampling_run {
         ++status.decode_errors;
         return;
       }
-      KSCOPE_PM_SAMPLING_TRACE("decode round %d: %.3f ms stop=%d total=%zu populated=%zu completed=%zu read=%zu\n",
-                               round, (t1 - t0) / 1e6, (int)decode.decodeStopReason, info.numTotalSamples,
-                               info.numPopulatedSamples, info.numCompletedSamples, read_);
       t0 = now_ns();
       evaluate(info.numCompletedSamples, status, notes, sink);
       t1 = now_ns();
       status.evaluate_ns += static_cast<std::uint64_t>(t1 - t0);
-      KSCOPE_PM_SAMPLING_TRACE("  evaluated in %.3f ms\n", (t1 - t0) / 1e6);
       const bool full = decode.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL ||
                         (info.numTotalSamples > 0 && info.numPopulatedSamples >= info.numTotalSamples);
       const bool all_read = info.numPopulatedSamples <= info.numCompletedSamples;
@@ -461,7 +453,6 @@ class pm_sampling_run {
       t0 = now_ns();
       const bool reset = reset_image();
       status.reset_ns += static_cast<std::uint64_t>(now_ns() - t0);
-      KSCOPE_PM_SAMPLING_TRACE("  reset in %.3f ms\n", (now_ns() - t0) / 1e6);
       if (!reset) {
         ++status.decode_errors;
         note_once(notes, message);
@@ -707,7 +698,6 @@ class pm_sampling_run {
       const auto start = static_cast<std::int64_t>(info.startTimestamp);
       const auto end = static_cast<std::int64_t>(info.endTimestamp);
       if (end - start > 4 * interval_ns_) {  // a window's lead-in, not a sample of it
-        KSCOPE_PM_SAMPLING_TRACE("  irregular sample %zu: %.3f ms long\n", i, (end - start) / 1e6);
         ++status.samples_irregular;
         have_previous = false;
         chain_valid_ = false;
@@ -1000,7 +990,6 @@ class metric_sampler {
         run_->stop_sampling();
 #endif
         const std::int64_t window_end = end_window();
-        KSCOPE_PM_SAMPLING_TRACE("window ended\n");
         const std::int64_t t0 = now_ns();
         decode_now();
         {
@@ -1025,7 +1014,6 @@ class metric_sampler {
           return;  // no more windows; what was sampled stays
         }
 #endif
-        KSCOPE_PM_SAMPLING_TRACE("window restarted after a %.3f ms pause\n", pause / 1e6);
         std::lock_guard<std::mutex> lock(mutex_);
         window_started_ns_ = now_ns();
         window_sampling_ = true;
