@@ -1174,6 +1174,8 @@ int main(int argc, char** argv) {
   print_summary(e, wall_s);
   if (e.graphs_captured() > 0)
     std::printf("  decode graphs      %d captured (one per batch size seen)\n", e.graphs_captured());
+  // What kscope concludes from the report alone, each finding with its numbers.
+  std::printf("\n%s", kscope::diagnosis_text(kscope::diagnose(report), report).c_str());
   int status = 0;
   std::string error;
   if (!o.json_path.empty() && !report.write_json(o.json_path, &error)) {

@@ -467,6 +467,46 @@ std::string session_report_json(bool with_devices) {
   child.share_of_parent = 0.5;
   child.samples_kept = 40;
   r.scopes.push_back(child);
+
+  // A cross-thread range: the requests section.
+  kscope::scope_report request;
+  request.id = 3;
+  request.name = request.path = "request";
+  request.depth = 1;
+  request.cross_thread = true;
+  request.calls = 40;
+  request.host_ns = full_summary(5e7);
+  request.host_inclusive_ns = 2e9;
+  request.samples_kept = 40;
+  r.scopes.push_back(request);
+
+  // GPU-time accounting: one idle gap, one scope with calls in the host ring.
+  kscope::gpu_time_report t;
+  t.window_start_ns = 1000;
+  t.window_end_ns = 80'001'000;
+  t.wall_ns = 8e7;
+  t.busy_ns = 6.9e6;
+  t.busy_share = 6.9e6 / 8e7;
+  t.host_intervals = 80;
+  t.gpu_events = 160;
+  t.gpu_overwritten = 3;
+  t.gpu_events_unmatched = 1;
+  t.idle_gaps.push_back(kscope::gpu_idle_gap{2'000'000, 500'000, 2, "step/attention"});
+  t.idle_by_scope.push_back(kscope::gpu_idle_by_scope{2, "step/attention", 1.1e6, 3});
+  kscope::scope_gpu_time g;
+  g.id = 1;
+  g.path = "step";
+  g.gpu_ns = 6.9e6;
+  g.share_of_gpu = 1;
+  g.kernel_count = 80;
+  g.calls_seen = 40;
+  g.busy_per_call_ns = full_summary(1.7e5);
+  g.gaps_per_call_ns = full_summary(2e4);
+  g.kernels_per_call = 2;
+  g.d2h_per_call = 0.5;
+  g.max_gap_ns = 5e5;
+  t.scopes.push_back(g);
+  r.gpu_time = t;
   return r.json();
 }
 

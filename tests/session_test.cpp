@@ -355,3 +355,83 @@ TEST_CASE("host intervals pushed out of the trace ring are reported, not silentl
   { KSCOPE_SCOPE("ov_step"); }
   for (const std::string& w : session.report().warnings) CHECK(w.find("overwritten") == std::string::npos);
 }
+
+// report() accounts the GPU's time from the trace ring and the source's recent events, and
+// lists cross-thread ranges as requests (summarized whole: no warm-up dropped).
+TEST_CASE("the report accounts GPU time per call and lists requests") {
+  auto& session = kscope::session::global();
+  auto fake = std::make_shared<fake_gpu_source>();
+  session.set_gpu_activity_source(fake);
+  session.reset();
+  REQUIRE(session.enable_cupti());
+
+  kscope::node_id step = 0, decode = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> decode_calls;
+  for (int i = 0; i < 4; ++i) {
+    kscope::range request = kscope::start_range("gt_request");
+    kscope::scope s{"gt_step"};
+    step = s.node();
+    kscope::scope d{"gt_decode"};
+    decode = d.node();
+    const std::int64_t start = kscope::detail::now_ns();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    decode_calls.emplace_back(start, kscope::detail::now_ns());
+  }
+  // This thread's index, as the trace ring recorded it.
+  const kscope::recorder_trace ring = kscope::recorder::global().trace_snapshot();
+  std::uint32_t thread = 0;
+  for (const kscope::recorded_interval& e : ring.intervals)
+    if (e.node == decode) thread = e.thread_index;
+  kscope::node_gpu_activity decode_activity;
+  decode_activity.kernel_count = 8;
+  decode_activity.kernel_ns = decode_activity.busy_ns = 8 * 20000;
+  fake->data.activity.nodes = {{decode, decode_activity}};
+  fake->data.activity.recent.clear();
+  for (const auto& [start, end] : decode_calls) {
+    // Two kernels per decode call, 20 us each, 40 us apart: gap 20 us.
+    for (int k = 0; k < 2; ++k) {
+      kscope::gpu_activity_event e;
+      e.node = decode;
+      e.thread_index = thread;
+      e.name = "gt_kernel";
+      e.start_ns = start + 10000 + k * 40000;
+      e.end_ns = e.start_ns + 20000;
+      fake->data.activity.recent.push_back(e);
+    }
+  }
+  const kscope::session_report r = session.report();
+  REQUIRE(r.gpu_time);
+  const kscope::gpu_time_report& t = *r.gpu_time;
+  CHECK(t.gpu_events == 8);
+  CHECK(t.gpu_events_unmatched == 0);
+  CHECK(t.busy_ns == doctest::Approx(8 * 20000));
+  CHECK(t.busy_share > 0);
+  CHECK(t.busy_share < 1);
+  const kscope::scope_gpu_time* d = t.find(decode);
+  REQUIRE(d != nullptr);
+  CHECK(d->calls_seen == 4);
+  CHECK(d->kernels_per_call == doctest::Approx(2));
+  CHECK(d->busy_per_call_ns.median == doctest::Approx(40000));
+  CHECK(d->gaps_per_call_ns.median == doctest::Approx(20000));
+  CHECK(d->share_of_gpu == doctest::Approx(1));
+  const kscope::scope_gpu_time* s = t.find(step);
+  REQUIRE(s != nullptr);
+  CHECK(s->kernels_per_call == doctest::Approx(2));  // its child's kernels count for it
+  CHECK(r.text().find("GPU time (CUPTI)") != std::string::npos);
+
+  const kscope::scope_report* request = r.find("gt_request");
+  REQUIRE(request != nullptr);
+  CHECK(request->cross_thread);
+  CHECK(request->host_ns.warmup == 0);
+  const std::string text = r.text();
+  CHECK_MESSAGE(text.find("Requests (cross-thread ranges)") != std::string::npos, text);
+  const auto doc = nlohmann::json::parse(r.json());
+  REQUIRE(doc["requests"].size() == 1);
+  CHECK(doc["requests"][0]["path"] == "gt_request");
+  CHECK(doc["requests"][0]["count"] == 4);
+  CHECK(doc["requests"][0]["p50_ns"].get<double>() == doctest::Approx(request->host_ns.median));
+  CHECK(doc["gpu_time"]["gpu_events"] == 8);
+
+  session.set_gpu_activity_source(nullptr);
+  session.reset();
+}

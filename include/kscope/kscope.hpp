@@ -23,9 +23,15 @@
 // CUPTI activity collection and attribution of GPU work to scopes.
 #include "cupti/attribution.hpp"
 #include "cupti/collector.hpp"
+#include "cupti/counters.hpp"
+#include "cupti/live_metrics.hpp"
+#include "cupti/metric_sampler.hpp"
+#include "cupti/scope_counters.hpp"
+#include "cupti/warp_stalls.hpp"
 
 // Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks.
 #include "report/compare.hpp"
+#include "report/diagnose.hpp"
 #include "report/merge.hpp"
 #include "report/plot.hpp"
 #include "report/rank.hpp"

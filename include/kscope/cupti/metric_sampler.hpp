@@ -22,7 +22,7 @@
 // stops the hardware, decodes that window completely, and waits until its own CPU time is
 // at most `max_decoder_share` of one core (default 25 %) before the next window, with a
 // random ±20 % on the wait so windows never lock onto a periodic step. Every sample of a
-// window is kept; the status says which share of the run the windows covered. With
+// window is kept; the status says which share of the run the samples covered. With
 // `window` 0 the sampler runs continuously and decodes every decode_period: right for
 // long intervals (≥ 0.5 ms), where the decoder keeps up; losses are counted either way.
 //
@@ -172,12 +172,17 @@ struct metric_sampler_status {
   // Windows (window > 0): how much of the run the samples cover.
   std::uint64_t windows = 0;
   std::uint64_t sampled_ns = 0;      // sum of the windows' lengths (host clock)
+  // The time the delivered samples cover (their lengths summed). Shorter than sampled_ns:
+  // on an H200 the first sample after each (re)start spans the pause and is left out
+  // (samples_irregular), and the hardware takes a while to produce samples after a start.
+  std::uint64_t sample_time_ns = 0;
   std::uint64_t running_ns = 0;      // start() to now / stop()
   // Every sample ending before this (kscope's clock) has been delivered: the end of the
   // last decoded window (continuous: the last decoded sample's end).
   std::int64_t decoded_until_ns = 0;
-  [[nodiscard]] double coverage() const noexcept {  // sampled share of the run, NaN before any
-    return running_ns > 0 ? static_cast<double>(sampled_ns) / static_cast<double>(running_ns)
+  // The share of the run the samples cover (their own time, not the windows'), NaN before any.
+  [[nodiscard]] double coverage() const noexcept {
+    return running_ns > 0 ? static_cast<double>(sample_time_ns) / static_cast<double>(running_ns)
                           : std::numeric_limits<double>::quiet_NaN();
   }
   // Where the decoder's time went (its CPU cost; a background thread, never a scope).
@@ -710,6 +715,7 @@ class pm_sampling_run {
             (static_cast<double>(start - chain_end_ns_) / static_cast<double>(interval_ns_)) + 0.5);
       chain_end_ns_ = end;
       chain_valid_ = true;
+      status.sample_time_ns += static_cast<std::uint64_t>(end - start);
       if (status.timeline == sample_timeline::unknown && !timeline_checked_) {
         // The first sample decides (it is at most a few decode periods old).
         timeline_checked_ = true;
@@ -880,7 +886,7 @@ class metric_sampler {
       status_.decoded_until_ns = std::max(now_ns(), last_sample_end_ns_);
       status_.state = metric_sampler_state::stopped;
       char coverage[96];
-      std::snprintf(coverage, sizeof coverage, "; %llu windows covered %.1f %% of %.3f s",
+      std::snprintf(coverage, sizeof coverage, "; %llu windows, the samples cover %.1f %% of %.3f s",
                     static_cast<unsigned long long>(status_.windows), 100.0 * status_.coverage(),
                     static_cast<double>(status_.running_ns) / 1e9);
       status_.message = "metric sampling stopped: " + std::to_string(status_.samples) + " samples of " +
@@ -1050,6 +1056,7 @@ class metric_sampler {
       status_.samples_unusable = counts.samples_unusable;
       status_.samples_lost_at_reset = counts.samples_lost_at_reset;
       status_.samples_irregular = counts.samples_irregular;
+      status_.sample_time_ns = counts.sample_time_ns;
       status_.samples_missing = counts.samples_missing;
       status_.hardware_overflows = counts.hardware_overflows;
       status_.decodes = counts.decodes;

@@ -19,6 +19,7 @@
 #include "../core/detail/text_escape.hpp"    // user strings made safe for a terminal
 #include "../scope/detail/thread_state.hpp"
 #include "detail/text_layout.hpp"
+#include "gpu_time.hpp"
 #include "plot.hpp"
 #include "sampled_metrics.hpp"
 #include "scope_counters.hpp"
@@ -130,6 +131,13 @@ struct report_context {
   int rank = -1;                     // the process's rank (rank.hpp), -1 when not known
 };
 
+// How text() orders the scope table: siblings stay under their parent, sorted by their
+// total host time, by their GPU time (CUPTI busy time of the scope and its children), or
+// in the order they were first seen. `automatic`: by GPU time when the scopes' GPU time
+// adds up to more than the top-level scopes' host time (a GPU-bound program), else by host.
+//   r.sort = kscope::report_sort::gpu;
+enum class report_sort : std::uint8_t { automatic, host, gpu, recorded };
+
 struct session_report {
   report_context context;
   std::vector<scope_report> scopes;  // depth-first, children after their parent
@@ -145,6 +153,10 @@ struct session_report {
   std::optional<session_sampled_metrics> sampled_metrics;
   // Per-scope hardware counters (kernel replay of sampled calls): absent unless enabled.
   std::optional<session_counters_status> counters;
+  // Where the GPU's time went (gpu_time.hpp): absent without CUPTI activity.
+  std::optional<gpu_time_report> gpu_time;
+  // The order of the text scope table (not stored in the JSON).
+  report_sort sort = report_sort::automatic;
 
   // The scope at `path` ("a/b/c"), or nullptr.
   [[nodiscard]] const scope_report* find(const std::string& path) const noexcept {
@@ -315,6 +327,222 @@ inline void write_summary_json(json_writer& w, const summary& s) {
   w.end_object();
 }
 
+// A scope's own GPU time: the busy union of its kernels plus its copies and memsets
+// (CUPTI, exclusive of its children); 0 without activity.
+inline double own_gpu_ns(const scope_report& s) {
+  if (!s.gpu_activity) return 0;
+  const node_gpu_activity& a = *s.gpu_activity;
+  double ns = static_cast<double>(a.busy_ns + a.memset.ns);
+  for (const copy_totals& c : a.memcpy) ns += static_cast<double>(c.ns);
+  return ns;
+}
+
+// The sort actually used for `requested` (automatic decided, see report_sort).
+inline report_sort resolve_sort(const std::vector<scope_report>& scopes, report_sort requested) {
+  if (requested != report_sort::automatic) return requested;
+  double gpu = 0, host = 0;
+  for (const scope_report& s : scopes) {
+    gpu += own_gpu_ns(s);
+    if (s.depth == 1 && !s.cross_thread && std::isfinite(s.host_inclusive_ns)) host += s.host_inclusive_ns;
+  }
+  return gpu > host ? report_sort::gpu : report_sort::host;
+}
+
+// The order in which text() lists `scopes` (indices): depth-first as recorded, siblings
+// sorted by the key of `sort` (largest first; ties keep their recorded order). Scopes
+// whose parent is not listed stay where they are, as top-level rows.
+inline std::vector<std::size_t> display_order(const std::vector<scope_report>& scopes, report_sort sort) {
+  std::vector<std::size_t> order;
+  order.reserve(scopes.size());
+  sort = resolve_sort(scopes, sort);
+  if (sort == report_sort::recorded) {
+    for (std::size_t i = 0; i < scopes.size(); ++i) order.push_back(i);
+    return order;
+  }
+  // Subtree ends (scopes are depth-first: a subtree is the run of deeper rows after it).
+  const std::size_t n = scopes.size();
+  std::vector<std::size_t> end(n);
+  std::vector<double> key(n, 0);
+  for (std::size_t i = n; i-- > 0;) {
+    std::size_t j = i + 1;
+    double gpu = own_gpu_ns(scopes[i]);
+    while (j < n && scopes[j].depth > scopes[i].depth) {
+      if (scopes[j].depth == scopes[i].depth + 1) gpu += key[j];  // children's subtrees (GPU key)
+      j = end[j];
+    }
+    end[i] = j;
+    // The loop runs backwards, so the children's keys (subtree sums) are final here.
+    key[i] = sort == report_sort::gpu ? gpu : (std::isfinite(scopes[i].host_inclusive_ns) ? scopes[i].host_inclusive_ns : 0);
+  }
+  const auto emit = [&](auto&& self, std::size_t first, std::size_t last) -> void {
+    std::vector<std::size_t> siblings;
+    for (std::size_t i = first; i < last; i = end[i]) siblings.push_back(i);
+    std::stable_sort(siblings.begin(), siblings.end(), [&](std::size_t a, std::size_t b) { return key[a] > key[b]; });
+    for (std::size_t i : siblings) {
+      order.push_back(i);
+      self(self, i + 1, end[i]);
+    }
+  };
+  emit(emit, 0, n);
+  return order;
+}
+
+// "34.2%" or "-".
+inline std::string share_text(double fraction) {
+  return std::isfinite(fraction) ? format_fixed(100 * fraction, 1) + "%" : std::string("-");
+}
+
+// The "GPU time" section of text(): the session's busy share, the longest idle gaps with
+// the scope the host was in, and per scope its GPU total, share, kernels and per-call
+// busy time and gaps; rows in `order`.
+inline std::string gpu_time_text(const gpu_time_report& t, const std::vector<scope_report>& scopes,
+                                 const std::vector<std::size_t>& order) {
+  std::string out = "\n";
+  if (std::isfinite(t.busy_share)) {
+    out += wrap("GPU busy " + share_text(t.busy_share) + " of the wall time (" + format_duration_ns(t.busy_ns) +
+                    " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets)",
+                98);
+  } else {
+    out += "GPU busy: - (no GPU events in CUPTI's recent-event ring)\n";
+  }
+  if (!t.idle_gaps.empty()) {
+    std::string gaps = "longest GPU idle gaps (scope open on the host): ";
+    for (std::size_t i = 0; i < t.idle_gaps.size(); ++i) {
+      const gpu_idle_gap& g = t.idle_gaps[i];
+      gaps += (i ? ", " : "") + format_duration_ns(static_cast<double>(g.ns)) + " in " +
+              (g.open_path.empty() ? std::string("(no scope)") : printable_name(g.open_path));
+    }
+    out += wrap(gaps, 98);
+  }
+  if (!t.idle_by_scope.empty() && t.busy_ns < t.wall_ns) {
+    std::string by = "GPU idle by the scope open on the host: ";
+    for (std::size_t i = 0; i < t.idle_by_scope.size() && i < 5; ++i) {
+      const gpu_idle_by_scope& g = t.idle_by_scope[i];
+      by += (i ? ", " : "") + (g.path.empty() ? std::string("(no scope)") : printable_name(g.path)) + " " +
+            format_duration_ns(g.ns) + " (" + std::to_string(g.gaps) + (g.gaps == 1 ? " gap)" : " gaps)");
+    }
+    if (t.idle_by_scope.size() > 5) by += ", " + std::to_string(t.idle_by_scope.size() - 5) + " more in the JSON";
+    out += wrap(by, 98);
+  }
+  // name 28 | GPU total 10 | %GPU 7 | kernels 9 | calls 8 | busy/call 10 | gaps/call 10 | kern/call 10
+  out += "\n" + fit("GPU time (CUPTI)", 28) + fit("GPU total", 10, true) + fit("%GPU", 7, true) +
+         fit("kernels", 9, true) + fit("calls", 8, true) + fit("busy/call", 10, true) + fit("gaps/call", 10, true) +
+         fit("kern/call", 10, true) + "\n";
+  out += std::string(92, '-') + "\n";
+  for (std::size_t i : order) {
+    const scope_report& s = scopes[i];
+    const scope_gpu_time* g = t.find(s.id);
+    if (g == nullptr || (g->gpu_ns <= 0 && !(g->busy_per_call_ns.n > 0 && g->busy_per_call_ns.max > 0))) continue;
+    std::string name(indent_width(s.depth), ' ');
+    name += printable_name(s.name);
+    out += fit(name, 28) + fit(format_duration_ns(g->gpu_ns), 10, true) + fit(share_text(g->share_of_gpu), 7, true) +
+           fit(std::to_string(g->kernel_count), 9, true) + fit(std::to_string(g->calls_seen), 8, true) +
+           fit(g->calls_seen ? format_duration_ns(g->busy_per_call_ns.median) : "-", 10, true) +
+           fit(g->calls_seen ? format_duration_ns(g->gaps_per_call_ns.median) : "-", 10, true) +
+           fit(g->calls_seen ? format_general(g->kernels_per_call, 3) : "-", 10, true) + "\n";
+  }
+  std::string legend =
+      "GPU total: the scope's own kernel busy time plus its copies and memsets (all records); %GPU: of the sum over "
+      "scopes; calls: calls in the host ring; busy/call, gaps/call (medians), kern/call (mean): from those calls, "
+      "children's GPU work included; gaps: time between the call's GPU work";
+  std::string covered = "covered: " + std::to_string(t.host_intervals) + " recent host intervals";
+  if (t.host_overwritten) covered += " (" + std::to_string(t.host_overwritten) + " older overwritten)";
+  covered += " and " + std::to_string(t.gpu_events) + " recent GPU events";
+  if (t.gpu_overwritten) covered += " (" + std::to_string(t.gpu_overwritten) + " older overwritten)";
+  covered += ", window " + format_duration_ns(t.wall_ns);
+  if (t.gpu_events_unmatched)
+    covered += "; " + std::to_string(t.gpu_events_unmatched) + " GPU events had no call of their scope in the host ring";
+  out += wrap(legend + "; " + covered, 98);
+  return out;
+}
+
+inline void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
+  w.begin_object();
+  w.member("window_start_ns", static_cast<long long>(t.window_start_ns));
+  w.member("window_end_ns", static_cast<long long>(t.window_end_ns));
+  w.member("wall_ns", t.wall_ns).member("busy_ns", t.busy_ns).member("busy_share", t.busy_share);
+  w.member("host_intervals", static_cast<unsigned long long>(t.host_intervals));
+  w.member("host_intervals_overwritten", static_cast<unsigned long long>(t.host_overwritten));
+  w.member("gpu_events", static_cast<unsigned long long>(t.gpu_events));
+  w.member("gpu_events_overwritten", static_cast<unsigned long long>(t.gpu_overwritten));
+  w.member("gpu_events_unmatched", static_cast<unsigned long long>(t.gpu_events_unmatched));
+  w.key("idle_gaps").begin_array();
+  for (const gpu_idle_gap& g : t.idle_gaps) {
+    w.begin_object();
+    w.member("start_ns", static_cast<long long>(g.start_ns)).member("ns", static_cast<long long>(g.ns));
+    w.member("open_scope", g.open_path).member("open_scope_id", static_cast<unsigned long long>(g.open_scope));
+    w.end_object();
+  }
+  w.end_array();
+  w.key("idle_by_scope").begin_array();
+  for (const gpu_idle_by_scope& g : t.idle_by_scope) {
+    w.begin_object();
+    w.member("scope", g.path).member("scope_id", static_cast<unsigned long long>(g.scope));
+    w.member("ns", g.ns).member("gaps", static_cast<unsigned long long>(g.gaps));
+    w.end_object();
+  }
+  w.end_array();
+  w.key("scopes").begin_array();
+  for (const scope_gpu_time& s : t.scopes) {
+    w.begin_object();
+    w.member("id", static_cast<unsigned long long>(s.id)).member("path", s.path);
+    w.member("gpu_ns", s.gpu_ns).member("share_of_gpu", s.share_of_gpu);
+    w.member("kernel_count", static_cast<unsigned long long>(s.kernel_count));
+    w.member("calls_seen", static_cast<unsigned long long>(s.calls_seen));
+    w.key("busy_per_call_ns");
+    if (s.calls_seen) write_summary_json(w, s.busy_per_call_ns); else w.value(nullptr);
+    w.key("gaps_per_call_ns");
+    if (s.calls_seen) write_summary_json(w, s.gaps_per_call_ns); else w.value(nullptr);
+    w.member("kernels_per_call", s.kernels_per_call).member("d2h_per_call", s.d2h_per_call);
+    w.member("max_gap_ns", s.max_gap_ns);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+// The "Requests" section: latency distributions of the cross-thread ranges ("request",
+// "ttft", "queue", ...), from each range's host samples (every call, no warm-up removed:
+// the session summarizes ranges whole). "" when there is none.
+inline std::string requests_text(const std::vector<scope_report>& scopes) {
+  std::string rows;
+  for (const scope_report& s : scopes) {
+    if (!s.cross_thread || s.host_ns.n == 0) continue;
+    const std::string ci = format_ci_percent(s.host_ns);
+    rows += fit(printable_name(s.path), 30) + fit(std::to_string(s.calls) + (s.samples_capped ? "*" : ""), 8, true) +
+            fit(format_duration_ns(s.host_ns.median), 10, true) + " " + fit(ci, 7) +
+            fit(format_duration_ns(s.host_ns.p90), 10, true) + fit(format_duration_ns(s.host_ns.p99), 10, true) +
+            fit(format_duration_ns(s.host_ns.mean), 10, true) + fit(format_duration_ns(s.host_ns.max), 10, true) +
+            "\n";
+  }
+  if (rows.empty()) return {};
+  std::string out = "\n" + fit("Requests (cross-thread ranges)", 30) + fit("count", 8, true) + fit("p50", 10, true) +
+                    " " + fit("CI95", 7) + fit("p90", 10, true) + fit("p99", 10, true) + fit("mean", 10, true) +
+                    fit("max", 10, true) + "\n";
+  out += std::string(95, '-') + "\n" + rows;
+  out += wrap("start-to-end time of each range instance (any threads); p50 with the half-width of its 95% interval; "
+              "p90, p99: type 7 percentiles; *: from a uniform sample of the instances",
+              98);
+  return out;
+}
+
+inline void write_requests_json(json_writer& w, const std::vector<scope_report>& scopes) {
+  w.begin_array();
+  for (const scope_report& s : scopes) {
+    if (!s.cross_thread || s.host_ns.n == 0) continue;
+    w.begin_object();
+    w.member("id", static_cast<unsigned long long>(s.id)).member("path", s.path);
+    w.member("count", static_cast<unsigned long long>(s.calls));
+    w.member("samples", static_cast<unsigned long long>(s.host_ns.n));
+    w.member("p50_ns", s.host_ns.median);
+    w.member("p50_ci_lo_ns", s.host_ns.median_ci.lo).member("p50_ci_hi_ns", s.host_ns.median_ci.hi);
+    w.member("p90_ns", s.host_ns.p90).member("p99_ns", s.host_ns.p99);
+    w.member("mean_ns", s.host_ns.mean).member("max_ns", s.host_ns.max);
+    w.end_object();
+  }
+  w.end_array();
+}
+
 }  // namespace detail
 
 inline std::string session_report::text() const {
@@ -341,7 +569,9 @@ inline std::string session_report::text() const {
          detail::fit("total", 9, true) + detail::fit("%par", 7, true) + "\n";
   out += std::string(96, '-') + "\n";
   bool any_unsteady = false, any_capped = false, any_contradicted = false;
-  for (const scope_report& s : scopes) {
+  const std::vector<std::size_t> order = detail::display_order(scopes, sort);
+  for (std::size_t row : order) {
+    const scope_report& s = scopes[row];
     // Event times that the scope's own kernels (CUPTI) contradict are shown, never as true.
     const bool contradicted = s.gpu_calls && !s.gpu_time_disagreement.empty();
     any_contradicted = any_contradicted || contradicted;
@@ -370,7 +600,12 @@ inline std::string session_report::text() const {
   legend += "; ~: cross-thread range";
   if (any_contradicted)
     legend += "; ≠CUPTI: the scope's events disagree with its kernels' time (see the warnings); not its GPU time";
+  const report_sort used = detail::resolve_sort(scopes, sort);
+  if (!scopes.empty() && used != report_sort::recorded)
+    legend += used == report_sort::gpu ? "; siblings sorted by GPU time" : "; siblings sorted by host time";
   out += "\n" + detail::wrap(legend, 98);
+  out += detail::requests_text(scopes);
+  if (gpu_time) out += detail::gpu_time_text(*gpu_time, scopes, order);
   bool any_placed = false;
   for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
   if (any_placed) {
@@ -611,6 +846,10 @@ inline std::string session_report::json() const {
   if (sampled_metrics) detail::write_sampled_metrics_json(w, *sampled_metrics, scopes); else w.value(nullptr);
   w.key("counters");
   if (counters) detail::write_counters_status_json(w, *counters); else w.value(nullptr);
+  w.key("gpu_time");
+  if (gpu_time) detail::write_gpu_time_json(w, *gpu_time); else w.value(nullptr);
+  w.key("requests");
+  detail::write_requests_json(w, scopes);
   w.key("scopes").begin_array();
   for (const scope_report& s : scopes) {
     w.begin_object();

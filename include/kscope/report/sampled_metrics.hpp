@@ -128,7 +128,7 @@ std::string sampled_metrics_text(const session_sampled_metrics& m, const Scopes&
   }
   std::string coverage = std::to_string(m.samples) + " samples every " + format_si(static_cast<double>(m.interval_ns) * 1e-9, "s") +
                          (m.windows > 1 || (std::isfinite(m.coverage) && m.coverage < 0.999)
-                              ? " in " + std::to_string(m.windows) + " windows covering " +
+                              ? " in " + std::to_string(m.windows) + " windows; the samples cover " +
                                     format_fixed(100 * m.coverage, 1) + "% of the run"
                               : std::string(" over the whole run"));
   if (m.samples_lost || m.hardware_overflows || d.counters.samples_dropped || d.counters.kernels_dropped)

@@ -351,6 +351,10 @@ inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_r
     // Warm-up detection needs the samples in call order and enough of them; a phase
     // that ran a handful of times is summarized whole.
     options.detect_warmup = n.calls >= 10 && !n.host_ticks.saturated();
+    // A cross-thread range ("request", "ttft") is a population of latencies, not a
+    // measurement settling to a steady state: its slow first instances are part of the
+    // distribution users read p99 from, so none is dropped as warm-up.
+    if (n.cross_thread) options.detect_warmup = false;
     host_ns.assign(n.host_ticks.samples().begin(), n.host_ticks.samples().end());
     for (double& v : host_ns) v = clock.duration_ns(v);
     s.host_ns = summarize(host_ns, options);
@@ -431,6 +435,26 @@ inline void add_scope_counters(session_report& out, const scope_counters_snapsho
     s.counters = make_scope_counter_report(t->aggregate, t->profiled_calls, t->failed_calls, t->kernels,
                                            t->kernels_dropped, declared_per_call, span, busy, roofs ? &*roofs : nullptr);
   }
+}
+
+// Where the GPU's time went (report/gpu_time.hpp), from the recent host intervals of the
+// trace ring and the recent GPU events of the activity source, with the scopes' CUPTI
+// aggregates for the totals. Bounded by the two rings; says how much they covered.
+inline gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
+                                                const recorder_trace& trace, const tick_map& clock) {
+  gpu_time_input in;
+  in.nodes.reserve(out.scopes.size());
+  for (const scope_report& s : out.scopes)
+    in.nodes.push_back(gpu_time_node{s.id, s.id == unscoped_node ? node_id{0} : s.parent, s.depth, s.cross_thread,
+                                     s.path, s.gpu_activity ? &*s.gpu_activity : nullptr});
+  in.host.reserve(trace.intervals.size());
+  for (const recorded_interval& e : trace.intervals)
+    in.host.push_back(host_interval{e.node < trace.names.size() ? std::string_view(trace.names[e.node]) : std::string_view(),
+                                    e.node, e.thread_index, clock.to_ns(e.start_ticks), clock.to_ns(e.end_ticks)});
+  in.gpu = activity.recent;
+  in.host_overwritten = trace.overwritten;
+  in.gpu_overwritten = activity.counters.recent_overwritten;
+  return account_gpu_time(in);
 }
 
 inline void add_unique(std::vector<std::string>& lines, const std::string& line) {
@@ -524,6 +548,10 @@ inline session_report session::report() {
   // after collecting still gave a timeline of what it saw.
   const bool timeline = gpu.status.state == cupti_state::running || gpu.status.state == cupti_state::stopped;
   detail::reconcile_and_advise(out, gpu.activity, peaks ? &*peaks : nullptr, timeline);
+  if (timeline && (!gpu.activity.nodes.empty() || !gpu.activity.recent.empty())) {
+    const recorder_trace trace = rec.trace_snapshot();
+    out.gpu_time = detail::account_session_gpu_time(out, gpu.activity, trace, clock);
+  }
   bool counters_requested = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,0 +1,313 @@
+// diagnose() (report/diagnose.hpp) on synthetic reports: each pathology is named, and no
+// other; a healthy report gives no finding; bad input (empty, NaN, no CUPTI) gives a
+// defined, empty result; the text and JSON printers carry the evidence.
+#include <kscope/report/diagnose.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kscope::diagnosis_kind;
+
+kscope::summary times(double p50, double p99) {
+  kscope::summary s;
+  s.n = 100;
+  s.median = p50;
+  s.mean = p50;
+  s.p90 = p50 + 0.5 * (p99 - p50);
+  s.p99 = p99;
+  s.min = p50 * 0.9;
+  s.max = p99 * 1.1;
+  s.median_ci = kscope::interval{p50 * 0.98, p50 * 1.02, 0.95};
+  s.steady = true;
+  return s;
+}
+
+kscope::scope_report scope(kscope::node_id id, kscope::node_id parent, const std::string& name, const std::string& path,
+                           std::size_t depth, std::uint64_t calls, double p50, double p99) {
+  kscope::scope_report s;
+  s.id = id;
+  s.parent = parent;
+  s.name = name;
+  s.path = path;
+  s.depth = depth;
+  s.calls = calls;
+  s.host_ns = times(p50, p99);
+  s.host_inclusive_ns = p50 * static_cast<double>(calls);
+  return s;
+}
+
+kscope::node_gpu_activity kernels(std::uint64_t count, double busy_ns) {
+  kscope::node_gpu_activity a;
+  a.kernel_count = count;
+  a.kernel_ns = static_cast<std::int64_t>(busy_ns);
+  a.busy_ns = static_cast<std::int64_t>(busy_ns);
+  return a;
+}
+
+kscope::summary per_call(double median) { return times(median, median * 1.2); }
+
+kscope::scope_gpu_time gpu_entry(kscope::node_id id, const std::string& path, std::uint64_t calls, double busy,
+                                 double gaps, double kernels_per_call, double d2h_per_call) {
+  kscope::scope_gpu_time g;
+  g.id = id;
+  g.path = path;
+  g.calls_seen = calls;
+  g.busy_per_call_ns = per_call(busy);
+  g.gaps_per_call_ns = per_call(gaps);
+  g.kernels_per_call = kernels_per_call;
+  g.d2h_per_call = d2h_per_call;
+  return g;
+}
+
+kscope::gpu_time_report timeline(double busy_share, const std::vector<std::pair<std::string, std::int64_t>>& gaps) {
+  kscope::gpu_time_report t;
+  t.window_start_ns = 0;
+  t.window_end_ns = 1'000'000'000;
+  t.wall_ns = 1e9;
+  t.busy_share = busy_share;
+  t.busy_ns = busy_share * 1e9;
+  std::int64_t at = 0;
+  for (const auto& [path, ns] : gaps) {
+    t.idle_gaps.push_back(kscope::gpu_idle_gap{at += 10'000'000, ns, 0, path});
+    auto same = std::find_if(t.idle_by_scope.begin(), t.idle_by_scope.end(),
+                             [&](const kscope::gpu_idle_by_scope& g) { return g.path == path; });
+    if (same == t.idle_by_scope.end()) same = t.idle_by_scope.insert(t.idle_by_scope.end(), kscope::gpu_idle_by_scope{0, path, 0, 0});
+    same->ns += static_cast<double>(ns);
+    ++same->gaps;
+  }
+  std::sort(t.idle_by_scope.begin(), t.idle_by_scope.end(),
+            [](const kscope::gpu_idle_by_scope& a, const kscope::gpu_idle_by_scope& b) { return a.ns > b.ns; });
+  return t;
+}
+
+// A serving loop: step > {schedule, decode, sampling, d2h, retire}, 100 steps of 10 ms.
+kscope::session_report serving_loop() {
+  kscope::session_report r;
+  r.scopes = {scope(1, 0, "step", "step", 1, 100, 10e6, 11e6),
+              scope(2, 1, "schedule", "step/schedule", 2, 100, 0.5e6, 0.6e6),
+              scope(3, 1, "decode", "step/decode", 2, 100, 8e6, 9e6),
+              scope(4, 1, "retire", "step/retire", 2, 100, 0.5e6, 0.6e6)};
+  r.scopes[2].gpu_activity = kernels(5000, 800e6);
+  return r;
+}
+
+std::vector<diagnosis_kind> kinds(const std::vector<kscope::diagnosis>& found) {
+  std::vector<diagnosis_kind> out;
+  for (const kscope::diagnosis& d : found) out.push_back(d.kind);
+  return out;
+}
+
+bool has_evidence(const kscope::diagnosis& d, const std::string& metric) {
+  for (const kscope::evidence& e : d.evidence)
+    if (e.metric == metric && std::isfinite(e.value)) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("diagnose: a healthy serving loop has no finding, and the text says so with the numbers") {
+  kscope::session_report r = serving_loop();
+  r.gpu_time = timeline(0.95, {{"step/schedule", 100'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 9.5e6, 0.2e6, 50, 0), gpu_entry(3, "step/decode", 100, 8e6, 0.1e6, 50, 0)};
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  CHECK(found.empty());
+  const std::string text = kscope::diagnosis_text(found, r);
+  CHECK_MESSAGE(text.find("no problem found: GPU busy 95.0%") != std::string::npos, text);
+  CHECK(nlohmann::json::parse(kscope::diagnosis_json(found))["findings"].empty());
+}
+
+// The usual end-of-step token copy (a "d2h" scope, one D2H copy per step) is no
+// pathology: it is not where the GPU waits.
+kscope::scope_report token_copy() {
+  kscope::scope_report copy = scope(5, 1, "d2h", "step/d2h", 2, 100, 0.2e6, 0.3e6);
+  copy.gpu_activity = kscope::node_gpu_activity{};
+  copy.gpu_activity->memcpy[static_cast<std::size_t>(kscope::copy_direction::d2h)] = kscope::copy_totals{100, 6400, 200'000};
+  return copy;
+}
+
+TEST_CASE("diagnose: launch-bound — gaps between decode's own kernels") {
+  kscope::session_report r = serving_loop();
+  r.scopes.push_back(token_copy());
+  r.gpu_time = timeline(0.2, {{"step/decode", 3'000'000}, {"step/decode", 2'000'000}, {"step/schedule", 500'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 2e6, 7e6, 50, 1), gpu_entry(3, "step/decode", 100, 2e6, 6e6, 50, 0),
+                        gpu_entry(5, "step/d2h", 100, 0.002e6, 0, 0, 1)};
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::cpu_launch_bound});
+  const kscope::diagnosis& d = found[0];
+  CHECK(has_evidence(d, "gpu_time.busy_share"));
+  CHECK(has_evidence(d, "step.kernels_per_call"));
+  CHECK(has_evidence(d, "idle.top_scope_ns"));
+  CHECK_MESSAGE(d.text.find("while the host was in 'step/decode'") != std::string::npos, d.text);
+  CHECK_MESSAGE(d.text.find("waits between its own 50 kernels per call") != std::string::npos, d.text);
+  CHECK_MESSAGE(d.text.find("50 kernel launches per step") != std::string::npos, d.text);
+  CHECK_MESSAGE(d.text.find("3.00 ms in step/decode") != std::string::npos, d.text);
+  CHECK(d.suggestion.find("CUDA graph") != std::string::npos);
+}
+
+TEST_CASE("diagnose: CPU-bound — the GPU idles while the host schedules") {
+  kscope::session_report r = serving_loop();
+  r.scopes.push_back(token_copy());
+  r.gpu_time = timeline(0.3, {{"step/schedule", 3'000'000}, {"step/schedule", 3'000'000}, {"step/decode", 100'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 3e6, 1e6, 20, 1), gpu_entry(2, "step/schedule", 100, 0, 0, 0, 0),
+                        gpu_entry(3, "step/decode", 100, 3e6, 0.1e6, 20, 0)};
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::cpu_launch_bound});
+  CHECK_MESSAGE(found[0].text.find("while the host was in 'step/schedule'") != std::string::npos, found[0].text);
+  CHECK(found[0].text.find("its own") == std::string::npos);  // schedule launches nothing
+}
+
+TEST_CASE("diagnose: host sync — the GPU idles in decode, which copies to the host every call") {
+  kscope::session_report r = serving_loop();
+  r.scopes.push_back(token_copy());
+  r.scopes[2].gpu_activity->memcpy[static_cast<std::size_t>(kscope::copy_direction::d2h)] =
+      kscope::copy_totals{100, 100 << 20, 50'000'000};
+  r.gpu_time = timeline(0.35, {{"step/decode", 1'000'000}, {"step/decode", 900'000}, {"step/retire", 500'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 3.5e6, 1e6, 50, 2),
+                        gpu_entry(3, "step/decode", 100, 3.4e6, 2e6, 50, 1),
+                        gpu_entry(4, "step/retire", 100, 0, 0, 0, 0)};
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::host_sync});
+  const kscope::diagnosis& d = found[0];
+  CHECK(has_evidence(d, "waiting_scope.d2h_copies_per_call"));
+  CHECK_MESSAGE(d.text.find("'step/decode' copies device to host 1 times per call") != std::string::npos, d.text);
+  CHECK(d.suggestion.find("cudaMemcpyAsync") != std::string::npos);
+
+  SUBCASE("a scope named as a sync point, with no copy CUPTI saw") {
+    const std::vector<kscope::scope_gpu_time> entries = r.gpu_time->scopes;
+    r.gpu_time = timeline(0.35, {{"step/wait_tokens", 2'000'000}});
+    r.gpu_time->scopes = entries;
+    r.scopes.push_back(scope(8, 1, "wait_tokens", "step/wait_tokens", 2, 100, 2e6, 2.2e6));
+    CHECK(kinds(kscope::diagnose(r)) == std::vector<diagnosis_kind>{diagnosis_kind::cpu_launch_bound});
+    kscope::diagnose_options o;
+    o.sync_names = {"wait_tokens"};
+    CHECK(kinds(kscope::diagnose(r, o)) == std::vector<diagnosis_kind>{diagnosis_kind::host_sync});
+  }
+}
+
+TEST_CASE("diagnose: decode stalls behind prefill — a step tail that the prefill steps explain") {
+  kscope::session_report r = serving_loop();
+  r.scopes[0].host_ns = times(5e6, 25e6);
+  kscope::scope_report prefill = scope(6, 1, "prefill", "step/prefill", 2, 10, 18e6, 19e6);
+  prefill.gpu_activity = kernels(40, 10 * 18e6);
+  r.scopes.insert(r.scopes.begin() + 2, prefill);
+  r.gpu_time = timeline(0.9, {{"step/schedule", 100'000}});
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::prefill_stall});
+  const kscope::diagnosis& d = found[0];
+  CHECK(has_evidence(d, "step.p99_ns"));
+  CHECK(has_evidence(d, "prefill.gpu_ns_per_call"));
+  CHECK_MESSAGE(d.text.find("'step/prefill' ran in 10.0% of the steps (10 of 100)") != std::string::npos, d.text);
+  CHECK(d.suggestion.find("chunked prefill") != std::string::npos);
+
+  SUBCASE("prefill in every step (chunked): no finding") {
+    r.scopes[2].calls = 100;
+    r.scopes[2].gpu_activity = kernels(400, 100 * 1e6);
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("a tail prefill cannot explain: no finding") {
+    r.scopes[2].gpu_activity = kernels(40, 10 * 1e6);
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("the prefill scope found by its phase tag") {
+    r.scopes[2].name = "fill_prompt";
+    r.scopes[2].tags.push_back(kscope::tag_count{"phase", "prefill", 10});
+    CHECK(kinds(kscope::diagnose(r)) == std::vector<diagnosis_kind>{diagnosis_kind::prefill_stall});
+  }
+}
+
+TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
+  kscope::session_report r = serving_loop();
+  r.gpu_time = timeline(0.96, {{"step/schedule", 100'000}});
+  // 1 FLOP/B at 3 TB/s of a 4.8 TB/s roof: memory-bound.
+  r.scopes[2].roofline = kscope::place(kscope::work{1e9, 1e9}, 1e9 / 3e12, 989e12, 4.8e12);
+  r.scopes[2].roof = "bf16 tensor";
+  REQUIRE(r.scopes[2].roofline->limiter == kscope::bound::memory);
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+  CHECK(has_evidence(found[0], "decode.share_of_gpu"));
+  CHECK(has_evidence(found[0], "roofline.fraction_of_roof"));
+  CHECK_MESSAGE(found[0].text.find("declared-work roofline") != std::string::npos, found[0].text);
+
+  SUBCASE("an idle GPU is not limited by decode's memory traffic") {
+    r.gpu_time->busy_share = 0.6;
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("a compute-bound decode: no finding") {
+    r.scopes[2].roofline = kscope::place(kscope::work{1e12, 1e8}, 1e12 / 800e12, 989e12, 4.8e12);
+    CHECK(kscope::diagnose(r).empty());
+  }
+}
+
+TEST_CASE("diagnose: communication — NCCL kernels a large share of the kernel time") {
+  kscope::session_report r = serving_loop();
+  r.gpu_time = timeline(0.9, {{"step/schedule", 100'000}});
+  kscope::scope_report ar = scope(7, 1, "allreduce", "step/allreduce", 2, 100, 3e6, 3.2e6);
+  ar.gpu_activity = kernels(100, 400e6);
+  ar.gpu_activity->comm_kernel_count = 100;
+  ar.gpu_activity->comm_ns = 400'000'000;
+  ar.gpu_activity->comm_busy_ns = 400'000'000;
+  r.scopes.push_back(ar);
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::communication});
+  CHECK(has_evidence(found[0], "comm_share_of_kernel_time"));
+  CHECK_MESSAGE(found[0].text.find("most in 'step/allreduce'") != std::string::npos, found[0].text);
+
+  const auto doc = nlohmann::json::parse(kscope::diagnosis_json(found));
+  CHECK(doc["schema"] == "kscope.diagnosis/1");
+  REQUIRE(doc["findings"].size() == 1);
+  CHECK(doc["findings"][0]["kind"] == "communication");
+  CHECK(doc["findings"][0]["evidence"][0]["metric"] == "comm_share_of_kernel_time");
+  CHECK(doc["findings"][0]["evidence"][0]["value"].get<double>() == doctest::Approx(400.0 / 1200));
+  const std::string text = kscope::diagnosis_text(found, r);
+  CHECK(text.find("[communication]") != std::string::npos);
+  CHECK(text.find("try: overlap collectives") != std::string::npos);
+}
+
+TEST_CASE("diagnose: custom step names") {
+  kscope::session_report r = serving_loop();
+  r.scopes[0].name = r.scopes[0].path = "iteration";
+  r.gpu_time = timeline(0.2, {{"iteration/decode", 3'000'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "iteration", 100, 2e6, 7e6, 50, 0)};
+  // Without a step the session-wide share decides alone; with the name, the step's numbers join.
+  const std::vector<kscope::diagnosis> plain = kscope::diagnose(r);
+  REQUIRE(plain.size() == 1);
+  CHECK_FALSE(has_evidence(plain[0], "step.kernels_per_call"));
+  kscope::diagnose_options o;
+  o.step_names = {"iteration"};
+  const std::vector<kscope::diagnosis> named = kscope::diagnose(r, o);
+  REQUIRE(named.size() == 1);
+  CHECK(has_evidence(named[0], "step.kernels_per_call"));
+}
+
+TEST_CASE("diagnose: bad input gives a defined result") {
+  SUBCASE("empty report") {
+    const kscope::session_report r;
+    CHECK(kscope::diagnose(r).empty());
+    CHECK(kscope::diagnosis_text({}, r).find("nothing to diagnose") != std::string::npos);
+  }
+  SUBCASE("NaN everywhere") {
+    kscope::session_report r = serving_loop();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    r.scopes[0].host_ns = times(nan, nan);
+    r.gpu_time = timeline(nan, {{"step/decode", 3'000'000}});
+    r.gpu_time->wall_ns = nan;
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("no CUPTI: a step tail alone is not blamed on anything") {
+    kscope::session_report r = serving_loop();
+    r.scopes[2].gpu_activity.reset();
+    r.scopes[0].host_ns = times(5e6, 25e6);
+    kscope::scope_report prefill = scope(6, 1, "prefill", "step/prefill", 2, 10, 0.1e6, 0.2e6);
+    r.scopes.push_back(prefill);  // its host time is the launches only: no GPU time to explain the tail
+    CHECK(kscope::diagnose(r).empty());
+    CHECK(kscope::diagnosis_text({}, r).find("without a GPU timeline") != std::string::npos);
+  }
+}
