@@ -416,8 +416,11 @@ inline void add_scope_counters(session_report& out, const scope_counters_snapsho
     if (t == nullptr || s.id == unscoped_node) continue;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const double calls = static_cast<double>(s.work_calls);
-    const work declared_per_call = s.work_calls > 0 ? work{s.declared.flops / calls, s.declared.bytes / calls}
-                                                    : work{nan, nan};
+    // A zero in declared work means "not declared" (set_work({flops, 0})): never a mismatch.
+    const work declared_per_call =
+        s.work_calls > 0 ? work{s.declared.flops > 0 ? s.declared.flops / calls : nan,
+                                s.declared.bytes > 0 ? s.declared.bytes / calls : nan}
+                         : work{nan, nan};
     const double span = s.host_ns.n > 0 ? s.host_ns.median : nan;
     const double busy = s.gpu_activity && s.calls > 0
                             ? static_cast<double>(s.gpu_activity->busy_ns) / static_cast<double>(s.calls)
