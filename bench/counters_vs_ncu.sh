@@ -3,7 +3,9 @@
 #
 #   bench/counters_vs_ncu.sh [output-dir]
 #
-# Builds bench/counters_vs_ncu.cu, runs it (kscope's range profiler, default metric set),
+# Builds bench/counters_vs_ncu.cu, runs it (kscope's range profiler, default metric set,
+# user replay with the L2 scrubbed before every pass; the DRAM writes under kernel replay
+# are printed too, for the record),
 # then runs it again with --plain under `ncu --metrics ...` and prints, per kernel, kscope's
 # and ncu's DRAM bytes read and written (they must agree within 3 %), FP32 FLOPs
 # (2 n^3 for the hand-written GEMMs) and the speed-of-light pair with kscope's verdict.
@@ -30,12 +32,14 @@ METRICS=dram__bytes_read.sum,dram__bytes_write.sum,sm__sass_thread_inst_executed
 python3 - "${OUT_DIR}/kscope.txt" "${OUT_DIR}/ncu.csv" <<'PY'
 import csv, sys, collections
 labels = ["copy", "saxpy", "naive_sgemm", "tiled_sgemm", "cublas_sgemm"]
-ks = collections.defaultdict(dict); verdict = {}
+ks = collections.defaultdict(dict); verdict = {}; kr = {}
 for line in open(sys.argv[1]):
     p = line.split()
     if p[:1] == ["KSCOPE"] and len(p) == 4:
         try: ks[p[1]][p[2]] = float(p[3])
         except ValueError: pass
+    elif p[:1] == ["KREPLAY"] and len(p) == 4:
+        kr.setdefault(p[1], {})[p[2]] = float(p[3])
     elif p[:1] == ["VERDICT"]:
         verdict[p[1]] = line.split(" ", 2)[2].strip()
     elif "unavailable" in line: print(line.strip())
@@ -60,6 +64,9 @@ for label, n in zip(labels, kernels):
     nf = 2 * n.get("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 0) + n.get("sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 0) + n.get("sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 0)
     print(f"{label:14} {'fp32 FLOPs':24} {k.get('fp32_flops', float('nan')):16.0f} {nf:16.0f}")
     print(f"{label:14} {'SM % / memory % (ncu)':24} {n.get('sm__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):16.1f} {n.get('gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):16.1f}")
+    if label in kr:
+        w, b = kr[label].get("dram__bytes_write.sum", float("nan")), n.get("dram__bytes_write.sum", float("nan"))
+        print(f"{label:14} {'write, kernel replay':24} {w:16.0f} {b:16.0f} {100*(w-b)/b if b else float('nan'):7.2f}%  (for the record)")
     print(f"{label:14} kscope: {verdict.get(label, '-')}")
 print("DRAM within 3 %:", "yes" if ok else "NO")
 sys.exit(0 if ok else 1)

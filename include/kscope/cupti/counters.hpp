@@ -19,6 +19,15 @@
 // - whole_callable: one user range around the work, with user replay: the work runs once
 //   per pass (result.runs times) and must launch the same kernels each time; device memory
 //   is NOT restored between runs. Values are for all its kernels together.
+// Replay (counter_options::replay, per_kernel only): kernel replay (the default) runs the
+// work once, but CUPTI's save and restore of device memory around each replay goes through
+// the L2 and leaves dirty lines there, which the kernel then writes back: its DRAM writes
+// can include up to one L2 of traffic that is not its own (a 4096^3 tiled SGEMM: 90 MB
+// counted for 67 MB of output; the restore makes no difference to reads). User replay runs
+// the work once per pass with no save or restore, so what is counted is the work's own
+// traffic, as it runs in a loop; counter_options::before_each_run (for example a kernel
+// that reads twice the L2, leaving it clean) runs before every run, outside the ranges.
+// Benchmarks (bench::counters) use user replay: they run their call many times anyway.
 // Both profile the current device's context: kernels the work launches on another device
 // are not seen. Per-kernel ranges end with a context synchronization (CUPTI's auto range),
 // so kernels that wait on each other while running concurrently would hang: profile such
@@ -46,6 +55,7 @@
 
 #include "../core/config.hpp"
 #include "../core/counters.hpp"
+#include "../device/availability.hpp"
 #include "detail/api.hpp"
 #include "detail/profiler_api.hpp"
 
@@ -53,6 +63,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -103,6 +114,12 @@ enum class counter_ranges : std::uint8_t {
   whole_callable,  // one named range around the whole work (user range, user replay)
 };
 
+// How per-kernel ranges are replayed when the metric set needs several passes.
+enum class counter_replay : std::uint8_t {
+  kernel,  // CUPTI replays each kernel, restoring device memory: the work runs once
+  user,    // the work runs once per pass, memory not restored: DRAM writes are its own
+};
+
 // How to collect.
 //   kscope::counter_options o;
 //   o.ranges = kscope::counter_ranges::whole_callable;
@@ -110,6 +127,13 @@ enum class counter_ranges : std::uint8_t {
 struct counter_options {
   counter_ranges ranges = counter_ranges::per_kernel;
   std::string range_name = "kscope";  // whole_callable: the user range's name
+  // per_kernel: kernel replay (the work runs once) or user replay (once per pass; the
+  // work must launch the same kernels every time). whole_callable always uses user replay.
+  counter_replay replay = counter_replay::kernel;
+  // Called before every run of the work (once per pass under user replay, once under
+  // kernel replay), before the ranges start, so its own kernels are not counted. Typically
+  // a read-only sweep of twice the L2, so no dirty line of earlier work is left to write back.
+  std::function<void()> before_each_run;
   // per_kernel: kernels the counter-data image holds; later ones are dropped and counted
   // (counter_result::ranges_dropped). Bounded so the image stays small (~ tens of KB each).
   std::size_t max_kernels = 256;
@@ -279,14 +303,9 @@ class counter_setup {
   profiler_host_handle host;
 
   bool open(const counter_options& options) {
-    int count = 0;
-    const cudaError_t devices = cudaGetDeviceCount(&count);
-    if (devices != cudaSuccess || count == 0) {
-      if (devices != cudaSuccess) (void)cudaGetLastError();  // kscope's own error: cleared
-      return refuse(counter_state::unavailable,
-                    std::string("hardware counters unavailable: no usable CUDA device (") +
-                        (devices != cudaSuccess ? cudaGetErrorString(devices) : "0 devices") + ")");
-    }
+    // The short reason: the report's GPU line says why there is no GPU (availability.hpp).
+    if (const gpu_availability& gpu = probe_gpu(); !gpu.available())
+      return refuse(counter_state::unavailable, "hardware counters unavailable: " + gpu.reason);
     if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") || !cuda_ok(cudaFree(nullptr), "cudaFree(nullptr)"))
       return false;
     if (!current_context()) return false;
@@ -516,6 +535,7 @@ class counter_pass_run {
 
     // The range profiler on the context, its counter-data image and its configuration.
     per_kernel_ = options.ranges == counter_ranges::per_kernel;
+    user_replay_ = !per_kernel_ || options.replay == counter_replay::user;
     const std::size_t max_ranges = per_kernel_ ? options.max_kernels : 1;
     range_.api = &p;
     CUpti_RangeProfiler_Enable_Params enable{};
@@ -546,7 +566,7 @@ class counter_pass_run {
     set.counterDataImageSize = counter_data_.size();
     set.pCounterDataImage = counter_data_.data();
     set.range = per_kernel_ ? CUPTI_AutoRange : CUPTI_UserRange;
-    set.replayMode = per_kernel_ ? CUPTI_KernelReplay : CUPTI_UserReplay;  // kernel replay: auto range only
+    set.replayMode = user_replay_ ? CUPTI_UserReplay : CUPTI_KernelReplay;  // kernel replay: auto range only
     set.maxRangesPerPass = max_ranges;
     set.numNestingLevels = 1;
     set.minNestingLevel = 1;
@@ -560,7 +580,7 @@ class counter_pass_run {
     // Earlier work must not run into the first range.
     if (!setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up(result);
     if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
-    max_runs_ = per_kernel_ ? 1 : std::max<std::size_t>(1, result.passes) + 1;
+    max_runs_ = user_replay_ ? std::max<std::size_t>(1, result.passes) + 1 : 1;
     return true;
   }
 
@@ -681,7 +701,7 @@ class counter_pass_run {
       if (!kernel_names_->ok()) {
         result.notes.push_back(kernel_names_->why());
       } else if (kernel_names_->graph_launches() > 0 ||
-                 launched.size() != result.kernels.size() + result.ranges_dropped) {
+                 !keep_first_run(launched, result.runs, result.kernels.size() + result.ranges_dropped)) {
         result.notes.push_back("kernel names withheld: " + std::to_string(launched.size()) + " launches seen (" +
                                std::to_string(kernel_names_->graph_launches()) + " of them CUDA graph launches) for " +
                                std::to_string(result.kernels.size() + result.ranges_dropped) +
@@ -690,9 +710,14 @@ class counter_pass_run {
         for (std::size_t i = 0; i < result.kernels.size(); ++i) result.kernels[i].name = launched[i];
       }
     }
-    if (!per_kernel_ && result.runs > 1)
+    if (user_replay_ && result.runs > 1)
       result.notes.push_back("the work ran " + std::to_string(result.runs) +
                              " times (user replay, one run per pass); device memory is not restored between runs");
+    if (!user_replay_ && result.passes > 1 &&
+        std::find(result.metrics.begin(), result.metrics.end(), "dram__bytes_write.sum") != result.metrics.end())
+      result.notes.push_back("kernel replay: DRAM writes may include the write-back of L2 lines CUPTI's memory "
+                             "restore left dirty (up to the L2 size per kernel); counter_replay::user counts the "
+                             "work's own");
 
     result.state = counter_state::collected;
     result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
@@ -707,6 +732,17 @@ class counter_pass_run {
     result.state = setup_.state;
     result.message = setup_.message;
     return false;
+  }
+
+  // The launch callback saw every run's launches; under user replay each run must launch
+  // the same kernels, and the names are the first run's. False when they do not line up.
+  static bool keep_first_run(std::vector<std::string>& launched, std::size_t runs, std::size_t per_run) {
+    if (launched.size() == per_run) return true;
+    if (runs < 2 || launched.size() != runs * per_run) return false;
+    for (std::size_t i = per_run; i < launched.size(); ++i)
+      if (launched[i] != launched[i % per_run]) return false;
+    launched.resize(per_run);
+    return true;
   }
 
   void stop_range() {
@@ -727,6 +763,7 @@ class counter_pass_run {
   std::vector<std::uint8_t> counter_data_;
   std::optional<kernel_name_subscription> kernel_names_;
   bool per_kernel_ = true;
+  bool user_replay_ = false;
   bool started_ = false;
   bool pushed_ = false;
   bool all_submitted_ = false;
@@ -740,6 +777,15 @@ inline void run_counter_pass_locked(const std::vector<std::string>& requested, c
   counter_pass_run pass;
   if (!pass.begin(requested, options, result)) return;
   while (pass.wants_run(result) && !user_error) {
+    if (options.before_each_run) {
+      try {
+        options.before_each_run();
+        (void)cudaDeviceSynchronize();  // its kernels end before the first range starts
+      } catch (...) {
+        user_error = std::current_exception();
+        break;
+      }
+    }
     if (!pass.start_run(result)) break;
     try {
       work();
