@@ -227,6 +227,52 @@ TEST_CASE("per node: busy is the union over streams, idle the gaps inside the sp
   CHECK(r.find(6) == nullptr);
 }
 
+TEST_CASE("synchronizations: host waits per node, never GPU work; a stream waiting on an event is not a host wait") {
+  gpu_attribution a;
+  a.launches().record_launch(1, 5, 0);
+  a.launches().record_launch(2, 5, 0);
+  a.launches().record_launch(3, 5, 0);
+  a.launches().record_launch(4, 5, 0);
+  a.launches().record_launch(5, 6, 0);
+  a.add_kernel(make_kernel(1, 100, 200));
+  kscope::sync_record y;
+  y.correlation_id = 2;
+  y.kind = kscope::sync_kind::stream;
+  y.start_ns = 150;
+  y.end_ns = 900;  // the host waited 750 ns, long after the kernel
+  a.add_sync(y);
+  y.correlation_id = 3;
+  y.kind = kscope::sync_kind::context;
+  y.start_ns = 1000;
+  y.end_ns = 1100;
+  a.add_sync(y);
+  y.correlation_id = 4;
+  y.kind = kscope::sync_kind::stream_wait_event;  // the GPU waits, not the host
+  a.add_sync(y);
+  y.correlation_id = 5;
+  y.kind = kscope::sync_kind::event;
+  y.start_ns = 0;  // CUPTI could not time it
+  a.add_sync(y);
+
+  const auto r = a.report();
+  const auto* n = r.find(5);
+  REQUIRE(n != nullptr);
+  CHECK(n->host_sync.count == 2);
+  CHECK(n->host_sync.ns == 750 + 100);
+  CHECK(n->host_sync.stream == 1);
+  CHECK(n->host_sync.context == 1);
+  CHECK(n->host_sync.event == 0);
+  // Host time is not GPU work: the span, busy and idle are the kernel's alone.
+  CHECK(n->busy_ns == 100);
+  CHECK(n->first_start_ns == 100);
+  CHECK(n->last_end_ns == 200);
+  CHECK(n->idle_ns == 0);
+  CHECK(r.find(6) == nullptr);  // its only record had no timestamps
+  CHECK(r.counters.sync_records == 3);
+  CHECK(r.counters.dropped_zero_start == 1);
+  CHECK(r.counters.records_seen == 5);
+}
+
 TEST_CASE("CUDA graph fan-out: every kernel of one correlation id is attributed") {
   gpu_attribution a;
   a.launches().record_launch(77, 9, 2);

@@ -230,6 +230,24 @@ TEST_CASE("parse_activity copies every field kscope uses, on kscope's clock") {
   CHECK(r.memset.bytes == 256);
   CHECK(r.memset.stream == 15);
 
+  // A synchronization: host times, its kind, the stream; a context synchronize has none.
+  b.clear();
+  b.sync(51, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 1000, 4000, 16);
+  REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 100));
+  CHECK(r.kind == kscope::activity_kind::synchronization);
+  CHECK(r.sync.correlation_id == 51);
+  CHECK(r.sync.kind == kscope::sync_kind::stream);
+  CHECK(r.sync.start_ns == 1100);
+  CHECK(r.sync.end_ns == 4100);
+  CHECK(r.sync.stream == 16);
+  b.clear();
+  b.sync(52, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 10, 20, CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+  REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+  CHECK(r.sync.kind == kscope::sync_kind::context);
+  CHECK(r.sync.stream == 0);
+  CHECK(kscope::detail::activity_record_size(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) ==
+        sizeof(CUpti_ActivitySynchronization2));
+
   // Kinds kscope does not use, whoever enabled them: not parsed, `other`.
   b.clear();
   b.external(41, 7);
@@ -551,7 +569,14 @@ TEST_CASE("the collector degrades with one clear warning and still takes buffers
     CHECK(st.pool_bytes == 64u << 20);
   } else {
     CHECK(st.state != kscope::cupti_state::running);
-    CHECK(st.message.find("GPU times from CUDA events only") != std::string::npos);
+    // What remains is said as it is: CUDA-event times with a GPU, none without one.
+    const kscope::gpu_availability& gpu = kscope::probe_gpu();
+    if (gpu.available()) {
+      CHECK(st.message.find("GPU times from CUDA events only") != std::string::npos);
+    } else {
+      CHECK(st.message == "CUPTI not started: " + gpu.reason + "; no usable GPU, so no GPU times");
+      CHECK(st.message.find("events only") == std::string::npos);
+    }
   }
   // Synthetic buffers through the collector's own path (same lock, same walk).
   cupti_buffer b;

@@ -192,6 +192,43 @@ TEST_CASE("diagnose: host sync — the GPU idles in decode, which copies to the 
   }
 }
 
+// A synchronize after every layer inside decode: the GPU is busy most of the time, yet it
+// idles whenever decode blocks the host. CUPTI's synchronization records carry the count.
+TEST_CASE("diagnose: host sync with a busy GPU — decode synchronizes 9 times per call") {
+  kscope::session_report r = serving_loop();
+  kscope::scope_report copy = token_copy();
+  copy.gpu_activity->host_sync = kscope::host_sync_totals{100, 20'000'000, 100, 0, 0};  // the token sync: fine
+  r.scopes.push_back(copy);
+  r.scopes[2].gpu_activity->host_sync = kscope::host_sync_totals{900, 300'000'000, 0, 0, 900};
+  r.gpu_time = timeline(0.75, {{"step/decode", 60'000'000}, {"step/decode", 60'000'000}, {"step/d2h", 90'000'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 7.5e6, 1e6, 50, 1), gpu_entry(3, "step/decode", 100, 7e6, 1.2e6, 50, 0),
+                        gpu_entry(5, "step/d2h", 100, 0.002e6, 0, 0, 1)};
+  std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::host_sync});
+  const kscope::diagnosis& d = found[0];
+  CHECK(has_evidence(d, "scope.host_syncs_per_call"));
+  CHECK(has_evidence(d, "scope.gpu_idle_share_of_wall"));
+  CHECK_MESSAGE(d.text.find("'step/decode' blocks the host in every call: 9 synchronizes per call (900 device/context") !=
+                    std::string::npos,
+                d.text);
+  CHECK_MESSAGE(d.text.find("the host waiting 3.00 ms per call") != std::string::npos, d.text);
+  CHECK_MESSAGE(d.text.find("the GPU idled 120 ms (12.0% of 1.00 s, 2 gaps)") != std::string::npos, d.text);
+
+  SUBCASE("the GPU hardly idles in the synchronizing scope: no finding") {
+    r.gpu_time = timeline(0.75, {{"step/decode", 10'000'000}, {"step/d2h", 90'000'000}});
+    r.gpu_time->scopes = {gpu_entry(3, "step/decode", 100, 7e6, 1.2e6, 50, 0)};
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("only the sync point synchronizes: no finding") {
+    r.scopes[2].gpu_activity->host_sync = kscope::host_sync_totals{};
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("fewer than one synchronize per call: no finding") {
+    r.scopes[2].gpu_activity->host_sync = kscope::host_sync_totals{50, 10'000'000, 50, 0, 0};
+    CHECK(kscope::diagnose(r).empty());
+  }
+}
+
 TEST_CASE("diagnose: decode stalls behind prefill — a step tail that the prefill steps explain") {
   kscope::session_report r = serving_loop();
   r.scopes[0].host_ns = times(5e6, 25e6);

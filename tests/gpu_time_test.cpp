@@ -137,6 +137,41 @@ TEST_CASE("gpu_time: events of an unseen launching call, and an overflowed GPU r
   CHECK(t.window_start_ns == 450);
   CHECK(t.wall_ns == doctest::Approx(2100 - 450));
   CHECK(t.find(3)->kernels_per_call == doctest::Approx(2));  // the unmatched kernel is in no call
+  // Step A, its schedule and its decode started before 450: their GPU work is unknown, so
+  // they are not calls with no GPU work (that drove real medians to 0 ns).
+  CHECK(t.calls_before_gpu_ring == 3);
+  CHECK(t.find(3)->calls_seen == 1);
+  CHECK(t.find(3)->busy_per_call_ns.median == doctest::Approx(250));
+  CHECK(t.find(1)->calls_seen == 1);
+  CHECK(t.find(1)->busy_per_call_ns.median == doctest::Approx(270));
+}
+
+TEST_CASE("gpu_time: a ring that kept the last of many calls gives their per-call busy time, not 0") {
+  // 100 decode calls of 1000 ns, one 600 ns kernel each; the GPU ring kept the last 10.
+  kscope::node_gpu_activity decode_activity;
+  decode_activity.kernel_count = 100;
+  decode_activity.busy_ns = decode_activity.kernel_ns = 60'000;
+  kscope::gpu_time_input in;
+  in.nodes = {{1, 0, 1, false, "decode", &decode_activity}};
+  for (std::int64_t i = 0; i < 100; ++i) {
+    in.host.push_back({"decode", 1, 0, 1000 * i + 1, 1000 * i + 1000});
+    if (i >= 90) in.gpu.push_back(kernel(1, 1000 * i + 200, 1000 * i + 800));
+  }
+  in.gpu_overwritten = 90;
+  const kscope::gpu_time_report t = kscope::account_gpu_time(in);
+  const kscope::scope_gpu_time* decode = t.find(1);
+  REQUIRE(decode != nullptr);
+  // The call that launched the oldest kernel kept started before it: partly unknown, so
+  // it is left out too (an earlier kernel of it may be among the lost ones).
+  CHECK(decode->calls_seen == 9);
+  CHECK(t.calls_before_gpu_ring == 91);
+  CHECK(decode->busy_per_call_ns.median == doctest::Approx(600));
+  CHECK(decode->kernels_per_call == doctest::Approx(1));
+  // Without overflow the same calls all count: 90 of them truly launched nothing.
+  in.gpu_overwritten = 0;
+  const kscope::gpu_time_report all = kscope::account_gpu_time(in);
+  CHECK(all.find(1)->calls_seen == 100);
+  CHECK(all.calls_before_gpu_ring == 0);
 }
 
 TEST_CASE("gpu_time: at most five gaps, longest first; a range loses to a scope covering the gap") {

@@ -325,6 +325,47 @@ TEST_CASE("copies and memsets: directions and bytes per node") {
   cudaStreamDestroy(stream);
 }
 
+TEST_CASE("synchronizes: the host's waits go to the scope that called them, with their length") {
+  auto& c = collector();
+  (void)c;
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t done;
+  REQUIRE_CUDA(cudaEventCreate(&done));
+  constexpr kscope::node_id sync_node = 8100, quiet_node = 8101;
+  constexpr unsigned long long spin = 2'000'000;  // 2 ms: each synchronize waits for it
+  {
+    test_scope s(sync_node);
+    spin_ns<<<1, 1, 0, stream>>>(spin);
+    REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    spin_ns<<<1, 1, 0, stream>>>(spin);
+    REQUIRE_CUDA(cudaEventRecord(done, stream));
+    REQUIRE_CUDA(cudaEventSynchronize(done));
+    spin_ns<<<1, 1, 0, stream>>>(spin);
+    REQUIRE_CUDA(cudaDeviceSynchronize());
+  }
+  {
+    test_scope s(quiet_node);
+    spin_ns<<<1, 1, 0, stream>>>(1000);
+  }
+  const auto snap = flushed_snapshot();
+  MESSAGE("sync records: " << snap.activity.counters.sync_records);
+  const auto* n = snap.activity.find(sync_node);
+  REQUIRE(n != nullptr);
+  MESSAGE("host_sync: count " << n->host_sync.count << ", ns " << n->host_sync.ns << " (stream " << n->host_sync.stream
+                              << ", event " << n->host_sync.event << ", context " << n->host_sync.context << ")");
+  CHECK(n->host_sync.count == 3);
+  CHECK(n->host_sync.stream == 1);
+  CHECK(n->host_sync.event == 1);
+  CHECK(n->host_sync.context == 1);
+  CHECK(n->host_sync.ns >= static_cast<std::int64_t>(3 * spin * 9 / 10));  // each waited for most of a spin
+  const auto* quiet = snap.activity.find(quiet_node);
+  REQUIRE(quiet != nullptr);
+  CHECK(quiet->host_sync.count == 0);  // flushed_snapshot's synchronize runs outside every scope
+  cudaEventDestroy(done);
+  cudaStreamDestroy(stream);
+}
+
 TEST_CASE("GPU timestamps are on kscope's clock: a kernel lies inside its host interval") {
   auto& c = collector();
   MESSAGE("clock: " << std::string(kscope::to_string(c.status().clock)));

@@ -127,6 +127,21 @@ class cupti_buffer {
     return r;
   }
 
+  // A synchronization record (host times, like the API records).
+  CUpti_ActivitySynchronization2& sync(std::uint32_t correlation, CUpti_ActivitySynchronizationType type,
+                                       std::uint64_t start, std::uint64_t end, std::uint32_t stream = 7) {
+    auto& r = append<CUpti_ActivitySynchronization2>();
+    r.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    r.type = type;
+    r.correlationId = correlation;
+    r.start = start;
+    r.end = end;
+    r.contextId = 1;
+    r.streamId = stream;
+    r.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+    return r;
+  }
+
   // An external-correlation record: a kind kscope does not enable, but another CUPTI user
   // in the process can, so it may share kscope's buffers.
   CUpti_ActivityExternalCorrelation& external(std::uint32_t correlation, std::uint64_t external_id,

@@ -67,6 +67,15 @@ struct copy_totals {
   std::int64_t ns = 0;  // sum of copy durations
 };
 
+// Host waits for the GPU in one node: event, stream and context synchronizes called while
+// it was open (CUPTI synchronization records). Host time, not GPU work: it never enters
+// the node's span, busy or idle. A blocking cudaMemcpy is a copy, not counted here.
+struct host_sync_totals {
+  std::uint64_t count = 0;
+  std::int64_t ns = 0;  // sum of the calls' durations: the calling threads' waiting time
+  std::uint64_t stream = 0, event = 0, context = 0;  // count by kind
+};
+
 // GPU work attributed to one node: EXCLUSIVE of its children (the node open on the
 // launching thread gets the record, never its parents); the session adds children up for
 // inclusive views.
@@ -85,6 +94,7 @@ struct node_gpu_activity {
   std::int64_t last_end_ns = 0;
   std::array<copy_totals, copy_direction_count> memcpy{};  // index: copy_direction
   copy_totals memset{};
+  host_sync_totals host_sync{};  // host waits in this node (not GPU work)
 
   // Communication (NCCL kernels, see is_communication_kernel) as a SUBSET of the kernel
   // totals above: compute = kernel - comm. The unions are taken separately, so
@@ -150,6 +160,7 @@ struct attribution_counters {
   std::uint64_t kernel_records = 0;          // valid kernels attributed
   std::uint64_t memcpy_records = 0;
   std::uint64_t memset_records = 0;
+  std::uint64_t sync_records = 0;            // synchronizations (host waits in node host_sync)
   std::uint64_t ignored_records = 0;         // other kinds (API, external correlation, ...)
   std::uint64_t dropped_by_cupti = 0;        // CUPTI had no buffer (cuptiActivityGetNumDroppedRecords)
   std::uint64_t dropped_zero_start = 0;      // start == 0: CUPTI could not time it

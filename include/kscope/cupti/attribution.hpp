@@ -117,6 +117,7 @@ class gpu_attribution {
       case activity_kind::kernel: add_kernel(r.kernel); break;
       case activity_kind::memcpy: add_memcpy(r.memcpy); break;
       case activity_kind::memset: add_memset(r.memset); break;
+      case activity_kind::synchronization: add_sync(r.sync); break;
       default:
         ++counters_.records_seen;
         ++counters_.ignored_records;
@@ -149,6 +150,27 @@ class gpu_attribution {
     const launch_origin origin = origin_of(s.correlation_id, 0);
     if (profiled(origin)) return;
     apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin);
+  }
+
+  // A synchronization: the host waited. Counted in its node's host_sync, never in the
+  // node's GPU span, busy, idle or the GPU timeline (it is host time). A stream waiting
+  // on an event is not a host wait: counted in sync_records only.
+  void add_sync(const sync_record& y) {
+    ++counters_.records_seen;
+    if (!valid_times(y.start_ns, y.end_ns)) return;
+    ++counters_.sync_records;
+    if (!host_blocks(y.kind)) return;
+    launch_origin origin = origin_of(y.correlation_id, 0);
+    if (profiled(origin)) return;
+    host_sync_totals& h = node_for(origin).totals.host_sync;
+    h.count += 1;
+    h.ns += y.end_ns - y.start_ns;
+    switch (y.kind) {
+      case sync_kind::stream: ++h.stream; break;
+      case sync_kind::event: ++h.event; break;
+      case sync_kind::context: ++h.context; break;
+      default: break;
+    }
   }
 
   // Records the buffer walk could not read (invalid kind mid-buffer).

@@ -31,6 +31,7 @@ enum class activity_kind : std::uint8_t {
   kernel,
   memcpy,
   memset,
+  synchronization,  // the host waited for the GPU (stream, event or context synchronize)
   other,  // a kind kscope does not use (API records, ...): counted, then ignored
 };
 
@@ -127,6 +128,24 @@ struct memset_record : activity_header {
   std::uint64_t bytes = 0;
 };
 
+// What a synchronization record waited for. stream_wait_event makes a stream wait on the
+// GPU, not the host: it is parsed and counted, never taken for a host wait.
+enum class sync_kind : std::uint8_t { unknown, event, stream_wait_event, stream, context };
+
+// Whether the host thread blocked in the call (event / stream / context synchronize).
+[[nodiscard]] constexpr bool host_blocks(sync_kind kind) noexcept {
+  return kind == sync_kind::event || kind == sync_kind::stream || kind == sync_kind::context;
+}
+
+// One synchronization call: start_ns / end_ns are HOST times (how long the calling thread
+// waited), not GPU work; device and graph fields stay 0.
+//
+//   kscope::sync_record y;
+//   y.correlation_id = 45; y.kind = kscope::sync_kind::stream; y.start_ns = t0; y.end_ns = t0 + 800;
+struct sync_record : activity_header {
+  sync_kind kind = sync_kind::unknown;
+};
+
 // Whatever one CUpti_Activity became: `kind` says which member is meaningful.
 //
 //   kscope::activity_record r;
@@ -136,6 +155,7 @@ struct activity_record {
   kernel_record kernel;
   memcpy_record memcpy;
   memset_record memset;
+  sync_record sync;
 };
 
 }  // namespace kscope

@@ -18,8 +18,13 @@
 //        GPU waited for the host's next launches;
 //      - cpu_launch_bound: otherwise (host work, or launches slower than the kernels):
 //        the scope, its idle time, the gaps between its own kernels, launches per step.
-//      A synchronize with no copy leaves no GPU record: it shows as launch/CPU-bound in
-//      the scope that called it.
+//      A synchronize shows through its CUPTI synchronization record (host_sync).
+//   1b. host_sync, whatever the busy share: a scope inside the step that is not a sync
+//      point (diagnose_options::sync_names) blocks the host in every call — ≥ 1
+//      synchronize (CUPTI synchronization records) or D2H copy per call — and the GPU idled
+//      while the host was in it for ≥ diagnose_sync_idle_share of the wall time. The one
+//      sync per step that hands sampled tokens to the host belongs to a sync point and is
+//      not a finding; a synchronize after every layer is.
 //   2. prefill_stall: a step's p99 ≥ diagnose_step_tail_ratio × its p50, a prefill scope
 //      inside the step ran in at most diagnose_prefill_max_step_share of the steps, and
 //      its GPU time per call explains at least diagnose_prefill_explains of p99 − p50.
@@ -60,6 +65,9 @@ inline constexpr double diagnose_busy_share_high = 0.8;
 inline constexpr double diagnose_decode_min_gpu_share = 0.3;
 // NCCL kernels with at least this share of all kernel time.
 inline constexpr double diagnose_comm_share = 0.3;
+// The GPU idle, while the host sits in a synchronizing scope, for at least this share of
+// the wall time: the synchronizations cost the GPU real time.
+inline constexpr double diagnose_sync_idle_share = 0.05;
 
 enum class diagnosis_kind : std::uint8_t { cpu_launch_bound, host_sync, prefill_stall, kv_cache_traffic, communication };
 
@@ -103,6 +111,7 @@ struct diagnose_options {
   double busy_share_high = diagnose_busy_share_high;
   double decode_min_gpu_share = diagnose_decode_min_gpu_share;
   double comm_share = diagnose_comm_share;
+  double sync_idle_share = diagnose_sync_idle_share;
 };
 
 namespace detail {
@@ -206,7 +215,12 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
       // The host blocks in the scope where the GPU idles: it copies device to host in
       // every call (the copy, or the synchronize before it, waits for the GPU to drain),
       // or it is a scope the user marked as a sync point.
-      const bool syncs = waiting_d2h >= 1 || (waiting != nullptr && detail::plays_role(*waiting, o.sync_names));
+      const double waiting_syncs = waiting != nullptr && waiting->gpu_activity && waiting->calls > 0
+                                       ? static_cast<double>(waiting->gpu_activity->host_sync.count) /
+                                             static_cast<double>(waiting->calls)
+                                       : 0;
+      const bool syncs = waiting_d2h >= 1 || waiting_syncs >= 1 ||
+                         (waiting != nullptr && detail::plays_role(*waiting, o.sync_names));
       const bool gaps_between_own_kernels = wg != nullptr && wg->calls_seen > 0 && wg->kernels_per_call >= 2 &&
                                             wg->gaps_per_call_ns.median >= wg->busy_per_call_ns.median;
       diagnosis d;
@@ -233,10 +247,13 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
         d.kind = diagnosis_kind::host_sync;
         d.title = "the host blocks on the GPU inside the step, then the GPU waits for the host";
         d.evidence.push_back({"waiting_scope.d2h_copies_per_call", waiting_d2h, "copies"});
+        d.evidence.push_back({"waiting_scope.host_syncs_per_call", waiting_syncs, "calls"});
         d.text = base + "; '" + waits_in + "' " +
                  (waiting_d2h >= 1 ? "copies device to host " + detail::format_general(waiting_d2h, 3) +
                                          " times per call"
-                                   : std::string("is a sync point (diagnose_options::sync_names)")) +
+                  : waiting_syncs >= 1 ? "synchronizes " + detail::format_general(waiting_syncs, 3) +
+                                             " times per call"
+                                       : std::string("is a sync point (diagnose_options::sync_names)")) +
                  ": the host waits there for the GPU to drain, and the GPU then waits for the host's next launches";
         d.suggestion = "take the synchronization out of the step: copy asynchronously into pinned memory "
                        "(cudaMemcpyAsync, an event to wait on only when the data is needed), drop debugging "
@@ -258,6 +275,70 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
                        "CUDA graph, fuse small kernels, batch more requests per step, move host work (scheduling, "
                        "detokenizing) to another thread or overlap it with the GPU";
       }
+      out.push_back(std::move(d));
+    }
+  }
+
+  // ---- 1b. the host blocks inside the step (whatever the busy share) ----
+  if (t != nullptr && t->wall_ns > 0 &&
+      std::none_of(out.begin(), out.end(), [](const diagnosis& d) { return d.kind == diagnosis_kind::host_sync; })) {
+    const std::size_t first = step != std::string::npos ? step + 1 : 0;
+    const std::size_t last = step != std::string::npos ? detail::subtree_end(scopes, step) : scopes.size();
+    const scope_report* worst = nullptr;
+    double worst_idle = 0, worst_syncs = 0, worst_d2h = 0, worst_wait = 0;
+    std::uint64_t worst_gaps = 0;
+    for (std::size_t j = first; j < last; ++j) {
+      const scope_report& s = scopes[j];
+      if (s.calls == 0 || detail::plays_role(s, o.sync_names)) continue;
+      const double calls = static_cast<double>(s.calls);
+      const double syncs = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.count) / calls : 0;
+      const double wait = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.ns) / calls : 0;
+      const scope_gpu_time* g = t->find(s.id);
+      const double d2h = g != nullptr && g->calls_seen > 0 ? detail::finite_or(g->d2h_per_call, 0) : 0;
+      if (syncs < 1 && d2h < 1) continue;
+      double idle = 0;
+      std::uint64_t gaps = 0;
+      for (const gpu_idle_by_scope& b : t->idle_by_scope)
+        if (b.scope == s.id || (b.scope == 0 && !b.path.empty() && b.path == s.path)) {
+          idle += b.ns;
+          gaps += b.gaps;
+        }
+      if (!(idle >= o.sync_idle_share * t->wall_ns) || idle <= worst_idle) continue;
+      worst = &s;
+      worst_idle = idle;
+      worst_syncs = syncs;
+      worst_d2h = d2h;
+      worst_wait = wait;
+      worst_gaps = gaps;
+    }
+    if (worst != nullptr) {
+      diagnosis d;
+      d.kind = diagnosis_kind::host_sync;
+      d.title = "the host blocks on the GPU inside the step, then the GPU waits for the host";
+      d.evidence = {{"gpu_time.wall_ns", t->wall_ns, "ns"},
+                    {"scope.host_syncs_per_call", worst_syncs, "calls"},
+                    {"scope.host_sync_wait_per_call_ns", worst_wait, "ns"},
+                    {"scope.d2h_copies_per_call", worst_d2h, "copies"},
+                    {"scope.gpu_idle_ns", worst_idle, "ns"},
+                    {"scope.gpu_idle_share_of_wall", worst_idle / t->wall_ns, "share"}};
+      if (std::isfinite(t->busy_share)) d.evidence.push_back({"gpu_time.busy_share", t->busy_share, "share"});
+      std::string what;
+      if (worst_syncs >= 1) {
+        const host_sync_totals& h = worst->gpu_activity->host_sync;
+        what = detail::format_general(worst_syncs, 3) + " synchronizes per call (" + std::to_string(h.context) +
+               " device/context, " + std::to_string(h.stream) + " stream, " + std::to_string(h.event) +
+               " event in all), the host waiting " + format_duration_ns(worst_wait) + " per call";
+      }
+      if (worst_d2h >= 1)
+        what += (what.empty() ? "" : ", and ") + detail::format_general(worst_d2h, 3) + " device-to-host copies per call";
+      d.text = "'" + worst->path + "' blocks the host in every call: " + what + "; the GPU idled " +
+               format_duration_ns(worst_idle) + " (" + pct(worst_idle / t->wall_ns) + " of " +
+               format_duration_ns(t->wall_ns) + ", " + std::to_string(worst_gaps) +
+               (worst_gaps == 1 ? " gap" : " gaps") + ") while the host was in it" +
+               (std::isfinite(t->busy_share) ? "; GPU busy " + pct(t->busy_share) + " overall" : std::string());
+      d.suggestion = "take the synchronization out of the step: drop debugging synchronizes, wait on an event only "
+                     "where the data is needed, copy asynchronously into pinned memory (cudaMemcpyAsync) and "
+                     "overlap the copy with the next step's launches";
       out.push_back(std::move(d));
     }
   }

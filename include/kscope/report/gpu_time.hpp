@@ -30,7 +30,9 @@
 //     of the sum over scopes; per call, from the rings: each GPU event goes to the latest
 //     call of its launching scope on its launching thread that started before it, and to
 //     the calls of that scope's ancestors that contain that call; a call's busy time is the
-//     union of its events, its gaps the time between them (span − busy).
+//     union of its events, its gaps the time between them (span − busy). When the GPU ring
+//     overflowed, calls that started before its oldest event are left out of the per-call
+//     figures (their GPU work is unknown) and counted in calls_before_gpu_ring.
 #pragma once
 
 #include "../core/stats.hpp"
@@ -96,7 +98,7 @@ struct scope_gpu_time {
   double gpu_ns = 0;              // own busy union + own copies and memsets (whole run)
   double share_of_gpu = std::numeric_limits<double>::quiet_NaN();  // of the sum over scopes
   std::uint64_t kernel_count = 0; // own kernels (whole run)
-  std::uint64_t calls_seen = 0;   // calls of the scope in the host ring
+  std::uint64_t calls_seen = 0;   // calls in the host ring that the GPU ring covers
   summary busy_per_call_ns{};     // union of the call's GPU events (subtree), per call
   summary gaps_per_call_ns{};     // span of the call's GPU events minus their union
   double kernels_per_call = std::numeric_limits<double>::quiet_NaN();  // subtree, mean
@@ -119,6 +121,10 @@ struct gpu_time_report {
   std::uint64_t host_overwritten = 0;
   std::uint64_t gpu_overwritten = 0;
   std::size_t gpu_events_unmatched = 0;  // no call of their launching scope in the host ring
+  // Host calls that started before the oldest GPU event the (overflowed) GPU ring still
+  // holds: their GPU work is unknown, not absent, so they are left out of the per-call
+  // figures (counting them as calls with no GPU work drove the medians to 0).
+  std::uint64_t calls_before_gpu_ring = 0;
 
   [[nodiscard]] const scope_gpu_time* find(node_id id) const noexcept {
     for (const scope_gpu_time& s : scopes)
@@ -314,6 +320,9 @@ inline double union_length(const std::vector<std::pair<std::int64_t, std::int64_
   }
 
   // ---- per scope ----
+  // Before the oldest event of an overflowed GPU ring, a call's GPU work is unknown.
+  const std::int64_t gpu_known_from =
+      in.gpu_overwritten > 0 && !gpu.empty() ? gpu_first : std::numeric_limits<std::int64_t>::min();
   double total_gpu_ns = 0;
   for (const gpu_time_node& n : in.nodes) {
     if (n.activity == nullptr) continue;
@@ -340,6 +349,10 @@ inline double union_length(const std::vector<std::pair<std::int64_t, std::int64_
     std::vector<span> own;
     for (auto it = calls.lower_bound({n.id, 0}); it != calls.end() && it->first.first == n.id; ++it) {
       for (const host_interval* h : it->second) {
+        if (h->start_ns < gpu_known_from) {
+          ++out.calls_before_gpu_ring;
+          continue;
+        }
         ++s.calls_seen;
         own.clear();
         const auto found = per_call.find(h);

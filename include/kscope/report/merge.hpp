@@ -136,6 +136,13 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
   for (copy_direction d : {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d, copy_direction::other})
     copy_from_json(v.find(std::string("memcpy_") + to_string(d)), a.memcpy[static_cast<std::size_t>(d)]);
   copy_from_json(v.find("memset"), a.memset);
+  if (const json_value* h = v.find("host_sync")) {  // absent in reports from before it existed
+    a.host_sync.count = u64(*h, "count");
+    a.host_sync.ns = i64(*h, "ns");
+    a.host_sync.stream = u64(*h, "stream");
+    a.host_sync.event = u64(*h, "event");
+    a.host_sync.context = u64(*h, "context");
+  }
   a.comm_kernel_count = u64(v, "comm_kernel_count");
   a.comm_ns = i64(v, "comm_ns");
   a.comm_busy_ns = i64(v, "comm_busy_ns");

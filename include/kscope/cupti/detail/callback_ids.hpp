@@ -1,6 +1,8 @@
 // kscope/cupti/detail/callback_ids.hpp — the API calls whose launch-time callback kscope takes.
 //
-// Every runtime- and driver-API entry point that puts GPU work on a stream: kernel launches
+// The synchronizes (stream, event, context / device; their CUPTI records say how long the
+// host waited, attributed to the scope that called them), and every runtime- and
+// driver-API entry point that puts GPU work on a stream: kernel launches
 // (<<<>>>, cudaLaunchKernel(ExC), cooperative launches, cuLaunchKernel(Ex)), graph launches,
 // and the memcpy / memset families, in their per-thread-default-stream (_ptds/_ptsz)
 // variants too. Driver calls matter on their own: cuBLAS, Triton and JIT code launch
@@ -23,6 +25,12 @@ namespace detail {
 inline const CUpti_CallbackId* cupti_runtime_launch_cbids(std::size_t& count) noexcept {
   static const CUpti_CallbackId ids[] = {
       CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+      // Synchronizations: their CUPTI records (host waits) are attributed like launches.
+      CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
       CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
       CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
       CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_v3020,
@@ -110,6 +118,10 @@ inline const CUpti_CallbackId* cupti_runtime_launch_cbids(std::size_t& count) no
 
 inline const CUpti_CallbackId* cupti_driver_launch_cbids(std::size_t& count) noexcept {
   static const CUpti_CallbackId ids[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+      CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD,
       CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH,
       CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD,
@@ -220,6 +232,7 @@ inline const CUpti_CallbackId* cupti_driver_launch_cbids(std::size_t& count) noe
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
 #if CUPTI_API_VERSION >= 130000
+      CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
       CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync,
       CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync,

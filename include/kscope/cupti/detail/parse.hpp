@@ -12,7 +12,8 @@
 // kscope enables; an unknown kind stops that walk and is counted as malformed.
 //
 // Record versions: CUDA 13's CONCURRENT_KERNEL record is CUpti_ActivityKernel10, MEMCPY is
-// CUpti_ActivityMemcpy6, MEMSET is CUpti_ActivityMemset4. Every field kscope reads sits at
+// CUpti_ActivityMemcpy6, MEMSET is CUpti_ActivityMemset4, SYNCHRONIZATION is
+// CUpti_ActivitySynchronization2 (the fields read are where version 1 has them). Every field kscope reads sits at
 // the same offset in the CUDA 12 versions (Kernel8/9, Memcpy5, Memset3) — asserted below —
 // so a CUDA 12 libcupti (whose buffers hold the older structs) is read correctly too.
 #pragma once
@@ -33,6 +34,7 @@ using cupti_kernel_record = CUpti_ActivityKernel10;
 using cupti_memcpy_record = CUpti_ActivityMemcpy6;
 using cupti_memcpy_p2p_record = CUpti_ActivityMemcpyPtoP4;
 using cupti_memset_record = CUpti_ActivityMemset4;
+using cupti_sync_record = CUpti_ActivitySynchronization2;
 
 #define KSCOPE_DETAIL_SAME_OFFSET(a, b, field) \
   static_assert(offsetof(a, field) == offsetof(b, field), #a " and " #b " disagree on " #field)
@@ -60,6 +62,11 @@ KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, correlatio
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, runtimeCorrelationId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, graphNodeId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, graphId);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, type);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, start);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, end);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, correlationId);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, streamId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, bytes);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, start);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, correlationId);
@@ -101,6 +108,16 @@ inline void copy_header(const CuptiRecord& from, activity_header& to, std::int64
   to.end_ns = to_kscope_ns(from.end, clock_offset_ns);
   to.graph_id = from.graphId;
   to.graph_node_id = from.graphNodeId;
+}
+
+inline sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return sync_kind::event;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return sync_kind::stream_wait_event;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return sync_kind::stream;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return sync_kind::context;
+    default: return sync_kind::unknown;
+  }
 }
 
 // Both CUPTI copy records (MEMCPY, MEMCPY2) -> one memcpy_record.
@@ -158,6 +175,19 @@ inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
       r.bytes = s->bytes;
       return true;
     }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto* y = reinterpret_cast<const cupti_sync_record*>(record);
+      sync_record& r = out.sync;
+      out.kind = activity_kind::synchronization;
+      r = sync_record{};
+      r.correlation_id = y->correlationId;
+      r.context = y->contextId;
+      r.stream = y->streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? 0 : y->streamId;
+      r.start_ns = to_kscope_ns(y->start, clock_offset_ns);
+      r.end_ns = to_kscope_ns(y->end, clock_offset_ns);
+      r.kind = to_sync_kind(y->type);
+      return true;
+    }
     default:
       out.kind = activity_kind::other;
       return false;
@@ -175,6 +205,7 @@ inline std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
     case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(cupti_memcpy_record);
     case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(cupti_memcpy_p2p_record);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(cupti_memset_record);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(cupti_sync_record);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_RUNTIME:
