@@ -188,3 +188,118 @@ TEST_CASE("write_text_file writes and reports failures") {
   // The path and the system's reason (no such directory).
   CHECK(contains(error, "cannot write /nonexistent-dir/kscope/out.svg: No such file or directory"));
 }
+
+// ---- sweep_svg ----------------------------------------------------------------------------
+
+namespace {
+
+// A batch sweep as a serving loop reports it: p50 everywhere, p99 only where the point
+// had enough requests, a throughput without interval, one point that could not run.
+kscope::sweep_results batch_sweep() {
+  kscope::sweep_results r;
+  r.title = "batch";
+  r.metrics = {{"ttft_p50", "ms", "TTFT p50"}, {"ttft_p99", "ms", "TTFT p99"}, {"tokens_per_s", "tokens/s", "throughput"}};
+  const long long batches[] = {1, 2, 4, 8, 16, 32, 64};
+  for (long long b : batches) {
+    std::vector<double> ttft;
+    for (long long i = 0; i < 5 * b; ++i) ttft.push_back(10.0 + 0.3 * static_cast<double>(b) + static_cast<double>(i % 7));
+    const kscope::sweep_point p({{"batch", b}, {"prompt", 256}});
+    if (b == 64) {
+      r.add(p, std::vector<kscope::sweep_value>(3, kscope::sweep_value::absent("needs 90 GiB, 80 free")));
+      continue;
+    }
+    r.add(p, {kscope::quantile_value(ttft, 0.5, 0.95, "requests"), kscope::quantile_value(ttft, 0.99, 0.95, "requests"),
+              kscope::sweep_value::of(700.0 * static_cast<double>(b))});
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("sweep_svg draws every known value once and every missing one as missing") {
+  const kscope::sweep_results r = batch_sweep();
+  kscope::sweep_plot_options o;
+  o.title = "serving <batch> & co";
+  o.panels = {{"ttft_p50", "ttft_p99"}, {"tokens_per_s"}};
+  const std::string svg = kscope::sweep_svg(r, o);
+  REQUIRE(parses_as_xml(svg, "sweep.svg"));
+  std::size_t known = 0, missing = 0, intervals = 0;
+  for (const kscope::sweep_row& row : r.rows) {
+    for (const kscope::sweep_value& v : row.values) {
+      known += v.known();
+      missing += !v.known();
+      intervals += v.known() && !std::isnan(v.ci.lo);
+    }
+  }
+  CHECK(known == 6 + 1 + 6);  // p50 and throughput at batch 1..32; p99 at 32 only (160 requests; 16 had 80)
+  CHECK(count(svg, "<g class=\"kscope-sweep-point\">") == known);
+  CHECK(count(svg, "<g class=\"kscope-sweep-missing\">") == missing);
+  CHECK(count(svg, "class=\"kscope-ci\"") == intervals);
+  CHECK(count(svg, "<g class=\"kscope-sweep-panel\">") == 2);
+  CHECK(contains(svg, "serving &lt;batch&gt; &amp; co"));
+  // The reason is in the missing marker's tooltip, and the note lists where values are missing.
+  CHECK(contains(svg, "TTFT p99 at batch=1: no value: p99 needs &gt;= 100 requests (5 here)"));
+  CHECK(contains(svg, "TTFT p99: no value at batch = 1, 2, 4, 8, 16, 64 (the table says why)"));
+  CHECK(contains(svg, "throughput: no value at batch = 64"));
+  // Geometric x: log scale, one tick per swept value.
+  CHECK(contains(svg, "batch (log scale)"));
+  for (const char* tick : {">1<", ">2<", ">4<", ">8<", ">16<", ">32<", ">64<"}) CHECK(contains(svg, tick));
+  // Throughput spans 32x: a linear axis from 0 (log only from 50x).
+  CHECK_FALSE(contains(svg, "tokens/s (log scale)"));
+}
+
+TEST_CASE("sweep_svg: default panels by unit, log y for wide spans, unknown names noted") {
+  kscope::sweep_results r;
+  r.metrics = {{"ttft", "ms", ""}, {"queue", "ms", ""}, {"count", "", ""}};
+  for (double rate : {50.0, 100.0, 150.0}) {
+    const double ttft = rate < 120 ? 20.0 : 5000.0;  // past the knee: queueing
+    r.add(kscope::sweep_point({{"rate", rate}}),
+          {kscope::sweep_value::of(ttft), kscope::sweep_value::of(ttft / 2), kscope::sweep_value::of(rate)});
+  }
+  const std::string svg = kscope::sweep_svg(r);
+  REQUIRE(parses_as_xml(svg, "sweep_default.svg"));
+  CHECK(count(svg, "<g class=\"kscope-sweep-panel\">") == 2);  // ms, and the count
+  CHECK(contains(svg, "ms (log scale)"));                       // 10 .. 5000
+  CHECK(contains(svg, ">rate<"));                               // 3x span: linear x
+  kscope::sweep_plot_options o;
+  o.x_axis = "nope";
+  o.panels = {{"ttft", "missing_metric"}};
+  const std::string noted = kscope::sweep_svg(r, o);
+  REQUIRE(parses_as_xml(noted, "sweep_noted.svg"));
+  CHECK(contains(noted, "no axis &#39;nope&#39; in these results"));
+  CHECK(contains(noted, "no metric &#39;missing_metric&#39; in these results"));
+  CHECK(count(noted, "<g class=\"kscope-sweep-point\">") == 3);
+}
+
+TEST_CASE("sweep_svg: strings along x, one point, and no data at all") {
+  kscope::sweep_results r;
+  r.metrics = {{"t", "ms", "time"}};
+  r.add(kscope::sweep_point({{"dtype", kscope::param_value("fp16")}}), {kscope::sweep_value::of(1.5)});
+  r.add(kscope::sweep_point({{"dtype", kscope::param_value("bf16")}}), {kscope::sweep_value::of(1.25)});
+  std::string svg = kscope::sweep_svg(r);
+  REQUIRE(parses_as_xml(svg, "sweep_text.svg"));
+  CHECK(contains(svg, ">fp16<"));
+  CHECK(contains(svg, ">bf16<"));
+  CHECK(count(svg, "<g class=\"kscope-sweep-point\">") == 2);
+
+  kscope::sweep_results one;
+  one.metrics = {{"t", "ms", "time"}};
+  one.add(kscope::sweep_point({{"n", 4}}), {kscope::sweep_value::of(3)});
+  svg = kscope::sweep_svg(one);
+  REQUIRE(parses_as_xml(svg, "sweep_one.svg"));
+  CHECK(count(svg, "<g class=\"kscope-sweep-point\">") == 1);
+  CHECK_FALSE(contains(svg, "nan"));
+  CHECK_FALSE(contains(svg, "inf"));
+
+  svg = kscope::sweep_svg(kscope::sweep_results{});
+  REQUIRE(parses_as_xml(svg, "sweep_empty.svg"));
+  CHECK(contains(svg, "no data"));
+}
+
+TEST_CASE("sweep_svg never reads past a row pushed by hand") {
+  kscope::sweep_results r = batch_sweep();
+  r.rows.push_back(kscope::sweep_row{kscope::sweep_point({{"other", 1}}), {}, {}});
+  const std::string svg = kscope::sweep_svg(r);
+  REQUIRE(parses_as_xml(svg, "sweep_short_row.svg"));
+  CHECK(contains(svg, "not measured"));
+}

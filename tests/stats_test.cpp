@@ -154,6 +154,120 @@ TEST_CASE("quantile is numpy's default (type 7)") {
   CHECK(std::isnan(kscope::quantile({1.0}, 1.5)));
 }
 
+// ---- quantile_ci, quantile_min_samples -------------------------------------------------
+
+TEST_CASE("quantile_min_samples: 1 / min(p, 1 - p), rounded up") {
+  CHECK(kscope::quantile_min_samples(0.5) == 2);
+  CHECK(kscope::quantile_min_samples(0.9) == 10);  // 1 - 0.9 is 0.09999999999999998
+  CHECK(kscope::quantile_min_samples(0.99) == 100);
+  CHECK(kscope::quantile_min_samples(0.999) == 1000);
+  CHECK(kscope::quantile_min_samples(0.01) == 100);  // the lower tail likewise
+  CHECK(kscope::quantile_min_samples(0.95) == 20);
+  CHECK(kscope::quantile_min_samples(0.0) == 1);  // the minimum
+  CHECK(kscope::quantile_min_samples(1.0) == 1);  // the maximum
+  CHECK(kscope::quantile_min_samples(1.5) == std::numeric_limits<std::size_t>::max());
+  CHECK(kscope::quantile_min_samples(not_a_number) == std::numeric_limits<std::size_t>::max());
+}
+
+TEST_CASE("quantile_ci uses exact binomial ranks") {
+  // Ranks from an independent exact computation (Python fractions and math.comb):
+  // lo = largest r with P(B <= r - 1) <= tail, hi = smallest s with P(B >= s) <= tail.
+  struct known {
+    int n;
+    double p, level;
+    std::size_t lo, hi;
+  };
+  const known cases[] = {{400, 0.99, 0.95, 392, 400}, {368, 0.99, 0.95, 360, 368}, {1000, 0.9, 0.95, 881, 919},
+                         {100, 0.9, 0.99, 82, 98},    {200, 0.25, 0.95, 38, 63},   {50, 0.9, 0.95, 41, 50}};
+  for (const known& c : cases) {
+    CAPTURE(c.n);
+    CAPTURE(c.p);
+    const kscope::detail::quantile_interval_ranks r = kscope::detail::quantile_interval_rank(c.n, c.p, c.level);
+    CHECK(r.lo == c.lo);
+    CHECK(r.hi == c.hi);
+    const kscope::interval ci = kscope::quantile_ci(one_to(c.n), c.p, c.level);  // x_(k) == k
+    CHECK(ci.lo == static_cast<double>(c.lo));
+    CHECK(ci.hi == static_cast<double>(c.hi));
+    CHECK(ci.level == c.level);
+  }
+  // Order does not matter, non-finite samples are left out.
+  std::vector<double> shuffled = one_to(400);
+  std::mt19937_64 engine(7);
+  std::shuffle(shuffled.begin(), shuffled.end(), engine);
+  shuffled.insert(shuffled.begin() + 17, not_a_number);
+  shuffled.push_back(infinity);
+  const kscope::interval ci = kscope::quantile_ci(shuffled, 0.99);
+  CHECK(ci.lo == 392);
+  CHECK(ci.hi == 400);
+}
+
+TEST_CASE("quantile_ci at p = 0.5 is the median interval") {
+  // The general ranks agree with median_interval_rank wherever that one is exact ...
+  for (std::size_t n = 1; n <= 1000; ++n) {
+    for (double level : {0.9, 0.95, 0.99}) {
+      const std::size_t k = kscope::detail::median_interval_rank(n, level);
+      const kscope::detail::quantile_interval_ranks r = kscope::detail::quantile_interval_rank(n, 0.5, level);
+      CAPTURE(n);
+      CAPTURE(level);
+      CHECK(r.lo == k);
+      CHECK(r.hi == (k == 0 ? 0 : n - k + 1));
+    }
+  }
+  // ... and quantile_ci(x, 0.5) is median_ci(x), the normal approximation above 1000 too.
+  timings t(11);
+  for (std::size_t n : {5u, 6u, 20u, 999u, 5000u}) {
+    const std::vector<double> x = t.make(n, 1.0, 0.2);
+    const kscope::interval a = kscope::quantile_ci(x, 0.5), b = kscope::median_ci(x);
+    CHECK(((std::isnan(a.lo) && std::isnan(b.lo)) || (a.lo == b.lo && a.hi == b.hi)));
+  }
+}
+
+TEST_CASE("quantile_ci refuses to invent an interval") {
+  // p99 at 95 % needs 0.99^n <= 2.5 %: n >= 368. Never a one-sided interval.
+  kscope::interval ci = kscope::quantile_ci(one_to(367), 0.99);
+  CHECK(std::isnan(ci.lo));
+  CHECK(std::isnan(ci.hi));
+  CHECK(ci.level == 0.95);
+  CHECK(std::isnan(kscope::quantile_ci(one_to(35), 0.9).lo));  // p90: 0.9^35 > 2.5 %
+  CHECK(kscope::quantile_ci(one_to(36), 0.9).hi == 36);
+  CHECK(std::isnan(kscope::quantile_ci({}, 0.9).lo));
+  CHECK(std::isnan(kscope::quantile_ci(one_to(500), 0.0).lo));  // no interval for the extremes
+  CHECK(std::isnan(kscope::quantile_ci(one_to(500), 1.0).lo));
+  CHECK(std::isnan(kscope::quantile_ci(one_to(500), not_a_number).lo));
+  CHECK(std::isnan(kscope::quantile_ci(one_to(500), 0.9, 1.0).lo));
+  CHECK(std::isnan(kscope::quantile_ci(one_to(500), 0.9, not_a_number).lo));
+  // The lower tail mirrors the upper one: p01 of 1..400 is [1, 9].
+  ci = kscope::quantile_ci(one_to(400), 0.01);
+  CHECK(ci.lo == 1);
+  CHECK(ci.hi == 9);
+}
+
+TEST_CASE("quantile_ci on large n stays exact and cheap") {
+  // n = 100000, p99: B ~ Binomial(1e5, 0.99) has mean 99000 and sd 31.46; the 2.5 % cuts
+  // sit 1.96 sd either side (the exact ranks are within a rank or two of that).
+  const kscope::detail::quantile_interval_ranks r = kscope::detail::quantile_interval_rank(100000, 0.99, 0.95);
+  CHECK(static_cast<double>(r.lo) == doctest::Approx(99000 - 1.96 * 31.46).epsilon(3.0 / 99000));
+  CHECK(static_cast<double>(r.hi) == doctest::Approx(99000 + 1.96 * 31.46).epsilon(3.0 / 99000));
+}
+
+TEST_CASE("quantile_ci covers the true quantile at least as often as promised") {
+  // Log-normal samples (median 1, log-sd 0.5); the true p90 is exp(0.5 z_0.9). 2000 runs
+  // of n = 200: the interval's coverage is >= 95 % by construction; allow 3 standard
+  // errors (0.5 %) of simulation noise below it.
+  timings t(2024);
+  const double truth = std::exp(0.5 * kscope::detail::normal_quantile(0.9));
+  int covered = 0;
+  const int runs = 2000;
+  for (int i = 0; i < runs; ++i) {
+    const kscope::interval ci = kscope::quantile_ci(t.make(200, 1.0, 0.5), 0.9);
+    REQUIRE(!std::isnan(ci.lo));
+    covered += ci.lo <= truth && truth <= ci.hi;
+  }
+  const double coverage = static_cast<double>(covered) / runs;
+  CHECK(coverage >= 0.95 - 3 * std::sqrt(0.95 * 0.05 / runs));
+  CHECK(coverage <= 0.99);  // not an interval so wide that it says nothing
+}
+
 TEST_CASE("quantile_sorted: the one type 7 routine, on sorted input") {
   using kscope::detail::quantile_sorted;
   std::vector<double> x = {1.012, 0.998, 1.034, 1.001, 0.987, 1.105, 0.995, 1.020, 1.003,

@@ -417,6 +417,43 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   return detail::quantile_sorted(samples.data(), samples.size(), p);
 }
 
+// The fewest samples for which kscope calls quantile(samples, p) an estimate of the
+// p-quantile: 1 / min(p, 1 - p), rounded up (p50: 2, p90: 10, p99: 100, p99.9: 1000).
+// With fewer, less than one sample is expected beyond the quantile, and the type 7 value
+// is the sample's extreme relabelled: a "p99" of 40 requests is their slowest one. 1 for
+// p = 0 or 1 (the minimum and maximum); SIZE_MAX (never enough) for p outside [0, 1].
+//   if (ttft_ms.size() < kscope::quantile_min_samples(0.99)) std::puts("p99: too few requests");
+[[nodiscard]] inline std::size_t quantile_min_samples(double p) noexcept {
+  if (!(p >= 0 && p <= 1)) return std::numeric_limits<std::size_t>::max();
+  const double smaller = std::min(p, 1 - p);
+  if (smaller <= 0) return 1;
+  // The tolerance absorbs rounding: 1 - 0.9 is 0.09999999999999998, and p90 needs 10.
+  return static_cast<std::size_t>(std::ceil(1 / smaller - 1e-9));
+}
+
+// Distribution-free confidence interval of the p-quantile (p in (0, 1)): order statistics
+// [x_(lo), x_(hi)] with the ranks from exact Binomial(n, p) tails, (1 - level) / 2 on
+// each side, so the coverage is at least `level` for any continuous distribution. The
+// median's interval is median_ci's (p = 0.5 returns exactly median_ci). Tails need many
+// samples: at 95 %, p99 needs 368 (0.99^n <= 2.5 %), p90 needs 36; with fewer, an
+// invalid level, p outside (0, 1) or empty input: lo = hi = NaN, level kept — never a
+// one-sided or made-up interval. NaN/inf samples are excluded; no warm-up removal. O(n).
+//   kscope::interval p99 = kscope::quantile_ci(ttft_ms, 0.99);   // n = 400: ranks 392, 400
+[[nodiscard]] inline interval quantile_ci(std::vector<double> samples, double p, double level = 0.95) {
+  if (p == 0.5) return median_ci(std::move(samples), level);
+  interval out{detail::stats_nan, detail::stats_nan, level};
+  samples.erase(std::remove_if(samples.begin(), samples.end(), [](double x) { return !std::isfinite(x); }),
+                samples.end());
+  const detail::quantile_interval_ranks r = detail::quantile_interval_rank(samples.size(), p, level);
+  if (r.lo == 0) return out;
+  const std::size_t ranks[2] = {r.lo - 1, r.hi - 1};
+  detail::select_ranks(samples.data(), samples.data() + samples.size(), ranks, ranks + (ranks[0] == ranks[1] ? 1 : 2),
+                       0);
+  out.lo = samples[r.lo - 1];
+  out.hi = samples[r.hi - 1];
+  return out;
+}
+
 // ---- stopping rule ---------------------------------------------------------------
 
 // Half the width of an interval relative to a centre value: (hi - lo) / (2 |centre|).

@@ -1,5 +1,6 @@
-// kscope/core/sweep.hpp — parameter sweeps for micro-benchmarks: named axes of integers,
-// real numbers or strings, expanded as a cartesian product or zipped element by element.
+// kscope/core/sweep.hpp — parameter sweeps: named axes of integers, real numbers or
+// strings, expanded as a cartesian product or zipped element by element; and a table of
+// what each point measured (sweep_results), printed as markdown, CSV and JSON.
 //
 // Pure C++ (no CUDA): a sweep is a list of points; what runs at each point is yours.
 //
@@ -14,13 +15,35 @@
 // axis it does not have or for the wrong type) throws std::invalid_argument or
 // std::out_of_range with a message that names the axis: sweeps are built before any
 // measurement starts, so failing loudly there costs nothing.
+//
+// What each point measured, when the program runs a whole loop rather than one kernel
+// (bench.hpp's run_sweep covers kernels): sweep_results holds, per point, one
+// sweep_value per named metric (a value with its interval and sample count, or no value
+// and why), and prints that one data model as a markdown table, CSV and JSON;
+// report/plot.hpp's sweep_svg() draws it.
+//
+//   kscope::sweep_results r;
+//   r.metrics = {{"ttft_p99", "ms", "TTFT p99"}, {"tokens_per_s", "tokens/s", "output tokens/s"}};
+//   for (const kscope::sweep_point& p : lengths) {
+//     const measured m = run(p);
+//     r.add(p, {kscope::quantile_value(m.ttft_ms, 0.99), kscope::sweep_value::of(m.tokens_per_s)});
+//   }
+//   std::fputs(r.markdown().c_str(), stdout);   // "n/a" and the reason where p99 has too few samples
 #pragma once
 
+#include "config.hpp"
+#include "detail/csv.hpp"
+#include "detail/json_writer.hpp"
 #include "detail/number_format.hpp"  // real values print with '.' whatever the C locale
+#include "detail/text_escape.hpp"
+#include "stats.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -316,6 +339,360 @@ class sweep {
 
   std::vector<std::string> names_;
   std::vector<sweep_point> points_;
+};
+
+// ---- what each point of a sweep measured --------------------------------------------
+
+// A quantity measured at every point: its key in CSV and JSON, its unit ("" for a count)
+// and the text of its column and legend (the name when empty).
+//   kscope::sweep_metric m{"ttft_p99", "ms", "TTFT p99"};
+struct sweep_metric {
+  std::string name;
+  std::string unit;
+  std::string label;
+
+  [[nodiscard]] const std::string& display() const noexcept { return label.empty() ? name : label; }
+};
+
+// One measured value at one point: a number, the confidence interval when it is a
+// statistic that has one, and how many samples it rests on — or no number (NaN) and the
+// reason, which every printer shows instead of a made-up value.
+//   kscope::sweep_value::of(12800.0);                  // a rate over the run: no interval
+//   kscope::quantile_value(ttft_ms, 0.99);             // p99 with its interval, or why not
+//   kscope::sweep_value::absent("needs 19 GiB, 12 free");
+struct sweep_value {
+  double value = std::numeric_limits<double>::quiet_NaN();
+  interval ci{};             // lo = hi = NaN: no interval
+  std::size_t samples = 0;   // samples behind a statistic; 0 for a plain number or count
+  std::string missing;       // why there is no value; "" when there is one
+
+  [[nodiscard]] bool known() const noexcept { return std::isfinite(value); }
+
+  // A plain number (a count, a rate over a window); a non-finite one is "not measured".
+  [[nodiscard]] static sweep_value of(double v, std::size_t samples = 0) {
+    sweep_value out;
+    out.samples = samples;
+    if (std::isfinite(v)) out.value = v;
+    else out.missing = "not measured";
+    return out;
+  }
+  [[nodiscard]] static sweep_value absent(std::string why) {
+    sweep_value out;
+    out.missing = why.empty() ? std::string("not measured") : std::move(why);
+    return out;
+  }
+};
+
+// The p-quantile of the finite samples (quantile(), type 7) with its distribution-free
+// interval (quantile_ci(); none when the samples are too few for one at `level`), or no
+// value when there are fewer samples than quantile_min_samples(p): "p99 needs >= 100
+// requests (40 here)". `noun` names the samples in that message.
+//   r.add(p, {kscope::quantile_value(ttft_ms, 0.5, 0.95, "requests"), ...});
+[[nodiscard]] inline sweep_value quantile_value(const std::vector<double>& samples, double p, double level = 0.95,
+                                                std::string_view noun = "samples") {
+  const std::string name = "p" + detail::format_general(p * 100, 6);
+  if (!(p >= 0 && p <= 1)) return sweep_value::absent(name + " is not a quantile (p must be in [0, 1])");
+  const std::size_t n = samples.size() - count_non_finite(samples);
+  if (n == 0) return sweep_value::absent("no " + std::string(noun));
+  const std::size_t need = quantile_min_samples(p);
+  if (n < need)
+    return sweep_value::absent(name + " needs >= " + std::to_string(need) + " " + std::string(noun) + " (" +
+                               std::to_string(n) + " here)");
+  sweep_value out;
+  out.value = quantile(samples, p);
+  out.ci = quantile_ci(samples, p, level);
+  out.samples = n;
+  return out;
+}
+
+// One point's row: its parameters, one value per metric (in metric order), and notes
+// ("queue still growing at the last arrival").
+struct sweep_row {
+  sweep_point point;
+  std::vector<sweep_value> values;
+  std::vector<std::string> notes;
+};
+
+namespace detail {
+
+// 4 significant digits in fixed notation ("1.234", "12.34", "1234", "12345"), a whole
+// plain number (a count) as an integer, a statistic's interval with the value's decimals;
+// "n/a" for NaN.
+inline int sweep_decimals(double v, bool statistic) {
+  const double a = std::fabs(v);
+  if (a == 0 || (!statistic && a == std::floor(a) && a < 1e15)) return 0;
+  return std::clamp(3 - static_cast<int>(std::floor(std::log10(a))), 0, 9);
+}
+inline std::string sweep_number(double v, int decimals) {
+  if (!std::isfinite(v)) return "n/a";
+  const double a = std::fabs(v);
+  if (a >= 1e15 || (a > 0 && a < 1e-6)) return format_general(v, 4);
+  return format_fixed(v, decimals);
+}
+inline std::string sweep_cell(const sweep_value& v) {
+  if (!v.known()) return "n/a";
+  const int decimals = sweep_decimals(v.value, v.samples > 0);
+  std::string s = sweep_number(v.value, decimals);
+  if (std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi))
+    s += " [" + sweep_number(v.ci.lo, decimals) + ", " + sweep_number(v.ci.hi, decimals) + "]";
+  return s;
+}
+inline std::string sweep_markdown_cell(const std::string& s) {
+  std::string out;
+  for (char c : printable_name(s)) {
+    if (c == '|') out += "\\|";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace detail
+
+// Everything a sweep measured, in point order, and its three printers.
+//
+//   kscope::sweep_results r;
+//   r.title = "serving: batch size";
+//   r.context = {"NVIDIA H200 ...", "prompt ~256 tokens, output ~128"};
+//   r.metrics = {{"requests", "", "requests"}, {"ttft_p50", "ms", "TTFT p50"}};
+//   r.add(point, {kscope::sweep_value::of(120), kscope::quantile_value(ttft_ms, 0.5)});
+//   r.markdown();   // the table, the interval legend, every missing value with its reason, the notes
+//   r.csv();        // one row per point and metric (axis columns, metric, unit, value, ci_lo, ...)
+//   r.json();       // schema "kscope.sweep/1"
+struct sweep_results {
+  std::string title;
+  std::vector<std::string> context;  // lines above the table: device, fixed settings
+  std::vector<sweep_metric> metrics;
+  std::vector<sweep_row> rows;
+
+  // Appends a point. One value per metric, and every point with the axes of the first, or
+  // std::invalid_argument: a value under the wrong column would be a wrong number.
+  void add(sweep_point point, std::vector<sweep_value> values, std::vector<std::string> notes = {}) {
+    if (values.size() != metrics.size())
+      throw std::invalid_argument("kscope::sweep_results::add: point {" + point.label() + "} has " +
+                                  std::to_string(values.size()) + " values for " + std::to_string(metrics.size()) +
+                                  " metrics");
+    if (!rows.empty()) {
+      const auto& first = rows.front().point.values();
+      bool same = first.size() == point.values().size();
+      for (std::size_t i = 0; same && i < first.size(); ++i) same = first[i].first == point.values()[i].first;
+      if (!same)
+        throw std::invalid_argument("kscope::sweep_results::add: point {" + point.label() +
+                                    "} does not have the axes of the first point {" + rows.front().point.label() +
+                                    "}");
+    }
+    rows.push_back(sweep_row{std::move(point), std::move(values), std::move(notes)});
+  }
+
+  // Value i of a row; a "not measured" value past the row's end (a row pushed onto `rows`
+  // by hand, without add()'s checks), so that no printer reads out of bounds.
+  [[nodiscard]] static const sweep_value& value_of(const sweep_row& r, std::size_t i) noexcept {
+    static const sweep_value none{std::numeric_limits<double>::quiet_NaN(), interval{}, 0, "not measured"};
+    return i < r.values.size() ? r.values[i] : none;
+  }
+
+  // The value of `metric` at row `row`; nullptr when either does not exist.
+  [[nodiscard]] const sweep_value* find(std::size_t row, std::string_view metric) const noexcept {
+    if (row >= rows.size()) return nullptr;
+    for (std::size_t i = 0; i < metrics.size() && i < rows[row].values.size(); ++i)
+      if (metrics[i].name == metric) return &rows[row].values[i];
+    return nullptr;
+  }
+
+  // The axis names, from the first point.
+  [[nodiscard]] std::vector<std::string> axis_names() const {
+    std::vector<std::string> names;
+    if (!rows.empty())
+      for (const auto& [name, value] : rows.front().point.values()) names.push_back(name);
+    return names;
+  }
+
+  // The axes whose value differs between points (all of them when none does): what
+  // tells the points apart in the lists below the table.
+  [[nodiscard]] std::vector<std::string> varying_axes() const {
+    std::vector<std::string> names;
+    for (const std::string& name : axis_names()) {
+      for (const sweep_row& r : rows) {
+        if (!r.point.has(name) || r.point[name] != rows.front().point[name]) {
+          names.push_back(name);
+          break;
+        }
+      }
+    }
+    return names.empty() ? axis_names() : names;
+  }
+
+  // The text of a point's value on an axis; "" when the point has no such axis.
+  [[nodiscard]] static std::string param_text(const sweep_point& p, const std::string& axis) {
+    return p.has(axis) ? p[axis].to_string() : std::string();
+  }
+
+  // "batch=8": the varying axes of a row's point.
+  [[nodiscard]] std::string short_label(const sweep_row& r) const {
+    std::string s;
+    for (const std::string& name : varying_axes()) {
+      if (!s.empty()) s += ' ';
+      s += name + "=" + param_text(r.point, name);
+    }
+    return s;
+  }
+
+  // Title and context lines, the table (one column per axis, then per metric: value
+  // [interval]), the legend, every missing value with its reason, every note.
+  [[nodiscard]] std::string markdown() const {
+    using detail::sweep_markdown_cell;
+    std::string out;
+    if (!title.empty()) out += detail::printable_name(title) + "\n";
+    for (const std::string& line : context) out += detail::printable_name(line) + "\n";
+    if (!out.empty()) out += "\n";
+    const std::vector<std::string> axes = axis_names();
+    std::string header = "|", rule = "|";
+    for (const std::string& a : axes) {
+      bool numeric = true;
+      for (const sweep_row& r : rows) numeric = numeric && r.point.has(a) && !r.point[a].is_text();
+      header += " " + sweep_markdown_cell(a) + " |";
+      rule += numeric ? "---:|" : "---|";
+    }
+    for (const sweep_metric& m : metrics) {
+      header += " " + sweep_markdown_cell(m.display() + (m.unit.empty() ? "" : " (" + m.unit + ")")) + " |";
+      rule += "---:|";
+    }
+    out += header + "\n" + rule + "\n";
+    bool any_interval = false, any_statistic = false, any_missing = false, any_note = false;
+    double level = 0.95;
+    for (const sweep_row& r : rows) {
+      std::string line = "|";
+      for (const std::string& a : axes) line += " " + sweep_markdown_cell(param_text(r.point, a)) + " |";
+      for (std::size_t i = 0; i < metrics.size(); ++i) {
+        const sweep_value& v = value_of(r, i);
+        line += " " + detail::sweep_cell(v) + " |";
+        if (std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi)) {
+          any_interval = true;
+          level = v.ci.level;
+        }
+        any_statistic = any_statistic || v.samples > 0;
+        any_missing = any_missing || !v.known();
+      }
+      any_note = any_note || !r.notes.empty();
+      out += line + "\n";
+    }
+    if (any_interval || any_statistic) {
+      out += "\n[lo, hi]: " + detail::format_general(level * 100, 6) +
+             " % distribution-free confidence interval of the quantile (order statistics); none where the "
+             "samples are too few for one at that level.\n";
+    }
+    if (any_missing) {
+      out += "\nn/a:\n";
+      for (const sweep_row& r : rows) {
+        // Metrics with the same reason share a line.
+        std::vector<std::pair<std::string, std::string>> reasons;  // reason, metrics
+        for (std::size_t i = 0; i < metrics.size(); ++i) {
+          const sweep_value& v = value_of(r, i);
+          if (v.known()) continue;
+          auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == v.missing; });
+          if (it == reasons.end()) reasons.emplace_back(v.missing, metrics[i].display());
+          else it->second += ", " + metrics[i].display();
+        }
+        for (const auto& [why, which] : reasons)
+          out += "- " + detail::printable_name(short_label(r)) + ": " + detail::printable_name(which) + ": " +
+                 detail::printable_name(why) + "\n";
+      }
+    }
+    if (any_note) {
+      out += "\nnotes:\n";
+      for (const sweep_row& r : rows)
+        for (const std::string& n : r.notes)
+          out += "- " + detail::printable_name(short_label(r)) + ": " + detail::printable_name(n) + "\n";
+    }
+    return detail::printable_text(out);
+  }
+
+  // One row per point and metric ("tidy" data: every column has one meaning): the axis
+  // values, then metric, unit, value, ci_lo, ci_hi, ci_level, samples, missing. Unknown
+  // numbers are empty fields; full precision.
+  [[nodiscard]] std::string csv() const {
+    using detail::csv_field;
+    using detail::csv_number;
+    std::string out;
+    const std::vector<std::string> axes = axis_names();
+    for (const std::string& a : axes) out += csv_field(a) + ",";
+    out += "metric,unit,value,ci_lo,ci_hi,ci_level,samples,missing\n";
+    for (const sweep_row& r : rows) {
+      std::string prefix;
+      for (const std::string& a : axes) {
+        if (r.point.has(a) && r.point[a].is_real()) prefix += csv_number(r.point[a].as_real()) + ",";
+        else prefix += csv_field(param_text(r.point, a)) + ",";
+      }
+      for (std::size_t i = 0; i < metrics.size(); ++i) {
+        const sweep_value& v = value_of(r, i);
+        const bool has_ci = std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi);
+        out += prefix + csv_field(metrics[i].name) + "," + csv_field(metrics[i].unit) + "," + csv_number(v.value) +
+               "," + (has_ci ? csv_number(v.ci.lo) : "") + "," + (has_ci ? csv_number(v.ci.hi) : "") + "," +
+               (has_ci ? detail::format_round_trip(v.ci.level) : "") + "," + (v.samples > 0 ? std::to_string(v.samples) : "") +
+               "," + csv_field(v.missing) + "\n";
+      }
+    }
+    return out;
+  }
+
+  // {"schema": "kscope.sweep/1", "kscope_version", "title", "context": [...], "axes": [...],
+  //  "metrics": [{"name", "unit", "label"}], "points": [{"label", "params": {axis: value},
+  //  "values": {metric: {"value", "ci": {"lo", "hi", "level"} | null, "samples",
+  //  "missing"}}, "notes": [...]}]}. Unknown numbers are null; "samples" is 0 for a plain
+  //  number; "missing" is null when there is a value.
+  [[nodiscard]] std::string json() const {
+    std::string out;
+    detail::json_writer w(out);
+    w.begin_object().member("schema", "kscope.sweep/1").member("kscope_version", KSCOPE_VERSION_STRING);
+    w.member("title", title);
+    w.key("context").begin_array();
+    for (const std::string& line : context) w.value(line);
+    w.end_array();
+    w.key("axes").begin_array();
+    for (const std::string& a : axis_names()) w.value(a);
+    w.end_array();
+    w.key("metrics").begin_array();
+    for (const sweep_metric& m : metrics)
+      w.begin_object().member("name", m.name).member("unit", m.unit).member("label", m.display()).end_object();
+    w.end_array();
+    w.key("points").begin_array();
+    for (const sweep_row& r : rows) {
+      w.begin_object().member("label", r.point.label());
+      w.key("params").begin_object();
+      for (const auto& [name, value] : r.point.values()) {
+        w.key(name);
+        switch (value.type()) {
+          case param_value::kind::integer: w.value(value.as_integer()); break;
+          case param_value::kind::real: w.value(value.as_real()); break;
+          case param_value::kind::text: w.value(value.as_text()); break;
+        }
+      }
+      w.end_object();
+      w.key("values").begin_object();
+      for (std::size_t i = 0; i < metrics.size(); ++i) {
+        const sweep_value& v = value_of(r, i);
+        w.key(metrics[i].name).begin_object().member("value", v.value);
+        w.key("ci");
+        if (std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi))
+          w.begin_object().member("lo", v.ci.lo).member("hi", v.ci.hi).member("level", v.ci.level).end_object();
+        else
+          w.value(nullptr);
+        w.member("samples", static_cast<unsigned long long>(v.samples));
+        w.key("missing");
+        if (v.known()) w.value(nullptr);
+        else w.value(v.missing);
+        w.end_object();
+      }
+      w.end_object();
+      w.key("notes").begin_array();
+      for (const std::string& n : r.notes) w.value(n);
+      w.end_array();
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    out += '\n';
+    return out;
+  }
 };
 
 }  // namespace kscope

@@ -1,5 +1,5 @@
 // kscope/report/plot.hpp — the roofline picture: a self-contained SVG, and a single-file HTML
-// page that shows it beside tables.
+// page that shows it beside tables; and the chart of a sweep's results (sweep_svg, below).
 //
 // Pure string building, no CUDA, no I/O except write_text_file() (all or nothing, through
 // core/detail/atomic_file.hpp). Inputs are the plain structs of roofline.hpp, so the
@@ -34,6 +34,7 @@
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/text_escape.hpp"
 #include "../core/roofline.hpp"
+#include "../core/sweep.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -388,6 +389,351 @@ inline bool positive_finite(double v) { return v > 0 && std::isfinite(v); }
     }
   }
   s += "</g>\n</svg>\n";
+  return s;
+}
+
+// ---- sweeps: what each point measured, against the swept parameter ----------------------
+
+// What sweep_svg() draws: which axis runs along x, and which metrics share a panel (a
+// panel has one y axis, so put metrics of one unit and scale together).
+//   kscope::sweep_plot_options o;
+//   o.title = "serving: batch size";
+//   o.panels = {{"ttft_p50", "ttft_p99"}, {"tpot_p50", "tpot_p99"}, {"tokens_per_s"}, {"requests_per_s"}};
+struct sweep_plot_options {
+  std::string title = "Sweep";
+  std::string x_axis;                            // "": the first axis whose value changes
+  std::vector<std::vector<std::string>> panels;  // metric names; empty: one panel per unit
+  int columns = 2;                               // panels per row
+  int width_px = 1100;
+  int panel_height_px = 260;
+};
+
+namespace detail {
+
+// A step of 1, 2, 2.5 or 5 x 10^k giving about `ticks` intervals over `range`.
+inline double sweep_nice_step(double range, int ticks) {
+  const double raw = range / ticks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 2.5, 5.0})
+    if (m * magnitude >= raw * (1 - 1e-9)) return m * magnitude;
+  return 10 * magnitude;
+}
+
+// A linear tick label with just the decimals its step needs: "7.5", "0.25", "12.5k", "3M";
+// the prefix follows the axis' largest tick, so every tick of an axis has the same one.
+inline std::string sweep_tick_text(double v, double step, double largest) {
+  double scale = 1;
+  const char* suffix = "";
+  if (largest >= 1e6 && step >= 1e5) scale = 1e6, suffix = "M";
+  else if (largest >= 1e4 && step >= 100) scale = 1e3, suffix = "k";
+  const double s = step / scale;
+  const int exponent = static_cast<int>(std::floor(std::log10(s) + 1e-9));
+  const double mantissa = s / std::pow(10.0, exponent);
+  const int decimals = std::clamp(-exponent + (std::fabs(mantissa - 2.5) < 1e-6 ? 1 : 0), 0, 9);
+  if (std::fabs(v) < step * 1e-9) return "0";  // not "-0" or "0k"
+  return format_fixed(v / scale, decimals) + suffix;
+}
+
+inline std::string sweep_value_text(const sweep_value& v, const std::string& unit) {
+  std::string s = sweep_cell(v);
+  if (!unit.empty()) s += " " + unit;
+  if (v.samples > 0) s += ", " + std::to_string(v.samples) + " samples";
+  return s;
+}
+
+}  // namespace detail
+
+// A standalone SVG of a sweep's results: one panel per group of metrics, the swept axis
+// along x, one line per metric with a marker per point and the confidence interval as a
+// whisker. A value the results do not have (sweep_value::missing) is never drawn as a
+// number: a hollow square sits on the x axis at its point, its tooltip gives the reason,
+// and a note under the panels lists the points without a value. The x axis is logarithmic
+// when every value is positive and they span 8x or more (a geometric sweep), linear for
+// other numbers, and categorical for strings; its ticks are the swept values. The y axis
+// starts at 0 unless the panel's values span 50x or more, then it is logarithmic (queueing
+// latencies). Every drawn value is exactly one <g class="kscope-sweep-point">, every
+// missing one a <g class="kscope-sweep-missing">; all text is escaped for XML.
+//   std::string svg = kscope::sweep_svg(results, options);
+//   (void)kscope::write_text_file("sweep.svg", svg);
+[[nodiscard]] inline std::string sweep_svg(const sweep_results& results, const sweep_plot_options& options = {}) {
+  using detail::append_xml_escaped;
+  using detail::svg_number;
+  std::vector<std::string> notes;
+
+  // ---- x: which axis, and where each row sits ----
+  const std::vector<std::string> axes = results.axis_names();
+  std::string x_axis = options.x_axis;
+  if (!x_axis.empty() && std::find(axes.begin(), axes.end(), x_axis) == axes.end()) {
+    notes.push_back("no axis '" + x_axis + "' in these results");
+    x_axis.clear();
+  }
+  if (x_axis.empty() && !axes.empty()) x_axis = results.varying_axes().front();
+  bool numeric = !x_axis.empty();
+  for (const sweep_row& r : results.rows)
+    numeric = numeric && r.point.has(x_axis) && !r.point[x_axis].is_text() && std::isfinite(r.point[x_axis].as_real());
+  bool log_x = false;
+  double x_lo = 0, x_hi = 1;
+  std::vector<double> x_of_row;  // axis coordinate (log10 of the value on a log axis)
+  std::vector<std::pair<double, std::string>> x_ticks;
+  if (numeric && !results.rows.empty()) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const sweep_row& r : results.rows) {
+      lo = std::min(lo, r.point[x_axis].as_real());
+      hi = std::max(hi, r.point[x_axis].as_real());
+    }
+    log_x = lo > 0 && hi / lo >= 8;
+    for (const sweep_row& r : results.rows) {
+      const double v = r.point[x_axis].as_real();
+      x_of_row.push_back(log_x ? std::log10(v) : v);
+      if (std::none_of(x_ticks.begin(), x_ticks.end(), [&](const auto& t) { return t.first == x_of_row.back(); }))
+        x_ticks.emplace_back(x_of_row.back(), r.point[x_axis].to_string());
+    }
+    x_lo = log_x ? std::log10(lo) : lo;
+    x_hi = log_x ? std::log10(hi) : hi;
+  } else {
+    std::vector<std::string> categories;
+    for (const sweep_row& r : results.rows) {
+      const std::string text = x_axis.empty() ? r.point.label() : sweep_results::param_text(r.point, x_axis);
+      auto it = std::find(categories.begin(), categories.end(), text);
+      if (it == categories.end()) {
+        categories.push_back(text);
+        it = categories.end() - 1;
+        x_ticks.emplace_back(static_cast<double>(categories.size() - 1), text);
+      }
+      x_of_row.push_back(static_cast<double>(it - categories.begin()));
+    }
+    x_lo = 0;
+    x_hi = categories.empty() ? 1 : static_cast<double>(categories.size() - 1);
+  }
+  if (x_hi <= x_lo) x_lo -= 1, x_hi += 1;
+  std::sort(x_ticks.begin(), x_ticks.end());
+  const std::size_t tick_every = x_ticks.size() > 12 ? (x_ticks.size() + 11) / 12 : 1;
+
+  // ---- panels ----
+  std::vector<std::vector<std::size_t>> panels;  // metric indices
+  const auto metric_index = [&](const std::string& name) -> std::size_t {
+    for (std::size_t i = 0; i < results.metrics.size(); ++i)
+      if (results.metrics[i].name == name) return i;
+    return results.metrics.size();
+  };
+  if (!options.panels.empty()) {
+    for (const std::vector<std::string>& names : options.panels) {
+      std::vector<std::size_t> panel;
+      for (const std::string& name : names) {
+        const std::size_t i = metric_index(name);
+        if (i < results.metrics.size()) panel.push_back(i);
+        else notes.push_back("no metric '" + name + "' in these results");
+      }
+      if (!panel.empty()) panels.push_back(std::move(panel));
+    }
+  } else {
+    std::vector<std::string> units;
+    for (std::size_t i = 0; i < results.metrics.size(); ++i) {
+      auto it = std::find(units.begin(), units.end(), results.metrics[i].unit);
+      if (it == units.end()) {
+        units.push_back(results.metrics[i].unit);
+        panels.emplace_back();
+        it = units.end() - 1;
+      }
+      panels[static_cast<std::size_t>(it - units.begin())].push_back(i);
+    }
+  }
+
+  // Points without a value, per metric: the note under the panels.
+  for (const std::vector<std::size_t>& panel : panels) {
+    for (std::size_t m : panel) {
+      std::string where;
+      for (std::size_t r = 0; r < results.rows.size(); ++r) {
+        if (sweep_results::value_of(results.rows[r], m).known()) continue;
+        where += (where.empty() ? "" : ", ") + (x_axis.empty() ? results.rows[r].point.label()
+                                                               : sweep_results::param_text(results.rows[r].point, x_axis));
+      }
+      if (!where.empty())
+        notes.push_back(results.metrics[m].display() + ": no value at " + (x_axis.empty() ? "" : x_axis + " = ") +
+                        where + " (the table says why)");
+    }
+  }
+
+  // ---- geometry ----
+  const int columns = std::max(1, std::min<int>(options.columns, static_cast<int>(std::max<std::size_t>(panels.size(), 1))));
+  const std::size_t panel_rows = (std::max<std::size_t>(panels.size(), 1) + columns - 1) / columns;
+  const double width = std::max(480, options.width_px);
+  const double cell_w = width / columns, cell_h = std::max(180, options.panel_height_px);
+  const double top = 44, note_h = 16;
+  const double height = top + cell_h * static_cast<double>(panel_rows) + 12 + note_h * static_cast<double>(notes.size());
+  const double pad_left = 76, pad_right = 22, pad_top = 40, pad_bottom = 48;
+
+  std::string s;
+  s.reserve(16384);
+  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"kscope-sweep\" width=\"" + svg_number(width) +
+       "\" height=\"" + svg_number(height) + "\" viewBox=\"0 0 " + svg_number(width) + " " + svg_number(height) +
+       "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  s += "<text x=\"16\" y=\"28\" font-size=\"16\" font-weight=\"bold\">";
+  append_xml_escaped(s, options.title);
+  s += "</text>\n";
+  if (panels.empty() || results.rows.empty()) {
+    s += "<text class=\"kscope-note\" x=\"16\" y=\"" + svg_number(top + 20) + "\" fill=\"#7F7F7F\">no data</text>\n";
+  }
+
+  for (std::size_t p = 0; p < panels.size(); ++p) {
+    const std::vector<std::size_t>& panel = panels[p];
+    const double cx = cell_w * static_cast<double>(p % static_cast<std::size_t>(columns));
+    const double cy = top + cell_h * static_cast<double>(p / static_cast<std::size_t>(columns));
+    const double left = cx + pad_left, right = cx + cell_w - pad_right;
+    const double plot_top = cy + pad_top, bottom = cy + cell_h - pad_bottom;
+
+    // y range over the values and their intervals.
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (std::size_t m : panel) {
+      for (const sweep_row& r : results.rows) {
+        const sweep_value& v = sweep_results::value_of(r, m);
+        if (!v.known()) continue;
+        for (double y : {v.value, v.ci.lo, v.ci.hi}) {
+          if (!std::isfinite(y)) continue;
+          lo = std::min(lo, y);
+          hi = std::max(hi, y);
+        }
+      }
+    }
+    const bool any = std::isfinite(lo);
+    const bool log_y = any && lo > 0 && hi / lo >= 50;
+    double y0 = 0, y1 = 1, step = 0.25;
+    if (log_y) {
+      y0 = std::floor(std::log10(lo) + 1e-9);
+      y1 = std::ceil(std::log10(hi) - 1e-9);
+      if (y1 <= y0) y1 = y0 + 1;
+    } else if (any) {
+      y0 = std::min(0.0, lo);
+      y1 = std::max(0.0, hi);
+      if (y1 <= y0) y1 = y0 + 1;
+      step = detail::sweep_nice_step(y1 - y0, 4);
+      y0 = std::floor(y0 / step + 1e-9) * step;
+      y1 = std::ceil(y1 / step - 1e-9) * step;
+      if (y1 <= y0) y1 = y0 + step;
+    }
+    const double inset = 0.05 * (right - left);  // keeps the first and last markers off the frame
+    const auto px = [&](double x) { return left + inset + (x - x_lo) / (x_hi - x_lo) * (right - left - 2 * inset); };
+    const auto py = [&](double y) {
+      const double t = log_y ? std::log10(y) : y;
+      return bottom - (t - y0) / (y1 - y0) * (bottom - plot_top);
+    };
+
+    s += "<g class=\"kscope-sweep-panel\">\n";
+    // Frame, grid and y ticks.
+    s += "<rect x=\"" + svg_number(left) + "\" y=\"" + svg_number(plot_top) + "\" width=\"" + svg_number(right - left) +
+         "\" height=\"" + svg_number(bottom - plot_top) + "\" fill=\"none\" stroke=\"#333333\"/>\n";
+    std::vector<std::pair<double, std::string>> y_ticks;
+    if (log_y) {
+      for (int d = static_cast<int>(y0); d <= static_cast<int>(y1); ++d)
+        y_ticks.emplace_back(std::pow(10.0, d), detail::decade_label(d));
+    } else {
+      const double largest = std::max(std::fabs(y0), std::fabs(y1));
+      for (double y = y0; y <= y1 + step * 1e-6; y += step)
+        y_ticks.emplace_back(y, detail::sweep_tick_text(y, step, largest));
+    }
+    for (const auto& [y, text] : y_ticks) {
+      const double yy = py(y);
+      s += "<line x1=\"" + svg_number(left) + "\" y1=\"" + svg_number(yy) + "\" x2=\"" + svg_number(right) +
+           "\" y2=\"" + svg_number(yy) + "\" stroke=\"#e5e5e5\"/>";
+      s += "<text x=\"" + svg_number(left - 6) + "\" y=\"" + svg_number(yy + 4) + "\" text-anchor=\"end\" fill=\"#333333\">";
+      append_xml_escaped(s, text);
+      s += "</text>\n";
+    }
+    for (std::size_t t = 0; t < x_ticks.size(); t += tick_every) {
+      const double xx = px(x_ticks[t].first);
+      s += "<line x1=\"" + svg_number(xx) + "\" y1=\"" + svg_number(bottom) + "\" x2=\"" + svg_number(xx) +
+           "\" y2=\"" + svg_number(bottom + 5) + "\" stroke=\"#333333\"/>";
+      s += "<text x=\"" + svg_number(xx) + "\" y=\"" + svg_number(bottom + 18) + "\" text-anchor=\"middle\" fill=\"#333333\">";
+      append_xml_escaped(s, x_ticks[t].second);
+      s += "</text>\n";
+    }
+    s += "<text x=\"" + svg_number((left + right) / 2) + "\" y=\"" + svg_number(cy + cell_h - 10) +
+         "\" text-anchor=\"middle\">";
+    append_xml_escaped(s, x_axis.empty() ? std::string("point") : x_axis + (log_x ? " (log scale)" : ""));
+    s += "</text>\n";
+    const std::string unit = results.metrics[panel.front()].unit;
+    s += "<text transform=\"translate(" + svg_number(cx + 16) + " " + svg_number((plot_top + bottom) / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">";
+    append_xml_escaped(s, (unit.empty() ? std::string("count") : unit) + (log_y ? " (log scale)" : ""));
+    s += "</text>\n";
+
+    // Legend on the panel's first line: a swatch and the label of each metric.
+    double lx = left;
+    for (std::size_t k = 0; k < panel.size(); ++k) {
+      const sweep_metric& m = results.metrics[panel[k]];
+      const char* colour = detail::roof_colour(k);
+      s += "<line x1=\"" + svg_number(lx) + "\" y1=\"" + svg_number(cy + 18) + "\" x2=\"" + svg_number(lx + 22) +
+           "\" y2=\"" + svg_number(cy + 18) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"/>";
+      s += "<circle cx=\"" + svg_number(lx + 11) + "\" cy=\"" + svg_number(cy + 18) + "\" r=\"3.5\" fill=\"" + colour + "\"/>";
+      s += "<text x=\"" + svg_number(lx + 28) + "\" y=\"" + svg_number(cy + 22) + "\">";
+      const std::string label = m.display() + (m.unit.empty() ? "" : " (" + m.unit + ")");
+      append_xml_escaped(s, label);
+      s += "</text>\n";
+      lx += 44 + 7.0 * static_cast<double>(label.size());
+    }
+
+    // Series: the line through the known values in x order, then one group per value.
+    for (std::size_t k = 0; k < panel.size(); ++k) {
+      const std::size_t m = panel[k];
+      const sweep_metric& metric = results.metrics[m];
+      const char* colour = detail::roof_colour(k);
+      std::vector<std::size_t> order(results.rows.size());
+      for (std::size_t r = 0; r < order.size(); ++r) order[r] = r;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x_of_row[a] < x_of_row[b]; });
+      std::string path;
+      bool pen_down = false;
+      for (std::size_t r : order) {
+        const sweep_value& v = sweep_results::value_of(results.rows[r], m);
+        if (!v.known()) {
+          pen_down = false;  // a gap: no line across a point without a value
+          continue;
+        }
+        path += (pen_down ? " L" : (path.empty() ? "M" : " M")) + svg_number(px(x_of_row[r])) + " " +
+                svg_number(py(v.value));
+        pen_down = true;
+      }
+      if (!path.empty())
+        s += "<path class=\"kscope-sweep-line\" d=\"" + path + "\" fill=\"none\" stroke=\"" + colour +
+             "\" stroke-width=\"2\"/>\n";
+      for (std::size_t r : order) {
+        const sweep_value& v = sweep_results::value_of(results.rows[r], m);
+        const double xx = px(x_of_row[r]);
+        const std::string where = metric.display() + " at " + results.short_label(results.rows[r]) + ": ";
+        if (!v.known()) {
+          s += "<g class=\"kscope-sweep-missing\"><title>";
+          append_xml_escaped(s, where + "no value: " + v.missing);
+          s += "</title><rect x=\"" + svg_number(xx - 4 + 3.0 * static_cast<double>(k)) + "\" y=\"" +
+               svg_number(bottom - 10) + "\" width=\"8\" height=\"8\" fill=\"#ffffff\" stroke=\"" + colour +
+               "\" stroke-width=\"1.5\"/></g>\n";
+          continue;
+        }
+        s += "<g class=\"kscope-sweep-point\"><title>";
+        append_xml_escaped(s, where + detail::sweep_value_text(v, metric.unit));
+        s += "</title>";
+        if (std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi)) {
+          const double ylo = py(v.ci.lo), yhi = py(v.ci.hi);
+          s += "<path class=\"kscope-ci\" d=\"M" + svg_number(xx) + " " + svg_number(ylo) + " L" + svg_number(xx) + " " +
+               svg_number(yhi) + " M" + svg_number(xx - 4) + " " + svg_number(ylo) + " L" + svg_number(xx + 4) + " " +
+               svg_number(ylo) + " M" + svg_number(xx - 4) + " " + svg_number(yhi) + " L" + svg_number(xx + 4) + " " +
+               svg_number(yhi) + "\" stroke=\"" + colour + "\" stroke-width=\"1.2\" fill=\"none\"/>";
+        }
+        s += "<circle cx=\"" + svg_number(xx) + "\" cy=\"" + svg_number(py(v.value)) + "\" r=\"4\" fill=\"" + colour +
+             "\"/></g>\n";
+      }
+    }
+    s += "</g>\n";
+  }
+
+  // ---- notes ----
+  double ny = top + cell_h * static_cast<double>(panel_rows) + 12;
+  for (const std::string& n : notes) {
+    s += "<text class=\"kscope-note\" x=\"16\" y=\"" + svg_number(ny) + "\" fill=\"#555555\" font-size=\"11\">";
+    append_xml_escaped(s, n);
+    s += "</text>\n";
+    ny += note_h;
+  }
+  s += "</svg>\n";
   return s;
 }
 

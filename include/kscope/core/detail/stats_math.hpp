@@ -111,6 +111,44 @@ inline std::size_t median_interval_rank(std::size_t n, double level) noexcept {
   return std::min(k, (n + 1) / 2);
 }
 
+// Ranks (1-based) of the distribution-free interval [x_(lo), x_(hi)] of the p-quantile:
+// lo the largest rank with P(B <= lo - 1) <= (1 - level) / 2 and hi the smallest with
+// P(B >= hi) <= (1 - level) / 2, for B ~ Binomial(n, p) (the number of samples at or
+// below the true quantile). lo = hi = 0: no such interval (too few samples for the level
+// at this p, p outside (0, 1), an invalid level). At p = 1/2 these are the ranks of
+// median_interval_rank, which the caller uses there, so that a median's interval is
+// one definition. Exact binomial probabilities for every n: the pmf is built outward
+// from its mode by the ratio of successive terms (terms below the smallest double
+// become 0, far from where the tails are cut). O(n) time and memory.
+struct quantile_interval_ranks {
+  std::size_t lo = 0;
+  std::size_t hi = 0;
+};
+inline quantile_interval_ranks quantile_interval_rank(std::size_t n, double p, double level) {
+  if (n == 0 || !(p > 0 && p < 1) || !(level > 0 && level < 1)) return {};
+  const double tail = (1 - level) / 2 * (1 + 1e-12);  // as median_interval_rank: ties at the cut are allowed
+  const double nd = static_cast<double>(n);
+  const std::size_t mode = std::min(n, static_cast<std::size_t>(std::floor((nd + 1) * p)));
+  const double md = static_cast<double>(mode);
+  std::vector<double> pmf(n + 1, 0.0);
+  pmf[mode] = std::exp(std::lgamma(nd + 1) - std::lgamma(md + 1) - std::lgamma(nd - md + 1) + md * std::log(p) +
+                       (nd - md) * std::log1p(-p));
+  const double odds = p / (1 - p);
+  for (std::size_t k = mode + 1; k <= n; ++k)
+    pmf[k] = pmf[k - 1] * (static_cast<double>(n - k + 1) / static_cast<double>(k)) * odds;
+  for (std::size_t k = mode; k-- > 0;)
+    pmf[k] = pmf[k + 1] * (static_cast<double>(k + 1) / static_cast<double>(n - k)) / odds;
+  quantile_interval_ranks r;
+  double below = 0;  // P(B <= r.lo - 1) for the r.lo reached so far
+  while (r.lo < n && below + pmf[r.lo] <= tail) below += pmf[r.lo++];
+  std::size_t hi = n + 1;
+  double above = 0;  // P(B >= hi)
+  while (hi > 1 && above + pmf[hi - 1] <= tail) above += pmf[--hi];
+  if (r.lo == 0 || hi > n || r.lo > hi) return {};
+  r.hi = hi;
+  return r;
+}
+
 // Whether the exact null distribution of U for sizes (n1, n2) can be tabulated with
 // every count exact in a double: C(n1 + n2, n1) < 2^52 (e.g. 27 vs 27, 10 vs 160,
 // 5 vs 3500), and the table (n1 * n2 + 1 doubles) stays small.
