@@ -16,6 +16,8 @@
 //   ./serving --interleave-prefill     whole long prompts prefilled inside decode steps
 //   ./serving --large-kv               4096-token histories: attention is DRAM-bound
 //   ./serving --graph --json run.json  decode replayed as CUDA graphs; report as JSON
+//   ./serving --sweep all              the three sweep sets (batch size, prompt length,
+//                                      request rate): a table, CSV, JSON and an SVG per set
 //
 // docs/serving.md describes the loop, the knobs and what each one does to the kernels.
 #include <kscope/kscope.hpp>
@@ -36,9 +38,12 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -80,6 +85,14 @@ struct serving_options {
   bool quiet = false;
   std::string json_path;
   std::string trace_path;
+  // Closed loop: this many clients, each sending its next request when its last one is
+  // done (0: open loop, Poisson arrivals at rate_per_s).
+  int concurrency = 0;
+  bool requests_given = false;
+  bool rate_given = false;
+  // --sweep: "batch", "seq", "rate" or "all" ("" for one run), and its points.
+  std::string sweep;
+  std::vector<double> sweep_points;
 };
 
 void print_usage(std::FILE* out) {
@@ -95,6 +108,9 @@ void print_usage(std::FILE* out) {
       "  --hidden H            hidden size, a multiple of 128 (default 4096; 1024 with\n"
       "                        --launch-bound)\n"
       "  --graph               replay decode as a CUDA graph, captured once per batch size\n"
+      "  --concurrency C       closed loop: C clients, each sending its next request as soon\n"
+      "                        as its last one is done (--rate unused; default 0: open loop,\n"
+      "                        Poisson arrivals at --rate)\n"
       "pathologies (off by default; the defaults give a healthy run):\n"
       "  --launch-bound        eager decode: 8 tiny elementwise kernels per layer, 300 us of\n"
       "                        host work per step, no graph\n"
@@ -109,6 +125,17 @@ void print_usage(std::FILE* out) {
       "  --json FILE           write the kscope session report as JSON\n"
       "  --trace FILE          write a Chrome / Perfetto trace\n"
       "  --quiet               print the serving summary only, not the kscope report\n"
+      "sweeps (one run of the loop per point; a table on stdout, serving_sweep_<set>.md,\n"
+      ".csv, .json and .svg in the working directory):\n"
+      "  --sweep SET           batch: --batch over the points, one client per slot (closed\n"
+      "                        loop) at --prompt and --output; seq: --prompt over the points,\n"
+      "                        closed loop at --batch; rate: --rate over the points (Poisson)\n"
+      "                        at --batch, --prompt, --output; all: the three in turn\n"
+      "  --sweep-points LIST   the points of one set, comma-separated (defaults: batch\n"
+      "                        1,2,4,8,16,32,64; seq 128,256,512,1024,2048; rate\n"
+      "                        50,100,150,200). --requests N fixes the requests per point\n"
+      "                        (default: 6 per client, at least 8, closed loop; 1.5 s\n"
+      "                        of arrivals, at least 140, rate)\n"
       "  --help                this text\n",
       out);
 }
@@ -130,6 +157,68 @@ bool parse_rate(const std::string& text, double& out) {
   return true;
 }
 
+// "1,2,4,8": numbers > 0, at least one.
+bool parse_points(const std::string& text, std::vector<double>& out) {
+  out.clear();
+  std::stringstream list(text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    double v = 0;
+    if (!parse_rate(item, v) || v <= 0) return false;
+    out.push_back(v);
+  }
+  return !out.empty() && text.back() != ',';
+}
+
+// The defaults of each sweep set, and the range its points must lie in (the knob's).
+struct sweep_set {
+  const char* name;
+  const char* axis;  // the option it sweeps
+  std::vector<double> default_points;
+  double lo, hi;
+  bool integers;
+};
+const std::vector<sweep_set>& sweep_sets() {
+  static const std::vector<sweep_set> sets = {
+      {"batch", "--batch", {1, 2, 4, 8, 16, 32, 64}, 1, 1024, true},
+      {"seq", "--prompt", {128, 256, 512, 1024, 2048}, 1, 65536, true},
+      {"rate", "--rate", {50, 100, 150, 200}, 0, 1e9, false},
+  };
+  return sets;
+}
+
+// The options a sweep decides itself, and the points' range. -1 to go on, else 2.
+int check_sweep_options(const serving_options& o) {
+  const auto refuse = [](const std::string& why) {
+    std::fprintf(stderr, "serving: %s\n", why.c_str());
+    return 2;
+  };
+  if (o.sweep.empty()) {
+    if (!o.sweep_points.empty()) return refuse("--sweep-points needs --sweep batch, seq or rate");
+    return -1;
+  }
+  if (!o.json_path.empty() || !o.trace_path.empty() || o.metric_sampling)
+    return refuse("--json, --trace and --metric-sampling are for one run; a sweep writes serving_sweep_<set>.*");
+  if (o.concurrency > 0)
+    return refuse("--concurrency: the sweep sets choose the arrivals (batch and seq: one client per batch slot; "
+                  "rate: Poisson)");
+  if (o.rate_given)
+    return refuse("--rate: --sweep rate sweeps it (its points: --sweep-points), and batch and seq run closed loop");
+  if (o.sweep == "all" && !o.sweep_points.empty())
+    return refuse("--sweep-points needs one set (--sweep batch, seq or rate), not all");
+  for (const sweep_set& set : sweep_sets()) {
+    if (o.sweep != set.name) continue;
+    for (double v : o.sweep_points) {
+      if (v < set.lo || v > set.hi || (set.integers && v != std::floor(v)))
+        return refuse(std::string("--sweep-points for ") + set.name + ": '" + kscope::param_value(v).to_string() +
+                      "' is not a valid " + set.axis + (set.integers ? " (an integer in [" : " (a number in (") +
+                      kscope::param_value(static_cast<long long>(set.lo)).to_string() + ", " +
+                      kscope::param_value(set.hi).to_string() + "])");
+    }
+  }
+  return -1;
+}
+
 // Returns -1 to go on, else the exit status (0 after --help, 2 on a bad command line).
 int parse_command_line(int argc, char** argv, serving_options& o) {
   struct value_option {
@@ -139,8 +228,8 @@ int parse_command_line(int argc, char** argv, serving_options& o) {
   };
   const std::vector<value_option> value_options = {
       {"--requests", "an integer in [1, 10000000]",
-       [&](const std::string& v) { return parse_int(v, 1, 10000000, o.requests); }},
-      {"--rate", "a number >= 0", [&](const std::string& v) { return parse_rate(v, o.rate_per_s); }},
+       [&](const std::string& v) { return o.requests_given = parse_int(v, 1, 10000000, o.requests); }},
+      {"--rate", "a number >= 0", [&](const std::string& v) { return o.rate_given = parse_rate(v, o.rate_per_s); }},
       {"--batch", "an integer in [1, 1024]", [&](const std::string& v) { return parse_int(v, 1, 1024, o.max_batch); }},
       {"--prompt", "an integer in [1, 65536]",
        [&](const std::string& v) { return o.prompt_given = parse_int(v, 1, 65536, o.prompt_tokens); }},
@@ -161,6 +250,15 @@ int parse_command_line(int argc, char** argv, serving_options& o) {
          o.trace_path = v;
          return !v.empty();
        }},
+      {"--concurrency", "an integer in [0, 1024]",
+       [&](const std::string& v) { return parse_int(v, 0, 1024, o.concurrency); }},
+      {"--sweep", "batch, seq, rate or all",
+       [&](const std::string& v) {
+         o.sweep = v;
+         return v == "batch" || v == "seq" || v == "rate" || v == "all";
+       }},
+      {"--sweep-points", "a comma-separated list of numbers > 0",
+       [&](const std::string& v) { return parse_points(v, o.sweep_points); }},
   };
   const std::vector<std::pair<const char*, bool*>> flags = {
       {"--launch-bound", &o.launch_bound},
@@ -214,7 +312,7 @@ int parse_command_line(int argc, char** argv, serving_options& o) {
   // healthy run can be compared at the same sizes (e.g. --prompt 1024 without the knob).
   if (o.interleave_prefill && !o.prompt_given) o.prompt_tokens = 1024;  // long prompts
   if (o.launch_bound && !o.hidden_given) o.hidden = 1024;               // a small model
-  return -1;
+  return check_sweep_options(o);
 }
 
 // ---- errors ---------------------------------------------------------------------------
@@ -500,7 +598,17 @@ struct request {
 struct request_timing {
   double queue_ms, ttft_ms, tpot_ms, latency_ms;  // tpot_ms is NaN for one output token
   int output_tokens;
-  steady::time_point arrival, finished;
+  steady::time_point arrival, finished, admitted;
+};
+
+// What one step produced, for the throughput of a sweep point: when its tokens were
+// copied back, how many (first tokens and decoded ones), its decode rows, and how many
+// requests it finished.
+struct step_record {
+  steady::time_point end;
+  int tokens;
+  int decode_rows;
+  int finished;
 };
 
 // The queue between the producer and the engine.
@@ -534,15 +642,32 @@ class request_queue {
     ready_.wait(lock, [&] { return !items_.empty() || closed_; });
     return !items_.empty();
   }
+  // Closed loop (--concurrency): the engine counts each finished request, and a client
+  // waits for the finish that frees it.
+  void mark_finished() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++finished_;
+    }
+    finished_ready_.notify_one();
+  }
+  void wait_until_finished(int count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_ready_.wait(lock, [&] { return finished_ >= count; });
+  }
 
  private:
   std::mutex mutex_;
   std::condition_variable ready_;
+  std::condition_variable finished_ready_;
   std::deque<std::unique_ptr<request>> items_;
   bool closed_ = false;
+  int finished_ = 0;
 };
 
-// The clients: Poisson arrivals, lengths drawn uniformly around the means.
+// The clients: Poisson arrivals (open loop), or --concurrency clients that each send their
+// next request when their last one is done (closed loop: request i waits for the
+// (i - C + 1)-th finish); lengths drawn uniformly around the means.
 void produce_requests(const serving_options& o, request_queue& queue) {
   std::mt19937 random(request_seed);
   std::exponential_distribution<double> gap_s(o.rate_per_s > 0 ? o.rate_per_s : 1.0);
@@ -550,7 +675,9 @@ void produce_requests(const serving_options& o, request_queue& queue) {
   std::uniform_int_distribution<int> output(std::max(1, o.output_tokens / 2), std::max(1, o.output_tokens * 3 / 2));
   steady::time_point next = steady::now();
   for (int id = 0; id < o.requests; ++id) {
-    if (o.rate_per_s > 0) {
+    if (o.concurrency > 0) {
+      if (id >= o.concurrency) queue.wait_until_finished(id - o.concurrency + 1);
+    } else if (o.rate_per_s > 0) {
       next += std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(gap_s(random)));
       std::this_thread::sleep_until(next);
     }
@@ -655,6 +782,7 @@ class engine {
     return steps_with_decode_ ? decode_rows_total_ / steps_with_decode_ : 0;
   }
   [[nodiscard]] int graphs_captured() const { return graphs_captured_; }
+  [[nodiscard]] const std::vector<step_record>& step_log() const { return step_log_; }
 
   // Loads every kernel and lets cuBLAS choose its algorithms before the measured run: a
   // 16-token prompt in slot 0 (overwritten later by a real request) and one decode row.
@@ -700,7 +828,7 @@ class engine {
               "cudaMemcpyAsync (tokens D2H)");
       check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (end of step)");
     }
-    retire(plan);
+    retire(plan, queue);
     ++steps_;
   }
 
@@ -827,9 +955,16 @@ class engine {
       append_kv<<<rows, 128, 0, stream_>>>(h, qkv_, meta, k_layer, v_layer, slot_stride);
       check_launch("append_kv");
       if (decoding) {
-        decode_attention<<<dim3(shape_.heads, rows), attention_warps * 32, 0, stream_>>>(
-            h, qkv_, k_layer, v_layer, slot_stride, meta, attention_out_);
-        check_launch("decode_attention");
+        {
+          // Attention is its own phase (as engines mark it), so its KV reads are measured
+          // apart from the weight GEMMs. Not while capturing a graph: a host scope
+          // opening inside the capture would split the graph's kernels between scopes.
+          std::optional<kscope::scope> attention;
+          if (!capturing_) attention.emplace("attention");
+          decode_attention<<<dim3(shape_.heads, rows), attention_warps * 32, 0, stream_>>>(
+              h, qkv_, k_layer, v_layer, slot_stride, meta, attention_out_);
+          check_launch("decode_attention");
+        }
         gemm(rows, h, h, attention_out_, h, w_o_, delta_);
       } else {
         gemm(rows, h, h, qkv_, 3 * h, w_o_, delta_);
@@ -969,7 +1104,9 @@ class engine {
         // addresses, so one graph per batch size serves every later step.
         cudaGraph_t graph = nullptr;
         check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        capturing_ = true;
         run_decode_kernels(rows);
+        capturing_ = false;
         check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
         check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
         check(cudaGraphDestroy(graph), "cudaGraphDestroy");
@@ -990,9 +1127,10 @@ class engine {
   }
 
   // Hands each sampled token to its request; ends the ranges of first and last tokens.
-  void retire(const step_plan& plan) {
+  void retire(const step_plan& plan, request_queue& queue) {
     KSCOPE_SCOPE("retire");
     const steady::time_point now = steady::now();
+    int finished_now = 0;
     const auto finish_if_done = [&](request& r) {
       if (r.generated < r.output_tokens) return;
       r.finished = now;
@@ -1001,10 +1139,12 @@ class engine {
       finished_.push_back(
           request_timing{ms(r.admitted - r.arrival), ms(r.first_token - r.arrival),
                          r.output_tokens > 1 ? ms(r.finished - r.first_token) / (r.output_tokens - 1) : std::nan(""),
-                         ms(r.finished - r.arrival), r.output_tokens, r.arrival, r.finished});
+                         ms(r.finished - r.arrival), r.output_tokens, r.arrival, r.finished, r.admitted});
       free_slots_.push_back(r.slot);
       slots_[r.slot].reset();
       --active_;
+      ++finished_now;
+      if (o_.concurrency > 0) queue.mark_finished();  // frees its client (closed loop)
     };
     const std::size_t decoded = plan.decode_slots.size();
     for (std::size_t i = 0; i < decoded; ++i) {
@@ -1026,6 +1166,8 @@ class engine {
       decode_rows_total_ += static_cast<double>(decoded);
       ++steps_with_decode_;
     }
+    step_log_.push_back(step_record{now, static_cast<int>(decoded + plan.completing_slots.size()),
+                                    static_cast<int>(decoded), finished_now});
   }
 
   const serving_options& o_;
@@ -1045,6 +1187,7 @@ class engine {
   std::vector<__half> host_logits_;      // pageable on purpose (--sync-in-step)
   std::vector<cudaGraphExec_t> graphs_;  // decode graph per batch size
   int graphs_captured_ = 0;
+  bool capturing_ = false;  // inside a decode graph's capture: no scopes open
 
   std::deque<std::unique_ptr<request>> waiting_;  // arrived, not admitted
   std::vector<std::unique_ptr<request>> slots_;   // admitted, by KV-cache slot
@@ -1052,6 +1195,7 @@ class engine {
   std::vector<int> prefilling_;  // slots whose prompt is not fully prefilled, oldest first
   int active_ = 0;
   std::vector<request_timing> finished_;
+  std::vector<step_record> step_log_;
   long steps_ = 0, steps_with_decode_ = 0;
   double decode_rows_total_ = 0;
 };
@@ -1104,6 +1248,304 @@ void print_summary(const engine& e, double wall_s) {
   line("request latency", latency);
 }
 
+// ---- one run of the loop ------------------------------------------------------------------
+
+// Serves o.requests requests on a warmed-up engine: the clients on their own thread, the
+// engine loop on this one, until every request is done.
+void serve(const serving_options& o, engine& e) {
+  request_queue queue;
+  std::thread producer(produce_requests, std::cref(o), std::ref(queue));
+  for (;;) {
+    if (!e.has_work()) {
+      KSCOPE_SCOPE("wait_for_requests");
+      if (!queue.wait_for_request()) break;  // all requests served
+    }
+    e.step(queue);
+  }
+  producer.join();
+}
+
+// ---- sweeps -------------------------------------------------------------------------------
+//
+// Each point is one run of the loop on a fresh engine (its KV cache is sized by the
+// point). The loop is steady between the first finish (before it the batch was filling)
+// and the last arrival (after it the batch drains). Warm-up: the requests that arrived
+// before the first finish; they are left out of everything. TTFT: every other request.
+// TPOT: those of them that also finished by the last arrival, since a request still
+// decoding then ran its last tokens in a shrinking batch with no prefill beside it, which
+// makes its TPOT faster than the steady loop's. Throughput and the mean decode batch:
+// the steps that ended in the window from the first measured arrival to the last arrival.
+
+constexpr double nan_value = std::numeric_limits<double>::quiet_NaN();
+// Closed loop: 6 requests per client, so a batch of 32 leaves 160 for TTFT and about 128
+// for TPOT after warm-up (the first wave) and the drain (the last), enough for a p99.
+constexpr int closed_loop_requests_per_client = 6;
+constexpr int closed_loop_min_requests = 8;
+constexpr double rate_point_arrival_s = 1.5;  // rate set: requests = rate x this, ...
+constexpr int rate_point_min_requests = 140;  // ... and at least this many
+
+// What one point measured.
+struct point_measurement {
+  std::size_t warmup = 0;                // arrived before the first request finished
+  std::vector<double> ttft_ms;           // the others'
+  std::vector<double> tpot_ms;           // of those, the ones that finished by the last arrival (2+ tokens)
+  double window_s = nan_value;           // first measured arrival -> last arrival
+  double tokens_per_s = nan_value, requests_per_s = nan_value, mean_decode_batch = nan_value;
+  std::string no_window;                 // why there is no window, when there is none
+  int waiting_at_last_arrival = 0;       // arrived but not admitted into a slot yet
+};
+
+point_measurement measure(const engine& e) {
+  point_measurement m;
+  const std::vector<request_timing>& done = e.finished();
+  if (done.empty()) {
+    m.no_window = "no request finished";
+    return m;
+  }
+  steady::time_point first_finish = steady::time_point::max(), last_arrival = steady::time_point::min();
+  for (const request_timing& t : done) {
+    first_finish = std::min(first_finish, t.finished);
+    last_arrival = std::max(last_arrival, t.arrival);
+  }
+  steady::time_point window_start = steady::time_point::max();
+  for (const request_timing& t : done) {
+    if (t.arrival < first_finish) {
+      ++m.warmup;
+      continue;
+    }
+    m.ttft_ms.push_back(t.ttft_ms);
+    if (t.finished <= last_arrival && std::isfinite(t.tpot_ms)) m.tpot_ms.push_back(t.tpot_ms);  // NaN: 1 token
+    window_start = std::min(window_start, t.arrival);
+    if (t.admitted > last_arrival) ++m.waiting_at_last_arrival;
+  }
+  if (m.ttft_ms.size() < 2 || !(window_start < last_arrival)) {
+    m.no_window = "fewer than 2 requests arrived after the first one finished: no window to measure in";
+    return m;
+  }
+  double tokens = 0, finished = 0, decode_rows = 0, decode_steps = 0;
+  for (const step_record& step : e.step_log()) {
+    if (step.end <= window_start || step.end > last_arrival) continue;
+    tokens += step.tokens;
+    finished += step.finished;
+    if (step.decode_rows > 0) {
+      decode_rows += step.decode_rows;
+      ++decode_steps;
+    }
+  }
+  m.window_s = std::chrono::duration<double>(last_arrival - window_start).count();
+  m.tokens_per_s = tokens / m.window_s;
+  m.requests_per_s = finished / m.window_s;
+  if (decode_steps > 0) m.mean_decode_batch = decode_rows / decode_steps;
+  return m;
+}
+
+// Columns of every sweep table, in order; point_values() follows it.
+const std::vector<kscope::sweep_metric>& sweep_metrics() {
+  static const std::vector<kscope::sweep_metric> metrics = {
+      {"requests", "", "requests"},
+      {"warmup", "", "warm-up"},
+      {"tpot_requests", "", "TPOT requests"},
+      {"ttft_p50_ms", "ms", "TTFT p50"},
+      {"ttft_p99_ms", "ms", "TTFT p99"},
+      {"tpot_p50_ms", "ms", "TPOT p50"},
+      {"tpot_p99_ms", "ms", "TPOT p99"},
+      {"output_tokens_per_s", "tokens/s", "throughput"},
+      {"requests_per_s", "requests/s", "throughput"},
+      {"decode_batch", "", "mean decode batch"},
+      {"window_s", "s", "window"},
+  };
+  return metrics;
+}
+
+std::vector<kscope::sweep_value> point_values(const point_measurement& m) {
+  using kscope::sweep_value;
+  const auto windowed = [&](double v) { return m.no_window.empty() ? sweep_value::of(v) : sweep_value::absent(m.no_window); };
+  return {sweep_value::of(static_cast<double>(m.ttft_ms.size())),
+          sweep_value::of(static_cast<double>(m.warmup)),
+          sweep_value::of(static_cast<double>(m.tpot_ms.size())),
+          kscope::quantile_value(m.ttft_ms, 0.50, 0.95, "requests"),
+          kscope::quantile_value(m.ttft_ms, 0.99, 0.95, "requests"),
+          kscope::quantile_value(m.tpot_ms, 0.50, 0.95, "requests"),
+          kscope::quantile_value(m.tpot_ms, 0.99, 0.95, "requests"),
+          windowed(m.tokens_per_s),
+          windowed(m.requests_per_s),
+          m.no_window.empty() && std::isnan(m.mean_decode_batch) ? sweep_value::absent("no decode step in the window")
+                                                                 : windowed(m.mean_decode_batch),
+          windowed(m.window_s)};
+}
+
+// The options of one point: the base options with the point's values.
+serving_options options_at(const serving_options& base, const kscope::sweep_point& p) {
+  serving_options o = base;
+  if (p.has("batch")) o.max_batch = static_cast<int>(p.integer("batch"));
+  if (p.has("clients")) o.concurrency = static_cast<int>(p.integer("clients"));
+  if (p.has("rate")) o.rate_per_s = p.real("rate"), o.concurrency = 0;
+  if (p.has("prompt")) o.prompt_tokens = static_cast<int>(p.integer("prompt"));
+  if (p.has("output")) o.output_tokens = static_cast<int>(p.integer("output"));
+  if (!base.requests_given) {
+    o.requests = o.concurrency > 0
+                     ? std::max(closed_loop_min_requests, closed_loop_requests_per_client * o.concurrency)
+                     : static_cast<int>(std::clamp(std::ceil(o.rate_per_s * rate_point_arrival_s),
+                                                   static_cast<double>(rate_point_min_requests), 1e7));
+  }
+  return o;
+}
+
+// The command line that runs one point alone, with the full kscope report and diagnosis.
+std::string command_line(const serving_options& o) {
+  std::string s = "serving --batch " + std::to_string(o.max_batch) + " --prompt " + std::to_string(o.prompt_tokens) +
+                  " --output " + std::to_string(o.output_tokens) + " --requests " + std::to_string(o.requests);
+  s += o.concurrency > 0 ? " --concurrency " + std::to_string(o.concurrency)
+                         : " --rate " + kscope::param_value(o.rate_per_s).to_string();
+  if (o.layers != 8) s += " --layers " + std::to_string(o.layers);
+  if (o.hidden != 4096) s += " --hidden " + std::to_string(o.hidden);
+  if (o.graph) s += " --graph";
+  if (o.launch_bound) s += " --launch-bound";
+  if (o.sync_in_step) s += " --sync-in-step";
+  if (o.interleave_prefill) s += " --interleave-prefill";
+  if (o.large_kv) s += " --large-kv";
+  return s;
+}
+
+// The points of a set: the swept axis first (it is the plot's x), then the fixed sizes.
+kscope::sweep make_sweep(const std::string& set, const serving_options& base) {
+  using kscope::axis;
+  using kscope::sweep;
+  std::vector<double> given = base.sweep_points;
+  for (const sweep_set& s : sweep_sets())
+    if (set == s.name && given.empty()) given = s.default_points;
+  std::vector<long long> integers;
+  for (double v : given) integers.push_back(static_cast<long long>(v));
+  const long long batch = base.max_batch, prompt = base.prompt_tokens, output = base.output_tokens;
+  if (set == "batch")  // one client per slot: the batch stays full
+    return sweep::zip({axis("batch", integers), axis("clients", integers)}) *
+           sweep::cartesian({axis("prompt", {prompt}), axis("output", {output})});
+  if (set == "seq")
+    return sweep::cartesian({axis("prompt", integers)}) *
+           sweep::cartesian({axis("batch", {batch}), axis("clients", {batch}), axis("output", {output})});
+  return sweep::cartesian({axis("rate", given)}) *
+         sweep::cartesian({axis("batch", {batch}), axis("prompt", {prompt}), axis("output", {output})});
+}
+
+std::string set_title(const std::string& set) {
+  if (set == "batch") return "serving sweep: batch size (closed loop, one client per batch slot)";
+  if (set == "seq") return "serving sweep: prompt length (closed loop, one client per batch slot)";
+  return "serving sweep: request rate (open loop, Poisson arrivals)";
+}
+
+// Runs one set, prints its table and writes its files. Returns 1 when a file could not
+// be written, else 0.
+int run_sweep_set(const std::string& set, const serving_options& base, const kscope::detail::cublas_api& blas,
+                  const std::string& device) {
+  const kscope::sweep points = make_sweep(set, base);
+  kscope::sweep_results results;
+  results.title = set_title(set);
+  results.metrics = sweep_metrics();
+  const bool graph = base.graph && !base.launch_bound && !base.sync_in_step;
+  results.context = {
+      device,
+      "model: " + std::to_string(base.layers) + " layers, hidden " + std::to_string(base.hidden) +
+          ", fp16; decode " + (graph ? "as CUDA graphs" : "eager") + "; pathologies:" +
+          (base.launch_bound ? " launch-bound" : "") + (base.sync_in_step ? " sync-in-step" : "") +
+          (base.interleave_prefill ? " interleave-prefill" : "") + (base.large_kv ? " large-kv" : "") +
+          (base.launch_bound || base.sync_in_step || base.interleave_prefill || base.large_kv ? "" : " none"),
+      std::string("arrivals: ") +
+          (set == "rate" ? "Poisson at each rate (open loop)"
+                         : "clients = batch slots, each sending its next request when its last one is done (closed "
+                           "loop)") +
+          "; requests per point: " +
+          (base.requests_given ? std::to_string(base.requests)
+                               : set == "rate" ? "1.5 s of arrivals, at least 140" : "6 per client, at least 8") +
+          "; prompt and output lengths drawn from [L/2, 3L/2] around the means",
+      "warm-up: requests that arrived before the first request finished (the batch was filling), left out of "
+      "every column; requests: the others",
+      "TTFT: arrival to first token copied back, per request; TPOT: (last token - first token) / (output - 1), per "
+      "request that also finished by the last arrival (TPOT requests; later ones decoded in the draining batch)",
+      "throughput and mean decode batch: over the steps that ended in the window, from the first measured arrival "
+      "to the last arrival (the drain after it is left out)",
+      "kscope: scopes on, CUPTI off (a single run enables CUPTI, about 1 us more per launch)",
+  };
+  std::printf("\n%s: %zu points\n", results.title.c_str(), points.size());
+  std::fflush(stdout);
+
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const kscope::sweep_point& p = points[i];
+    const serving_options o = options_at(base, p);
+    const std::string name = p.label();
+    const model_shape shape = model_shape::of(o);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    if (shape.total_bytes() > free_bytes) {
+      const std::string why = "not run: needs " + kscope::detail::format_fixed(gib(shape.total_bytes()), 2) +
+                              " GiB of GPU memory, " + kscope::detail::format_fixed(gib(free_bytes), 2) + " GiB free";
+      std::printf("[%zu/%zu] %s: %s\n", i + 1, points.size(), name.c_str(), why.c_str());
+      results.add(p, std::vector<kscope::sweep_value>(results.metrics.size(), kscope::sweep_value::absent(why)));
+      continue;
+    }
+    const steady::time_point start = steady::now();
+    kscope::session::global().reset();  // this point's scopes only
+    point_measurement m;
+    long steps = 0;
+    {
+      engine e(o, blas);
+      e.warm_up();
+      serve(o, e);
+      m = measure(e);
+      steps = e.steps();
+    }
+    const double wall_s = std::chrono::duration<double>(steady::now() - start).count();
+    std::vector<std::string> notes;
+    if (m.waiting_at_last_arrival > o.max_batch)
+      notes.push_back(std::to_string(m.waiting_at_last_arrival) +
+                      " measured requests were still waiting for a slot at the last arrival (more than the batch "
+                      "of " + std::to_string(o.max_batch) +
+                      "): arrivals outpace the loop, so TTFT grows with the run's length");
+    std::printf("[%zu/%zu] %s: %d requests: %zu warm-up, %zu measured (%zu finished by the last arrival: TPOT); "
+                "window %s s; %ld steps; %.2f s\n",
+                i + 1, points.size(), name.c_str(), o.requests, m.warmup, m.ttft_ms.size(), m.tpot_ms.size(),
+                m.no_window.empty() ? kscope::detail::format_fixed(m.window_s, 2).c_str() : "n/a", steps, wall_s);
+    std::printf("      alone: %s\n", command_line(o).c_str());
+    for (const std::string& n : notes) std::printf("      note: %s\n", n.c_str());
+    std::fflush(stdout);
+    results.add(p, point_values(m), notes);
+  }
+
+  std::printf("\n%s", results.markdown().c_str());
+  kscope::sweep_plot_options plot;
+  plot.title = results.title;
+  plot.x_axis = set == "batch" ? "batch" : set == "seq" ? "prompt" : "rate";
+  plot.panels = {{"ttft_p50_ms", "ttft_p99_ms"}, {"tpot_p50_ms", "tpot_p99_ms"}, {"output_tokens_per_s"}, {"requests_per_s"}};
+  const std::string stem = "serving_sweep_" + set;
+  const std::pair<std::string, std::string> files[] = {{stem + ".md", results.markdown()},
+                                                       {stem + ".csv", results.csv()},
+                                                       {stem + ".json", results.json()},
+                                                       {stem + ".svg", kscope::sweep_svg(results, plot)}};
+  int status = 0;
+  std::string written;
+  for (const auto& [path, text] : files) {
+    std::string error;
+    if (kscope::write_text_file(path, text, &error)) {
+      written += (written.empty() ? "" : ", ") + path;
+    } else {
+      std::fprintf(stderr, "serving: %s\n", error.c_str());
+      status = 1;
+    }
+  }
+  if (!written.empty()) std::printf("\nwrote %s (plot: %s.svg)\n", written.c_str(), stem.c_str());
+  std::fflush(stdout);
+  return status;
+}
+
+int run_sweeps(const serving_options& base, const kscope::detail::cublas_api& blas) {
+  const steady::time_point start = steady::now();
+  const std::string device = kscope::describe(kscope::query_device(0));
+  int status = 0;
+  for (const sweep_set& set : sweep_sets())
+    if (base.sweep == "all" || base.sweep == set.name) status |= run_sweep_set(set.name, base, blas, device);
+  std::printf("\nsweeps done in %.1f s\n", std::chrono::duration<double>(steady::now() - start).count());
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1111,16 +1553,14 @@ int main(int argc, char** argv) {
   if (const int status = parse_command_line(argc, argv, o); status >= 0) return status;
 
   // Without a GPU there is nothing to serve; exit 0 so that a CI machine can run this.
-  int devices = 0;
-  const cudaError_t probe = cudaGetDeviceCount(&devices);
-  if (probe != cudaSuccess || devices == 0) {
-    std::printf("serving: no CUDA device (%s); this example needs a GPU, nothing to do.\n",
-                probe != cudaSuccess ? cudaGetErrorString(probe) : "none found");
-    cudaGetLastError();
+  // (In kscope's words: no driver, no device or a driver too old, not the runtime's error.)
+  if (const kscope::gpu_availability& gpu = kscope::probe_gpu(); !gpu.available()) {
+    std::printf("serving: no CUDA device (%s); this example needs a GPU, nothing to do.\n", gpu.message.c_str());
     return 0;
   }
   const kscope::detail::cublas_api& blas = kscope::detail::cublas();
   if (!blas.ok()) fail(blas.error);
+  if (!o.sweep.empty()) return run_sweeps(o, blas);
 
   const steady::time_point start = steady::now();
   const model_shape shape = model_shape::of(o);
@@ -1130,9 +1570,14 @@ int main(int argc, char** argv) {
     fail("needs " + std::to_string(gib(shape.total_bytes())) + " GiB of GPU memory, " +
          std::to_string(gib(free_bytes)) + " GiB free: lower --batch, --layers, --hidden, --prompt or --output");
   const bool graph = o.graph && !o.launch_bound && !o.sync_in_step;
-  std::printf("serving: %d requests at %g/s, batch <= %d, prompt ~%d, output ~%d tokens%s\n", o.requests, o.rate_per_s,
-              o.max_batch, o.prompt_tokens, o.output_tokens,
-              o.large_kv ? (", history " + std::to_string(shape.history) + " cached tokens").c_str() : "");
+  if (o.concurrency > 0)
+    std::printf("serving: %d requests from %d clients (closed loop), batch <= %d, prompt ~%d, output ~%d tokens%s\n",
+                o.requests, o.concurrency, o.max_batch, o.prompt_tokens, o.output_tokens,
+                o.large_kv ? (", history " + std::to_string(shape.history) + " cached tokens").c_str() : "");
+  else
+    std::printf("serving: %d requests at %g/s, batch <= %d, prompt ~%d, output ~%d tokens%s\n", o.requests,
+                o.rate_per_s, o.max_batch, o.prompt_tokens, o.output_tokens,
+                o.large_kv ? (", history " + std::to_string(shape.history) + " cached tokens").c_str() : "");
   std::printf("  model: %d layers, hidden %d (%d heads), vocab %d, fp16; decode %s\n", o.layers, o.hidden, shape.heads,
               vocab_size, graph ? "as CUDA graphs" : "eager");
   std::printf("  GPU memory %.2f GiB: weights %.2f, KV cache %.2f (%d slots x %d positions), activations %.2f\n",
@@ -1146,6 +1591,7 @@ int main(int argc, char** argv) {
     std::printf("  note: --graph ignored: %s\n", o.launch_bound
                                                      ? "--launch-bound decodes eagerly"
                                                      : "--sync-in-step's synchronizations cannot be captured");
+  if (o.concurrency > 0 && o.rate_given) std::printf("  note: --rate unused: --concurrency runs a closed loop\n");
   std::fflush(stdout);
 
   kscope::session& session = kscope::session::global();
@@ -1156,16 +1602,7 @@ int main(int argc, char** argv) {
   if (o.metric_sampling && !session.enable_metric_sampling({}, {"step"}))
     std::printf("  note: metric sampling did not start (the report's warnings say why)\n");
 
-  request_queue queue;
-  std::thread producer(produce_requests, std::cref(o), std::ref(queue));
-  for (;;) {
-    if (!e.has_work()) {
-      KSCOPE_SCOPE("wait_for_requests");
-      if (!queue.wait_for_request()) break;  // all requests served
-    }
-    e.step(queue);
-  }
-  producer.join();
+  serve(o, e);
   if (o.metric_sampling) session.disable_metric_sampling();
   const double wall_s = std::chrono::duration<double>(steady::now() - start).count();
 
