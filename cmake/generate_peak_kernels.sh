@@ -3,40 +3,164 @@
 #
 # kscope stays header-only and usable from g++-compiled code by shipping the kernels of
 # measure_peaks() as PTX text, which the CUDA runtime loads (cudaLibraryLoadData) and the
-# driver JIT-compiles for the GPU at hand. The PTX targets compute_75, the lowest
-# virtual architecture CUDA 13 supports, so every GPU CUDA 13 runs on can JIT it.
-# The driver must understand the PTX ISA version nvcc writes (.version 9.0 from CUDA
-# 13.0, i.e. an R580 or newer driver); to support older drivers, run this script with an
-# older toolkit's nvcc (NVCC=/usr/local/cuda-12.4/bin/nvcc cmake/generate_peak_kernels.sh).
+# driver JIT-compiles for the GPU at hand.
+#
+# Which PTX. A driver JIT-compiles PTX only when it knows the ISA version the text declares
+# (`.version`: a driver knows the versions up to its own CUDA release, 8.0 = CUDA 12.0 =
+# R525, 9.0 = CUDA 13.0 = R580) and only for a GPU at or above the declared `.target`. nvcc
+# writes its own ISA version (9.0 from CUDA 13), which every CUDA 12 driver rejects with
+# CUDA_ERROR_UNSUPPORTED_PTX_VERSION although nothing in these kernels is new. kscope
+# supports CUDA 12.x and 13.x drivers, so this script declares the oldest ISA and target
+# the text needs:
+#   - .target: sm_75, from -arch=compute_75, the lowest virtual architecture CUDA 13's nvcc
+#     emits. It is below sm_80, the oldest GPU kscope supports; the target is never set
+#     below the architecture NVVM compiled for. (When a toolkit drops compute_75, use 80:
+#     its .target needs ISA 7.0.) `.target sm_75` itself needs ISA 6.3.
+#   - the instructions (checked against the PTX ISA manual): integer and f32 arithmetic,
+#     fma.rn.f32, bfi, cvt, cvta.to.global, setp, bra.uni, ld.param, st.global (u8 to v4),
+#     `.pragma "nounroll"` (ISA 1.x/2.0, sm_20) and ld.global.nc (ISA 3.1, sm_32): older
+#     than the target's 6.3. Nothing is replaced: the kernels keep their 16-byte
+#     non-coherent loads and 16 FMA chains.
+# The script does not take the ISA from that review: it tries each version from the oldest
+# in `isa_versions` up and keeps the first with which ptxas assembles the text for every
+# supported GPU (ptxas refuses an instruction or target the declared version does not
+# define: "Feature '...' requires PTX ISA .version 7.4 or later"), and it checks that each
+# of those cubins is byte-identical to the one ptxas makes from nvcc's own text: only the
+# declaration changes, never the machine code the measurements run. A result newer than
+# 8.0 stops the script: such a kernel would need a newer driver than kscope supports.
 #
 # Usage: cmake/generate_peak_kernels.sh            (from anywhere; rewrites the header)
-#        cmake/generate_peak_kernels.sh --check    (exit 1 if the header is stale)
+#        cmake/generate_peak_kernels.sh --check    (exit 1 if the header is stale; 77, a
+#            skip, when there is no nvcc or it is not the release that generated the
+#            header, whose NVVM may write different text)
+# NVCC and PTXAS (default: the ptxas beside nvcc) choose the tools.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
+check=0
+[[ "${1:-}" == "--check" ]] && check=1
+no_tool=2
+((check)) && no_tool=77
+
 nvcc="${NVCC:-nvcc}"
 if ! command -v "$nvcc" >/dev/null 2>&1; then
   if [[ -x /usr/local/cuda/bin/nvcc ]]; then nvcc=/usr/local/cuda/bin/nvcc; else
-    echo "generate_peak_kernels.sh: nvcc not found (set NVCC)" >&2; exit 2; fi
+    echo "generate_peak_kernels.sh: nvcc not found (set NVCC)" >&2; exit "$no_tool"; fi
+fi
+nvcc="$(command -v "$nvcc")"
+ptxas="${PTXAS:-$(dirname "$nvcc")/ptxas}"
+if ! command -v "$ptxas" >/dev/null 2>&1; then
+  echo "generate_peak_kernels.sh: ptxas not found beside $nvcc (set PTXAS)" >&2; exit "$no_tool"
 fi
 source_file="$here/peak_kernels.cu"
 header="$root/include/kscope/device/detail/peak_kernels_ptx.hpp"
+virtual_arch=75
+# The GPUs kscope supports (Ampere and newer), each assembled for; those this toolkit
+# does not know (sm_100 and sm_120 need CUDA 12.8) are left out, and the script says so.
+supported_gpus=(80 86 89 90 100 120)
+# ISA version, the CUDA release that introduced it, the oldest driver branch of that
+# release. Ascending; the last row is the newest ISA kscope's oldest supported driver
+# (CUDA 12.0) understands.
+isa_versions=(
+  "6.3 10.0 R410" "6.4 10.1 R418" "6.5 10.2 R440" "7.0 11.0 R450" "7.1 11.1 R455"
+  "7.2 11.2 R460" "7.3 11.3 R465" "7.4 11.4 R470" "7.5 11.5 R495" "7.6 11.6 R510"
+  "7.7 11.7 R515" "7.8 11.8 R520" "8.0 12.0 R525"
+)
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-"$nvcc" -ptx -arch=compute_75 -O3 "$source_file" -o "$tmp/peak_kernels.ptx"
-if grep -q ')kscope_ptx"' "$tmp/peak_kernels.ptx"; then
+"$nvcc" -ptx -arch=compute_$virtual_arch -O3 "$source_file" -o "$tmp/nvcc.ptx"
+if grep -q ')kscope_ptx"' "$tmp/nvcc.ptx"; then
   echo "generate_peak_kernels.sh: PTX contains the raw-string delimiter" >&2; exit 3
 fi
+banner="$(grep -m1 '^// Cuda compilation tools' "$tmp/nvcc.ptx" || true)"
+if ((check)); then
+  committed="$(grep -m1 '^// Cuda compilation tools' "$header" || true)"
+  if [[ "$banner" != "$committed" ]]; then
+    echo "generate_peak_kernels.sh --check: skipped: the header was generated by '${committed#// }'," \
+         "this is '${banner#// }' (another NVVM may write other text)" >&2
+    exit 77
+  fi
+fi
+
+# ISA x.y -> 100 x + y, to compare versions.
+isa_number() { local major="${1%%.*}" minor="${1#*.}"; echo $((10#$major * 100 + 10#$minor)); }
+nvcc_isa="$(sed -n 's/^\.version[[:space:]]*\([0-9.]*\).*/\1/p' "$tmp/nvcc.ptx" | head -1)"
+target="$(sed -n 's/^\.target[[:space:]]*\([a-z0-9_]*\).*/\1/p' "$tmp/nvcc.ptx" | head -1)"
+if [[ -z "$nvcc_isa" || "$target" != "sm_$virtual_arch" ]]; then
+  echo "generate_peak_kernels.sh: unexpected .version/.target lines in nvcc's PTX ('$nvcc_isa', '$target')" >&2; exit 3
+fi
+
+gpus=()
+known="$("$nvcc" --list-gpu-code 2>/dev/null || true)"
+for gpu in "${supported_gpus[@]}"; do
+  if [[ -z "$known" ]] || grep -qx "sm_$gpu" <<<"$known"; then gpus+=("$gpu"); else
+    echo "generate_peak_kernels.sh: note: this toolkit does not know sm_$gpu; not assembled for it" >&2; fi
+done
+for gpu in "${gpus[@]}"; do
+  if ! "$ptxas" -arch=sm_$gpu "$tmp/nvcc.ptx" -o "$tmp/nvcc_sm_$gpu.cubin"; then
+    echo "generate_peak_kernels.sh: nvcc's own PTX does not assemble for sm_$gpu (ptxas said why above)" >&2; exit 3
+  fi
+done
+
+chosen=""
+last_log=""
+for row in "${isa_versions[@]}"; do
+  read -r isa cuda driver <<<"$row"
+  (($(isa_number "$isa") <= $(isa_number "$nvcc_isa"))) || break  # never raise nvcc's version
+  sed "s/^\.version[[:space:]].*/.version $isa/" "$tmp/nvcc.ptx" > "$tmp/candidate.ptx"
+  assembles=1
+  last_log="$tmp/ptxas_$isa.log"
+  for gpu in "${gpus[@]}"; do
+    if ! "$ptxas" -arch=sm_$gpu "$tmp/candidate.ptx" -o "$tmp/candidate_sm_$gpu.cubin" 2>"$last_log"; then
+      assembles=0; break
+    fi
+  done
+  ((assembles)) || continue
+  for gpu in "${gpus[@]}"; do
+    if ! cmp -s "$tmp/nvcc_sm_$gpu.cubin" "$tmp/candidate_sm_$gpu.cubin"; then
+      echo "generate_peak_kernels.sh: with .version $isa, ptxas makes different code for sm_$gpu than from" \
+           "nvcc's .version $nvcc_isa: check the PTX ISA release notes for a change of meaning" >&2
+      exit 4
+    fi
+  done
+  chosen="$isa"; chosen_cuda="$cuda"; chosen_driver="$driver"
+  break
+done
+if [[ -z "$chosen" ]]; then
+  echo "generate_peak_kernels.sh: the PTX does not assemble with any ISA version up to ${isa_versions[-1]%% *}" \
+       "(CUDA 12.0 drivers, the oldest kscope supports); ptxas said:" >&2
+  [[ -n "$last_log" ]] && cat "$last_log" >&2
+  exit 5
+fi
+sed "s/^\.version[[:space:]].*/.version $chosen/" "$tmp/nvcc.ptx" > "$tmp/peak_kernels.ptx"
+gpu_list="$(printf 'sm_%s, ' "${gpus[@]}")"
+gpu_list="${gpu_list%, }"
+chosen_major="${chosen_cuda%%.*}"
+chosen_minor="${chosen_cuda#*.}"
 
 {
   echo "// kscope/device/detail/peak_kernels_ptx.hpp — GENERATED by cmake/generate_peak_kernels.sh"
-  echo "// from cmake/peak_kernels.cu; do not edit by hand. PTX for compute_75, loaded at run"
-  echo "// time with cudaLibraryLoadData by measure_peaks() (device.hpp)."
+  echo "// from cmake/peak_kernels.cu; do not edit by hand. Loaded at run time with"
+  echo "// cudaLibraryLoadData by measure_peaks() (device.hpp); the driver JIT-compiles it."
+  echo "//"
+  echo "// It declares .target $target and PTX ISA $chosen, the oldest ISA ptxas accepts for this text"
+  echo "// (nvcc wrote .version $nvcc_isa, which older drivers refuse); ptxas makes the same machine code"
+  echo "// from it as from nvcc's text for each supported GPU ($gpu_list)."
+  echo "// Drivers from CUDA $chosen_cuda ($chosen_driver) on JIT-compile it for any GPU from $target, so every"
+  echo "// driver kscope supports (CUDA 12.x: R525 and newer; 13.x: R580 and newer) loads it."
+  echo "// Why and how: cmake/generate_peak_kernels.sh."
   echo "#pragma once"
   echo ""
   echo "namespace kscope {"
   echo "namespace detail {"
+  echo ""
+  echo "// What the PTX declares, and the oldest driver that JIT-compiles it: measure_peaks()"
+  echo "// names them when a driver refuses the text."
+  echo "inline constexpr char peak_kernels_ptx_isa[] = \"$chosen\";"
+  echo "inline constexpr char peak_kernels_ptx_target[] = \"$target\";"
+  echo "inline constexpr int peak_kernels_ptx_driver_cuda_version = $((10#$chosen_major * 1000 + 10#$chosen_minor * 10));  // as cudaDriverGetVersion() says"
+  echo "inline constexpr char peak_kernels_ptx_driver_branch[] = \"$chosen_driver\";"
   echo ""
   echo "// NUL-terminated PTX text of kscope_peak_copy, kscope_peak_fma and kscope_peak_fill."
   printf 'inline constexpr char peak_kernels_ptx[] = R"kscope_ptx('
@@ -47,9 +171,12 @@ fi
   echo "}  // namespace kscope"
 } > "$tmp/header.hpp"
 
-if [[ "${1:-}" == "--check" ]]; then
-  if cmp -s "$tmp/header.hpp" "$header"; then echo "peak_kernels_ptx.hpp is up to date"; exit 0; fi
-  echo "peak_kernels_ptx.hpp is stale: run cmake/generate_peak_kernels.sh" >&2; exit 1
+if ((check)); then
+  if cmp -s "$tmp/header.hpp" "$header"; then echo "peak_kernels_ptx.hpp is up to date (PTX ISA $chosen, $target)"; exit 0; fi
+  echo "peak_kernels_ptx.hpp is stale: run cmake/generate_peak_kernels.sh" >&2
+  diff -u "$header" "$tmp/header.hpp" | head -40 >&2 || true
+  exit 1
 fi
 cp "$tmp/header.hpp" "$header"
-echo "wrote $header ($(wc -c < "$header") bytes)"
+echo "wrote $header ($(wc -c < "$header") bytes): PTX ISA $chosen (nvcc wrote $nvcc_isa), .target $target," \
+     "for drivers from CUDA $chosen_cuda ($chosen_driver); same machine code as nvcc's text for $gpu_list"

@@ -2,7 +2,8 @@
 //
 // With a CUDA device the GPU phases run real kernels and copies on a stream and the
 // report shows their GPU time next to the host time; without one (or built without
-// CUDA) the same program times its CPU phases and says that GPU timing needs a device.
+// CUDA) the same program times its CPU phases, and the report says once why there is no
+// GPU (no NVIDIA driver, no device, a driver too old).
 #include <kscope/kscope.hpp>
 
 #include <chrono>
@@ -44,9 +45,8 @@ double cpu_work(double us) {
 int main() {
   double sink = 0;
 #if defined(__CUDACC__)
-  int devices = 0;
-  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-  cudaGetLastError();
+  // Whether there is a usable GPU; when not, the report's GPU line says why.
+  const bool gpu = kscope::probe_gpu().available();
   const int n = 1 << 24;  // 64 MiB per vector
   float *x = nullptr, *y = nullptr;
   float* host = nullptr;  // pinned, so copies are asynchronous like an engine's
@@ -101,8 +101,8 @@ int main() {
   const kscope::session_report report = kscope::session::global().report();
   std::fputs(report.text().c_str(), stdout);
   if (!gpu)
-    std::puts("\nNo CUDA device here: only host phases were timed. GPU timing (CUDA events per\n"
-              "stream scope, CUPTI kernel attribution) needs a CUDA build and a device.");
+    std::puts("\nOnly host phases were timed (no usable GPU: the GPU line above says why). With\n"
+              "a GPU, stream scopes get CUDA-event times and CUPTI attributes kernels to scopes.");
   // The same report as JSON (docs/report_schema.md) and as an HTML page with the roofline
   // picture; the timeline as a Chrome trace (open it in ui.perfetto.dev).
   report.write_json("quickstart_report.json");

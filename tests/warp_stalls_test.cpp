@@ -2,19 +2,26 @@
 // per kernel and per scope, the dominant stall and its evidence, the table and JSON
 // printers, on synthetic PC-sampling records whose expected answers are worked out in the
 // comments. The CUPTI side (cupti/warp_stalls.hpp) is checked here only where it runs
-// without a GPU: its refusal of bad options.
+// without a GPU: its refusal of bad options. Source lines: the cubin store
+// (cupti/detail/cubin_store.hpp: budget, eviction, duplicates, lookups, counts, with
+// made-up CRCs and byte strings), the ELF line-table check on hand-built ELF images, the
+// rules that turn a store miss or a lookup into a status, and how each status prints.
 #include <kscope/core/warp_stalls.hpp>
+#include <kscope/cupti/detail/cubin_store.hpp>
 #include <kscope/cupti/warp_stalls.hpp>
 
 #include <kscope/core/detail/json_reader.hpp>
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -402,4 +409,490 @@ TEST_CASE("without PC sampling support or a device, one message and the work not
     CHECK(r.message.find('\n') == std::string::npos);
   }
   MESSAGE(r.message);
+}
+
+// ---------------------------------------------------------------------------------------
+// Source lines: the cubin store
+
+namespace {
+
+using kscope::detail::cubin_store;
+using kscope::source_line_status;
+
+// `bytes` bytes of a made-up cubin (the store never reads them, except the ELF check).
+std::vector<char> blob(std::size_t bytes, char fill = 'c') { return std::vector<char>(bytes, fill); }
+
+cubin_store::outcome add(cubin_store& s, std::uint64_t crc, const std::vector<char>& b) {
+  return s.add(crc, b.data(), b.size());
+}
+
+}  // namespace
+
+TEST_CASE("cubin store: kept by CRC, found by CRC, a copy that outlives the caller's bytes") {
+  cubin_store s(1000);
+  {
+    std::vector<char> module = blob(100, 'a');
+    CHECK(add(s, 0x11, module) == cubin_store::outcome::stored);
+    module.assign(100, 'z');  // the caller's bytes change (CUPTI's are gone after the callback)
+  }
+  const kscope::detail::cubin_ref found = s.find(0x11);
+  REQUIRE(found);
+  CHECK(found.bytes->size() == 100);
+  CHECK(found.bytes->front() == 'a');
+  CHECK(!s.find(0x22));
+  CHECK(!s.lost(0x22));  // never seen is not lost
+  const auto c = s.counts();
+  CHECK(c.added == 1);
+  CHECK(c.stored == 1);
+  CHECK(c.cubins == 1);
+  CHECK(c.bytes == 100);
+  CHECK(c.budget_bytes == 1000);
+  CHECK(c.lookups == 2);
+  CHECK(c.hits == 1);
+}
+
+TEST_CASE("cubin store: a CRC seen again is counted once as a duplicate, never stored twice") {
+  cubin_store s(1000);
+  CHECK(add(s, 7, blob(300)) == cubin_store::outcome::stored);
+  CHECK(add(s, 7, blob(300)) == cubin_store::outcome::duplicate);  // same module on a second device
+  CHECK(add(s, 7, blob(300)) == cubin_store::outcome::duplicate);
+  const auto c = s.counts();
+  CHECK(c.added == 3);
+  CHECK(c.stored == 1);
+  CHECK(c.duplicates == 2);
+  CHECK(c.bytes == 300);
+  CHECK(c.cubins == 1);
+}
+
+TEST_CASE("cubin store: over budget the least recently used cubins go, and are remembered as lost") {
+  cubin_store s(1000);
+  CHECK(add(s, 1, blob(400)) == cubin_store::outcome::stored);
+  CHECK(add(s, 2, blob(400)) == cubin_store::outcome::stored);
+  CHECK(s.find(1));  // 1 is now used more recently than 2
+  CHECK(add(s, 3, blob(400)) == cubin_store::outcome::stored);  // 1200 > 1000: evicts 2, not 1
+  CHECK(s.find(1));
+  CHECK(!s.find(2));
+  CHECK(s.find(3));
+  CHECK(s.lost(2));
+  CHECK(!s.lost(1));
+  auto c = s.counts();
+  CHECK(c.evicted == 1);
+  CHECK(c.bytes == 800);
+  CHECK(c.bytes <= c.budget_bytes);
+  // One cubin as large as everything held pushes all of it out; never more than the budget.
+  CHECK(add(s, 4, blob(1000)) == cubin_store::outcome::stored);
+  c = s.counts();
+  CHECK(c.evicted == 3);
+  CHECK(c.cubins == 1);
+  CHECK(c.bytes == 1000);
+  CHECK(s.lost(1));
+  CHECK(s.lost(3));
+  // Loaded again later: stored again, and no longer lost.
+  CHECK(add(s, 2, blob(10)) == cubin_store::outcome::stored);
+  CHECK(!s.lost(2));
+}
+
+TEST_CASE("cubin store: larger than the whole budget is dropped and counted, nothing evicted for it") {
+  cubin_store s(1000);
+  CHECK(add(s, 1, blob(500)) == cubin_store::outcome::stored);
+  CHECK(add(s, 9, blob(1001)) == cubin_store::outcome::dropped);
+  CHECK(add(s, 8, std::vector<char>()) == cubin_store::outcome::dropped);  // no bytes: nothing to keep
+  CHECK(s.find(1));
+  CHECK(!s.find(9));
+  CHECK(s.lost(9));
+  const auto c = s.counts();
+  CHECK(c.dropped == 2);
+  CHECK(c.evicted == 0);
+  CHECK(c.bytes == 500);
+}
+
+TEST_CASE("cubin store: a smaller budget evicts now; budget 0 keeps nothing") {
+  cubin_store s(1000);
+  CHECK(add(s, 1, blob(300)) == cubin_store::outcome::stored);
+  CHECK(add(s, 2, blob(300)) == cubin_store::outcome::stored);
+  CHECK(add(s, 3, blob(300)) == cubin_store::outcome::stored);
+  s.set_budget_bytes(650);  // 900 > 650: the oldest (1) goes
+  CHECK(!s.find(1));
+  CHECK(s.find(2));
+  CHECK(s.counts().bytes == 600);
+  s.set_budget_bytes(0);
+  CHECK(s.counts().cubins == 0);
+  CHECK(s.counts().bytes == 0);
+  CHECK(add(s, 5, blob(1)) == cubin_store::outcome::dropped);
+  CHECK(s.budget_bytes() == 0);
+  s.note_error();
+  CHECK(s.counts().errors == 1);
+}
+
+TEST_CASE("cubin store: the lost-CRC memory is bounded") {
+  cubin_store s(10);
+  for (std::uint64_t crc = 1; crc <= cubin_store::remembered_losses + 100; ++crc) (void)add(s, crc, blob(11));
+  const auto c = s.counts();
+  CHECK(c.dropped == cubin_store::remembered_losses + 100);
+  CHECK(s.lost(1));
+  CHECK(!s.lost(cubin_store::remembered_losses + 50));  // beyond the memory: counted only
+}
+
+TEST_CASE("cubin store: threads adding and looking up at once keep the budget and the counts") {
+  cubin_store s(64 * 100);
+  std::atomic<int> found{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&s, &found, t] {
+      for (std::uint64_t i = 0; i < 500; ++i) {
+        const std::uint64_t crc = 1 + (i * 7 + static_cast<std::uint64_t>(t)) % 300;  // overlapping CRCs
+        const std::vector<char> b = blob(64 + crc % 64);
+        (void)s.add(crc, b.data(), b.size());
+        if (const auto r = s.find(crc); r) found += r.bytes->size() == b.size() ? 1 : 0;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  const auto c = s.counts();
+  CHECK(c.added == 2000);
+  CHECK(c.stored + c.duplicates + c.dropped == c.added);
+  CHECK(c.bytes <= c.budget_bytes);
+  CHECK(c.stored - c.evicted == c.cubins);
+  CHECK(found.load() > 0);
+}
+
+TEST_CASE("the process-wide store's budget is set through the public call") {
+  const std::size_t before = kscope::cubin_store_budget_bytes();
+  CHECK(before == cubin_store::default_budget_bytes);  // 64 MiB
+  kscope::set_cubin_store_budget_bytes(1234);
+  CHECK(kscope::cubin_store_budget_bytes() == 1234);
+  kscope::set_cubin_store_budget_bytes(before);
+}
+
+// ---------------------------------------------------------------------------------------
+// Source lines: the ELF check
+
+namespace {
+
+// A minimal ELF64 little-endian image with the named sections (and .shstrtab), as nvcc
+// writes cubins: header, section-name table, section headers.
+std::vector<char> elf_with_sections(const std::vector<std::string>& names) {
+  std::string strtab(1, '\0');
+  std::vector<std::uint32_t> offsets;
+  for (const std::string& n : names) {
+    offsets.push_back(static_cast<std::uint32_t>(strtab.size()));
+    strtab += n;
+    strtab += '\0';
+  }
+  const auto shstrtab_name = static_cast<std::uint32_t>(strtab.size());
+  strtab += ".shstrtab";
+  strtab += '\0';
+  const std::size_t strtab_at = 64;
+  std::size_t headers_at = strtab_at + strtab.size();
+  headers_at = (headers_at + 7) / 8 * 8;
+  const std::size_t count = names.size() + 2;  // the null section, the names, .shstrtab
+  std::vector<char> image(headers_at + count * 64, '\0');
+  const auto put = [&image](std::size_t at, std::uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) image[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  image[0] = 0x7f;
+  image[1] = 'E';
+  image[2] = 'L';
+  image[3] = 'F';
+  image[4] = 2;  // 64-bit
+  image[5] = 1;  // little endian
+  image[6] = 1;
+  put(0x28, headers_at, 8);
+  put(0x3A, 64, 2);
+  put(0x3C, count, 2);
+  put(0x3E, count - 1, 2);
+  std::memcpy(image.data() + strtab_at, strtab.data(), strtab.size());
+  for (std::size_t i = 0; i < names.size(); ++i) put(headers_at + (i + 1) * 64, offsets[i], 4);
+  const std::size_t last = headers_at + (count - 1) * 64;
+  put(last, shstrtab_name, 4);
+  put(last + 0x18, strtab_at, 8);
+  put(last + 0x20, strtab.size(), 8);
+  return image;
+}
+
+}  // namespace
+
+TEST_CASE("the ELF check: .debug_line means -lineinfo; its absence, none; anything else, unknown") {
+  using kscope::detail::cubin_line_info;
+  using kscope::detail::cubin_line_table;
+  const auto with = elf_with_sections({".text._Z5chasePKiiiPi", ".debug_frame", ".debug_line", ".nv_debug_line_sass"});
+  const auto without = elf_with_sections({".text._Z5chasePKiiiPi", ".debug_frame", ".rela.debug_line.x"});
+  CHECK(cubin_line_table(with.data(), with.size()) == cubin_line_info::present);
+  CHECK(cubin_line_table(without.data(), without.size()) == cubin_line_info::absent);
+  // Names that only start like it, or end inside the table, are not it.
+  const auto prefix = elf_with_sections({".debug_line_x", ".debug_lin"});
+  CHECK(cubin_line_table(prefix.data(), prefix.size()) == cubin_line_info::absent);
+  // Not an ELF, truncated, a 32-bit ELF, headers pointing outside: unknown, never a read out of bounds.
+  const std::string text = "__global__ void k() {}";
+  CHECK(cubin_line_table(text.data(), text.size()) == cubin_line_info::unknown);
+  CHECK(cubin_line_table(with.data(), 63) == cubin_line_info::unknown);
+  CHECK(cubin_line_table(with.data(), with.size() - 1) == cubin_line_info::unknown);  // last header cut
+  CHECK(cubin_line_table(nullptr, 0) == cubin_line_info::unknown);
+  auto elf32 = with;
+  elf32[4] = 1;
+  CHECK(cubin_line_table(elf32.data(), elf32.size()) == cubin_line_info::unknown);
+  auto far = with;
+  far[0x28 + 7] = 0x7f;  // section table at ~2^62
+  CHECK(cubin_line_table(far.data(), far.size()) == cubin_line_info::unknown);
+  auto bad_names = with;
+  bad_names[0x3E] = 0x40;  // name-table index beyond the section count
+  CHECK(cubin_line_table(bad_names.data(), bad_names.size()) == cubin_line_info::unknown);
+}
+
+// ---------------------------------------------------------------------------------------
+// Source lines: from a PC to a status
+
+namespace {
+
+kscope::warp_stall_pc pc_in(std::uint64_t crc, std::string symbol = "_Z4gemmPKfS0_Pfi", std::uint64_t offset = 0x10) {
+  kscope::warp_stall_pc pc;
+  pc.function = "gemm(const float*, const float*, float*, int)";
+  pc.symbol = std::move(symbol);
+  pc.pc_offset = offset;
+  pc.cubin_crc = crc;
+  return pc;
+}
+
+// A fake cuptiGetSassToSourceCorrelation: answers what it is told, counts its calls.
+struct fake_correlator {
+  kscope::detail::sass_source answer;
+  int calls = 0;
+  kscope::detail::sass_source operator()(const std::vector<char>&, const std::string&, std::uint64_t) {
+    ++calls;
+    return answer;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a PC's status: resolved, or which of module, line table and CUPTI stood in the way") {
+  using kscope::detail::find_source_line;
+  using kscope::detail::module_watch;
+  cubin_store s(1 << 20);
+  const auto with_lines = elf_with_sections({".debug_line"});
+  const auto without_lines = elf_with_sections({".text.k"});
+  const std::vector<char> not_elf = blob(64, 'x');
+  (void)add(s, 0xA, with_lines);
+  (void)add(s, 0xB, without_lines);
+  (void)add(s, 0xC, not_elf);
+
+  fake_correlator ok{{true, "/src/kernels.cu", 42, ""}};
+  auto line = find_source_line(s, module_watch::watched, pc_in(0xA), ok);
+  CHECK(line.status == source_line_status::resolved);
+  CHECK(line.file == "/src/kernels.cu");
+  CHECK(line.line == 42);
+  CHECK(ok.calls == 1);
+
+  // CUPTI succeeds without a line: no line table -> not built with -lineinfo; a table
+  // without this PC -> its own status; an image kscope cannot read -> -lineinfo is the likely cause.
+  fake_correlator empty{{true, "", 0, ""}};
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0xB), empty).status == source_line_status::no_line_info);
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0xA), empty).status == source_line_status::no_line_for_pc);
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0xC), empty).status == source_line_status::no_line_info);
+  // CUPTI fails: without a line table that is still "no -lineinfo"; with one, a failed lookup, and why.
+  fake_correlator failing{{false, "", 0, "cuptiGetSassToSourceCorrelation failed with CUPTI_ERROR_UNKNOWN"}};
+  std::string error;
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0xB), failing, &error).status ==
+        source_line_status::no_line_info);
+  CHECK(error.empty());
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0xA), failing, &error).status ==
+        source_line_status::lookup_failed);
+  CHECK(contains(error, "CUPTI_ERROR_UNKNOWN"));
+
+  // No cubin: loaded while kscope watched nothing (it watched the pass, so before it), or
+  // nobody could watch, or the store lost it. CUPTI is never asked.
+  fake_correlator never{{true, "x.cu", 1, ""}};
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0xDEAD), never).status == source_line_status::module_not_seen);
+  CHECK(find_source_line(s, module_watch::not_watched, pc_in(0xDEAD), never).status ==
+        source_line_status::module_not_watched);
+  cubin_store small(100);
+  (void)add(small, 0xE, blob(101));  // dropped: over the budget
+  CHECK(find_source_line(small, module_watch::watched, pc_in(0xE), never).status == source_line_status::module_dropped);
+  // No CRC, no symbol, or no way to look up at all.
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0), never).status == source_line_status::unavailable);
+  CHECK(find_source_line(s, module_watch::watched, pc_in(0xA, ""), never).status == source_line_status::unavailable);
+  CHECK(find_source_line(s, module_watch::unavailable, pc_in(0xA), never).status == source_line_status::unavailable);
+  CHECK(never.calls == 0);
+}
+
+TEST_CASE("CUPTI's directory and file become one path") {
+  using kscope::detail::join_source_path;
+  CHECK(join_source_path("/work/build", "../src/k.cu") == "/work/build/../src/k.cu");
+  CHECK(join_source_path("/work/build/", "k.cu") == "/work/build/k.cu");
+  CHECK(join_source_path("/work/build", "/abs/k.cu") == "/abs/k.cu");
+  CHECK(join_source_path(nullptr, "k.cu") == "k.cu");
+  CHECK(join_source_path("", "k.cu") == "k.cu");
+  CHECK(join_source_path("/work", nullptr).empty());
+  CHECK(join_source_path("/work", "").empty());
+}
+
+TEST_CASE("resolve_source_lines: the hottest PCs of each profile, each PC asked once, copies agree") {
+  // Two launches of gemm (PCs 0x10: 700 samples, 0x20: 300 each), one of relu (0x4: 20).
+  auto records = gemm_records(1);
+  const auto second = gemm_records(2);
+  records.insert(records.end(), second.begin(), second.end());
+  records.push_back({"relu", 0x4, 3, {{cupti("drain"), 20}}, "_Z4relu", 0xBB});
+  for (auto& r : records)
+    if (r.function == "gemm") {
+      r.symbol = "_Z4gemm";
+      r.cubin_crc = 0xAA;
+    }
+  auto kernels = kscope::build_warp_stall_profiles(records);
+  REQUIRE(kernels.size() == 3);
+  CHECK(kernels[0].pcs[0].cubin_crc == 0xAA);
+  CHECK(kernels[0].pcs[0].symbol == "_Z4gemm");
+  auto total = kscope::aggregate_warp_stalls("all kernels", kernels);
+  std::vector<kscope::warp_stall_profile*> profiles{&kernels[0], &kernels[1], &kernels[2], &total};
+
+  std::vector<std::string> asked;
+  const auto lookup = [&asked](const kscope::warp_stall_pc& pc) {
+    asked.push_back(pc.where());
+    kscope::source_line l;
+    if (pc.function == "relu") {
+      l.status = source_line_status::module_not_seen;
+    } else {
+      l.status = source_line_status::resolved;
+      l.file = "gemm.cu";
+      l.line = static_cast<std::uint32_t>(pc.pc_offset);  // 0x10 -> line 16
+    }
+    return l;
+  };
+  // The hottest PC of each profile: gemm+0x10 (both launches and the total), relu+0x4.
+  CHECK(kscope::resolve_source_lines(profiles, 1, 100, lookup) == 2);
+  CHECK(asked == std::vector<std::string>{"gemm+0x10", "relu+0x4"});
+  for (const kscope::warp_stall_profile* p : profiles) {
+    for (const kscope::warp_stall_pc& pc : p->pcs) {
+      if (pc.pc_offset == 0x10) CHECK(pc.source() == "gemm.cu:16");
+      if (pc.pc_offset == 0x20) CHECK(pc.line_status == source_line_status::not_looked_up);  // not among the hottest
+      if (pc.function == "relu") CHECK(pc.line_status == source_line_status::module_not_seen);
+    }
+  }
+  // Asking again for two per profile adds gemm+0x20 only; at most max_lookups in all.
+  asked.clear();
+  CHECK(kscope::resolve_source_lines(profiles, 2, 100, lookup) == 3);
+  CHECK(total.hottest_pcs(2)[1].source() == "gemm.cu:32");
+  asked.clear();
+  auto fresh = kscope::build_warp_stall_profiles(records);
+  std::vector<kscope::warp_stall_profile*> fresh_profiles{&fresh[0], &fresh[1], &fresh[2]};
+  CHECK(kscope::resolve_source_lines(fresh_profiles, 5, 1, lookup) == 1);
+  CHECK(asked.size() == 1);
+
+  const std::string note = kscope::source_line_note(total);
+  CHECK_MESSAGE(contains(note, "source lines: 2 of 3 looked-up PCs resolved"), note);
+  CHECK_MESSAGE(contains(note, "1 without: module loaded before kscope saw it; start the collector first"), note);
+  CHECK(kscope::source_line_note(kscope::warp_stall_profile{}).empty());
+}
+
+TEST_CASE("merging copies of a PC keeps the best answer: a line beats a reason, a reason beats nothing") {
+  kscope::warp_stall_pc bare = pc_in(0xA);
+  kscope::warp_stall_pc missing = bare;
+  missing.line_status = source_line_status::module_not_seen;
+  kscope::warp_stall_pc resolved = bare;
+  resolved.line_status = source_line_status::resolved;
+  resolved.file = "k.cu";
+  resolved.line = 7;
+
+  kscope::warp_stall_pc a = bare;
+  a.adopt_source_line(missing);
+  CHECK(a.line_status == source_line_status::module_not_seen);
+  a.adopt_source_line(resolved);
+  CHECK(a.source() == "k.cu:7");
+  a.adopt_source_line(missing);  // a later worse answer does not undo it
+  CHECK(a.source() == "k.cu:7");
+  kscope::warp_stall_pc b = missing;
+  b.adopt_source_line(bare);
+  CHECK(b.line_status == source_line_status::module_not_seen);
+  kscope::warp_stall_pc c;
+  c.adopt_source_line(resolved);
+  CHECK(c.symbol == resolved.symbol);
+  CHECK(c.cubin_crc == 0xA);
+}
+
+// ---------------------------------------------------------------------------------------
+// Source lines: how they print
+
+namespace {
+
+// gemm with its hottest PC resolved and the second one without a line for `why`.
+kscope::warp_stall_profile gemm_with_lines(source_line_status why) {
+  auto p = kscope::build_warp_stall_profiles(gemm_records(1))[0];
+  for (kscope::warp_stall_pc& pc : p.pcs) {
+    if (pc.pc_offset == 0x10) {
+      pc.line_status = source_line_status::resolved;
+      pc.file = "/src/gemm.cu";
+      pc.line = 42;
+    } else {
+      pc.line_status = why;
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("the text table puts file:line next to function+offset, and says why a PC has none") {
+  const auto p = gemm_with_lines(source_line_status::module_not_seen);
+  const std::string table = kscope::format_warp_stalls(p);
+  CHECK_MESSAGE(contains(table, "gemm+0x10 (/src/gemm.cu:42)  700 samples (70%), mostly long scoreboard\n"), table);
+  CHECK_MESSAGE(contains(table, "gemm+0x20  300 samples (30%), mostly LG throttle; no source line: module loaded "
+                                "before kscope saw it; start the collector first, or launch the kernel first "
+                                "inside profile_warp_stalls\n"),
+                table);
+  const std::string no_lineinfo = kscope::format_warp_stalls(gemm_with_lines(source_line_status::no_line_info));
+  CHECK_MESSAGE(contains(no_lineinfo, "mostly LG throttle; no source line: kernel not built with -lineinfo"), no_lineinfo);
+  // Every status that is not a line has words; resolved and not looked up print none.
+  for (source_line_status st :
+       {source_line_status::no_line_info, source_line_status::no_line_for_pc, source_line_status::module_not_seen,
+        source_line_status::module_not_watched, source_line_status::module_dropped, source_line_status::lookup_failed,
+        source_line_status::unavailable}) {
+    CHECK(kscope::source_line_reason(st).substr(0, 16) == "no source line: ");
+    const std::string t = kscope::format_warp_stalls(gemm_with_lines(st));
+    CHECK(contains(t, std::string(kscope::source_line_reason(st))));
+  }
+  CHECK(kscope::source_line_reason(source_line_status::resolved).empty());
+  CHECK(kscope::source_line_reason(source_line_status::not_looked_up).empty());
+  CHECK(!contains(kscope::format_warp_stalls(kscope::build_warp_stall_profiles(gemm_records(1))[0]), "source line"));
+}
+
+TEST_CASE("JSON: each hot PC keeps file and line, and adds source, line_status and line_note") {
+  const auto p = gemm_with_lines(source_line_status::no_line_info);
+  const auto parsed = kscope::detail::parse_json(kscope::warp_stalls_json({p}, 2));
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error);
+  const kscope::detail::json_value* hot = parsed.value.at(0).find("hottest_pcs");
+  REQUIRE(hot != nullptr);
+  REQUIRE(hot->items.size() == 2);
+  const kscope::detail::json_value& first = hot->at(0);
+  CHECK(first.member_string("file") == "/src/gemm.cu");
+  CHECK(first.member_number("line", 0) == 42);
+  CHECK(first.member_string("source") == "/src/gemm.cu:42");
+  CHECK(first.member_string("line_status") == "resolved");
+  CHECK(first.member_string("line_note").empty());
+  const kscope::detail::json_value& second = hot->at(1);
+  CHECK(second.member_string("file").empty());
+  CHECK(second.member_number("line", -1) == 0);
+  CHECK(second.member_string("source").empty());
+  CHECK(second.member_string("line_status") == "no_lineinfo");
+  CHECK(contains(second.member_string("line_note"), "not built with -lineinfo"));
+  // Every status has its own key.
+  std::set<std::string> keys;
+  for (int i = 0; i <= static_cast<int>(source_line_status::unavailable); ++i)
+    keys.insert(kscope::to_string(static_cast<source_line_status>(i)));
+  CHECK(keys.size() == static_cast<std::size_t>(source_line_status::unavailable) + 1);
+}
+
+TEST_CASE("Markdown: the reason table, the dominant stall, hot PCs with their source line or the reason") {
+  auto p = gemm_with_lines(source_line_status::module_not_seen);
+  p.name = "gemm<float>|x";
+  for (auto& pc : p.pcs) pc.function = p.name;
+  const std::string md = kscope::format_warp_stalls_markdown(p);
+  CHECK_MESSAGE(contains(md, "**warp stalls: `gemm<float>\\|x`**: 1,000 samples, 100 issued, 1 launch"), md);
+  CHECK(contains(md, "| reason | samples | share | not issued |"));
+  CHECK(contains(md, "| long scoreboard | 610 | 61% | 500 |"));
+  CHECK(contains(md, "| selected (issued) | 100 | 10% | - |"));
+  CHECK(contains(md, "**dominant stall:** long scoreboard: 61% of 1,000 samples (610)"));
+  CHECK(contains(md, "| hottest PC | source line | samples | share | mostly |"));
+  CHECK_MESSAGE(contains(md, "| `gemm<float>\\|x+0x10` | `/src/gemm.cu:42` | 700 | 70% | long scoreboard |"), md);
+  CHECK(contains(md, "| `gemm<float>\\|x+0x20` | no source line: module loaded before kscope saw it"));
+  CHECK(!has_non_finite(md));
+  const std::string empty = kscope::format_warp_stalls_markdown(kscope::aggregate_warp_stalls("idle", {}));
+  CHECK(contains(empty, "no warp samples"));
 }

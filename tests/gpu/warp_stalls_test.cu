@@ -11,6 +11,14 @@
 // - Two kernels in one kernel-serialized pass come back as two launches with their names.
 // - A pass inside a pass is refused (busy) without running its work; an exception from the
 //   work comes out after sampling is disabled, and the next pass works.
+// - Source lines (first case, and it must stay the first: doctest runs a file's cases in
+//   line order): this file is built with -lineinfo (tests/CMakeLists.txt) and no kernel of
+//   it runs before that case's pass, so lazy loading loads its module inside the pass,
+//   where kscope watches module loads and keeps the cubin. The hottest PC of a
+//   pointer-chasing kernel must map to this file, inside the kernel's lines. With
+//   CUDA_MODULE_LOADING=EAGER the module loads at context creation, before any watch, and
+//   the PC must say so instead. The later cases' kernels share the module: their tables
+//   print their lines too.
 // Where the driver refuses PC sampling (no permission to the counters, an unsupported
 // device) the cases print CUPTI's message and pass: those are the only refusals accepted.
 // Every line of the tables starts with "WARPSTALL", for the lead's logs.
@@ -25,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,6 +64,18 @@ __global__ void barrier_bound(float* out, int rounds, int chain) {
   }
   out[blockIdx.x * blockDim.x + threadIdx.x] = x;
 }
+
+// Each step loads the index of the next one: every load waits for the one before (long
+// scoreboard), so nearly every sample sits in the loop. Its lines, as the compiler sees
+// them, lie strictly between these two markers: the range its hottest PC must fall in.
+constexpr unsigned chase_first_line = __LINE__;
+__global__ void lineinfo_chase(const int* next, int n, int steps, int* out) {
+  const int tid = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  int i = tid % n;
+  for (int s = 0; s < steps; ++s) i = next[i];
+  out[tid] = i;
+}
+constexpr unsigned chase_last_line = __LINE__;
 
 class device_buffer {
  public:
@@ -109,6 +130,7 @@ void print(const kscope::warp_stall_result& r) {
               static_cast<unsigned long long>(r.total.total_samples()), static_cast<unsigned long long>(not_issued),
               static_cast<unsigned long long>(r.cupti_total_samples),
               static_cast<unsigned long long>(r.dropped_samples), static_cast<unsigned long long>(r.non_user_samples));
+  std::printf("WARPSTALL module loads: %s\n", r.module_loads.c_str());
   kscope::warp_stall_print_options o;
   o.prefix = "WARPSTALL ";
   for (const kscope::warp_stall_profile& k : r.kernels)
@@ -134,6 +156,68 @@ const kscope::warp_stall_profile* find(const kscope::warp_stall_result& r, const
 }
 
 }  // namespace
+
+// First in the file on purpose (see the top): its pass is where this file's module loads.
+TEST_CASE("source lines: the hottest PC of a -lineinfo kernel loaded inside the pass maps to this file") {
+  constexpr int n = 1 << 16;  // 256 KiB of indices: cache-resident, latency-bound
+  std::vector<int> host(n);
+  for (int i = 0; i < n; ++i) host[static_cast<std::size_t>(i)] = static_cast<int>((i * 4099LL + 1) % n);
+  int* next = nullptr;
+  KSCOPE_TEST_REQUIRE_CUDA(cudaMalloc(&next, n * sizeof(int)));
+  KSCOPE_TEST_REQUIRE_CUDA(cudaMemcpy(next, host.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+  const int blocks = sm_count() * 4, threads = 256;
+  device_buffer out(static_cast<std::size_t>(blocks) * threads * sizeof(int));
+  KSCOPE_TEST_REQUIRE_CUDA(cudaDeviceSynchronize());  // no kernel of this file has run yet
+
+  const kscope::warp_stall_result r = kscope::profile_warp_stalls(
+      [&] { lineinfo_chase<<<blocks, threads>>>(next, n, 8192, reinterpret_cast<int*>(out.get())); },
+      sampling_options());
+  print(r);
+  cudaFree(next);
+  if (refused(r)) return;
+  REQUIRE_MESSAGE(r.ok(), r.message);
+  REQUIRE(r.kernels.size() == 1);
+  const kscope::warp_stall_profile& k = r.kernels[0];
+  CHECK(k.name.find("lineinfo_chase") != std::string::npos);
+  CHECK_MESSAGE(k.total_samples() > 1000, k.total_samples() << " samples");
+  const std::vector<kscope::warp_stall_pc> hot = k.hottest_pcs(5);
+  REQUIRE(!hot.empty());
+  for (const kscope::warp_stall_pc& pc : hot) {
+    const std::string line = pc.source().empty() ? std::string(kscope::source_line_reason(pc.line_status))
+                                                 : pc.source();
+    std::printf("WARPSTALL source line: %s -> %s [%s] (%llu samples)\n", pc.where().c_str(), line.c_str(),
+                kscope::to_string(pc.line_status), static_cast<unsigned long long>(pc.samples()));
+    // std::string: doctest prints a bare const char* as a pointer.
+    MESSAGE(pc.where() << " -> " << line << " [" << std::string(kscope::to_string(pc.line_status)) << "]");
+  }
+  std::printf("WARPSTALL kernel lines %u..%u; json: %s\n", chase_first_line, chase_last_line,
+              kscope::warp_stalls_json({k}, 3).c_str());
+  std::fputs(kscope::format_warp_stalls_markdown(k).c_str(), stdout);
+  std::fflush(stdout);
+
+  const kscope::warp_stall_pc& top = hot.front();
+  const char* loading = std::getenv("CUDA_MODULE_LOADING");
+  if (loading != nullptr && std::string(loading) == "EAGER") {
+    // Loaded with the context, before the pass watched: the PC says so, in words.
+    CHECK_MESSAGE(top.line_status == kscope::source_line_status::module_not_seen,
+                  std::string(kscope::to_string(top.line_status)));
+    CHECK(std::string(kscope::source_line_reason(top.line_status)).find("module loaded before kscope saw it") !=
+          std::string::npos);
+    return;
+  }
+  // "module loads watched during the pass" (or "... by kscope's activity collector").
+  CHECK_MESSAGE(r.module_loads.rfind("module loads watched", 0) == 0, r.module_loads);
+  REQUIRE_MESSAGE(top.line_status == kscope::source_line_status::resolved,
+                  top.where() << ": " << std::string(kscope::to_string(top.line_status)) << ": "
+                              << std::string(kscope::source_line_reason(top.line_status)));
+  CHECK_MESSAGE(top.file.find("warp_stalls_test.cu") != std::string::npos, top.file);
+  CHECK_MESSAGE(top.line > chase_first_line, top.source() << " is before the kernel (" << chase_first_line << ")");
+  CHECK_MESSAGE(top.line < chase_last_line, top.source() << " is after the kernel (" << chase_last_line << ")");
+  // The total lists the same PC with the same line.
+  const std::vector<kscope::warp_stall_pc> total_hot = r.total.hottest_pcs(1);
+  REQUIRE(!total_hot.empty());
+  CHECK(total_hot.front().source() == top.source());
+}
 
 TEST_CASE("naive fp32 GEMM, n = 1024: more than 1000 samples and a dominant stall") {
   constexpr int n = 1024;

@@ -28,6 +28,9 @@
 //   to the reason listed first in stall_reason_table(). Its text names the share, the
 //   sample counts, the meaning and the advice.
 // - Per scope: profiles add reason by reason and PC by PC (same function and offset).
+// - Source lines: a looked-up PC carries file:line when kscope kept its module's cubin and
+//   the kernel was built with -lineinfo; otherwise its line_status says which of those failed
+//   ("no source line: module loaded before kscope saw it; ..."), and the printers say so.
 #pragma once
 
 #include "counters.hpp"
@@ -241,6 +244,9 @@ struct pc_stall_record {
   std::uint64_t pc_offset = 0;      // bytes from the start of the function
   std::uint32_t correlation_id = 0; // the kernel launch (kernel-serialized sampling); 0 when unknown
   std::vector<std::pair<std::string, std::uint64_t>> stalls;
+  std::string symbol{};             // the function's name in its cubin (mangled), for source lines
+  std::uint64_t cubin_crc = 0;      // CUPTI's CRC of the module's cubin; 0 when unknown
+  // (Both with initializers: aggregate initialization that stops at `stalls` stays warning-free.)
 };
 
 // The samples of one reason: all of them, and the subset taken while the scheduler issued
@@ -320,13 +326,71 @@ inline std::string hex_offset(std::uint64_t v) {
 
 }  // namespace detail
 
+// Whether a PC's source line was found, and if not, why. When copies of one PC merge, a
+// line beats a reason and a reason beats not_looked_up (warp_stall_pc::adopt_source_line).
+enum class source_line_status : std::uint8_t {
+  not_looked_up,       // not asked for: beyond warp_stall_options::source_line_pcs, or made-up records
+  resolved,            // file and line
+  no_line_info,        // its cubin has no line table: the kernel was not built with -lineinfo
+  no_line_for_pc,      // its cubin has a line table, without a line for this instruction
+  module_not_seen,     // its module was loaded while kscope watched no module loads (before it started)
+  module_not_watched,  // kscope could not watch module loads during the pass (CUPTI's one subscriber taken)
+  module_dropped,      // seen, but its cubin was not kept: kscope's cubin store was over its budget
+  lookup_failed,       // CUPTI could not map the PC (cuptiGetSassToSourceCorrelation failed)
+  unavailable,         // this libcupti cannot map PCs, the record has no cubin CRC, or the store is off
+};
+
+// The JSON key of a status ("no_lineinfo", "module_not_seen", ...).
+[[nodiscard]] constexpr const char* to_string(source_line_status s) noexcept {
+  switch (s) {
+    case source_line_status::not_looked_up: return "not_looked_up";
+    case source_line_status::resolved: return "resolved";
+    case source_line_status::no_line_info: return "no_lineinfo";
+    case source_line_status::no_line_for_pc: return "no_line_for_pc";
+    case source_line_status::module_not_seen: return "module_not_seen";
+    case source_line_status::module_not_watched: return "module_not_watched";
+    case source_line_status::module_dropped: return "module_dropped";
+    case source_line_status::lookup_failed: return "lookup_failed";
+    case source_line_status::unavailable: return "unavailable";
+  }
+  return "unavailable";
+}
+
+// Why a PC has no source line, in words, with what to do; "" for resolved and not_looked_up.
+//   kscope::source_line_reason(kscope::source_line_status::no_line_info)
+//   // "no source line: kernel not built with -lineinfo (add nvcc -lineinfo)"
+[[nodiscard]] inline std::string_view source_line_reason(source_line_status s) noexcept {
+  switch (s) {
+    case source_line_status::not_looked_up:
+    case source_line_status::resolved: return {};
+    case source_line_status::no_line_info: return "no source line: kernel not built with -lineinfo (add nvcc -lineinfo)";
+    case source_line_status::no_line_for_pc:
+      return "no source line: the module's line table has none for this instruction";
+    case source_line_status::module_not_seen:
+      return "no source line: module loaded before kscope saw it; start the collector first, or launch the kernel "
+             "first inside profile_warp_stalls";
+    case source_line_status::module_not_watched:
+      return "no source line: kscope could not watch module loads (another tool holds CUPTI's callback subscriber)";
+    case source_line_status::module_dropped:
+      return "no source line: module cubin dropped, kscope's cubin store over budget "
+             "(kscope::set_cubin_store_budget_bytes)";
+    case source_line_status::lookup_failed:
+      return "no source line: CUPTI could not map this PC (cuptiGetSassToSourceCorrelation failed)";
+    case source_line_status::unavailable: return "no source line: this libcupti cannot map PCs to lines";
+  }
+  return {};
+}
+
 // One instruction: where it is, its samples per reason and, when known, its source line.
 struct warp_stall_pc {
   std::string function;
   std::uint64_t pc_offset = 0;
   stall_counts reasons;
-  std::string file;        // source file, "" when not resolved (see cupti/warp_stalls.hpp)
+  std::string file;        // source file (the path the compiler saw), "" when not resolved
   std::uint32_t line = 0;  // 0 when not resolved
+  source_line_status line_status = source_line_status::not_looked_up;
+  std::string symbol{};          // the function's name in its cubin (mangled); "" when unknown
+  std::uint64_t cubin_crc = 0;   // CUPTI's CRC of its module's cubin; 0 when unknown
 
   [[nodiscard]] std::uint64_t samples() const noexcept { return detail::sum_samples(reasons); }
 
@@ -344,6 +408,20 @@ struct warp_stall_pc {
 
   // "gemm+0x1a0"
   [[nodiscard]] std::string where() const { return function + "+" + detail::hex_offset(pc_offset); }
+
+  // "kernels.cu:42" when the line is known, else "".
+  [[nodiscard]] std::string source() const { return file.empty() ? std::string() : file + ":" + std::to_string(line); }
+
+  // Takes the source line of another copy of this PC when it knows more (merges, lookups).
+  void adopt_source_line(const warp_stall_pc& other) {
+    if (symbol.empty()) symbol = other.symbol;
+    if (cubin_crc == 0) cubin_crc = other.cubin_crc;
+    if (line_status == source_line_status::resolved || other.line_status == source_line_status::not_looked_up) return;
+    if (line_status != source_line_status::not_looked_up && other.line_status != source_line_status::resolved) return;
+    file = other.file;
+    line = other.line;
+    line_status = other.line_status;
+  }
 };
 
 // The stall breakdown of one kernel launch, one kernel function, or one scope.
@@ -412,6 +490,7 @@ struct warp_stall_profile {
           mine.file = p.file;
           mine.line = p.line;
         }
+        mine.adopt_source_line(p);
         return;
       }
     }
@@ -432,6 +511,8 @@ struct warp_stall_profile {
     warp_stall_pc pc;
     pc.function = r.function;
     pc.pc_offset = r.pc_offset;
+    pc.symbol = r.symbol;
+    pc.cubin_crc = r.cubin_crc;
     for (const auto& [name, samples] : r.stalls) detail::add_cupti_sample(pc.reasons, name, samples);
     warp_stall_profile* into = nullptr;
     if (r.correlation_id != 0) {
@@ -460,6 +541,74 @@ struct warp_stall_profile {
     out.push_back(std::move(profile));
   }
   for (warp_stall_profile& p : by_function) out.push_back(std::move(p));
+  return out;
+}
+
+// What a lookup of one PC's source line answered.
+struct source_line {
+  source_line_status status = source_line_status::not_looked_up;
+  std::string file;
+  std::uint32_t line = 0;
+};
+
+// Gives the `per_profile` hottest PCs of each profile a source line. `lookup(pc)` returns a
+// source_line; it is asked once per distinct PC (module, function, offset) and at most
+// `max_lookups` times in all (a lookup parses the module's line table: the bound keeps a
+// pass with many kernels quick). Every copy of a looked-up PC in the profiles gets the
+// answer, so a kernel's table and its scope's agree. Returns the number of lookups.
+//   kscope::resolve_source_lines({&k, &total}, 10, 1000, [](const kscope::warp_stall_pc& pc) { ... });
+template <class Lookup>
+std::size_t resolve_source_lines(const std::vector<warp_stall_profile*>& profiles, std::size_t per_profile,
+                                 std::size_t max_lookups, Lookup&& lookup) {
+  using key = std::pair<std::pair<std::uint64_t, std::uint64_t>, std::string>;  // (crc, offset), function
+  std::map<key, source_line> answers;
+  std::size_t lookups = 0;
+  for (warp_stall_profile* p : profiles) {
+    if (p == nullptr) continue;
+    for (const warp_stall_pc& pc : p->hottest_pcs(per_profile)) {
+      key k{{pc.cubin_crc, pc.pc_offset}, pc.function};
+      if (answers.count(k) != 0 || lookups >= max_lookups) continue;
+      ++lookups;
+      answers.emplace(std::move(k), lookup(pc));
+    }
+  }
+  for (warp_stall_profile* p : profiles) {
+    if (p == nullptr) continue;
+    for (warp_stall_pc& pc : p->pcs) {
+      const auto it = answers.find(key{{pc.cubin_crc, pc.pc_offset}, pc.function});
+      if (it == answers.end() || it->second.status == source_line_status::not_looked_up) continue;
+      warp_stall_pc answer;
+      answer.file = it->second.status == source_line_status::resolved ? it->second.file : std::string();
+      answer.line = it->second.status == source_line_status::resolved ? it->second.line : 0;
+      answer.line_status = it->second.status;
+      pc.adopt_source_line(answer);
+    }
+  }
+  return lookups;
+}
+
+// One line for a result's notes: how many looked-up PCs of `p` have a line, and why the
+// others have none ("" when none was looked up).
+//   "source lines: 3 of 5 looked-up PCs resolved; 2 without: module loaded before kscope saw it; ..."
+[[nodiscard]] inline std::string source_line_note(const warp_stall_profile& p) {
+  std::map<source_line_status, std::size_t> by_status;
+  std::size_t looked_up = 0;
+  for (const warp_stall_pc& pc : p.pcs) {
+    if (pc.line_status == source_line_status::not_looked_up) continue;
+    ++looked_up;
+    ++by_status[pc.line_status];
+  }
+  if (looked_up == 0) return {};
+  const std::size_t resolved = by_status[source_line_status::resolved];
+  std::string out = "source lines: " + std::to_string(resolved) + " of " + std::to_string(looked_up) +
+                    " looked-up PCs resolved";
+  constexpr std::string_view prefix = "no source line: ";
+  for (const auto& [status, n] : by_status) {
+    if (status == source_line_status::resolved || n == 0) continue;
+    std::string_view why = source_line_reason(status);
+    if (why.substr(0, prefix.size()) == prefix) why.remove_prefix(prefix.size());
+    out += "; " + std::to_string(n) + " without: " + std::string(why);
+  }
   return out;
 }
 
@@ -648,11 +797,12 @@ struct warp_stall_print_options {
     if (!hot.empty()) line("  hottest PCs:");
     for (const warp_stall_pc& pc : hot) {
       const std::uint64_t n = pc.samples();
-      std::string text = "    " + detail::printable_name(pc.where()) + "  " + detail::count_text(n) + " samples (" +
-                         detail::pct_text(100.0 * detail::share_of(n, total)) + ")";
+      std::string text = "    " + detail::printable_name(pc.where());
+      if (const std::string source = pc.source(); !source.empty()) text += " (" + detail::printable_name(source) + ")";
+      text += "  " + detail::count_text(n) + " samples (" + detail::pct_text(100.0 * detail::share_of(n, total)) + ")";
       const std::string top = pc.top_reason();
       if (!top.empty()) text += ", mostly " + detail::printable_name(stall_reason_label(top));
-      if (!pc.file.empty()) text += "  " + detail::printable_name(pc.file) + ":" + std::to_string(pc.line);
+      if (const std::string_view why = source_line_reason(pc.line_status); !why.empty()) text += "; " + std::string(why);
       line(text);
     }
   }
@@ -703,10 +853,64 @@ inline void write_warp_stalls_json(detail::json_writer& w, const warp_stall_prof
     w.member("top_reason", pc.top_reason());
     w.member("file", pc.file);
     w.member("line", static_cast<unsigned long long>(pc.line));
+    w.member("source", pc.source());                    // "file:line", "" when not known
+    w.member("line_status", to_string(pc.line_status));  // why not, as a key
+    w.member("line_note", std::string(source_line_reason(pc.line_status)));
     w.end_object();
   }
   w.end_array();
   w.end_object();
+}
+
+namespace detail {
+
+// Text for a Markdown table cell: printable, '|' escaped; `code` puts it in a code span
+// (kernel names hold <, >, * that Markdown would read).
+inline std::string warp_stall_markdown_cell(std::string_view text, bool code) {
+  std::string out;
+  for (char c : printable_name(text)) {
+    if (c == '|') out += "\\|";
+    else out += c;
+  }
+  if (!code) return out;
+  const std::string fence = out.find('`') != std::string::npos ? "``" : "`";
+  return fence + (fence.size() > 1 ? " " + out + " " : out) + fence;
+}
+
+}  // namespace detail
+
+// The same as format_warp_stalls, as Markdown: a heading line, the reason table, the
+// dominant stall, and the hottest PCs with their source line (or why there is none).
+//   std::string md = kscope::format_warp_stalls_markdown(r.kernels[0]);
+[[nodiscard]] inline std::string format_warp_stalls_markdown(const warp_stall_profile& p,
+                                                             const warp_stall_print_options& o = {}) {
+  using detail::warp_stall_markdown_cell;
+  const std::uint64_t total = p.total_samples();
+  std::string out = "**warp stalls: " + warp_stall_markdown_cell(p.name, true) + "**: " + detail::count_text(total) +
+                    " samples, " + detail::count_text(p.issued_samples()) + " issued" +
+                    (p.launches > 0 ? ", " + detail::count_text(p.launches) + (p.launches == 1 ? " launch" : " launches")
+                                    : "") +
+                    "\n\n";
+  if (total == 0) return out + warp_stall_markdown_cell(dominant_stall(p).text, false) + "\n";
+  out += "| reason | samples | share | not issued |\n|---|--:|--:|--:|\n";
+  for (const auto& [key, c] : p.breakdown())
+    out += "| " + warp_stall_markdown_cell(stall_reason_label(key), false) + " | " + detail::count_text(c.samples) +
+           " | " + detail::pct_text(100.0 * detail::share_of(c.samples, total)) + " | " +
+           (key == "selected" ? std::string("-") : detail::count_text(c.not_issued)) + " |\n";
+  out += "\n**dominant stall:** " + warp_stall_markdown_cell(dominant_stall(p).text, false) + "\n";
+  const std::vector<warp_stall_pc> hot = o.top_pcs > 0 ? p.hottest_pcs(o.top_pcs) : std::vector<warp_stall_pc>();
+  if (hot.empty()) return out;
+  out += "\n| hottest PC | source line | samples | share | mostly |\n|---|---|--:|--:|---|\n";
+  for (const warp_stall_pc& pc : hot) {
+    const std::uint64_t n = pc.samples();
+    const std::string source = pc.source();
+    out += "| " + warp_stall_markdown_cell(pc.where(), true) + " | " +
+           (source.empty() ? warp_stall_markdown_cell(source_line_reason(pc.line_status), false)
+                           : warp_stall_markdown_cell(source, true)) +
+           " | " + detail::count_text(n) + " | " + detail::pct_text(100.0 * detail::share_of(n, total)) + " | " +
+           warp_stall_markdown_cell(stall_reason_label(pc.top_reason()), false) + " |\n";
+  }
+  return out;
 }
 
 // A JSON array of profiles.

@@ -54,6 +54,7 @@
 #include "detail/buffer_pool.hpp"
 #include "../scope/detail/fork_guard.hpp"
 #include "../core/detail/env_switch.hpp"
+#include "../device/availability.hpp"  // probe_gpu(): no GPU, said once, in words
 
 #include <atomic>
 #include <cstddef>
@@ -67,6 +68,7 @@
 
 #if KSCOPE_HAS_CUPTI
 #  include "detail/callback_ids.hpp"
+#  include "detail/cubin_store.hpp"  // module cubins for warp-stall source lines
 #  include "detail/graph_events.hpp"
 #  include "detail/parse.hpp"
 #  include <cuda_runtime_api.h>
@@ -126,6 +128,10 @@ struct cupti_options {
   std::size_t buffer_count = 8;                     // pool cap = buffer_bytes * buffer_count
   bool collect_memcpy = true;
   bool collect_memset = true;
+  // Synchronization records: how long the host waited in stream / event / context
+  // synchronizes, per scope (node_gpu_activity::host_sync); the diagnosis of a host that
+  // blocks inside a step rests on them.
+  bool collect_sync = true;
   // Also hook the driver-API launch calls (cuLaunchKernel(Ex), cuGraphLaunch, cuMemcpy*):
   // needed for cuBLAS / Triton / JIT launches. Off: runtime API only (one callback less
   // per <<<>>> launch; bench/cupti_overhead_bench.cu measures the difference).
@@ -181,14 +187,12 @@ class cupti_collector {
     options_ = options;
     ensure_attribution(options.attribution);
     if (detail::parse_switch(std::getenv("KSCOPE_CUPTI")) == detail::switch_value::off) {
-      return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0); GPU times from CUDA events only");
+      return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0)");
     }
 #if KSCOPE_HAS_CUPTI
     return start_cupti();
 #else
-    return refuse(cupti_state::disabled,
-                  "CUPTI unavailable: kscope was built without the CUDA toolkit's CUPTI headers; "
-                  "GPU times from CUDA events only");
+    return refuse(cupti_state::disabled, "CUPTI unavailable: kscope was built without the CUDA toolkit's CUPTI headers");
 #endif
   }
 
@@ -237,7 +241,7 @@ class cupti_collector {
       s.status = status_locked();
       const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
                            state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
-      if (problem) s.warnings.push_back(message_);
+      if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
       for (const auto& w : warnings_) s.warnings.push_back(w);
     }
     const std::uint64_t dropped = read_dropped_by_cupti();  // outside the attribution lock
@@ -330,7 +334,8 @@ class cupti_collector {
   }
 
   // The state message is the warning while CUPTI is not collecting: one line per
-  // problem, and a later successful start() leaves no stale line behind.
+  // problem, and a later successful start() leaves no stale line behind. `message` says
+  // what went wrong only; status_locked() adds what the report still has.
   bool refuse(cupti_state state, std::string message) {
     state_ = state;
     message_ = std::move(message);
@@ -344,11 +349,23 @@ class cupti_collector {
     warnings_.push_back(std::move(w));
   }
 
+  // What a report still has while CUPTI is not collecting. Said when the status is read,
+  // not when start() refused: KSCOPE_CUPTI=0 refuses before any CUDA call, so only later
+  // (the session probes before it reports) is it known whether there is a GPU at all.
+  static std::string without_cupti() {
+    const gpu_availability* gpu = probed_gpu();  // never probes itself
+    if (gpu != nullptr && !gpu->available()) return "no usable GPU, so no GPU times";
+    return "GPU times from CUDA events only";
+  }
+
   cupti_status status_locked() const {
     cupti_status s;
     s.state = state_;
     s.clock = clock_;
     s.message = message_;
+    if (state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
+        state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed)
+      s.message += "; " + without_cupti();
     s.pool_bytes = pool_.capacity_bytes();
     s.callbacks_enabled = callbacks_enabled_;
     s.graph_capture = graph_capture_enabled_;
@@ -389,7 +406,10 @@ class cupti_collector {
       return;
     }
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
-      on_graph_node_callback(attribution, cbid, *static_cast<const CUpti_ResourceData*>(cbdata));
+      const auto& resource = *static_cast<const CUpti_ResourceData*>(cbdata);
+      // A module's cubin is handed out only here: copied for warp-stall source lines (noexcept).
+      if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) return detail::capture_loaded_module(resource);
+      on_graph_node_callback(attribution, cbid, resource);
     }
   }
 
@@ -459,23 +479,18 @@ class cupti_collector {
   }
 
   bool start_cupti() {
-    int device_count = 0;
-    const cudaError_t device_status = cudaGetDeviceCount(&device_count);
-    if (device_status != cudaSuccess || device_count == 0) {
-      return refuse(cupti_state::unavailable,
-                    std::string("CUPTI not started: no usable CUDA device (") +
-                        (device_status != cudaSuccess ? cudaGetErrorString(device_status) : "0 devices") +
-                        "); GPU times from CUDA events only");
-    }
+    // The short reason only: why there is no GPU is the report's GPU line (probe_gpu().message).
+    const gpu_availability& gpu = probe_gpu();
+    if (!gpu.available()) return refuse(cupti_state::unavailable, "CUPTI not started: " + gpu.reason);
     std::string why;
     if (!detail::load_cupti(api_, options_.library_path, why)) {
-      return refuse(cupti_state::unavailable, "CUPTI unavailable: " + why + "; GPU times from CUDA events only");
+      return refuse(cupti_state::unavailable, "CUPTI unavailable: " + why);
     }
     if (pool_.buffer_count() == 0 && !pool_.allocate(options_.buffer_bytes, options_.buffer_count)) {
       return refuse(cupti_state::failed,
                     "CUPTI not started: could not allocate the activity buffer pool (" +
                         std::to_string(options_.buffer_count) + " x " + std::to_string(options_.buffer_bytes) +
-                        " bytes); GPU times from CUDA events only");
+                        " bytes)");
     }
     gpu_attribution* attribution = nullptr;
     {
@@ -504,10 +519,11 @@ class cupti_collector {
     }
     enable_launch_callbacks();
     enable_graph_callbacks();
+    enable_module_callbacks();
     if (callbacks_enabled_ == 0) {
       teardown();
       return refuse(cupti_state::failed,
-                    "CUPTI launch callbacks could not be enabled; GPU times from CUDA events only");
+                    "CUPTI launch callbacks could not be enabled");
     }
 
     // 2. Buffers.
@@ -553,12 +569,17 @@ class cupti_collector {
       if (enable_kind(CUPTI_ACTIVITY_KIND_MEMSET) == CUPTI_SUCCESS) kinds += "+memset";
       else add_warning("CUPTI memset activity could not be enabled; memsets are not attributed");
     }
+    if (options_.collect_sync) {
+      if (enable_kind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) == CUPTI_SUCCESS) kinds += "+sync";
+      else add_warning("CUPTI synchronization activity could not be enabled; host waits are not attributed");
+    }
     if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr) {
       (void)api_.activity_flush_period(options_.flush_period_ms);
     }
     if (!exit_handler_registered_) {
-      // cudaGetDeviceCount above made the runtime register its own teardown first, so
-      // this handler runs before it (atexit is LIFO).
+      // probe_gpu() above (its cudaGetDeviceCount, in this call or an earlier one) made
+      // the runtime register its own teardown first, so this handler runs before it
+      // (atexit is LIFO).
       exit_handler_registered_ = std::atexit(&at_exit_handler) == 0;
     }
     state_ = cupti_state::running;
@@ -575,12 +596,10 @@ class cupti_collector {
     const std::string name = api_.result_name(r);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
       return refuse(cupti_state::owned_by_other_tool,
-                    "CUPTI owned by another tool (" + name + detail_text +
-                        "); GPU times from CUDA events only");
+                    "CUPTI owned by another tool (" + name + detail_text + ")");
     }
     return refuse(cupti_state::failed,
-                  "CUPTI not started: " + std::string(call) + " failed with " + name + detail_text +
-                      "; GPU times from CUDA events only");
+                  "CUPTI not started: " + std::string(call) + " failed with " + name + detail_text);
   }
 
   void enable_launch_callbacks() {
@@ -613,6 +632,16 @@ class cupti_collector {
     graph_capture_enabled_ = created && cloned;
   }
 
+  // Module loads (optional): each module's cubin goes to the cubin store
+  // (detail/cubin_store.hpp), so warp-stall passes can give PCs source lines; while this is
+  // on, a pass does not need CUPTI's subscriber (held here) to watch module loads itself.
+  void enable_module_callbacks() {
+    const bool on = detail::resolve_cubin_capture(api_.handle) &&
+                    api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                         CUPTI_CBID_RESOURCE_MODULE_LOADED) == CUPTI_SUCCESS;
+    detail::cubin_store::global().set_collector_watching(on);
+  }
+
   CUptiResult enable_kind(CUpti_ActivityKind kind) {
     const CUptiResult r = api_.activity_enable(kind);
     if (r == CUPTI_SUCCESS) enabled_kinds_.push_back(kind);
@@ -625,6 +654,7 @@ class cupti_collector {
     for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
     enabled_kinds_.clear();
     graph_capture_enabled_ = false;  // unsubscribing turns every callback off
+    detail::cubin_store::global().set_collector_watching(false);
     if (subscriber_ != nullptr) {
       (void)api_.unsubscribe(subscriber_);
       subscriber_ = nullptr;

@@ -14,13 +14,14 @@
 //
 // The sequence: CUPTI loaded through the counters' loader (cupti/counters.hpp: one
 // libcupti per process, never linked), cuptiProfilerDeviceSupported where it can tell why a
-// device is unsupported, cuptiPCSamplingEnable on the current context, the device's
-// stall-reason names (cuptiPCSamplingGetNumStallReasons / GetStallReasons, which need the
-// enable first), one configuration call (all stall reasons, sampling period, buffers,
-// collection mode, parsed output, the buffer CUPTI fills when sampling ends), the work,
-// cudaDeviceSynchronize, cuptiPCSamplingGetData until CUPTI has nothing left,
-// cuptiPCSamplingDisable (CUPTI joins its decoding threads and puts what was still
-// undecoded into the configured buffer, which is read last).
+// device is unsupported, the module-load watch (below, Source lines), cuptiPCSamplingEnable
+// on the current context, the device's stall-reason names
+// (cuptiPCSamplingGetNumStallReasons / GetStallReasons, which need the enable first), one
+// configuration call (all stall reasons, sampling period, buffers, collection mode, parsed
+// output, the buffer CUPTI fills when sampling ends), the work, cudaDeviceSynchronize, the
+// watch's end, cuptiPCSamplingGetData until CUPTI has nothing left, cuptiPCSamplingDisable
+// (CUPTI joins its decoding threads and puts what was still undecoded into the configured
+// buffer, which is read last), the source lines of the hottest PCs.
 //
 // Collection modes (warp_stall_options::collection):
 // - kernel_serialized (default): CUPTI runs the kernels one at a time and tags every PC
@@ -30,12 +31,15 @@
 // Either way every kernel of the current context is sampled while the pass runs, other
 // threads' kernels included, and "the work" is everything between enable and disable.
 //
-// Source lines: not resolved. cuptiGetSassToSourceCorrelation needs the cubin of the
-// kernel's module, which CUPTI hands out only in a module-load callback; CUPTI allows one
-// callback subscriber per process, and kscope's activity collector (cupti/collector.hpp)
-// may already hold it. PCs are reported as function+offset into the SASS (cuobjdump -sass
-// shows the same offsets; with -lineinfo, nvdisasm -g maps them to lines). A note in every
-// result says so.
+// Source lines: the hottest PCs of each profile (options.source_line_pcs) get file:line
+// from cuptiGetSassToSourceCorrelation, which needs the cubin of the PC's module. CUPTI
+// hands a cubin out only in its module-load callback, so kscope keeps copies of the cubins
+// of modules loaded while it watches (detail/cubin_store.hpp, bounded): kscope's activity
+// collector watches from its start when it holds CUPTI's one callback subscriber; else the
+// pass subscribes for the duration of its work. A module loaded while nobody watched
+// (before the collector started, or between passes: CUDA loads a module at the first launch
+// of one of its kernels), a kernel built without -lineinfo, another tool holding the
+// subscriber: each PC says which (warp_stall_pc::line_status), and a note counts them.
 //
 // Never breaks the program: unavailable cases (built without the headers, no device, no
 // libcupti or one without PC sampling, no permission to the counters, another profiler or
@@ -51,6 +55,7 @@
 #include "../core/config.hpp"
 #include "../core/warp_stalls.hpp"
 #include "counters.hpp"
+#include "detail/cubin_store.hpp"
 #include "detail/pc_sampling_api.hpp"
 
 #include <algorithm>
@@ -100,7 +105,21 @@ struct warp_stall_options {
   std::size_t hardware_buffer_bytes = 0;  // the device-side sample buffer; 0: its default (512 MiB)
   std::string scope = "all kernels";      // name of warp_stall_result::total
   std::string cupti_library;              // explicit libcupti, as counter_options::cupti_library
+  // Hottest PCs per profile (each launch, and the total) given a source line; 0: none. A
+  // lookup parses its module's line table, so at most warp_stall_max_source_lookups are
+  // made per pass.
+  std::size_t source_line_pcs = 10;
 };
+
+// Source-line lookups per pass at most (each PC once, however many profiles list it).
+inline constexpr std::size_t warp_stall_max_source_lookups = 1024;
+
+// The most bytes of module cubins kscope keeps for source lines (default 64 MiB, shared by
+// the collector and every pass). Beyond it the least recently used cubins are evicted and
+// their PCs say "dropped"; 0 keeps none (no source lines, nothing copied at module loads).
+//   kscope::set_cubin_store_budget_bytes(std::size_t{256} << 20);   // a program with big modules
+inline void set_cubin_store_budget_bytes(std::size_t bytes) { detail::cubin_store::global().set_budget_bytes(bytes); }
+[[nodiscard]] inline std::size_t cubin_store_budget_bytes() { return detail::cubin_store::global().budget_bytes(); }
 
 // The upper bound on max_pcs: two buffers of this many records with every stall reason
 // are about 200 MB of host memory.
@@ -114,7 +133,8 @@ struct warp_stall_result {
   std::string message;                          // one line: what was sampled, or why not
   std::vector<warp_stall_profile> kernels;      // launch order (continuous: per function)
   warp_stall_profile total;                     // every kernel together, named options.scope
-  std::vector<std::string> notes;               // lost samples, unresolved source lines, ...
+  std::vector<std::string> notes;               // lost samples, PCs without source lines, ...
+  std::string module_loads;                     // how module loads (their cubins) were watched, or why not
   std::vector<std::string> stall_reasons;       // CUPTI's stall-reason names on this device
   std::uint32_t sampling_period = 0;            // log2 cycles, as CUPTI reports it (0: unknown)
   std::uint64_t cupti_total_samples = 0;        // CUPTI's own count, non-user kernels and drops included
@@ -231,6 +251,8 @@ class pc_sampling_reader {
       r.function = function_name(pc.functionName);
       r.pc_offset = pc.pcOffset;
       r.correlation_id = pc.correlationId;
+      if (pc.functionName != nullptr) r.symbol = pc.functionName;  // the cubin's name, for source lines
+      r.cubin_crc = pc.cubinCrc;
       const std::size_t listed = pc.stallReasonCount;
       const std::size_t reasons = std::min(listed, buffer.reason_capacity());
       for (std::size_t j = 0; j < reasons; ++j) {
@@ -307,6 +329,45 @@ inline bool current_cuda_context(CUcontext& context, std::string& why) {
   return true;
 }
 
+// The hottest PCs of every profile and of the total get their source lines (or the reason
+// why not), and the notes say how many and why; cubin store losses are noted too.
+inline void add_source_lines(const warp_stall_options& options, module_watch watch, const cupti_api& api,
+                             warp_stall_result& result) {
+  if (options.source_line_pcs == 0) return;
+  std::vector<warp_stall_profile*> profiles;
+  for (warp_stall_profile& k : result.kernels) profiles.push_back(&k);
+  profiles.push_back(&result.total);
+  cubin_store& store = cubin_store::global();
+  std::string first_error;
+  std::size_t errors = 0;
+  const std::size_t lookups = resolve_source_lines(
+      profiles, options.source_line_pcs, warp_stall_max_source_lookups, [&](const warp_stall_pc& pc) {
+        std::string error;
+        source_line line = find_source_line(
+            store, watch, pc,
+            [&api](const std::vector<char>& cubin, const std::string& symbol, std::uint64_t offset) {
+              return cupti_sass_to_source(api, cubin, symbol, offset);
+            },
+            &error);
+        if (!error.empty() && errors++ == 0) first_error = error;
+        return line;
+      });
+  std::string note = source_line_note(result.total);
+  if (!note.empty()) result.notes.push_back(note + " (" + result.module_loads + ")");
+  if (errors > 0)
+    result.notes.push_back(std::to_string(errors) + " source-line lookups failed, the first with: " + first_error);
+  if (lookups == warp_stall_max_source_lookups)
+    result.notes.push_back("source lines looked up for the first " + std::to_string(lookups) +
+                           " distinct hot PCs only (warp_stall_max_source_lookups)");
+  const cubin_store_counts c = store.counts();
+  if (c.evicted > 0 || c.dropped > 0 || c.errors > 0)
+    result.notes.push_back("cubin store (" + std::to_string(c.budget_bytes >> 20) + " MiB budget, " +
+                           std::to_string(c.bytes >> 20) + " MiB in " + std::to_string(c.cubins) + " cubins): " +
+                           std::to_string(c.evicted) + " evicted, " + std::to_string(c.dropped) +
+                           " dropped (larger than the budget), " + std::to_string(c.errors) +
+                           " module loads not captured (no CRC or out of memory)");
+}
+
 // The pass itself (see the top of this header). `user_error` receives an exception the
 // work threw; the caller rethrows it once sampling is disabled.
 inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_options& options,
@@ -321,14 +382,8 @@ inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_o
            std::string("warp stalls unavailable: ") + call + " failed: " + cudaGetErrorString(e));
   };
 
-  int devices = 0;
-  const cudaError_t listed = cudaGetDeviceCount(&devices);
-  if (listed != cudaSuccess || devices == 0) {
-    if (listed != cudaSuccess) (void)cudaGetLastError();
-    return refuse(counter_state::unavailable, std::string("warp stalls unavailable: no usable CUDA device (") +
-                                                  (listed != cudaSuccess ? cudaGetErrorString(listed) : "0 devices") +
-                                                  ")");
-  }
+  if (const gpu_availability& gpu = probe_gpu(); !gpu.available())
+    return refuse(counter_state::unavailable, "warp stalls unavailable: " + gpu.reason);
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failed(e, "cudaGetDevice");
   if (const cudaError_t e = cudaFree(nullptr); e != cudaSuccess) return cuda_failed(e, "cudaFree(nullptr)");
@@ -374,6 +429,12 @@ inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_o
   // Earlier work must not be sampled.
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
     return cuda_failed(e, "cudaDeviceSynchronize (before sampling)");
+
+  // Module loads watched while the work runs (its kernels' first launches load their
+  // modules), for source lines: by the collector, or by a subscription of this pass held
+  // until the work is done (subscribed before sampling is enabled, as CUPTI's own samples do).
+  module_load_subscription modules(libs.cupti);
+  result.module_loads = modules.how();
 
   pc_sampling_reader reader;
   CUpti_PCSamplingEnableParams enable{};
@@ -483,6 +544,7 @@ inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_o
   // An error here is the work's (a faulting kernel): reported, and left for the program to see.
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
     run_error = std::string("the sampled work failed: ") + cudaGetErrorString(e);
+  modules.stop();  // CUPTI's subscriber is free again for the collector
 
   // What CUPTI put in the end buffer during the work (it flushes there when modules load
   // or unload), then every record it holds, read until it has none left.
@@ -544,10 +606,11 @@ inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_o
                            " samples fell in kernels CUPTI gives no PCs for: driver or library internals, or kernels whose "
                            "code was loaded between two warp-stall passes (CUPTI knows the functions loaded before "
                            "its first pass or during a pass; CUDA_MODULE_LOADING=EAGER loads every kernel at start)");
-  result.notes.push_back(
-      "source lines not resolved: that needs each module's cubin, which CUPTI hands out only to a module-load "
-      "callback, and kscope's activity collector may hold CUPTI's one callback subscriber; PC offsets are into the "
-      "SASS (cuobjdump -sass, nvdisasm -g with -lineinfo)");
+  try {  // the samples stand without their lines
+    add_source_lines(options, modules.watch(), libs.cupti, result);
+  } catch (const std::exception& e) {
+    result.notes.push_back(std::string("source lines not looked up: ") + e.what());
+  }
 
   result.state = counter_state::collected;
   const std::uint64_t samples = result.total.total_samples();

@@ -130,7 +130,8 @@ inline std::string cuda_version_text(int version) {
 // One line for the top of a report.
 //   "NVIDIA H200: Hopper (sm_90), 132 SMs at 1980 MHz, 140 GiB, 3201 MHz x 6016-bit memory
 //    (4.81 TB/s), 60 MiB L2; driver 13.0, runtime 13.0; GPU-1a2b..."
-//   "no CUDA device: cudaGetDeviceCount failed: cudaErrorNoDevice (...); runtime 13.0, driver none"
+//   "no NVIDIA driver: libcuda.so.1 not found (...), so this process has no GPU; driver none,
+//    runtime 13.0"
 [[nodiscard]] inline std::string describe(const device_info& d) {
   const std::string versions =
       "driver " + detail::cuda_version_text(d.driver_version) + ", runtime " + detail::cuda_version_text(d.runtime_version);

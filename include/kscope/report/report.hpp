@@ -424,6 +424,26 @@ inline std::string gpu_time_text(const gpu_time_report& t, const std::vector<sco
     if (t.idle_by_scope.size() > 5) by += ", " + std::to_string(t.idle_by_scope.size() - 5) + " more in the JSON";
     out += wrap(by, 98);
   }
+  // Host waits (CUPTI synchronization records), the scopes that waited longest.
+  std::vector<const scope_report*> waiting;
+  for (const scope_report& s : scopes)
+    if (s.gpu_activity && s.gpu_activity->host_sync.count > 0) waiting.push_back(&s);
+  std::stable_sort(waiting.begin(), waiting.end(), [](const scope_report* a, const scope_report* b) {
+    return a->gpu_activity->host_sync.ns > b->gpu_activity->host_sync.ns;
+  });
+  if (!waiting.empty()) {
+    std::string line = "host waits for the GPU (stream/event/device synchronizes): ";
+    for (std::size_t i = 0; i < waiting.size() && i < 5; ++i) {
+      const scope_report& s = *waiting[i];
+      const host_sync_totals& h = s.gpu_activity->host_sync;
+      line += (i ? ", " : "") + printable_name(s.path) + " " + format_duration_ns(static_cast<double>(h.ns)) + " in " +
+              std::to_string(h.count) + (h.count == 1 ? " call" : " calls");
+      if (s.calls > 0)
+        line += " (" + format_general(static_cast<double>(h.count) / static_cast<double>(s.calls), 3) + " per scope call)";
+    }
+    if (waiting.size() > 5) line += ", " + std::to_string(waiting.size() - 5) + " more in the JSON";
+    out += wrap(line, 98);
+  }
   // name 28 | GPU total 10 | %GPU 7 | kernels 9 | calls 8 | busy/call 10 | gaps/call 10 | kern/call 10
   out += "\n" + fit("GPU time (CUPTI)", 28) + fit("GPU total", 10, true) + fit("%GPU", 7, true) +
          fit("kernels", 9, true) + fit("calls", 8, true) + fit("busy/call", 10, true) + fit("gaps/call", 10, true) +
@@ -452,6 +472,9 @@ inline std::string gpu_time_text(const gpu_time_report& t, const std::vector<sco
   covered += ", window " + format_duration_ns(t.wall_ns);
   if (t.gpu_events_unmatched)
     covered += "; " + std::to_string(t.gpu_events_unmatched) + " GPU events had no call of their scope in the host ring";
+  if (t.calls_before_gpu_ring)
+    covered += "; " + std::to_string(t.calls_before_gpu_ring) +
+               " calls started before the oldest GPU event still held and are not in the per-call figures";
   out += wrap(legend + "; " + covered, 98);
   return out;
 }
@@ -466,6 +489,7 @@ inline void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
   w.member("gpu_events", static_cast<unsigned long long>(t.gpu_events));
   w.member("gpu_events_overwritten", static_cast<unsigned long long>(t.gpu_overwritten));
   w.member("gpu_events_unmatched", static_cast<unsigned long long>(t.gpu_events_unmatched));
+  w.member("calls_before_gpu_ring", static_cast<unsigned long long>(t.calls_before_gpu_ring));
   w.key("idle_gaps").begin_array();
   for (const gpu_idle_gap& g : t.idle_gaps) {
     w.begin_object();
@@ -554,7 +578,7 @@ inline std::string session_report::text() const {
   out += "\n";
   if (context.devices.empty()) {
     out += detail::wrap("GPU: " + (context.cuda_compiled
-                                       ? printable_name(context.no_device_reason) + "; GPU timing needs a CUDA device"
+                                       ? printable_name(context.no_device_reason) + "; host times only"
                                        : std::string("kscope built without CUDA; GPU timing needs a CUDA build and a device")),
                         98);
   } else {
@@ -720,7 +744,13 @@ inline std::string session_report::text() const {
   if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + printable_name(cupti_status), 98);
   if (gpu_timing_skipped)
     out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";
-  for (const std::string& w : warnings) out += "warning: " + printable_name(w) + "\n";
+  for (const std::string& w : warnings) {
+    // A status already printed as its own line above is not said again (the JSON keeps
+    // it in both places: `warnings` lists everything kscope could not do).
+    if (w == cupti_status || (sampled_metrics && w == sampled_metrics->status) || (counters && w == counters->status))
+      continue;
+    out += "warning: " + printable_name(w) + "\n";
+  }
   // The last guard: whatever a line above let through still reaches no terminal raw (and
   // holds no NUL that would cut the text short in fputs).
   return detail::printable_text(out);
@@ -814,6 +844,7 @@ inline std::string session_report::json() const {
   w.member("kernel_records", static_cast<unsigned long long>(c.kernel_records));
   w.member("memcpy_records", static_cast<unsigned long long>(c.memcpy_records));
   w.member("memset_records", static_cast<unsigned long long>(c.memset_records));
+  w.member("sync_records", static_cast<unsigned long long>(c.sync_records));
   w.member("dropped_by_cupti", static_cast<unsigned long long>(c.dropped_by_cupti));
   w.member("dropped_zero_start", static_cast<unsigned long long>(c.dropped_zero_start));
   w.member("dropped_end_before_start", static_cast<unsigned long long>(c.dropped_end_before_start));
@@ -922,6 +953,13 @@ inline std::string session_report::json() const {
       w.member("count", static_cast<unsigned long long>(a.memset.count))
           .member("bytes", static_cast<unsigned long long>(a.memset.bytes))
           .member("ns", static_cast<long long>(a.memset.ns));
+      w.end_object();
+      w.key("host_sync").begin_object();
+      w.member("count", static_cast<unsigned long long>(a.host_sync.count))
+          .member("ns", static_cast<long long>(a.host_sync.ns))
+          .member("stream", static_cast<unsigned long long>(a.host_sync.stream))
+          .member("event", static_cast<unsigned long long>(a.host_sync.event))
+          .member("context", static_cast<unsigned long long>(a.host_sync.context));
       w.end_object();
       w.member("comm_kernel_count", static_cast<unsigned long long>(a.comm_kernel_count));
       w.member("comm_ns", static_cast<long long>(a.comm_ns));

@@ -149,7 +149,9 @@ class session {
   bool enable_cupti(const cupti_options& options = {}) {
     const std::shared_ptr<gpu_activity_source> source = gpu_source();
     const bool ok = source->start(options);
-    if (!ok) warn(source->status().message);
+    // A source that tried has a state, and the report prints its status line (with what
+    // remains, known only at report time); a copy taken now would be said twice.
+    if (!ok && source->status().state == cupti_state::not_started) warn(source->status().message);
     return ok;
   }
 
@@ -483,6 +485,10 @@ inline std::optional<device_peaks> session::peaks_for_report(bool have_device) {
 
 inline session_report session::report() {
   session_report out;
+  // Whether there is a GPU, before any status is read: CUPTI's line says "no GPU times"
+  // rather than "CUDA events only" when there is none (a cached CUDA query, made below
+  // for the context anyway).
+  (void)probe_gpu();
   // CUPTI delivers its buffers through callbacks that must not wait on a kscope lock:
   // flush before taking any.
   const std::shared_ptr<gpu_activity_source> source = gpu_source();

@@ -7,6 +7,9 @@
 // counters' library state, their error mapping and their one-pass-at-a-time lock;
 // elsewhere KSCOPE_HAS_PC_SAMPLING is 0 and cupti/warp_stalls.hpp reports "disabled". At
 // run time a libcupti without the entry points is named by resolve_pc_sampling_symbols().
+// The two utility entry points of the same header that give PCs their source lines,
+// cuptiGetCubinCrc and cuptiGetSassToSourceCorrelation, are resolved by cubin_store.hpp:
+// the activity collector needs the first one too, in toolkits without the range profiler.
 #pragma once
 
 #include "profiler_api.hpp"

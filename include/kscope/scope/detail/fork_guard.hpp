@@ -35,6 +35,7 @@ enum class lock_rank : int {
   collector_attribution = 50,
   sampled_metrics = 60,  // PM-sample attribution: taken inside the attribution's lock
   scope_counters = 70,   // per-scope counter aggregates
+  cubin_store = 80,      // module cubins for warp-stall source lines: a leaf
 };
 
 #if KSCOPE_DETAIL_FORK_GUARD
