@@ -22,9 +22,12 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NCU=${NCU:-$(command -v ncu || echo "${CUDA_HOME}/bin/ncu")}
 ARCH=${ARCH:-90}
 mkdir -p "${OUT_DIR}"
-BIN="${OUT_DIR}/counters_vs_ncu"
-"${CUDA_HOME}/bin/nvcc" -O2 -std=c++17 -arch="sm_${ARCH}" -I"${ROOT}/include" -DKSCOPE_HAS_CUDA=1 \
-  "${ROOT}/bench/counters_vs_ncu.cu" -o "${BIN}" -lcublas -ldl -lpthread
+# BIN=path/to/counters_vs_ncu uses a binary built elsewhere (same source) instead.
+if [[ -z "${BIN:-}" ]]; then
+  BIN="${OUT_DIR}/counters_vs_ncu"
+  "${CUDA_HOME}/bin/nvcc" -O2 -std=c++17 -arch="sm_${ARCH}" -I"${ROOT}/include" -DKSCOPE_HAS_CUDA=1 \
+    "${ROOT}/bench/counters_vs_ncu.cu" -o "${BIN}" -lcublas -ldl -lpthread
+fi
 "${BIN}" > "${OUT_DIR}/kscope.txt" 2>&1
 METRICS=dram__bytes_read.sum,dram__bytes_write.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum,sm__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
 "${NCU}" --csv --print-units base --cache-control none --metrics "${METRICS}" \
