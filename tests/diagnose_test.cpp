@@ -253,6 +253,22 @@ TEST_CASE("diagnose: decode stalls behind prefill — a step tail that the prefi
     r.scopes[2].gpu_activity = kernels(40, 10 * 1e6);
     CHECK(kscope::diagnose(r).empty());
   }
+  SUBCASE("the mean prefill falls short, the long prefills explain the tail (H200: 6.2 ms mean, 7.8 ms p90)") {
+    // p99 - p50 = 20 ms: a mean of 9 ms per call is under half of it, the p90 of 12 ms is not.
+    r.scopes[2].calls = 20;
+    r.scopes[2].gpu_activity = kernels(80, 20 * 9e6);
+    CHECK(kscope::diagnose(r).empty());
+    kscope::scope_gpu_time pg = gpu_entry(6, "step/prefill", 20, 8e6, 0.1e6, 4, 0);
+    pg.busy_per_call_ns.p90 = 12e6;
+    r.gpu_time->scopes.push_back(pg);
+    const std::vector<kscope::diagnosis> tail = kscope::diagnose(r);
+    REQUIRE(kinds(tail) == std::vector<diagnosis_kind>{diagnosis_kind::prefill_stall});
+    CHECK(has_evidence(tail[0], "prefill.gpu_busy_per_call_p90_ns"));
+    CHECK_MESSAGE(tail[0].text.find("12.0 ms of GPU time per call (p90 of 20 calls)") != std::string::npos, tail[0].text);
+    // Fewer calls in the rings than min_step_calls: the mean decides, no finding.
+    r.gpu_time->scopes.back().calls_seen = 5;
+    CHECK(kscope::diagnose(r).empty());
+  }
   SUBCASE("the prefill scope found by its phase tag") {
     r.scopes[2].name = "fill_prompt";
     r.scopes[2].tags.push_back(kscope::tag_count{"phase", "prefill", 10});

@@ -151,23 +151,15 @@ class bench_counter_source {
   virtual counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) = 0;
 };
 
-// The default source: profile_counters with one range per kernel and user replay: the
-// call runs once per pass the metric set needs (a benchmark is made to be called again and
-// again), with no save and restore of device memory in between. Kernel replay's restore
-// leaves dirty lines in the L2 that the kernel then writes back, which would add up to one
-// L2 of DRAM writes that are not the benchmark's (cupti/counters.hpp).
+// The default source: profile_counters with one range per kernel and kernel replay, so
+// the call runs once whatever the number of passes (cupti/counters.hpp); pass options with
+// counter_replay::user to run it once per pass instead.
 class cupti_counter_source final : public bench_counter_source {
  public:
   // `options` chooses the libraries, the kernel limit and the replay; its ranges are per
   // kernel whatever they say (the values are reported per kernel).
-  explicit cupti_counter_source(counter_options options = make_default_options())
-      : options_(std::move(options)) {
+  explicit cupti_counter_source(counter_options options = {}) : options_(std::move(options)) {
     options_.ranges = counter_ranges::per_kernel;
-  }
-  static counter_options make_default_options() {
-    counter_options o;
-    o.replay = counter_replay::user;
-    return o;
   }
   counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override {
     return profile_counters(metrics, call, options_);

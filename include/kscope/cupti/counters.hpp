@@ -20,14 +20,14 @@
 //   per pass (result.runs times) and must launch the same kernels each time; device memory
 //   is NOT restored between runs. Values are for all its kernels together.
 // Replay (counter_options::replay, per_kernel only): kernel replay (the default) runs the
-// work once, but CUPTI's save and restore of device memory around each replay goes through
-// the L2 and leaves dirty lines there, which the kernel then writes back: its DRAM writes
-// can include up to one L2 of traffic that is not its own (a 4096^3 tiled SGEMM: 90 MB
-// counted for 67 MB of output; the restore makes no difference to reads). User replay runs
-// the work once per pass with no save or restore, so what is counted is the work's own
-// traffic, as it runs in a loop; counter_options::before_each_run (for example a kernel
-// that reads twice the L2, leaving it clean) runs before every run, outside the ranges.
-// Benchmarks (bench::counters) use user replay: they run their call many times anyway.
+// work once, CUPTI saving and restoring device memory between passes; user replay runs
+// the work once per pass with no save or restore (it must launch the same kernels each
+// time), for work that is cheap to repeat or must not be serialized into a restore.
+// counter_options::before_each_run (for example a kernel that reads twice the L2, leaving
+// it clean) runs before every run, outside the ranges; its launches are not ranges.
+// Measured on an H200 (bench/RESULTS.md): both replays give the same DRAM reads as Nsight
+// Compute within 0.4 %; the DRAM writes of a 4096^3 shared-memory tiled SGEMM are ~26 MB
+// over ncu's (67 MB of output) in BOTH modes, so the restore is not the cause.
 // Both profile the current device's context: kernels the work launches on another device
 // are not seen. Per-kernel ranges end with a context synchronization (CUPTI's auto range),
 // so kernels that wait on each other while running concurrently would hang: profile such
@@ -131,8 +131,8 @@ struct counter_options {
   // work must launch the same kernels every time). whole_callable always uses user replay.
   counter_replay replay = counter_replay::kernel;
   // Called before every run of the work (once per pass under user replay, once under
-  // kernel replay), before the ranges start, so its own kernels are not counted. Typically
-  // a read-only sweep of twice the L2, so no dirty line of earlier work is left to write back.
+  // kernel replay), before the ranges start: its kernels are neither ranges nor named.
+  // Typically a read-only sweep of twice the L2, so no dirty line of earlier work is left.
   std::function<void()> before_each_run;
   // per_kernel: kernels the counter-data image holds; later ones are dropped and counted
   // (counter_result::ranges_dropped). Bounded so the image stays small (~ tens of KB each).
@@ -584,6 +584,13 @@ class counter_pass_run {
     return true;
   }
 
+  // The launches the name callback has logged so far, and forgetting those after a mark:
+  // the before_each_run hook's launches are not the work's.
+  [[nodiscard]] std::size_t launches_logged() const { return kernel_names_ ? kernel_names_->logged() : 0; }
+  void forget_launches_since(std::size_t mark) {
+    if (kernel_names_) kernel_names_->forget_since(mark);
+  }
+
   // Whether the work must run (again): CUPTI wants more passes and nothing failed.
   [[nodiscard]] bool wants_run(const counter_result& result) const noexcept {
     return !all_submitted_ && result.runs < max_runs_ && run_error_.empty() && setup_.message.empty();
@@ -713,11 +720,6 @@ class counter_pass_run {
     if (user_replay_ && result.runs > 1)
       result.notes.push_back("the work ran " + std::to_string(result.runs) +
                              " times (user replay, one run per pass); device memory is not restored between runs");
-    if (!user_replay_ && result.passes > 1 &&
-        std::find(result.metrics.begin(), result.metrics.end(), "dram__bytes_write.sum") != result.metrics.end())
-      result.notes.push_back("kernel replay: DRAM writes may include the write-back of L2 lines CUPTI's memory "
-                             "restore left dirty (up to the L2 size per kernel); counter_replay::user counts the "
-                             "work's own");
 
     result.state = counter_state::collected;
     result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
@@ -778,6 +780,7 @@ inline void run_counter_pass_locked(const std::vector<std::string>& requested, c
   if (!pass.begin(requested, options, result)) return;
   while (pass.wants_run(result) && !user_error) {
     if (options.before_each_run) {
+      const std::size_t mark = pass.launches_logged();
       try {
         options.before_each_run();
         (void)cudaDeviceSynchronize();  // its kernels end before the first range starts
@@ -785,6 +788,7 @@ inline void run_counter_pass_locked(const std::vector<std::string>& requested, c
         user_error = std::current_exception();
         break;
       }
+      pass.forget_launches_since(mark);
     }
     if (!pass.start_run(result)) break;
     try {

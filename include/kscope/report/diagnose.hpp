@@ -27,7 +27,9 @@
 //      not a finding; a synchronize after every layer is.
 //   2. prefill_stall: a step's p99 ≥ diagnose_step_tail_ratio × its p50, a prefill scope
 //      inside the step ran in at most diagnose_prefill_max_step_share of the steps, and
-//      its GPU time per call explains at least diagnose_prefill_explains of p99 − p50.
+//      its GPU time per call (the p90 of its calls' GPU busy time when the rings hold at
+//      least min_step_calls of them, else the mean) explains at least
+//      diagnose_prefill_explains of p99 − p50.
 //   3. kv_cache_traffic: the GPU busy ≥ diagnose_busy_share_high, a decode scope (or a
 //      scope inside it) with ≥ diagnose_decode_min_gpu_share of the GPU time is
 //      memory-bound — by its hardware counters when profiled, else by its sampled
@@ -357,6 +359,18 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
         const double gpu = detail::subtree_gpu_ns(scopes, j);
         if (gpu > 0) per_call = gpu / static_cast<double>(p.calls);
         else if (p.gpu_calls > 0) per_call = p.gpu_ns.median;
+        // The step tail comes from the longest prefills, not the average one: with enough
+        // calls in the rings, the p90 of the prefill calls' GPU busy time is the measure.
+        std::string basis = "mean";
+        std::uint64_t basis_calls = p.calls;
+        if (t != nullptr)
+          if (const scope_gpu_time* pg = t->find(p.id);
+              pg != nullptr && pg->calls_seen >= o.min_step_calls && std::isfinite(pg->busy_per_call_ns.p90) &&
+              (!std::isfinite(per_call) || pg->busy_per_call_ns.p90 > per_call)) {
+            per_call = pg->busy_per_call_ns.p90;
+            basis = "p90";
+            basis_calls = pg->calls_seen;
+          }
         if (!(share <= o.prefill_max_step_share) || !std::isfinite(per_call) ||
             per_call < o.prefill_explains * (p99 - p50))
           continue;
@@ -366,12 +380,13 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
         d.evidence = {{"step.p50_ns", p50, "ns"},
                       {"step.p99_ns", p99, "ns"},
                       {"prefill.steps_share", share, "share"},
-                      {"prefill.gpu_ns_per_call", per_call, "ns"}};
+                      {basis == "p90" ? "prefill.gpu_busy_per_call_p90_ns" : "prefill.gpu_ns_per_call", per_call, "ns"}};
         d.text = "step '" + s.path + "': p99 " + format_duration_ns(p99) + " is " +
                  detail::format_general(p99 / p50, 3) + "x its p50 " + format_duration_ns(p50) + "; '" + p.path +
                  "' ran in " + pct(share) + " of the steps (" + std::to_string(p.calls) + " of " +
-                 std::to_string(s.calls) + ") with " + format_duration_ns(per_call) +
-                 " of GPU time per call, enough to explain the tail: decode waits while a whole prompt is prefilled";
+                 std::to_string(s.calls) + ") with " + format_duration_ns(per_call) + " of GPU time per call (" +
+                 (basis == "p90" ? "p90 of " + std::to_string(basis_calls) + " calls" : std::string("mean")) +
+                 "), enough to explain the tail: decode waits while a whole prompt is prefilled";
         d.suggestion = "cap the tokens per step (a token budget) and split long prompts into chunks (chunked "
                        "prefill) so every step's prefill share is small";
         out.push_back(std::move(d));

@@ -193,6 +193,21 @@ class kernel_name_subscription {
     return std::move(log.names);
   }
 
+  // How many launches are logged so far, and dropping those logged after `mark` (launches
+  // between two runs of the work that are not the work's own).
+  [[nodiscard]] std::size_t logged() const {
+    kernel_name_log& log = profiler_kernel_name_log();
+    std::lock_guard<std::mutex> lock(log.mutex);
+    return log.names.size();
+  }
+  void forget_since(std::size_t mark) {
+    kernel_name_log& log = profiler_kernel_name_log();
+    std::lock_guard<std::mutex> lock(log.mutex);
+    for (std::size_t i = mark; i < log.names.size(); ++i)
+      if (log.names[i] == "(CUDA graph launch)" && log.graph_launches > 0) --log.graph_launches;
+    if (mark < log.names.size()) log.names.resize(mark);
+  }
+
   [[nodiscard]] bool ok() const noexcept { return why_.empty(); }
   [[nodiscard]] const std::string& why() const noexcept { return why_; }
   [[nodiscard]] std::size_t graph_launches() const noexcept { return graph_launches_; }
