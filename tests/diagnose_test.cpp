@@ -289,6 +289,21 @@ TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
   CHECK(has_evidence(found[0], "roofline.fraction_of_roof"));
   CHECK_MESSAGE(found[0].text.find("declared-work roofline") != std::string::npos, found[0].text);
 
+  SUBCASE("decided by hardware counters: the text carries their numbers") {
+    kscope::scope_counter_report c;
+    c.classified.verdict.kind = kscope::bottleneck::memory;
+    c.classified.verdict.where = "DRAM";
+    c.classified.verdict.facts = {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 83.5, "%"},
+                                  {"sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.0, "%"}};
+    r.scopes[2].counters = c;
+    const std::vector<kscope::diagnosis> by_counters = kscope::diagnose(r);
+    REQUIRE(kinds(by_counters) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    CHECK(has_evidence(by_counters[0], "dram__throughput.avg.pct_of_peak_sustained_elapsed"));
+    CHECK_MESSAGE(by_counters[0].text.find("memory-bound (hardware counters, "
+                                           "dram__throughput.avg.pct_of_peak_sustained_elapsed = 83.5 %") !=
+                      std::string::npos,
+                  by_counters[0].text);
+  }
   SUBCASE("an idle GPU is not limited by decode's memory traffic") {
     r.gpu_time->busy_share = 0.6;
     CHECK(kscope::diagnose(r).empty());

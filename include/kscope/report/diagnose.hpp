@@ -156,10 +156,14 @@ inline std::string pct(double share) { return share_text(share); }
 // Whether a scope is memory-bound: by its counters' verdict, else its sampled metrics',
 // else its declared-work roofline placement (the first that decides; `source` says which).
 // False when the deciding verdict is another one, or when none decides.
-inline bool memory_bound(const session_report& r, const scope_report& s, std::string& source, double& fraction) {
+// `facts` receives the deciding verdict's numbers (counters or sampled metrics).
+inline bool memory_bound(const session_report& r, const scope_report& s, std::string& source, double& fraction,
+                         std::vector<evidence>& facts) {
   fraction = std::numeric_limits<double>::quiet_NaN();
+  facts.clear();
   if (s.counters && s.counters->classified.verdict.kind != bottleneck::undetermined) {
     source = "hardware counters";
+    facts = s.counters->classified.verdict.facts;
     return s.counters->classified.verdict.kind == bottleneck::memory;
   }
   if (r.sampled_metrics) {
@@ -167,6 +171,7 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
       const finding f = classify_sampled(*n, r.sampled_metrics->data.metrics);
       if (f.kind != bottleneck::undetermined) {
         source = "sampled metrics";
+        facts = f.facts;
         return f.kind == bottleneck::memory;
       }
     }
@@ -404,15 +409,18 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
       const double share = detail::subtree_gpu_ns(scopes, dec) / total;
       std::string source;
       double fraction = std::numeric_limits<double>::quiet_NaN();
+      std::vector<evidence> facts;
       const scope_report* bound_scope = nullptr;
       if (share >= o.decode_min_gpu_share) {
         for (std::size_t j = dec; j < detail::subtree_end(scopes, dec) && bound_scope == nullptr; ++j) {
           std::string src;
           double f = std::numeric_limits<double>::quiet_NaN();
-          if (detail::memory_bound(r, scopes[j], src, f)) {
+          std::vector<evidence> found_facts;
+          if (detail::memory_bound(r, scopes[j], src, f, found_facts)) {
             bound_scope = &scopes[j];
             source = src;
             fraction = f;
+            facts = std::move(found_facts);
           }
         }
       }
@@ -422,9 +430,17 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
         d.title = "decode is memory-bound: KV-cache traffic sets the pace";
         d.evidence = {{"gpu_time.busy_share", t->busy_share, "share"}, {"decode.share_of_gpu", share, "share"}};
         if (std::isfinite(fraction)) d.evidence.push_back({"roofline.fraction_of_roof", fraction, "share"});
+        std::string numbers;
+        for (const evidence& e : facts) {
+          d.evidence.push_back(e);
+          if (e.unit == "%" && std::isfinite(e.value))
+            numbers += ", " + e.metric + " = " + detail::format_general(e.value, 3) + " %";
+          else if (e.unit == "samples" && std::isfinite(e.value))
+            numbers += ", " + detail::format_general(e.value, 6) + " samples";
+        }
         d.text = "GPU busy " + pct(t->busy_share) + " of the wall time; '" + scopes[dec].path + "' takes " +
                  pct(share) + " of the GPU time and '" + bound_scope->path + "' is memory-bound (" + source +
-                 (std::isfinite(fraction) ? ", " + pct(fraction) + " of the roof" : std::string()) +
+                 numbers + (std::isfinite(fraction) ? ", " + pct(fraction) + " of the roof" : std::string()) +
                  "): each decode step reads the KV cache from DRAM";
         d.suggestion = "move fewer KV bytes per token: grouped-query attention, a quantized KV cache (fp8/int8), "
                        "shorter context or a sliding window, larger decode batches to reuse weights";
