@@ -87,7 +87,16 @@ int main() {
       {
         kscope::scope s{"d2h", stream};
         cudaMemcpyAsync(host, y, sizeof(float) * 1024, cudaMemcpyDeviceToHost, stream);
-        cudaStreamSynchronize(stream);
+        const cudaError_t synced = cudaStreamSynchronize(stream);
+        // A kernel built for another GPU (no image for this one), or one that faulted,
+        // shows here: say so instead of printing a report of work that did not run.
+        const cudaError_t launched = cudaGetLastError();
+        if (synced != cudaSuccess || launched != cudaSuccess) {
+          const cudaError_t e = launched != cudaSuccess ? launched : synced;
+          std::fprintf(stderr, "quickstart: a kernel did not run: %s (%s); rebuild for this GPU with "
+                               "-DCMAKE_CUDA_ARCHITECTURES=native\n", cudaGetErrorName(e), cudaGetErrorString(e));
+          return 1;
+        }
       }
     } else
 #endif
