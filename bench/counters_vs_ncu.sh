@@ -21,6 +21,9 @@ OUT_DIR=${1:-${ROOT}/build-counters-vs-ncu}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NCU=${NCU:-$(command -v ncu || echo "${CUDA_HOME}/bin/ncu")}
 ARCH=${ARCH:-90}
+# ncu's clock control: "base" (ncu's default) locks the SM and memory clocks to base for the
+# profiled kernel; "none" leaves them as the application runs, as kscope's profiler does.
+NCU_CLOCK_CONTROL=${NCU_CLOCK_CONTROL:-base}
 mkdir -p "${OUT_DIR}"
 # BIN=path/to/counters_vs_ncu uses a binary built elsewhere (same source) instead.
 if [[ -z "${BIN:-}" ]]; then
@@ -30,7 +33,7 @@ if [[ -z "${BIN:-}" ]]; then
 fi
 "${BIN}" > "${OUT_DIR}/kscope.txt" 2>&1
 METRICS=dram__bytes_read.sum,dram__bytes_write.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum,sm__sass_thread_inst_executed_op_fmul_pred_on.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
-"${NCU}" --csv --print-units base --cache-control none --metrics "${METRICS}" \
+"${NCU}" --csv --print-units base --cache-control none --clock-control "${NCU_CLOCK_CONTROL}" --metrics "${METRICS}" \
   -k 'regex:copy_floats|saxpy|naive_sgemm|tiled_sgemm|gemm' "${BIN}" --plain > "${OUT_DIR}/ncu.csv" 2> "${OUT_DIR}/ncu.err"
 python3 - "${OUT_DIR}/kscope.txt" "${OUT_DIR}/ncu.csv" <<'PY'
 import csv, sys, collections

@@ -44,7 +44,18 @@
 #if defined(__GNUC__) || defined(__clang__)
 #  define KSCOPE_LIKELY(x) __builtin_expect(!!(x), 1)
 #  define KSCOPE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+// Keeps a rarely taken path out of the caller, so the caller stays small enough to inline.
+#  define KSCOPE_NOINLINE __attribute__((noinline))
+// For the scope's open and close (scope/scope.hpp says why it is forced).
+#  define KSCOPE_FORCE_INLINE __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#  define KSCOPE_LIKELY(x) (x)
+#  define KSCOPE_UNLIKELY(x) (x)
+#  define KSCOPE_NOINLINE __declspec(noinline)
+#  define KSCOPE_FORCE_INLINE __forceinline
 #else
 #  define KSCOPE_LIKELY(x) (x)
 #  define KSCOPE_UNLIKELY(x) (x)
+#  define KSCOPE_NOINLINE
+#  define KSCOPE_FORCE_INLINE
 #endif

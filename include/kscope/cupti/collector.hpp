@@ -500,21 +500,10 @@ class cupti_collector {
 
     // 1. Subscribe first: if another tool owns CUPTI, touch nothing else of its setup.
     callbacks_enabled_ = 0;
-    char other_tool[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
-    CUptiResult subscribed;
-    if (api_.subscribe_v2 != nullptr) {
-      CUpti_SubscriberParams params{};
-      params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-      params.subscriberName = "kscope";
-      params.oldSubscriberName = other_tool;
-      params.oldSubscriberSize = sizeof(other_tool) - 1;
-      subscribed = api_.subscribe_v2(&subscriber_, &on_api_callback, attribution, &params);
-    } else {
-      subscribed = api_.subscribe(&subscriber_, &on_api_callback, attribution);
-    }
+    std::string other_tool;
+    const CUptiResult subscribed = api_.subscribe_named(subscriber_, &on_api_callback, attribution, "kscope", other_tool);
     if (subscribed != CUPTI_SUCCESS) {
-      subscriber_ = nullptr;
-      std::string who = other_tool[0] != '\0' ? std::string(": held by ") + other_tool : std::string();
+      std::string who = other_tool.empty() ? std::string() : ": held by " + other_tool;
       return fail_with(subscribed, "cuptiSubscribe", who);
     }
     enable_launch_callbacks();

@@ -170,28 +170,14 @@ class scope {
   scope(scope&&) = delete;
   scope& operator=(scope&&) = delete;
 
-  ~scope() noexcept {
-    if (!active_) return;
-    const std::int64_t end_ticks = detail::ticks();
-    if (KSCOPE_UNLIKELY(profiled_ != not_profiled)) close_profiled();
-#if KSCOPE_HAS_CUDA
-    if (slot_ < detail::profiled_call_slot) {  // an event pair (not none, not a profiled call)
-      if (cudaEventRecord(end_event_, stream_) != cudaSuccess) {
-        clear_our_error();
-        recorder::global().release_events(slot_);
-        slot_ = detail::no_events;
-      }
-    }
-#endif
-    if (nvtx_) detail::nvtx_pop();
-    detail::thread_state& ts = detail::this_thread_state();
-    ts.current = parent_;
-    const detail::scope_record record{node_, slot_, start_ticks_, end_ticks, flops_, bytes_};
-    // Fast path: the thread's ring, reached through the thread state, with no lock.
-    auto* log = static_cast<detail::thread_log*>(ts.scope_log);
-    if (KSCOPE_LIKELY(log != nullptr) && KSCOPE_LIKELY(log->try_push(record))) return;
-    if (log) recorder::global().log_full(log, record);
-    else recorder::global().log(record);
+  // Opening at a call site and closing are forced inline, the rare paths (counters,
+  // an event pool miss, a full ring) kept out of line: the object then lives in registers
+  // and a disabled scope (kscope off at run time) costs a load and a branch. Left to
+  // itself the compiler called the close once the counter hook made it longer; the
+  // object's address escaped, every member was stored first, and a disabled scope cost
+  // 2-3 ns instead of under 1, a host-only one ~5 ns more (bench/RESULTS.md).
+  KSCOPE_FORCE_INLINE ~scope() noexcept {
+    if (active_) close();
   }
 
   // Declares the work this call does (summed per node; the report places it on the
@@ -215,6 +201,29 @@ class scope {
   [[nodiscard]] bool active() const noexcept { return active_; }
 
  private:
+  KSCOPE_FORCE_INLINE void close() noexcept {
+    const std::int64_t end_ticks = detail::ticks();
+    if (KSCOPE_UNLIKELY(hook_ != nullptr)) close_profiled(hook_, node_);
+#if KSCOPE_HAS_CUDA
+    if (slot_ < detail::profiled_call_slot) {  // an event pair (not none, not a profiled call)
+      if (cudaEventRecord(end_event_, stream_) != cudaSuccess) {
+        clear_our_error();
+        recorder::global().release_events(slot_);
+        slot_ = detail::no_events;
+      }
+    }
+#endif
+    if (nvtx_) detail::nvtx_pop();
+    detail::thread_state& ts = detail::this_thread_state();
+    ts.current = parent_;
+    const detail::scope_record record{node_, slot_, start_ticks_, end_ticks, flops_, bytes_};
+    // Fast path: the thread's ring, reached through the thread state, with no lock.
+    auto* log = static_cast<detail::thread_log*>(ts.scope_log);
+    if (KSCOPE_LIKELY(log != nullptr) && KSCOPE_LIKELY(log->try_push(record))) return;
+    if (log) recorder::global().log_full(log, record);
+    else recorder::global().log(record);
+  }
+
   void open_named(std::string_view name, stream_t* stream) noexcept {
     if (!detail::enabled()) return;
     detail::thread_state& ts = detail::this_thread_state();
@@ -243,7 +252,7 @@ class scope {
     }
   }
 
-  void open_site(detail::call_site& site, const char* name, stream_t* stream) noexcept {
+  KSCOPE_FORCE_INLINE void open_site(detail::call_site& site, const char* name, stream_t* stream) noexcept {
     if (!detail::enabled()) return;
     detail::thread_state& ts = detail::this_thread_state();
     parent_ = ts.current;
@@ -255,12 +264,14 @@ class scope {
     finish_open(ts, stream);
   }
 
-  void finish_open(detail::thread_state& ts, stream_t* stream) noexcept {
+  KSCOPE_FORCE_INLINE void finish_open(detail::thread_state& ts, stream_t* stream) noexcept {
     if (KSCOPE_UNLIKELY(detail::active_counter_hook.load(std::memory_order_relaxed) != nullptr ||
-                        detail::profiled_depth > 0))
-      open_profiled();
+                        detail::profiled_depth > 0)) {
+      hook_ = open_profiled(node_);
+      if (hook_) slot_ = detail::profiled_call_slot;
+    }
 #if KSCOPE_HAS_CUDA
-    if (stream && profiled_ == not_profiled) open_events(*stream);
+    if (stream && hook_ == nullptr) open_events(*stream);
 #else
     (void)stream;
 #endif
@@ -314,32 +325,28 @@ class scope {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t end_event_ = nullptr;
 #endif
-  // Per-scope counters (counter_hook.hpp): is this call profiled, or inside one that is?
-  // Either way its record carries profiled_call_slot and no CUDA events.
-  enum profiled_kind : std::uint8_t { not_profiled, profiled_here, inside_profiled };
-  void open_profiled() noexcept {
+  // Per-scope counters (counter_hook.hpp): the hook of a call that is profiled, or
+  // detail::inside_profiled_call for a scope inside one; null otherwise. Either way a
+  // profiled record carries profiled_call_slot and no CUDA events. Static and out of line
+  // (the object's address never escapes), so with counters off the scope stays in registers.
+  static KSCOPE_NOINLINE const detail::counter_hook* open_profiled(node_id node) noexcept {
+    const detail::counter_hook* hook = nullptr;
     if (detail::profiled_depth > 0) {
-      profiled_ = inside_profiled;
-    } else if (const detail::counter_hook* hook = detail::active_counter_hook.load(std::memory_order_acquire)) {
-      if (hook->open(node_)) {
-        profiled_ = profiled_here;
-        hook_ = hook;
-      }
+      hook = &detail::inside_profiled_call;
+    } else if (const detail::counter_hook* active = detail::active_counter_hook.load(std::memory_order_acquire)) {
+      if (active->open(node)) hook = active;
     }
-    if (profiled_ != not_profiled) {
-      ++detail::profiled_depth;
-      slot_ = detail::profiled_call_slot;
-    }
+    if (hook) ++detail::profiled_depth;
+    return hook;
   }
-  void close_profiled() noexcept {
+  static KSCOPE_NOINLINE void close_profiled(const detail::counter_hook* hook, node_id node) noexcept {
     --detail::profiled_depth;
-    if (profiled_ == profiled_here) hook_->close(node_);
+    hook->close(node);
   }
 
   node_id node_ = detail::root_node;
   node_id parent_ = detail::root_node;
   std::uint32_t slot_ = detail::no_events;
-  profiled_kind profiled_ = not_profiled;
   const detail::counter_hook* hook_ = nullptr;
   bool active_ = false;
   bool nvtx_ = false;

@@ -73,6 +73,29 @@ struct cupti_api {
 
   [[nodiscard]] bool loaded() const noexcept { return handle != nullptr; }
 
+  // Subscribes `callback` under `name`: with cuptiSubscribe_v2 (CUPTI 13) another tool
+  // that later asks learns who holds CUPTI's one subscriber slot, and when the slot is
+  // taken `holder` receives the name its holder gave (empty when CUPTI does not say).
+  // On failure `handle` is null.
+  CUptiResult subscribe_named(CUpti_SubscriberHandle& handle, CUpti_CallbackFunc callback, void* userdata,
+                              const char* name, std::string& holder) const {
+    char held_by[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+    CUptiResult result;
+    if (subscribe_v2 != nullptr) {
+      CUpti_SubscriberParams params{};
+      params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+      params.subscriberName = name;
+      params.oldSubscriberName = held_by;
+      params.oldSubscriberSize = sizeof(held_by) - 1;
+      result = subscribe_v2(&handle, callback, userdata, &params);
+    } else {
+      result = subscribe(&handle, callback, userdata);
+    }
+    if (result != CUPTI_SUCCESS) handle = nullptr;
+    holder = held_by;
+    return result;
+  }
+
   // "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", or the number when unknown.
   [[nodiscard]] std::string result_name(CUptiResult result) const {
     const char* text = nullptr;

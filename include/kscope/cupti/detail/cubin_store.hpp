@@ -416,22 +416,11 @@ class module_load_subscription {
       how_ = "module loads watched by kscope's activity collector";
       return;
     }
-    CUptiResult r;
-    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
-    if (api_.subscribe_v2 != nullptr) {
-      CUpti_SubscriberParams params{};
-      params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-      params.subscriberName = "kscope warp-stall pass";
-      params.oldSubscriberName = holder;
-      params.oldSubscriberSize = sizeof(holder) - 1;
-      r = api_.subscribe_v2(&subscriber_, &on_module_loaded, nullptr, &params);
-    } else {
-      r = api_.subscribe(&subscriber_, &on_module_loaded, nullptr);
-    }
+    std::string holder;
+    CUptiResult r = api_.subscribe_named(subscriber_, &on_module_loaded, nullptr, "kscope warp-stall pass", holder);
     if (r != CUPTI_SUCCESS) {
-      subscriber_ = nullptr;
       how_ = "module loads not watched: cuptiSubscribe failed with " + api_.result_name(r) +
-             (holder[0] != '\0' ? std::string(" (held by ") + holder + ")" : std::string());
+             (holder.empty() ? std::string() : " (held by " + holder + ")");
       return;
     }
     r = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);

@@ -138,22 +138,11 @@ class kernel_name_subscription {
       log.graph_launches = 0;
       log.callback_errors = 0;
     }
-    CUptiResult r;
-    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
-    if (api_.subscribe_v2 != nullptr) {
-      CUpti_SubscriberParams params{};
-      params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-      params.subscriberName = "kscope counters";
-      params.oldSubscriberName = holder;
-      params.oldSubscriberSize = sizeof(holder) - 1;
-      r = api_.subscribe_v2(&subscriber_, &on_profiler_launch, &log, &params);
-    } else {
-      r = api_.subscribe(&subscriber_, &on_profiler_launch, &log);
-    }
+    std::string holder;
+    const CUptiResult r = api_.subscribe_named(subscriber_, &on_profiler_launch, &log, "kscope counters", holder);
     if (r != CUPTI_SUCCESS) {
-      subscriber_ = nullptr;
       why_ = "kernel names unavailable: cuptiSubscribe failed with " + api_.result_name(r) +
-             (holder[0] != '\0' ? std::string(" (held by ") + holder + ")" : std::string()) +
+             (holder.empty() ? std::string() : " (held by " + holder + ")") +
              "; ranges are numbered in launch order";
       return;
     }

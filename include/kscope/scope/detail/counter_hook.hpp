@@ -23,6 +23,13 @@ struct counter_hook {
 
 inline std::atomic<const counter_hook*> active_counter_hook{nullptr};
 
+// What a scope opened inside a profiled call holds as its hook: nothing to begin or end
+// (the enclosing call's pass covers it), but its record is flagged all the same. One
+// pointer thus says both "profiled" and how to close, so a scope stays one member lighter.
+inline bool no_pass_to_open(node_id) noexcept { return false; }
+inline void no_pass_to_close(node_id) noexcept {}
+inline constexpr counter_hook inside_profiled_call{&no_pass_to_open, &no_pass_to_close};
+
 // Scopes open on this thread inside a profiled call: their times include the replay, so
 // they are flagged like the profiled call itself. Trivial, so no thread-exit cost.
 inline thread_local std::uint32_t profiled_depth = 0;
