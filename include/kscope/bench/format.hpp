@@ -126,16 +126,7 @@ inline std::string display_name(const bench_result& r) {
   const std::string p = params_text(r.metadata, " ");
   return p.empty() ? r.name : r.name + " (" + p + ")";
 }
-// A markdown table cell: printable (a newline shows as \x0a and cannot end the row) and
-// no bare '|'.
-inline std::string cell(const std::string& s) {
-  std::string out;
-  for (char c : printable_name(s)) {
-    if (c == '|') out += "\\|";
-    else out += c;
-  }
-  return out;
-}
+inline std::string cell(const std::string& s) { return markdown_table_cell(s); }
 
 }  // namespace harness
 }  // namespace detail

@@ -437,14 +437,6 @@ inline std::string sweep_cell(const sweep_value& v) {
     s += " [" + sweep_number(v.ci.lo, decimals) + ", " + sweep_number(v.ci.hi, decimals) + "]";
   return s;
 }
-inline std::string sweep_markdown_cell(const std::string& s) {
-  std::string out;
-  for (char c : printable_name(s)) {
-    if (c == '|') out += "\\|";
-    else out += c;
-  }
-  return out;
-}
 
 }  // namespace detail
 
@@ -539,7 +531,6 @@ struct sweep_results {
   // Title and context lines, the table (one column per axis, then per metric: value
   // [interval]), the legend, every missing value with its reason, every note.
   [[nodiscard]] std::string markdown() const {
-    using detail::sweep_markdown_cell;
     std::string out;
     if (!title.empty()) out += detail::printable_name(title) + "\n";
     for (const std::string& line : context) out += detail::printable_name(line) + "\n";
@@ -549,11 +540,11 @@ struct sweep_results {
     for (const std::string& a : axes) {
       bool numeric = true;
       for (const sweep_row& r : rows) numeric = numeric && r.point.has(a) && !r.point[a].is_text();
-      header += " " + sweep_markdown_cell(a) + " |";
+      header += " " + detail::markdown_table_cell(a) + " |";
       rule += numeric ? "---:|" : "---|";
     }
     for (const sweep_metric& m : metrics) {
-      header += " " + sweep_markdown_cell(m.display() + (m.unit.empty() ? "" : " (" + m.unit + ")")) + " |";
+      header += " " + detail::markdown_table_cell(m.display() + (m.unit.empty() ? "" : " (" + m.unit + ")")) + " |";
       rule += "---:|";
     }
     out += header + "\n" + rule + "\n";
@@ -561,7 +552,7 @@ struct sweep_results {
     double level = 0.95;
     for (const sweep_row& r : rows) {
       std::string line = "|";
-      for (const std::string& a : axes) line += " " + sweep_markdown_cell(param_text(r.point, a)) + " |";
+      for (const std::string& a : axes) line += " " + detail::markdown_table_cell(param_text(r.point, a)) + " |";
       for (std::size_t i = 0; i < metrics.size(); ++i) {
         const sweep_value& v = value_of(r, i);
         line += " " + detail::sweep_cell(v) + " |";

@@ -867,11 +867,7 @@ namespace detail {
 // Text for a Markdown table cell: printable, '|' escaped; `code` puts it in a code span
 // (kernel names hold <, >, * that Markdown would read).
 inline std::string warp_stall_markdown_cell(std::string_view text, bool code) {
-  std::string out;
-  for (char c : printable_name(text)) {
-    if (c == '|') out += "\\|";
-    else out += c;
-  }
+  std::string out = markdown_table_cell(text);
   if (!code) return out;
   const std::string fence = out.find('`') != std::string::npos ? "``" : "`";
   return fence + (fence.size() > 1 ? " " + out + " " : out) + fence;

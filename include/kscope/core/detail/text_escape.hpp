@@ -134,6 +134,20 @@ inline void append_printable(std::string& out, std::string_view text, bool keep_
   return out;
 }
 
+// A user string as one Markdown table cell: printable (a newline shows as \x0a and
+// cannot end the row) and no bare '|' (it would end the cell). Every markdown table
+// kscope prints goes through this; report/compare.hpp escapes markup as well, for names
+// read from files it did not write.
+//   line += " " + kscope::detail::markdown_table_cell(name) + " |";
+[[nodiscard]] inline std::string markdown_table_cell(std::string_view text) {
+  std::string out;
+  for (char c : printable_name(text)) {
+    if (c == '|') out += "\\|";
+    else out += c;
+  }
+  return out;
+}
+
 // A whole text kscope composed, line breaks kept: the last guard of every terminal printer,
 // so that a string no printer escaped still cannot reach the terminal raw. Idempotent.
 //   return kscope::detail::printable_text(out);
