@@ -17,6 +17,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_kernels.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -27,21 +29,9 @@ namespace {
 
 #define KSCOPE_TEST_CUDA(call) REQUIRE_MESSAGE((call) == cudaSuccess, #call ": " << cudaGetErrorString(cudaGetLastError()))
 
-__global__ void copy_floats(const float* __restrict__ src, float* __restrict__ dst, std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    dst[i] = src[i];
-}
+using kscope_test::copy_floats;
 
-// __fmaf_rn makes the one FFMA per (i, j, k) explicit, whatever nvcc's contraction choices.
-__global__ void naive_sgemm(const float* a, const float* b, float* c, int n) {
-  const int row = blockIdx.y * blockDim.y + threadIdx.y;
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= n || col >= n) return;
-  float acc = 0.0f;
-  for (int k = 0; k < n; ++k) acc = __fmaf_rn(a[row * n + k], b[k * n + col], acc);
-  c[row * n + col] = acc;
-}
+using kscope_test::naive_sgemm;
 
 class device_buffer {
  public:

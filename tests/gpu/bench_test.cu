@@ -18,6 +18,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_kernels.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -79,14 +81,7 @@ __global__ void read_sum(const float* __restrict__ x, std::size_t n, float* out)
   if (s == -1.0f) out[blockIdx.x] = s;
 }
 
-// Spins until %globaltimer has advanced by `ns`: a kernel of known duration.
-__global__ void spin_for_ns(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
+using kscope_test::spin_for_ns;
 
 int sm_count() {
   int device = 0, sms = 0;

@@ -17,6 +17,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_kernels.cuh"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,11 +31,7 @@ namespace {
 
 #define REQUIRE_CUDA(call) REQUIRE_MESSAGE((call) == cudaSuccess, #call)
 
-__global__ void copy_floats(const float* __restrict__ src, float* __restrict__ dst, std::size_t n) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    dst[i] = src[i];
-}
+using kscope_test::copy_floats;
 
 __global__ void scale_floats(float* data, std::size_t n, float factor) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -41,16 +39,7 @@ __global__ void scale_floats(float* data, std::size_t n, float factor) {
     data[i] *= factor;
 }
 
-// One thread per output; __fmaf_rn makes the one FFMA per (i, j, k) explicit, so the count
-// does not depend on the compiler's contraction choices.
-__global__ void naive_sgemm(const float* a, const float* b, float* c, int n) {
-  const int row = blockIdx.y * blockDim.y + threadIdx.y;
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (row >= n || col >= n) return;
-  float acc = 0.0f;
-  for (int k = 0; k < n; ++k) acc = __fmaf_rn(a[row * n + k], b[k * n + col], acc);
-  c[row * n + col] = acc;
-}
+using kscope_test::naive_sgemm;
 
 // Device memory for one test case.
 class device_buffer {

@@ -10,17 +10,13 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_kernels.cuh"
+
 #include <string>
 
 namespace {
 
-__global__ void spin_for_ns(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
+using kscope_test::spin_for_ns;
 
 int device_count() {
   int n = 0;

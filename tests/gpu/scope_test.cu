@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test_kernels.cuh"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,15 +17,7 @@
 
 namespace {
 
-// Spins until %globaltimer (ns) has advanced by `ns`: a kernel of known duration,
-// independent of the SM clock.
-__global__ void spin_for_ns(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
+using kscope_test::spin_for_ns;
 
 // A copy, not a reference: g++ 13 flags references returned through temporary arguments.
 kscope::scope_report must_find(const kscope::session_report& r, const std::string& path) {

@@ -288,6 +288,33 @@ struct range_profiler_handle {
   }
 };
 
+// The context the runtime made current (the device's primary context), through the
+// driver entry point the runtime hands out: kscope links cudart only. false with `why`
+// when there is none; `no_entry_point` says the driver lacks cuCtxGetCurrent (the counters
+// call that "unavailable", a missing context "failed"). Used by counters and warp stalls.
+inline bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point = nullptr) {
+  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
+#endif
+  if (e != cudaSuccess || fn == nullptr || found != cudaDriverEntryPointSuccess) {
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    why = "the driver entry point cuCtxGetCurrent could not be found";
+    if (no_entry_point) *no_entry_point = true;
+    return false;
+  }
+  const CUresult r = reinterpret_cast<get_current_fn>(fn)(&context);
+  if (r != CUDA_SUCCESS || context == nullptr) {
+    why = "no current CUDA context (cuCtxGetCurrent returned " + std::to_string(static_cast<int>(r)) + ")";
+    return false;
+  }
+  return true;
+}
+
 // Everything both a pass and a metric listing need: device, context, libraries, chip,
 // counter availability and a host object for the chip. The first failure sets state and
 // message and makes open() return false.
@@ -435,27 +462,12 @@ class counter_setup {
   }
 
  private:
-  // The context the runtime made current (the device's primary context), through the
-  // driver entry point the runtime hands out: kscope links cudart only.
   bool current_context() {
-    using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
-#else
-    const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
-#endif
-    if (e != cudaSuccess || fn == nullptr || found != cudaDriverEntryPointSuccess) {
-      if (e != cudaSuccess) (void)cudaGetLastError();
-      return refuse(counter_state::unavailable,
-                    "hardware counters unavailable: the driver entry point cuCtxGetCurrent could not be found");
-    }
-    const CUresult r = reinterpret_cast<get_current_fn>(fn)(&context);
-    if (r != CUDA_SUCCESS || context == nullptr)
-      return refuse(counter_state::failed, "hardware counters unavailable: no current CUDA context (cuCtxGetCurrent "
-                                           "returned " + std::to_string(static_cast<int>(r)) + ")");
-    return true;
+    std::string why;
+    bool no_entry_point = false;
+    if (current_cuda_context(context, why, &no_entry_point)) return true;
+    return refuse(no_entry_point ? counter_state::unavailable : counter_state::failed,
+                  "hardware counters unavailable: " + why);
   }
 
   // cuptiProfilerDeviceSupported, where the library has it: names why a device cannot be

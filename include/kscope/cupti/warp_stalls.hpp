@@ -305,30 +305,6 @@ class pc_sampling_session {
   CUcontext context_;
 };
 
-// The context the runtime made current, through the driver entry point the runtime hands
-// out (kscope links cudart only). false with `why` when there is none.
-inline bool current_cuda_context(CUcontext& context, std::string& why) {
-  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
-#else
-  const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
-#endif
-  if (e != cudaSuccess || fn == nullptr || found != cudaDriverEntryPointSuccess) {
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    why = "the driver entry point cuCtxGetCurrent could not be found";
-    return false;
-  }
-  const CUresult r = reinterpret_cast<get_current_fn>(fn)(&context);
-  if (r != CUDA_SUCCESS || context == nullptr) {
-    why = "no current CUDA context (cuCtxGetCurrent returned " + std::to_string(static_cast<int>(r)) + ")";
-    return false;
-  }
-  return true;
-}
-
 // The hottest PCs of every profile and of the total get their source lines (or the reason
 // why not), and the notes say how many and why; cubin store losses are noted too.
 inline void add_source_lines(const warp_stall_options& options, module_watch watch, const cupti_api& api,
