@@ -142,11 +142,11 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaDeviceSynchronize());
       continue;
     }
-    // User replay, the L2 scrubbed before every pass: each pass counts the kernel's own
-    // traffic, as ncu's run (one scrub, one launch) does.
+    // User replay, the default set: every pass starts with kscope's own L2 sweep
+    // (counter_options::sweep_l2), so each pass counts the kernel's own traffic, as ncu's
+    // run (one scrub, one launch) does.
     kscope::counter_options options;
     options.replay = kscope::counter_replay::user;
-    options.before_each_run = clean_l2;
     const kscope::counter_result r = kscope::profile_counters({}, t.launch, options);
     if (!r.ok()) {
       std::printf("KSCOPE %s unavailable: %s\n", t.label, r.message.c_str());
@@ -156,8 +156,7 @@ int main(int argc, char** argv) {
     for (const kscope::counter_values& k : r.kernels) total.add_kernel(k);
     const kscope::metric_values v = total.totals();
     for (const auto& [name, value] : v) std::printf("KSCOPE %s %s %.17g\n", t.label, name.c_str(), value);
-    // The same kernel under kernel replay (the in-program mode), for the record: its DRAM
-    // writes include what CUPTI's memory restore left dirty in the L2.
+    // The same kernel under kernel replay (the in-program mode, the work runs once).
     clean_l2();
     const kscope::counter_result kr = kscope::profile_counters({"dram__bytes_read.sum", "dram__bytes_write.sum"}, t.launch);
     if (kr.ok()) {

@@ -162,7 +162,7 @@ chosen_minor="${chosen_cuda#*.}"
   echo "inline constexpr int peak_kernels_ptx_driver_cuda_version = $((10#$chosen_major * 1000 + 10#$chosen_minor * 10));  // as cudaDriverGetVersion() says"
   echo "inline constexpr char peak_kernels_ptx_driver_branch[] = \"$chosen_driver\";"
   echo ""
-  echo "// NUL-terminated PTX text of kscope_peak_copy, kscope_peak_fma and kscope_peak_fill."
+  echo "// NUL-terminated PTX text of kscope_peak_copy, kscope_peak_fma, kscope_peak_fill and kscope_l2_sweep."
   printf 'inline constexpr char peak_kernels_ptx[] = R"kscope_ptx('
   cat "$tmp/peak_kernels.ptx"
   echo ')kscope_ptx";'

@@ -1,4 +1,4 @@
-// Kernels behind kscope::measure_peaks(). They are NOT compiled into kscope: the
+// Kernels behind kscope::measure_peaks() and the counter passes' L2 sweep. They are NOT compiled into kscope: the
 // script cmake/generate_peak_kernels.sh turns this file into PTX (for the lowest
 // virtual architecture CUDA 13 supports, compute_75) and embeds the text in
 // include/kscope/device/detail/peak_kernels_ptx.hpp, which the CUDA runtime loads with
@@ -80,4 +80,22 @@ extern "C" __global__ void kscope_peak_fill(void* data, unsigned long long count
       static_cast<unsigned long long*>(data)[i] = (sign << 63) | (1022ull << 52) | (r & 0xfffffffffffffull);
     }
   }
+}
+
+// Counter passes (cupti/counters.hpp): reads a buffer twice the L2's size and writes
+// nothing, so that afterwards the L2 holds clean lines only. Dirty lines left by earlier
+// work, or written by the profiler itself when a pass starts, are then written back
+// during this kernel rather than counted as DRAM writes of the kernel measured next.
+// The caller passes a null `sink`: the kernel never stores, and the loads stay because
+// the compiler cannot know that.
+extern "C" __global__ void kscope_l2_sweep(const uint4* __restrict__ source, unsigned long long count,
+                                           unsigned* sink) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  unsigned mixed = 0;
+  for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const uint4 v = source[i];
+    mixed ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (sink != nullptr) sink[blockIdx.x * blockDim.x + threadIdx.x] = mixed;
 }

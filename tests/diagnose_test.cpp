@@ -304,6 +304,13 @@ TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
                       std::string::npos,
                   by_counters[0].text);
   }
+  SUBCASE("declared work under the ridge but far from the roof: no finding (healthy serving, H200: 54 %)") {
+    // 1 FLOP/B at 2.6 TB/s of a 4.8 TB/s roof: memory-side of the ridge, 54 % of the roof.
+    r.scopes[2].roofline = kscope::place(kscope::work{1e9, 1e9}, 1e9 / 2.6e12, 989e12, 4.8e12);
+    REQUIRE(r.scopes[2].roofline->limiter == kscope::bound::memory);
+    CHECK(r.scopes[2].roofline->fraction_of_roof == doctest::Approx(2.6 / 4.8));
+    CHECK(kscope::diagnose(r).empty());
+  }
   SUBCASE("an idle GPU is not limited by decode's memory traffic") {
     r.gpu_time->busy_share = 0.6;
     CHECK(kscope::diagnose(r).empty());

@@ -1,6 +1,6 @@
 // GPU cases for the benchmark harness (kscope/bench/bench.hpp), written for an H200 (sm_90,
 // 132 SMs, HBM3e 4.8 TB/s, 50 MB L2) but meaningful on any recent GPU:
-//   - cuBLAS bf16 8192^3 through the harness reaches >= 700 TFLOP/s;
+//   - cuBLAS bf16 8192^3 through the harness reaches >= 65 % of the bf16 peak at its SM clock;
 //   - a 4 GiB device copy: median and bandwidth printed (bench/harness_vs_ncu.sh
 //     compares the harness with Nsight Compute's gpu__time_duration);
 //   - a ~2 us kernel timed with graph batching agrees within 10 % with one long
@@ -93,11 +93,14 @@ int sm_count() {
 }  // namespace
 
 // Two numbers for one GEMM. The burst measurement (bench_options::burst(): ~0.1 s of
-// load from an idle GPU, what PyTorch loops and do_bench see) must reach 700 TFLOP/s;
-// the default, sustained measurement runs at the clock the power controller settles to
-// (on the lent H200, ~1510 MHz instead of 1980 for this shape), so it is only required
-// to be a plausible fraction of the burst rate and to have detected the managed clock.
-TEST_CASE("cuBLAS bf16 8192^3 through the harness reaches >= 700 TFLOP/s") {
+// load from an idle GPU, what PyTorch loops and do_bench see) must reach 65 % of the
+// bf16 tensor-core peak at the SM clock its samples ran at (700 TFLOP/s at an H200's
+// 1980 MHz): a harness that lost time between calls would fall below it. A fixed rate
+// failed on a lent H200 whose burst ran at 1613 MHz (693 TFLOP/s, 79 % of that clock's
+// peak). The default, sustained measurement runs at the clock the power controller
+// settles to (on the lent H200, ~1510 MHz instead of 1980 for this shape), so it is only
+// required to be a plausible fraction of the burst rate and to have detected the managed clock.
+TEST_CASE("cuBLAS bf16 8192^3 through the harness reaches >= 65 % of the bf16 peak at its clock") {
   const auto& blas = kscope::detail::cublas();
   REQUIRE_MESSAGE(blas.ok(), blas.error);
   namespace abi = kscope::detail::cublas_abi;
@@ -141,7 +144,15 @@ TEST_CASE("cuBLAS bf16 8192^3 through the harness reaches >= 700 TFLOP/s") {
   CHECK(status == abi::status_success);
   CHECK(burst.valid());
   CHECK(burst.stopped == kscope::stop_reason::target_reached);
-  CHECK(burst.flops_per_s.median >= 700e12);
+  const kscope::device_info gpu = kscope::query_device(0);
+  const double peak_at_clock =
+      kscope::theoretical_flops_per_s(gpu.cc_major, gpu.cc_minor, gpu.sm_count,
+                                      burst.analysis.median_sm_clock_mhz * 1e3, kscope::data_type::bf16,
+                                      kscope::core_kind::tensor);
+  MESSAGE("bf16 tensor peak at " << burst.analysis.median_sm_clock_mhz << " MHz: " << peak_at_clock / 1e12
+                                 << " TFLOP/s; burst at " << 100 * burst.flops_per_s.median / peak_at_clock << " %");
+  REQUIRE(std::isfinite(peak_at_clock));
+  CHECK(burst.flops_per_s.median >= 0.65 * peak_at_clock);
 
   gemm.options(kscope::bench_options{});
   const kscope::bench_result r = gemm.run();

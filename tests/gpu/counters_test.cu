@@ -9,6 +9,10 @@
 // - The default set on a copy: every catalog name kscope has not marked uncertain is
 //   offered, the copy executes no FP instruction, and classify() calls it memory-bound at
 //   DRAM. Kernel names follow the launch order; a whole-callable range sums its kernels.
+// - A kernel that only reads writes < 1 % of its reads to DRAM in every mode, with the L2
+//   left dirty before the pass: what the profiler writes when a pass starts is swept first.
+// - A 16 MiB copy (under the L2's size) writes 16 MiB, within 3 %, in every mode: the
+//   sweep after the work writes back, and counts, what the copy left dirty in the L2.
 // - Unavailable paths answer with one message and never run the work: an unknown metric
 //   (with close names), a missing libnvperf_host, a pass inside a pass.
 // Every result message and note is printed, for bench/RESULTS.md.
@@ -299,6 +303,142 @@ TEST_CASE("user replay runs the work once per pass, the hook before each run, an
                 "copy read " << r.kernels[0].value("dram__bytes_read.sum") << ", expected " << bytes);
   CHECK(std::none_of(r.notes.begin(), r.notes.end(),
                      [](const std::string& note) { return note.find("kernel replay") == 0; }));
+}
+
+// The profiler writes its own buffers through the L2 when a pass starts; without kscope's
+// L2 sweep the first large kernel of the pass counted their write-back as its DRAM writes
+// (~29 MB on an H200). A kernel that only reads must count (almost) none, in every mode,
+// even with the L2 left full of dirty lines by the kernel before the pass.
+TEST_CASE("a kernel that only reads writes almost no DRAM bytes: the pass's own writes are swept first") {
+  int device = 0, l2_bytes = 0;
+  REQUIRE_CUDA(cudaGetDevice(&device));
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  const std::size_t sweep_n = 2 * static_cast<std::size_t>(l2_bytes) / sizeof(float);
+  const std::size_t dirty_n = static_cast<std::size_t>(l2_bytes) / sizeof(float);
+  device_buffer reads(sweep_n * sizeof(float)), dirty(dirty_n * sizeof(float)), sink(sizeof(float));
+  const int blocks = copy_blocks();
+  const double read_bytes = 4.0 * static_cast<double>(sweep_n);
+  // The per-range records CUPTI writes are a few KB; 1 % of the bytes read is ~1.2 MB here.
+  const double allowed = 0.01 * read_bytes;
+  const std::vector<std::string> dram = {"dram__bytes_read.sum", "dram__bytes_write.sum"};
+  const auto dirty_the_l2 = [&] {
+    scale_floats<<<blocks, 256>>>(dirty.get(), dirty_n, 0.5f);
+    REQUIRE_CUDA(cudaDeviceSynchronize());
+  };
+  const auto read_only = [&] { read_only_sweep<<<blocks, 256>>>(reads.get(), sweep_n, sink.get()); };
+
+  struct mode {
+    const char* label;
+    kscope::counter_options options;
+  };
+  std::vector<mode> modes(3);
+  modes[0].label = "per-kernel, kernel replay";
+  modes[1].label = "per-kernel, user replay, default set";
+  modes[1].options.replay = kscope::counter_replay::user;
+  modes[2].label = "whole callable";
+  modes[2].options.ranges = kscope::counter_ranges::whole_callable;
+  for (const mode& m : modes) {
+    CAPTURE(m.label);
+    dirty_the_l2();
+    const bool default_set = m.options.replay == kscope::counter_replay::user;
+    const kscope::counter_result r =
+        kscope::profile_counters(default_set ? std::vector<std::string>{} : dram, read_only, m.options);
+    print(r);
+    REQUIRE_MESSAGE(r.ok(), r.message);
+    REQUIRE(r.kernels.size() == 1);  // the sweep's range is not a result
+    if (m.options.ranges == kscope::counter_ranges::per_kernel) {
+      CHECK(r.kernels[0].name.find("read_only_sweep") != std::string::npos);
+      CHECK(r.kernels[0].index == 0);
+    }
+    const double written = r.kernels[0].value("dram__bytes_write.sum");
+    const double read = r.kernels[0].value("dram__bytes_read.sum");
+    MESSAGE(m.label << ": read " << read << " bytes, wrote " << written << " bytes");
+    CHECK_MESSAGE(written <= allowed, m.label << ": a read-only kernel wrote " << written << " bytes");
+    const double later = r.kernels[0].value(kscope::dram_write_back_metric);
+    MESSAGE(m.label << ": write-back after it " << later << " bytes");
+    CHECK_MESSAGE(later <= allowed, m.label << ": a read-only kernel left " << later << " bytes dirty");
+    CHECK_MESSAGE(within(read, read_bytes, 0.03), m.label << ": read " << read << ", expected " << read_bytes);
+    CHECK(std::none_of(r.notes.begin(), r.notes.end(),
+                       [](const std::string& note) { return note.find("L2 sweep") != std::string::npos; }));
+  }
+
+  // For the record (bench/RESULTS.md): the same kernel without the sweep.
+  kscope::counter_options unswept;
+  unswept.sweep_l2 = false;
+  dirty_the_l2();
+  const kscope::counter_result r = kscope::profile_counters(dram, read_only, unswept);
+  REQUIRE_MESSAGE(r.ok(), r.message);
+  REQUIRE(r.kernels.size() == 1);
+  MESSAGE("without the L2 sweep: the read-only kernel wrote " << r.kernels[0].value("dram__bytes_write.sum")
+                                                               << " bytes");
+}
+
+// A copy smaller than the L2 leaves most of its output dirty in the L2 when it ends: its
+// range's dram__bytes_write.sum misses it (as Nsight Compute's does); the sweep after the
+// work writes it back and records it as kscope__dram_bytes_write_back.sum. Together they
+// make the 16 MiB copy's 16 MiB (within 3 %) in each mode, and two chained copies write
+// 32 MiB in all: the first's output, still in the L2 at the end, is the last's write-back.
+TEST_CASE("a copy smaller than the L2 writes all its output: the trailing sweep counts what it left dirty") {
+  constexpr std::size_t n = std::size_t{4} << 20;  // 16 MiB per buffer
+  device_buffer a(n * sizeof(float)), b(n * sizeof(float)), c(n * sizeof(float));
+  const int blocks = copy_blocks();
+  const double bytes = 4.0 * static_cast<double>(n);
+  const std::vector<std::string> dram = {"dram__bytes_read.sum", "dram__bytes_write.sum"};
+  const auto written = [](const kscope::counter_values& k) {
+    const double later = k.value(kscope::dram_write_back_metric);
+    return k.value("dram__bytes_write.sum") + (std::isfinite(later) ? later : 0.0);
+  };
+  for (const kscope::counter_replay replay : {kscope::counter_replay::kernel, kscope::counter_replay::user}) {
+    kscope::counter_options o;
+    o.replay = replay;
+    const char* label = replay == kscope::counter_replay::kernel ? "kernel replay" : "user replay";
+    CAPTURE(label);
+    const kscope::counter_result r =
+        kscope::profile_counters(dram, [&] { copy_floats<<<blocks, 256>>>(a.get(), b.get(), n); }, o);
+    print(r);
+    REQUIRE_MESSAGE(r.ok(), r.message);
+    REQUIRE(r.kernels.size() == 1);
+    MESSAGE(label << ": in the range " << r.kernels[0].value("dram__bytes_write.sum") << " bytes written, after it "
+                  << r.kernels[0].value(kscope::dram_write_back_metric));
+    CHECK(std::isfinite(r.kernels[0].value(kscope::dram_write_back_metric)));
+    CHECK_MESSAGE(within(written(r.kernels[0]), bytes, 0.03),
+                  label << ": wrote " << written(r.kernels[0]) << ", expected " << bytes);
+    CHECK_MESSAGE(within(r.kernels[0].value("dram__bytes_read.sum"), bytes, 0.03),
+                  label << ": read " << r.kernels[0].value("dram__bytes_read.sum") << ", expected " << bytes);
+  }
+
+  // Two chained copies: 32 MiB written in all, per kernel and as one range.
+  const auto chain = [&] {
+    copy_floats<<<blocks, 256>>>(a.get(), b.get(), n);
+    copy_floats<<<blocks, 256>>>(b.get(), c.get(), n);
+  };
+  const kscope::counter_result per_kernel = kscope::profile_counters(dram, chain);
+  print(per_kernel);
+  REQUIRE_MESSAGE(per_kernel.ok(), per_kernel.message);
+  REQUIRE(per_kernel.kernels.size() == 2);
+  const double both = written(per_kernel.kernels[0]) + written(per_kernel.kernels[1]);
+  CHECK(std::isnan(per_kernel.kernels[0].value(kscope::dram_write_back_metric)));  // the last kernel's only
+  CHECK_MESSAGE(within(both, 2 * bytes, 0.03), "two copies wrote " << both << ", expected " << 2 * bytes);
+  kscope::counter_options whole;
+  whole.ranges = kscope::counter_ranges::whole_callable;
+  const kscope::counter_result one = kscope::profile_counters(dram, chain, whole);
+  print(one);
+  REQUIRE_MESSAGE(one.ok(), one.message);
+  REQUIRE(one.kernels.size() == 1);
+  CHECK_MESSAGE(within(written(one.kernels[0]), 2 * bytes, 0.03),
+                "one range wrote " << written(one.kernels[0]) << ", expected " << 2 * bytes);
+  // The first copy's source comes from DRAM, the second's from the L2: 16 MiB read.
+  MESSAGE("one range read " << one.kernels[0].value("dram__bytes_read.sum") << " bytes");
+
+  // For the record: without the sweeps.
+  kscope::counter_options unswept;
+  unswept.sweep_l2 = false;
+  const kscope::counter_result bare =
+      kscope::profile_counters(dram, [&] { copy_floats<<<blocks, 256>>>(a.get(), b.get(), n); }, unswept);
+  REQUIRE_MESSAGE(bare.ok(), bare.message);
+  CHECK(std::isnan(bare.kernels.at(0).value(kscope::dram_write_back_metric)));
+  MESSAGE("without the L2 sweeps the 16 MiB copy wrote " << bare.kernels.at(0).value("dram__bytes_write.sum")
+                                                          << " bytes");
 }
 
 TEST_CASE("unavailable paths answer with one message and never run the work") {

@@ -192,8 +192,11 @@ inline std::string bound_text(const finding& f) {
   return f.where.empty() ? kind : kind + " (" + f.where + ")";
 }
 
-// The measured DRAM bytes of the profiled call (read + write); NaN when not measured.
+// The measured DRAM bytes of the profiled call: read + write, with the write-back of what
+// it left dirty in the L2 (dram_bytes_moved); NaN when not measured.
 inline double measured_dram_bytes(const bench_counters& c) {
+  const double moved = dram_bytes_moved(c.metrics);
+  if (std::isfinite(moved)) return moved;
   const level_point* dram = c.measured ? c.measured->find(memory_level::dram) : nullptr;
   return dram ? dram->bytes : std::numeric_limits<double>::quiet_NaN();
 }
@@ -408,7 +411,8 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
          "that stopped before reaching its target.\n";
   if (measured_columns)
     out += "DRAM B, FLOP (meas.), bound: hardware counters of one extra call, profiled after the timed samples "
-           "and never part of them (DRAM read + write bytes, FLOPs from the SASS FP instruction counts, the "
+           "and never part of them (DRAM read + write bytes with the write-back of what the call left dirty in the L2, "
+           "FLOPs from the SASS FP instruction counts, the "
            "classification from the speed-of-light throughputs).\n";
   bool any_unusable = false;
   for (const bench_result& r : results) any_unusable |= !r.valid();

@@ -23,11 +23,27 @@
 // work once, CUPTI saving and restoring device memory between passes; user replay runs
 // the work once per pass with no save or restore (it must launch the same kernels each
 // time), for work that is cheap to repeat or must not be serialized into a restore.
-// counter_options::before_each_run (for example a kernel that reads twice the L2, leaving
-// it clean) runs before every run, outside the ranges; its launches are not ranges.
-// Measured on an H200 (bench/RESULTS.md): both replays give the same DRAM reads as Nsight
-// Compute within 0.4 %; the DRAM writes of a 4096^3 shared-memory tiled SGEMM are ~26 MB
-// over ncu's (67 MB of output) in BOTH modes, so the restore is not the cause.
+// counter_options::before_each_run (for example re-zeroing what the work accumulates)
+// runs before every run, outside the ranges; its launches are not ranges.
+// The L2 sweeps (counter_options::sweep_l2, on by default). DRAM writes happen when the
+// L2 evicts a dirty line, so a range counts the write-back of whatever is dirty when it
+// starts and misses what its own kernels leave dirty when it ends. Both were wrong by
+// tens of MB, measured on an H200 (bench/RESULTS.md): when a pass starts (each
+// cuptiRangeProfilerStart) the profiler writes its own buffers through the L2, and the
+// first large kernel of the pass counted ~29 MB of their write-back (256 ranges per pass;
+// ~4.8 MB with one user range; none on an empty kernel or a second large kernel); and a
+// kernel's last output lines stay dirty in the L2 after it (21.7 MB of a 1.07 GB copy,
+// 15 MB of a cuBLAS SGEMM's 67 MB). So every run is bracketed by kscope_l2_sweep
+// (device/detail/kernel_library.hpp), a read of twice the L2 that writes nothing: one
+// after Start, before the work, whose ranges then begin with a clean L2; one after the
+// work, whose DRAM writes — the lines the work left dirty — are recorded as the last
+// kernel's (or the user range's) kscope__dram_bytes_write_back.sum (core/counters.hpp:
+// add_write_back; dram__bytes_write.sum stays what the hardware counted in the range,
+// as Nsight Compute's does, and the write-back enters volumes, never rates). In
+// per_kernel mode the sweeps are the pass's first and last ranges; in whole_callable
+// mode the first runs before the user range is pushed and the second in a user range of
+// its own. Neither is a result, and their launches are not in the kernel names. Without
+// them (sweep_l2 off, or no memory for the buffer: a note says so) those errors stay.
 // Both profile the current device's context: kernels the work launches on another device
 // are not seen. Per-kernel ranges end with a context synchronization (CUPTI's auto range),
 // so kernels that wait on each other while running concurrently would hang: profile such
@@ -56,6 +72,7 @@
 #include "../core/config.hpp"
 #include "../core/counters.hpp"
 #include "../device/availability.hpp"
+#include "../scope/detail/counter_hook.hpp"  // profiled_depth: the L2 sweep's launch is not the program's
 #include "detail/api.hpp"
 #include "detail/profiler_api.hpp"
 
@@ -74,6 +91,7 @@
 #include <vector>
 
 #if KSCOPE_HAS_RANGE_PROFILER
+#  include "../device/detail/kernel_library.hpp"
 #  include "detail/profiler_kernel_names.hpp"
 #  include <cuda_runtime_api.h>
 #endif
@@ -132,12 +150,21 @@ struct counter_options {
   counter_replay replay = counter_replay::kernel;
   // Called before every run of the work (once per pass under user replay, once under
   // kernel replay), before the ranges start: its kernels are neither ranges nor named.
-  // Typically a read-only sweep of twice the L2, so no dirty line of earlier work is left.
+  // For state the work needs afresh each run under user replay (zeroing an accumulator,
+  // resetting a queue); the L2 needs no help here: every run starts with sweep_l2.
   std::function<void()> before_each_run;
   // per_kernel: kernels the counter-data image holds; later ones are dropped and counted
   // (counter_result::ranges_dropped). Bounded so the image stays small (~ tens of KB each).
   std::size_t max_kernels = 256;
   bool name_kernels = true;         // per_kernel: subscribe a launch callback for kernel names
+  // Bracket every run with kscope's L2 sweep (a read of twice the L2, never a result; see
+  // the top of this header): the first kernel's DRAM writes are then its own, not the
+  // profiler's, and the lines the work leaves dirty in the L2 are measured as its
+  // write-back (kscope__dram_bytes_write_back.sum).
+  // Costs a buffer of twice the L2 for the pass and two ~30 us kernels per run (replayed
+  // per pass under kernel replay). Off: the first kernel may count up to the L2's size of
+  // writes it did not make, and the last may miss up to the L2's size of its own.
+  bool sweep_l2 = true;
   std::string cupti_library;        // explicit libcupti, as cupti_options::library_path
   std::string nvperf_host_library;  // explicit libnvperf_host.so: only this path is tried
 };
@@ -548,7 +575,16 @@ class counter_pass_run {
     // The range profiler on the context, its counter-data image and its configuration.
     per_kernel_ = options.ranges == counter_ranges::per_kernel;
     user_replay_ = !per_kernel_ || options.replay == counter_replay::user;
-    const std::size_t max_ranges = per_kernel_ ? options.max_kernels : 1;
+    if (options.sweep_l2) {
+      if (const std::string why = sweep_.prepare(); !why.empty())
+        result.notes.push_back("kscope's L2 sweep did not run (" + why +
+                               "): the first kernel's DRAM writes may include up to the L2's size of lines the "
+                               "profiler wrote when the pass started");
+    }
+    // The sweeps are ranges too: per kernel the first and the last, whole callable a
+    // second user range after the work's.
+    const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 2 : 1) : 0;
+    const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
     range_.api = &p;
     CUpti_RangeProfiler_Enable_Params enable{};
     enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
@@ -617,12 +653,17 @@ class counter_pass_run {
     if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
     started_ = true;
     pushed_ = false;
+    if (sweep_.ready()) {
+      // After Start, so that what Start wrote is swept too.
+      if (const std::string why = run_sweep(); !why.empty()) {
+        run_error_ = "kscope's L2 sweep at the start of the pass failed: " + why;
+        stop_range();
+        return false;
+      }
+      sweep_range_ = per_kernel_;
+    }
     if (!per_kernel_) {
-      CUpti_RangeProfiler_PushRange_Params push{};
-      push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
-      push.pRangeProfilerObject = range_.object;
-      push.pRangeName = options_->range_name.c_str();
-      pushed_ = setup_.cupti_ok(p.range_push(&push), "cuptiRangeProfilerPushRange");
+      pushed_ = push_range(options_->range_name.c_str());
       if (!pushed_) {
         stop_range();
         return false;
@@ -639,11 +680,21 @@ class counter_pass_run {
     if (synced != cudaSuccess && !work_threw)
       run_error_ = std::string("the profiled work failed: ") + cudaGetErrorString(synced);
     if (pushed_) {
-      CUpti_RangeProfiler_PopRange_Params pop{};
-      pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
-      pop.pRangeProfilerObject = range_.object;
-      (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
+      pop_range();
       pushed_ = false;
+    }
+    // The trailing sweep: a range of its own (per kernel: the pass's last; whole callable:
+    // a second user range) whose DRAM writes are the lines the work left dirty in the L2.
+    if (sweep_.ready() && started_ && synced == cudaSuccess && !work_threw && run_error_.empty()) {
+      const bool in_range = per_kernel_ || push_range("kscope L2 write-back");
+      if (in_range) {
+        const std::string why = run_sweep();
+        if (!per_kernel_) pop_range();
+        if (!why.empty())
+          run_error_ = "kscope's L2 sweep at the end of the pass failed: " + why;
+        else
+          trailing_sweep_ = true;
+      }
     }
     stop_range();
   }
@@ -683,32 +734,52 @@ class counter_pass_run {
     if (!setup_.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
         !setup_.cupti_ok(p.range_get_counter_data_info(&info), "cuptiRangeProfilerGetCounterDataInfo"))
       return (void)give_up(result);
-    result.ranges_dropped = decode.numOfRangeDropped;
     std::vector<double> values(names_.size());
     std::size_t failed_ranges = 0;
-    for (std::size_t i = 0; i < info.numTotalRanges; ++i) {
+    // Range 0 is the leading L2 sweep when it ran in per_kernel mode, the last range the
+    // trailing one unless the image was full (then it is among the dropped): neither is
+    // a result; the trailing one's DRAM writes are the last range's write-back.
+    const std::size_t first = sweep_range_ && info.numTotalRanges > 0 ? 1 : 0;
+    const bool trailing = trailing_sweep_ && decode.numOfRangeDropped == 0 && info.numTotalRanges > first + 1;
+    const std::size_t end = trailing ? info.numTotalRanges - 1 : info.numTotalRanges;
+    result.ranges_dropped = decode.numOfRangeDropped - (trailing_sweep_ && decode.numOfRangeDropped > 0 ? 1 : 0);
+    if (trailing_sweep_ && !trailing)
+      result.notes.push_back("the write-back of the lines the last kernel left dirty in the L2 is not in its DRAM "
+                             "writes: " +
+                             std::string(decode.numOfRangeDropped > 0 ? "the counter-data image was full"
+                                                                      : "the work launched no kernel"));
+    const auto evaluate = [&](std::size_t index, metric_values& into) {
       CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
       eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
       eval.pHostObject = setup_.host.object;
       eval.pCounterDataImage = counter_data_.data();
       eval.counterDataImageSize = counter_data_.size();
-      eval.rangeIndex = i;
+      eval.rangeIndex = index;
       eval.ppMetricNames = names_.data();
       eval.numMetrics = names_.size();
       eval.pMetricValues = values.data();
+      if (p.host_evaluate_to_gpu_values(&eval) != CUPTI_SUCCESS) return false;
+      for (std::size_t m = 0; m < names_.size(); ++m) into.emplace(result.metrics[m], values[m]);
+      return true;
+    };
+    for (std::size_t i = first; i < end; ++i) {
       counter_values range_values;
-      range_values.index = i;
-      range_values.range = per_kernel_ ? std::to_string(i) : options_->range_name;
-      range_values.name = per_kernel_ ? "kernel #" + std::to_string(i) : options_->range_name;
-      if (p.host_evaluate_to_gpu_values(&eval) == CUPTI_SUCCESS) {
-        for (std::size_t m = 0; m < names_.size(); ++m) range_values.values.emplace(result.metrics[m], values[m]);
-      } else {
-        ++failed_ranges;
-      }
+      range_values.index = i - first;
+      range_values.range = per_kernel_ ? std::to_string(i - first) : options_->range_name;
+      range_values.name = per_kernel_ ? "kernel #" + std::to_string(i - first) : options_->range_name;
+      if (!evaluate(i, range_values.values)) ++failed_ranges;
       result.kernels.push_back(std::move(range_values));
     }
+    if (trailing && !result.kernels.empty()) {
+      metric_values sweep_values;
+      if (evaluate(end, sweep_values))
+        add_write_back(result.kernels.back().values, sweep_values);
+      else
+        result.notes.push_back("the L2 write-back after the last kernel could not be evaluated: its DRAM writes "
+                               "lack the lines it left dirty in the L2");
+    }
     if (failed_ranges > 0)
-      result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(info.numTotalRanges) +
+      result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
                              " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
                              "values");
     if (result.ranges_dropped > 0)
@@ -759,6 +830,33 @@ class counter_pass_run {
     return true;
   }
 
+  // One sweep launch, marked as launched inside a profiled call (the activity collector
+  // keeps it out of every scope's kernels and times, cupti/attribution.hpp) and left out
+  // of the kernel names: it is not the work's.
+  std::string run_sweep() {
+    const std::size_t mark = launches_logged();
+    ++profiled_depth;
+    std::string why = sweep_.run();
+    --profiled_depth;
+    forget_launches_since(mark);
+    return why;
+  }
+
+  bool push_range(const char* name) {
+    CUpti_RangeProfiler_PushRange_Params push{};
+    push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+    push.pRangeProfilerObject = range_.object;
+    push.pRangeName = name;
+    return setup_.cupti_ok(setup_.libs->profiler.range_push(&push), "cuptiRangeProfilerPushRange");
+  }
+
+  void pop_range() {
+    CUpti_RangeProfiler_PopRange_Params pop{};
+    pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+    pop.pRangeProfilerObject = range_.object;
+    (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
+  }
+
   void stop_range() {
     if (!started_) return;
     CUpti_RangeProfiler_Stop_Params stop{};
@@ -776,6 +874,9 @@ class counter_pass_run {
   range_profiler_handle range_;
   std::vector<std::uint8_t> counter_data_;
   std::optional<kernel_name_subscription> kernel_names_;
+  l2_sweep sweep_;
+  bool sweep_range_ = false;     // per_kernel: the first range is the sweep's
+  bool trailing_sweep_ = false;  // the last range (per kernel) or the second user range is the sweep's
   bool per_kernel_ = true;
   bool user_replay_ = false;
   bool started_ = false;

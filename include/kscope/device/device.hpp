@@ -51,7 +51,7 @@
 
 #  include "../core/stats.hpp"  // quantile(): the median of the timed runs
 #  include "detail/cublas_loader.hpp"
-#  include "detail/peak_kernels_ptx.hpp"
+#  include "detail/kernel_library.hpp"
 #endif
 
 namespace kscope {
@@ -69,14 +69,6 @@ inline std::string uuid_text(const unsigned char (&bytes)[16]) {
   }
   return text;
 }
-
-#if KSCOPE_HAS_CUDA
-inline std::string cuda_error_text(const char* call, cudaError_t status) {
-  const char* name = cudaGetErrorName(status);
-  const char* text = cudaGetErrorString(status);
-  return std::string(call) + " failed: " + (name ? name : "?") + " (" + (text ? text : "?") + ")";
-}
-#endif
 
 }  // namespace detail
 
@@ -154,47 +146,6 @@ namespace detail {
 
 #if KSCOPE_HAS_CUDA
 
-// The CUDA version the driver supports (12020 = 12.2), 0 when it cannot say.
-inline int cuda_driver_version() noexcept {
-  int version = 0;
-  if (cudaDriverGetVersion(&version) != cudaSuccess) {
-    (void)cudaGetLastError();
-    version = 0;
-  }
-  return version;
-}
-
-// Why the peak kernels' PTX did not load, in words that say what to do. The usual cause
-// is a driver too old for the PTX ISA the text declares (CUDA_ERROR_UNSUPPORTED_PTX_VERSION),
-// and the message names the driver needed, from the constants the generator wrote beside
-// the text. The driver JIT-compiles the text when a kernel is first taken from the
-// library (seen on R580: cudaLibraryLoadData accepts a .version the driver does not know,
-// cudaLibraryGetKernel refuses it), so `call` names the step that failed.
-// `driver_version` is cudaDriverGetVersion()'s (0: unknown).
-inline std::string peak_kernels_load_error(const char* call, cudaError_t status, int driver_version) {
-  const std::string raw = " [" + cuda_error_text(call, status) + "]";
-  const std::string ptx = std::string("the peak kernels' PTX (ISA ") + peak_kernels_ptx_isa + ", .target " +
-                          peak_kernels_ptx_target + ")";
-  const std::string driver =
-      "the NVIDIA driver" + (driver_version > 0 ? " (CUDA " + cuda_version_text(driver_version) + ")" : std::string());
-  switch (status) {
-    case cudaErrorUnsupportedPtxVersion:
-      return driver + " is too old for " + ptx + ": it needs a driver for CUDA " +
-             cuda_version_text(peak_kernels_ptx_driver_cuda_version) + " (" + peak_kernels_ptx_driver_branch +
-             ") or newer; update the driver" + raw;
-    case cudaErrorJitCompilationDisabled:
-      return driver + " has PTX JIT compilation disabled, and " + ptx + " is compiled by it when loaded" + raw;
-    case cudaErrorJitCompilerNotFound:
-      return driver + "'s PTX JIT compiler (libnvidia-ptxjitcompiler) was not found, and " + ptx +
-             " is compiled by it when loaded; install the driver's complete user-space libraries" + raw;
-    case cudaErrorInvalidPtx:
-    case cudaErrorNoKernelImageForDevice:
-      return driver + " could not JIT-compile " + ptx + " for this GPU" + raw;
-    default:
-      return cuda_error_text(call, status);
-  }
-}
-
 // Everything measure_peaks() allocates, released in the destructor whatever happened,
 // with the caller's current device restored.
 class peak_session {
@@ -217,18 +168,14 @@ class peak_session {
       error_ = cuda_error_text("cudaEventCreate", cudaGetLastError());
       return;
     }
-    const cudaError_t loaded = cudaLibraryLoadData(&library_, peak_kernels_ptx, nullptr, nullptr, 0, nullptr,
-                                                   nullptr, 0);
-    if (loaded != cudaSuccess) {
-      (void)cudaGetLastError();
-      library_ = nullptr;
-      kernel_error_ =
-          peak_kernels_load_error("cudaLibraryLoadData(kscope peak kernels PTX)", loaded, cuda_driver_version());
+    const kernel_library_load& loaded = kscope_kernel_library();
+    if (loaded.library == nullptr) {
+      kernel_error_ = loaded.error;
       return;
     }
     const auto kernel = [&](const char* name, cudaKernel_t& out) {
       if (kernel_error_.empty()) {
-        if (const cudaError_t e = cudaLibraryGetKernel(&out, library_, name); e != cudaSuccess) {
+        if (const cudaError_t e = cudaLibraryGetKernel(&out, loaded.library, name); e != cudaSuccess) {
           (void)cudaGetLastError();
           out = nullptr;
           kernel_error_ = peak_kernels_load_error("cudaLibraryGetKernel", e, cuda_driver_version()) + " for " + name;
@@ -249,7 +196,6 @@ class peak_session {
     if (start_) (void)cudaEventDestroy(start_);
     if (stop_) (void)cudaEventDestroy(stop_);
     if (stream_) (void)cudaStreamDestroy(stream_);
-    if (library_) (void)cudaLibraryUnload(library_);
     (void)cudaGetLastError();
     if (previous_device_ >= 0) (void)cudaSetDevice(previous_device_);
   }
@@ -355,7 +301,6 @@ class peak_session {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
-  cudaLibrary_t library_ = nullptr;
   cudaKernel_t copy_ = nullptr;
   cudaKernel_t fma_ = nullptr;
   cudaKernel_t fill_ = nullptr;

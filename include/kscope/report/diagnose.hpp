@@ -33,7 +33,8 @@
 //   3. kv_cache_traffic: the GPU busy ≥ diagnose_busy_share_high, a decode scope (or a
 //      scope inside it) with ≥ diagnose_decode_min_gpu_share of the GPU time is
 //      memory-bound — by its hardware counters when profiled, else by its sampled
-//      metrics, else by its declared-work roofline placement.
+//      metrics, else by its declared-work roofline placement (under the ridge and at
+//      ≥ counters_at_roof_pct of the memory roof).
 //   4. communication: NCCL kernels ≥ diagnose_comm_share of all kernel time.
 #pragma once
 
@@ -177,9 +178,13 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
     }
   }
   if (s.roofline && !placement_impossible(s)) {
+    // Under the ridge is not yet "memory traffic sets the pace": the achieved bandwidth
+    // must be at the roof by the same measure as counters and samples (counters_at_roof_pct).
+    // The healthy serving loop's decode sat under the ridge at 54 % of the roof on an H200.
     source = "declared-work roofline";
     fraction = s.roofline->fraction_of_roof;
-    return s.roofline->limiter == bound::memory;
+    return s.roofline->limiter == bound::memory && std::isfinite(fraction) &&
+           fraction * 100 >= counters_at_roof_pct;
   }
   return false;
 }

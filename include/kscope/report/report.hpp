@@ -796,8 +796,7 @@ inline std::string session_report::csv() const {
     if (s.counters) {
       const scope_counter_report& c = *s.counters;
       f.push_back(std::to_string(c.profiled_calls));
-      f.push_back(csv_number(c.per_call(metric_value(c.totals, counter_metric::dram_read_bytes) +
-                                        metric_value(c.totals, counter_metric::dram_write_bytes))));
+      f.push_back(csv_number(c.per_call(dram_bytes_moved(c.totals))));
       f.push_back(csv_number(c.per_call(c.measured.flops.total)));
       f.push_back(csv_field(to_string(c.classified.verdict.kind)));
     } else {
@@ -1039,9 +1038,7 @@ inline std::string session_report::html() const {
       if (const std::optional<roof_point> mp = c.measured.chart_point(level, s.path)) points.push_back(*mp);
     measured_table.rows.push_back(
         {s.path, std::to_string(c.profiled_calls),
-         detail::counter_cell(c.per_call(metric_value(c.totals, counter_metric::dram_read_bytes) +
-                                         metric_value(c.totals, counter_metric::dram_write_bytes)),
-                              "B"),
+         detail::counter_cell(c.per_call(dram_bytes_moved(c.totals)), "B"),
          detail::counter_cell(c.per_call(c.measured.flops.total), "FLOP"), c.classified.verdict.text});
   }
   if (!points.empty() && !context.roof_lines.empty()) {

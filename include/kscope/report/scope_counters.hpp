@@ -114,8 +114,7 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
   for (const auto& s : scopes) {
     if (!s.counters) continue;
     const scope_counter_report& c = *s.counters;
-    const double dram = metric_value(c.totals, counter_metric::dram_read_bytes) +
-                        metric_value(c.totals, counter_metric::dram_write_bytes);
+    const double dram = dram_bytes_moved(c.totals);
     const double sm = metric_value(c.totals, counter_metric::sm_throughput);
     const double mem = metric_value(c.totals, counter_metric::memory_throughput);
     std::string name(indent_width(s.depth), ' ');

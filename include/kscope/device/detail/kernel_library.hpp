@@ -1,0 +1,193 @@
+// kscope/device/detail/kernel_library.hpp — kscope's own GPU kernels, usable from any
+// translation unit: the PTX text of cmake/peak_kernels.cu (peak_kernels_ptx.hpp, written
+// by cmake/generate_peak_kernels.sh) loaded once per process with cudaLibraryLoadData,
+// the driver JIT-compiling it for the GPU at hand, and the one user that is not
+// measure_peaks(): the L2 sweep of the counter passes.
+//
+// The library is loaded on first use and never unloaded. A cudaLibrary_t is not tied to
+// a context (each context loads the module when a kernel is first taken for it), so one
+// handle serves every device; unloading it from a static destructor would run after the
+// CUDA runtime may already be torn down.
+#pragma once
+
+#include "../../core/config.hpp"
+#include "../device_info.hpp"  // cuda_version_text
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#if KSCOPE_HAS_CUDA
+#  include <cuda_runtime_api.h>
+
+#  include "peak_kernels_ptx.hpp"
+
+namespace kscope {
+namespace detail {
+
+// "cudaMalloc failed: cudaErrorMemoryAllocation (out of memory)".
+inline std::string cuda_error_text(const char* call, cudaError_t status) {
+  const char* name = cudaGetErrorName(status);
+  const char* text = cudaGetErrorString(status);
+  return std::string(call) + " failed: " + (name ? name : "?") + " (" + (text ? text : "?") + ")";
+}
+
+// The CUDA version the driver supports (12020 = 12.2), 0 when it cannot say.
+inline int cuda_driver_version() noexcept {
+  int version = 0;
+  if (cudaDriverGetVersion(&version) != cudaSuccess) {
+    (void)cudaGetLastError();
+    version = 0;
+  }
+  return version;
+}
+
+// Why the peak kernels' PTX did not load, in words that say what to do. The usual cause
+// is a driver too old for the PTX ISA the text declares (CUDA_ERROR_UNSUPPORTED_PTX_VERSION),
+// and the message names the driver needed, from the constants the generator wrote beside
+// the text. The driver JIT-compiles the text when a kernel is first taken from the
+// library (seen on R580: cudaLibraryLoadData accepts a .version the driver does not know,
+// cudaLibraryGetKernel refuses it), so `call` names the step that failed.
+// `driver_version` is cudaDriverGetVersion()'s (0: unknown).
+inline std::string peak_kernels_load_error(const char* call, cudaError_t status, int driver_version) {
+  const std::string raw = " [" + cuda_error_text(call, status) + "]";
+  const std::string ptx = std::string("the peak kernels' PTX (ISA ") + peak_kernels_ptx_isa + ", .target " +
+                          peak_kernels_ptx_target + ")";
+  const std::string driver =
+      "the NVIDIA driver" + (driver_version > 0 ? " (CUDA " + cuda_version_text(driver_version) + ")" : std::string());
+  switch (status) {
+    case cudaErrorUnsupportedPtxVersion:
+      return driver + " is too old for " + ptx + ": it needs a driver for CUDA " +
+             cuda_version_text(peak_kernels_ptx_driver_cuda_version) + " (" + peak_kernels_ptx_driver_branch +
+             ") or newer; update the driver" + raw;
+    case cudaErrorJitCompilationDisabled:
+      return driver + " has PTX JIT compilation disabled, and " + ptx + " is compiled by it when loaded" + raw;
+    case cudaErrorJitCompilerNotFound:
+      return driver + "'s PTX JIT compiler (libnvidia-ptxjitcompiler) was not found, and " + ptx +
+             " is compiled by it when loaded; install the driver's complete user-space libraries" + raw;
+    case cudaErrorInvalidPtx:
+    case cudaErrorNoKernelImageForDevice:
+      return driver + " could not JIT-compile " + ptx + " for this GPU" + raw;
+    default:
+      return cuda_error_text(call, status);
+  }
+}
+
+// The loaded library, or why it did not load (then `library` is null).
+struct kernel_library_load {
+  cudaLibrary_t library = nullptr;
+  std::string error;
+};
+
+// Loads the PTX once per process (thread-safe); later calls return the same answer.
+inline const kernel_library_load& kscope_kernel_library() {
+  static const kernel_library_load loaded = [] {
+    kernel_library_load out;
+    const cudaError_t status =
+        cudaLibraryLoadData(&out.library, peak_kernels_ptx, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      out.library = nullptr;
+      out.error = peak_kernels_load_error("cudaLibraryLoadData(kscope peak kernels PTX)", status, cuda_driver_version());
+    }
+    return out;
+  }();
+  return loaded;
+}
+
+// Leaves the current device's L2 holding clean lines only: kscope_l2_sweep reads a buffer
+// twice the L2's size and writes nothing, so every dirty line is written back while it
+// runs. Counter passes run it first in every pass (cupti/counters.hpp says why).
+//   l2_sweep sweep;
+//   if (std::string why = sweep.prepare(); !why.empty()) ...;   // allocates, loads
+//   sweep.run();                                                 // launch and wait
+// The buffer is freed by release() or the destructor. Not thread-safe: one owner.
+class l2_sweep {
+ public:
+  l2_sweep() = default;
+  l2_sweep(const l2_sweep&) = delete;
+  l2_sweep& operator=(const l2_sweep&) = delete;
+  ~l2_sweep() { release(); }
+
+  // On the current device: "" when ready to run, else why not (nothing is held then).
+  std::string prepare() {
+    release();
+    int device = 0, l2 = 0, sms = 0;
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return failed("cudaGetDevice", e);
+    if (const cudaError_t e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device); e != cudaSuccess)
+      return failed("cudaDeviceGetAttribute(L2 size)", e);
+    if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
+      return failed("cudaDeviceGetAttribute(SM count)", e);
+    const kernel_library_load& loaded = kscope_kernel_library();
+    if (loaded.library == nullptr) return loaded.error;
+    if (const cudaError_t e = cudaLibraryGetKernel(&kernel_, loaded.library, "kscope_l2_sweep"); e != cudaSuccess) {
+      kernel_ = nullptr;
+      (void)cudaGetLastError();
+      return peak_kernels_load_error("cudaLibraryGetKernel(kscope_l2_sweep)", e, cuda_driver_version());
+    }
+    // Loads the module into this context now, not at the first launch inside a pass.
+    cudaFuncAttributes attributes{};
+    if (const cudaError_t e = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel_));
+        e != cudaSuccess) {
+      kernel_ = nullptr;
+      return failed("cudaFuncGetAttributes(kscope_l2_sweep)", e);
+    }
+    // Twice the L2 (an L2 of unknown size: 64 MiB), whole 16-byte elements.
+    const std::size_t want = 2 * static_cast<std::size_t>(l2 > 0 ? l2 : (32 << 20));
+    bytes_ = (want + 15) / 16 * 16;
+    if (const cudaError_t e = cudaMalloc(&buffer_, bytes_); e != cudaSuccess) {
+      buffer_ = nullptr;
+      const std::string why = failed("cudaMalloc", e) + " for " + std::to_string(bytes_ >> 20) + " MiB";
+      bytes_ = 0;
+      kernel_ = nullptr;
+      return why;
+    }
+    blocks_ = static_cast<unsigned>(std::max(1, sms) * 8);
+    return {};
+  }
+
+  [[nodiscard]] bool ready() const noexcept { return buffer_ != nullptr && kernel_ != nullptr; }
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+
+  // Launches the sweep on the legacy default stream and waits for it: "" or why not.
+  std::string run() {
+    if (!ready()) return "the L2 sweep is not prepared";
+    const void* source = buffer_;
+    unsigned long long count = bytes_ / 16;
+    unsigned* sink = nullptr;  // never written: see kscope_l2_sweep
+    void* arguments[] = {&source, &count, &sink};
+    if (const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), dim3(blocks_), dim3(256),
+                                               arguments, 0, nullptr);
+        e != cudaSuccess)
+      return failed("cudaLaunchKernel(kscope_l2_sweep)", e);
+    if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
+      return failed("cudaDeviceSynchronize (after the L2 sweep)", e);
+    return {};
+  }
+
+  void release() noexcept {
+    if (buffer_ != nullptr) {
+      (void)cudaFree(buffer_);
+      (void)cudaGetLastError();
+    }
+    buffer_ = nullptr;
+    kernel_ = nullptr;
+    bytes_ = 0;
+  }
+
+ private:
+  static std::string failed(const char* call, cudaError_t e) {
+    (void)cudaGetLastError();
+    return cuda_error_text(call, e);
+  }
+
+  cudaKernel_t kernel_ = nullptr;
+  void* buffer_ = nullptr;
+  std::size_t bytes_ = 0;
+  unsigned blocks_ = 1;
+};
+
+}  // namespace detail
+}  // namespace kscope
+
+#endif  // KSCOPE_HAS_CUDA
