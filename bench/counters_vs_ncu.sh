@@ -77,6 +77,8 @@ for label, n in zip(labels, kernels):
         d = (a - b) / b if b else float("nan")
         if not abs(d) <= 0.03: ok = False
         print(f"{label:14} {m:24} {a:16.0f} {b:16.0f} {100*d:7.2f}%")
+    wb = k.get("kscope__dram_bytes_write_back.sum", float("nan"))
+    print(f"{label:14} {'write-back after (kscope)':24} {wb:16.0f} {'':>16}  write + write-back {k.get('dram__bytes_write.sum', float('nan')) + wb:.0f}")
     nf = 2 * n.get("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 0) + n.get("sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 0) + n.get("sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 0)
     print(f"{label:14} {'fp32 FLOPs':24} {k.get('fp32_flops', float('nan')):16.0f} {nf:16.0f}")
     print(f"{label:14} {'SM % / memory % (ncu)':24} {n.get('sm__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):16.1f} {n.get('gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):16.1f}")

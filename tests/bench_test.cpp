@@ -1401,7 +1401,7 @@ TEST_CASE("counters: markdown columns and notes, JSON object, CSV columns") {
   CHECK(contains(md, "| vs reference | DRAM B | FLOP (meas.) | bound |\n"));
   CHECK(contains(md, " | 2.50 GB | 0 FLOP | memory (DRAM) |\n"));
   CHECK(contains(md, "|  |  |  |\n"));  // the result without counters: empty measured cells
-  CHECK(contains(md, "- counters (one extra, untimed call): hardware counters: 21 metrics for 2 kernels"));
+  CHECK(contains(md, "- counters (profiled after the timed samples, never timed): hardware counters: 21 metrics for 2 kernels"));
   CHECK(contains(md, "- counters note: sm__pipe_tensor_cycles_active"));
   CHECK(contains(md, "- measured: 0.00 FLOP none (no FP instructions) in 500 us"));
   CHECK(contains(md, "DRAM 2.50 GB"));
@@ -1523,7 +1523,7 @@ TEST_CASE("counters: unavailable counters leave one note and the timing as it wa
   for (std::size_t at = md.find("ERR_NVGPUCTRPERM"); at != std::string::npos; at = md.find("ERR_NVGPUCTRPERM", at + 1))
     ++mentions;
   CHECK(mentions == 1);
-  CHECK(contains(md, "- counters (one extra, untimed call): hardware counters unavailable: "));
+  CHECK(contains(md, "- counters (profiled after the timed samples, never timed): hardware counters unavailable: "));
   CHECK_FALSE(contains(md, "DRAM B"));  // nothing measured: no measured columns
   const nlohmann::json c = nlohmann::json::parse(report.json())["benchmarks"][0]["counters"];
   CHECK(c["state"] == "no permission");

@@ -70,7 +70,8 @@ void print(const kscope::bench_result& r) {
 
 // Calls of the callable that the timed samples do not account for (the discarded call,
 // estimates and warm-up are in warmup_calls; each measured sample, dropped or not, is
-// launches_per_sample calls): the same for two runs of one bench, plus one for the profiled call.
+// launches_per_sample calls): the same for two runs of one bench, plus one per counter pass
+// for the profiled calls (user replay).
 long long unaccounted_calls(long long calls, const kscope::bench_result& r) {
   const std::size_t samples = r.series.samples_s.size() + r.series.invalid_samples;
   return calls - static_cast<long long>(r.series.warmup_calls) -
@@ -106,20 +107,27 @@ TEST_CASE("bench::counters on a copy: DRAM bytes within 3 % of 2 x bytes, memory
   REQUIRE_MESSAGE(r.counters->collected(), r.counters->message);
   const kscope::bench_counters& c = *r.counters;
 
-  // The profiled call is one call more than the samples account for, and not a sample.
-  CHECK(unaccounted_calls(calls, r) == plain_extra + 1);
+  // The profiled calls, one per counter pass, are more than the samples account for, and
+  // none is a sample.
+  CHECK(c.passes >= 1);
+  CHECK(unaccounted_calls(calls, r) == plain_extra + static_cast<long long>(c.passes));
   CHECK_MESSAGE(std::fabs(r.median_s() / plain.median_s() - 1) <= 0.03,
                 "median " << r.median_s() << " s with counters, " << plain.median_s() << " s without");
 
   CHECK(c.kernels == 1);
   REQUIRE(c.kernel_names.size() == 1);
   CHECK(c.kernel_names[0].find("copy_floats") != std::string::npos);
-  const double dram = kscope::metric_value(c.metrics, kscope::counter_metric::dram_read_bytes) +
-                      kscope::metric_value(c.metrics, kscope::counter_metric::dram_write_bytes);
-  CHECK_MESSAGE(std::fabs(dram / (2 * bytes) - 1) <= 0.03, "DRAM moved " << dram << " bytes, expected " << 2 * bytes);
+  // Read + written in the range, and the write-back of what the copy left dirty in the L2
+  // (its last ~22 MB on an H200), which only the volume counts, not the roofline's rate.
+  const double in_range = kscope::metric_value(c.metrics, kscope::counter_metric::dram_read_bytes) +
+                          kscope::metric_value(c.metrics, kscope::counter_metric::dram_write_bytes);
+  const double dram = kscope::dram_bytes_moved(c.metrics);
+  MESSAGE("DRAM in the range " << in_range << " bytes, with the write-back " << dram);
+  CHECK(dram >= in_range);
+  CHECK_MESSAGE(std::fabs(dram / (2 * bytes) - 1) <= 0.01, "DRAM moved " << dram << " bytes, expected " << 2 * bytes);
   REQUIRE(c.measured);
   REQUIRE(c.measured->find(kscope::memory_level::dram));
-  CHECK(c.measured->find(kscope::memory_level::dram)->bytes == dram);
+  CHECK(c.measured->find(kscope::memory_level::dram)->bytes == in_range);
   CHECK(c.measured->flops.total == 0);  // a copy executes no FP instruction
   REQUIRE(c.declared_vs_measured);
   CHECK_MESSAGE(c.declared_vs_measured->text.empty(), c.declared_vs_measured->text);

@@ -362,6 +362,23 @@ TEST_CASE("a kernel that only reads writes almost no DRAM bytes: the pass's own 
                        [](const std::string& note) { return note.find("L2 sweep") != std::string::npos; }));
   }
 
+  // Kernel replay in several passes (the default set): CUPTI's save and restore of device
+  // memory leave dirty lines that the kernel's pass writes back, where no sweep can run.
+  // The result says so, with what the leading sweep measured, and records no write-back.
+  dirty_the_l2();
+  const kscope::counter_result replayed = kscope::profile_counters({}, read_only);
+  print(replayed);
+  REQUIRE_MESSAGE(replayed.ok(), replayed.message);
+  REQUIRE(replayed.kernels.size() == 1);
+  CHECK(replayed.passes > 1);
+  MESSAGE("kernel replay in " << replayed.passes << " passes: the read-only kernel wrote "
+                              << replayed.kernels[0].value("dram__bytes_write.sum") << " bytes, the leading sweep "
+                              << replayed.replay_dirty_bytes);
+  CHECK(std::isfinite(replayed.replay_dirty_bytes));
+  CHECK(std::isnan(replayed.kernels[0].value(kscope::dram_write_back_metric)));
+  CHECK(std::any_of(replayed.notes.begin(), replayed.notes.end(),
+                    [](const std::string& n) { return n.find("kernel replay in") == 0; }));
+
   // For the record (bench/RESULTS.md): the same kernel without the sweep.
   kscope::counter_options unswept;
   unswept.sweep_l2 = false;

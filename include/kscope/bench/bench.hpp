@@ -29,11 +29,13 @@
 //      than an empty event pair; a rate above the device's peak is impossible too. The
 //      result is then stop_reason::invalid, valid() is false, and it carries the reason
 //      instead of rates, roofline and advice (docs/bench_schema.md, "Invalid results").
-//   7. Counters (bench::counters, opt-in): after the timed samples, one extra call runs
-//      under the CUPTI range profiler (per-kernel ranges, kernel replay); its kernels'
-//      values are aggregated into the result with the measured roofline point and the
-//      classification. That call is never a sample. An invalid or failed result is not
-//      profiled; unavailable counters leave one note and the timing as it was.
+//   7. Counters (bench::counters, opt-in): after the timed samples, the call is profiled
+//      with the CUPTI range profiler (per-kernel ranges, user replay: one extra call per
+//      pass the metric set needs, so no device memory is saved and restored and the DRAM
+//      writes are exact); its kernels' values are aggregated into the result with the
+//      measured roofline point and the classification. Those calls are never samples. An
+//      invalid or failed result is not profiled; unavailable counters leave one note and
+//      the timing as it was.
 // CUPTI is never enabled while timing: timings come from CUDA events only. The SM clock is
 // measured around every sample by a one-thread probe kernel (clock64 over %globaltimer);
 // samples under 90 % of the run's median clock are flagged, and optionally discarded.
@@ -129,7 +131,7 @@ using bench_stream = void*;
   return c;
 }
 
-// Where bench::counters() gets its values: one call of the benchmark, profiled. The
+// Where bench::counters() gets its values: the benchmark's call, profiled. The
 // default is the CUPTI range profiler (cupti_counter_source); tests and custom tools
 // inject their own, as they inject a bench_timer.
 //   struct canned : kscope::bench_counter_source {
@@ -151,14 +153,21 @@ class bench_counter_source {
   virtual counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) = 0;
 };
 
-// The default source: profile_counters with one range per kernel and kernel replay, so
-// the call runs once whatever the number of passes (cupti/counters.hpp); pass options with
-// counter_replay::user to run it once per pass instead.
+// The default source: profile_counters with one range per kernel and user replay: the
+// call runs once per pass (a benchmark's call is repeatable by contract), with no save
+// and restore of device memory, whose copies would leave dirty lines that the kernels'
+// DRAM writes count (cupti/counters.hpp). Pass options with counter_replay::kernel to run
+// the call once instead.
+inline counter_options bench_counter_options() {
+  counter_options o;
+  o.replay = counter_replay::user;
+  return o;
+}
 class cupti_counter_source final : public bench_counter_source {
  public:
   // `options` chooses the libraries, the kernel limit and the replay; its ranges are per
   // kernel whatever they say (the values are reported per kernel).
-  explicit cupti_counter_source(counter_options options = {}) : options_(std::move(options)) {
+  explicit cupti_counter_source(counter_options options = bench_counter_options()) : options_(std::move(options)) {
     options_.ranges = counter_ranges::per_kernel;
   }
   counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override {

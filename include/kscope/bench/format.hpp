@@ -217,7 +217,7 @@ inline std::string quantity_cell(double value, const char* unit) {
 // The notes of a result's counter pass: what was collected (or the one reason why not),
 // the measured point, where the declared work differs, and the classification.
 inline void append_counter_notes(const bench_counters& c, std::vector<std::string>& notes) {
-  notes.push_back("counters (one extra, untimed call): " + c.message);
+  notes.push_back("counters (profiled after the timed samples, never timed): " + c.message);
   for (const std::string& n : c.notes) notes.push_back("counters note: " + n);
   if (!c.collected()) return;
   if (c.measured) {
@@ -410,10 +410,10 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
          " distribution-free interval of the median; ± its half-width relative to the median; (!) marks a run "
          "that stopped before reaching its target.\n";
   if (measured_columns)
-    out += "DRAM B, FLOP (meas.), bound: hardware counters of one extra call, profiled after the timed samples "
-           "and never part of them (DRAM read + write bytes with the write-back of what the call left dirty in the L2, "
-           "FLOPs from the SASS FP instruction counts, the "
-           "classification from the speed-of-light throughputs).\n";
+    out += "DRAM B, FLOP (meas.), bound: hardware counters of the call, profiled after the timed samples (once "
+           "per counter pass) and never part of them (DRAM read + write bytes with the write-back of what the "
+           "call left dirty in the L2, FLOPs from the SASS FP instruction counts, the classification from the "
+           "speed-of-light throughputs).\n";
   bool any_unusable = false;
   for (const bench_result& r : results) any_unusable |= !r.valid();
   if (any_unusable)

@@ -110,12 +110,13 @@ struct reference_result {
   output_check check;
 };
 
-// The hardware counters of one extra, untimed call of a benchmark (bench::counters): the
-// kernels it launched, profiled one by one with kernel replay, aggregated into one call
+// The hardware counters of a benchmark's call (bench::counters), profiled after the timed
+// samples: the kernels it launched, one range each under user replay (the call runs once
+// per counter pass), aggregated into one call
 // (counter_aggregate: counts and bytes summed, percentages weighted by kernel time), and
 // what they say: the measured roofline point, where the declared work differs from it,
-// and the classification with its evidence. The profiled call is slow (serialised,
-// replayed) and never part of the timing statistics.
+// and the classification with its evidence. The profiled calls are slow (serialised) and
+// never part of the timing statistics.
 //
 //   kscope::bench_result r = copy.counters().run();
 //   if (r.counters && r.counters->collected()) {
