@@ -137,7 +137,7 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
       details += wrap("  " + std::to_string(c.failed_calls) + " profiled calls failed (notes below)", 98);
   }
   out += wrap("prof: calls profiled; kern/c: kernels per profiled call; DRAM/call, FLOP/call: measured (DRAM "
-              "read + write, SASS FP instructions, fma = 2); SM %, mem %: speed-of-light throughputs, "
+              "read + write, and the write-back after the call where measured; SASS FP instructions, fma = 2); SM %, mem %: speed-of-light throughputs, "
               "kernel-time weighted",
               98);
   out += details;
