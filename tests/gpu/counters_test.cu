@@ -458,6 +458,47 @@ TEST_CASE("a copy smaller than the L2 writes all its output: the trailing sweep 
                                                           << " bytes");
 }
 
+// The sweeps are ranges of the pass but never results: a work that launches no kernel has
+// none, and a work past max_kernels keeps max_kernels of them, the rest counted as dropped.
+TEST_CASE("the sweeps are never results: no kernel gives none, max_kernels holds with them") {
+  const std::vector<std::string> dram = {"dram__bytes_read.sum", "dram__bytes_write.sum"};
+  for (const kscope::counter_replay replay : {kscope::counter_replay::kernel, kscope::counter_replay::user}) {
+    kscope::counter_options o;
+    o.replay = replay;
+    int calls = 0;
+    const kscope::counter_result none = kscope::profile_counters(dram, [&] { ++calls; }, o);
+    print(none);
+    REQUIRE_MESSAGE(none.ok(), none.message);
+    CHECK(calls >= 1);
+    CHECK(none.kernels.empty());
+    CHECK(none.ranges_dropped == 0);
+    CHECK(none.message.find("the work launched no kernel") != std::string::npos);
+  }
+
+  constexpr std::size_t n = std::size_t{1} << 20;
+  device_buffer a(n * sizeof(float)), b(n * sizeof(float));
+  kscope::counter_options two;
+  two.max_kernels = 2;
+  const kscope::counter_result r = kscope::profile_counters(
+      dram,
+      [&] {
+        copy_floats<<<64, 256>>>(a.get(), b.get(), n);
+        scale_floats<<<64, 256>>>(b.get(), n, 0.5f);
+        copy_floats<<<64, 256>>>(b.get(), a.get(), n);
+      },
+      two);
+  print(r);
+  REQUIRE_MESSAGE(r.ok(), r.message);
+  REQUIRE(r.kernels.size() == 2);
+  CHECK(r.ranges_dropped == 1);
+  CHECK(r.kernels[0].name.find("copy_floats") != std::string::npos);
+  CHECK(r.kernels[1].name.find("scale_floats") != std::string::npos);
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(),
+                    [](const std::string& note) { return note.find("beyond max_kernels") != std::string::npos; }));
+  // Neither result is a sweep (a sweep reads twice the L2: 100+ MB; these read 4 MiB each).
+  for (const kscope::counter_values& k : r.kernels) CHECK(k.value("dram__bytes_read.sum") < 16e6);
+}
+
 TEST_CASE("unavailable paths answer with one message and never run the work") {
   int calls = 0;
   const auto work = [&calls] { ++calls; };

@@ -164,7 +164,8 @@ struct metric_info {
        true, false,
        "counted in the range: lines the kernel leaves dirty in the L2 reach DRAM later; the counter pass measures "
        "those of its last kernel as kscope__dram_bytes_write_back.sum (an earlier kernel's are evicted, and "
-       "counted, by the kernels after it)"},
+       "counted, by the kernels after it), except under kernel replay in several passes, whose memory restore "
+       "adds its own write-back to every kernel's count (a note says so)"},
       {m::l2_bytes, {"lts__t_bytes.sum"}, "bytes requested from the L2 cache (L1 misses, copies, atomics)", "bytes",
        a::sum, true, false, ""},
       {m::l1_bytes, {"l1tex__t_bytes.sum"}, "bytes requested from L1/TEX (global, local and texture accesses)",

@@ -48,7 +48,8 @@
 // restores device memory around each kernel's own replays, those copies leave ~23 MB
 // dirty in an H200's L2 before the pass that counts the writes, and nothing can run
 // between them. The result then says so (a note, counter_result::replay_dirty_bytes as
-// measured by the leading sweep) and records no write-back; user replay is exact.
+// measured by the leading sweep), and no sweep runs after the work (it would count
+// CUPTI's write-back, not the work's); user replay is exact.
 // Both profile the current device's context: kernels the work launches on another device
 // are not seen. Per-kernel ranges end with a context synchronization (CUPTI's auto range),
 // so kernels that wait on each other while running concurrently would hang: profile such
@@ -591,11 +592,15 @@ class counter_pass_run {
       if (const std::string why = sweep_.prepare(); !why.empty())
         result.notes.push_back("kscope's L2 sweep did not run (" + why +
                                "): the first kernel's DRAM writes may include up to the L2's size of lines the "
-                               "profiler wrote when the pass started");
+                               "profiler wrote when the pass started, and the write-back of what the work left "
+                               "dirty in the L2 is not measured");
     }
-    // The sweeps are ranges too: per kernel the first and the last, whole callable a
-    // second user range after the work's.
-    const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 2 : 1) : 0;
+    // Kernel replay in several passes: what a trailing sweep would count is CUPTI's own
+    // restore write-back, not the work's (finish() says why), so it does not run.
+    trailing_wanted_ = sweep_.ready() && !(per_kernel_ && !user_replay_ && result.passes > 1);
+    // The sweeps are ranges too: per kernel the first and (when wanted) the last, whole
+    // callable a second user range after the work's.
+    const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
     const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
     range_.api = &p;
     CUpti_RangeProfiler_Enable_Params enable{};
@@ -651,6 +656,12 @@ class counter_pass_run {
     if (kernel_names_) kernel_names_->forget_since(mark);
   }
 
+  // A failure outside the work and the pass's own calls (the before_each_run hook's
+  // kernels): the pass stops and reports it.
+  void fail_run(std::string why) {
+    if (run_error_.empty()) run_error_ = std::move(why);
+  }
+
   // Whether the work must run (again): CUPTI wants more passes and nothing failed.
   [[nodiscard]] bool wants_run(const counter_result& result) const noexcept {
     return !all_submitted_ && result.runs < max_runs_ && run_error_.empty() && setup_.message.empty();
@@ -697,7 +708,7 @@ class counter_pass_run {
     }
     // The trailing sweep: a range of its own (per kernel: the pass's last; whole callable:
     // a second user range) whose DRAM writes are the lines the work left dirty in the L2.
-    if (sweep_.ready() && started_ && synced == cudaSuccess && !work_threw && run_error_.empty()) {
+    if (trailing_wanted_ && started_ && synced == cudaSuccess && !work_threw && run_error_.empty()) {
       const bool in_range = per_kernel_ || push_range("kscope L2 write-back");
       if (in_range) {
         const std::string why = run_sweep();
@@ -751,15 +762,13 @@ class counter_pass_run {
     // Range 0 is the leading L2 sweep when it ran in per_kernel mode, the last range the
     // trailing one unless the image was full (then it is among the dropped): neither is
     // a result; the trailing one's DRAM writes are the last range's write-back.
-    const std::size_t first = sweep_range_ && info.numTotalRanges > 0 ? 1 : 0;
-    const bool trailing = trailing_sweep_ && decode.numOfRangeDropped == 0 && info.numTotalRanges > first + 1;
-    const std::size_t end = trailing ? info.numTotalRanges - 1 : info.numTotalRanges;
+    const std::size_t total = info.numTotalRanges;
+    std::size_t first = sweep_range_ && total > 0 ? 1 : 0;
+    // The trailing sweep's range is the last one unless the image was full (then it is
+    // among the dropped); `trailing`: there is a range of the work before it to credit.
+    bool present = trailing_sweep_ && decode.numOfRangeDropped == 0 && total > first;
+    bool identified = true;
     result.ranges_dropped = decode.numOfRangeDropped - (trailing_sweep_ && decode.numOfRangeDropped > 0 ? 1 : 0);
-    if (trailing_sweep_ && !trailing)
-      result.notes.push_back("the write-back of the lines the last kernel left dirty in the L2 is not in its DRAM "
-                             "writes: " +
-                             std::string(decode.numOfRangeDropped > 0 ? "the counter-data image was full"
-                                                                      : "the work launched no kernel"));
     const auto evaluate = [&](std::size_t index, metric_values& into) {
       CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
       eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
@@ -774,6 +783,32 @@ class counter_pass_run {
       for (std::size_t m = 0; m < names_.size(); ++m) into.emplace(result.metrics[m], values[m]);
       return true;
     };
+    // The sweeps are told apart by position; a kernel another thread launched into the
+    // pass could shift them. Each sweep reads about its whole buffer from DRAM, so where
+    // the DRAM reads were collected a range that did not is not taken for one.
+    if ((first == 1 || present) && std::find(result.metrics.begin(), result.metrics.end(),
+                                             "dram__bytes_read.sum") != result.metrics.end()) {
+      const auto swept = [&](std::size_t index) {
+        metric_values v;
+        if (!evaluate(index, v)) return false;
+        const auto r = v.find("dram__bytes_read.sum");
+        return r != v.end() && r->second >= 0.25 * static_cast<double>(sweep_.bytes());
+      };
+      if ((first == 1 && !swept(0)) || (present && !swept(total - 1))) {
+        identified = false;
+        result.notes.push_back("kscope could not find its L2 sweeps among the ranges (did another thread launch "
+                               "kernels during the pass?): every range is reported, and no write-back");
+        first = 0;
+        present = false;
+      }
+    }
+    const std::size_t end = present ? total - 1 : total;
+    const bool trailing = present && end > first;
+    if (trailing_sweep_ && !trailing && identified)
+      result.notes.push_back("the write-back of the lines the last kernel left dirty in the L2 is not in its DRAM "
+                             "writes: " +
+                             std::string(decode.numOfRangeDropped > 0 ? "the counter-data image was full"
+                                                                      : "the work launched no kernel"));
     for (std::size_t i = first; i < end; ++i) {
       counter_values range_values;
       range_values.index = i - first;
@@ -786,9 +821,9 @@ class counter_pass_run {
     // pass and restores it before each later one, and those copies leave dirty lines in the
     // L2 that the pass then writes back (H200: ~23 MB counted for a kernel that only reads,
     // bench/RESULTS.md). No sweep can run between CUPTI's own replays, so every range's DRAM
-    // writes may hold that much that is not its own, and the trailing sweep would measure
-    // it rather than the work's write-back: none is recorded, and the leading sweep (which
-    // reads and writes nothing itself) measures what such a pass leaves.
+    // writes may hold that much that is not its own, and a trailing sweep would measure it
+    // rather than the work's write-back (begin() runs none); the leading sweep (which
+    // writes nothing itself) measures what such a pass leaves.
     const bool replayed = per_kernel_ && !user_replay_ && result.passes > 1;
     if (replayed && first == 1) {
       metric_values leading;
@@ -806,13 +841,19 @@ class counter_pass_run {
           "that is not the kernel's own (replay_dirty_bytes: what kscope's sweep measured) and the write-back "
           "after the work is not measured; counter_replay::user, or a metric set that needs one pass, gives exact "
           "writes");
-    if (trailing && !replayed && !result.kernels.empty()) {
+    if (trailing && !replayed && !result.kernels.empty() && result.ranges_dropped == 0) {
       metric_values sweep_values;
       if (evaluate(end, sweep_values))
         add_write_back(result.kernels.back().values, sweep_values);
       else
         result.notes.push_back("the L2 write-back after the last kernel could not be evaluated: its DRAM writes "
                                "lack the lines it left dirty in the L2");
+    }
+    // A full image drops the trailing sweep first, so one kernel more than max_kernels can
+    // be in it: that one is dropped here too.
+    if (per_kernel_ && result.kernels.size() > options_->max_kernels) {
+      result.ranges_dropped += result.kernels.size() - options_->max_kernels;
+      result.kernels.resize(options_->max_kernels);
     }
     if (failed_ranges > 0)
       result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
@@ -912,7 +953,8 @@ class counter_pass_run {
   std::optional<kernel_name_subscription> kernel_names_;
   l2_sweep sweep_;
   bool sweep_range_ = false;     // per_kernel: the first range is the sweep's
-  bool trailing_sweep_ = false;  // the last range (per kernel) or the second user range is the sweep's
+  bool trailing_wanted_ = false;  // run a sweep after the work (not under kernel replay in several passes)
+  bool trailing_sweep_ = false;   // it ran: the last range (per kernel) or the second user range is its
   bool per_kernel_ = true;
   bool user_replay_ = false;
   bool started_ = false;
@@ -932,7 +974,11 @@ inline void run_counter_pass_locked(const std::vector<std::string>& requested, c
       const std::size_t mark = pass.launches_logged();
       try {
         options.before_each_run();
-        (void)cudaDeviceSynchronize();  // its kernels end before the first range starts
+        // Its kernels end before the first range starts; a fault there is the hook's.
+        if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+          pass.fail_run(std::string("the before_each_run hook failed: ") + cudaGetErrorString(e));
+          break;
+        }
       } catch (...) {
         user_error = std::current_exception();
         break;

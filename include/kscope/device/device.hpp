@@ -168,7 +168,7 @@ class peak_session {
       error_ = cuda_error_text("cudaEventCreate", cudaGetLastError());
       return;
     }
-    const kernel_library_load& loaded = kscope_kernel_library();
+    const kernel_library_load loaded = kscope_kernel_library();
     if (loaded.library == nullptr) {
       kernel_error_ = loaded.error;
       return;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <mutex>
 #include <string>
 
 #if KSCOPE_HAS_CUDA
@@ -79,20 +80,23 @@ struct kernel_library_load {
   std::string error;
 };
 
-// Loads the PTX once per process (thread-safe); later calls return the same answer.
-inline const kernel_library_load& kscope_kernel_library() {
-  static const kernel_library_load loaded = [] {
-    kernel_library_load out;
-    const cudaError_t status =
-        cudaLibraryLoadData(&out.library, peak_kernels_ptx, nullptr, nullptr, 0, nullptr, nullptr, 0);
+// Loads the PTX once per process (thread-safe): a success is kept, a failure is tried
+// again at the next call (the driver may have been missing or busy only then).
+inline kernel_library_load kscope_kernel_library() {
+  static std::mutex mutex;
+  static cudaLibrary_t loaded = nullptr;
+  const std::lock_guard<std::mutex> lock(mutex);
+  kernel_library_load out;
+  if (loaded == nullptr) {
+    const cudaError_t status = cudaLibraryLoadData(&loaded, peak_kernels_ptx, nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
-      out.library = nullptr;
+      loaded = nullptr;
       out.error = peak_kernels_load_error("cudaLibraryLoadData(kscope peak kernels PTX)", status, cuda_driver_version());
     }
-    return out;
-  }();
-  return loaded;
+  }
+  out.library = loaded;
+  return out;
 }
 
 // Leaves the current device's L2 holding clean lines only: kscope_l2_sweep reads a buffer
@@ -118,7 +122,7 @@ class l2_sweep {
       return failed("cudaDeviceGetAttribute(L2 size)", e);
     if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess)
       return failed("cudaDeviceGetAttribute(SM count)", e);
-    const kernel_library_load& loaded = kscope_kernel_library();
+    const kernel_library_load loaded = kscope_kernel_library();
     if (loaded.library == nullptr) return loaded.error;
     if (const cudaError_t e = cudaLibraryGetKernel(&kernel_, loaded.library, "kscope_l2_sweep"); e != cudaSuccess) {
       kernel_ = nullptr;
@@ -132,7 +136,7 @@ class l2_sweep {
       kernel_ = nullptr;
       return failed("cudaFuncGetAttributes(kscope_l2_sweep)", e);
     }
-    // Twice the L2 (an L2 of unknown size: 64 MiB), whole 16-byte elements.
+    // Twice the L2 (64 MiB when the L2's size is unknown), whole 16-byte elements.
     const std::size_t want = 2 * static_cast<std::size_t>(l2 > 0 ? l2 : (32 << 20));
     bytes_ = (want + 15) / 16 * 16;
     if (const cudaError_t e = cudaMalloc(&buffer_, bytes_); e != cudaSuccess) {
@@ -166,10 +170,9 @@ class l2_sweep {
   }
 
   void release() noexcept {
-    if (buffer_ != nullptr) {
-      (void)cudaFree(buffer_);
-      (void)cudaGetLastError();
-    }
+    // An error the program's own work left pending stays for the program to see: only a
+    // failure of this cudaFree is cleared.
+    if (buffer_ != nullptr && cudaFree(buffer_) != cudaSuccess) (void)cudaGetLastError();
     buffer_ = nullptr;
     kernel_ = nullptr;
     bytes_ = 0;
