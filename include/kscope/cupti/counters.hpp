@@ -193,7 +193,9 @@ struct counter_result {
   std::uint32_t cupti_version = 0;      // cuptiGetVersion of the libcupti used
   std::size_t passes = 0;               // replay passes the metric set needs
   std::size_t runs = 0;                 // times the work was called (1, or passes for whole_callable)
-  std::size_t ranges_dropped = 0;       // kernels beyond max_kernels
+  // Kernels beyond max_kernels: counted from the launches seen when kernel names are on;
+  // without them, at least this many (a note says the count is a lower bound).
+  std::size_t ranges_dropped = 0;
   // Kernel replay in several passes only: the DRAM writes kscope's leading L2 sweep (which
   // writes nothing) counted in its pass, i.e. what CUPTI's save and restore of device
   // memory left dirty in the L2; each kernel's dram__bytes_write.sum may include about this
@@ -602,6 +604,7 @@ class counter_pass_run {
     // callable a second user range after the work's.
     const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
     const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
+    max_ranges_ = max_ranges;
     range_.api = &p;
     CUpti_RangeProfiler_Enable_Params enable{};
     enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
@@ -725,9 +728,8 @@ class counter_pass_run {
   // Decodes and evaluates every range into `result` (or says why not).
   void finish(counter_result& result, bool work_threw) {
     const profiler_api& p = setup_.libs->profiler;
-    std::vector<std::string> launched;
-    if (kernel_names_) launched = kernel_names_->stop();
     if (work_threw) {
+      if (kernel_names_) (void)kernel_names_->stop();
       result.state = counter_state::failed;
       result.message = "hardware counters not collected: the profiled work threw";
       return;
@@ -759,16 +761,16 @@ class counter_pass_run {
       return (void)give_up(result);
     std::vector<double> values(names_.size());
     std::size_t failed_ranges = 0;
-    // Range 0 is the leading L2 sweep when it ran in per_kernel mode, the last range the
-    // trailing one unless the image was full (then it is among the dropped): neither is
-    // a result; the trailing one's DRAM writes are the last range's write-back.
+    // Which decoded ranges are the work's. Range 0 is the leading L2 sweep when it ran in
+    // per_kernel mode, the last one the trailing sweep unless the image filled up first.
+    // CUPTI (13.0, H200) reports numOfRangeDropped = 0 even when launches beyond the
+    // image's capacity were dropped, so a full image is told by its range count, and how
+    // many kernels were lost by the launches the name callback saw (below).
     const std::size_t total = info.numTotalRanges;
+    const bool full = per_kernel_ && total >= max_ranges_;  // a user range is never dropped
     std::size_t first = sweep_range_ && total > 0 ? 1 : 0;
-    // The trailing sweep's range is the last one unless the image was full (then it is
-    // among the dropped); `trailing`: there is a range of the work before it to credit.
-    bool present = trailing_sweep_ && decode.numOfRangeDropped == 0 && total > first;
+    bool present = trailing_sweep_ && total > first;  // the last range is the trailing sweep, if not full
     bool identified = true;
-    result.ranges_dropped = decode.numOfRangeDropped - (trailing_sweep_ && decode.numOfRangeDropped > 0 ? 1 : 0);
     const auto evaluate = [&](std::size_t index, metric_values& into) {
       CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
       eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
@@ -784,31 +786,41 @@ class counter_pass_run {
       return true;
     };
     // The sweeps are told apart by position; a kernel another thread launched into the
-    // pass could shift them. Each sweep reads about its whole buffer from DRAM, so where
-    // the DRAM reads were collected a range that did not is not taken for one.
-    if ((first == 1 || present) && std::find(result.metrics.begin(), result.metrics.end(),
-                                             "dram__bytes_read.sum") != result.metrics.end()) {
+    // pass could shift them. Each sweep reads most of its buffer from DRAM, so where the
+    // DRAM reads were collected a range that did not is not taken for one.
+    const bool reads = std::find(result.metrics.begin(), result.metrics.end(), "dram__bytes_read.sum") !=
+                       result.metrics.end();
+    if (reads && (first == 1 || present)) {
       const auto swept = [&](std::size_t index) {
         metric_values v;
         if (!evaluate(index, v)) return false;
         const auto r = v.find("dram__bytes_read.sum");
         return r != v.end() && r->second >= 0.25 * static_cast<double>(sweep_.bytes());
       };
-      if ((first == 1 && !swept(0)) || (present && !swept(total - 1))) {
+      if (first == 1 && !swept(0)) {
         identified = false;
+      } else if (present && !swept(total - 1)) {
+        if (full)
+          present = false;  // the image filled up: the trailing sweep was dropped
+        else
+          identified = false;
+      }
+      if (!identified) {
         result.notes.push_back("kscope could not find its L2 sweeps among the ranges (did another thread launch "
                                "kernels during the pass?): every range is reported, and no write-back");
         first = 0;
         present = false;
       }
+    } else if (present && full) {
+      present = false;  // cannot be told without the reads: taken as dropped, so no write-back
     }
     const std::size_t end = present ? total - 1 : total;
     const bool trailing = present && end > first;
+    result.ranges_dropped = 0;
     if (trailing_sweep_ && !trailing && identified)
       result.notes.push_back("the write-back of the lines the last kernel left dirty in the L2 is not in its DRAM "
                              "writes: " +
-                             std::string(decode.numOfRangeDropped > 0 ? "the counter-data image was full"
-                                                                      : "the work launched no kernel"));
+                             std::string(full ? "the counter-data image was full" : "the work launched no kernel"));
     for (std::size_t i = first; i < end; ++i) {
       counter_values range_values;
       range_values.index = i - first;
@@ -841,7 +853,7 @@ class counter_pass_run {
           "that is not the kernel's own (replay_dirty_bytes: what kscope's sweep measured) and the write-back "
           "after the work is not measured; counter_replay::user, or a metric set that needs one pass, gives exact "
           "writes");
-    if (trailing && !replayed && !result.kernels.empty() && result.ranges_dropped == 0) {
+    if (trailing && !replayed && !result.kernels.empty()) {
       metric_values sweep_values;
       if (evaluate(end, sweep_values))
         add_write_back(result.kernels.back().values, sweep_values);
@@ -851,15 +863,31 @@ class counter_pass_run {
     }
     // A full image drops the trailing sweep first, so one kernel more than max_kernels can
     // be in it: that one is dropped here too.
-    if (per_kernel_ && result.kernels.size() > options_->max_kernels) {
-      result.ranges_dropped += result.kernels.size() - options_->max_kernels;
-      result.kernels.resize(options_->max_kernels);
+    const std::size_t stored = result.kernels.size();
+    if (per_kernel_ && result.kernels.size() > options_->max_kernels) result.kernels.resize(options_->max_kernels);
+    // Kernels launched beyond the image: from the launches seen per run, when known.
+    std::vector<std::string> launched;
+    if (kernel_names_) launched = kernel_names_->stop();
+    const bool launches_known = kernel_names_ && kernel_names_->ok() && kernel_names_->graph_launches() == 0 &&
+                                result.runs > 0 && launched.size() % result.runs == 0;
+    if (per_kernel_ && identified) {
+      if (launches_known) {
+        const std::size_t per_run = launched.size() / result.runs;
+        result.ranges_dropped = per_run > result.kernels.size() ? per_run - result.kernels.size() : 0;
+      } else if (full) {
+        // Without names only a lower bound is known: the note says so, not a count.
+        result.ranges_dropped = stored - result.kernels.size();
+        result.notes.push_back("the counter-data image was full after " + std::to_string(result.kernels.size()) +
+                               " kernels (max_kernels): at least " + std::to_string(result.ranges_dropped) +
+                               " later kernels were not profiled (ranges_dropped); how many more is unknown "
+                               "without kernel names");
+      }
     }
     if (failed_ranges > 0)
       result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
                              " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
                              "values");
-    if (result.ranges_dropped > 0)
+    if (result.ranges_dropped > 0 && launches_known)
       result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
                              std::to_string(options_->max_kernels) + ") were not profiled");
 
@@ -953,6 +981,7 @@ class counter_pass_run {
   std::optional<kernel_name_subscription> kernel_names_;
   l2_sweep sweep_;
   bool sweep_range_ = false;     // per_kernel: the first range is the sweep's
+  std::size_t max_ranges_ = 1;    // the counter-data image's capacity in ranges
   bool trailing_wanted_ = false;  // run a sweep after the work (not under kernel replay in several passes)
   bool trailing_sweep_ = false;   // it ran: the last range (per kernel) or the second user range is its
   bool per_kernel_ = true;
