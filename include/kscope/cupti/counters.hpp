@@ -599,7 +599,8 @@ class counter_pass_run {
     }
     // Kernel replay in several passes: what a trailing sweep would count is CUPTI's own
     // restore write-back, not the work's (finish() says why), so it does not run.
-    trailing_wanted_ = sweep_.ready() && !(per_kernel_ && !user_replay_ && result.passes > 1);
+    restores_memory_ = per_kernel_ && !user_replay_ && result.passes > 1;
+    trailing_wanted_ = sweep_.ready() && !restores_memory_;
     // The sweeps are ranges too: per kernel the first and (when wanted) the last, whole
     // callable a second user range after the work's.
     const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
@@ -788,9 +789,10 @@ class counter_pass_run {
     // The sweeps are told apart by position; a kernel another thread launched into the
     // pass could shift them. Each sweep reads most of its buffer from DRAM, so where the
     // DRAM reads were collected a range that did not is not taken for one.
-    const bool reads = std::find(result.metrics.begin(), result.metrics.end(), "dram__bytes_read.sum") !=
-                       result.metrics.end();
-    if (reads && (first == 1 || present)) {
+    const auto collected = [&result](const char* metric) {
+      return std::find(result.metrics.begin(), result.metrics.end(), metric) != result.metrics.end();
+    };
+    if (collected("dram__bytes_read.sum") && (first == 1 || present)) {
       const auto swept = [&](std::size_t index) {
         metric_values v;
         if (!evaluate(index, v)) return false;
@@ -836,16 +838,14 @@ class counter_pass_run {
     // writes may hold that much that is not its own, and a trailing sweep would measure it
     // rather than the work's write-back (begin() runs none); the leading sweep (which
     // writes nothing itself) measures what such a pass leaves.
-    const bool replayed = per_kernel_ && !user_replay_ && result.passes > 1;
-    if (replayed && first == 1) {
+    if (restores_memory_ && first == 1) {
       metric_values leading;
       if (evaluate(0, leading)) {
         const auto w = leading.find("dram__bytes_write.sum");
         if (w != leading.end() && std::isfinite(w->second)) result.replay_dirty_bytes = w->second;
       }
     }
-    if (replayed && std::find(result.metrics.begin(), result.metrics.end(), "dram__bytes_write.sum") !=
-                        result.metrics.end())
+    if (restores_memory_ && collected("dram__bytes_write.sum"))
       result.notes.push_back(
           "kernel replay in " + std::to_string(result.passes) +
           " passes: CUPTI's save and restore of device memory around each kernel's passes leaves dirty lines in "
@@ -853,7 +853,7 @@ class counter_pass_run {
           "that is not the kernel's own (replay_dirty_bytes: what kscope's sweep measured) and the write-back "
           "after the work is not measured; counter_replay::user, or a metric set that needs one pass, gives exact "
           "writes");
-    if (trailing && !replayed && !result.kernels.empty()) {
+    if (trailing && !result.kernels.empty()) {  // never under restores_memory_: no trailing sweep ran
       metric_values sweep_values;
       if (evaluate(end, sweep_values))
         add_write_back(result.kernels.back().values, sweep_values);
@@ -982,7 +982,8 @@ class counter_pass_run {
   l2_sweep sweep_;
   bool sweep_range_ = false;     // per_kernel: the first range is the sweep's
   std::size_t max_ranges_ = 1;    // the counter-data image's capacity in ranges
-  bool trailing_wanted_ = false;  // run a sweep after the work (not under kernel replay in several passes)
+  bool restores_memory_ = false;  // kernel replay in several passes: CUPTI saves and restores memory
+  bool trailing_wanted_ = false;  // run a sweep after the work (not when restores_memory_)
   bool trailing_sweep_ = false;   // it ran: the last range (per kernel) or the second user range is its
   bool per_kernel_ = true;
   bool user_replay_ = false;
