@@ -814,6 +814,15 @@ class engine {
 
   // One iteration of the serving loop; see the file comment.
   void step(request_queue& queue) {
+    const steady::time_point began = steady::now();  // the loop's own clock, not kscope's
+    step_body(queue);
+    step_us_.push_back(std::chrono::duration<double, std::micro>(steady::now() - began).count());
+  }
+  // Host time of every step, for what instrumenting the loop costs (bench/serving_overhead.sh).
+  [[nodiscard]] const std::vector<double>& step_us() const { return step_us_; }
+
+ private:
+  void step_body(request_queue& queue) {
     KSCOPE_SCOPE("step");
     step_plan plan = schedule(queue);
     if (plan.prefill_rows > 0) prefill(plan);
@@ -838,7 +847,6 @@ class engine {
     ++steps_;
   }
 
- private:
   // ---- memory ----
   template <class T>
   T* device_array(std::size_t count, const char* what) {
@@ -1202,6 +1210,7 @@ class engine {
   int active_ = 0;
   std::vector<request_timing> finished_;
   std::vector<step_record> step_log_;
+  std::vector<double> step_us_;
   long steps_ = 0, steps_with_decode_ = 0;
   double decode_rows_total_ = 0;
 };
@@ -1252,6 +1261,33 @@ void print_summary(const engine& e, double wall_s) {
   line("TPOT", tpot);
   line("queue", queue);
   line("request latency", latency);
+  // The steady steps: the first and last tenth (batch filling, draining) left out.
+  const std::vector<double>& all = e.step_us();
+  if (all.size() >= 10) {
+    const std::vector<double> steady_steps(all.begin() + all.size() / 10, all.end() - all.size() / 10);
+    double sum = 0;
+    for (double v : steady_steps) sum += v;
+    std::printf("  step time          mean %.1f us   p50 %.1f us   p99 %.1f us   max %.1f us   (%zu steady steps of %zu)\n",
+                sum / steady_steps.size(), percentile(steady_steps, 50), percentile(steady_steps, 99),
+                *std::max_element(steady_steps.begin(), steady_steps.end()), steady_steps.size(), all.size());
+  }
+}
+
+// What the GPU ran per step, from kscope's attribution (CUPTI collecting): kernels of
+// every scope under "step", and how many of them were replayed from graphs.
+void print_gpu_work_per_step(const kscope::session_report& report) {
+  std::uint64_t steps = 0, kernels = 0, copies = 0;
+  for (const kscope::scope_report& s : report.scopes) {
+    if (s.path == "step") steps = s.calls;
+    if (s.path != "step" && s.path.rfind("step/", 0) != 0) continue;
+    if (!s.gpu_activity) continue;
+    kernels += s.gpu_activity->kernel_count;
+    for (const kscope::copy_totals& c : s.gpu_activity->memcpy) copies += c.count;
+  }
+  if (!report.cupti_status.empty()) std::printf("  CUPTI              %s\n", report.cupti_status.c_str());
+  if (steps == 0 || kernels == 0) return;
+  std::printf("  GPU work per step  %.1f kernels, %.1f copies (CUPTI, %llu steps)\n", double(kernels) / steps,
+              double(copies) / steps, static_cast<unsigned long long>(steps));
 }
 
 // ---- one run of the loop ------------------------------------------------------------------
@@ -1615,6 +1651,7 @@ int main(int argc, char** argv) {
   const kscope::session_report report = session.report();
   if (!o.quiet) std::fputs(report.text().c_str(), stdout);
   print_summary(e, wall_s);
+  print_gpu_work_per_step(report);
   if (e.graphs_captured() > 0)
     std::printf("  decode graphs      %d captured (one per batch size seen)\n", e.graphs_captured());
   // What kscope concludes from the report alone, each finding with its numbers.

@@ -4,6 +4,8 @@
 // kscope's plain structs; the same records built as real CUPTI structs and walked through
 // libcupti are in cupti_test.cpp.
 #include <kscope/cupti/attribution.hpp>
+#include <kscope/cupti/collector_options.hpp>
+#include <kscope/cupti/graph_sampling.hpp>
 #include <kscope/cupti/detail/buffer_pool.hpp>
 #include <kscope/core/detail/reservoir.hpp>
 #include <kscope/core/stats.hpp>
@@ -1087,4 +1089,195 @@ TEST_CASE("graph_node_table: 4 capturing threads and a reading consumer (ThreadS
   std::size_t found = 0;
   for (std::uint64_t id = 1000; id < 5000; ++id) found += table.find(id).found ? 1 : 0;
   CHECK(found + table.evicted() == 4000);  // every id either kept or counted as replaced
+}
+
+// ---- CUDA graphs traced as one record (graph-level trace), scaled from node-level replays ----
+
+namespace {
+
+// One node-level replay of graph 5: three kernels of 10 us back to back from `start`, with
+// 5 us gaps (span 40 us, busy 30 us), all with the launch's correlation id.
+void node_level_replay(gpu_attribution& a, std::uint32_t correlation, std::int64_t start) {
+  const char* names[] = {"_Z2k1v", "_Z2k2v", "_Z2k3v"};
+  for (int i = 0; i < 3; ++i) {
+    kernel_record k = make_kernel(correlation, start + 15000 * i, start + 15000 * i + 10000, 7, names[i]);
+    k.graph_id = 5;
+    k.graph_node_id = 100 + static_cast<std::uint64_t>(i);
+    a.add_kernel(k);
+  }
+}
+
+kscope::graph_record graph_replay(std::uint32_t correlation, std::int64_t start, std::int64_t span,
+                                  std::uint32_t graph_id = 5) {
+  kscope::graph_record g;
+  g.correlation_id = correlation;
+  g.start_ns = start;
+  g.end_ns = start + span;
+  g.graph_id = graph_id;
+  g.stream = 7;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("graph-level replays are scaled from the node-level replays of the same graph (hand-computed)") {
+  gpu_attribution a;
+  for (std::uint32_t c = 10; c <= 14; ++c) a.launches().record_launch(c, 3, 0);
+  node_level_replay(a, 10, 1000000);
+  node_level_replay(a, 11, 2000000);
+  // Three replays as one record each: 40 us spans, the same graph.
+  for (std::uint32_t c = 12; c <= 14; ++c) a.add_graph(graph_replay(c, 1000000 * (c - 9), 40000));
+  const auto r = a.report();
+  const kscope::node_gpu_activity* n = r.find(3);
+  REQUIRE(n != nullptr);
+  CHECK(n->graph_replays == 5);
+  CHECK(n->graph_replays_traced == 2);
+  CHECK(n->graph_replays_unsampled == 0);
+  CHECK(n->graph_span_ns == 120000);
+  // Node-level: 6 kernels, 60 us of kernels over 80 us of span, 60 us busy.
+  // Scaled: 3 replays x 3 kernels = 9 kernels; 120 us of span x 60/80 = 90 us of kernels;
+  // busy 120 x 60/80 = 90 us.
+  CHECK(n->kernel_count == 15);
+  CHECK(n->scaled_kernel_count == 9);
+  CHECK(n->kernel_ns == 150000);
+  CHECK(n->scaled_kernel_ns == 90000);
+  CHECK(n->busy_ns == 150000);
+  CHECK(n->scaled_busy_ns == 90000);
+  CHECK(n->graph_scaled());
+  CHECK(r.counters.graph_launch_records == 3);
+  CHECK(r.counters.graph_replays_traced == 2);
+  // Per kernel: 2 traced calls of 10 us each, scaled by 3/2 replays and 120/80 span.
+  REQUIRE(r.top_kernels.size() == 3);
+  for (const kscope::kernel_summary& k : r.top_kernels) {
+    CHECK(k.calls == 5);
+    CHECK(k.scaled_calls == 3);
+    CHECK(k.total_ns == 50000);
+    CHECK(k.scaled_ns == 30000);
+    CHECK(k.median_ns == doctest::Approx(10000));  // from traced calls only
+  }
+  // The trace ring holds the graph replays as events of their own.
+  std::size_t graph_events = 0;
+  for (const kscope::gpu_activity_event& e : r.recent)
+    if (e.kind == kscope::activity_kind::graph) ++graph_events;
+  CHECK(graph_events == 3);
+}
+
+TEST_CASE("a graph never traced node by node: its spans count as busy, its kernels as unknown") {
+  gpu_attribution a;
+  a.launches().record_launch(20, 4, 0);
+  a.launches().record_launch(21, 4, 0);
+  a.add_graph(graph_replay(20, 1000000, 50000, 9));
+  a.add_graph(graph_replay(21, 2000000, 30000, 9));
+  const auto r = a.report();
+  const kscope::node_gpu_activity* n = r.find(4);
+  REQUIRE(n != nullptr);
+  CHECK(n->graph_replays == 2);
+  CHECK(n->graph_replays_traced == 0);
+  CHECK(n->graph_replays_unsampled == 2);
+  CHECK(n->kernel_count == 0);
+  CHECK(n->busy_ns == 80000);
+  CHECK(n->scaled_busy_ns == 80000);
+  CHECK(n->first_start_ns == 1000000);
+  CHECK(n->last_end_ns == 2030000);
+}
+
+TEST_CASE("graph replays: scaling is per graph, unknown launches and bad times are counted") {
+  gpu_attribution a;
+  a.launches().record_launch(30, 6, 0);
+  a.launches().record_launch(31, 6, 0);
+  a.launches().record_launch(32, 6, 0);
+  node_level_replay(a, 30, 1000000);                       // graph 5: 3 kernels / 40 us
+  a.add_graph(graph_replay(31, 2000000, 80000, 5));        // scaled by graph 5
+  a.add_graph(graph_replay(32, 3000000, 10000, 8));        // graph 8: never per node
+  a.add_graph(graph_replay(99, 4000000, 10000, 5));        // launch never seen: (unscoped)
+  a.add_graph(graph_replay(31, 5000000, -5, 5));           // end before start: dropped
+  const auto r = a.report();
+  const kscope::node_gpu_activity* n = r.find(6);
+  REQUIRE(n != nullptr);
+  CHECK(n->graph_replays == 3);
+  CHECK(n->graph_replays_traced == 1);
+  CHECK(n->graph_replays_unsampled == 1);
+  CHECK(n->scaled_kernel_count == 3);          // one replay x 3 kernels
+  CHECK(n->scaled_kernel_ns == 60000);         // 80 us x 30/40
+  CHECK(n->scaled_busy_ns == 60000 + 10000);   // graph 5 scaled + graph 8's span
+  CHECK(r.counters.unattributed == 1);
+  CHECK(r.counters.dropped_end_before_start == 1);
+  CHECK(r.find(kscope::unscoped_node) != nullptr);
+}
+
+// ---- which replays are traced node by node, and the collector's options ----
+
+
+TEST_CASE("graph_replay_sampler: first replays and every k-th per graph, unknown graphs always per node") {
+  kscope::graph_replay_sampler s;
+  s.configure(kscope::graph_tracing::sampled, 2, 3);
+  s.graph_exec_created(0x1000);
+  s.graph_exec_created(0x2000);
+  std::vector<int> node_level;
+  for (int n = 1; n <= 9; ++n)
+    if (s.decide(0x1000)) node_level.push_back(n);
+  CHECK(node_level == std::vector<int>{1, 2, 5, 8});  // first 2, then every 3rd after them
+  CHECK(s.decide(0x2000));  // another graph counts its own replays
+  CHECK(s.decide(0x2000));
+  CHECK_FALSE(s.decide(0x2000));
+  // A graph whose instantiation was not watched is never traced as one record.
+  for (int n = 0; n < 5; ++n) CHECK(s.decide(0x3000));
+  kscope::graph_replay_sampler::counts c = s.decisions();
+  CHECK(c.node_level == 6);
+  CHECK(c.graph_level == 6);
+  CHECK(c.unknown_graph == 5);
+  // A destroyed exec's handle reused by a new graph starts counting again.
+  s.graph_exec_destroyed(0x1000);
+  s.graph_exec_created(0x1000);
+  CHECK(s.decide(0x1000));
+  // every = 0: only the first replays.
+  s.configure(kscope::graph_tracing::sampled, 1, 0);
+  s.graph_exec_created(0x4000);
+  CHECK(s.decide(0x4000));
+  for (int n = 0; n < 10; ++n) CHECK_FALSE(s.decide(0x4000));
+  // node: every replay per node; graph: none (of watched graphs).
+  s.configure(kscope::graph_tracing::node, 2, 100);
+  CHECK(s.decide(0x4000));
+  s.configure(kscope::graph_tracing::graph, 2, 100);
+  CHECK_FALSE(s.decide(0x2000));
+  CHECK(s.decide(0x5000));  // never watched: per node even in graph mode
+}
+
+TEST_CASE("KSCOPE_CUPTI_OPTIONS: every key, bad values named, the rest applied") {
+  kscope::cupti_options o;
+  CHECK(o.graphs == kscope::graph_tracing::node);
+  auto problems = kscope::apply_cupti_options_text(
+      " sync=off, memcpy=0 ,memset=no,driver_api=1,runtime_api=false,graphs=node,graph_first=5,graph_every=0,"
+      "buffer_mb=4,buffers=16,flush_ms=250",
+      o);
+  CHECK(problems.empty());
+  CHECK_FALSE(o.collect_sync);
+  CHECK_FALSE(o.collect_memcpy);
+  CHECK_FALSE(o.collect_memset);
+  CHECK(o.driver_api_callbacks);
+  CHECK_FALSE(o.runtime_api_callbacks);
+  CHECK(o.graphs == kscope::graph_tracing::node);
+  CHECK(o.graph_first == 5);
+  CHECK(o.graph_every == 0);
+  CHECK(o.buffer_bytes == (std::size_t{4} << 20));
+  CHECK(o.buffer_count == 16);
+  CHECK(o.flush_period_ms == 250);
+
+  kscope::cupti_options p;
+  problems = kscope::apply_cupti_options_text("graphs=everything,sync=maybe,buffers=0,buffer_mb=99999,color=red,"
+                                              "graph_every=-1,,  ,flush_ms,graphs=graph",
+                                              p);
+  REQUIRE(problems.size() == 7);
+  CHECK(problems[0].find("'graphs=everything'") != std::string::npos);
+  CHECK(problems[0].find("sampled, node or graph") != std::string::npos);
+  CHECK(problems[1].find("'sync=maybe'") != std::string::npos);
+  CHECK(problems[4].find("'color=red'") != std::string::npos);
+  CHECK(problems[6].find("key=value") != std::string::npos);
+  for (const std::string& line : problems) CHECK(line.find("KSCOPE_CUPTI_OPTIONS") == 0);
+  // What was not understood keeps its value; what was, applies.
+  CHECK(p.collect_sync);
+  CHECK(p.buffer_count == kscope::cupti_options{}.buffer_count);
+  CHECK(p.graph_every == kscope::cupti_options{}.graph_every);
+  CHECK(p.graphs == kscope::graph_tracing::graph);
+  CHECK(kscope::apply_cupti_options_text("", p).empty());
 }

@@ -647,3 +647,30 @@ TEST_CASE("without CUPTI headers the collector reports itself unavailable") {
 }
 
 #endif
+
+TEST_CASE("graph-level trace records walk, parse and scale like the hand-built ones") {
+  kscope::gpu_attribution a;
+  cupti_buffer b;
+  a.launches().record_launch(10, 3, 0);
+  a.launches().record_launch(11, 3, 0);
+  for (int i = 0; i < 3; ++i) {
+    synth_kernel k = kernel_at(10, 1000000 + 15000 * i, 1000000 + 15000 * i + 10000);
+    k.graph_id = 5;
+    k.graph_node_id = 100 + static_cast<std::uint64_t>(i);
+    b.kernel(k);
+  }
+  b.graph(11, 5, 2000000, 2080000);
+  CHECK(consume(b, a) == 4);
+  const auto r = a.report();
+  CHECK(r.counters.graph_launch_records == 1);
+  CHECK(r.counters.dropped_malformed == 0);
+  const kscope::node_gpu_activity* n = r.find(3);
+  REQUIRE(n != nullptr);
+  CHECK(n->graph_replays == 2);
+  CHECK(n->kernel_count == 6);              // 3 traced + 3 scaled
+  CHECK(n->scaled_kernel_ns == 60000);      // 80 us span x 30 us kernels / 40 us span
+  const kscope::gpu_activity_event& last = r.recent.back();
+  CHECK(last.kind == kscope::activity_kind::graph);
+  CHECK(last.graph_id == 5);
+  CHECK(last.start_ns == 2000000);
+}

@@ -142,6 +142,23 @@ class cupti_buffer {
     return r;
   }
 
+  // A CUDA-graph replay traced as one record (graph-level trace).
+  CUpti_ActivityGraphTrace2& graph(std::uint32_t correlation, std::uint32_t graph_id, std::uint64_t start,
+                                   std::uint64_t end, std::uint32_t stream = 7, std::uint32_t device = 0) {
+    auto& r = append<CUpti_ActivityGraphTrace2>();
+    r.kind = CUPTI_ACTIVITY_KIND_GRAPH_TRACE;
+    r.correlationId = correlation;
+    r.start = start;
+    r.end = end;
+    r.deviceId = device;
+    r.graphId = graph_id;
+    r.contextId = 1;
+    r.streamId = stream;
+    r.endDeviceId = device;
+    r.endContextId = 1;
+    return r;
+  }
+
   // An external-correlation record: a kind kscope does not enable, but another CUPTI user
   // in the process can, so it may share kscope's buffers.
   CUpti_ActivityExternalCorrelation& external(std::uint32_t correlation, std::uint64_t external_id,

@@ -114,6 +114,24 @@ struct node_gpu_activity {
   // seen (attribution_counters::graph_capture_unknown).
   std::vector<graph_capture_origin> graph_capture;
 
+  // CUDA-graph replays launched from this node, and how they were traced (cupti_options::
+  // graphs). A replay traced node by node gave one record per kernel, counted exactly
+  // above; a replay traced as one record (graph-level trace) gave its span only, and its
+  // kernels are SCALED from the node-level replays of the same graph: kernels per replay,
+  // kernel time and busy time per span ns. kernel_count, kernel_ns, busy_ns and
+  // compute_busy_ns include those estimates; the scaled_* fields say how much of each is
+  // estimated, so exact = total - scaled. A graph with no node-level replay yet counts its
+  // spans as busy and its kernels as unknown (graph_replays_unsampled).
+  std::uint64_t graph_replays = 0;          // every replay launched here, both tracings
+  std::uint64_t graph_replays_traced = 0;   // of which traced node by node
+  std::uint64_t graph_replays_unsampled = 0;  // traced as one record, of a graph never traced per node
+  std::int64_t graph_span_ns = 0;           // sum of the spans of the replays traced as one record
+  std::uint64_t scaled_kernel_count = 0;    // part of kernel_count estimated from node-level replays
+  std::int64_t scaled_kernel_ns = 0;        // part of kernel_ns estimated
+  std::int64_t scaled_busy_ns = 0;          // part of busy_ns estimated (or whole spans, unsampled)
+
+  [[nodiscard]] bool graph_scaled() const noexcept { return graph_replays > graph_replays_traced; }
+
   [[nodiscard]] std::uint64_t compute_kernel_count() const noexcept { return kernel_count - comm_kernel_count; }
   [[nodiscard]] std::int64_t compute_ns() const noexcept { return kernel_ns - comm_ns; }
   // The device entry for `device`, or nullptr when this node ran nothing there.
@@ -148,6 +166,11 @@ struct kernel_summary {
   std::int32_t dynamic_shared_bytes = 0;
   bool launch_config_varies = false;  // a later call used another grid/block/smem
   bool communication = false;         // an NCCL kernel (is_communication_kernel)
+  // Of calls and total_ns, what was scaled from node-level replays of CUDA graphs for the
+  // replays traced as one record (node_gpu_activity::graph_replays says why); median,
+  // min and max come from traced calls only.
+  std::uint64_t scaled_calls = 0;
+  std::int64_t scaled_ns = 0;
 };
 
 // What happened to the records: every record is counted exactly once in records_seen and
@@ -183,6 +206,12 @@ struct attribution_counters {
   std::uint64_t graph_nodes_evicted = 0;     // graph-node table entries replaced (table full)
   // Launched inside a call the per-scope counters profiled: replayed, so kept out.
   std::uint64_t profiled_records = 0;
+  // CUDA-graph replays: traced as one record (graph-level trace), traced node by node
+  // (distinct launches among the graph records above), and replays of graphs past the
+  // per-node graph cap (counted in their node, not scaled).
+  std::uint64_t graph_launch_records = 0;
+  std::uint64_t graph_replays_traced = 0;
+  std::uint64_t graphs_over_cap = 0;
 };
 
 // One GPU record kept for the trace (trace.hpp), on kscope's clock: the record's header

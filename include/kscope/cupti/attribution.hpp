@@ -46,6 +46,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -118,6 +119,7 @@ class gpu_attribution {
       case activity_kind::memcpy: add_memcpy(r.memcpy); break;
       case activity_kind::memset: add_memset(r.memset); break;
       case activity_kind::synchronization: add_sync(r.sync); break;
+      case activity_kind::graph: add_graph(r.graph); break;
       default:
         ++counters_.records_seen;
         ++counters_.ignored_records;
@@ -173,6 +175,33 @@ class gpu_attribution {
     }
   }
 
+  // A CUDA-graph replay traced as one record (graph-level trace): attributed like a launch
+  // (its correlation id is the graph launch's), its span counted in its node and graph;
+  // the node's kernel figures for it are scaled from the node-level replays of the same
+  // graph at report time (report(): node_gpu_activity::scaled_*).
+  void add_graph(const graph_record& g) {
+    ++counters_.records_seen;
+    if (!valid_times(g.start_ns, g.end_ns)) return;
+    ++counters_.graph_launch_records;
+    launch_origin origin = origin_of(g.correlation_id, 0);
+    if (profiled(origin)) return;
+    node_accumulator& acc = account(g, origin);
+    if (interval_sink_ != nullptr) interval_sink_->add_interval({g.start_ns, g.end_ns, origin.node, g.device});
+    const std::int64_t span = g.end_ns - g.start_ns;
+    if (graph_accumulator* ga = acc.graph_for(g.graph_id, counters_.graphs_over_cap)) {
+      ga->untraced += 1;
+      ga->untraced_span_ns += span;
+    } else {
+      acc.unsampled_replays += 1;
+      acc.unsampled_span_ns += span;
+    }
+    if (options_.recent_capacity > 0) {
+      gpu_activity_event e = event_of(g, activity_kind::graph, origin);
+      e.name = "CUDA graph";
+      push_recent(e);
+    }
+  }
+
   // Records the buffer walk could not read (invalid kind mid-buffer).
   void note_malformed(std::uint64_t count = 1) noexcept { counters_.dropped_malformed += count; }
   // Records CUPTI dropped for lack of buffer space (read outside any lock by the collector).
@@ -197,6 +226,7 @@ class gpu_attribution {
     gpu_activity_report r;
     r.nodes.reserve(nodes_.size());
     std::uint64_t clipped = 0;
+    detail::kernel_table::scaled_shares scaled;  // per kernel name, from graph scaling
     for (auto& [id, acc] : nodes_) {
       node_gpu_activity a = acc.totals;
       a.busy_ns = acc.kernel_union.total_ns();
@@ -215,6 +245,7 @@ class gpu_attribution {
       }
       std::sort(a.devices.begin(), a.devices.end(),
                 [](const device_gpu_activity& x, const device_gpu_activity& y) { return x.device < y.device; });
+      add_graph_estimates(acc, a, scaled);
       std::sort(a.graph_capture.begin(), a.graph_capture.end(),
                 [](const graph_capture_origin& x, const graph_capture_origin& y) {
                   if (x.kernel_ns != y.kernel_ns) return x.kernel_ns > y.kernel_ns;
@@ -225,7 +256,7 @@ class gpu_attribution {
     }
     std::sort(r.nodes.begin(), r.nodes.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    r.top_kernels = top_kernels(top_kernel_limit);
+    r.top_kernels = kernels_.top(top_kernel_limit, scaled);
     r.counters = counters_;
     r.counters.busy_intervals_clipped = clipped;
     r.counters.graph_nodes_evicted = graph_nodes_.evicted();
@@ -267,6 +298,7 @@ class gpu_attribution {
                acc.compute_union.memory_bytes();
       for (const auto& d : acc.devices) bytes += sizeof(d) + d.kernel_union.memory_bytes();
       bytes += acc.totals.graph_capture.capacity() * sizeof(graph_capture_origin);
+      for (const auto& g : acc.graphs) bytes += sizeof(g) + g.kernels.capacity() * sizeof(g.kernels[0]);
     }
     return bytes;
   }
@@ -280,6 +312,79 @@ class gpu_attribution {
     detail::interval_union kernel_union;
   };
 
+  // One CUDA graph replayed from one node: its replays traced as one record (span only)
+  // and those traced node by node, whose kernels give the per-replay and per-span-ns
+  // figures the others are scaled by. A node-level replay is told apart from the next by
+  // its correlation id (every kernel of one launch carries the launch's); the last few are
+  // kept open so that each one's span (first start to last end) can be taken.
+  struct graph_accumulator {
+    std::uint32_t graph_id = 0;
+    std::uint64_t untraced = 0;  // replays traced as one record
+    std::int64_t untraced_span_ns = 0;
+    std::uint64_t traced = 0;  // replays traced node by node
+    std::uint64_t traced_kernels = 0;
+    std::int64_t traced_kernel_ns = 0;
+    std::int64_t traced_span_ns = 0;  // of the replays no longer open
+    std::int64_t traced_busy_ns = 0;  // per replay min(kernel time, span): its kernels' union on one stream
+    struct open_replay {
+      std::uint32_t correlation_id = 0;
+      std::int64_t first_ns = 0, last_ns = 0, kernel_ns = 0;
+    };
+    std::array<open_replay, 4> open{};
+    std::size_t next_open = 0;
+    struct kernel_share {
+      const detail::kernel_stats* stats;
+      std::uint64_t calls;
+      std::int64_t ns;
+    };
+    std::vector<kernel_share> kernels;  // per kernel name, node-level replays only
+    static constexpr std::size_t max_kernel_names = 256;
+
+    void add_traced_kernel(std::uint32_t correlation_id, std::int64_t start, std::int64_t end,
+                           const detail::kernel_stats* stats) {
+      const std::int64_t ns = end - start;
+      ++traced_kernels;
+      traced_kernel_ns += ns;
+      bool share_found = false;
+      for (kernel_share& k : kernels) {
+        if (k.stats == stats) {
+          k.calls += 1;
+          k.ns += ns;
+          share_found = true;
+          break;
+        }
+      }
+      if (!share_found && kernels.size() < max_kernel_names) kernels.push_back({stats, 1, ns});
+      for (open_replay& r : open) {
+        if (r.correlation_id == correlation_id && correlation_id != 0) {
+          r.first_ns = std::min(r.first_ns, start);
+          r.last_ns = std::max(r.last_ns, end);
+          r.kernel_ns += ns;
+          return;
+        }
+      }
+      open_replay& slot = open[next_open];
+      next_open = (next_open + 1) % open.size();
+      if (slot.correlation_id != 0) {
+        traced_span_ns += slot.last_ns - slot.first_ns;
+        traced_busy_ns += std::min(slot.kernel_ns, slot.last_ns - slot.first_ns);
+      }
+      slot = open_replay{correlation_id, start, end, ns};
+      ++traced;
+    }
+    // Span and busy time over every node-level replay, the open ones included.
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> traced_span_and_busy() const noexcept {
+      std::int64_t span = traced_span_ns, busy = traced_busy_ns;
+      for (const open_replay& r : open) {
+        if (r.correlation_id == 0) continue;
+        span += r.last_ns - r.first_ns;
+        busy += std::min(r.kernel_ns, r.last_ns - r.first_ns);
+      }
+      return {span, busy};
+    }
+  };
+  static constexpr std::size_t max_graphs_per_node = 64;
+
   struct node_accumulator {
     explicit node_accumulator(std::size_t max_intervals)
         : kernel_union(max_intervals), activity_union(max_intervals), comm_union(max_intervals),
@@ -292,6 +397,30 @@ class gpu_attribution {
     std::vector<device_accumulator> devices;  // at most max_devices_per_node
     std::size_t last_device = 0;              // index of the last device used (one per stream run)
     std::size_t max_intervals_per_union;
+    std::vector<graph_accumulator> graphs;    // at most max_graphs_per_node
+    std::size_t last_graph = 0;
+    // Replays traced as one record of graphs past the cap: spans counted busy, kernels unknown.
+    std::uint64_t unsampled_replays = 0;
+    std::int64_t unsampled_span_ns = 0;
+
+    // The accumulator of graph `id`, or nullptr past the cap (counted in `over_cap`).
+    graph_accumulator* graph_for(std::uint32_t id, std::uint64_t& over_cap) {
+      if (last_graph < graphs.size() && graphs[last_graph].graph_id == id) return &graphs[last_graph];
+      for (std::size_t i = 0; i < graphs.size(); ++i) {
+        if (graphs[i].graph_id == id) {
+          last_graph = i;
+          return &graphs[i];
+        }
+      }
+      if (graphs.size() >= max_graphs_per_node) {
+        ++over_cap;
+        return nullptr;
+      }
+      graphs.emplace_back();
+      graphs.back().graph_id = id;
+      last_graph = graphs.size() - 1;
+      return &graphs.back();
+    }
 
     // The accumulator of `device`, or nullptr past the cap.
     device_accumulator* device_for(std::uint32_t device) {
@@ -390,6 +519,15 @@ class gpu_attribution {
     acc.kernel_union.add(k.start_ns, k.end_ns);
     detail::kernel_stats& stats = kernels_.find_or_add(k.name, counters_.distinct_kernels_over_cap);
     stats.add_call(k);
+    if (k.graph_id != 0) {
+      // A node-level replay: its figures scale the replays of the same graph traced as one record.
+      std::uint64_t over_cap = 0;
+      if (graph_accumulator* ga = acc.graph_for(k.graph_id, over_cap)) {
+        const std::uint64_t before = ga->traced;
+        ga->add_traced_kernel(k.correlation_id, k.start_ns, k.end_ns, &stats);
+        counters_.graph_replays_traced += ga->traced - before;
+      }
+    }
     const bool communication = stats.communication;
     if (communication) {
       acc.totals.comm_kernel_count += 1;
@@ -455,6 +593,52 @@ class gpu_attribution {
     } else {
       o->copy_count += 1;
       o->copy_ns += ns;
+    }
+  }
+
+  // The replays of each graph traced as one record, scaled from the node-level replays of
+  // the same graph (graph_accumulator): kernels per replay, kernel and busy time per span
+  // ns. Added to `a` and to the per-kernel `scaled` shares; a graph never traced per node
+  // counts its spans as busy and its kernels as unknown.
+  static void add_graph_estimates(const node_accumulator& acc, node_gpu_activity& a,
+                                  detail::kernel_table::scaled_shares& scaled) {
+    for (const graph_accumulator& g : acc.graphs) {
+      a.graph_replays += g.traced + g.untraced;
+      a.graph_replays_traced += g.traced;
+      a.graph_span_ns += g.untraced_span_ns;
+      if (g.untraced == 0) continue;
+      const auto [traced_span, traced_busy] = g.traced_span_and_busy();
+      std::uint64_t kernels = 0;
+      std::int64_t kernel_ns = 0, busy_ns = g.untraced_span_ns;
+      if (g.traced > 0 && traced_span > 0) {
+        const double per_replay = static_cast<double>(g.untraced) / static_cast<double>(g.traced);
+        const double per_span_ns = static_cast<double>(g.untraced_span_ns) / static_cast<double>(traced_span);
+        kernels = static_cast<std::uint64_t>(std::llround(static_cast<double>(g.traced_kernels) * per_replay));
+        kernel_ns = std::llround(static_cast<double>(g.traced_kernel_ns) * per_span_ns);
+        busy_ns = std::llround(static_cast<double>(traced_busy) * per_span_ns);
+        for (const graph_accumulator::kernel_share& k : g.kernels) {
+          auto& share = scaled[k.stats];
+          share.first += static_cast<std::uint64_t>(std::llround(static_cast<double>(k.calls) * per_replay));
+          share.second += std::llround(static_cast<double>(k.ns) * per_span_ns);
+        }
+      } else {
+        a.graph_replays_unsampled += g.untraced;
+      }
+      a.kernel_count += kernels;
+      a.scaled_kernel_count += kernels;
+      a.kernel_ns += kernel_ns;
+      a.scaled_kernel_ns += kernel_ns;
+      a.busy_ns += busy_ns;
+      a.compute_busy_ns += busy_ns;
+      a.scaled_busy_ns += busy_ns;
+    }
+    if (acc.unsampled_replays > 0) {
+      a.graph_replays += acc.unsampled_replays;
+      a.graph_replays_unsampled += acc.unsampled_replays;
+      a.graph_span_ns += acc.unsampled_span_ns;
+      a.busy_ns += acc.unsampled_span_ns;
+      a.compute_busy_ns += acc.unsampled_span_ns;
+      a.scaled_busy_ns += acc.unsampled_span_ns;
     }
   }
 
@@ -536,6 +720,10 @@ class gpu_attribution {
     say(c.graph_capture_over_cap,
         (" CUDA-graph records were built in more than " + std::to_string(max_capture_origins_per_node) +
          " other scopes of one launching scope: left out of its graph_capture breakdown")
+            .c_str());
+    say(c.graphs_over_cap,
+        (" CUDA-graph records belonged to graphs past " + std::to_string(max_graphs_per_node) +
+         " graphs per scope: their replays traced as one record count as busy, their kernels are not estimated")
             .c_str());
     say(c.graph_nodes_evicted,
         " graph nodes were forgotten by the full graph-node table (raise "

@@ -48,6 +48,8 @@
 #pragma once
 
 #include "attribution.hpp"
+#include "collector_options.hpp"
+#include "graph_sampling.hpp"
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "detail/api.hpp"
@@ -117,30 +119,6 @@ enum class cupti_state : std::uint8_t {
   return "unknown";
 }
 
-// How to collect. The defaults suit a long-running inference process.
-//
-//   kscope::cupti_options o;
-//   o.buffer_count = 16;                                    // 128 MiB cap
-//   o.collect_memset = false;
-//   kscope::cupti_collector::global().start(o);
-struct cupti_options {
-  std::size_t buffer_bytes = std::size_t{8} << 20;  // per activity buffer
-  std::size_t buffer_count = 8;                     // pool cap = buffer_bytes * buffer_count
-  bool collect_memcpy = true;
-  bool collect_memset = true;
-  // Synchronization records: how long the host waited in stream / event / context
-  // synchronizes, per scope (node_gpu_activity::host_sync); the diagnosis of a host that
-  // blocks inside a step rests on them.
-  bool collect_sync = true;
-  // Also hook the driver-API launch calls (cuLaunchKernel(Ex), cuGraphLaunch, cuMemcpy*):
-  // needed for cuBLAS / Triton / JIT launches. Off: runtime API only (one callback less
-  // per <<<>>> launch; bench/cupti_overhead_bench.cu measures the difference).
-  bool driver_api_callbacks = true;
-  std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
-  std::string library_path;           // explicit libcupti (after $KSCOPE_CUPTI_LIBRARY)
-  attribution_options attribution{};  // used by the first start() only
-};
-
 // What the collector is doing, in one line for the report header.
 struct cupti_status {
   cupti_state state = cupti_state::not_started;
@@ -162,6 +140,10 @@ struct cupti_snapshot {
   std::uint64_t buffers_denied = 0;   // requests refused because the pool was exhausted
   std::uint64_t callback_errors = 0;  // exceptions caught inside CUPTI callbacks
   std::uint64_t graph_node_errors = 0;  // graph-node callbacks whose node id could not be read
+  // kscope's own CPU time attributing completed buffers (on CUPTI's thread, or the thread
+  // that flushed), and the records it walked: what watching costs besides CUPTI itself.
+  std::int64_t attribution_cpu_ns = 0;
+  std::uint64_t attribution_records = 0;
 };
 
 // The process-wide collector (CUPTI's callbacks are process-wide too).
@@ -185,7 +167,9 @@ class cupti_collector {
     std::lock_guard<std::mutex> control(control_mutex_);
     if (state_ == cupti_state::running) return true;
     options_ = options;
-    ensure_attribution(options.attribution);
+    // The environment wins: a deployed binary can be lightened or given the full view.
+    for (std::string& problem : apply_cupti_options_environment(options_)) add_warning(std::move(problem));
+    ensure_attribution(options_.attribution);
     if (detail::parse_switch(std::getenv("KSCOPE_CUPTI")) == detail::switch_value::off) {
       return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0)");
     }
@@ -255,6 +239,23 @@ class cupti_collector {
     s.buffers_denied = pool_.denied();
     s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
     s.graph_node_errors = graph_node_errors_.load(std::memory_order_relaxed);
+    s.attribution_cpu_ns = attribution_cpu_ns_.load(std::memory_order_relaxed);
+    s.attribution_records = s.activity.counters.records_seen;
+    const graph_replay_sampler::counts graphs = graph_sampler_.decisions();
+    if (graphs.graph_level + graphs.node_level + graphs.unknown_graph > 0) {
+      s.status.message += "; graph replays: " + std::to_string(graphs.node_level) + " sampled node by node, " +
+                          std::to_string(graphs.graph_level) + " as one record";
+      if (graphs.unknown_graph > 0)
+        s.status.message += ", " + std::to_string(graphs.unknown_graph) +
+                            " node by node (graphs instantiated before the collector started)";
+    }
+    if (s.attribution_records > 0) {
+      // What watching costs kscope itself (CUPTI's own cost comes on top, in the launches).
+      s.status.message += "; attribution: " + std::to_string(s.attribution_records) + " records in " +
+                          std::to_string(s.attribution_cpu_ns / 1000000) + " ms of CPU (" +
+                          std::to_string(s.attribution_cpu_ns / static_cast<std::int64_t>(s.attribution_records)) +
+                          " ns each)";
+    }
     if (s.buffers_denied > 0) {
       s.warnings.push_back("CUPTI asked for an activity buffer " + std::to_string(s.buffers_denied) +
                            " times while all " + std::to_string(pool_.buffer_count()) +
@@ -401,6 +402,11 @@ class cupti_collector {
     auto& attribution = *static_cast<gpu_attribution*>(userdata);
     if (KSCOPE_LIKELY(domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)) {
       const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+      if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
+                                                                  cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz))) {
+        global().on_graph_launch(*data);
+        if (!global().options_.driver_api_callbacks) return;  // hooked for the graph decision only
+      }
       if (data->callbackSite != CUPTI_API_ENTER) return;
       record_launch_from_this_thread(attribution.launches(), data->correlationId);
       return;
@@ -409,7 +415,51 @@ class cupti_collector {
       const auto& resource = *static_cast<const CUpti_ResourceData*>(cbdata);
       // A module's cubin is handed out only here: copied for warp-stall source lines (noexcept).
       if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) return detail::capture_loaded_module(resource);
+      if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING)
+        return global().on_graph_exec_callback(cbid, resource);
       on_graph_node_callback(attribution, cbid, resource);
+    }
+  }
+
+  // The graph launch's driver callback (graph-level trace on): decides, on the launching
+  // thread, whether this replay is traced node by node, and if so keeps graph-level trace
+  // off from its API entry to its API exit (CUPTI decides how to trace a launch inside
+  // the call). Several threads launching node-level replays at once share one "off"
+  // (a count under graph_toggle_mutex_), so no replay finds it switched back early; a
+  // replay launched by another thread inside that window is traced node by node too,
+  // which its records say (the attribution counts what it got, not what was decided).
+  void on_graph_launch(const CUpti_CallbackData& data) noexcept {
+    if (!graph_trace_on_.load(std::memory_order_acquire)) return;
+    thread_local bool node_level_in_this_call = false;
+    try {
+      if (data.callbackSite == CUPTI_API_ENTER) {
+        // cuGraphLaunch(hGraphExec, hStream): the executable graph is the first parameter.
+        const void* const* params = static_cast<const void* const*>(data.functionParams);
+        const auto exec = params != nullptr ? reinterpret_cast<std::uintptr_t>(params[0]) : std::uintptr_t{0};
+        if (!graph_sampler_.decide(exec)) return;
+        node_level_in_this_call = true;
+        std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+        if (graph_node_level_launches_++ == 0) (void)api_.activity_disable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+      } else if (node_level_in_this_call) {
+        node_level_in_this_call = false;
+        std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+        if (graph_node_level_launches_ > 0 && --graph_node_level_launches_ == 0)
+          (void)api_.activity_enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+      }
+    } catch (...) {
+      callback_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void on_graph_exec_callback(CUpti_CallbackId cbid, const CUpti_ResourceData& data) noexcept {
+    try {
+      const auto* graph = static_cast<const CUpti_GraphData*>(data.resourceDescriptor);
+      if (graph == nullptr) return;
+      const auto exec = reinterpret_cast<std::uintptr_t>(graph->graphExec);
+      if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) graph_sampler_.graph_exec_created(exec);
+      else graph_sampler_.graph_exec_destroyed(exec);
+    } catch (...) {
+      callback_errors_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
@@ -442,11 +492,13 @@ class cupti_collector {
     cupti_collector& c = global();
     c.buffers_completed_.fetch_add(1, std::memory_order_relaxed);
     if (valid_bytes > 0 && c.pool_.owns(buffer)) {
+      const std::int64_t began = detail::now_ns();
       try {
         c.consume_buffer(buffer, valid_bytes);
       } catch (...) {
         c.callback_errors_.fetch_add(1, std::memory_order_relaxed);
       }
+      c.attribution_cpu_ns_.fetch_add(detail::now_ns() - began, std::memory_order_relaxed);
     }
     c.pool_.release(buffer);
     // Outside every kscope lock: a CUPTI call made from inside a CUPTI callback never holds
@@ -549,6 +601,7 @@ class cupti_collector {
       return fail_with(r, "cuptiActivityEnable(CONCURRENT_KERNEL)", "");
     }
     std::string kinds = "kernel";
+    std::string graphs = enable_graph_trace();
     if (options_.collect_memcpy) {
       if (enable_kind(CUPTI_ACTIVITY_KIND_MEMCPY) == CUPTI_SUCCESS) kinds += "+memcpy";
       else add_warning("CUPTI memcpy activity could not be enabled; copies are not attributed");
@@ -574,9 +627,10 @@ class cupti_collector {
     state_ = cupti_state::running;
     running_.store(true, std::memory_order_release);
     message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
-               (options_.driver_api_callbacks ? "launch callback (runtime+driver API)"
-                                              : "launch callback (runtime API only)") +
-               (graph_capture_enabled_ ? "; graph capture scopes" : "; graph capture scopes off") +
+               (!options_.driver_api_callbacks      ? "launch callback (runtime API only)"
+                : !options_.runtime_api_callbacks ? "launch callback (driver API only)"
+                                                  : "launch callback (runtime+driver API)") +
+               (graph_capture_enabled_ ? "; graph capture scopes" : "; graph capture scopes off") + "; " + graphs +
                "; clock: " + to_string(clock_);
     return true;
   }
@@ -594,9 +648,11 @@ class cupti_collector {
   void enable_launch_callbacks() {
     std::size_t count = 0;
     const CUpti_CallbackId* ids = detail::cupti_runtime_launch_cbids(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) == CUPTI_SUCCESS) {
-        ++callbacks_enabled_;
+    if (options_.runtime_api_callbacks || !options_.driver_api_callbacks) {
+      for (std::size_t i = 0; i < count; ++i) {
+        if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) == CUPTI_SUCCESS) {
+          ++callbacks_enabled_;
+        }
       }
     }
     if (!options_.driver_api_callbacks) return;
@@ -606,6 +662,37 @@ class cupti_collector {
         ++callbacks_enabled_;
       }
     }
+  }
+
+  // Graph-level trace (cupti_options::graphs): on for `sampled` and `graph`, with the graph
+  // launch's driver callback (the per-replay decision) and the executable-graph resource
+  // callbacks (which graphs CUPTI saw built). Where the driver does not offer it, or a
+  // callback cannot be enabled, graphs are traced node by node and the status says why.
+  // Returns the status words.
+  std::string enable_graph_trace() {
+    graph_trace_on_.store(false, std::memory_order_release);
+    graph_sampler_.configure(graph_tracing::node, options_.graph_first, options_.graph_every);
+    if (options_.graphs == graph_tracing::node) return "graphs traced node by node";
+    bool hooks = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) == CUPTI_SUCCESS;
+    hooks = hooks && api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                          CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING) == CUPTI_SUCCESS;
+    for (CUpti_CallbackId id : {CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch),
+                                CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)})
+      hooks = hooks && api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+    if (!hooks) return "graphs traced node by node (the graph-launch callbacks could not be enabled)";
+    const CUptiResult r = enable_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    if (r != CUPTI_SUCCESS) {
+      add_warning("CUPTI graph-level trace unavailable (" + api_.result_name(r) +
+                  "): every CUDA-graph replay is traced node by node, at the cost of eager launches");
+      return "graphs traced node by node (no graph-level trace)";
+    }
+    graph_sampler_.configure(options_.graphs, options_.graph_first, options_.graph_every);
+    graph_trace_on_.store(true, std::memory_order_release);
+    if (options_.graphs == graph_tracing::graph) return "graphs traced as one record per replay";
+    return "graphs sampled (each graph's first " + std::to_string(options_.graph_first) + " replays" +
+           (options_.graph_every > 0 ? " and every " + std::to_string(options_.graph_every) + "th" : std::string()) +
+           " traced node by node, the others as one record, scaled)";
   }
 
   // The graph-node resource callbacks (capture-time scopes). Optional: without them, or
@@ -640,6 +727,7 @@ class cupti_collector {
   // Undoes start: activity kinds off, callbacks off. Buffers stay registered (CUPTI keeps
   // the registration; re-registering is not needed on a later start()).
   void teardown() noexcept {
+    graph_trace_on_.store(false, std::memory_order_release);
     for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
     enabled_kinds_.clear();
     graph_capture_enabled_ = false;  // unsubscribing turns every callback off
@@ -693,9 +781,14 @@ class cupti_collector {
   std::atomic<std::uint64_t> buffers_completed_{0};
   std::atomic<std::uint64_t> callback_errors_{0};
   std::atomic<std::uint64_t> graph_node_errors_{0};
+  std::atomic<std::int64_t> attribution_cpu_ns_{0};
   bool graph_capture_enabled_ = false;
   bool exit_handler_registered_ = false;
   bool buffers_registered_ = false;
+  graph_replay_sampler graph_sampler_;
+  std::atomic<bool> graph_trace_on_{false};
+  std::mutex graph_toggle_mutex_;  // a leaf: taken in the graph launch's callback, nothing inside
+  std::uint32_t graph_node_level_launches_ = 0;  // guarded by graph_toggle_mutex_
 #if KSCOPE_HAS_CUPTI
   detail::cupti_api api_;
   CUpti_SubscriberHandle subscriber_ = nullptr;

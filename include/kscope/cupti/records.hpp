@@ -32,6 +32,7 @@ enum class activity_kind : std::uint8_t {
   memcpy,
   memset,
   synchronization,  // the host waited for the GPU (stream, event or context synchronize)
+  graph,  // a whole CUDA-graph replay traced as one record (CUPTI's graph-level trace)
   other,  // a kind kscope does not use (API records, ...): counted, then ignored
 };
 
@@ -150,12 +151,18 @@ struct sync_record : activity_header {
 //
 //   kscope::activity_record r;
 //   if (kscope::detail::parse_activity(cupti_record, r, 0)) attribution.add(r);
+// One replay of a CUDA graph traced as a whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): its
+// correlation id is the graph launch's, [start, end) spans its first node's start to its
+// last node's end, graph_id names the graph; no node is named and graph_node_id is 0.
+struct graph_record : activity_header {};
+
 struct activity_record {
   activity_kind kind = activity_kind::other;
   kernel_record kernel;
   memcpy_record memcpy;
   memset_record memset;
   sync_record sync;
+  graph_record graph;
 };
 
 }  // namespace kscope

@@ -172,20 +172,41 @@ class kernel_table {
 
   // Sorted by total GPU time, descending; ties by name. limit 0: all.
   [[nodiscard]] std::vector<kernel_summary> top(std::size_t limit = 0) const {
-    std::vector<const kernel_stats*> order;
+    return top(limit, {});
+  }
+
+  // The same, with calls and time scaled for CUDA-graph replays traced as one record added
+  // per kernel (attribution.hpp computes them); the ranking includes them.
+  using scaled_shares = std::unordered_map<const kernel_stats*, std::pair<std::uint64_t, std::int64_t>>;
+  [[nodiscard]] std::vector<kernel_summary> top(std::size_t limit, const scaled_shares& scaled) const {
+    std::vector<std::pair<const kernel_stats*, std::int64_t>> order;  // stats, total with scaled time
     order.reserve(kernels_.size() + 1);
+    const auto total_of = [&scaled](const kernel_stats& k) {
+      const auto it = scaled.find(&k);
+      return k.total_ns + (it == scaled.end() ? 0 : it->second.second);
+    };
     for (const auto& k : kernels_) {
-      if (k.calls > 0) order.push_back(&k);
+      if (k.calls > 0) order.emplace_back(&k, total_of(k));
     }
-    if (other_kernels_.calls > 0) order.push_back(&other_kernels_);
-    std::sort(order.begin(), order.end(), [](const kernel_stats* a, const kernel_stats* b) {
-      if (a->total_ns != b->total_ns) return a->total_ns > b->total_ns;
-      return a->mangled < b->mangled;
+    if (other_kernels_.calls > 0) order.emplace_back(&other_kernels_, total_of(other_kernels_));
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      if (a.second != b.second) return a.second > b.second;
+      return a.first->mangled < b.first->mangled;
     });
     if (limit != 0 && order.size() > limit) order.resize(limit);
     std::vector<kernel_summary> out;
     out.reserve(order.size());
-    for (const kernel_stats* k : order) out.push_back(k->summary());
+    for (const auto& entry : order) {
+      kernel_summary s = entry.first->summary();
+      const auto it = scaled.find(entry.first);
+      if (it != scaled.end()) {
+        s.scaled_calls = it->second.first;
+        s.scaled_ns = it->second.second;
+        s.calls += s.scaled_calls;
+        s.total_ns += s.scaled_ns;
+      }
+      out.push_back(std::move(s));
+    }
     return out;
   }
 

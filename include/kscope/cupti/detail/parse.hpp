@@ -13,7 +13,8 @@
 //
 // Record versions: CUDA 13's CONCURRENT_KERNEL record is CUpti_ActivityKernel10, MEMCPY is
 // CUpti_ActivityMemcpy6, MEMSET is CUpti_ActivityMemset4, SYNCHRONIZATION is
-// CUpti_ActivitySynchronization2 (the fields read are where version 1 has them). Every field kscope reads sits at
+// CUpti_ActivitySynchronization2 (the fields read are where version 1 has them), GRAPH_TRACE
+// is CUpti_ActivityGraphTrace2. Every field kscope reads sits at
 // the same offset in the CUDA 12 versions (Kernel8/9, Memcpy5, Memset3) — asserted below —
 // so a CUDA 12 libcupti (whose buffers hold the older structs) is read correctly too.
 #pragma once
@@ -35,6 +36,7 @@ using cupti_memcpy_record = CUpti_ActivityMemcpy6;
 using cupti_memcpy_p2p_record = CUpti_ActivityMemcpyPtoP4;
 using cupti_memset_record = CUpti_ActivityMemset4;
 using cupti_sync_record = CUpti_ActivitySynchronization2;
+using cupti_graph_record = CUpti_ActivityGraphTrace2;
 
 #define KSCOPE_DETAIL_SAME_OFFSET(a, b, field) \
   static_assert(offsetof(a, field) == offsetof(b, field), #a " and " #b " disagree on " #field)
@@ -72,6 +74,13 @@ KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, start);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, correlationId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, graphNodeId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, graphId);
+// CUDA 12.x delivers graph-level trace as CUpti_ActivityGraphTrace (no end device/context).
+KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, correlationId);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, start);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, end);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, deviceId);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, graphId);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, streamId);
 #undef KSCOPE_DETAIL_KERNEL_LAYOUT
 #undef KSCOPE_DETAIL_SAME_OFFSET
 
@@ -188,6 +197,21 @@ inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
       r.kind = to_sync_kind(y->type);
       return true;
     }
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+      const auto* g = reinterpret_cast<const cupti_graph_record*>(record);
+      graph_record& r = out.graph;
+      out.kind = activity_kind::graph;
+      r = graph_record{};
+      r.correlation_id = g->correlationId;
+      // INT_MAX: "the start is on the host" (a graph whose first node is a host node).
+      r.device = g->deviceId == 0x7fffffffu ? 0 : g->deviceId;
+      r.context = g->contextId == 0x7fffffffu ? 0 : g->contextId;
+      r.stream = g->streamId;
+      r.start_ns = to_kscope_ns(g->start, clock_offset_ns);
+      r.end_ns = to_kscope_ns(g->end, clock_offset_ns);
+      r.graph_id = g->graphId;
+      return true;
+    }
     default:
       out.kind = activity_kind::other;
       return false;
@@ -206,6 +230,7 @@ inline std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
     case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(cupti_memcpy_p2p_record);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(cupti_memset_record);
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(cupti_sync_record);
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: return sizeof(cupti_graph_record);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_RUNTIME:

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""What instrumenting a serving loop costs: examples/serving under each kscope configuration.
+
+Runs the serving example (closed loop, fixed batch) in three workloads and several kscope
+configurations, interleaved (every configuration once per round, rounds repeated), each run
+in its own process, and prints the mean steady step time of each configuration relative to
+the same workload with no instrumentation: the median ratio over the rounds, with its range.
+Cost per eager launch and per graph node is derived from the kernels per step that the
+collector counted. Run on the GPU machine by bench/serving_overhead.sh.
+
+  python3 bench/serving_overhead.py --build after=build/examples [--build before=old/examples]
+      [--variants graph,eager,gpu] [--configs 'none scopes collector ...'] [--rounds 3]
+      [--csv out.csv] [--log-dir logs]
+
+Configurations (environment of the run; `none` runs serving_uninstrumented, the same source
+compiled with KSCOPE_DISABLE):
+  none        KSCOPE_DISABLE build, KSCOPE_CUPTI=0: no scope, no NVTX, no CUPTI
+  scopes      KSCOPE_CUPTI=0: scopes (NVTX ranges, CUDA events), no collector
+  collector   the example's enable_cupti(): the activity collector with its defaults
+  sampling    + KSCOPE_METRIC_SAMPLING=1 (PM sampling at its default interval)
+  counters    + KSCOPE_COUNTERS=1 (per-scope hardware counters on sampled calls)
+  production  KSCOPE_PRODUCTION=1 (the production preset)
+  name:VAR=value[;VAR=value]   any other configuration (a name starting with bare- runs the
+              uninstrumented binary) (configurations are separated by
+              blanks), e.g. 'lean:KSCOPE_CUPTI_OPTIONS=sync=0,memcpy=0'
+"""
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+# Workloads: closed loop (each client sends its next request when its last is done), so
+# steps run back to back at a full batch; sizes give a run of about a second.
+VARIANTS = {
+    # Decode replayed as CUDA graphs: ~75 kernel nodes per step, small kernels.
+    "graph": ["--graph", "--hidden", "1024", "--layers", "8", "--batch", "32", "--concurrency", "32",
+              "--requests", "256", "--prompt", "64", "--output", "64"],
+    # Eager decode: ~300 launches per step of small kernels (launch-bound).
+    "eager": ["--hidden", "1024", "--layers", "32", "--batch", "32", "--concurrency", "32",
+              "--requests", "192", "--prompt", "64", "--output", "64"],
+    # Long kernels: ~220 launches per step of large GEMMs, several ms per step (GPU-bound).
+    "gpu": ["--hidden", "8192", "--layers", "24", "--batch", "32", "--concurrency", "32",
+            "--requests", "64", "--prompt", "64", "--output", "32"],
+}
+
+BASE_CONFIGS = {
+    "none": {"KSCOPE_CUPTI": "0"},
+    "scopes": {"KSCOPE_CUPTI": "0"},
+    "collector": {},
+    "sampling": {"KSCOPE_METRIC_SAMPLING": "1"},
+    "counters": {"KSCOPE_COUNTERS": "1"},
+    "production": {"KSCOPE_PRODUCTION": "1"},
+}
+
+STEP_LINE = re.compile(r"step time\s+mean ([0-9.]+) us\s+p50 ([0-9.]+) us\s+p99 ([0-9.]+) us\s+max ([0-9.]+) us\s+"
+                       r"\((\d+) steady steps of (\d+)\)")
+WORK_LINE = re.compile(r"GPU work per step\s+([0-9.]+) kernels, ([0-9.]+) copies")
+ATTRIBUTION = re.compile(r"attribution: (\d+) records in (\d+) ms of CPU")
+
+
+def parse_config(text):
+    if text in BASE_CONFIGS:
+        return text, dict(BASE_CONFIGS[text]), text == "none"
+    if ":" not in text:
+        raise SystemExit(f"serving_overhead: unknown configuration '{text}' (known: {', '.join(BASE_CONFIGS)}, "
+                         "or name:VAR=value;VAR=value)")
+    name, assignments = text.split(":", 1)
+    # A name starting with "bare-" runs the uninstrumented binary (e.g. CUPTI alone,
+    # injected with CUDA_INJECTION64_PATH, on a loop kscope does not watch).
+    bare = name.startswith("bare-")
+    env = {}
+    for item in assignments.split(";"):
+        if "=" not in item:
+            raise SystemExit(f"serving_overhead: '{item}' in '{text}' is not VAR=value")
+        key, value = item.split("=", 1)
+        env[key] = value
+    if bare:
+        env.setdefault("KSCOPE_CUPTI", "0")
+    return name, env, bare
+
+
+def run_once(binary, args, env_extra, timeout, log_path):
+    env = dict(os.environ)
+    for key in ("KSCOPE_CUPTI", "KSCOPE_METRIC_SAMPLING", "KSCOPE_COUNTERS", "KSCOPE_PRODUCTION",
+                "KSCOPE_CUPTI_OPTIONS"):
+        env.pop(key, None)
+    env.update(env_extra)
+    start = time.monotonic()
+    try:
+        p = subprocess.run([binary] + args + ["--quiet"], env=env, capture_output=True, text=True, timeout=timeout)
+        out, code = p.stdout + p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out += f"\nserving_overhead: killed after {timeout} s\n"
+        code = "timeout"
+    wall = time.monotonic() - start
+    if log_path:
+        with open(log_path, "w") as f:
+            f.write(" ".join(f"{k}={v}" for k, v in env_extra.items()) + " " + binary + " " + " ".join(args) + "\n")
+            f.write(out)
+    m = STEP_LINE.search(out)
+    w = WORK_LINE.search(out)
+    at = ATTRIBUTION.search(out)
+    return {
+        "code": code,
+        "wall_s": wall,
+        "mean_us": float(m.group(1)) if m else float("nan"),
+        "p50_us": float(m.group(2)) if m else float("nan"),
+        "p99_us": float(m.group(3)) if m else float("nan"),
+        "max_us": float(m.group(4)) if m else float("nan"),
+        "kernels_per_step": float(w.group(1)) if w else float("nan"),
+        "attribution_ms": float(at.group(2)) if at else float("nan"),
+    }
+
+
+def median(values):
+    values = [v for v in values if v == v]
+    return statistics.median(values) if values else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", action="append", required=True, help="NAME=DIR holding serving and serving_uninstrumented")
+    ap.add_argument("--variants", default="graph,eager,gpu")
+    ap.add_argument("--configs", default="none scopes collector sampling counters production",
+                    help="configurations separated by blanks")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--csv", default="")
+    ap.add_argument("--log-dir", default="")
+    a = ap.parse_args()
+
+    builds = []
+    for b in a.build:
+        name, _, directory = b.partition("=")
+        builds.append((name, directory))
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"serving_overhead: unknown variant '{v}' (known: {', '.join(VARIANTS)})")
+    configs = [parse_config(c) for c in a.configs.split()]
+    if a.log_dir:
+        os.makedirs(a.log_dir, exist_ok=True)
+
+    results = {}  # (build, variant, config) -> list of runs
+    rows = []
+    for r in range(a.rounds):
+        for variant in variants:
+            for build, directory in builds:
+                for name, env, uninstrumented in configs:
+                    binary = os.path.join(directory, "serving_uninstrumented" if uninstrumented else "serving")
+                    log = os.path.join(a.log_dir, f"{build}_{variant}_{name}_{r}.log") if a.log_dir else ""
+                    res = run_once(binary, VARIANTS[variant], env, a.timeout, log)
+                    results.setdefault((build, variant, name), []).append(res)
+                    rows.append(dict(round=r, build=build, variant=variant, config=name, **res))
+                    print(f"round {r} {build:>7} {variant:>5} {name:>12}: mean {res['mean_us']:9.1f} us  "
+                          f"p99 {res['p99_us']:9.1f}  max {res['max_us']:10.1f}  kernels/step "
+                          f"{res['kernels_per_step']:6.1f}  attribution {res['attribution_ms']:.0f} ms  exit {res['code']}  {res['wall_s']:.1f} s", flush=True)
+
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+
+    # Ratios per round against the same build's (or the first build's) uninstrumented run
+    # of the same round: interleaving makes each round's pair see the same machine state.
+    print()
+    print("| build | workload | configuration | mean step | ratio to none (median [min-max] over rounds) | "
+          "p99 step | max step | kernels/step | added per kernel |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for variant in variants:
+        kernels = median([res["kernels_per_step"] for (b, v, c), runs in results.items() if v == variant
+                          for res in runs])
+        for build, _ in builds:
+            base_build = build if (build, variant, "none") in results else builds[0][0]
+            base = results.get((base_build, variant, "none"))
+            for name, _, _ in configs:
+                runs = results.get((build, variant, name), [])
+                if not runs:
+                    continue
+                means = [res["mean_us"] for res in runs]
+                ratios = []
+                if base:
+                    for i, res in enumerate(runs):
+                        if i < len(base) and base[i]["mean_us"] == base[i]["mean_us"] and res["mean_us"] == res["mean_us"]:
+                            ratios.append(res["mean_us"] / base[i]["mean_us"])
+                m = median(means)
+                ratio = median(ratios)
+                spread = f"[{min(ratios):.3f}-{max(ratios):.3f}]" if ratios else ""
+                base_mean = median([res["mean_us"] for res in base]) if base else float("nan")
+                per_kernel = (m - base_mean) / kernels if kernels == kernels and kernels > 0 else float("nan")
+                failed = [str(res["code"]) for res in runs if res["code"] != 0]
+                note = f" (exit {', '.join(failed)})" if failed else ""
+                print(f"| {build} | {variant} | {name}{note} | {m:.1f} us | {ratio:.3f} {spread} | "
+                      f"{median([r['p99_us'] for r in runs]):.1f} us | {median([r['max_us'] for r in runs]):.1f} us | "
+                      f"{kernels:.1f} | {per_kernel:+.2f} us |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

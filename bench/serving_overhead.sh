@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The cost of watching a serving loop, on the GPU machine: builds examples/serving twice
+# (with kscope, and with every scope compiled out) against this tree's headers, and
+# optionally against an older copy of include/ (BEFORE=dir: the same loop on the old
+# library, so before and after share one run), then runs bench/serving_overhead.py with
+# every configuration interleaved. Logs and the table go to $OUT/serving_overhead.tgz and
+# $OUT/serving_overhead.md.
+#
+#   bash bench/serving_overhead.sh                         # this tree only
+#   BEFORE=.before/include bash bench/serving_overhead.sh  # old headers too
+#   VARIANTS=eager CONFIGS='none collector nosync:KSCOPE_CUPTI_OPTIONS=sync=0' ROUNDS=3 bash bench/serving_overhead.sh
+#
+# The before/after copy of include/ is made where git is: `git archive <commit> include |
+# tar -x -C .before` (and carried to the GPU machine).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+final=${OUT:-$root/out}
+mkdir -p "$final"
+work=$(mktemp -d)
+export PATH=/usr/local/cuda/bin:$PATH
+arch=${CUDA_ARCH:-90}
+flags=(-O2 -std=c++17 -arch=sm_$arch -DKSCOPE_HAS_CUDA=1 -Xcompiler -pthread -ldl)
+
+build_pair() {  # $1 name, $2 include dir
+  mkdir -p "$work/$1"
+  nvcc "${flags[@]}" -I"$2" "$root/examples/serving.cu" -o "$work/$1/serving" > "$work/$1/build.log" 2>&1 &
+  nvcc "${flags[@]}" -DKSCOPE_DISABLE -I"$2" "$root/examples/serving.cu" -o "$work/$1/serving_uninstrumented" \
+    > "$work/$1/build_uninstrumented.log" 2>&1 &
+}
+start=$(date +%s)
+build_pair after "$root/include"
+builds=(--build "after=$work/after")
+if [ -n "${BEFORE:-}" ]; then
+  build_pair before "$BEFORE"
+  builds=(--build "before=$work/before" "${builds[@]}")
+fi
+wait
+echo "build: $(( $(date +%s) - start )) s"
+for b in after ${BEFORE:+before}; do
+  for exe in serving serving_uninstrumented; do
+    [ -x "$work/$b/$exe" ] || { echo "$b/$exe did not build:"; tail -20 "$work/$b/build"*.log; }
+  done
+done
+{
+  echo "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1); $(nvcc --version | tail -1)"
+  echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+} | tee "$work/machine.txt"
+python3 "$root/bench/serving_overhead.py" "${builds[@]}" --variants "${VARIANTS:-graph,eager,gpu}" \
+  --configs "${CONFIGS:-none scopes collector sampling counters production}" --rounds "${ROUNDS:-3}" \
+  --timeout "${RUN_TIMEOUT:-120}" --csv "$work/serving_overhead.csv" --log-dir "$work/logs" | tee "$work/table.txt"
+cat "$work/machine.txt" "$work/table.txt" > "$final/serving_overhead.md"
+tar -czf "$final/serving_overhead.tgz" -C "$work" --exclude='serving' --exclude='serving_uninstrumented' .
