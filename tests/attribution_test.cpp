@@ -1245,7 +1245,7 @@ TEST_CASE("graph_replay_sampler: first replays and every k-th per graph, unknown
 
 TEST_CASE("KSCOPE_CUPTI_OPTIONS: every key, bad values named, the rest applied") {
   kscope::cupti_options o;
-  CHECK(o.graphs == kscope::graph_tracing::node);
+  CHECK(o.graphs == kscope::graph_tracing::sampled);
   auto problems = kscope::apply_cupti_options_text(
       " sync=off, memcpy=0 ,memset=no,driver_api=1,runtime_api=false,graphs=node,graph_first=5,graph_every=0,"
       "buffer_mb=4,buffers=16,flush_ms=250",

@@ -207,7 +207,7 @@ TEST_CASE("aggregation: sums of counts, duration-weighted means of percentages, 
   kscope::counter_values a, b, c;
   a.values = {{duration, 100}, {dram_read, 1000}, {sm_pct, 20}, {"smsp__cycles_active.max", 5}};
   b.values = {{duration, 300}, {dram_read, 3000}, {sm_pct, 60}, {"smsp__cycles_active.max", 9}};
-  c.values = {{duration, 600}, {dram_read, 6000}};  // no SM throughput: counted as missing for it
+  c.values = {{duration, 600}, {dram_read, 6000}};  // its call did not collect SM throughput
   kscope::counter_aggregate scope;
   scope.add_call({a, b});
   scope.add_call({c});
@@ -221,7 +221,11 @@ TEST_CASE("aggregation: sums of counts, duration-weighted means of percentages, 
   const auto sm = scope.find(sm_pct);
   REQUIRE(sm);
   CHECK(sm->kernels == 2);
-  CHECK(sm->missing == 1);
+  // The second call's group did not hold SM throughput: not missing, just not measured there
+  // (a percentage is a mean over the calls that measured it, so it is not scaled).
+  CHECK(sm->missing == 0);
+  CHECK(sm->calls == 1);
+  CHECK(scope.find(dram_read)->calls == 2);
   CHECK(sm->weighted);
   CHECK(sm->how == kscope::metric_aggregation::duration_weighted_mean);
   CHECK(!scope.find("never.sum"));
@@ -889,4 +893,103 @@ TEST_CASE("profile_counters refuses bad options before touching the GPU, and nev
   CHECK(r.state == kscope::counter_state::invalid_request);
   CHECK(contains(r.message, "range_name"));
   CHECK(calls == 0);
+}
+
+TEST_CASE("aggregation under rotating one-pass groups: sums scaled to every call, each metric's calls counted") {
+  // Four calls, two groups: A = {duration, dram_read} in calls 1 and 3, B = {duration, sm_pct,
+  // fp32_fma} in calls 2 and 4; each call runs two kernels.
+  const std::string fma = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum";
+  kscope::counter_aggregate scope;
+  for (int call = 0; call < 4; ++call) {
+    kscope::counter_values k1, k2;
+    if (call % 2 == 0) {
+      k1.values = {{duration, 100}, {dram_read, 1000}};
+      k2.values = {{duration, 100}, {dram_read, 3000}};
+    } else {
+      k1.values = {{duration, 100}, {sm_pct, 40}, {fma, 10}};
+      k2.values = {{duration, 300}, {sm_pct, 80}};  // this kernel's FMA count was not given: missing
+    }
+    scope.add_call({k1, k2});
+  }
+  CHECK(scope.calls() == 4);
+  CHECK(scope.kernels() == 8);
+  // duration in every call: 4 x (200 or 400) = 1200, not scaled.
+  CHECK(scope.total(duration) == 1200);
+  CHECK(scope.find(duration)->calls == 4);
+  // DRAM reads from 2 of 4 calls (2 x 4000 = 8000), scaled to 4 calls: 16000 (4000 per call).
+  CHECK(scope.find(dram_read)->calls == 2);
+  CHECK(scope.total(dram_read) == doctest::Approx(16000));
+  CHECK(scope.find(dram_read)->missing == 0);
+  // A percentage is the duration-weighted mean over the calls that measured it: (40 + 240) / 4 = 70.
+  CHECK(scope.total(sm_pct) == doctest::Approx(70.0));
+  CHECK(scope.find(sm_pct)->calls == 2);
+  // FMA: 2 kernels measured of the 4 in its two calls; 20 over 2 calls -> 40 for 4.
+  CHECK(scope.find(fma)->missing == 2);
+  CHECK(scope.total(fma) == doctest::Approx(40));
+}
+
+TEST_CASE("one-pass plan: stand-ins for multi-pass metrics, first-fit groups, duration in each") {
+  // A fake device: sm__throughput needs 8 passes, lts__throughput 4 (its one-pass stand-in is
+  // the catalog's next name), gpu__compute_memory_throughput 5 with no stand-in; any three
+  // other metrics fit in one pass (duration does not count).
+  const auto passes = [](const std::vector<std::string>& names) -> std::size_t {
+    std::size_t others = 0;
+    for (const std::string& n : names) {
+      if (n == "sm__throughput.avg.pct_of_peak_sustained_elapsed") return names.size() == 1 ? 8 : 9;
+      if (n == "lts__throughput.avg.pct_of_peak_sustained_elapsed") return 4;
+      if (n == "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed") return 5;
+      if (n == "not.offered") return 0;
+      if (n != "gpu__time_duration.sum") ++others;
+    }
+    return others <= 3 ? 1 : 2;
+  };
+  const std::vector<std::string> wanted = {"gpu__time_duration.sum",
+                                           "dram__bytes_read.sum",
+                                           "dram__bytes_write.sum",
+                                           "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                                           "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                                           "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                                           "lts__t_bytes.sum",
+                                           "l1tex__t_bytes.sum",
+                                           "not.offered",
+                                           "dram__bytes_read.sum"};
+  const kscope::one_pass_plan plan = kscope::plan_one_pass_groups(wanted, passes);
+  // Singles in order: read, write, lts sectors (stand-in), lts bytes, l1 bytes.
+  REQUIRE(plan.groups.size() == 2);
+  CHECK(plan.groups[0] == std::vector<std::string>{"gpu__time_duration.sum", "dram__bytes_read.sum",
+                                                   "dram__bytes_write.sum",
+                                                   "lts__t_sectors.avg.pct_of_peak_sustained_elapsed"});
+  CHECK(plan.groups[1] == std::vector<std::string>{"gpu__time_duration.sum", "lts__t_bytes.sum", "l1tex__t_bytes.sum"});
+  for (const auto& g : plan.groups) CHECK(passes(g) == 1);
+  REQUIRE(plan.notes.size() == 4);
+  CHECK(plan.notes[0].find("sm__throughput") == 0);
+  CHECK(plan.notes[0].find("needs 8 passes alone: not collected per scope") != std::string::npos);
+  CHECK(plan.notes[1].find("collect lts__t_sectors.avg.pct_of_peak_sustained_elapsed instead") != std::string::npos);
+  CHECK(plan.notes[2].find("needs 5 passes alone") != std::string::npos);
+  CHECK(plan.notes[3].find("not.offered cannot be configured") == 0);
+  // Nothing collectable: one group with the duration alone.
+  CHECK(kscope::plan_one_pass_groups({"not.offered"}, passes).groups.size() == 1);
+}
+
+TEST_CASE("classify without the speed-of-light rollups: the busiest measured unit stands in, and says so") {
+  kscope::classification_input in;
+  in.counters = {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 81},
+                 {"lts__t_sectors.avg.pct_of_peak_sustained_elapsed", 55},
+                 {"smsp__issue_active.avg.pct_of_peak_sustained_active", 22},
+                 {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 3}};
+  const kscope::classification c = kscope::classify(in);
+  CHECK(c.verdict.kind == kscope::bottleneck::memory);
+  CHECK(c.verdict.where == "DRAM");
+  bool said_sm = false, said_mem = false;
+  for (const std::string& m : c.missing) {
+    said_sm = said_sm || (m.find("sm__throughput") == 0 && m.find("smsp__issue_active") != std::string::npos);
+    said_mem = said_mem || (m.find("gpu__compute_memory_throughput") == 0 &&
+                            m.find("dram__throughput") != std::string::npos);
+  }
+  CHECK(said_sm);
+  CHECK(said_mem);
+  // Nothing of either side measured: still undetermined, never guessed.
+  kscope::classification_input none;
+  none.counters = {{"dram__bytes_read.sum", 1e6}};
+  CHECK(kscope::classify(none).verdict.kind == kscope::bottleneck::undetermined);
 }

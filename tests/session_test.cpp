@@ -435,3 +435,33 @@ TEST_CASE("the report accounts GPU time per call and lists requests") {
   session.set_gpu_activity_source(nullptr);
   session.reset();
 }
+
+TEST_CASE("the production preset: graphs sampled, low-rate metric sampling, no per-scope counters") {
+  const kscope::production_options p = kscope::production_preset();
+  CHECK(p.cupti.graphs == kscope::graph_tracing::sampled);
+  CHECK(p.cupti.graph_first >= 1);
+  CHECK(p.cupti.graph_every > 0);
+  CHECK(p.metric_sampling);
+  // Ten times sparser than the default sampler, its decoder on a twentieth of one core.
+  CHECK(p.sampling.sampler.interval_ns == 10 * kscope::metric_sampler_options{}.interval_ns);
+  CHECK(p.sampling.sampler.max_decoder_share == doctest::Approx(0.05));
+  CHECK(p.sampling.sampler.max_decoder_share < kscope::metric_sampler_options{}.max_decoder_share);
+  // The collector and the sampler are what it turns on; counters stay off.
+  kscope::production_options lean = p;
+  lean.metric_sampling = false;
+  (void)kscope::session::global().enable_production(lean);  // no GPU here: refused, with its reason
+  const kscope::session_report r = kscope::session::global().report();
+  CHECK_FALSE(r.counters.has_value());
+}
+
+TEST_CASE("environment words: trimmed, any case, nothing else") {
+  using kscope::detail::equals_word;
+  CHECK(equals_word("kernel", "kernel"));
+  CHECK(equals_word(" KERNEL\t", "kernel"));
+  CHECK(equals_word("Kernel\n", "kernel"));
+  CHECK_FALSE(equals_word("kernels", "kernel"));
+  CHECK_FALSE(equals_word("kern", "kernel"));
+  CHECK_FALSE(equals_word("", "kernel"));
+  CHECK_FALSE(equals_word(nullptr, "kernel"));
+  CHECK_FALSE(equals_word("kernel x", "kernel"));
+}

@@ -13,6 +13,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -70,13 +75,17 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
   int sms = 0;
   REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
+  // Each call's host time: calls 1, 2, 7 and 12 are the profiled ones.
+  std::vector<double> copy_ms;
   for (int call = 0; call < 12; ++call) {
+    const auto t0 = std::chrono::steady_clock::now();
     {
       kscope::scope s{"sc_copy"};
       s.set_work({0, 2.0 * static_cast<double>(bytes)});
       sc_copy<<<sms * 8, 256>>>(src, dst, bytes / sizeof(float4));
       REQUIRE_CUDA(cudaDeviceSynchronize());
     }
+    copy_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     {
       kscope::scope s{"sc_gemm"};
       s.set_work({2.0 * n * n * n, 0});
@@ -114,15 +123,35 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
   const kscope::scope_counter_report& gc = *gemm->counters;
   CHECK(cc.profiled_calls == 4);
   CHECK(cc.kernels == 4);
-  // Read + written. Kernel replay in several passes: the write count holds what CUPTI's
-  // memory save and restore left dirty in the L2 (~23 MB on an H200) and misses what the
-  // copy left dirty at its end (~22 MB), and no write-back is recorded; the report's note
-  // says so (user replay is exact, tests/gpu/counters_test.cu).
+  // Read + written, with the write-back the trailing L2 sweep measured: one pass per call,
+  // no memory restore, so the writes are the copy's own (tests/gpu/counters_test.cu).
   const double dram_per_call = cc.per_call(kscope::dram_bytes_moved(cc.totals));
   std::printf("SCOUNT sc_copy DRAM per call %.4g bytes (declared %.4g): %s\n", dram_per_call,
               2.0 * static_cast<double>(bytes), cc.classified.verdict.text.c_str());
   CHECK(dram_per_call == doctest::Approx(2.0 * static_cast<double>(bytes)).epsilon(0.03));
-  CHECK_MESSAGE(text.find("kernel replay in") != std::string::npos, "the replay note is missing from the report");
+  // One pass per call (the default): no kernel replay, so no replay note; the groups rotate,
+  // and each metric says how many of the 4 calls it rests on.
+  CHECK_MESSAGE(text.find("kernel replay in") == std::string::npos, "a one-pass call got the replay note");
+  CHECK(cc.groups >= 1);
+  for (const auto& [name, calls] : cc.metric_calls) {
+    CHECK_MESSAGE(calls >= 4 / cc.groups, name);
+    CHECK(calls <= 4);
+  }
+  if (cc.groups > 1) CHECK(text.find("one-pass groups rotated") != std::string::npos);
+  std::printf("SCOUNT %zu one-pass groups; metric calls:", cc.groups);
+  for (const auto& [name, calls] : cc.metric_calls) std::printf(" %s=%zu", name.c_str(), calls);
+  std::printf("\n");
+  // What a profiled call costs against an unprofiled one (host time of the whole call).
+  std::vector<double> timed;
+  double profiled_max = 0;
+  for (int call = 0; call < 12; ++call) {
+    const bool profiled = call < 2 || call == 6 || call == 11;
+    if (profiled) profiled_max = std::max(profiled_max, copy_ms[call]);
+    else timed.push_back(copy_ms[call]);
+  }
+  std::sort(timed.begin(), timed.end());
+  std::printf("SCOUNT sc_copy call: unprofiled median %.3f ms, profiled max %.3f ms (%.2fx)\n", timed[timed.size() / 2],
+              profiled_max, profiled_max / timed[timed.size() / 2]);
   CHECK(cc.classified.verdict.kind == kscope::bottleneck::memory);
   const double fp32 = gc.per_call(gc.measured.flops.of(kscope::data_type::fp32).flops);
   std::printf("SCOUNT sc_gemm FP32 FLOPs per call %.0f (2 n^3 = %.0f): %s\n", fp32, 2.0 * n * n * n,
@@ -138,4 +167,45 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
   for (void* p : {static_cast<void*>(src), static_cast<void*>(dst), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(c)})
     (void)cudaFree(p);
+}
+
+TEST_CASE("per-scope counters with kernel replay when asked: every metric in each call, the replay note") {
+  auto& session = kscope::session::global();
+  session.enable_cupti();
+  session.reset();
+  kscope::scope_counter_sampler::global().reset();
+  kscope::scope_counter_options options;
+  options.first_calls = 2;
+  options.every = 0;
+  options.kernel_replay = true;
+  if (!session.enable_counters(options)) {
+    MESSAGE("per-scope counters not enabled here");
+    return;
+  }
+  const std::size_t bytes = std::size_t(64) << 20;
+  float4 *src = nullptr, *dst = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&src, bytes));
+  REQUIRE_CUDA(cudaMalloc(&dst, bytes));
+  REQUIRE_CUDA(cudaMemset(src, 1, bytes));
+  int sms = 0;
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (int call = 0; call < 3; ++call) {
+    kscope::scope s{"sc_replayed"};
+    sc_copy<<<sms * 8, 256>>>(src, dst, bytes / sizeof(float4));
+    REQUIRE_CUDA(cudaDeviceSynchronize());
+  }
+  session.disable_counters();
+  const kscope::session_report r = session.report();
+  const kscope::scope_report* s = r.find("sc_replayed");
+  REQUIRE(s != nullptr);
+  REQUIRE(s->counters.has_value());
+  CHECK(s->counters->profiled_calls == 2);
+  CHECK(s->counters->groups == 1);
+  // Every metric in both calls, the speed-of-light rollups included (kernel replay).
+  for (const auto& [name, calls] : s->counters->metric_calls) CHECK_MESSAGE(calls == 2, name);
+  CHECK(std::isfinite(kscope::metric_value(s->counters->totals, kscope::counter_metric::sm_throughput)));
+  CHECK_MESSAGE(r.text().find("kernel replay in") != std::string::npos, "the replay note is missing from the report");
+  (void)cudaFree(src);
+  (void)cudaFree(dst);
+  session.reset();
 }

@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <optional>
@@ -110,6 +111,9 @@ enum class counter_metric : std::uint8_t {
   alu_pipe_active,
   fp64_pipe_active,
   lsu_pipe_active,
+  // One pass, in the per-scope set: the SM's issue slots in use, one stand-in for the
+  // SM throughput that needs several passes (classify's one-pass fallback).
+  issue_active,
 };
 
 // How values of one metric from several kernels combine into a scope's value.
@@ -218,12 +222,18 @@ struct metric_info {
        a::duration_weighted_mean, true, false, ""},
       {m::dram_throughput, {"dram__throughput.avg.pct_of_peak_sustained_elapsed"},
        "DRAM throughput as % of its peak", "%", a::duration_weighted_mean, true, false, ""},
-      {m::l2_throughput, {"lts__throughput.avg.pct_of_peak_sustained_elapsed"}, "L2 throughput as % of its peak",
-       "%", a::duration_weighted_mean, true, false, ""},
+      {m::l2_throughput,
+       {"lts__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sectors.avg.pct_of_peak_sustained_elapsed"},
+       "L2 throughput as % of its peak", "%", a::duration_weighted_mean, true, false,
+       "the first needs 4 passes on GH100; the second (L2 sectors as % of peak, one pass) is a lower bound the "
+       "per-scope counters collect instead"},
       {m::l1_throughput,
-       {"l1tex__throughput.avg.pct_of_peak_sustained_active", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed"},
+       {"l1tex__throughput.avg.pct_of_peak_sustained_active", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+        "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed"},
        "L1/TEX throughput as % of its peak (over the cycles L1 was active)", "%", a::duration_weighted_mean, true,
-       false, ""},
+       false,
+       "the first two need 4-5 passes on GH100; the third (L1 load/store wavefronts as % of peak, one pass) is a "
+       "lower bound the per-scope counters collect instead"},
       {m::achieved_occupancy, {"sm__warps_active.avg.pct_of_peak_sustained_active"},
        "achieved occupancy: resident warps as % of the SM's maximum, over active cycles", "%",
        a::duration_weighted_mean, true, false, ""},
@@ -244,6 +254,9 @@ struct metric_info {
       {m::lsu_pipe_active, {"sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"},
        "load/store pipe issue rate as % of its peak", "%", a::duration_weighted_mean, false, true,
        "name from Nsight Compute's compute workload section; not yet probed"},
+      {m::issue_active, {"smsp__issue_active.avg.pct_of_peak_sustained_active"},
+       "share of active cycles the warp schedulers issued an instruction", "%", a::duration_weighted_mean, false,
+       false, "one pass on GH100 (profiler host API); with the pipe metrics it stands in for sm__throughput"},
   };
   return catalog;
 }
@@ -284,6 +297,83 @@ struct metric_info {
                             counter_metric::lsu_pipe_active})
     out.emplace_back(metric_info_of(id).name());
   return out;
+}
+
+// What per-scope counters collect by default (scope_counters.hpp): the default set, the
+// pipe utilisations and the issue rate. Metrics that need several passes alone
+// (sm__throughput, the memory throughput rollups) cannot be had in the one pass a running
+// program's call gets; plan_one_pass_groups() takes their one-pass stand-ins (catalog
+// fallbacks) or leaves them out, and classify() falls back on the busiest measured unit.
+[[nodiscard]] inline std::vector<std::string> scope_metric_names() {
+  std::vector<std::string> out = default_metric_names();
+  for (const std::string& n : pipe_metric_names()) out.push_back(n);
+  out.emplace_back(metric_info_of(counter_metric::issue_active).name());
+  return out;
+}
+
+// How per-scope counters collect without replay: each profiled call gets one group of
+// metrics that fits in ONE pass (no kernel replay, so no save and restore of device
+// memory), and the groups rotate over a scope's profiled calls; after as many calls as
+// groups every metric was measured once. The GPU time of each kernel is in every group,
+// so each call's rates have their own time base.
+struct one_pass_plan {
+  std::vector<std::vector<std::string>> groups;
+  std::vector<std::string> notes;  // stand-ins taken and metrics left out, one line each
+};
+
+// Builds the groups greedily (first fit, request order). `passes(names)` says how many
+// passes a set needs on this device (0: it cannot be configured); a metric that needs more
+// than one pass alone is replaced by the first of its catalog names that needs one, or
+// left out with a note. The CPU tests give a fake `passes`.
+//   auto plan = kscope::plan_one_pass_groups(kscope::scope_metric_names(), count_passes);
+template <class PassCount>
+[[nodiscard]] one_pass_plan plan_one_pass_groups(const std::vector<std::string>& metrics, PassCount&& passes) {
+  one_pass_plan plan;
+  const std::string duration(metric_info_of(counter_metric::duration).name());
+  std::vector<std::string> singles;
+  for (const std::string& name : metrics) {
+    if (name == duration || std::find(singles.begin(), singles.end(), name) != singles.end()) continue;
+    const std::size_t alone = passes(std::vector<std::string>{name});
+    if (alone == 1) {
+      singles.push_back(name);
+      continue;
+    }
+    std::string stand_in;
+    if (const metric_info* info = find_metric_info(name)) {
+      for (std::string_view other : info->names) {
+        if (other == name) continue;
+        if (passes(std::vector<std::string>{std::string(other)}) == 1) {
+          stand_in = std::string(other);
+          break;
+        }
+      }
+    }
+    const std::string why = alone == 0 ? "cannot be configured on this device"
+                                       : "needs " + std::to_string(alone) + " passes alone";
+    if (!stand_in.empty()) {
+      if (std::find(singles.begin(), singles.end(), stand_in) == singles.end()) singles.push_back(stand_in);
+      plan.notes.push_back(name + " " + why + ": per-scope counters (one pass per call) collect " + stand_in +
+                           " instead");
+    } else {
+      plan.notes.push_back(name + " " + why + ": not collected per scope without kernel replay "
+                           "(scope_counter_options::kernel_replay, KSCOPE_COUNTERS=kernel)");
+    }
+  }
+  for (const std::string& name : singles) {
+    bool placed = false;
+    for (std::vector<std::string>& g : plan.groups) {
+      std::vector<std::string> trial = g;
+      trial.push_back(name);
+      if (passes(trial) == 1) {
+        g = std::move(trial);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) plan.groups.push_back({duration, name});
+  }
+  if (plan.groups.empty()) plan.groups.push_back({duration});
+  return plan;
 }
 
 // The value of a quantity under whichever of its names was collected; NaN when none was
@@ -364,7 +454,10 @@ struct aggregated_metric {
   double value = std::numeric_limits<double>::quiet_NaN();  // NaN when no kernel had it
   metric_aggregation how = metric_aggregation::sum;
   std::size_t kernels = 0;  // kernels that had a finite value
-  std::size_t missing = 0;  // kernels added without one
+  std::size_t missing = 0;  // kernels added without one (of the calls that measured it)
+  // Calls that measured it: fewer than the aggregate's calls when one-pass groups rotate
+  // over the calls; a sum is then scaled to all calls (value = sum x calls / this).
+  std::size_t calls = 0;
   // duration_weighted_mean only: false when some kernel with a value had no positive
   // duration, so the plain mean was taken instead.
   bool weighted = true;
@@ -409,10 +502,22 @@ class counter_aggregate {
     }
   }
 
-  // One call of the scope: its kernels are added and the call is counted.
+  // One call of the scope: its kernels are added and the call is counted, and so is the
+  // call for every metric it measured (one-pass groups rotate over calls: a metric rests
+  // on the calls whose group held it).
   void add_call(const std::vector<counter_values>& kernels_of_call) {
     ++calls_;
     for (const counter_values& k : kernels_of_call) add_kernel(k);
+    std::vector<std::string_view> measured;
+    for (const counter_values& k : kernels_of_call)
+      for (const auto& entry : k.values)
+        if (std::find(measured.begin(), measured.end(), entry.first) == measured.end()) measured.push_back(entry.first);
+    for (std::string_view name : measured) {
+      auto it = sums_.find(name);
+      if (it == sums_.end()) it = sums_.emplace(std::string(name), running_metric{aggregation_for(name)}).first;
+      ++it->second.calls;
+      it->second.kernels_of_calls += kernels_of_call.size();
+    }
   }
 
   // Counts a call whose kernels are added one by one with add_kernel().
@@ -454,16 +559,23 @@ class counter_aggregate {
     std::size_t kernels = 0;
     double sum = 0, weighted_sum = 0, weight = 0, max = 0, min = 0;
     bool unweighted_kernels = false;
+    std::size_t calls = 0;             // calls that measured it (add_call); 0: kernels added alone
+    std::size_t kernels_of_calls = 0;  // the kernels of those calls
   };
 
   aggregated_metric finish(const running_metric& r) const {
     aggregated_metric m;
     m.how = r.how;
     m.kernels = r.kernels;
-    m.missing = kernels_ - r.kernels;
+    // Kernels added one by one (count_call) are every call's: the old rule.
+    const bool per_call = r.calls > 0;
+    m.calls = per_call ? r.calls : calls_;
+    m.missing = (per_call ? r.kernels_of_calls : kernels_) - std::min(r.kernels, per_call ? r.kernels_of_calls : kernels_);
     if (r.kernels == 0) return m;
+    const double to_all_calls =
+        per_call && r.calls < calls_ ? static_cast<double>(calls_) / static_cast<double>(r.calls) : 1.0;
     switch (r.how) {
-      case metric_aggregation::sum: m.value = r.sum; break;
+      case metric_aggregation::sum: m.value = r.sum * to_all_calls; break;
       case metric_aggregation::max: m.value = r.max; break;
       case metric_aggregation::min: m.value = r.min; break;
       case metric_aggregation::duration_weighted_mean:
@@ -1346,11 +1458,36 @@ inline finding latency_finding(const classification_input& in, const classificat
   return f;
 }
 
+// The busiest of the measured units standing in for a speed-of-light rollup that was not
+// collected (it needs several passes: per-scope counters get one). A lower bound of the
+// rollup, which is itself the busiest of its units; `missing` says the stand-in was used.
+inline std::optional<evidence> busiest_unit(const metric_values& values, std::initializer_list<counter_metric> units,
+                                            counter_metric rollup, std::vector<std::string>& missing) {
+  std::optional<evidence> best;
+  for (counter_metric id : units) {
+    const auto e = counter_evidence(values, id);
+    if (e && (!best || e->value > best->value)) best = e;
+  }
+  if (best)
+    missing.push_back(std::string(metric_info_of(rollup).name()) + " not measured: the busiest measured unit (" +
+                      best->metric + ") stands in for it, a lower bound");
+  return best;
+}
+
 // The kernel-level verdict from the speed-of-light pair.
 inline finding classify_kernels(const classification_input& in, const classification_thresholds& t,
                                 std::vector<finding>& also, std::vector<std::string>& missing) {
-  const auto sm = counter_evidence(in.counters, counter_metric::sm_throughput);
-  const auto mem = counter_evidence(in.counters, counter_metric::memory_throughput);
+  auto sm = counter_evidence(in.counters, counter_metric::sm_throughput);
+  auto mem = counter_evidence(in.counters, counter_metric::memory_throughput);
+  if (!sm)
+    sm = busiest_unit(in.counters,
+                      {counter_metric::issue_active, counter_metric::tensor_pipe_active, counter_metric::fma_pipe_active,
+                       counter_metric::alu_pipe_active, counter_metric::fp64_pipe_active, counter_metric::lsu_pipe_active},
+                      counter_metric::sm_throughput, missing);
+  if (!mem)
+    mem = busiest_unit(in.counters,
+                       {counter_metric::dram_throughput, counter_metric::l2_throughput, counter_metric::l1_throughput},
+                       counter_metric::memory_throughput, missing);
   if (!sm || !mem) {
     finding f;
     std::string names;

@@ -78,7 +78,7 @@ struct cupti_options {
   bool runtime_api_callbacks = true;
   // CUDA-graph replays: see graph_tracing. Where the driver offers no graph-level trace,
   // graphs are traced node by node and the status says so.
-  graph_tracing graphs = graph_tracing::node;
+  graph_tracing graphs = graph_tracing::sampled;
   std::uint32_t graph_first = 2;    // sampled: each graph's first replays traced per node
   std::uint32_t graph_every = 100;  // sampled: then every k-th replay (0: no more)
   std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics

@@ -291,6 +291,7 @@ struct counter_libraries {
   profiler_api profiler;
   bool profiler_initialized = false;
   std::map<std::string, bool> metric_accepted;  // chip + '\n' + metric name -> config_accepts()
+  std::map<std::string, std::size_t> passes_needed;  // chip + '\n' + names -> count_passes()
 };
 
 inline counter_libraries& counter_library_state() {
@@ -477,6 +478,53 @@ class counter_setup {
     const bool accepted = p.host_config_add_metrics(&add) == CUPTI_SUCCESS;
     libs->metric_accepted.emplace(key, accepted);
     return accepted;
+  }
+
+  // The passes a metric set needs on this device (0 when it cannot be configured), from a
+  // throwaway host object's config image, as begin() builds the real one. Cached per chip
+  // and set: plan_one_pass_groups asks many small questions once per process.
+  std::size_t count_passes(const std::vector<std::string>& names) {
+    std::string key = chip;
+    for (const std::string& n : names) key += '\n' + n;
+    const auto cached = libs->passes_needed.find(key);
+    if (cached != libs->passes_needed.end()) return cached->second;
+    const profiler_api& p = libs->profiler;
+    CUpti_Profiler_Host_Initialize_Params init{};
+    init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    init.pChipName = chip.c_str();
+    init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+    if (p.host_initialize(&init) != CUPTI_SUCCESS) return 0;
+    profiler_host_handle probe;
+    probe.api = &p;
+    probe.object = init.pHostObject;
+    std::vector<const char*> pointers;
+    for (const std::string& n : names) pointers.push_back(n.c_str());
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+    add.pHostObject = probe.object;
+    add.ppMetricNames = pointers.data();
+    add.numMetrics = pointers.size();
+    CUpti_Profiler_Host_GetConfigImageSize_Params size{};
+    size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+    size.pHostObject = probe.object;
+    std::size_t passes = 0;
+    if (p.host_config_add_metrics(&add) == CUPTI_SUCCESS && p.host_get_config_image_size(&size) == CUPTI_SUCCESS) {
+      std::vector<std::uint8_t> image(size.configImageSize);
+      CUpti_Profiler_Host_GetConfigImage_Params get{};
+      get.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+      get.pHostObject = probe.object;
+      get.configImageSize = image.size();
+      get.pConfigImage = image.data();
+      CUpti_Profiler_Host_GetNumOfPasses_Params count{};
+      count.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+      count.configImageSize = image.size();
+      count.pConfigImage = image.data();
+      if (p.host_get_config_image(&get) == CUPTI_SUCCESS && p.host_get_num_of_passes(&count) == CUPTI_SUCCESS)
+        passes = count.numOfPasses;
+    }
+    libs->passes_needed.emplace(key, passes);
+    return passes;
   }
 
   // Records a CUPTI failure: state from the error, message naming the call and the fix.
@@ -1081,6 +1129,41 @@ template <class Work>
                                      [](void* object) { (*static_cast<work_type*>(object))(); }};
   return detail::run_counter_pass(metrics, ref, options);
 }
+
+#if KSCOPE_HAS_RANGE_PROFILER
+namespace detail {
+// The one-pass groups for `metrics` on the current device (core/counters.hpp:
+// plan_one_pass_groups), with the names resolved as a pass resolves them (fallbacks for
+// names the device does not offer). Call with the counter-pass lock held. False, with
+// `why`, when the profiler cannot be set up here.
+inline bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
+                                one_pass_plan& plan, counter_state& state, std::string& why) {
+  counter_setup setup;
+  if (!setup.open(options)) {
+    state = setup.state;
+    why = setup.message;
+    return false;
+  }
+  const std::vector<std::string> bases = setup.base_metrics();
+  const metric_request request = resolve_metric_request(
+      metrics,
+      [&setup, &bases](const std::string& name) {
+        return (bases.empty() || check_metric_name(name, bases).known) && setup.config_accepts(name);
+      },
+      bases);
+  if (!request.ok()) {
+    state = counter_state::unknown_metric;
+    why = "hardware counters not collected on " + setup.chip + ": ";
+    for (std::size_t i = 0; i < request.errors.size(); ++i) why += (i ? "; " : "") + request.errors[i];
+    return false;
+  }
+  plan = plan_one_pass_groups(request.collect,
+                              [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); });
+  plan.notes.insert(plan.notes.begin(), request.notes.begin(), request.notes.end());
+  return true;
+}
+}  // namespace detail
+#endif
 
 // The base metrics the current device offers, or why they cannot be listed.
 //   auto list = kscope::list_counter_metrics();

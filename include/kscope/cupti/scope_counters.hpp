@@ -1,6 +1,7 @@
 // kscope/cupti/scope_counters.hpp — hardware counters per scope in a running program: a
-// bounded sample of each scope's calls is profiled with kernel replay (the range profiler
-// of cupti/counters.hpp), and each profiled call's kernels are added to its scope.
+// bounded sample of each scope's calls is profiled (the range profiler of
+// cupti/counters.hpp), each call once with one group of metrics that fits in one pass, the
+// groups rotating over the calls, and each profiled call's kernels are added to its scope.
 //
 //   kscope::session::global().enable_counters();   // or KSCOPE_COUNTERS=1
 //   ... KSCOPE_SCOPE("decode") { ... } ...         // calls 1, 2, 102, 202, ... profiled
@@ -12,9 +13,14 @@
 // skipped). One pass at a time in the process: the profiled call's thread holds the
 // counter-pass lock from the scope's open to its close.
 //
-// What a profiled call costs, and why its time is never reported: kernel replay runs each
-// kernel once per counter pass (tens of passes for the default metrics) and the pass
-// synchronizes the device at both ends. So the call's record is flagged (scope layer:
+// What a profiled call costs, and why its time is never reported: its kernels run one at a
+// time (one range each) between two device synchronizations and two L2 sweeps; with
+// kernel_replay each kernel also runs once per pass (tens for the default set) with device
+// memory saved and restored around each replay, which is why the default is one pass per
+// call. Metrics that need several passes alone are replaced by one-pass stand-ins or left
+// out (the notes say which; classify() then takes the busiest measured unit for the
+// speed-of-light rollups). Each metric's per-call value rests on the calls whose group
+// held it (counter_aggregate: aggregated_metric::calls). So the call's record is flagged (scope layer:
 // counter_hook.hpp): the recorder counts it as profiled and keeps it out of every timing
 // statistic, scopes opened inside it on its thread too, and its kernels' activity records
 // are kept out of the GPU-activity aggregates (their launches are marked in the
@@ -45,7 +51,14 @@
 namespace kscope {
 
 struct scope_counter_options {
-  std::vector<std::string> metrics;          // empty: default_metric_names() (fallbacks taken)
+  // Empty: scope_metric_names() (default_metric_names() with kernel_replay); fallbacks taken.
+  std::vector<std::string> metrics;
+  // false (the default): each profiled call runs ONCE with one one-pass metric group (user
+  // replay of one pass: no device-memory save and restore, so the program's memory size
+  // does not matter), the groups rotating over each scope's profiled calls. true: every
+  // profiled call gets every metric by kernel replay (each kernel replayed once per pass,
+  // device memory saved and restored around each replay: minutes for a large program).
+  bool kernel_replay = false;
   std::uint32_t first_calls = 2;             // each scope's first calls are profiled
   std::uint32_t every = 100;                 // then every k-th call (0: no more)
   std::uint32_t max_calls_per_scope = 16;    // at most this many profiled calls per scope
@@ -62,6 +75,7 @@ struct scope_counter_totals {
   std::uint64_t kernels = 0;           // kernels profiled over those calls
   std::uint64_t kernels_dropped = 0;   // past max_kernels in a call
   counter_aggregate aggregate;         // every profiled kernel's values
+  std::size_t groups = 1;              // metric groups rotated over the calls (1: every metric each call)
 };
 
 struct scope_counters_snapshot {
@@ -101,10 +115,14 @@ class scope_counter_sampler {
     }
 #if KSCOPE_HAS_RANGE_PROFILER
     enabled_ = true;
+    plan_ = one_pass_plan{};
+    plan_ready_ = false;
     status_ = "per-scope counters: each scope's first " + std::to_string(options_.first_calls) + " calls" +
               (options_.every ? ", then every " + std::to_string(options_.every) + "th" : std::string()) +
-              ", at most " + std::to_string(options_.max_calls_per_scope) +
-              " per scope, profiled with kernel replay (their times are kept out of the statistics)";
+              ", at most " + std::to_string(options_.max_calls_per_scope) + " per scope, profiled " +
+              (options_.kernel_replay ? "with kernel replay, every metric in each call"
+                                      : "once each with one one-pass metric group, the groups rotating over the calls") +
+              " (their times are kept out of the statistics)";
     detail::active_counter_hook.store(&hook_, std::memory_order_release);
     return true;
 #else
@@ -201,7 +219,17 @@ class scope_counter_sampler {
       pass->options.name_kernels = false;  // the collector may hold CUPTI's one subscriber
       pass->options.cupti_library = options_.cupti_library;
       pass->options.nvperf_host_library = options_.nvperf_host_library;
-      if (!pass->run.begin(options_.metrics, pass->options, pass->result) || !pass->run.start_run(pass->result)) {
+      std::vector<std::string> metrics = options_.metrics;
+      if (!options_.kernel_replay) {
+        // One pass, run once: user replay with a one-pass group (no memory save/restore).
+        if (!ensure_plan(pass->options)) return false;
+        const std::uint32_t nth = profiled_[node].load(std::memory_order_relaxed);
+        metrics = plan_.groups[nth % plan_.groups.size()];
+        pass->options.replay = counter_replay::user;
+      } else if (metrics.empty()) {
+        metrics = default_metric_names();
+      }
+      if (!pass->run.begin(metrics, pass->options, pass->result) || !pass->run.start_run(pass->result)) {
         refused(pass->result);
         return false;
       }
@@ -232,12 +260,44 @@ class scope_counter_sampler {
       }
       if (metrics_.empty()) metrics_ = r.metrics;
       for (const std::string& n : r.notes) note(n);
+      t.groups = options_.kernel_replay ? 1 : plan_.groups.size();
       ++t.profiled_calls;
       t.kernels += r.kernels.size();
       t.kernels_dropped += r.ranges_dropped;
       t.aggregate.add_call(r.kernels);
     } catch (...) {
     }
+  }
+
+  // The one-pass groups, planned once (first profiled call: a device context exists by
+  // then), with the counter-pass lock held. False when planning failed: the hook is off.
+  bool ensure_plan(const counter_options& pass_options) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (plan_ready_) return true;
+    }
+    one_pass_plan plan;
+    counter_state state = counter_state::failed;
+    std::string why;
+    const std::vector<std::string> wanted = options_.metrics.empty() ? scope_metric_names() : options_.metrics;
+    if (!detail::plan_counter_groups(wanted, pass_options, plan, state, why)) {
+      counter_result r;
+      r.state = state;
+      r.message = why;
+      refused(r);
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan_ = std::move(plan);
+    plan_ready_ = true;
+    metrics_.clear();
+    for (const auto& g : plan_.groups)
+      for (const std::string& m : g)
+        if (std::find(metrics_.begin(), metrics_.end(), m) == metrics_.end()) metrics_.push_back(m);
+    for (const std::string& n : plan_.notes) note(n);
+    status_ += "; " + std::to_string(plan_.groups.size()) + " one-pass metric groups, so every metric is measured "
+               "after " + std::to_string(plan_.groups.size()) + " profiled calls of a scope";
+    return true;
   }
 
   // A pass that could not begin: a permanent reason switches the hook off, with one line.
@@ -268,6 +328,8 @@ class scope_counter_sampler {
   scope_counter_options options_;
   bool enabled_ = false;
   std::string status_ = "per-scope counters not enabled";
+  one_pass_plan plan_;       // the rotating one-pass groups (kernel_replay off)
+  bool plan_ready_ = false;
   std::vector<std::string> metrics_;
   std::vector<std::string> notes_;
   std::uint64_t passes_ = 0;

@@ -151,7 +151,7 @@ struct session_report {
   std::uint64_t gpu_timing_skipped = 0;  // stream scopes that got no event pair
   // GPU metrics sampled while running (PM sampling): absent unless sampling was enabled.
   std::optional<session_sampled_metrics> sampled_metrics;
-  // Per-scope hardware counters (kernel replay of sampled calls): absent unless enabled.
+  // Per-scope hardware counters (sampled calls profiled, one-pass groups rotated): absent unless enabled.
   std::optional<session_counters_status> counters;
   // Where the GPU's time went (gpu_time.hpp): absent without CUPTI activity.
   std::optional<gpu_time_report> gpu_time;
@@ -1029,7 +1029,7 @@ inline std::string session_report::html() const {
   }
   // Measured points (per-scope counters): one per memory level beside the declared one,
   // labelled "path (DRAM)", "path (L2)"; a measured point is what the kernels did.
-  html_table measured_table{"Hardware counters per scope (kernel replay of sampled calls)",
+  html_table measured_table{"Hardware counters per scope (sampled calls profiled)",
                             {"scope", "profiled calls", "DRAM / call", "FLOP / call", "verdict"}, {}};
   for (const scope_report& s : scopes) {
     if (!s.counters) continue;

@@ -1,5 +1,6 @@
 // kscope/report/scope_counters.hpp — the report's section for hardware counters per scope
-// (cupti/scope_counters.hpp: kernel replay of a bounded sample of each scope's calls): the
+// (cupti/scope_counters.hpp: a bounded sample of each scope's calls, each profiled once with
+// a one-pass metric group, or by kernel replay when asked): the
 // data as the report holds it, built from the profiled calls' aggregate by
 // make_scope_counter_report (pure), and its text and JSON printers.
 //
@@ -17,9 +18,11 @@
 #include "../core/work.hpp"
 #include "detail/text_layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +36,10 @@ struct scope_counter_report {
   std::uint64_t kernels = 0;           // over the profiled calls
   std::uint64_t kernels_dropped = 0;
   metric_values totals;                // every metric, aggregated over the profiled calls
+  // One-pass groups rotated over the calls (1: every metric in every call), and the calls
+  // each metric rests on: a sum from fewer calls is scaled to all of them in `totals`.
+  std::size_t groups = 1;
+  std::map<std::string, std::size_t, std::less<>> metric_calls;
   measured_roofline measured;          // rates over the profiled kernels' time
   std::optional<work_check> declared_vs_measured;
   classification classified;
@@ -60,8 +67,10 @@ struct session_counters_status {
 [[nodiscard]] inline scope_counter_report make_scope_counter_report(
     const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
     std::uint64_t kernels, std::uint64_t kernels_dropped, const work& declared_per_call, double span_ns,
-    double gpu_busy_ns, const hierarchical_roofs* roofs) {
+    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups = 1) {
   scope_counter_report r;
+  r.groups = groups;
+  for (const auto& [name, m] : aggregate.metrics()) r.metric_calls.emplace(name, m.calls);
   r.profiled_calls = profiled_calls;
   r.failed_calls = failed_calls;
   r.kernels = kernels;
@@ -95,11 +104,40 @@ inline std::string counter_cell(double v, const char* unit) {
   return std::isfinite(v) ? format_si(v, unit) : std::string("-");
 }
 
+// Under rotating one-pass groups, how many calls the figures rest on: "metrics from 1-2 of
+// 5 profiled calls (3 one-pass groups rotated; DRAM bytes 2 calls, FP instructions 1, ...)".
+inline std::string metric_calls_text(const scope_counter_report& c) {
+  std::size_t lo = 0, hi = 0;
+  for (const auto& [name, calls] : c.metric_calls) {
+    (void)name;
+    lo = lo == 0 ? calls : std::min(lo, calls);
+    hi = std::max(hi, calls);
+  }
+  std::string out = "metrics from " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi)) +
+                    " of " + std::to_string(c.profiled_calls) + " profiled calls (" + std::to_string(c.groups) +
+                    " one-pass groups rotated";
+  const auto calls_of = [&c](counter_metric id) -> std::size_t {
+    for (std::string_view n : metric_info_of(id).names) {
+      const auto it = c.metric_calls.find(n);
+      if (it != c.metric_calls.end()) return it->second;
+    }
+    return 0;
+  };
+  const std::pair<const char*, counter_metric> shown[] = {{"DRAM reads", counter_metric::dram_read_bytes},
+                                                          {"DRAM writes", counter_metric::dram_write_bytes},
+                                                          {"fp32 FMA", counter_metric::fp32_fma},
+                                                          {"DRAM %", counter_metric::dram_throughput},
+                                                          {"tensor pipe", counter_metric::tensor_pipe_active}};
+  for (const auto& [label, id] : shown)
+    if (const std::size_t n = calls_of(id)) out += std::string("; ") + label + " " + std::to_string(n);
+  return out + ")";
+}
+
 // The section's text: a table, then per scope its verdict and the work line.
 template <class Scopes>
 std::string scope_counters_text(const session_counters_status& st, const Scopes& scopes) {
-  std::string out = "\nHardware counters per scope (kernel replay of sampled calls; their times are not in "
-                    "the tables above)\n";
+  std::string out = "\nHardware counters per scope (sampled calls profiled; their times are not in the tables "
+                    "above)\n";
   out += wrap("  " + printable_name(st.status), 98);
   bool any = false;
   for (const auto& s : scopes) any = any || s.counters.has_value();
@@ -135,6 +173,7 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
     if (!measured.empty()) details += wrap("  measured roofline: " + measured, 98);
     if (c.failed_calls)
       details += wrap("  " + std::to_string(c.failed_calls) + " profiled calls failed (notes below)", 98);
+    if (c.groups > 1) details += wrap("  " + metric_calls_text(c), 98);
   }
   out += wrap("prof: calls profiled; kern/c: kernels per profiled call; DRAM/call, FLOP/call: measured (DRAM "
               "read + write, and the write-back after the call where measured; SASS FP instructions, fma = 2); SM %, mem %: speed-of-light throughputs, "
@@ -156,6 +195,10 @@ inline void write_scope_counters_json(json_writer& w, const scope_counter_report
   w.member("kernels_dropped", static_cast<unsigned long long>(c.kernels_dropped));
   w.key("totals").begin_object();
   for (const auto& [name, value] : c.totals) w.member(name, value);
+  w.end_object();
+  w.member("groups", static_cast<unsigned long long>(c.groups));
+  w.key("metric_calls").begin_object();
+  for (const auto& [name, calls] : c.metric_calls) w.member(name, static_cast<unsigned long long>(calls));
   w.end_object();
   w.key("measured").begin_object();
   w.member("seconds", c.measured.seconds);

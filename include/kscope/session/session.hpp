@@ -33,6 +33,7 @@
 #include "detail/context.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -89,6 +90,38 @@ class cupti_activity_source final : public gpu_activity_source {
   void reset() override { cupti_collector::global().reset(); }
   [[nodiscard]] cupti_status status() const override { return cupti_collector::global().status(); }
 };
+
+// The production preset: what an engine can leave on while it serves (bench/RESULTS.md
+// measures its cost on examples/serving). Kept: every scope (host times, CUDA-event GPU
+// times, NVTX ranges), the activity collector with exact attribution of every eager kernel,
+// copy, memset and host wait, CUDA-graph replays traced as one record each with a few
+// replays per graph traced node by node (per-scope GPU time and kernel tables scaled from
+// those, and said to be), and GPU-wide metrics sampled at a low rate (PM sampling, no
+// replay). Given up: per-scope hardware counters (enable_counters), node-level detail of
+// most graph replays, dense metric samples. For a profiling run take the full view instead:
+// enable_cupti with cupti_options::graphs = graph_tracing::node (or
+// KSCOPE_CUPTI_OPTIONS=graphs=node), enable_metric_sampling() at its default rate and
+// enable_counters().
+//
+//   kscope::session::global().enable_production();       // or KSCOPE_PRODUCTION=1
+struct production_options {
+  cupti_options cupti;                   // the collector's defaults: graphs sampled
+  bool metric_sampling = true;
+  metric_sampling_options sampling;      // low rate: see production_preset()
+  std::vector<std::string> step_scopes;  // scopes whose calls get sampled-metric distributions
+};
+
+// The preset's values: one PM sample per millisecond of GPU time, sampled in 50 ms windows
+// while the decoder uses at most 5 % of one core (the default samples every 100 us and lets
+// it use 25 %).
+[[nodiscard]] inline production_options production_preset() {
+  production_options p;
+  p.cupti.graphs = graph_tracing::sampled;
+  p.sampling.sampler.interval_ns = 1'000'000;
+  p.sampling.sampler.window = std::chrono::milliseconds(50);
+  p.sampling.sampler.max_decoder_share = 0.05;
+  return p;
+}
 
 // The process-wide session. Like the recorder it is created on first use and never
 // destroyed, so a report can still be made from a static destructor.
@@ -155,6 +188,16 @@ class session {
     return ok;
   }
 
+  // The production preset (production_options says what it keeps and gives up): the
+  // collector, then metric sampling at a low rate. True when the collector runs; a sampler
+  // that cannot start says why in the report and the rest keeps working.
+  //   kscope::session::global().enable_production();
+  bool enable_production(const production_options& options = production_preset()) {
+    const bool collecting = enable_cupti(options.cupti);
+    if (options.metric_sampling) (void)enable_metric_sampling(options.sampling, options.step_scopes);
+    return collecting;
+  }
+
   // Samples GPU-wide hardware counters while the program runs (CUPTI PM sampling: no
   // replay, no serialization; cupti/metric_sampler.hpp) and shares each sample among the
   // scopes whose kernels ran during it (cupti/live_metrics.hpp). The report then has a
@@ -211,13 +254,35 @@ class session {
       warnings_.push_back(std::move(message));
   }
 
-  // KSCOPE_COUNTERS=1: enable_counters() with the defaults, before main.
+  // KSCOPE_COUNTERS=1: enable_counters() with the defaults, before main; =kernel: with
+  // kernel replay (every metric in each profiled call, at kernel replay's cost).
   bool start_counters_from_environment() {
     const char* v = std::getenv("KSCOPE_COUNTERS");
+    if (v != nullptr && detail::equals_word(v, "kernel")) {
+      scope_counter_options o;
+      o.kernel_replay = true;
+      return enable_counters(o);
+    }
     switch (detail::parse_switch(v)) {
       case detail::switch_value::on: return enable_counters();
       case detail::switch_value::unrecognised:
-        warn(detail::switch_warning("KSCOPE_COUNTERS", v, "per-scope counters not started (KSCOPE_COUNTERS=1 starts them)"));
+        warn(detail::switch_warning("KSCOPE_COUNTERS", v,
+                                    "per-scope counters not started (KSCOPE_COUNTERS=1 starts them, =kernel with "
+                                    "kernel replay)"));
+        return false;
+      default: return false;
+    }
+  }
+
+  // KSCOPE_PRODUCTION=1: enable_production() before main (with KSCOPE_CUPTI_OPTIONS applied
+  // to its collector, as to any).
+  bool start_production_from_environment() {
+    const char* v = std::getenv("KSCOPE_PRODUCTION");
+    switch (detail::parse_switch(v)) {
+      case detail::switch_value::on: return enable_production();
+      case detail::switch_value::unrecognised:
+        warn(detail::switch_warning("KSCOPE_PRODUCTION", v,
+                                    "the production preset not started (KSCOPE_PRODUCTION=1 starts it)"));
         return false;
       default: return false;
     }
@@ -438,7 +503,8 @@ inline void add_scope_counters(session_report& out, const scope_counters_snapsho
                                              r->theoretical_flops_per_s, peaks->theoretical_bytes_per_s, false}};
     }
     s.counters = make_scope_counter_report(t->aggregate, t->profiled_calls, t->failed_calls, t->kernels,
-                                           t->kernels_dropped, declared_per_call, span, busy, roofs ? &*roofs : nullptr);
+                                           t->kernels_dropped, declared_per_call, span, busy, roofs ? &*roofs : nullptr,
+                                           t->groups);
   }
 }
 
@@ -676,6 +742,9 @@ inline void session::reset() noexcept {
 }
 
 namespace detail {
+// KSCOPE_PRODUCTION=1 first: it starts the collector with its options, which a plain
+// KSCOPE_CUPTI=1 after it then finds running.
+inline const bool production_started_from_environment = session::global().start_production_from_environment();
 // KSCOPE_CUPTI=1 must collect from the first kernel on, with no code change. Scopes no
 // longer touch the session (scope.hpp stays light), so nothing on their path could start
 // it; this variable's initializer does, before main, in every program that includes this

@@ -54,6 +54,22 @@ enum class switch_value { unset, off, on, unrecognised };
   return switch_value::unrecognised;
 }
 
+// Whether an environment value is `word` (lower case), trimmed and in any case: the
+// switches that take a word besides on/off (KSCOPE_COUNTERS=kernel).
+[[nodiscard]] inline bool equals_word(const char* text, const char* word) noexcept {
+  if (text == nullptr) return false;
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (blank(*text)) ++text;
+  std::size_t i = 0;
+  for (; word[i] != '\0'; ++i) {
+    const char c = text[i];
+    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != word[i]) return false;
+  }
+  for (const char* rest = text + i; *rest != '\0'; ++rest)
+    if (!blank(*rest)) return false;
+  return true;
+}
+
 // The accepted values, for a message about one that was not.
 inline constexpr const char* accepted_switch_values =
     "off: 0, off, false, no, disable(d); on: 1, on, true, yes, enable(d); any case, blanks ignored";
