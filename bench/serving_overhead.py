@@ -124,20 +124,29 @@ def median(values):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", action="append", required=True, help="NAME=DIR holding serving and serving_uninstrumented")
+    ap.add_argument("--build", action="append", required=True,
+                    help="NAME=DIR[@config+config] holding serving and serving_uninstrumented (only those configurations)")
     ap.add_argument("--variants", default="graph,eager,gpu")
     ap.add_argument("--configs", default="none scopes collector sampling counters production",
                     help="configurations separated by blanks")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--once", default="", help="'build:config:variant ...': run that pair in the first round only "
+                    "(and that configuration of that build in no other workload), e.g. a configuration that takes "
+                    "minutes")
     ap.add_argument("--csv", default="")
     ap.add_argument("--log-dir", default="")
     a = ap.parse_args()
 
     builds = []
+    allowed = {}  # build -> configurations it runs (all when not given)
     for b in a.build:
         name, _, directory = b.partition("=")
+        directory, _, only = directory.partition("@")
         builds.append((name, directory))
+        if only:
+            allowed[name] = set(only.split("+"))
+    once = set(a.once.split()) if a.once else set()  # "build:config:variant": first round only
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
         if v not in VARIANTS:
@@ -152,6 +161,12 @@ def main():
         for variant in variants:
             for build, directory in builds:
                 for name, env, uninstrumented in configs:
+                    if build in allowed and name not in allowed[build]:
+                        continue
+                    if f"{build}:{name}:{variant}" in once and r > 0:
+                        continue
+                    if any(o.startswith(f"{build}:{name}:") for o in once) and f"{build}:{name}:{variant}" not in once:
+                        continue
                     binary = os.path.join(directory, "serving_uninstrumented" if uninstrumented else "serving")
                     log = os.path.join(a.log_dir, f"{build}_{variant}_{name}_{r}.log") if a.log_dir else ""
                     res = run_once(binary, VARIANTS[variant], env, a.timeout, log)
@@ -177,7 +192,8 @@ def main():
         kernels = median([res["kernels_per_step"] for (b, v, c), runs in results.items() if v == variant
                           for res in runs])
         for build, _ in builds:
-            base_build = build if (build, variant, "none") in results else builds[0][0]
+            base_build = build if (build, variant, "none") in results else next(
+                (b for b, _ in builds if (b, variant, "none") in results), builds[0][0])
             base = results.get((base_build, variant, "none"))
             for name, _, _ in configs:
                 runs = results.get((build, variant, name), [])

@@ -8,6 +8,7 @@
 #
 #   bash bench/serving_overhead.sh                         # this tree only
 #   BEFORE=.before/include bash bench/serving_overhead.sh  # old headers too
+#   BEFORE_CONFIGS=scopes+collector ONCE='before:counters:eager'   # which ones the old build runs
 #   VARIANTS=eager CONFIGS='none collector nosync:KSCOPE_CUPTI_OPTIONS=sync=0' ROUNDS=3 bash bench/serving_overhead.sh
 #
 # The before/after copy of include/ is made where git is: `git archive <commit> include |
@@ -32,7 +33,7 @@ build_pair after "$root/include"
 builds=(--build "after=$work/after")
 if [ -n "${BEFORE:-}" ]; then
   build_pair before "$BEFORE"
-  builds=(--build "before=$work/before" "${builds[@]}")
+  builds=(--build "before=$work/before${BEFORE_CONFIGS:+@$BEFORE_CONFIGS}" "${builds[@]}")
 fi
 wait
 echo "build: $(( $(date +%s) - start )) s"
@@ -47,6 +48,6 @@ done
 } | tee "$work/machine.txt"
 python3 "$root/bench/serving_overhead.py" "${builds[@]}" --variants "${VARIANTS:-graph,eager,gpu}" \
   --configs "${CONFIGS:-none scopes collector sampling counters production}" --rounds "${ROUNDS:-3}" \
-  --timeout "${RUN_TIMEOUT:-120}" --csv "$work/serving_overhead.csv" --log-dir "$work/logs" | tee "$work/table.txt"
+  --timeout "${RUN_TIMEOUT:-120}" --once "${ONCE:-}" --csv "$work/serving_overhead.csv" --log-dir "$work/logs" | tee "$work/table.txt"
 cat "$work/machine.txt" "$work/table.txt" > "$final/serving_overhead.md"
 tar -czf "$final/serving_overhead.tgz" -C "$work" --exclude='serving' --exclude='serving_uninstrumented' .

@@ -117,6 +117,7 @@ class scope_counter_sampler {
     enabled_ = true;
     plan_ = one_pass_plan{};
     plan_ready_ = false;
+    groups_planned_.store(0, std::memory_order_relaxed);
     status_ = "per-scope counters: each scope's first " + std::to_string(options_.first_calls) + " calls" +
               (options_.every ? ", then every " + std::to_string(options_.every) + "th" : std::string()) +
               ", at most " + std::to_string(options_.max_calls_per_scope) + " per scope, profiled " +
@@ -200,7 +201,10 @@ class scope_counter_sampler {
     if (node >= max_nodes) return false;
     const std::uint32_t n = calls_[node].fetch_add(1, std::memory_order_relaxed) + 1;
     const scope_counter_options& o = options_;  // written only by start(), before the hook is on
-    const bool chosen = n <= o.first_calls || (o.every > 0 && n > o.first_calls && (n - o.first_calls) % o.every == 0);
+    // Each scope's first calls cover every one-pass group at least once, so its full set
+    // of metrics is there after as many calls as groups (then every k-th call).
+    const std::uint32_t first = std::max(o.first_calls, groups_planned_.load(std::memory_order_relaxed));
+    const bool chosen = n <= first || (o.every > 0 && n > first && (n - first) % o.every == 0);
     if (!chosen) return false;
     return profiled_[node].load(std::memory_order_relaxed) < o.max_calls_per_scope;
   }
@@ -290,6 +294,7 @@ class scope_counter_sampler {
     std::lock_guard<std::mutex> lock(mutex_);
     plan_ = std::move(plan);
     plan_ready_ = true;
+    groups_planned_.store(static_cast<std::uint32_t>(plan_.groups.size()), std::memory_order_relaxed);
     metrics_.clear();
     for (const auto& g : plan_.groups)
       for (const std::string& m : g)
@@ -330,6 +335,7 @@ class scope_counter_sampler {
   std::string status_ = "per-scope counters not enabled";
   one_pass_plan plan_;       // the rotating one-pass groups (kernel_replay off)
   bool plan_ready_ = false;
+  std::atomic<std::uint32_t> groups_planned_{0};  // plan_.groups.size(), read by due() without the lock
   std::vector<std::string> metrics_;
   std::vector<std::string> notes_;
   std::uint64_t passes_ = 0;
