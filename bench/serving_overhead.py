@@ -28,6 +28,7 @@ import argparse
 import csv
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def parse_config(text):
     return name, env, bare
 
 
-def run_once(binary, args, env_extra, timeout, log_path):
+def run_once(binary, args, env_extra, timeout, log_path, pin=""):
     env = dict(os.environ)
     for key in ("KSCOPE_CUPTI", "KSCOPE_METRIC_SAMPLING", "KSCOPE_COUNTERS", "KSCOPE_PRODUCTION",
                 "KSCOPE_CUPTI_OPTIONS"):
@@ -91,7 +92,9 @@ def run_once(binary, args, env_extra, timeout, log_path):
     env.update(env_extra)
     start = time.monotonic()
     try:
-        p = subprocess.run([binary] + args + ["--quiet"], env=env, capture_output=True, text=True, timeout=timeout)
+        prefix = ["taskset", "-c", pin] if pin else []
+        p = subprocess.run(prefix + [binary] + args + ["--quiet"], env=env, capture_output=True, text=True,
+                           timeout=timeout)
         out, code = p.stdout + p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -134,6 +137,7 @@ def main():
     ap.add_argument("--once", default="", help="'build:config:variant ...': run that pair in the first round only "
                     "(and that configuration of that build in no other workload), e.g. a configuration that takes "
                     "minutes")
+    ap.add_argument("--pin", default="auto", help="cores to run on (taskset -c); auto: 2-7 with 8+ cores; '' off")
     ap.add_argument("--csv", default="")
     ap.add_argument("--log-dir", default="")
     a = ap.parse_args()
@@ -154,6 +158,12 @@ def main():
     configs = [parse_config(c) for c in a.configs.split()]
     if a.log_dir:
         os.makedirs(a.log_dir, exist_ok=True)
+    # Pinned to the same cores every run: on the H200 host the same uninstrumented loop's
+    # median step moved 1.95-2.53 ms between processes unpinned and 1.90-1.94 ms pinned to
+    # cores 2-7 (bench/RESULTS.md), the difference being which cores a run landed on.
+    pin = a.pin
+    if pin == "auto":
+        pin = "2-7" if shutil.which("taskset") and (os.cpu_count() or 0) >= 8 else ""
 
     results = {}  # (build, variant, config) -> list of runs
     rows = []
@@ -169,7 +179,7 @@ def main():
                         continue
                     binary = os.path.join(directory, "serving_uninstrumented" if uninstrumented else "serving")
                     log = os.path.join(a.log_dir, f"{build}_{variant}_{name}_{r}.log") if a.log_dir else ""
-                    res = run_once(binary, VARIANTS[variant], env, a.timeout, log)
+                    res = run_once(binary, VARIANTS[variant], env, a.timeout, log, pin)
                     results.setdefault((build, variant, name), []).append(res)
                     rows.append(dict(round=r, build=build, variant=variant, config=name, **res))
                     print(f"round {r} {build:>7} {variant:>5} {name:>12}: mean {res['mean_us']:9.1f} us  "

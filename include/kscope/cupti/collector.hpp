@@ -429,8 +429,11 @@ class cupti_collector {
   // replay launched by another thread inside that window is traced node by node too,
   // which its records say (the attribution counts what it got, not what was decided).
   void on_graph_launch(const CUpti_CallbackData& data) noexcept {
-    if (!graph_trace_on_.load(std::memory_order_acquire)) return;
     thread_local bool node_level_in_this_call = false;
+    if (!graph_trace_on_.load(std::memory_order_acquire)) {
+      node_level_in_this_call = false;  // stopped meanwhile: nothing to switch back
+      return;
+    }
     try {
       if (data.callbackSite == CUPTI_API_ENTER) {
         // cuGraphLaunch(hGraphExec, hStream): the executable graph is the first parameter.
@@ -672,6 +675,10 @@ class cupti_collector {
   std::string enable_graph_trace() {
     graph_trace_on_.store(false, std::memory_order_release);
     graph_sampler_.configure(graph_tracing::node, options_.graph_first, options_.graph_every);
+    {
+      std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+      graph_node_level_launches_ = 0;  // a launch in flight at an earlier stop() left it counted
+    }
     if (options_.graphs == graph_tracing::node) return "graphs traced node by node";
     bool hooks = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) == CUPTI_SUCCESS;

@@ -451,6 +451,21 @@ class counter_setup {
     return out;
   }
 
+  // A fresh host object for this chip (a host object keeps every metric added to it, so a
+  // question about one set needs its own); false when the host API refuses.
+  bool throwaway_host(profiler_host_handle& out) {
+    const profiler_api& p = libs->profiler;
+    CUpti_Profiler_Host_Initialize_Params init{};
+    init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    init.pChipName = chip.c_str();
+    init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+    if (p.host_initialize(&init) != CUPTI_SUCCESS) return false;
+    out.api = &p;
+    out.object = init.pHostObject;
+    return true;
+  }
+
   // The host API's word on one full metric name: whether a config with it alone can be
   // built for this chip, the test the PM-sampling probe used (an unknown name fails with
   // CUPTI_ERROR_INVALID_PARAMETER there). A throwaway host object per name, since a host
@@ -460,15 +475,8 @@ class counter_setup {
     const auto cached = libs->metric_accepted.find(key);
     if (cached != libs->metric_accepted.end()) return cached->second;
     const profiler_api& p = libs->profiler;
-    CUpti_Profiler_Host_Initialize_Params init{};
-    init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-    init.pChipName = chip.c_str();
-    init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
-    if (p.host_initialize(&init) != CUPTI_SUCCESS) return false;  // not cached: not the name's fault
     profiler_host_handle probe;
-    probe.api = &p;
-    probe.object = init.pHostObject;
+    if (!throwaway_host(probe)) return false;  // not cached: not the name's fault
     const char* one[] = {name.c_str()};
     CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
     add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
@@ -489,15 +497,8 @@ class counter_setup {
     const auto cached = libs->passes_needed.find(key);
     if (cached != libs->passes_needed.end()) return cached->second;
     const profiler_api& p = libs->profiler;
-    CUpti_Profiler_Host_Initialize_Params init{};
-    init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-    init.pChipName = chip.c_str();
-    init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
-    if (p.host_initialize(&init) != CUPTI_SUCCESS) return 0;
     profiler_host_handle probe;
-    probe.api = &p;
-    probe.object = init.pHostObject;
+    if (!throwaway_host(probe)) return 0;
     std::vector<const char*> pointers;
     for (const std::string& n : names) pointers.push_back(n.c_str());
     CUpti_Profiler_Host_ConfigAddMetrics_Params add{};

@@ -147,6 +147,15 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
   a.comm_ns = i64(v, "comm_ns");
   a.comm_busy_ns = i64(v, "comm_busy_ns");
   a.compute_busy_ns = i64(v, "compute_busy_ns");
+  if (const json_value* g = v.find("graphs")) {  // absent in reports from before graph-level trace
+    a.graph_replays = u64(*g, "replays");
+    a.graph_replays_traced = u64(*g, "traced");
+    a.graph_replays_unsampled = u64(*g, "unsampled");
+    a.graph_span_ns = i64(*g, "span_ns");
+    a.scaled_kernel_count = u64(*g, "scaled_kernel_count");
+    a.scaled_kernel_ns = i64(*g, "scaled_kernel_ns");
+    a.scaled_busy_ns = i64(*g, "scaled_busy_ns");
+  }
   if (const json_value* devices = v.find("devices")) {
     for (const json_value& d : devices->items) {
       if (a.devices.size() >= max_devices_per_node) break;
@@ -219,6 +228,8 @@ inline kernel_summary kernel_from_json(const json_value& k) {
   s.dynamic_shared_bytes = k.member_integer<std::int32_t>("dynamic_shared_bytes", 0, max_shared_bytes, 0);
   s.launch_config_varies = k.member_bool("launch_config_varies", false);
   s.communication = k.member_bool("communication", is_communication_kernel(s.mangled_name));
+  s.scaled_calls = k.member_integer<std::uint64_t>("scaled_calls", 0, s.calls, 0);
+  s.scaled_ns = k.member_integer<std::int64_t>("scaled_ns", 0, std::max<std::int64_t>(s.total_ns, 0), 0);
   return s;
 }
 

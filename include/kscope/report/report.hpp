@@ -256,6 +256,22 @@ inline std::string graph_capture_text(const std::vector<graph_capture_origin>& o
   return line;
 }
 
+// One line on a scope's CUDA-graph replays when some were traced as one record: "graph
+// replays: 618 (60 traced node by node, 558 as one record); scaled: 4200 kernels, 12.3 ms
+// of kernel time, 11.9 ms busy".
+inline std::string graph_replays_text(const node_gpu_activity& a) {
+  std::string out = "graph replays: " + std::to_string(a.graph_replays) + " (" +
+                    std::to_string(a.graph_replays_traced) + " traced node by node, " +
+                    std::to_string(a.graph_replays - a.graph_replays_traced) + " as one record)";
+  if (a.scaled_kernel_count > 0 || a.scaled_kernel_ns > 0)
+    out += "; scaled from the node-level replays: " + std::to_string(a.scaled_kernel_count) + " kernels, " +
+           format_duration_ns(static_cast<double>(a.scaled_kernel_ns)) + " of kernel time";
+  if (a.graph_replays_unsampled > 0)
+    out += "; " + std::to_string(a.graph_replays_unsampled) +
+           " replays of graphs never traced node by node: their spans count as busy, their kernels are unknown";
+  return out;
+}
+
 // graph_capture as JSON: [{"captured_in": path, "kernels": n, "ns": t, ...}].
 inline void write_graph_capture_json(json_writer& w, const std::vector<graph_capture_origin>& origins,
                                      const std::vector<scope_report>& scopes) {
@@ -665,7 +681,7 @@ inline std::string session_report::text() const {
   for (const scope_report& s : scopes) any_activity = any_activity || s.gpu_activity.has_value();
   if (any_activity) {
     // name 26 | kernels 8 | kern time 10 | comm 10 | busy 10 | idle 10 | H2D, D2H, D2D 8 = 98
-    bool any_comm = false, any_multi_device = false;
+    bool any_comm = false, any_multi_device = false, any_graph_scaled = false;
     for (const scope_report& s : scopes) {
       if (!s.gpu_activity) continue;
       any_comm = any_comm || s.gpu_activity->comm_kernel_count > 0;
@@ -707,15 +723,24 @@ inline std::string session_report::text() const {
       // CUDA graphs replayed here but built in another scope: which phase built them.
       if (!a.graph_capture.empty())
         out += indent + "  " + printable_name(detail::graph_capture_text(a.graph_capture, scopes)) + "\n";
+      // Replays traced as one record: how much of the row is scaled, and from what.
+      if (a.graph_scaled()) {
+        any_graph_scaled = true;
+        out += detail::wrap(indent + "  " + detail::graph_replays_text(a), 98);
+      }
     }
     std::string activity_legend =
         "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
         "idle: its GPU span with none of its work running";
     if (any_comm) activity_legend += "; comm: NCCL kernels' time (part of kern time)";
     if (any_multi_device) activity_legend += "; @GPU n: the scope's kernels on device n";
+    if (any_graph_scaled)
+      activity_legend += "; graph replays traced as one record count their kernels and time scaled from the replays "
+                         "of the same graph traced node by node";
     out += detail::wrap(activity_legend, 98);
   }
   if (!top_kernels.empty()) {
+    bool any_kernel_scaled = false;
     out += "\n" + detail::fit("top kernels", 40) + detail::fit("calls", 7, true) + detail::fit("total", 10, true) +
            detail::fit("median", 10, true) + "  " + detail::fit("grid", 11) + detail::fit("block", 9) +
            detail::fit("regs", 5, true) + detail::fit("smem", 8, true) + "\n";
@@ -729,7 +754,9 @@ inline std::string session_report::text() const {
         if (d[2] > 1) t += "x" + std::to_string(d[2]);
         return t;
       };
-      out += detail::fit(printable_name(k.name), 40) + detail::fit(std::to_string(k.calls), 7, true) +
+      any_kernel_scaled = any_kernel_scaled || k.scaled_calls > 0;
+      out += detail::fit(printable_name(k.name) + (k.scaled_calls > 0 ? " ~" : ""), 40) +
+             detail::fit(std::to_string(k.calls), 7, true) +
              detail::fit(format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
              detail::fit(format_duration_ns(k.median_ns), 10, true) + "  " +
              detail::fit(dims(k.grid) + (k.launch_config_varies ? "*" : ""), 11) + detail::fit(dims(k.block), 9) +
@@ -738,6 +765,10 @@ inline std::string session_report::text() const {
              "\n";
     }
     if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
+    if (any_kernel_scaled)
+      out += detail::wrap("~: calls and total include replays of CUDA graphs traced as one record, scaled from the "
+                          "replays traced node by node; median from traced calls only",
+                          98);
   }
   if (counters) out += detail::scope_counters_text(*counters, scopes);
   if (sampled_metrics) out += detail::sampled_metrics_text(*sampled_metrics, scopes);
@@ -868,6 +899,8 @@ inline std::string session_report::json() const {
     w.member("static_shared_bytes", k.static_shared_bytes).member("dynamic_shared_bytes", k.dynamic_shared_bytes);
     w.member("launch_config_varies", k.launch_config_varies);
     w.member("communication", k.communication);
+    w.member("scaled_calls", static_cast<unsigned long long>(k.scaled_calls));
+    w.member("scaled_ns", static_cast<long long>(k.scaled_ns));
     w.end_object();
   }
   w.end_array();
@@ -968,6 +1001,15 @@ inline std::string session_report::json() const {
       detail::write_device_split_json(w, a.devices);
       w.key("graph_capture");
       detail::write_graph_capture_json(w, a.graph_capture, scopes);
+      w.key("graphs").begin_object();
+      w.member("replays", static_cast<unsigned long long>(a.graph_replays));
+      w.member("traced", static_cast<unsigned long long>(a.graph_replays_traced));
+      w.member("unsampled", static_cast<unsigned long long>(a.graph_replays_unsampled));
+      w.member("span_ns", static_cast<long long>(a.graph_span_ns));
+      w.member("scaled_kernel_count", static_cast<unsigned long long>(a.scaled_kernel_count));
+      w.member("scaled_kernel_ns", static_cast<long long>(a.scaled_kernel_ns));
+      w.member("scaled_busy_ns", static_cast<long long>(a.scaled_busy_ns));
+      w.end_object();
       w.end_object();
     }
     w.member("profiled_calls", static_cast<unsigned long long>(s.profiled_calls));
