@@ -20,7 +20,7 @@ mkdir -p "$final"
 work=$(mktemp -d)
 export PATH=/usr/local/cuda/bin:$PATH
 arch=${CUDA_ARCH:-90}
-flags=(-O2 -std=c++17 -arch=sm_$arch -DKSCOPE_HAS_CUDA=1 -Xcompiler -pthread -ldl)
+flags=(-O2 -std=c++17 -arch=sm_$arch -DKSCOPE_HAS_CUDA=1 -Xcompiler -pthread -ldl -lcublas)
 
 build_pair() {  # $1 name, $2 include dir
   mkdir -p "$work/$1"

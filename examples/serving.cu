@@ -6,7 +6,7 @@
 // it to the GPU), prefills newly admitted prompts, decodes one token for every running
 // request, samples (argmax over the vocabulary), and copies the sampled token ids back.
 // The model is a decoder of `--layers` identical layers, fp16, hidden `--hidden`, with a
-// per-layer KV cache; GEMMs go to cuBLAS (loaded at run time, no -lcublas), the rest are
+// per-layer KV cache; GEMMs go to cuBLAS (linked: CUDA::cublas), the rest are
 // the small kernels below. Every request carries cross-thread kscope ranges ("request",
 // "queue", "ttft"); every step is a KSCOPE_SCOPE("step") with its phases inside.
 //
@@ -21,8 +21,8 @@
 //
 // docs/serving.md describes the loop, the knobs and what each one does to the kernels.
 #include <kscope/kscope.hpp>
-// kscope's dlopen'd cuBLAS, so that this example needs no cuBLAS at link time.
-#include <kscope/device/detail/cublas_loader.hpp>
+
+#include <cublas_v2.h>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -328,6 +328,17 @@ int parse_command_line(int argc, char** argv, serving_options& o) {
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) fail(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+// This program never changes its locale, so printf's "%.2f" is written with a point.
+std::string two_decimals(double v) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f", v);
+  return text;
+}
+
+void check_blas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) fail(std::string(what) + ": " + cublasGetStatusString(status));
 }
 
 // A launch's configuration errors surface at once; errors while it runs surface at the
@@ -755,13 +766,10 @@ struct step_plan {
 
 class engine {
  public:
-  engine(const serving_options& o, const kscope::detail::cublas_api& blas)
-      : o_(o), shape_(model_shape::of(o)), blas_(blas), slots_(o.max_batch) {
+  explicit engine(const serving_options& o) : o_(o), shape_(model_shape::of(o)), slots_(o.max_batch) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    namespace abi = kscope::detail::cublas_abi;
-    if (const int s = blas_.create(&cublas_); s != abi::status_success) fail("cublasCreate: " + blas_.describe(s));
-    if (const int s = blas_.set_stream(cublas_, stream_); s != abi::status_success)
-      fail("cublasSetStream: " + blas_.describe(s));
+    check_blas(cublasCreate(&cublas_), "cublasCreate");
+    check_blas(cublasSetStream(cublas_, stream_), "cublasSetStream");
     allocate();
     graphs_.assign(static_cast<std::size_t>(o.max_batch) + 1, nullptr);
     for (int s = o.max_batch - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -774,7 +782,7 @@ class engine {
     for (void* p : device_allocations_) cudaFree(p);
     cudaFreeHost(meta_host_);
     cudaFreeHost(tokens_host_);
-    blas_.destroy(cublas_);
+    cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
   }
 
@@ -927,22 +935,20 @@ class engine {
   // Row-major Y[rows x out] = X[rows x in] W[in x out]: cuBLAS is column-major, so this is
   // Y^T = W^T X^T with nothing transposed in memory. fp16 in and out, fp32 accumulation.
   void gemm(int rows, int in_features, int out_features, const __half* x, int x_stride, const __half* w, __half* y) {
-    namespace abi = kscope::detail::cublas_abi;
     const float alpha = 1.0f, beta = 0.0f;
-    const int s = blas_.gemm_ex(cublas_, abi::op_n, abi::op_n, out_features, rows, in_features, &alpha, w, abi::r_16f,
-                                out_features, x, abi::r_16f, x_stride, &beta, y, abi::r_16f, out_features,
-                                abi::compute_32f, abi::gemm_default);
-    if (s != abi::status_success) fail("cublasGemmEx: " + blas_.describe(s));
+    check_blas(cublasGemmEx(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, out_features, rows, in_features, &alpha, w, CUDA_R_16F,
+                            out_features, x, CUDA_R_16F, x_stride, &beta, y, CUDA_R_16F, out_features,
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
   }
 
   // logits[rows x vocab] = x[rows x H] table^T, the table being [vocab x H] row-major.
   void lm_head(int rows, const __half* x, __half* logits) {
-    namespace abi = kscope::detail::cublas_abi;
     const float alpha = 1.0f, beta = 0.0f;
-    const int s = blas_.gemm_ex(cublas_, abi::op_t, abi::op_n, vocab_size, rows, shape_.hidden, &alpha, lm_head_,
-                                abi::r_16f, shape_.hidden, x, abi::r_16f, shape_.hidden, &beta, logits, abi::r_16f,
-                                vocab_size, abi::compute_32f, abi::gemm_default);
-    if (s != abi::status_success) fail("cublasGemmEx (LM head): " + blas_.describe(s));
+    check_blas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, vocab_size, rows, shape_.hidden, &alpha, lm_head_,
+                            CUDA_R_16F, shape_.hidden, x, CUDA_R_16F, shape_.hidden, &beta, logits, CUDA_R_16F,
+                            vocab_size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (LM head)");
   }
 
   // Every layer over `rows` rows of x_, leaving the final norm in normed_. Decode rows
@@ -1186,8 +1192,7 @@ class engine {
 
   const serving_options& o_;
   const model_shape shape_;
-  const kscope::detail::cublas_api& blas_;
-  void* cublas_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::vector<void*> device_allocations_;
   __half *w_qkv_ = nullptr, *w_o_ = nullptr, *w_up_ = nullptr, *w_down_ = nullptr, *gamma_ = nullptr;
@@ -1477,8 +1482,7 @@ std::string set_title(const std::string& set) {
 
 // Runs one set, prints its table and writes its files. Returns 1 when a file could not
 // be written, else 0.
-int run_sweep_set(const std::string& set, const serving_options& base, const kscope::detail::cublas_api& blas,
-                  const std::string& device) {
+int run_sweep_set(const std::string& set, const serving_options& base, const std::string& device) {
   const kscope::sweep points = make_sweep(set, base);
   kscope::sweep_results results;
   results.title = set_title(set);
@@ -1518,8 +1522,8 @@ int run_sweep_set(const std::string& set, const serving_options& base, const ksc
     std::size_t free_bytes = 0, total_bytes = 0;
     check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
     if (shape.total_bytes() > free_bytes) {
-      const std::string why = "not run: needs " + kscope::detail::format_fixed(gib(shape.total_bytes()), 2) +
-                              " GiB of GPU memory, " + kscope::detail::format_fixed(gib(free_bytes), 2) + " GiB free";
+      const std::string why = "not run: needs " + two_decimals(gib(shape.total_bytes())) +
+                              " GiB of GPU memory, " + two_decimals(gib(free_bytes)) + " GiB free";
       std::printf("[%zu/%zu] %s: %s\n", i + 1, points.size(), name.c_str(), why.c_str());
       results.add(p, std::vector<kscope::sweep_value>(results.metrics.size(), kscope::sweep_value::absent(why)));
       continue;
@@ -1529,7 +1533,7 @@ int run_sweep_set(const std::string& set, const serving_options& base, const ksc
     point_measurement m;
     long steps = 0;
     {
-      engine e(o, blas);
+      engine e(o);
       e.warm_up();
       serve(o, e);
       m = measure(e);
@@ -1545,7 +1549,7 @@ int run_sweep_set(const std::string& set, const serving_options& base, const ksc
     std::printf("[%zu/%zu] %s: %d requests: %zu warm-up, %zu measured (%zu finished by the last arrival: TPOT); "
                 "window %s s; %ld steps; %.2f s\n",
                 i + 1, points.size(), name.c_str(), o.requests, m.warmup, m.ttft_ms.size(), m.tpot_ms.size(),
-                m.no_window.empty() ? kscope::detail::format_fixed(m.window_s, 2).c_str() : "n/a", steps, wall_s);
+                m.no_window.empty() ? two_decimals(m.window_s).c_str() : "n/a", steps, wall_s);
     std::printf("      alone: %s\n", command_line(o).c_str());
     for (const std::string& n : notes) std::printf("      note: %s\n", n.c_str());
     std::fflush(stdout);
@@ -1578,12 +1582,12 @@ int run_sweep_set(const std::string& set, const serving_options& base, const ksc
   return status;
 }
 
-int run_sweeps(const serving_options& base, const kscope::detail::cublas_api& blas) {
+int run_sweeps(const serving_options& base) {
   const steady::time_point start = steady::now();
   const std::string device = kscope::describe(kscope::query_device(0));
   int status = 0;
   for (const sweep_set& set : sweep_sets())
-    if (base.sweep == "all" || base.sweep == set.name) status |= run_sweep_set(set.name, base, blas, device);
+    if (base.sweep == "all" || base.sweep == set.name) status |= run_sweep_set(set.name, base, device);
   std::printf("\nsweeps done in %.1f s\n", std::chrono::duration<double>(steady::now() - start).count());
   return status;
 }
@@ -1600,9 +1604,7 @@ int main(int argc, char** argv) {
     std::printf("serving: no CUDA device (%s); this example needs a GPU, nothing to do.\n", gpu.message.c_str());
     return 0;
   }
-  const kscope::detail::cublas_api& blas = kscope::detail::cublas();
-  if (!blas.ok()) fail(blas.error);
-  if (!o.sweep.empty()) return run_sweeps(o, blas);
+  if (!o.sweep.empty()) return run_sweeps(o);
 
   const steady::time_point start = steady::now();
   const model_shape shape = model_shape::of(o);
@@ -1639,7 +1641,7 @@ int main(int argc, char** argv) {
   kscope::session& session = kscope::session::global();
   // Every kernel and copy is then attributed to the scope that launched it.
   session.enable_cupti();
-  engine e(o, blas);
+  engine e(o);
   e.warm_up();
   if (o.metric_sampling && !session.enable_metric_sampling({}, {"step"}))
     std::printf("  note: metric sampling did not start (the report's warnings say why)\n");

@@ -29,9 +29,7 @@
 // files never crash the tool: an input over 256 MiB (kscope::report_max_input_bytes) is
 // refused before it is read, and everything the reader keeps is bounded (merge.hpp).
 #include <kscope/core/config.hpp>  // KSCOPE_VERSION_STRING
-#include <kscope/core/detail/atomic_file.hpp>
-#include <kscope/core/detail/number_format.hpp>
-#include <kscope/core/detail/text_escape.hpp>
+#include <kscope/core/text.hpp>  // printable_text, parse_number, write_file_whole
 #include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
 #include <kscope/report/report.hpp>
@@ -191,7 +189,7 @@ int finish_output(int code) {
 
 // All or nothing (a temporary renamed over the target); `error` gets the path and reason.
 bool write_file(const std::string& path, const std::string& text, std::string& error) {
-  return kscope::detail::write_file_atomically(path, text, &error);
+  return kscope::write_file_whole(path, text, &error);
 }
 
 std::optional<kscope::session_report> load_report(const std::string& path) {
@@ -201,8 +199,8 @@ std::optional<kscope::session_report> load_report(const std::string& path) {
     return std::nullopt;
   }
   auto r = kscope::parse_report(text, &error);
-  if (!r) std::fprintf(stderr, "kscope: %s: %s\n", kscope::detail::printable_name(path).c_str(),
-                      kscope::detail::printable_name(error).c_str());
+  if (!r) std::fprintf(stderr, "kscope: %s: %s\n", kscope::printable_text(path).c_str(),
+                      kscope::printable_text(error).c_str());
   return r;
 }
 
@@ -302,13 +300,13 @@ int run_merge(const std::vector<std::string>& raw_args) {
     if (!read_errors[in.index].empty()) in.error = "input " + std::to_string(in.index) + ": " + read_errors[in.index];
     if (in.error.empty()) continue;
     bad = true;
-    std::fprintf(stderr, "kscope: %s: %s\n", kscope::detail::printable_name(args[in.index + 1]).c_str(),
-                 kscope::detail::printable_name(in.error).c_str());
+    std::fprintf(stderr, "kscope: %s: %s\n", kscope::printable_text(args[in.index + 1]).c_str(),
+                 kscope::printable_text(in.error).c_str());
   }
   print(merged.text());
   std::string write_error;
   if (!write_file(args[0], merged.json(), write_error)) {
-    std::fprintf(stderr, "kscope: %s\n", kscope::detail::printable_name(write_error).c_str());
+    std::fprintf(stderr, "kscope: %s\n", kscope::printable_text(write_error).c_str());
     return exit_write_failed;
   }
   return bad ? exit_bad_input : exit_ok;
@@ -363,8 +361,8 @@ int run_compare(const std::vector<std::string>& args) {
     if (name == "--threshold") {
       double threshold = 0;
       // parse_double reads '.' as the decimal point in any locale, as everything the tool prints.
-      if (!kscope::detail::parse_double(value, threshold) || !(threshold >= 0) || !(threshold < 10))
-        return usage_error("compare", "bad threshold '" + kscope::detail::printable_name(value) +
+      if (!kscope::parse_number(value, threshold) || !(threshold >= 0) || !(threshold < 10))
+        return usage_error("compare", "bad threshold '" + kscope::printable_text(value) +
                                           "' (a fraction in [0, 10), e.g. 0.02)");
       settings.threshold = threshold;
     } else if (name == "--thresholds") {
@@ -373,7 +371,7 @@ int run_compare(const std::vector<std::string>& args) {
       settings.allow_missing = true;
     } else if (name == "--format") {
       if (value != "text" && value != "markdown" && value != "json")
-        return usage_error("compare", "bad format '" + kscope::detail::printable_name(value) +
+        return usage_error("compare", "bad format '" + kscope::printable_text(value) +
                                           "' (text, markdown or json)");
       format = value;
     }
@@ -387,12 +385,12 @@ int run_compare(const std::vector<std::string>& args) {
   if (!thresholds_path.empty()) {
     std::string text, error;
     if (!read_file(thresholds_path, text, error)) {
-      std::fprintf(stderr, "kscope compare: thresholds: %s\n", kscope::detail::printable_name(error).c_str());
+      std::fprintf(stderr, "kscope compare: thresholds: %s\n", kscope::printable_text(error).c_str());
       return exit_bad_input;
     }
     kscope::threshold_rules_parse rules = kscope::parse_thresholds(text);
     if (!rules.ok())
-      return usage_error("compare", "thresholds file " + kscope::detail::printable_name(thresholds_path) + ": " +
+      return usage_error("compare", "thresholds file " + kscope::printable_text(thresholds_path) + ": " +
                                         rules.error);
     settings.rules = std::move(rules.rules);
   }
@@ -415,7 +413,7 @@ int run_compare(const std::vector<std::string>& args) {
     std::fprintf(stderr, "kscope compare: warning: %s\n", w.c_str());
   for (const std::string& r : comparison.unused_rules)
     std::fprintf(stderr, "kscope compare: warning: threshold rule \"%s\" matched no compared %s\n",
-                 kscope::detail::printable_name(r).c_str(), comparison.item.c_str());
+                 kscope::printable_text(r).c_str(), comparison.item.c_str());
   print(format == "json" ? comparison.json() : format == "markdown" ? comparison.markdown() : comparison.text());
   switch (comparison.gate()) {
     case kscope::gate_result::pass: return exit_ok;
@@ -449,7 +447,7 @@ int main(int argc, char** argv) {
         const char* help = help_for(args[0]);
         if (help == nullptr) {
           std::fprintf(stderr, "kscope help: unknown command '%s' (merge, report, compare)\n",
-                       kscope::detail::printable_name(args[0]).c_str());
+                       kscope::printable_text(args[0]).c_str());
           return exit_usage;
         }
         print(help);
@@ -463,7 +461,7 @@ int main(int argc, char** argv) {
     if (command == "merge") return finish_output(run_merge(args));
     if (command == "report") return finish_output(run_report(args));
     if (command == "compare") return finish_output(run_compare(args));
-    std::fprintf(stderr, "kscope: unknown command '%s'\n", kscope::detail::printable_name(command).c_str());
+    std::fprintf(stderr, "kscope: unknown command '%s'\n", kscope::printable_text(command).c_str());
     std::fputs(usage_text, stderr);
     return exit_usage;
   } catch (const std::exception& e) {

@@ -1,3 +1,4 @@
-// kscope/bench.hpp — moved to <kscope/bench/bench.hpp>; this forward stays for one release.
+// kscope/bench.hpp — entry header: the micro-benchmark harness (<kscope/bench/bench.hpp>).
+// Its path is stable.
 #pragma once
 #include "bench/bench.hpp"

@@ -13,6 +13,7 @@
 #include "core/roofline.hpp"
 #include "core/stats.hpp"
 #include "core/sweep.hpp"
+#include "core/text.hpp"
 
 // The GPU's description and peaks (CUDA edge, compiles out without CUDA).
 #include "device/device.hpp"

@@ -1,3 +1,4 @@
-// kscope/roofline.hpp — moved to <kscope/core/roofline.hpp>; this forward stays for one release.
+// kscope/roofline.hpp — entry header: roofline placement and the bound classification
+// (<kscope/core/roofline.hpp>). Its path is stable.
 #pragma once
 #include "core/roofline.hpp"

@@ -1,3 +1,4 @@
-// kscope/scope.hpp — moved to <kscope/scope/scope.hpp>; this forward stays for one release.
+// kscope/scope.hpp — entry header: scopes, ranges and KSCOPE_SCOPE, the light include for
+// instrumented code (<kscope/scope/scope.hpp>). Its path is stable.
 #pragma once
 #include "scope/scope.hpp"

@@ -1,7 +1,9 @@
 # Checks the layer rule of docs/architecture.md: a header under include/kscope/<folder>/
 # includes kscope headers only from its own folder or from folders earlier in the layer
-# order. Fails with the list of offending includes.
-#   cmake -DINCLUDE_DIR=<repo>/include -P check_layers.cmake
+# order; only the umbrella and the four entry headers sit at the top level; with SOURCE_DIR,
+# tools/ and examples/ never reach into a detail/ header or namespace. Fails with the list of
+# offences.
+#   cmake -DINCLUDE_DIR=<repo>/include -DSOURCE_DIR=<repo> -P check_layers.cmake
 set(layers core device scope cupti report session bench)
 file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR}/kscope ${INCLUDE_DIR}/kscope/*.hpp)
 set(violations "")
@@ -9,7 +11,11 @@ set(checked 0)
 foreach(header IN LISTS headers)
   string(REGEX MATCH "^[a-z_]+/" top "${header}")
   if(top STREQUAL "")
-    continue()  # the umbrella and the forwards at the top level may include anything
+    # The top level holds the umbrella and the four entry headers (stable paths), nothing else.
+    if(NOT header MATCHES "^(kscope|scope|bench|stats|roofline)\\.hpp$")
+      list(APPEND violations "${header}: only kscope.hpp, scope.hpp, bench.hpp, stats.hpp and roofline.hpp sit at the top level")
+    endif()
+    continue()
   endif()
   string(REPLACE "/" "" top "${top}")
   list(FIND layers ${top} own_rank)
@@ -32,6 +38,20 @@ foreach(header IN LISTS headers)
     endif()
   endforeach()
 endforeach()
+# detail/ is private: the tool and the examples use public names only, so that what users
+# would have to spell is always public (docs/architecture.md, "Rules").
+if(DEFINED SOURCE_DIR)
+  file(GLOB_RECURSE front_ends ${SOURCE_DIR}/tools/*.cpp ${SOURCE_DIR}/tools/*.hpp ${SOURCE_DIR}/examples/*.cpp
+       ${SOURCE_DIR}/examples/*.cu ${SOURCE_DIR}/examples/*.hpp ${SOURCE_DIR}/examples/*.cuh)
+  foreach(source IN LISTS front_ends)
+    file(STRINGS ${source} uses REGEX "detail::|/detail/")
+    file(RELATIVE_PATH rel ${SOURCE_DIR} ${source})
+    foreach(line IN LISTS uses)
+      string(STRIP "${line}" line)
+      list(APPEND violations "${rel} reaches into detail: ${line}")
+    endforeach()
+  endforeach()
+endif()
 if(violations)
   list(JOIN violations "\n  " text)
   string(REPLACE ";" " -> " order "${layers}")

@@ -1,0 +1,38 @@
+// kscope/core/text.hpp — the public face of three things every front end needs: a user
+// string made safe to print, a number read the same in every locale, and a file written
+// whole or not at all. They are what kscope's own printers use (core/detail/), so a tool or
+// an example built on kscope prints, reads and writes exactly as kscope does.
+//
+//   std::fprintf(stderr, "%s\n", kscope::printable_text(path).c_str());
+//   double threshold = 0;
+//   if (!kscope::parse_number("0.05", threshold)) ...;
+//   std::string error;
+//   if (!kscope::write_file_whole("out.md", text, &error)) std::fputs(error.c_str(), stderr);
+#pragma once
+
+#include "detail/atomic_file.hpp"
+#include "detail/number_format.hpp"
+#include "detail/text_escape.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace kscope {
+
+// One printable line: control characters escaped, invalid UTF-8 replaced (U+FFFD).
+[[nodiscard]] inline std::string printable_text(std::string_view text) { return detail::printable_name(text); }
+
+// A whole decimal number ("-12.5e3") read as in the "C" locale, whatever the program's
+// locale; false when the text is not exactly one finite-or-overflowing number.
+[[nodiscard]] inline bool parse_number(std::string_view text, double& out) noexcept {
+  return detail::parse_double(text, out);
+}
+
+// Replaces `path` with `content` completely or not at all (a temporary file renamed over
+// it); false with *error = "cannot write PATH: why". Never throws.
+[[nodiscard]] inline bool write_file_whole(const std::string& path, std::string_view content,
+                                           std::string* error = nullptr) noexcept {
+  return detail::write_file_atomically(path, content, error);
+}
+
+}  // namespace kscope
