@@ -29,7 +29,7 @@
 // files never crash the tool: an input over 256 MiB (kscope::report_max_input_bytes) is
 // refused before it is read, and everything the reader keeps is bounded (merge.hpp).
 #include <kscope/core/config.hpp>  // KSCOPE_VERSION_STRING
-#include <kscope/core/text.hpp>  // printable_text, parse_number, write_file_whole
+#include <kscope/core/text.hpp>  // printable_text, parse_number, write_text_file
 #include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
 #include <kscope/report/report.hpp>
@@ -189,7 +189,7 @@ int finish_output(int code) {
 
 // All or nothing (a temporary renamed over the target); `error` gets the path and reason.
 bool write_file(const std::string& path, const std::string& text, std::string& error) {
-  return kscope::write_file_whole(path, text, &error);
+  return kscope::write_text_file(path, text, &error);
 }
 
 std::optional<kscope::session_report> load_report(const std::string& path) {

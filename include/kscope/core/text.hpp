@@ -7,7 +7,7 @@
 //   double threshold = 0;
 //   if (!kscope::parse_number("0.05", threshold)) ...;
 //   std::string error;
-//   if (!kscope::write_file_whole("out.md", text, &error)) std::fputs(error.c_str(), stderr);
+//   if (!kscope::write_text_file("out.md", text, &error)) std::fputs(error.c_str(), stderr);
 #pragma once
 
 #include "detail/atomic_file.hpp"
@@ -28,11 +28,15 @@ namespace kscope {
   return detail::parse_double(text, out);
 }
 
-// Replaces `path` with `content` completely or not at all (a temporary file renamed over
-// it); false with *error = "cannot write PATH: why". Never throws.
-[[nodiscard]] inline bool write_file_whole(const std::string& path, std::string_view content,
-                                           std::string* error = nullptr) noexcept {
-  return detail::write_file_atomically(path, content, error);
+// Writes text to a file (binary), all or nothing: through a temporary file renamed over
+// `path` once complete (core/detail/atomic_file.hpp), so a full disk never leaves a
+// truncated file in place of the old one. false and *error ("cannot write PATH: No space
+// left on device") on failure; never throws.
+//   std::string why;
+//   if (!kscope::write_text_file("roofline.svg", svg, &why)) std::fprintf(stderr, "%s\n", why.c_str());
+[[nodiscard]] inline bool write_text_file(const std::string& path, std::string_view text,
+                                          std::string* error = nullptr) noexcept {
+  return detail::write_file_atomically(path, text, error);
 }
 
 }  // namespace kscope

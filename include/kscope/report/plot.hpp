@@ -30,7 +30,7 @@
 // with '.' whatever the C locale (core/detail/number_format.hpp): SVG has no decimal comma.
 #pragma once
 
-#include "../core/detail/atomic_file.hpp"
+#include "../core/text.hpp"  // write_text_file
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/text_escape.hpp"
 #include "../core/roofline.hpp"
@@ -807,17 +807,6 @@ inline std::string sweep_value_text(const sweep_value& v, const std::string& uni
   }
   out += "</body>\n</html>\n";
   return out;
-}
-
-// Writes text to a file (binary), all or nothing: through a temporary file renamed over
-// `path` once complete (core/detail/atomic_file.hpp), so a full disk never leaves a
-// truncated file in place of the old one. false and *error ("cannot write PATH: No space
-// left on device") on failure; never throws.
-//   std::string why;
-//   if (!kscope::write_text_file("roofline.svg", svg, &why)) std::fprintf(stderr, "%s\n", why.c_str());
-[[nodiscard]] inline bool write_text_file(const std::string& path, std::string_view text,
-                                          std::string* error = nullptr) noexcept {
-  return detail::write_file_atomically(path, text, error);
 }
 
 }  // namespace kscope
