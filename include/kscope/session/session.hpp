@@ -27,7 +27,7 @@
 #include "../report/trace.hpp"
 #include "../scope/recorder.hpp"
 #include "../scope/recorder_snapshot.hpp"
-#include "../scope/detail/fork_guard.hpp"
+#include "../core/detail/once.hpp"
 #include "../scope/detail/switch_warnings.hpp"
 #include "detail/advice.hpp"
 #include "detail/context.hpp"
@@ -98,8 +98,9 @@ class session {
   session& operator=(const session&) = delete;
 
   [[nodiscard]] static session& global() noexcept {
-    static session* const instance = new session();  // leaked on purpose (see above)
-    return *instance;
+    // A fork never catches it half-built (core/detail/once.hpp). Leaked on purpose (above).
+    static detail::lazy_global<session> instance{detail::lock_rank::init};
+    return instance.get([] { return new session(); });
   }
 
   static constexpr std::size_t max_nodes = recorder::max_nodes;
