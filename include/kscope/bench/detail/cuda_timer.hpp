@@ -11,6 +11,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/detail/once.hpp"
+#include "../../core/detail/utc_time.hpp"
 #include "../result.hpp"
 #include "../sampler.hpp"
 
@@ -41,18 +42,8 @@ namespace kscope {
 namespace detail {
 namespace harness {
 
-inline std::string utc_timestamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-#if defined(_WIN32)
-  gmtime_s(&tm, &now);
-#else
-  gmtime_r(&now, &tm);
-#endif
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+// Not gmtime_r: its libc lock, held by a thread a fork leaves behind, hangs the child.
+inline std::string utc_timestamp() { return utc_timestamp_text(std::time(nullptr)); }
 
 inline std::string host_name() {
 #if defined(KSCOPE_DETAIL_HAS_UNISTD)
