@@ -1,11 +1,14 @@
 // The tick clock scopes read, and its conversion to steady_clock nanoseconds.
 #include <kscope/core/detail/clock.hpp>
+#include <kscope/core/detail/utc_time.hpp>
 
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -39,4 +42,23 @@ TEST_CASE("without a TSC the map is the identity") {
   const auto map = kscope::detail::calibrate_ticks();
   CHECK(map.ns_per_tick == 1.0);
   CHECK(map.to_ns(12345) == 12345 + map.origin_ns - map.origin_ticks);
+}
+
+TEST_CASE("UTC timestamps are computed as gmtime would print them") {
+  CHECK(kscope::detail::utc_timestamp_text(0) == "1970-01-01T00:00:00Z");
+  CHECK(kscope::detail::utc_timestamp_text(951782400) == "2000-02-29T00:00:00Z");  // a leap day of a 400-year
+  CHECK(kscope::detail::utc_timestamp_text(4107542399) == "2100-02-28T23:59:59Z");  // 2100 is not a leap year
+  CHECK(kscope::detail::utc_timestamp_text(-1) == "1969-12-31T23:59:59Z");
+#if defined(__unix__) || defined(__APPLE__)
+  // Against the C library (single-threaded here, so its lock is harmless) over 1970-2200.
+  std::mt19937_64 random(42);
+  for (int i = 0; i < 20000; ++i) {
+    const std::time_t t = static_cast<std::time_t>(random() % 7258118400ULL);
+    std::tm utc{};
+    REQUIRE(gmtime_r(&t, &utc) != nullptr);
+    char expected[32];
+    std::strftime(expected, sizeof expected, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    REQUIRE(kscope::detail::utc_timestamp_text(t) == expected);
+  }
+#endif
 }

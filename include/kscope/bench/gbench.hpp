@@ -55,6 +55,7 @@
 
 #include "bench.hpp"
 #include "detail/gbench_status.hpp"
+#include "../core/detail/once.hpp"
 #include "../core/detail/text_escape.hpp"
 #include "../core/roofline.hpp"
 #include "../device/device_info.hpp"
@@ -147,10 +148,15 @@ inline void gbench_fail(benchmark::State& state, const std::string& why, bool af
   }
 }
 
-// The device the benchmarks run on, queried once per process.
+// The device the benchmarks run on, queried once per process. A fork during the query
+// waits for it, and the child never inherits it half-done (core/detail/once.hpp).
 inline const bench_context& gbench_context() {
-  static const bench_context context = describe_bench_context();
-  return context;
+  static lazy_global<const bench_context> context{lock_rank::init_bench_context};
+  return context.get([] {
+    auto* built = new bench_context;
+    *built = describe_bench_context();
+    return built;
+  });
 }
 
 }  // namespace harness

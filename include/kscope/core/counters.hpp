@@ -32,6 +32,7 @@
 #pragma once
 
 #include "detail/counters_names.hpp"
+#include "detail/once.hpp"
 #include "detail/number_format.hpp"
 #include "dtype.hpp"
 #include "roofline.hpp"
@@ -157,9 +158,14 @@ struct metric_info {
 // sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed; sm__pipe_tensor_op_hmma_*
 // (the Ampere/Turing name) does not exist on GH100.
 [[nodiscard]] inline const std::vector<metric_info>& metric_catalog() {
+  // Kept by a lazy_global, not a function-local static, whose guard a fork could catch
+  // held (core/detail/once.hpp). Built outside its lock: two first callers may both build
+  // it, one copy is kept.
+  static detail::lazy_global<const std::vector<metric_info>> kept{detail::lock_rank::init};
+  if (const std::vector<metric_info>* built = kept.get_if_built()) return *built;
   using m = counter_metric;
   using a = metric_aggregation;
-  static const std::vector<metric_info> catalog = {
+  std::vector<metric_info> catalog = {
       {m::duration, {"gpu__time_duration.sum"}, "GPU time of the range (one kernel, or the whole user range)", "ns",
        a::sum, true, false, ""},
       {m::dram_read_bytes, {"dram__bytes_read.sum"}, "bytes read from device memory (DRAM / HBM)", "bytes", a::sum,
@@ -258,7 +264,11 @@ struct metric_info {
        "share of active cycles the warp schedulers issued an instruction", "%", a::duration_weighted_mean, false,
        false, "one pass on GH100 (profiler host API); with the pipe metrics it stands in for sm__throughput"},
   };
-  return catalog;
+  return kept.get([&catalog] {
+    auto* built = new std::vector<metric_info>;
+    *built = std::move(catalog);
+    return built;
+  });
 }
 
 // The catalog entry of a quantity.

@@ -35,6 +35,7 @@
 #include "detail/csv.hpp"
 #include "detail/json_writer.hpp"
 #include "detail/number_format.hpp"  // real values print with '.' whatever the C locale
+#include "detail/once.hpp"
 #include "detail/text_escape.hpp"
 #include "stats.hpp"
 
@@ -478,8 +479,14 @@ struct sweep_results {
   // Value i of a row; a "not measured" value past the row's end (a row pushed onto `rows`
   // by hand, without add()'s checks), so that no printer reads out of bounds.
   [[nodiscard]] static const sweep_value& value_of(const sweep_row& r, std::size_t i) noexcept {
-    static const sweep_value none{std::numeric_limits<double>::quiet_NaN(), interval{}, 0, "not measured"};
-    return i < r.values.size() ? r.values[i] : none;
+    if (i < r.values.size()) return r.values[i];
+    // Not a function-local static, whose guard a fork could catch held (core/detail/once.hpp).
+    static detail::lazy_global<const sweep_value> none{detail::lock_rank::init};
+    return none.get([] {
+      auto* built = new sweep_value;
+      *built = sweep_value{std::numeric_limits<double>::quiet_NaN(), interval{}, 0, "not measured"};
+      return built;
+    });
   }
 
   // The value of `metric` at row `row`; nullptr when either does not exist.

@@ -36,6 +36,7 @@
 #include "counters.hpp"
 #include "detail/json_writer.hpp"
 #include "detail/number_format.hpp"
+#include "detail/once.hpp"
 #include "detail/text_escape.hpp"
 
 #include <algorithm>
@@ -89,8 +90,13 @@ struct stall_reason_info {
 // Every reason kscope describes, in the order tables list them when counts tie: the
 // issued state, the memory waits, synchronization, execution, fetch, the rest.
 [[nodiscard]] inline const std::vector<stall_reason_info>& stall_reason_table() {
+  // Kept by a lazy_global, not a function-local static, whose guard a fork could catch
+  // held (core/detail/once.hpp). Built outside its lock: two first callers may both build
+  // it, one copy is kept.
+  static detail::lazy_global<const std::vector<stall_reason_info>> kept{detail::lock_rank::init};
+  if (const std::vector<stall_reason_info>* built = kept.get_if_built()) return *built;
   using c = stall_category;
-  static const std::vector<stall_reason_info> table = {
+  std::vector<stall_reason_info> table = {
       {"selected", "selected (issued)", c::issued,
        "the warp issued an instruction in the sampled cycle: work, not a stall",
        "nothing to fix at the warp level; a large share means the schedulers are busy issuing, so only fewer "
@@ -162,7 +168,11 @@ struct stall_reason_info {
       {"misc", "misc", c::other, "a miscellaneous hardware reason",
        "nothing specific: look at the instructions at the hottest PCs"},
   };
-  return table;
+  return kept.get([&table] {
+    auto* built = new std::vector<stall_reason_info>;
+    *built = std::move(table);
+    return built;
+  });
 }
 
 namespace detail {

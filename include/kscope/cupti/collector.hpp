@@ -54,7 +54,7 @@
 #include "../core/detail/clock.hpp"
 #include "detail/api.hpp"
 #include "detail/buffer_pool.hpp"
-#include "../scope/detail/fork_guard.hpp"
+#include "../core/detail/once.hpp"
 #include "../core/detail/env_switch.hpp"
 #include "../device/availability.hpp"  // probe_gpu(): no GPU, said once, in words
 
@@ -154,8 +154,9 @@ class cupti_collector {
  public:
   // Never destroyed: CUPTI may call back during exit, after static destructors ran.
   [[nodiscard]] static cupti_collector& global() {
-    static cupti_collector* instance = new cupti_collector();
-    return *instance;
+    // A fork never catches it half-built (core/detail/once.hpp).
+    static detail::lazy_global<cupti_collector> instance{detail::lock_rank::init};
+    return instance.get([] { return new cupti_collector(); });
   }
 
   cupti_collector(const cupti_collector&) = delete;

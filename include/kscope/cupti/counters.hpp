@@ -77,6 +77,7 @@
 
 #include "../core/config.hpp"
 #include "../core/counters.hpp"
+#include "../core/detail/once.hpp"
 #include "../device/availability.hpp"
 #include "../scope/detail/counter_hook.hpp"  // profiled_depth: the L2 sweep's launch is not the program's
 #include "detail/api.hpp"
@@ -240,8 +241,8 @@ inline std::string counter_request_error(const std::vector<std::string>& metrics
 // registered with the fork guard: it is only ever try-locked, so a child forked during a
 // pass gets counter_state::busy from its own passes instead of a deadlock.
 inline std::mutex& counter_pass_mutex() {
-  static std::mutex* m = new std::mutex();
-  return *m;
+  static lazy_global<std::mutex> m{lock_rank::init};  // built fork-safely (core/detail/once.hpp)
+  return m.get([] { return new std::mutex(); });
 }
 
 #if KSCOPE_HAS_RANGE_PROFILER
@@ -295,8 +296,8 @@ struct counter_libraries {
 };
 
 inline counter_libraries& counter_library_state() {
-  static counter_libraries* state = new counter_libraries();
-  return *state;
+  static lazy_global<counter_libraries> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
+  return state.get([] { return new counter_libraries(); });
 }
 
 // A profiler host object, deinitialized when it goes.

@@ -31,7 +31,7 @@
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../core/metric_samples.hpp"
-#include "../scope/detail/fork_guard.hpp"
+#include "../core/detail/fork_guard.hpp"
 #include "attribution.hpp"
 #include "collector.hpp"
 #include "metric_sampler.hpp"

@@ -59,6 +59,7 @@
 
 #include "../core/config.hpp"
 #include "../core/counters.hpp"
+#include "../core/detail/once.hpp"
 #include "../core/metric_samples.hpp"
 #include "detail/api.hpp"
 #include "detail/pm_sampling_api.hpp"
@@ -251,8 +252,8 @@ inline metric_sampler_state sampler_state_for(counter_state s) noexcept {
 
 // The PM sampling entry points, resolved once per process (under counter_pass_mutex).
 inline pm_sampling_api& pm_sampling_library_state() {
-  static pm_sampling_api* api = new pm_sampling_api();
-  return *api;
+  static lazy_global<pm_sampling_api> api{lock_rank::init};  // fork-safe (core/detail/once.hpp)
+  return api.get([] { return new pm_sampling_api(); });
 }
 
 // One PM sampling run on one device: set up by open(), decoded by the background thread

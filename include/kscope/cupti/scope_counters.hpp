@@ -33,7 +33,7 @@
 #include "../core/config.hpp"
 #include "../core/counters.hpp"
 #include "../scope/detail/counter_hook.hpp"
-#include "../scope/detail/fork_guard.hpp"
+#include "../core/detail/once.hpp"
 #include "../scope/node_id.hpp"
 #include "counters.hpp"
 
@@ -100,8 +100,9 @@ class scope_counter_sampler {
   static constexpr std::size_t max_nodes = 1u << 16;  // call counters kept per node id below this
 
   [[nodiscard]] static scope_counter_sampler& global() noexcept {
-    static scope_counter_sampler* const instance = new scope_counter_sampler();
-    return *instance;
+    // A fork never catches it half-built (core/detail/once.hpp).
+    static detail::lazy_global<scope_counter_sampler> instance{detail::lock_rank::init};
+    return instance.get([] { return new scope_counter_sampler(); });
   }
 
   // Installs the hook: from now on scopes' due calls are profiled. False (status says why)

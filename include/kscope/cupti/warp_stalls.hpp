@@ -53,6 +53,7 @@
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/detail/once.hpp"
 #include "../core/warp_stalls.hpp"
 #include "counters.hpp"
 #include "detail/cubin_store.hpp"
@@ -162,8 +163,8 @@ inline std::string warp_stall_request_error(const warp_stall_options& o) {
 
 // The entry points, resolved once from the libcupti the counters loaded.
 inline pc_sampling_api& pc_sampling_state() {
-  static pc_sampling_api* state = new pc_sampling_api();
-  return *state;
+  static lazy_global<pc_sampling_api> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
+  return state.get([] { return new pc_sampling_api(); });
 }
 
 // A CUpti_PCSamplingData with room for max_pcs records of num_reasons reasons each, in

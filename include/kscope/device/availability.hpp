@@ -25,6 +25,7 @@
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/detail/once.hpp"
 #include "device_info.hpp"  // detail::cuda_version_text
 
 #include <atomic>
@@ -260,15 +261,18 @@ inline std::atomic<const gpu_availability*>& probed_gpu_slot() noexcept {
 //   if (!kscope::probe_gpu().available()) std::puts(kscope::probe_gpu().message.c_str());
 [[nodiscard]] inline const gpu_availability& probe_gpu() {
   // Never destroyed: the collector's exit handler may still read it after static destructors.
-  static const gpu_availability* const answer = [] {
+  // Not a function-local static: a fork while another thread is in the CUDA calls below
+  // waits for them to finish (and never starts them), so the child cannot inherit a
+  // half-done probe whose guard it would wait on forever (core/detail/once.hpp).
+  static detail::lazy_global<const gpu_availability> answer{detail::lock_rank::init_gpu_probe};
+  return answer.get([] {
     // Assigned, not `new gpu_availability(classify(...))`: nvcc 13.0's device front end
     // (cicc) aborts on that form in C++20.
     auto* a = new gpu_availability;
     *a = classify_gpu_availability(detail::gather_gpu_probe());
     detail::probed_gpu_slot().store(a, std::memory_order_release);
     return a;
-  }();
-  return *answer;
+  });
 }
 
 // probe_gpu()'s answer if it has been given, else nullptr; never touches CUDA (for a

@@ -31,10 +31,10 @@
 
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
+#include "../core/detail/once.hpp"
 #include "../core/detail/reservoir.hpp"
 #include "detail/counter_hook.hpp"
 #include "detail/event_pool.hpp"
-#include "detail/fork_guard.hpp"
 #include "detail/node_cache.hpp"
 #include "detail/switches.hpp"
 #include "detail/thread_log.hpp"
@@ -176,8 +176,10 @@ class recorder {
   recorder& operator=(const recorder&) = delete;
 
   [[nodiscard]] static recorder& global() noexcept {
-    static recorder* const instance = new recorder();  // leaked on purpose (see above)
-    return *instance;
+    // Not a function-local static: its guard, held by a thread that a fork leaves behind,
+    // would hang the child's first scope (core/detail/once.hpp). Leaked on purpose (above).
+    static detail::lazy_global<recorder> instance{detail::lock_rank::init_recorder};
+    return instance.get([] { return new recorder(); });
   }
 
   // ---- switches ------------------------------------------------------------------------
@@ -264,7 +266,11 @@ class recorder {
   recorder() {
     detail::tick_origin();  // start the tick calibration span as early as possible
     nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_);
-    detail::guard_across_fork(mutex_, detail::lock_rank::recorder);
+    // Threads of the parent that were waiting for the lock at the fork do not exist in the
+    // child: their count must not make the child's reports wait for them.
+    detail::guard_across_fork(mutex_, detail::lock_rank::recorder, [](void* self) noexcept {
+      static_cast<recorder*>(self)->scope_waiters_.store(0, std::memory_order_relaxed);
+    }, this);
 #if KSCOPE_HAS_CUDA
     events_.guard_across_fork();
 #endif
@@ -272,9 +278,6 @@ class recorder {
     // Without the key a thread's state is never freed (a bounded leak per thread), which
     // is still safe.
     thread_exit_key_ready_ = pthread_key_create(&thread_exit_key_, &on_thread_exit) == 0;
-    // Threads of the parent that were waiting for the lock at the fork do not exist in the
-    // child: their count must not make the child's reports wait for them.
-    pthread_atfork(nullptr, nullptr, [] { global().scope_waiters_.store(0, std::memory_order_relaxed); });
 #endif
   }
 #if KSCOPE_DETAIL_FORK_GUARD

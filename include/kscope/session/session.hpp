@@ -27,7 +27,8 @@
 #include "../report/trace.hpp"
 #include "../scope/recorder.hpp"
 #include "../scope/recorder_snapshot.hpp"
-#include "../scope/detail/fork_guard.hpp"
+#include "../core/detail/once.hpp"
+#include "../core/detail/utc_time.hpp"
 #include "../scope/detail/switch_warnings.hpp"
 #include "detail/advice.hpp"
 #include "detail/context.hpp"
@@ -131,8 +132,9 @@ class session {
   session& operator=(const session&) = delete;
 
   [[nodiscard]] static session& global() noexcept {
-    static session* const instance = new session();  // leaked on purpose (see above)
-    return *instance;
+    // A fork never catches it half-built (core/detail/once.hpp). Leaked on purpose (above).
+    static detail::lazy_global<session> instance{detail::lock_rank::init};
+    return instance.get([] { return new session(); });
   }
 
   static constexpr std::size_t max_nodes = recorder::max_nodes;
@@ -346,16 +348,8 @@ inline void fill_host_context(report_context& context) {
   if (gethostname(host, sizeof host - 1) == 0) context.host_name = host;
   context.process_id = static_cast<long long>(getpid());
 #endif
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-#if defined(_WIN32)
-  gmtime_s(&utc, &now);
-#else
-  gmtime_r(&now, &utc);
-#endif
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  context.timestamp_utc = stamp;
+  // Not gmtime_r: its libc lock, held by a thread a fork leaves behind, hangs the child.
+  context.timestamp_utc = utc_timestamp_text(std::time(nullptr));
   describe_devices(context);
   if (const std::optional<int> rank = current_rank()) context.rank = *rank;
   if (!context.devices.empty()) {

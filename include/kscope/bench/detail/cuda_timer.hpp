@@ -10,6 +10,8 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../core/detail/once.hpp"
+#include "../../core/detail/utc_time.hpp"
 #include "../result.hpp"
 #include "../sampler.hpp"
 
@@ -40,18 +42,8 @@ namespace kscope {
 namespace detail {
 namespace harness {
 
-inline std::string utc_timestamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-#if defined(_WIN32)
-  gmtime_s(&tm, &now);
-#else
-  gmtime_r(&now, &tm);
-#endif
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+// Not gmtime_r: its libc lock, held by a thread a fork leaves behind, hangs the child.
+inline std::string utc_timestamp() { return utc_timestamp_text(std::time(nullptr)); }
 
 inline std::string host_name() {
 #if defined(KSCOPE_DETAIL_HAS_UNISTD)
@@ -154,16 +146,19 @@ struct clock_probe_kernel {
 };
 
 // Loaded once per process and never unloaded: unloading from a static destructor could
-// run after the CUDA runtime has shut down.
+// run after the CUDA runtime has shut down. A fork during the load waits for it, and the
+// child never inherits it half-done (core/detail/once.hpp).
 inline const clock_probe_kernel& clock_probe() {
-  static const clock_probe_kernel probe = [] {
-    clock_probe_kernel p;
+  static lazy_global<const clock_probe_kernel> probe{lock_rank::init_code_loading};
+  return probe.get([] {
+    auto* kept = new clock_probe_kernel;
+    clock_probe_kernel& p = *kept;
     cudaLibrary_t library = nullptr;
     cudaError_t e = cudaLibraryLoadData(&library, clock_probe_ptx, nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (e != cudaSuccess) {
       p.error = cuda_message(e, "loading the clock-probe PTX");
       cudaGetLastError();
-      return p;
+      return kept;
     }
     e = cudaLibraryGetKernel(&p.kernel, library, "kscope_clock_probe");
     if (e != cudaSuccess) {
@@ -171,9 +166,8 @@ inline const clock_probe_kernel& clock_probe() {
       p.kernel = nullptr;
       cudaGetLastError();
     }
-    return p;
-  }();
-  return probe;
+    return kept;
+  });
 }
 
 inline kernel_resources query_resources(const void* function, int block_threads, std::size_t dynamic_smem_bytes) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "../../core/detail/env_switch.hpp"
+#include "../../core/detail/once.hpp"
 
 #include <cstddef>
 #include <cstdlib>
@@ -68,10 +69,11 @@ class gbench_failure_record {
 };
 
 // One record per process: a function-local static of an inline function is shared by
-// every translation unit that registers benchmarks.
+// every translation unit that registers benchmarks. A lazy_global, never destroyed,
+// rather than a plain static, whose guard a fork could catch held (core/detail/once.hpp).
 inline gbench_failure_record& gbench_failures() {
-  static gbench_failure_record record;
-  return record;
+  static lazy_global<gbench_failure_record> record{lock_rank::init};
+  return record.get([] { return new gbench_failure_record(); });
 }
 
 // Whether a value of KSCOPE_GBENCH_ALLOW_SKIP allows skipping: an "on" value of

@@ -13,6 +13,9 @@
 // steady_clock itself and the map is the identity.
 #pragma once
 
+#include "once.hpp"
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -33,15 +36,22 @@ inline std::int64_t now_ns() noexcept {
       .count();
 }
 
+#if KSCOPE_DETAIL_HAVE_TSC
+// -1: not read yet; 0 or 1: the answer. A plain atomic rather than a function-local
+// static: CPUID always gives the same answer, so threads that race to read it first just
+// store the same value, and there is no guard for a fork to catch held (issue 31).
+inline std::atomic<signed char> invariant_tsc_state{-1};
+#endif
+
 // True when ticks() reads the TSC: only an invariant TSC (constant rate, running in all
 // power states, CPUID 0x80000007 EDX bit 8) is a clock.
 inline bool ticks_are_tsc() noexcept {
 #if KSCOPE_DETAIL_HAVE_TSC
-  static const bool invariant = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0x80000007u, &a, &b, &c, &d)) return false;
-    return ((d >> 8) & 1u) != 0;
-  }();
+  const signed char known = invariant_tsc_state.load(std::memory_order_relaxed);
+  if (KSCOPE_LIKELY(known >= 0)) return known == 1;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool invariant = __get_cpuid(0x80000007u, &a, &b, &c, &d) && ((d >> 8) & 1u) != 0;
+  invariant_tsc_state.store(invariant ? 1 : 0, std::memory_order_relaxed);
   return invariant;
 #else
   return false;
@@ -89,9 +99,13 @@ inline tick_origin_pair read_clock_pair() noexcept {
   return best;
 }
 
+// The first use's reading, the same for every thread. Built fork-safely (once.hpp): a
+// reading in progress in another thread is waited for by a fork, never inherited.
 inline const tick_origin_pair& tick_origin() noexcept {
-  static const tick_origin_pair origin = read_clock_pair();
-  return origin;
+  static tick_origin_pair first{0, 0};  // written once, before `once` is done
+  static fork_safe_once once{lock_rank::init};
+  once.call([] { first = read_clock_pair(); });
+  return first;
 }
 
 // The map from ticks to steady_clock ns, measured over the span since tick_origin()

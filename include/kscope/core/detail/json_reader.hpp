@@ -28,6 +28,7 @@
 #pragma once
 
 #include "number_format.hpp"
+#include "once.hpp"
 #include "text_escape.hpp"
 
 #include <cmath>
@@ -151,8 +152,10 @@ struct json_value {
   }
   // Array element i; a shared null value when out of range or not an array.
   [[nodiscard]] const json_value& at(std::size_t i) const noexcept {
-    static const json_value none{};
-    return (type == json_type::array && i < items.size()) ? items[i] : none;
+    if (type == json_type::array && i < items.size()) return items[i];
+    // Not a function-local static, whose guard a fork could catch held (once.hpp).
+    static lazy_global<const json_value> none{lock_rank::init};
+    return none.get([] { return new json_value; });
   }
   // The number, or `fallback` when this is not a number (null included: kscope writes
   // NaN as null, so pass NaN to get it back).

@@ -37,7 +37,7 @@
 #pragma once
 
 #include "../../core/warp_stalls.hpp"
-#include "../../scope/detail/fork_guard.hpp"
+#include "../../core/detail/once.hpp"
 #include "api.hpp"
 
 #include <atomic>
@@ -140,14 +140,16 @@ class cubin_store {
 
   // Never destroyed: CUPTI may report a module load during exit, after static destructors.
   [[nodiscard]] static cubin_store& global() {
-    static cubin_store* const instance = [] {
+    // A fork never catches it half-built (core/detail/once.hpp).
+    static lazy_global<cubin_store> instance{lock_rank::init};
+    return instance.get([] {
       auto* s = new cubin_store();
-      // A leaf lock: no other kscope lock is taken while it is held, so any rank above the
-      // others keeps the fork handler's order; 80 is the next free one (fork_guard.hpp).
+      // A leaf lock: no other kscope lock is taken while it is held, so a rank above every
+      // lock held when it is taken (a module load's callback may come inside a PTX load)
+      // keeps the fork handler's order (fork_guard.hpp).
       guard_across_fork(s->mutex_, lock_rank::cubin_store);
       return s;
-    }();
-    return *instance;
+    });
   }
 
   explicit cubin_store(std::size_t budget_bytes = default_budget_bytes) noexcept : budget_(budget_bytes) {}
@@ -347,8 +349,8 @@ struct cubin_capture_api {
 };
 
 inline cubin_capture_api& cubin_capture_state() {
-  static cubin_capture_api* const state = new cubin_capture_api();  // never destroyed
-  return *state;
+  static lazy_global<cubin_capture_api> state{lock_rank::init};  // never destroyed; fork-safe (once.hpp)
+  return state.get([] { return new cubin_capture_api(); });
 }
 
 // true when both entry points are known (resolved now or earlier).

@@ -14,6 +14,7 @@
 // runtime entry point) underneath; only the outermost launch call on a thread is noted.
 #pragma once
 
+#include "../../core/detail/once.hpp"
 #include "profiler_api.hpp"
 
 #if KSCOPE_HAS_RANGE_PROFILER
@@ -84,8 +85,8 @@ struct kernel_name_log {
 };
 
 inline kernel_name_log& profiler_kernel_name_log() {
-  static kernel_name_log* log = new kernel_name_log();
-  return *log;
+  static lazy_global<kernel_name_log> log{lock_rank::init};  // fork-safe (core/detail/once.hpp)
+  return log.get([] { return new kernel_name_log(); });
 }
 
 // Depth of runtime launch calls on this thread: a driver launch inside one is the same kernel.

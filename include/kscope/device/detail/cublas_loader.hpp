@@ -16,8 +16,11 @@
 // its kernels is not worth the risk, and it is loaded at most once per process.
 #pragma once
 
+#include "../../core/detail/once.hpp"
+
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__has_include)
@@ -93,11 +96,21 @@ inline std::vector<std::string> cublas_candidates() {
   return names;
 }
 
-// Opens cuBLAS once per process; later calls return the same result.
+// Opens cuBLAS once per process; later calls return the same result. A fork while another
+// thread is loading it waits for the load (hundreds of milliseconds) instead of leaving
+// the child a load it would wait on forever (core/detail/once.hpp).
 //   const auto& blas = kscope::detail::cublas();
 //   if (!blas.ok()) report(blas.error);
 inline const cublas_api& cublas() {
-  static const cublas_api api = [] {
+  static lazy_global<const cublas_api> api{lock_rank::init_code_loading};  // never destroyed
+  return api.get([] {
+    // Built, then moved to the heap by assignment (nvcc 13.0's cicc aborts on some
+    // `new T(expression)` forms in C++20: availability.hpp).
+    const auto kept = [](cublas_api&& built) {
+      auto* out = new cublas_api;
+      *out = std::move(built);
+      return out;
+    };
     cublas_api result;
 #if KSCOPE_DETAIL_HAS_DLOPEN
     std::string tried;
@@ -121,15 +134,14 @@ inline const cublas_api& cublas() {
         continue;
       }
       candidate.path = name;
-      return candidate;
+      return kept(std::move(candidate));
     }
     result.error = "cuBLAS not found (set KSCOPE_CUBLAS_LIBRARY to its path); tried:" + tried;
 #else
     result.error = "cuBLAS not loaded: this platform has no dlopen";
 #endif
-    return result;
-  }();
-  return api;
+    return kept(std::move(result));
+  });
 }
 
 }  // namespace detail

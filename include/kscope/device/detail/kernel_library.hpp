@@ -11,6 +11,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../core/detail/fork_guard.hpp"
 #include "../device_info.hpp"  // cuda_version_text
 
 #include <algorithm>
@@ -81,11 +82,13 @@ struct kernel_library_load {
 };
 
 // Loads the PTX once per process (thread-safe): a success is kept, a failure is tried
-// again at the next call (the driver may have been missing or busy only then).
+// again at the next call (the driver may have been missing or busy only then). The lock
+// is one the fork guard takes: a fork during a load waits for it, and the child does not
+// inherit it held by a thread it does not have.
 inline kernel_library_load kscope_kernel_library() {
-  static std::mutex mutex;
+  static fork_guarded_mutex mutex{lock_rank::init_code_loading};  // constant-initialized
   static cudaLibrary_t loaded = nullptr;
-  const std::lock_guard<std::mutex> lock(mutex);
+  const std::lock_guard<fork_guarded_mutex> lock(mutex);
   kernel_library_load out;
   if (loaded == nullptr) {
     const cudaError_t status = cudaLibraryLoadData(&loaded, peak_kernels_ptx, nullptr, nullptr, 0, nullptr, nullptr, 0);

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
-#include "fork_guard.hpp"
+#include "../../core/detail/fork_guard.hpp"
 
 #if KSCOPE_HAS_CUDA
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../core/detail/once.hpp"
 
 #include <cstdint>
 
@@ -20,10 +21,16 @@ namespace detail {
 using nvtx_string = nvtxStringHandle_t;
 using nvtx_range_id = nvtxRangeId_t;
 
-// One domain for the whole process, created on first use (thread-safe static).
+// One domain for the whole process, created on first use. That first NVTX call also
+// initializes NVTX (with a tool attached, it loads the tool's library): a fork while
+// another thread is in it waits for it, so a child never inherits it half-done and
+// waits on it forever (core/detail/once.hpp). Every push and pop reads it: the flag and
+// the handle are two independent loads, as with a function-local static's guard.
 inline nvtxDomainHandle_t nvtx_domain() noexcept {
-  static const nvtxDomainHandle_t domain = nvtxDomainCreateA("kscope");
-  return domain;
+  static nvtxDomainHandle_t created = nullptr;  // written once, before `once` is done
+  static fork_safe_once once{lock_rank::init_code_loading};
+  if (KSCOPE_UNLIKELY(!once.done())) once.call([] { created = nvtxDomainCreateA("kscope"); });
+  return created;
 }
 
 // Registering a string once lets the tool skip copying it on every push.
