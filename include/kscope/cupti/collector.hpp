@@ -318,6 +318,8 @@ class cupti_collector {
   cupti_collector() {
     detail::guard_across_fork(control_mutex_, detail::lock_rank::collector_control);
     detail::guard_across_fork(attribution_mutex_, detail::lock_rank::collector_attribution);
+    detail::guard_across_fork(graph_sampler_.lock_for_fork(), detail::lock_rank::graph_sampler);
+    detail::guard_across_fork(graph_toggle_mutex_, detail::lock_rank::graph_toggle);
   }
 
   void ensure_attribution(const attribution_options& options) {

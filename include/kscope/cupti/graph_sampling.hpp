@@ -79,6 +79,10 @@ class graph_replay_sampler {
     return node_level;
   }
 
+  // The lock, for the owner to register with the fork guard (core/detail/fork_guard.hpp)
+  // when the sampler lives as long as the process (the collector's does; a test's does not).
+  [[nodiscard]] std::mutex& lock_for_fork() noexcept { return mutex_; }
+
   struct counts {
     std::uint64_t node_level = 0;     // sampled replays traced node by node
     std::uint64_t graph_level = 0;    // replays traced as one record
