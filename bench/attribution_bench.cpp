@@ -13,8 +13,8 @@
 //
 // Run: build-*/bench/attribution_bench --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
-#include <kscope/cupti/attribution.hpp>
-#include <kscope/cupti/collector.hpp>
+#include <kscope/activity/attribution.hpp>
+#include <kscope/activity/collector.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -1,6 +1,6 @@
 // What CUPTI's graph-level trace allows, and what it costs (GPU needed; links libcupti).
 //
-// The collector's graph mode (cupti/collector.hpp, issue 26) rests on four facts this
+// The collector's graph mode (activity/collector.hpp, issue 26) rests on four facts this
 // program establishes on the machine it runs on, before the library relies on them:
 //   1. CUPTI_ACTIVITY_KIND_GRAPH_TRACE can be enabled together with CONCURRENT_KERNEL, and
 //      then a graph launch gives one graph record (its correlation id is the launch's) and

@@ -19,7 +19,7 @@
 //
 //   build-*/bench/cupti_overhead_bench            # prints the table
 //   build-*/bench/cupti_overhead_bench --child kscope_callback   # one configuration
-#include <kscope/cupti/collector.hpp>
+#include <kscope/activity/collector.hpp>
 
 #include <cuda_runtime.h>
 #include <unistd.h>

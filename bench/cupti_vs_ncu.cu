@@ -18,7 +18,7 @@
 // waits for a cycle count derived from the device clock rate instead.
 //
 //   cupti_vs_ncu [--us 200] [--count 20] [--warmup 5] [--spin globaltimer|clock64]
-#include <kscope/cupti/collector.hpp>
+#include <kscope/activity/collector.hpp>
 
 #include <cuda_runtime.h>
 

@@ -1,4 +1,4 @@
-// PM sampling (cupti/metric_sampler.hpp) on the GPU machine: what it costs the workload,
+// PM sampling (pm_sampling/sampler.hpp) on the GPU machine: what it costs the workload,
 // and whether its per-phase values agree with Nsight Compute's for the same kernels.
 //
 //   metric_sampler_vs_ncu                 overhead, then the per-phase sampled values
@@ -12,7 +12,7 @@
 // 20 µs; the mean of the samples lying wholly inside each phase (two intervals of guard)
 // is printed as "PMBENCH phase <name> <metric> <value>" for the script to set beside ncu.
 #include <kscope/core/detail/clock.hpp>
-#include <kscope/cupti/metric_sampler.hpp>
+#include <kscope/pm_sampling/sampler.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
 
 #include <cuda_fp16.h>

@@ -82,7 +82,7 @@ extern "C" __global__ void kscope_peak_fill(void* data, unsigned long long count
   }
 }
 
-// Counter passes (cupti/counters.hpp): reads a buffer twice the L2's size and writes
+// Counter passes (counters/collect.hpp): reads a buffer twice the L2's size and writes
 // nothing, so that afterwards the L2 holds clean lines only. Dirty lines left by earlier
 // work, or written by the profiler itself when a pass starts, are then written back
 // during this kernel rather than counted as DRAM writes of the kernel measured next.

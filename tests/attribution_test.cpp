@@ -1,12 +1,12 @@
-// Tests for kscope/cupti/attribution.hpp and the headers it is built from (records,
+// Tests for kscope/activity/attribution.hpp and the headers it is built from (records,
 // correlation, communication, activity, interval union, kernel table) — pure: no CUDA,
 // also built with ThreadSanitizer — and the pure activity buffer pool. Records here are
 // kscope's plain structs; the same records built as real CUPTI structs and walked through
 // libcupti are in cupti_test.cpp.
-#include <kscope/cupti/attribution.hpp>
-#include <kscope/cupti/collector_options.hpp>
-#include <kscope/cupti/graph_sampling.hpp>
-#include <kscope/cupti/detail/buffer_pool.hpp>
+#include <kscope/activity/attribution.hpp>
+#include <kscope/activity/options.hpp>
+#include <kscope/activity/graph_sampling.hpp>
+#include <kscope/activity/detail/buffer_pool.hpp>
 #include <kscope/core/detail/reservoir.hpp>
 #include <kscope/core/stats.hpp>
 

@@ -1,10 +1,10 @@
-// core/counters.hpp: the metric catalog, FLOPs from SASS instruction counts, aggregation
+// counters/metrics.hpp: the metric catalog, FLOPs from SASS instruction counts, aggregation
 // per scope, metric-name checks and suggestions, the measured (hierarchical) roofline, the
 // declared-vs-measured line and every classification rule, on synthetic values whose
-// expected answers are worked out in the comments. The CUPTI side (cupti/counters.hpp) is
+// expected answers are worked out in the comments. The CUPTI side (counters/collect.hpp) is
 // checked here only where it runs without a GPU: its error mapping and its refusals.
-#include <kscope/core/counters.hpp>
-#include <kscope/cupti/counters.hpp>
+#include <kscope/counters/metrics.hpp>
+#include <kscope/counters/collect.hpp>
 
 #include <doctest/doctest.h>
 

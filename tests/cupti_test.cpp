@@ -3,7 +3,7 @@
 // (detail::consume_activity_buffer: libcupti's cuptiActivityGetNextRecord, parse_activity,
 // gpu_attribution). libcupti's walker needs no GPU or driver, so it is used here whenever
 // libcupti loads; without it the documented fallback walk is used and the case says so.
-#include <kscope/cupti/collector.hpp>
+#include <kscope/activity/collector.hpp>
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
-// diagnose() (report/diagnose.hpp) on synthetic reports: each pathology is named, and no
+// diagnose() (verdict/diagnose.hpp) on synthetic reports: each pathology is named, and no
 // other; a healthy report gives no finding; bad input (empty, NaN, no CUPTI) gives a
 // defined, empty result; the text and JSON printers carry the evidence.
-#include <kscope/report/diagnose.hpp>
+#include <kscope/verdict/diagnose.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
-// report/sampled_metrics.hpp: the session report's section for GPU metrics sampled while
+// pm_sampling/report.hpp: the session report's section for GPU metrics sampled while
 // the program ran, printed from synthetic samples (the aggregation is core/metric_samples's,
 // tested in metric_samples_test.cpp): the table, the verdicts with their numbers, the step
 // distributions, the losses line, the JSON, and the not-started case.
-#include <kscope/cupti/metric_sampler.hpp>  // default_sampling_metrics
+#include <kscope/pm_sampling/sampler.hpp>  // default_sampling_metrics
 #include <kscope/report/report.hpp>
 
 #include <doctest/doctest.h>

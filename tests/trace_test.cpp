@@ -2,7 +2,7 @@
 // nlohmann-json and its structure checked: tracks, nesting, no overlapping complete
 // events on a track, flow arrows from the launching scope to its GPU work.
 #include <kscope/report/trace.hpp>
-#include <kscope/cupti/attribution.hpp>  // the trace is also written straight from an attribution
+#include <kscope/activity/attribution.hpp>  // the trace is also written straight from an attribution
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -1,14 +1,14 @@
-// core/warp_stalls.hpp: the stall-reason table, CUPTI name parsing, profiles per launch,
+// warp_stalls/stalls.hpp: the stall-reason table, CUPTI name parsing, profiles per launch,
 // per kernel and per scope, the dominant stall and its evidence, the table and JSON
 // printers, on synthetic PC-sampling records whose expected answers are worked out in the
-// comments. The CUPTI side (cupti/warp_stalls.hpp) is checked here only where it runs
+// comments. The CUPTI side (warp_stalls/collect.hpp) is checked here only where it runs
 // without a GPU: its refusal of bad options. Source lines: the cubin store
-// (cupti/detail/cubin_store.hpp: budget, eviction, duplicates, lookups, counts, with
+// (warp_stalls/detail/cubin_store.hpp: budget, eviction, duplicates, lookups, counts, with
 // made-up CRCs and byte strings), the ELF line-table check on hand-built ELF images, the
 // rules that turn a store miss or a lookup into a status, and how each status prints.
-#include <kscope/core/warp_stalls.hpp>
-#include <kscope/cupti/detail/cubin_store.hpp>
-#include <kscope/cupti/warp_stalls.hpp>
+#include <kscope/warp_stalls/stalls.hpp>
+#include <kscope/warp_stalls/detail/cubin_store.hpp>
+#include <kscope/warp_stalls/collect.hpp>
 
 #include <kscope/core/detail/json_reader.hpp>
 

@@ -1,7 +1,8 @@
 // kscope/kscope.hpp — the umbrella header: include this one and use everything.
 //
-// The library is layered (docs/architecture.md): core → device → scope → cupti → report →
-// session → bench, each folder including only the folders before it. Each module header
+// The library is layered (docs/architecture.md): the base (core → device → scope → cupti),
+// one folder per feature (counters → warp_stalls → activity → pm_sampling → serving), then
+// report → verdict → session → bench, each folder including only the folders before it. Each module header
 // also stands alone (tests/headers compiles every one of them first in its own translation
 // unit). bench/gbench.hpp is not included here: it needs Google Benchmark, which kscope
 // does not force on its users.
@@ -21,25 +22,27 @@
 // Scopes and ranges: what instrumented code includes.
 #include "scope/scope.hpp"
 
-// CUPTI activity collection and attribution of GPU work to scopes.
-#include "cupti/attribution.hpp"
-#include "cupti/collector.hpp"
-#include "cupti/counters.hpp"
-#include "cupti/live_metrics.hpp"
-#include "cupti/metric_sampler.hpp"
-#include "cupti/scope_counters.hpp"
-#include "cupti/warp_stalls.hpp"
+// The features: GPU activity attributed to scopes, hardware counters, warp stalls, GPU
+// metrics sampled while running, GPU-time accounting.
+#include "activity/attribution.hpp"
+#include "activity/collector.hpp"
+#include "counters/collect.hpp"
+#include "counters/scope_counters.hpp"
+#include "warp_stalls/collect.hpp"
+#include "pm_sampling/live.hpp"
+#include "pm_sampling/sampler.hpp"
+#include "serving/gpu_time.hpp"
 
-// Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks.
+// Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks,
+// compare; the conclusions drawn from a report.
 #include "report/compare.hpp"
-#include "report/diagnose.hpp"
 #include "report/merge.hpp"
 #include "report/plot.hpp"
 #include "report/rank.hpp"
 #include "report/report.hpp"
 #include "report/trace.hpp"
+#include "verdict/diagnose.hpp"
 
-// The session: turns what scopes and the collector recorded into a report.
 #include "session/session.hpp"
 
 // Micro-benchmark harness.

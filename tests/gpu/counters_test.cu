@@ -1,4 +1,4 @@
-// cupti/counters.hpp on a real GPU (run by the lead on an H100/H200; skipped without a
+// counters/collect.hpp on a real GPU (run by the lead on an H100/H200; skipped without a
 // device): the CUPTI range profiler must measure what the kernels provably do.
 //
 // - A copy of n floats reads 4n bytes from DRAM and writes 4n bytes, within 3 %. n = 2^30
@@ -16,8 +16,8 @@
 // - Unavailable paths answer with one message and never run the work: an unknown metric
 //   (with close names), a missing libnvperf_host, a pass inside a pass.
 // Every result message and note is printed, for bench/RESULTS.md.
-#include <kscope/core/counters.hpp>
-#include <kscope/cupti/counters.hpp>
+#include <kscope/counters/metrics.hpp>
+#include <kscope/counters/collect.hpp>
 
 #include <doctest/doctest.h>
 

@@ -7,7 +7,7 @@
 // which scope built its kernels (runs last: it uses the session and real scopes).
 // Scopes are set through a tiny RAII helper that does what kscope::scope does for
 // attribution (sets detail::this_thread_state().current), so node ids are known here.
-#include <kscope/cupti/collector.hpp>
+#include <kscope/activity/collector.hpp>
 #include <kscope/scope/scope.hpp>
 #include <kscope/session/session.hpp>
 

@@ -1,4 +1,4 @@
-// cupti/metric_sampler.hpp on a real GPU (run by the lead on an H200; skipped without a
+// pm_sampling/sampler.hpp on a real GPU (run by the lead on an H200; skipped without a
 // device): PM samples must tell the phases of a program apart, on kscope's clock.
 //
 // Phases, each bracketed on the host with kscope's clock (steady_clock ns) after a stream
@@ -18,8 +18,8 @@
 //
 // Every number is printed (lines starting with "PMSAMPLE") for bench/RESULTS.md.
 #include <kscope/core/detail/clock.hpp>
-#include <kscope/core/metric_samples.hpp>
-#include <kscope/cupti/metric_sampler.hpp>
+#include <kscope/pm_sampling/samples.hpp>
+#include <kscope/pm_sampling/sampler.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
 
 #include <doctest/doctest.h>

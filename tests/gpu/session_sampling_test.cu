@@ -7,7 +7,7 @@
 // The run lasts ~2 s, so the default windows (50 ms, decoder at most 25 % of a core) take
 // several windows; every number is printed ("SSAMPLE") for bench/RESULTS.md.
 #include <kscope/kscope.hpp>
-#include <kscope/cupti/live_metrics.hpp>
+#include <kscope/pm_sampling/live.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
 
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// cupti/warp_stalls.hpp on a real GPU (run by the lead on an H100/H200; skipped without a
+// warp_stalls/collect.hpp on a real GPU (run by the lead on an H100/H200; skipped without a
 // device): CUPTI PC sampling must say where the warps of known kernels wait.
 //
 // - A naive fp32 GEMM, n = 1024, one thread per output (row-major, inner loop over k): more
@@ -22,9 +22,9 @@
 // Where the driver refuses PC sampling (no permission to the counters, an unsupported
 // device) the cases print CUPTI's message and pass: those are the only refusals accepted.
 // Every line of the tables starts with "WARPSTALL", for the lead's logs.
-#include <kscope/core/warp_stalls.hpp>
-#include <kscope/cupti/counters.hpp>
-#include <kscope/cupti/warp_stalls.hpp>
+#include <kscope/warp_stalls/stalls.hpp>
+#include <kscope/counters/collect.hpp>
+#include <kscope/warp_stalls/collect.hpp>
 
 #include <doctest/doctest.h>
 

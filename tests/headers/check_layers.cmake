@@ -4,7 +4,7 @@
 # tools/ and examples/ never reach into a detail/ header or namespace. Fails with the list of
 # offences.
 #   cmake -DINCLUDE_DIR=<repo>/include -DSOURCE_DIR=<repo> -P check_layers.cmake
-set(layers core device scope cupti report session bench)
+set(layers core device scope cupti counters warp_stalls activity pm_sampling serving report verdict session bench)
 file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR}/kscope ${INCLUDE_DIR}/kscope/*.hpp)
 set(violations "")
 set(checked 0)

@@ -50,8 +50,8 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "../core/counters.hpp"
-#include "../cupti/counters.hpp"
+#include "../counters/metrics.hpp"
+#include "../counters/collect.hpp"
 #include "../device/device.hpp"
 #include "detail/counter_pass.hpp"
 #include "detail/cuda_timer.hpp"
@@ -156,7 +156,7 @@ class bench_counter_source {
 // The default source: profile_counters with one range per kernel and user replay: the
 // call runs once per pass (a benchmark's call is repeatable by contract), with no save
 // and restore of device memory, whose copies would leave dirty lines that the kernels'
-// DRAM writes count (cupti/counters.hpp). Pass options with counter_replay::kernel to run
+// DRAM writes count (counters/collect.hpp). Pass options with counter_replay::kernel to run
 // the call once instead.
 inline counter_options bench_counter_options() {
   counter_options o;
@@ -505,7 +505,7 @@ class bench {
   }
   // ---- hardware counters ----
   // After the timed samples, profiles one more call of the benchmark for `metrics` (empty:
-  // the default set, core/counters.hpp) and adds the values to the result
+  // the default set, counters/metrics.hpp) and adds the values to the result
   // (bench_result::counters): per-metric values over the call's kernels, the measured
   // roofline point, the declared-vs-measured line and the classification. The profiled
   // call is slow (kernels serialised and replayed) and never a sample.

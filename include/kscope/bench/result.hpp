@@ -8,7 +8,7 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "../core/counters.hpp"
+#include "../counters/metrics.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 #include "../core/sweep.hpp"

@@ -19,7 +19,7 @@
 #include "../core/detail/text_escape.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
-#include "../cupti/communication.hpp"
+#include "../activity/communication.hpp"
 #include "report.hpp"
 
 #include <algorithm>

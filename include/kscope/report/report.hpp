@@ -10,7 +10,7 @@
 //   r.write_json("run.json");
 #pragma once
 
-#include "../cupti/activity.hpp"  // the result types only, not the attribution machinery
+#include "../activity/results.hpp"  // the result types only, not the attribution machinery
 #include "../core/config.hpp"
 #include "../core/detail/atomic_file.hpp"  // write_json/write_html: all or nothing
 #include "../core/detail/csv.hpp"
@@ -18,11 +18,11 @@
 #include "../core/detail/number_format.hpp"  // every number printed with '.', whatever the C locale
 #include "../core/detail/text_escape.hpp"    // user strings made safe for a terminal
 #include "../scope/detail/thread_state.hpp"
-#include "detail/text_layout.hpp"
-#include "gpu_time.hpp"
+#include "../core/detail/text_layout.hpp"
+#include "../serving/gpu_time.hpp"
 #include "plot.hpp"
-#include "sampled_metrics.hpp"
-#include "scope_counters.hpp"
+#include "../pm_sampling/report.hpp"
+#include "../counters/report.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 

@@ -25,7 +25,8 @@
 //     partially overlap go to overflow tracks the same way. Both are counted (trace_stats).
 #pragma once
 
-#include "../cupti/activity.hpp"
+#include "../activity/results.hpp"
+#include "../scope/host_interval.hpp"
 #include "../cupti/detail/demangle.hpp"
 #include "../core/config.hpp"
 #include "../core/detail/atomic_file.hpp"
@@ -46,18 +47,6 @@
 #include <vector>
 
 namespace kscope {
-
-// One execution of a host scope on one thread, as the session records it. `name` must
-// stay valid during the call.
-//
-//   kscope::host_interval h{"decode", node, thread_index, start_ns, end_ns};
-struct host_interval {
-  std::string_view name;
-  node_id node = unscoped_node;
-  std::uint32_t thread_index = 0;
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-};
 
 // pid of the host process track (GPU tracks use the device number as pid).
 inline constexpr std::int64_t trace_host_pid = 1 << 20;

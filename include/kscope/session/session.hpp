@@ -18,9 +18,9 @@
 #include "../core/detail/json_writer.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
-#include "../cupti/collector.hpp"
-#include "../cupti/live_metrics.hpp"
-#include "../cupti/scope_counters.hpp"
+#include "../activity/collector.hpp"
+#include "../pm_sampling/live.hpp"
+#include "../counters/scope_counters.hpp"
 #include "../device/device.hpp"
 #include "../report/rank.hpp"
 #include "../report/report.hpp"
@@ -76,7 +76,7 @@ class gpu_activity_source {
   [[nodiscard]] virtual cupti_status status() const = 0;
 };
 
-// The default source: the process-wide CUPTI collector (cupti/collector.hpp).
+// The default source: the process-wide CUPTI collector (activity/collector.hpp).
 //   kscope::session::global().set_gpu_activity_source(std::make_shared<kscope::cupti_activity_source>());
 class cupti_activity_source final : public gpu_activity_source {
  public:
@@ -201,8 +201,8 @@ class session {
   }
 
   // Samples GPU-wide hardware counters while the program runs (CUPTI PM sampling: no
-  // replay, no serialization; cupti/metric_sampler.hpp) and shares each sample among the
-  // scopes whose kernels ran during it (cupti/live_metrics.hpp). The report then has a
+  // replay, no serialization; pm_sampling/sampler.hpp) and shares each sample among the
+  // scopes whose kernels ran during it (pm_sampling/live.hpp). The report then has a
   // "GPU metrics sampled while running" section: per scope SM %, DRAM %, tensor-pipe %,
   // warps, clock and DRAM bytes, with a verdict from them, and per step scope (the names in
   // `step_scopes`) the p50 / p90 over calls. Starts the CUPTI collector too when it is not
@@ -217,7 +217,7 @@ class session {
   // Stops sampling; what was sampled stays in later reports.
   void disable_metric_sampling();
 
-  // Hardware counters per scope (cupti/scope_counters.hpp): each scope's first calls and
+  // Hardware counters per scope (counters/scope_counters.hpp): each scope's first calls and
   // then every k-th are profiled with kernel replay; the report then has a "Hardware
   // counters per scope" section (measured DRAM bytes and FLOPs per call, speed-of-light
   // throughputs, the measured roofline point, the verdict with its evidence) and counts
@@ -502,7 +502,7 @@ inline void add_scope_counters(session_report& out, const scope_counters_snapsho
   }
 }
 
-// Where the GPU's time went (report/gpu_time.hpp), from the recent host intervals of the
+// Where the GPU's time went (serving/gpu_time.hpp), from the recent host intervals of the
 // trace ring and the recent GPU events of the activity source, with the scopes' CUPTI
 // aggregates for the totals. Bounded by the two rings; says how much they covered.
 inline gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,

@@ -5,10 +5,10 @@
 // it synthetic passes through a fake counter source.
 #pragma once
 
-#include "../../core/counters.hpp"
+#include "../../counters/metrics.hpp"
 #include "../../core/roofline.hpp"
 #include "../../core/work.hpp"
-#include "../../cupti/counters.hpp"
+#include "../../counters/collect.hpp"
 #include "../result.hpp"
 
 #include <cmath>

@@ -58,7 +58,7 @@ enum class lock_rank : int {
   init_gpu_probe = 74,      // probe_gpu(): the CUDA runtime's first call
   init_code_loading = 76,   // kscope's PTX (kernel library lock, clock probe), cuBLAS, NVTX tools
   cubin_store = 80,         // module cubins for warp-stall source lines: a leaf
-  // The collector's per-replay graph decision (cupti/graph_sampling.hpp) and its switch of
+  // The collector's per-replay graph decision (activity/graph_sampling.hpp) and its switch of
   // graph-level trace: leaves, taken one after the other in a graph launch's callback.
   graph_sampler = 84,
   graph_toggle = 86,

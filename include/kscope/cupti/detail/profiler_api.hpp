@@ -4,7 +4,7 @@
 //
 // Compiled in only where the toolkit's CUPTI headers have the range profiler
 // (cupti_range_profiler.h, cupti_profiler_host.h: CUDA 12.6 and later, CUPTI_API_VERSION
-// >= 24); elsewhere KSCOPE_HAS_RANGE_PROFILER is 0 and cupti/counters.hpp reports counters
+// >= 24); elsewhere KSCOPE_HAS_RANGE_PROFILER is 0 and counters/collect.hpp reports counters
 // as disabled. At run time a libcupti older than that lacks the entry points, and
 // resolve_profiler_symbols() names the first one missing.
 //

@@ -104,7 +104,7 @@ inline kernel_library_load kscope_kernel_library() {
 
 // Leaves the current device's L2 holding clean lines only: kscope_l2_sweep reads a buffer
 // twice the L2's size and writes nothing, so every dirty line is written back while it
-// runs. Counter passes run it first in every pass (cupti/counters.hpp says why).
+// runs. Counter passes run it first in every pass (counters/collect.hpp says why).
 //   l2_sweep sweep;
 //   if (std::string why = sweep.prepare(); !why.empty()) ...;   // allocates, loads
 //   sweep.run();                                                 // launch and wait

@@ -1,6 +1,6 @@
 // kscope/scope/detail/counter_hook.hpp — where a scope asks whether this call is one that
 // the per-scope hardware counters profile (session::enable_counters, which installs the
-// hook from cupti/scope_counters.hpp). The scope layer cannot include CUPTI, so the hook
+// hook from counters/scope_counters.hpp). The scope layer cannot include CUPTI, so the hook
 // is two function pointers behind one atomic: with counters off a scope pays one relaxed
 // load at open and one branch at close.
 #pragma once

@@ -29,7 +29,7 @@
 #pragma once
 
 #include "../../core/roofline.hpp"
-#include "../../cupti/activity.hpp"
+#include "../../activity/results.hpp"
 #include "../../report/report.hpp"
 #include "context.hpp"
 

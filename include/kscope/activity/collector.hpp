@@ -1,0 +1,809 @@
+// kscope/activity/collector.hpp — the live CUPTI activity collector.
+//
+// Collects kernel, memcpy and memset activity through CUPTI (loaded with dlopen, never
+// linked) and attributes every record to the scope node that was open on the launching
+// thread at launch time (attribution.hpp). The session starts it, flushes it at report
+// time and reads per-node GPU aggregates, the top-kernels table, counters, warnings and
+// recent records for the trace:
+//
+//   auto& cupti = kscope::cupti_collector::global();
+//   cupti.start();                       // false + a warning when CUPTI is unusable
+//   ... run scopes and kernels ...
+//   cupti.flush();                       // cuptiActivityFlushAll: every buffer attributed
+//   kscope::cupti_snapshot s = cupti.snapshot();
+//   const kscope::node_gpu_activity* gpu = s.activity.find(node);
+//
+// Design (decisions and why):
+// - Attribution: a launch-time callback on the runtime AND driver API launch / memcpy /
+//   memset / graph-launch calls (detail/callback_ids.hpp) stores correlation id ->
+//   (node open on this thread, thread index) in a lock-free table (correlation.hpp): two
+//   atomic stores, no lock, no allocation, and scopes need no CUPTI call of their own.
+//   Measured on the H200 it costs what raw CUPTI kernel activity costs, within noise
+//   (bench/RESULTS.md, docs/decisions.md).
+// - CUDA graphs: a replayed kernel goes to the scope open at cudaGraphLaunch (above). The
+//   resource callbacks GRAPHNODE_CREATED (on the thread that captures or adds the node:
+//   the scope open there built it) and GRAPHNODE_CLONED (cudaGraphInstantiate: the copy
+//   inherits its original's scope) fill a bounded graph node -> scope table
+//   (graph_nodes.hpp, detail/graph_events.hpp); the attribution then reports, per
+//   launching scope, which scopes built its graph kernels. These fire when graphs are
+//   built, never per launch, so the launch path is unchanged.
+// - Buffers: a pool allocated and touched at start (default 8 x 8 MiB = 64 MiB cap) and
+//   recycled through CUPTI's buffer-requested / buffer-completed callbacks. When every
+//   buffer is out the request gets none and CUPTI drops and counts records; that count is
+//   read with cuptiActivityGetNumDroppedRecords outside kscope's locks and reported.
+// - One clock: cuptiActivityRegisterTimestampCallback returns detail::now_ns(), so GPU
+//   timestamps are steady_clock ns like host scope times. If that is unavailable, paired
+//   (cuptiGetTimestamp, now_ns) samples give an offset, refreshed at every flush; the
+//   status says which (cupti_clock).
+// - Other tools: cuptiSubscribe_v2 (CUPTI 13) names kscope as a subscriber and, when
+//   another tool (ncu, nsys, a profiler) already owns CUPTI, reports that tool's name.
+//   CUPTI 13.0 still allows a single subscriber, so kscope then degrades: no CUPTI
+//   records, GPU times from CUDA events, one warning naming the error
+//   (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
+// - Exit: an atexit handler (registered after the CUDA runtime's, so it runs first)
+//   force-flushes, disables the activity kinds and unsubscribes. kscope never calls
+//   cuptiFinalize (it races with threads still in CUDA calls), and the collector is never
+//   destroyed, so a late CUPTI callback finds valid memory and does nothing harmful.
+// - KSCOPE_CUPTI=0 in the environment keeps CUPTI off (start() returns false).
+#pragma once
+
+#include "attribution.hpp"
+#include "options.hpp"
+#include "graph_sampling.hpp"
+#include "../core/config.hpp"
+#include "../core/detail/clock.hpp"
+#include "../cupti/detail/api.hpp"
+#include "detail/buffer_pool.hpp"
+#include "../core/detail/once.hpp"
+#include "../core/detail/env_switch.hpp"
+#include "../device/availability.hpp"  // probe_gpu(): no GPU, said once, in words
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#if KSCOPE_HAS_CUPTI
+#  include "detail/callback_ids.hpp"
+#  include "../warp_stalls/detail/cubin_store.hpp"  // module cubins for warp-stall source lines
+#  include "detail/graph_events.hpp"
+#  include "detail/parse.hpp"
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace kscope {
+
+// Which clock GPU timestamps are on.
+enum class cupti_clock : std::uint8_t {
+  none,                // not started
+  timestamp_callback,  // CUPTI calls detail::now_ns(): exact, the default
+  offset,              // CUPTI's clock + an offset from paired samples
+  cupti_native,        // no way to convert: CUPTI's own clock (traces will not align)
+};
+
+enum class cupti_state : std::uint8_t {
+  not_started,
+  running,
+  disabled,             // KSCOPE_CUPTI=0, or built without CUDA / CUPTI headers
+  unavailable,          // no device, or libcupti not found
+  owned_by_other_tool,  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (ncu, nsys, ...)
+  failed,               // another CUPTI error
+  stopped,
+};
+
+[[nodiscard]] constexpr const char* to_string(cupti_state s) noexcept {
+  switch (s) {
+    case cupti_state::not_started: return "not started";
+    case cupti_state::running: return "running";
+    case cupti_state::disabled: return "disabled";
+    case cupti_state::unavailable: return "unavailable";
+    case cupti_state::owned_by_other_tool: return "owned by another tool";
+    case cupti_state::failed: return "failed";
+    case cupti_state::stopped: return "stopped";
+  }
+  return "unknown";
+}
+
+[[nodiscard]] constexpr const char* to_string(cupti_clock c) noexcept {
+  switch (c) {
+    case cupti_clock::none: return "none";
+    case cupti_clock::timestamp_callback: return "CUPTI timestamp callback (steady_clock ns)";
+    case cupti_clock::offset: return "CUPTI clock + offset from paired cuptiGetTimestamp/steady_clock samples";
+    case cupti_clock::cupti_native: return "CUPTI's own clock (not aligned with host times)";
+  }
+  return "unknown";
+}
+
+// What the collector is doing, in one line for the report header.
+struct cupti_status {
+  cupti_state state = cupti_state::not_started;
+  cupti_clock clock = cupti_clock::none;
+  std::string library;             // the libcupti loaded
+  std::uint32_t cupti_version = 0; // cuptiGetVersion (130001 for CUDA 13.0)
+  std::size_t pool_bytes = 0;
+  std::size_t callbacks_enabled = 0;  // launch callback ids enabled
+  bool graph_capture = false;         // graph-node callbacks on: capture-time scopes known
+  std::string message;             // "CUPTI 130001 (...): kernel+memcpy+memset; ..."
+};
+
+// Everything the session reads at report time.
+struct cupti_snapshot {
+  cupti_status status;
+  gpu_activity_report activity;       // per node, top kernels, counters, recent events
+  std::vector<std::string> warnings;  // collector problems first, then attribution's
+  std::uint64_t buffers_completed = 0;
+  std::uint64_t buffers_denied = 0;   // requests refused because the pool was exhausted
+  std::uint64_t callback_errors = 0;  // exceptions caught inside CUPTI callbacks
+  std::uint64_t graph_node_errors = 0;  // graph-node callbacks whose node id could not be read
+  // kscope's own CPU time attributing completed buffers (on CUPTI's thread, or the thread
+  // that flushed), and the records it walked: what watching costs besides CUPTI itself.
+  std::int64_t attribution_cpu_ns = 0;
+  std::uint64_t attribution_records = 0;
+};
+
+// The process-wide collector (CUPTI's callbacks are process-wide too).
+//
+//   auto& c = kscope::cupti_collector::global();
+//   if (!c.start()) std::fprintf(stderr, "%s\n", c.status().message.c_str());
+class cupti_collector {
+ public:
+  // Never destroyed: CUPTI may call back during exit, after static destructors ran.
+  [[nodiscard]] static cupti_collector& global() {
+    // A fork never catches it half-built (core/detail/once.hpp).
+    static detail::lazy_global<cupti_collector> instance{detail::lock_rank::init};
+    return instance.get([] { return new cupti_collector(); });
+  }
+
+  cupti_collector(const cupti_collector&) = delete;
+  cupti_collector& operator=(const cupti_collector&) = delete;
+
+  // Starts collection. Returns true when running; false leaves the program untouched and
+  // puts one line in status().message and the snapshot's warnings. Idempotent.
+  bool start(const cupti_options& options = {}) {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (state_ == cupti_state::running) return true;
+    options_ = options;
+    // The environment wins: a deployed binary can be lightened or given the full view.
+    for (std::string& problem : apply_cupti_options_environment(options_)) add_warning(std::move(problem));
+    ensure_attribution(options_.attribution);
+    if (detail::parse_switch(std::getenv("KSCOPE_CUPTI")) == detail::switch_value::off) {
+      return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0)");
+    }
+#if KSCOPE_HAS_CUPTI
+    return start_cupti();
+#else
+    return refuse(cupti_state::disabled, "CUPTI unavailable: kscope was built without the CUDA toolkit's CUPTI headers");
+#endif
+  }
+
+  // Delivers every completed activity buffer now (cuptiActivityFlushAll); each record is
+  // attributed as its buffer arrives. force: also deliver buffers with records still in
+  // flight (those come back without timestamps and are counted as dropped) — what the
+  // exit handler does. Call with no kscope lock held; never from a CUPTI callback.
+  void flush(bool force = false) {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    flush_locked(force);
+  }
+
+  // Flushes (forced), disables the activity kinds and unsubscribes. Data stays readable.
+  void stop() noexcept {
+    try {
+      std::lock_guard<std::mutex> control(control_mutex_);
+      stop_locked();
+    } catch (...) {
+    }
+  }
+
+  [[nodiscard]] cupti_status status() const {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    return status_locked();
+  }
+
+  [[nodiscard]] bool running() const noexcept {
+    return running_.load(std::memory_order_acquire);
+  }
+
+  // Every kernel, copy and memset the attribution applies from now on also goes to `sink`
+  // (nullptr: stop). The PM-sample attribution (live_metrics.hpp) sets it; the collector
+  // keeps the sink alive while it is set.
+  void set_interval_sink(std::shared_ptr<kernel_interval_sink> sink) {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    interval_sink_ = std::move(sink);
+    if (attribution_ != nullptr) attribution_->set_interval_sink(interval_sink_.get());
+  }
+
+  // Per-node aggregates, top kernels, counters, warnings, recent events. Does not flush:
+  // call flush() first (report() does both).
+  [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit = 50) {
+    cupti_snapshot s;
+    {
+      std::lock_guard<std::mutex> control(control_mutex_);
+      s.status = status_locked();
+      const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
+                           state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
+      if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
+      for (const auto& w : warnings_) s.warnings.push_back(w);
+    }
+    const std::uint64_t dropped = read_dropped_by_cupti();  // outside the attribution lock
+    {
+      std::lock_guard<std::mutex> lock(attribution_mutex_);
+      gpu_attribution& a = attribution_locked();
+      a.note_dropped_by_cupti(dropped);
+      s.activity = a.report(top_kernel_limit);
+    }
+    s.buffers_completed = buffers_completed_.load(std::memory_order_relaxed);
+    s.buffers_denied = pool_.denied();
+    s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
+    s.graph_node_errors = graph_node_errors_.load(std::memory_order_relaxed);
+    s.attribution_cpu_ns = attribution_cpu_ns_.load(std::memory_order_relaxed);
+    s.attribution_records = s.activity.counters.records_seen;
+    const graph_replay_sampler::counts graphs = graph_sampler_.decisions();
+    if (graphs.graph_level + graphs.node_level + graphs.unknown_graph > 0) {
+      s.status.message += "; graph replays: " + std::to_string(graphs.node_level) + " sampled node by node, " +
+                          std::to_string(graphs.graph_level) + " as one record";
+      if (graphs.unknown_graph > 0)
+        s.status.message += ", " + std::to_string(graphs.unknown_graph) +
+                            " node by node (graphs instantiated before the collector started)";
+    }
+    if (s.attribution_records > 0) {
+      // What watching costs kscope itself (CUPTI's own cost comes on top, in the launches).
+      s.status.message += "; attribution: " + std::to_string(s.attribution_records) + " records in " +
+                          std::to_string(s.attribution_cpu_ns / 1000000) + " ms of CPU (" +
+                          std::to_string(s.attribution_cpu_ns / static_cast<std::int64_t>(s.attribution_records)) +
+                          " ns each)";
+    }
+    if (s.buffers_denied > 0) {
+      s.warnings.push_back("CUPTI asked for an activity buffer " + std::to_string(s.buffers_denied) +
+                           " times while all " + std::to_string(pool_.buffer_count()) +
+                           " were in use (records dropped; raise cupti_options::buffer_count)");
+    }
+    if (s.callback_errors > 0) {
+      s.warnings.push_back(std::to_string(s.callback_errors) +
+                           " errors inside CUPTI buffer callbacks (out of memory?); records lost");
+    }
+    if (s.graph_node_errors > 0) {
+      s.warnings.push_back(std::to_string(s.graph_node_errors) +
+                           " CUDA graph nodes whose id CUPTI could not give (cuptiGetGraphNodeId): the scope "
+                           "that built them is unknown");
+    }
+    for (auto& w : s.activity.warnings) s.warnings.push_back(w);
+    return s;
+  }
+
+  // flush() then snapshot().
+  [[nodiscard]] cupti_snapshot report(std::size_t top_kernel_limit = 50) {
+    flush();
+    return snapshot(top_kernel_limit);
+  }
+
+  // Forgets aggregates, counters and recent events (kernel names and launches stay).
+  void reset() {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    attribution_locked().reset();
+  }
+
+  // The path a completed CUPTI buffer takes (walk, parse, attribute), under the same lock.
+  // Tests and benchmarks feed synthetic buffers of real CUPTI records through it.
+  void consume_buffer(std::uint8_t* buffer, std::size_t valid_bytes) {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    gpu_attribution& a = attribution_locked();
+#if KSCOPE_HAS_CUPTI
+    (void)detail::consume_activity_buffer(api_.loaded() ? &api_ : nullptr, buffer, valid_bytes, a,
+                                          clock_offset_ns_.load(std::memory_order_relaxed));
+#else
+    (void)buffer;
+    (void)valid_bytes;
+    (void)a;
+#endif
+  }
+
+  // The launch table the launch callback writes (tests drive the hook through it).
+  [[nodiscard]] correlation_table& launches() {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    return attribution_locked().launches();
+  }
+
+  // The graph node -> capture-time scope table the graph-node callbacks write.
+  [[nodiscard]] graph_node_table& graph_nodes() {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    return attribution_locked().graph_nodes();
+  }
+
+ private:
+  cupti_collector() {
+    detail::guard_across_fork(control_mutex_, detail::lock_rank::collector_control);
+    detail::guard_across_fork(attribution_mutex_, detail::lock_rank::collector_attribution);
+    detail::guard_across_fork(graph_sampler_.lock_for_fork(), detail::lock_rank::graph_sampler);
+    detail::guard_across_fork(graph_toggle_mutex_, detail::lock_rank::graph_toggle);
+  }
+
+  void ensure_attribution(const attribution_options& options) {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    if (attribution_ == nullptr) {
+      attribution_ = std::make_unique<gpu_attribution>(options);
+      attribution_->set_interval_sink(interval_sink_.get());
+    }
+  }
+  gpu_attribution& attribution_locked() {
+    if (attribution_ == nullptr) {
+      attribution_ = std::make_unique<gpu_attribution>();
+      attribution_->set_interval_sink(interval_sink_.get());
+    }
+    return *attribution_;
+  }
+
+  // The state message is the warning while CUPTI is not collecting: one line per
+  // problem, and a later successful start() leaves no stale line behind. `message` says
+  // what went wrong only; status_locked() adds what the report still has.
+  bool refuse(cupti_state state, std::string message) {
+    state_ = state;
+    message_ = std::move(message);
+    return false;
+  }
+
+  void add_warning(std::string w) {
+    for (const auto& existing : warnings_) {
+      if (existing == w) return;
+    }
+    warnings_.push_back(std::move(w));
+  }
+
+  // What a report still has while CUPTI is not collecting. Said when the status is read,
+  // not when start() refused: KSCOPE_CUPTI=0 refuses before any CUDA call, so only later
+  // (the session probes before it reports) is it known whether there is a GPU at all.
+  static std::string without_cupti() {
+    const gpu_availability* gpu = probed_gpu();  // never probes itself
+    if (gpu != nullptr && !gpu->available()) return "no usable GPU, so no GPU times";
+    return "GPU times from CUDA events only";
+  }
+
+  cupti_status status_locked() const {
+    cupti_status s;
+    s.state = state_;
+    s.clock = clock_;
+    s.message = message_;
+    if (state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
+        state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed)
+      s.message += "; " + without_cupti();
+    s.pool_bytes = pool_.capacity_bytes();
+    s.callbacks_enabled = callbacks_enabled_;
+    s.graph_capture = graph_capture_enabled_;
+#if KSCOPE_HAS_CUPTI
+    s.library = api_.path;
+    s.cupti_version = api_.version;
+#endif
+    return s;
+  }
+
+  std::uint64_t read_dropped_by_cupti() noexcept {
+#if KSCOPE_HAS_CUPTI
+    if (running_.load(std::memory_order_acquire) && api_.activity_get_num_dropped_records != nullptr) {
+      std::size_t dropped = 0;
+      if (api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+        dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
+      }
+    }
+#endif
+    return dropped_by_cupti_.exchange(0, std::memory_order_relaxed);
+  }
+
+#if KSCOPE_HAS_CUPTI
+  static std::uint64_t CUPTIAPI steady_timestamp() {
+    return static_cast<std::uint64_t>(detail::now_ns());
+  }
+
+  // The hot path: runs inside every hooked launch, on the launching thread. userdata is
+  // the attribution (created once, never replaced); its two tables are thread-safe.
+  static void CUPTIAPI on_api_callback(void* userdata, CUpti_CallbackDomain domain,
+                                       CUpti_CallbackId cbid, const void* cbdata) {
+    if (KSCOPE_UNLIKELY(userdata == nullptr || cbdata == nullptr)) return;
+    auto& attribution = *static_cast<gpu_attribution*>(userdata);
+    if (KSCOPE_LIKELY(domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)) {
+      const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+      if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
+                                                                  cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz))) {
+        global().on_graph_launch(*data);
+        if (!global().options_.driver_api_callbacks) return;  // hooked for the graph decision only
+      }
+      if (data->callbackSite != CUPTI_API_ENTER) return;
+      record_launch_from_this_thread(attribution.launches(), data->correlationId);
+      return;
+    }
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+      const auto& resource = *static_cast<const CUpti_ResourceData*>(cbdata);
+      // A module's cubin is handed out only here: copied for warp-stall source lines (noexcept).
+      if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) return detail::capture_loaded_module(resource);
+      if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING)
+        return global().on_graph_exec_callback(cbid, resource);
+      on_graph_node_callback(attribution, cbid, resource);
+    }
+  }
+
+  // The graph launch's driver callback (graph-level trace on): decides, on the launching
+  // thread, whether this replay is traced node by node, and if so keeps graph-level trace
+  // off from its API entry to its API exit (CUPTI decides how to trace a launch inside
+  // the call). Several threads launching node-level replays at once share one "off"
+  // (a count under graph_toggle_mutex_), so no replay finds it switched back early; a
+  // replay launched by another thread inside that window is traced node by node too,
+  // which its records say (the attribution counts what it got, not what was decided).
+  void on_graph_launch(const CUpti_CallbackData& data) noexcept {
+    thread_local bool node_level_in_this_call = false;
+    if (!graph_trace_on_.load(std::memory_order_acquire)) {
+      node_level_in_this_call = false;  // stopped meanwhile: nothing to switch back
+      return;
+    }
+    try {
+      if (data.callbackSite == CUPTI_API_ENTER) {
+        // cuGraphLaunch(hGraphExec, hStream): the executable graph is the first parameter.
+        const void* const* params = static_cast<const void* const*>(data.functionParams);
+        const auto exec = params != nullptr ? reinterpret_cast<std::uintptr_t>(params[0]) : std::uintptr_t{0};
+        if (!graph_sampler_.decide(exec)) return;
+        node_level_in_this_call = true;
+        std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+        if (graph_node_level_launches_++ == 0) (void)api_.activity_disable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+      } else if (node_level_in_this_call) {
+        node_level_in_this_call = false;
+        std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+        if (graph_node_level_launches_ > 0 && --graph_node_level_launches_ == 0)
+          (void)api_.activity_enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+      }
+    } catch (...) {
+      callback_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void on_graph_exec_callback(CUpti_CallbackId cbid, const CUpti_ResourceData& data) noexcept {
+    try {
+      const auto* graph = static_cast<const CUpti_GraphData*>(data.resourceDescriptor);
+      if (graph == nullptr) return;
+      const auto exec = reinterpret_cast<std::uintptr_t>(graph->graphExec);
+      if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) graph_sampler_.graph_exec_created(exec);
+      else graph_sampler_.graph_exec_destroyed(exec);
+    } catch (...) {
+      callback_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // A graph node created or cloned, on the thread building the graph (not a hot path:
+  // graphs are built once and replayed many times). Never throws into CUDA.
+  static void on_graph_node_callback(gpu_attribution& attribution, CUpti_CallbackId cbid,
+                                     const CUpti_ResourceData& data) noexcept {
+    cupti_collector& c = global();
+    try {
+      if (detail::record_graph_node_event(attribution.graph_nodes(), cbid, data, c.api_.get_graph_node_id,
+                                          detail::current_node()) == detail::graph_node_event::no_id) {
+        c.graph_node_errors_.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (...) {
+      c.callback_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  static void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size,
+                                           std::size_t* max_records) {
+    cupti_collector& c = global();
+    std::uint8_t* b = c.pool_.acquire();
+    *buffer = b;
+    *size = b != nullptr ? c.pool_.buffer_bytes() : 0;
+    *max_records = 0;
+  }
+
+  static void CUPTIAPI on_buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer,
+                                           std::size_t, std::size_t valid_bytes) {
+    cupti_collector& c = global();
+    c.buffers_completed_.fetch_add(1, std::memory_order_relaxed);
+    if (valid_bytes > 0 && c.pool_.owns(buffer)) {
+      const std::int64_t began = detail::now_ns();
+      try {
+        c.consume_buffer(buffer, valid_bytes);
+      } catch (...) {
+        c.callback_errors_.fetch_add(1, std::memory_order_relaxed);
+      }
+      c.attribution_cpu_ns_.fetch_add(detail::now_ns() - began, std::memory_order_relaxed);
+    }
+    c.pool_.release(buffer);
+    // Outside every kscope lock: a CUPTI call made from inside a CUPTI callback never holds
+    // a kscope lock, so CUPTI's internal locks and ours are never taken in opposite orders.
+    if (c.api_.activity_get_num_dropped_records != nullptr) {
+      std::size_t dropped = 0;
+      if (c.api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+        c.dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  static void at_exit_handler() noexcept { global().stop(); }
+
+  // Paired samples; the narrowest bracket wins.
+  std::int64_t measure_clock_offset() const noexcept {
+    std::int64_t best_width = -1, offset = 0;
+    for (int i = 0; i < 7; ++i) {
+      std::uint64_t cupti_ns = 0;
+      const std::int64_t before = detail::now_ns();
+      if (api_.get_timestamp(&cupti_ns) != CUPTI_SUCCESS) return offset;
+      const std::int64_t after = detail::now_ns();
+      const std::int64_t width = after - before;
+      if (best_width < 0 || width < best_width) {
+        best_width = width;
+        offset = before + width / 2 - static_cast<std::int64_t>(cupti_ns);
+      }
+    }
+    return offset;
+  }
+
+  bool start_cupti() {
+    // The short reason only: why there is no GPU is the report's GPU line (probe_gpu().message).
+    const gpu_availability& gpu = probe_gpu();
+    if (!gpu.available()) return refuse(cupti_state::unavailable, "CUPTI not started: " + gpu.reason);
+    std::string why;
+    if (!detail::load_cupti(api_, options_.library_path, why)) {
+      return refuse(cupti_state::unavailable, "CUPTI unavailable: " + why);
+    }
+    if (pool_.buffer_count() == 0 && !pool_.allocate(options_.buffer_bytes, options_.buffer_count)) {
+      return refuse(cupti_state::failed,
+                    "CUPTI not started: could not allocate the activity buffer pool (" +
+                        std::to_string(options_.buffer_count) + " x " + std::to_string(options_.buffer_bytes) +
+                        " bytes)");
+    }
+    gpu_attribution* attribution = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(attribution_mutex_);
+      attribution = &attribution_locked();
+    }
+
+    // 1. Subscribe first: if another tool owns CUPTI, touch nothing else of its setup.
+    callbacks_enabled_ = 0;
+    std::string other_tool;
+    const CUptiResult subscribed = api_.subscribe_named(subscriber_, &on_api_callback, attribution, "kscope", other_tool);
+    if (subscribed != CUPTI_SUCCESS) {
+      std::string who = other_tool.empty() ? std::string() : ": held by " + other_tool;
+      return fail_with(subscribed, "cuptiSubscribe", who);
+    }
+    enable_launch_callbacks();
+    enable_graph_callbacks();
+    enable_module_callbacks();
+    if (callbacks_enabled_ == 0) {
+      teardown();
+      return refuse(cupti_state::failed,
+                    "CUPTI launch callbacks could not be enabled");
+    }
+
+    // 2. Buffers.
+    if (!buffers_registered_) {
+      const CUptiResult r = api_.activity_register_callbacks(&on_buffer_requested, &on_buffer_completed);
+      if (r != CUPTI_SUCCESS) {
+        teardown();
+        return fail_with(r, "cuptiActivityRegisterCallbacks", "");
+      }
+      buffers_registered_ = true;
+    }
+
+    // 3. One clock, before any activity kind is enabled (CUPTI's requirement).
+    if (clock_ == cupti_clock::none || clock_ == cupti_clock::cupti_native) {
+      if (api_.activity_register_timestamp_callback != nullptr &&
+          api_.activity_register_timestamp_callback(&steady_timestamp) == CUPTI_SUCCESS) {
+        clock_ = cupti_clock::timestamp_callback;
+        clock_offset_ns_.store(0, std::memory_order_relaxed);
+      } else if (api_.get_timestamp != nullptr) {
+        clock_ = cupti_clock::offset;
+        clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
+      } else {
+        clock_ = cupti_clock::cupti_native;
+        add_warning("CUPTI timestamps could not be put on kscope's clock; GPU and host times "
+                    "in traces are not aligned");
+      }
+    }
+
+    // 4. Activity kinds. Kernels are required; the rest degrade with a warning.
+    enabled_kinds_.clear();
+    CUptiResult r = enable_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (r != CUPTI_SUCCESS) {
+      teardown();
+      return fail_with(r, "cuptiActivityEnable(CONCURRENT_KERNEL)", "");
+    }
+    std::string kinds = "kernel";
+    std::string graphs = enable_graph_trace();
+    if (options_.collect_memcpy) {
+      if (enable_kind(CUPTI_ACTIVITY_KIND_MEMCPY) == CUPTI_SUCCESS) kinds += "+memcpy";
+      else add_warning("CUPTI memcpy activity could not be enabled; copies are not attributed");
+      (void)enable_kind(CUPTI_ACTIVITY_KIND_MEMCPY2);  // peer copies; optional
+    }
+    if (options_.collect_memset) {
+      if (enable_kind(CUPTI_ACTIVITY_KIND_MEMSET) == CUPTI_SUCCESS) kinds += "+memset";
+      else add_warning("CUPTI memset activity could not be enabled; memsets are not attributed");
+    }
+    if (options_.collect_sync) {
+      if (enable_kind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) == CUPTI_SUCCESS) kinds += "+sync";
+      else add_warning("CUPTI synchronization activity could not be enabled; host waits are not attributed");
+    }
+    if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr) {
+      (void)api_.activity_flush_period(options_.flush_period_ms);
+    }
+    if (!exit_handler_registered_) {
+      // probe_gpu() above (its cudaGetDeviceCount, in this call or an earlier one) made
+      // the runtime register its own teardown first, so this handler runs before it
+      // (atexit is LIFO).
+      exit_handler_registered_ = std::atexit(&at_exit_handler) == 0;
+    }
+    state_ = cupti_state::running;
+    running_.store(true, std::memory_order_release);
+    message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
+               (!options_.driver_api_callbacks      ? "launch callback (runtime API only)"
+                : !options_.runtime_api_callbacks ? "launch callback (driver API only)"
+                                                  : "launch callback (runtime+driver API)") +
+               (graph_capture_enabled_ ? "; graph capture scopes" : "; graph capture scopes off") + "; " + graphs +
+               "; clock: " + to_string(clock_);
+    return true;
+  }
+
+  bool fail_with(CUptiResult r, const char* call, const std::string& detail_text) {
+    const std::string name = api_.result_name(r);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      return refuse(cupti_state::owned_by_other_tool,
+                    "CUPTI owned by another tool (" + name + detail_text + ")");
+    }
+    return refuse(cupti_state::failed,
+                  "CUPTI not started: " + std::string(call) + " failed with " + name + detail_text);
+  }
+
+  void enable_launch_callbacks() {
+    std::size_t count = 0;
+    const CUpti_CallbackId* ids = detail::cupti_runtime_launch_cbids(count);
+    if (options_.runtime_api_callbacks || !options_.driver_api_callbacks) {
+      for (std::size_t i = 0; i < count; ++i) {
+        if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) == CUPTI_SUCCESS) {
+          ++callbacks_enabled_;
+        }
+      }
+    }
+    if (!options_.driver_api_callbacks) return;
+    ids = detail::cupti_driver_launch_cbids(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) == CUPTI_SUCCESS) {
+        ++callbacks_enabled_;
+      }
+    }
+  }
+
+  // Graph-level trace (cupti_options::graphs): on for `sampled` and `graph`, with the graph
+  // launch's driver callback (the per-replay decision) and the executable-graph resource
+  // callbacks (which graphs CUPTI saw built). Where the driver does not offer it, or a
+  // callback cannot be enabled, graphs are traced node by node and the status says why.
+  // Returns the status words.
+  std::string enable_graph_trace() {
+    graph_trace_on_.store(false, std::memory_order_release);
+    graph_sampler_.configure(graph_tracing::node, options_.graph_first, options_.graph_every);
+    {
+      std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+      graph_node_level_launches_ = 0;  // a launch in flight at an earlier stop() left it counted
+    }
+    if (options_.graphs == graph_tracing::node) return "graphs traced node by node";
+    bool hooks = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) == CUPTI_SUCCESS;
+    hooks = hooks && api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                          CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING) == CUPTI_SUCCESS;
+    for (CUpti_CallbackId id : {CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch),
+                                CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)})
+      hooks = hooks && api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+    if (!hooks) return "graphs traced node by node (the graph-launch callbacks could not be enabled)";
+    const CUptiResult r = enable_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    if (r != CUPTI_SUCCESS) {
+      add_warning("CUPTI graph-level trace unavailable (" + api_.result_name(r) +
+                  "): every CUDA-graph replay is traced node by node, at the cost of eager launches");
+      return "graphs traced node by node (no graph-level trace)";
+    }
+    graph_sampler_.configure(options_.graphs, options_.graph_first, options_.graph_every);
+    graph_trace_on_.store(true, std::memory_order_release);
+    if (options_.graphs == graph_tracing::graph) return "graphs traced as one record per replay";
+    return "graphs sampled (each graph's first " + std::to_string(options_.graph_first) + " replays" +
+           (options_.graph_every > 0 ? " and every " + std::to_string(options_.graph_every) + "th" : std::string()) +
+           " traced node by node, the others as one record, scaled)";
+  }
+
+  // The graph-node resource callbacks (capture-time scopes). Optional: without them, or
+  // without cuptiGetGraphNodeId, graph kernels are still attributed to their launch scope
+  // and the records are counted as graph_capture_unknown.
+  void enable_graph_callbacks() {
+    graph_capture_enabled_ = false;
+    if (api_.get_graph_node_id == nullptr) return;
+    const bool created = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                              CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) == CUPTI_SUCCESS;
+    const bool cloned = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                             CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) == CUPTI_SUCCESS;
+    graph_capture_enabled_ = created && cloned;
+  }
+
+  // Module loads (optional): each module's cubin goes to the cubin store
+  // (detail/cubin_store.hpp), so warp-stall passes can give PCs source lines; while this is
+  // on, a pass does not need CUPTI's subscriber (held here) to watch module loads itself.
+  void enable_module_callbacks() {
+    const bool on = detail::resolve_cubin_capture(api_.handle) &&
+                    api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                         CUPTI_CBID_RESOURCE_MODULE_LOADED) == CUPTI_SUCCESS;
+    detail::cubin_store::global().set_collector_watching(on);
+  }
+
+  CUptiResult enable_kind(CUpti_ActivityKind kind) {
+    const CUptiResult r = api_.activity_enable(kind);
+    if (r == CUPTI_SUCCESS) enabled_kinds_.push_back(kind);
+    return r;
+  }
+
+  // Undoes start: activity kinds off, callbacks off. Buffers stay registered (CUPTI keeps
+  // the registration; re-registering is not needed on a later start()).
+  void teardown() noexcept {
+    graph_trace_on_.store(false, std::memory_order_release);
+    for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
+    enabled_kinds_.clear();
+    graph_capture_enabled_ = false;  // unsubscribing turns every callback off
+    detail::cubin_store::global().set_collector_watching(false);
+    if (subscriber_ != nullptr) {
+      (void)api_.unsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
+  }
+#endif  // KSCOPE_HAS_CUPTI
+
+  void flush_locked(bool force) {
+#if KSCOPE_HAS_CUPTI
+    if (running_.load(std::memory_order_acquire)) {
+      // Delivers buffers through on_buffer_completed on this thread (attribution lock
+      // taken there; only the control lock is held here).
+      (void)api_.activity_flush_all(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+      if (clock_ == cupti_clock::offset) {
+        clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
+      }
+    }
+#else
+    (void)force;
+#endif
+  }
+
+  void stop_locked() {
+    if (state_ != cupti_state::running) return;
+    flush_locked(true);
+#if KSCOPE_HAS_CUPTI
+    teardown();
+#endif
+    running_.store(false, std::memory_order_release);
+    state_ = cupti_state::stopped;
+  }
+
+  mutable std::mutex control_mutex_;   // start / stop / flush / status
+  std::mutex attribution_mutex_;       // the attribution (CUPTI's buffer thread, snapshot)
+  std::unique_ptr<gpu_attribution> attribution_;
+  std::shared_ptr<kernel_interval_sink> interval_sink_;  // PM-sample attribution, when on
+  detail::activity_buffer_pool pool_;
+  cupti_options options_{};
+  cupti_state state_ = cupti_state::not_started;
+  cupti_clock clock_ = cupti_clock::none;
+  std::string message_ = "CUPTI collector not started";
+  std::vector<std::string> warnings_;
+  std::size_t callbacks_enabled_ = 0;
+  std::atomic<bool> running_{false};
+  std::atomic<std::int64_t> clock_offset_ns_{0};
+  std::atomic<std::uint64_t> dropped_by_cupti_{0};
+  std::atomic<std::uint64_t> buffers_completed_{0};
+  std::atomic<std::uint64_t> callback_errors_{0};
+  std::atomic<std::uint64_t> graph_node_errors_{0};
+  std::atomic<std::int64_t> attribution_cpu_ns_{0};
+  bool graph_capture_enabled_ = false;
+  bool exit_handler_registered_ = false;
+  bool buffers_registered_ = false;
+  graph_replay_sampler graph_sampler_;
+  std::atomic<bool> graph_trace_on_{false};
+  std::mutex graph_toggle_mutex_;  // a leaf: taken in the graph launch's callback, nothing inside
+  std::uint32_t graph_node_level_launches_ = 0;  // guarded by graph_toggle_mutex_
+#if KSCOPE_HAS_CUPTI
+  detail::cupti_api api_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  std::vector<CUpti_ActivityKind> enabled_kinds_;
+#endif
+};
+
+}  // namespace kscope

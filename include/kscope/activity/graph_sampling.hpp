@@ -1,0 +1,116 @@
+// kscope/activity/graph_sampling.hpp — which CUDA-graph replays are traced node by node.
+//
+// Tracing every node of every replay costs the GPU about what eager launches of the same
+// kernels cost (a graph-replayed decode step was ~15 % slower on an H200); CUPTI's
+// graph-level trace gives one record per replay at almost no cost but names no kernel.
+// So the collector keeps graph-level trace on and, per graph, traces a few replays node by
+// node: the first `first` and then every `every`-th (cupti_options::graph_first,
+// graph_every). Those replays give kernels per replay and kernel time per span ns, by
+// which the attribution scales the others (attribution.hpp, node_gpu_activity::scaled_*).
+//
+// A graph instantiated before the collector started is always traced node by node: CUPTI
+// saw it built without graph-level trace, and the collector only lets CUPTI trace as a
+// whole the executable graphs whose creation it watched (graph_exec_created).
+//
+// Pure C++ (no CUDA, no CUPTI): the collector calls decide() in the graph launch's
+// API-enter callback, on the launching thread; the CPU tests drive it directly.
+//
+//   kscope::graph_replay_sampler s;
+//   s.configure(kscope::graph_tracing::sampled, 2, 100);
+//   s.graph_exec_created(exec);
+//   bool per_node = s.decide(exec);  // replays 1, 2, 102, 202, ... of each graph
+#pragma once
+
+#include "options.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+namespace kscope {
+
+class graph_replay_sampler {
+ public:
+  // Executable graphs remembered (replay counts, whether their creation was seen); past
+  // this the table starts afresh, and the graphs then known only by their next replays
+  // are traced node by node (safe, and counted).
+  static constexpr std::size_t max_graphs = 4096;
+
+  void configure(graph_tracing mode, std::uint32_t first, std::uint32_t every) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mode_ = mode;
+    first_ = first;
+    every_ = every;
+  }
+
+  // CUPTI's GRAPHEXEC_CREATED: this executable graph was built while the collector watched.
+  void graph_exec_created(std::uintptr_t exec) {
+    if (exec == 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    make_room();
+    graphs_[exec] = entry{0, true};
+  }
+
+  // CUPTI's GRAPHEXEC_DESTROY_STARTING: a later graph may reuse the handle.
+  void graph_exec_destroyed(std::uintptr_t exec) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    graphs_.erase(exec);
+  }
+
+  // At a graph launch: true when this replay is to be traced node by node.
+  [[nodiscard]] bool decide(std::uintptr_t exec) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (mode_ == graph_tracing::node) return true;
+    auto it = graphs_.find(exec);
+    if (it == graphs_.end()) {
+      make_room();
+      it = graphs_.emplace(exec, entry{0, false}).first;
+    }
+    entry& e = it->second;
+    const std::uint64_t n = ++e.replays;
+    if (!e.created_seen) {
+      ++unknown_graph_replays_;
+      return true;
+    }
+    if (mode_ == graph_tracing::graph) return false;
+    const bool node_level = n <= first_ || (every_ > 0 && n > first_ && (n - first_) % every_ == 0);
+    if (node_level) ++node_level_replays_; else ++graph_level_replays_;
+    return node_level;
+  }
+
+  // The lock, for the owner to register with the fork guard (core/detail/fork_guard.hpp)
+  // when the sampler lives as long as the process (the collector's does; a test's does not).
+  [[nodiscard]] std::mutex& lock_for_fork() noexcept { return mutex_; }
+
+  struct counts {
+    std::uint64_t node_level = 0;     // sampled replays traced node by node
+    std::uint64_t graph_level = 0;    // replays traced as one record
+    std::uint64_t unknown_graph = 0;  // replays of graphs built before the collector watched: per node
+    std::uint64_t table_resets = 0;
+  };
+  [[nodiscard]] counts decisions() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return counts{node_level_replays_, graph_level_replays_, unknown_graph_replays_, table_resets_};
+  }
+
+ private:
+  struct entry {
+    std::uint64_t replays = 0;
+    bool created_seen = false;
+  };
+  void make_room() {
+    if (graphs_.size() < max_graphs) return;
+    graphs_.clear();
+    ++table_resets_;
+  }
+
+  mutable std::mutex mutex_;
+  graph_tracing mode_ = graph_tracing::node;
+  std::uint32_t first_ = 2;
+  std::uint32_t every_ = 100;
+  std::unordered_map<std::uintptr_t, entry> graphs_;
+  std::uint64_t node_level_replays_ = 0, graph_level_replays_ = 0, unknown_graph_replays_ = 0, table_resets_ = 0;
+};
+
+}  // namespace kscope

@@ -1,0 +1,195 @@
+// kscope/activity/options.hpp — how the CUPTI activity collector collects, and the
+// same settings read from the environment (KSCOPE_CUPTI_OPTIONS).
+//
+// Pure C++ (no CUDA, no CUPTI): the CPU tests parse every option here.
+//
+//   kscope::cupti_options o;
+//   o.graphs = kscope::graph_tracing::node;       // every graph node, every replay
+//   kscope::cupti_collector::global().start(o);
+//
+//   KSCOPE_CUPTI_OPTIONS="graphs=sampled,graph_every=50,sync=0" ./engine
+//
+// The environment wins over the program's options, so a deployed binary can be switched
+// to the full view (graphs=node) or lightened (sync=0) without a rebuild; a value that is
+// not understood is named in one warning and the program's own value stays.
+#pragma once
+
+#include "attribution.hpp"
+#include "../core/detail/env_switch.hpp"
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kscope {
+
+// How CUDA-graph replays are traced. CUPTI traces a graph either node by node (one record
+// per kernel, copy and memset of every replay) or as one record per launch
+// (CUPTI_ACTIVITY_KIND_GRAPH_TRACE). Node by node costs the GPU about as much as eager
+// launches of the same kernels and slowed a graph-replayed decode step by ~15 % on an H200
+// (bench/RESULTS.md); one record per launch costs nearly nothing but names no kernel.
+enum class graph_tracing : std::uint8_t {
+  // Each graph's first `graph_first` replays and then every `graph_every`-th are traced
+  // node by node, the others as one record; per-scope kernel counts and times of the
+  // replays traced as one record are scaled from the node-level replays of the same graph,
+  // and the report says from how many (node_gpu_activity::graph_replays*). The default.
+  sampled,
+  node,   // every replay node by node: exact kernel tables, the old cost
+  graph,  // every replay as one record: GPU time per replay and scope, no kernel detail
+};
+
+[[nodiscard]] constexpr const char* to_string(graph_tracing g) noexcept {
+  switch (g) {
+    case graph_tracing::sampled: return "sampled";
+    case graph_tracing::node: return "node";
+    case graph_tracing::graph: return "graph";
+  }
+  return "unknown";
+}
+
+// How to collect. The defaults suit a long-running inference process.
+//
+//   kscope::cupti_options o;
+//   o.buffer_count = 16;                                    // 128 MiB cap
+//   o.collect_memset = false;
+//   kscope::cupti_collector::global().start(o);
+struct cupti_options {
+  std::size_t buffer_bytes = std::size_t{8} << 20;  // per activity buffer
+  std::size_t buffer_count = 8;                     // pool cap = buffer_bytes * buffer_count
+  bool collect_memcpy = true;
+  bool collect_memset = true;
+  // Synchronization records: how long the host waited in stream / event / context
+  // synchronizes, per scope (node_gpu_activity::host_sync); the diagnosis of a host that
+  // blocks inside a step rests on them.
+  bool collect_sync = true;
+  // Also hook the driver-API launch calls (cuLaunchKernel(Ex), cuGraphLaunch, cuMemcpy*):
+  // needed for cuBLAS / Triton / JIT launches. Off: runtime API only (one callback less
+  // per <<<>>> launch; bench/cupti_overhead_bench.cu measures the difference). The graph
+  // launch's driver callback stays on while graphs are sampled (it decides each replay).
+  bool driver_api_callbacks = true;
+  // Hook the runtime-API calls too. A runtime launch reaches the driver, whose callback
+  // carries the same correlation id, so with the driver hooked the runtime hook only
+  // doubles the callbacks per launch; off, launches that never reach a hooked driver call
+  // would go unattributed (counted), which no CUDA 13 launch path was seen to do.
+  bool runtime_api_callbacks = true;
+  // CUDA-graph replays: see graph_tracing. Where the driver offers no graph-level trace,
+  // graphs are traced node by node and the status says so.
+  graph_tracing graphs = graph_tracing::sampled;
+  std::uint32_t graph_first = 2;    // sampled: each graph's first replays traced per node
+  std::uint32_t graph_every = 100;  // sampled: then every k-th replay (0: no more)
+  std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
+  std::string library_path;           // explicit libcupti (after $KSCOPE_CUPTI_LIBRARY)
+  attribution_options attribution{};  // used by the first start() only
+};
+
+namespace detail {
+
+// "1", "on", "true", ... / "0", "off", ...: the one reading of a switch (env_switch.hpp).
+inline bool parse_option_switch(std::string_view value, bool& out) {
+  const std::string text(value);
+  switch (parse_switch(text.c_str())) {
+    case switch_value::on: out = true; return true;
+    case switch_value::off: out = false; return true;
+    default: return false;
+  }
+}
+
+// A whole decimal number in [lo, hi].
+inline bool parse_option_count(std::string_view value, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
+  if (value.empty() || value.size() > 19) return false;
+  std::uint64_t v = 0;
+  for (char c : value) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+inline std::string_view trim_option(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace detail
+
+// Applies "key=value,key=value" (KSCOPE_CUPTI_OPTIONS) to `options`. Returns one line per
+// item that was not understood, naming it and saying what kscope does instead (the
+// option keeps its value); the other items apply. Keys:
+//   memcpy, memset, sync,
+//   driver_api, runtime_api            on/off (as KSCOPE_CUPTI: 1/0, on/off, true/false, ...)
+//   graphs                             sampled | node | graph
+//   graph_first, graph_every           whole numbers (0 .. 1000000)
+//   buffer_mb                          MiB per activity buffer (1 .. 1024)
+//   buffers                            activity buffers in the pool (1 .. 1024)
+//   flush_ms                           cuptiActivityFlushPeriod in ms (0 .. 3600000; 0: CUPTI's)
+//
+//   std::vector<std::string> problems = kscope::apply_cupti_options_text("graphs=node,sync=0", o);
+inline std::vector<std::string> apply_cupti_options_text(std::string_view text, cupti_options& options,
+                                                         std::string_view source = "KSCOPE_CUPTI_OPTIONS") {
+  std::vector<std::string> problems;
+  const auto refuse = [&](std::string_view item, const char* expected) {
+    problems.push_back(std::string(source) + ": '" + std::string(item) + "' not understood (" + expected +
+                       "); that option keeps its value");
+  };
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = detail::trim_option(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      refuse(item, "expected key=value");
+      continue;
+    }
+    const std::string_view key = detail::trim_option(item.substr(0, eq));
+    const std::string_view value = detail::trim_option(item.substr(eq + 1));
+    std::uint64_t n = 0;
+    if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api") {
+      bool& target = key == "memcpy"       ? options.collect_memcpy
+                     : key == "memset"     ? options.collect_memset
+                     : key == "sync"       ? options.collect_sync
+                     : key == "driver_api" ? options.driver_api_callbacks
+                                           : options.runtime_api_callbacks;
+      if (!detail::parse_option_switch(value, target)) refuse(item, "on or off");
+    } else if (key == "graphs") {
+      if (value == "sampled") options.graphs = graph_tracing::sampled;
+      else if (value == "node") options.graphs = graph_tracing::node;
+      else if (value == "graph") options.graphs = graph_tracing::graph;
+      else refuse(item, "sampled, node or graph");
+    } else if (key == "graph_first" || key == "graph_every") {
+      if (detail::parse_option_count(value, 0, 1000000, n))
+        (key == "graph_first" ? options.graph_first : options.graph_every) = static_cast<std::uint32_t>(n);
+      else
+        refuse(item, "a whole number from 0 to 1000000");
+    } else if (key == "buffer_mb") {
+      if (detail::parse_option_count(value, 1, 1024, n)) options.buffer_bytes = static_cast<std::size_t>(n) << 20;
+      else refuse(item, "MiB from 1 to 1024");
+    } else if (key == "buffers") {
+      if (detail::parse_option_count(value, 1, 1024, n)) options.buffer_count = static_cast<std::size_t>(n);
+      else refuse(item, "a count from 1 to 1024");
+    } else if (key == "flush_ms") {
+      if (detail::parse_option_count(value, 0, 3600000, n)) options.flush_period_ms = static_cast<std::uint32_t>(n);
+      else refuse(item, "milliseconds from 0 to 3600000");
+    } else {
+      refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, graphs, graph_first, graph_every, buffer_mb, buffers, "
+                   "flush_ms");
+    }
+  }
+  return problems;
+}
+
+// The options with $KSCOPE_CUPTI_OPTIONS applied (the collector's start() does this).
+inline std::vector<std::string> apply_cupti_options_environment(cupti_options& options) {
+  const char* text = std::getenv("KSCOPE_CUPTI_OPTIONS");
+  if (text == nullptr) return {};
+  return apply_cupti_options_text(text, options);
+}
+
+}  // namespace kscope

@@ -1,0 +1,1206 @@
+// kscope/counters/collect.hpp — hardware counters for a piece of GPU work: the CUPTI range
+// profiler with the profiler host API, CUPTI and libnvperf_host loaded with dlopen.
+//
+//   kscope::counter_result r = kscope::profile_counters({}, [&] {      // {}: the default set
+//     copy_kernel<<<blocks, 256, 0, stream>>>(src, dst, n);
+//   });
+//   if (!r.ok()) std::fprintf(stderr, "%s\n", r.message.c_str());     // one line: why not
+//   for (const kscope::counter_values& k : r.kernels)                   // launch order
+//     std::printf("%s: %.0f bytes read\n", k.name.c_str(), k.value("dram__bytes_read.sum"));
+//
+// What the values mean and what to conclude from them is counters/metrics.hpp's business
+// (count_flops, counter_aggregate, measure_roofline, classify); this header only collects.
+//
+// Modes (counter_options::ranges):
+// - per_kernel (default): CUPTI's auto range with kernel replay. Every kernel the work
+//   launches is one range; CUPTI serialises the kernels, replays each as many times as the
+//   metric set needs (saving and restoring device memory between replays) and the work runs
+//   once. Kernel names come from a launch callback (detail/profiler_kernel_names.hpp).
+// - whole_callable: one user range around the work, with user replay: the work runs once
+//   per pass (result.runs times) and must launch the same kernels each time; device memory
+//   is NOT restored between runs. Values are for all its kernels together.
+// Replay (counter_options::replay, per_kernel only): kernel replay (the default) runs the
+// work once, CUPTI saving and restoring device memory between passes; user replay runs
+// the work once per pass with no save or restore (it must launch the same kernels each
+// time), for work that is cheap to repeat or must not be serialized into a restore.
+// counter_options::before_each_run (for example re-zeroing what the work accumulates)
+// runs before every run, outside the ranges; its launches are not ranges.
+// The L2 sweeps (counter_options::sweep_l2, on by default). DRAM writes happen when the
+// L2 evicts a dirty line, so a range counts the write-back of whatever is dirty when it
+// starts and misses what its own kernels leave dirty when it ends. Both were wrong by
+// tens of MB, measured on an H200 (bench/RESULTS.md): when a pass starts (each
+// cuptiRangeProfilerStart) the profiler writes its own buffers through the L2, and the
+// first large kernel of the pass counted ~29 MB of their write-back (256 ranges per pass;
+// ~4.8 MB with one user range; none on an empty kernel or a second large kernel); and a
+// kernel's last output lines stay dirty in the L2 after it (21.7 MB of a 1.07 GB copy,
+// 15 MB of a cuBLAS SGEMM's 67 MB). So every run is bracketed by kscope_l2_sweep
+// (device/detail/kernel_library.hpp), a read of twice the L2 that writes nothing: one
+// after Start, before the work, whose ranges then begin with a clean L2; one after the
+// work, whose DRAM writes — the lines the work left dirty — are recorded as the last
+// kernel's (or the user range's) kscope__dram_bytes_write_back.sum (counters/metrics.hpp:
+// add_write_back; dram__bytes_write.sum stays what the hardware counted in the range,
+// as Nsight Compute's does, and the write-back enters volumes, never rates). In
+// per_kernel mode the sweeps are the pass's first and last ranges; in whole_callable
+// mode the first runs before the user range is pushed and the second in a user range of
+// its own. Neither is a result, and their launches are not in the kernel names. Without
+// them (sweep_l2 off, or no memory for the buffer: a note says so) those errors stay.
+// Kernel replay in several passes is the exception no sweep can fix: CUPTI saves and
+// restores device memory around each kernel's own replays, those copies leave ~23 MB
+// dirty in an H200's L2 before the pass that counts the writes, and nothing can run
+// between them. The result then says so (a note, counter_result::replay_dirty_bytes as
+// measured by the leading sweep), and no sweep runs after the work (it would count
+// CUPTI's write-back, not the work's); user replay is exact.
+// Both profile the current device's context: kernels the work launches on another device
+// are not seen. Per-kernel ranges end with a context synchronization (CUPTI's auto range),
+// so kernels that wait on each other while running concurrently would hang: profile such
+// work as one whole_callable range.
+//
+// The sequence (CUPTI 13 / 12.6+): cuptiProfilerInitialize (once per process), chip name
+// and counter availability, host object for the chip, metric availability through the
+// host API (base metrics, and a config built with each name; counters/metrics.hpp
+// resolves fallbacks and suggests close names), config image and pass count, range
+// profiler enabled on the current context, counter-data image, SetConfig, Start
+// [PushRange] work [PopRange] Stop until all passes are submitted, DecodeData,
+// cuptiProfilerHostEvaluateToGpuValues per range, Disable.
+//
+// Never breaks the program: no CUPTI or library problem throws or aborts. Unavailable
+// cases — built without the range profiler headers, no device, libcupti or libnvperf_host
+// missing or too old, no permission to the counters (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
+// ERR_NVGPUCTRPERM), another profiler holding them (Nsight Compute, DCGM), an unsupported
+// device (vGPU, MIG, WSL...), an unknown metric — come back as a counter_state and one
+// message, with the work not run. An exception the work itself throws is rethrown after
+// the profiler is stopped. One pass at a time per process: a second, concurrent (or
+// nested) call gets counter_state::busy at once, never a deadlock.
+//
+// Profiled runs are slow (serialised, replayed): their times are never performance.
+#pragma once
+
+#include "../core/config.hpp"
+#include "metrics.hpp"
+#include "../core/detail/once.hpp"
+#include "../device/availability.hpp"
+#include "../scope/detail/counter_hook.hpp"  // profiled_depth: the L2 sweep's launch is not the program's
+#include "../cupti/detail/api.hpp"
+#include "../cupti/detail/profiler_api.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if KSCOPE_HAS_RANGE_PROFILER
+#  include "../device/detail/kernel_library.hpp"
+#  include "detail/kernel_names.hpp"
+#  include <cuda_runtime_api.h>
+#endif
+
+namespace kscope {
+
+// How a counter pass ended.
+enum class counter_state : std::uint8_t {
+  collected,           // values in counter_result::kernels
+  invalid_request,     // bad options or metric list (checked before touching the GPU)
+  disabled,            // built without the CUPTI range profiler headers (CUDA < 12.6)
+  unavailable,         // no device, libcupti / libnvperf_host missing or too old
+  no_permission,       // CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: counters restricted to admins
+  busy,                // another profiler holds the counters, or a pass is already running here
+  unsupported_device,  // vGPU, MIG, confidential computing, CMP, SLI, WSL, old architecture
+  unknown_metric,      // a requested metric the device does not offer (message lists close names)
+  failed,              // any other CUPTI or CUDA error (message names the call and the error)
+};
+
+[[nodiscard]] constexpr const char* to_string(counter_state s) noexcept {
+  switch (s) {
+    case counter_state::collected: return "collected";
+    case counter_state::invalid_request: return "invalid request";
+    case counter_state::disabled: return "disabled";
+    case counter_state::unavailable: return "unavailable";
+    case counter_state::no_permission: return "no permission";
+    case counter_state::busy: return "busy";
+    case counter_state::unsupported_device: return "unsupported device";
+    case counter_state::unknown_metric: return "unknown metric";
+    case counter_state::failed: return "failed";
+  }
+  return "unknown";
+}
+
+// What one range of a counter pass covers.
+enum class counter_ranges : std::uint8_t {
+  per_kernel,      // one range per kernel launch (auto range, kernel replay): the default
+  whole_callable,  // one named range around the whole work (user range, user replay)
+};
+
+// How per-kernel ranges are replayed when the metric set needs several passes.
+enum class counter_replay : std::uint8_t {
+  kernel,  // CUPTI replays each kernel, restoring device memory: the work runs once
+  user,    // the work runs once per pass, memory not restored: DRAM writes are its own
+};
+
+// How to collect.
+//   kscope::counter_options o;
+//   o.ranges = kscope::counter_ranges::whole_callable;
+//   o.range_name = "decode";
+struct counter_options {
+  counter_ranges ranges = counter_ranges::per_kernel;
+  std::string range_name = "kscope";  // whole_callable: the user range's name
+  // per_kernel: kernel replay (the work runs once) or user replay (once per pass; the
+  // work must launch the same kernels every time). whole_callable always uses user replay.
+  counter_replay replay = counter_replay::kernel;
+  // Called before every run of the work (once per pass under user replay, once under
+  // kernel replay), before the ranges start: its kernels are neither ranges nor named.
+  // For state the work needs afresh each run under user replay (zeroing an accumulator,
+  // resetting a queue); the L2 needs no help here: every run starts with sweep_l2.
+  std::function<void()> before_each_run;
+  // per_kernel: kernels the counter-data image holds; later ones are dropped and counted
+  // (counter_result::ranges_dropped). Bounded so the image stays small (~ tens of KB each).
+  std::size_t max_kernels = 256;
+  bool name_kernels = true;         // per_kernel: subscribe a launch callback for kernel names
+  // Bracket every run with kscope's L2 sweep (a read of twice the L2, never a result; see
+  // the top of this header): the first kernel's DRAM writes are then its own, not the
+  // profiler's, and the lines the work leaves dirty in the L2 are measured as its
+  // write-back (kscope__dram_bytes_write_back.sum).
+  // Costs a buffer of twice the L2 for the pass and two ~30 us kernels per run (replayed
+  // per pass under kernel replay). Off: the first kernel may count up to the L2's size of
+  // writes it did not make, and the last may miss up to the L2's size of its own.
+  bool sweep_l2 = true;
+  std::string cupti_library;        // explicit libcupti, as cupti_options::library_path
+  std::string nvperf_host_library;  // explicit libnvperf_host.so: only this path is tried
+};
+
+// The upper bound on max_kernels: a counter-data image for more ranges than this would be
+// large, and a pass that profiles that many kernels should be split.
+inline constexpr std::size_t counter_max_kernels_limit = 65536;
+
+// The outcome of a pass: values per range in launch order, or why there are none.
+//   if (r.ok()) for (auto& k : r.kernels) use(k.name, k.values);
+struct counter_result {
+  counter_state state = counter_state::failed;
+  std::string message;                  // one line: what was collected, or why not
+  std::vector<counter_values> kernels;  // per kernel (launch order), or the one user range
+  std::vector<std::string> metrics;     // the names collected (fallbacks applied)
+  std::vector<std::string> notes;       // default metrics left out, fallbacks taken, names withheld
+  std::string chip;                     // CUPTI's chip name ("GH100")
+  std::uint32_t cupti_version = 0;      // cuptiGetVersion of the libcupti used
+  std::size_t passes = 0;               // replay passes the metric set needs
+  std::size_t runs = 0;                 // times the work was called (1, or passes for whole_callable)
+  // Kernels beyond max_kernels: counted from the launches seen when kernel names are on;
+  // without them, at least this many (a note says the count is a lower bound).
+  std::size_t ranges_dropped = 0;
+  // Kernel replay in several passes only: the DRAM writes kscope's leading L2 sweep (which
+  // writes nothing) counted in its pass, i.e. what CUPTI's save and restore of device
+  // memory left dirty in the L2; each kernel's dram__bytes_write.sum may include about this
+  // much that is not its own (a note says so). NaN otherwise.
+  double replay_dirty_bytes = std::numeric_limits<double>::quiet_NaN();
+
+  [[nodiscard]] bool ok() const noexcept { return state == counter_state::collected; }
+};
+
+// The metrics a device offers (the base names the profiler host API lists).
+struct counter_metric_list {
+  counter_state state = counter_state::failed;
+  std::string message;
+  std::string chip;
+  std::vector<std::string> base_metrics;  // sorted; complete them with a rollup (.sum, .avg...)
+
+  [[nodiscard]] bool ok() const noexcept { return state == counter_state::collected; }
+};
+
+namespace detail {
+
+// The work of a pass, called through one pointer so the pass itself is not a template.
+struct counter_work_ref {
+  void* object;
+  void (*call)(void*);
+  void operator()() const { call(object); }
+};
+
+// "" when the request can be tried, else what is wrong with it.
+inline std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
+  if (o.ranges == counter_ranges::per_kernel && (o.max_kernels == 0 || o.max_kernels > counter_max_kernels_limit))
+    return "counter_options::max_kernels must be between 1 and " + std::to_string(counter_max_kernels_limit) +
+           ", got " + std::to_string(o.max_kernels);
+  if (o.ranges == counter_ranges::whole_callable && o.range_name.empty())
+    return "counter_options::range_name must not be empty for a whole_callable range";
+  for (const std::string& m : metrics)
+    if (m.empty()) return "empty metric name in the metric list";
+  return {};
+}
+
+// One pass at a time per process (CUPTI's profiler is per context and process-wide). Not
+// registered with the fork guard: it is only ever try-locked, so a child forked during a
+// pass gets counter_state::busy from its own passes instead of a deadlock.
+inline std::mutex& counter_pass_mutex() {
+  static lazy_global<std::mutex> m{lock_rank::init};  // built fork-safely (core/detail/once.hpp)
+  return m.get([] { return new std::mutex(); });
+}
+
+#if KSCOPE_HAS_RANGE_PROFILER
+
+// The counter_state a CUPTI error means.
+inline counter_state counter_state_for(CUptiResult r) noexcept {
+  switch (r) {
+    case CUPTI_SUCCESS: return counter_state::collected;
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES: return counter_state::no_permission;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+    case CUPTI_ERROR_HARDWARE_BUSY:
+    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED: return counter_state::busy;
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_INVALID_CHIP_NAME: return counter_state::unsupported_device;
+    default: return counter_state::failed;
+  }
+}
+
+// What the user can do about a CUPTI error ("" when there is nothing specific to say).
+inline std::string counter_error_advice(CUptiResult r) {
+  switch (counter_state_for(r)) {
+    case counter_state::no_permission:
+      return "the GPU performance counters are restricted to administrators (ERR_NVGPUCTRPERM): run as root, "
+             "or load the nvidia kernel module with NVreg_RestrictProfilingToAdminUsers=0, or start the container "
+             "with --cap-add SYS_ADMIN";
+    case counter_state::busy:
+      return "another profiler holds the GPU counters (Nsight Compute, Nsight Systems GPU metrics, DCGM profiling, "
+             "or CUPTI's legacy profiler API in this process): run without it";
+    case counter_state::unsupported_device:
+      return "this device or configuration does not support CUPTI profiling (vGPU without profiling, MIG, "
+             "confidential computing, CMP, SLI or WSL)";
+    default: return {};
+  }
+}
+
+// The libraries, loaded once per process and kept (CUPTI holds on to them).
+struct counter_libraries {
+  cupti_api cupti;
+  profiler_api profiler;
+  bool profiler_initialized = false;
+  std::map<std::string, bool> metric_accepted;  // chip + '\n' + metric name -> config_accepts()
+  std::map<std::string, std::size_t> passes_needed;  // chip + '\n' + names -> count_passes()
+};
+
+inline counter_libraries& counter_library_state() {
+  static lazy_global<counter_libraries> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
+  return state.get([] { return new counter_libraries(); });
+}
+
+// A profiler host object, deinitialized when it goes.
+struct profiler_host_handle {
+  const profiler_api* api = nullptr;
+  CUpti_Profiler_Host_Object* object = nullptr;
+  profiler_host_handle() = default;
+  profiler_host_handle(const profiler_host_handle&) = delete;
+  profiler_host_handle& operator=(const profiler_host_handle&) = delete;
+  ~profiler_host_handle() {
+    if (object == nullptr) return;
+    CUpti_Profiler_Host_Deinitialize_Params p{};
+    p.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
+    p.pHostObject = object;
+    (void)api->host_deinitialize(&p);
+  }
+};
+
+// The range profiler enabled on a context, disabled when it goes.
+struct range_profiler_handle {
+  const profiler_api* api = nullptr;
+  CUpti_RangeProfiler_Object* object = nullptr;
+  range_profiler_handle() = default;
+  range_profiler_handle(const range_profiler_handle&) = delete;
+  range_profiler_handle& operator=(const range_profiler_handle&) = delete;
+  ~range_profiler_handle() {
+    if (object == nullptr) return;
+    CUpti_RangeProfiler_Disable_Params p{};
+    p.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
+    p.pRangeProfilerObject = object;
+    (void)api->range_disable(&p);
+  }
+};
+
+// The context the runtime made current (the device's primary context), through the
+// driver entry point the runtime hands out: kscope links cudart only. false with `why`
+// when there is none; `no_entry_point` says the driver lacks cuCtxGetCurrent (the counters
+// call that "unavailable", a missing context "failed"). Used by counters and warp stalls.
+inline bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point = nullptr) {
+  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
+#endif
+  if (e != cudaSuccess || fn == nullptr || found != cudaDriverEntryPointSuccess) {
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    why = "the driver entry point cuCtxGetCurrent could not be found";
+    if (no_entry_point) *no_entry_point = true;
+    return false;
+  }
+  const CUresult r = reinterpret_cast<get_current_fn>(fn)(&context);
+  if (r != CUDA_SUCCESS || context == nullptr) {
+    why = "no current CUDA context (cuCtxGetCurrent returned " + std::to_string(static_cast<int>(r)) + ")";
+    return false;
+  }
+  return true;
+}
+
+// Everything both a pass and a metric listing need: device, context, libraries, chip,
+// counter availability and a host object for the chip. The first failure sets state and
+// message and makes open() return false.
+class counter_setup {
+ public:
+  counter_state state = counter_state::failed;
+  std::string message;
+  counter_libraries* libs = nullptr;
+  int device = 0;
+  CUcontext context = nullptr;
+  std::string chip;
+  std::vector<std::uint8_t> availability;
+  profiler_host_handle host;
+
+  bool open(const counter_options& options) {
+    // The short reason: the report's GPU line says why there is no GPU (availability.hpp).
+    if (const gpu_availability& gpu = probe_gpu(); !gpu.available())
+      return refuse(counter_state::unavailable, "hardware counters unavailable: " + gpu.reason);
+    if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") || !cuda_ok(cudaFree(nullptr), "cudaFree(nullptr)"))
+      return false;
+    if (!current_context()) return false;
+
+    libs = &counter_library_state();
+    std::string why;
+    if (!load_cupti(libs->cupti, options.cupti_library, why))
+      return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
+    if (libs->cupti.version != 0 && libs->cupti.version < range_profiler_min_cupti_version)
+      return refuse(counter_state::unavailable,
+                    "hardware counters unavailable: " + libs->cupti.path + " is CUPTI " +
+                        std::to_string(libs->cupti.version) +
+                        ", older than the range profiler (CUPTI 24, CUDA 12.6)");
+    if (!libs->profiler.resolved()) {
+      const std::string missing = resolve_profiler_symbols(libs->cupti.handle, libs->profiler);
+      if (!missing.empty())
+        return refuse(counter_state::unavailable, "hardware counters unavailable: " + libs->cupti.path + " has no " +
+                                                      missing + " (the range profiler needs CUDA 12.6 or later)");
+    }
+    if (!load_nvperf_host(options.nvperf_host_library, libs->cupti.path, why))
+      return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
+    const profiler_api& p = libs->profiler;
+    if (!libs->profiler_initialized) {
+      // Once per process, never deinitialized: like cuptiFinalize, deinitializing races
+      // with other threads still in CUDA.
+      CUpti_Profiler_Initialize_Params init{};
+      init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+      if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
+      libs->profiler_initialized = true;
+    }
+    if (!device_supported()) return false;
+
+    CUpti_Device_GetChipName_Params name{};
+    name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+    name.deviceIndex = static_cast<std::size_t>(device);
+    if (!cupti_ok(p.get_chip_name(&name), "cuptiDeviceGetChipName")) return false;
+    chip = name.pChipName != nullptr ? name.pChipName : "";
+
+    // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
+    CUpti_Profiler_GetCounterAvailability_Params avail{};
+    avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
+    avail.ctx = context;
+    if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
+    availability.assign(avail.counterAvailabilityImageSize, 0);
+    avail.pCounterAvailabilityImage = availability.data();
+    if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
+
+    CUpti_Profiler_Host_Initialize_Params host_init{};
+    host_init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    host_init.pChipName = chip.c_str();
+    host_init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+    if (!cupti_ok(p.host_initialize(&host_init), "cuptiProfilerHostInitialize")) return false;
+    host.api = &p;
+    host.object = host_init.pHostObject;
+    return true;
+  }
+
+  // The base metrics the host object lists (counters, ratios, throughputs), sorted.
+  std::vector<std::string> base_metrics() const {
+    std::vector<std::string> out;
+    for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
+      CUpti_Profiler_Host_GetBaseMetrics_Params p{};
+      p.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
+      p.pHostObject = host.object;
+      p.metricType = type;
+      if (libs->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
+      for (std::size_t i = 0; i < p.numMetrics; ++i)
+        if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+  // A fresh host object for this chip (a host object keeps every metric added to it, so a
+  // question about one set needs its own); false when the host API refuses.
+  bool throwaway_host(profiler_host_handle& out) {
+    const profiler_api& p = libs->profiler;
+    CUpti_Profiler_Host_Initialize_Params init{};
+    init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    init.pChipName = chip.c_str();
+    init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+    if (p.host_initialize(&init) != CUPTI_SUCCESS) return false;
+    out.api = &p;
+    out.object = init.pHostObject;
+    return true;
+  }
+
+  // The host API's word on one full metric name: whether a config with it alone can be
+  // built for this chip, the test the PM-sampling probe used (an unknown name fails with
+  // CUPTI_ERROR_INVALID_PARAMETER there). A throwaway host object per name, since a host
+  // object keeps every metric added to it; the answer is cached per chip and name.
+  bool config_accepts(const std::string& name) {
+    const std::string key = chip + '\n' + name;
+    const auto cached = libs->metric_accepted.find(key);
+    if (cached != libs->metric_accepted.end()) return cached->second;
+    const profiler_api& p = libs->profiler;
+    profiler_host_handle probe;
+    if (!throwaway_host(probe)) return false;  // not cached: not the name's fault
+    const char* one[] = {name.c_str()};
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+    add.pHostObject = probe.object;
+    add.ppMetricNames = one;
+    add.numMetrics = 1;
+    const bool accepted = p.host_config_add_metrics(&add) == CUPTI_SUCCESS;
+    libs->metric_accepted.emplace(key, accepted);
+    return accepted;
+  }
+
+  // The passes a metric set needs on this device (0 when it cannot be configured), from a
+  // throwaway host object's config image, as begin() builds the real one. Cached per chip
+  // and set: plan_one_pass_groups asks many small questions once per process.
+  std::size_t count_passes(const std::vector<std::string>& names) {
+    std::string key = chip;
+    for (const std::string& n : names) key += '\n' + n;
+    const auto cached = libs->passes_needed.find(key);
+    if (cached != libs->passes_needed.end()) return cached->second;
+    const profiler_api& p = libs->profiler;
+    profiler_host_handle probe;
+    if (!throwaway_host(probe)) return 0;
+    std::vector<const char*> pointers;
+    for (const std::string& n : names) pointers.push_back(n.c_str());
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+    add.pHostObject = probe.object;
+    add.ppMetricNames = pointers.data();
+    add.numMetrics = pointers.size();
+    CUpti_Profiler_Host_GetConfigImageSize_Params size{};
+    size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+    size.pHostObject = probe.object;
+    std::size_t passes = 0;
+    if (p.host_config_add_metrics(&add) == CUPTI_SUCCESS && p.host_get_config_image_size(&size) == CUPTI_SUCCESS) {
+      std::vector<std::uint8_t> image(size.configImageSize);
+      CUpti_Profiler_Host_GetConfigImage_Params get{};
+      get.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+      get.pHostObject = probe.object;
+      get.configImageSize = image.size();
+      get.pConfigImage = image.data();
+      CUpti_Profiler_Host_GetNumOfPasses_Params count{};
+      count.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+      count.configImageSize = image.size();
+      count.pConfigImage = image.data();
+      if (p.host_get_config_image(&get) == CUPTI_SUCCESS && p.host_get_num_of_passes(&count) == CUPTI_SUCCESS)
+        passes = count.numOfPasses;
+    }
+    libs->passes_needed.emplace(key, passes);
+    return passes;
+  }
+
+  // Records a CUPTI failure: state from the error, message naming the call and the fix.
+  bool cupti_ok(CUptiResult r, const char* call) {
+    if (r == CUPTI_SUCCESS) return true;
+    const counter_state s = counter_state_for(r);
+    const std::string advice = counter_error_advice(r);
+    return refuse(s == counter_state::collected ? counter_state::failed : s,
+                  std::string("hardware counters unavailable: ") + call + " failed with " +
+                      (libs != nullptr ? libs->cupti.result_name(r) : std::to_string(static_cast<int>(r))) +
+                      (advice.empty() ? std::string() : ": " + advice));
+  }
+
+  bool cuda_ok(cudaError_t e, const char* call) {
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();  // kscope's own call failed: clear its error
+    return refuse(counter_state::failed,
+                  std::string("hardware counters unavailable: ") + call + " failed: " + cudaGetErrorString(e));
+  }
+
+  bool refuse(counter_state s, std::string why) {
+    state = s;
+    message = std::move(why);
+    return false;
+  }
+
+ private:
+  bool current_context() {
+    std::string why;
+    bool no_entry_point = false;
+    if (current_cuda_context(context, why, &no_entry_point)) return true;
+    return refuse(no_entry_point ? counter_state::unavailable : counter_state::failed,
+                  "hardware counters unavailable: " + why);
+  }
+
+  // cuptiProfilerDeviceSupported, where the library has it: names why a device cannot be
+  // profiled before any other call fails with a less telling error.
+  bool device_supported() {
+    const device_support support = read_device_support(libs->profiler, device, CUPTI_PROFILER_RANGE_PROFILING);
+    // Refused only with a named reason: an overall "unsupported" without one is left for
+    // the calls that follow to confirm, with their own error.
+    if (!support.unsupported || support.reasons.empty()) return true;
+    return refuse(counter_state::unsupported_device,
+                  "hardware counters unavailable: CUPTI cannot profile this device (" + support.reasons + ")");
+  }
+};
+
+// The pass itself (see the top of this header). `user_error` receives an exception the
+// work threw; the caller rethrows it once everything here is torn down.
+// One counter pass, split around the work so that the work can be a callable (profile_
+// counters) or whatever a program runs between a scope's open and close (the per-scope
+// counters, counters/scope_counters.hpp). begin() does everything up to the first range,
+// start_run() / end_run() bracket one run of the work (kernel replay: one run; user
+// replay: one per pass), finish() decodes and evaluates. The first failure is the result.
+class counter_pass_run {
+ public:
+  bool begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result) {
+    options_ = &options;
+    // The setup's first failure, as the pass's outcome.
+    const bool opened = setup_.open(options);
+    if (setup_.libs != nullptr) result.cupti_version = setup_.libs->cupti.version;
+    if (!opened) return give_up(result);
+    result.chip = setup_.chip;
+    const profiler_api& p = setup_.libs->profiler;
+
+    // Which names to collect: the host API's word on each, the base list for suggestions.
+    const std::vector<std::string> bases = setup_.base_metrics();
+    const metric_request request = resolve_metric_request(
+        requested,
+        [this, &bases](const std::string& name) {
+          return (bases.empty() || check_metric_name(name, bases).known) && setup_.config_accepts(name);
+        },
+        bases);
+    result.notes = request.notes;
+    if (!request.ok()) {
+      result.state = counter_state::unknown_metric;
+      result.message = "hardware counters not collected on " + setup_.chip + ": ";
+      for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
+      return false;
+    }
+    result.metrics = request.collect;
+    for (const std::string& m : result.metrics) names_.push_back(m.c_str());
+
+    // Config image and the number of passes it needs.
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+    add.pHostObject = setup_.host.object;
+    add.ppMetricNames = names_.data();
+    add.numMetrics = names_.size();
+    CUpti_Profiler_Host_GetConfigImageSize_Params size{};
+    size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+    size.pHostObject = setup_.host.object;
+    if (!setup_.cupti_ok(p.host_config_add_metrics(&add), "cuptiProfilerHostConfigAddMetrics") ||
+        !setup_.cupti_ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize"))
+      return give_up(result);
+    config_.assign(size.configImageSize, 0);
+    CUpti_Profiler_Host_GetConfigImage_Params image{};
+    image.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+    image.pHostObject = setup_.host.object;
+    image.configImageSize = config_.size();
+    image.pConfigImage = config_.data();
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
+    passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+    if (!setup_.cupti_ok(p.host_get_config_image(&image), "cuptiProfilerHostGetConfigImage")) return give_up(result);
+    passes.configImageSize = config_.size();
+    passes.pConfigImage = config_.data();
+    if (!setup_.cupti_ok(p.host_get_num_of_passes(&passes), "cuptiProfilerHostGetNumOfPasses"))
+      return give_up(result);
+    result.passes = passes.numOfPasses;
+
+    // The range profiler on the context, its counter-data image and its configuration.
+    per_kernel_ = options.ranges == counter_ranges::per_kernel;
+    user_replay_ = !per_kernel_ || options.replay == counter_replay::user;
+    if (options.sweep_l2) {
+      if (const std::string why = sweep_.prepare(); !why.empty())
+        result.notes.push_back("kscope's L2 sweep did not run (" + why +
+                               "): the first kernel's DRAM writes may include up to the L2's size of lines the "
+                               "profiler wrote when the pass started, and the write-back of what the work left "
+                               "dirty in the L2 is not measured");
+    }
+    // Kernel replay in several passes: what a trailing sweep would count is CUPTI's own
+    // restore write-back, not the work's (finish() says why), so it does not run.
+    restores_memory_ = per_kernel_ && !user_replay_ && result.passes > 1;
+    trailing_wanted_ = sweep_.ready() && !restores_memory_;
+    // The sweeps are ranges too: per kernel the first and (when wanted) the last, whole
+    // callable a second user range after the work's.
+    const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
+    const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
+    max_ranges_ = max_ranges;
+    range_.api = &p;
+    CUpti_RangeProfiler_Enable_Params enable{};
+    enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    enable.ctx = setup_.context;
+    if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
+    range_.object = enable.pRangeProfilerObject;
+    CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
+    data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
+    data_size.pRangeProfilerObject = range_.object;
+    data_size.pMetricNames = names_.data();
+    data_size.numMetrics = names_.size();
+    data_size.maxNumOfRanges = max_ranges;
+    data_size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
+    if (!setup_.cupti_ok(p.range_get_counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize"))
+      return give_up(result);
+    counter_data_.assign(data_size.counterDataSize, 0);
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
+    data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+    data_init.pRangeProfilerObject = range_.object;
+    data_init.counterDataSize = counter_data_.size();
+    data_init.pCounterData = counter_data_.data();
+    CUpti_RangeProfiler_SetConfig_Params set{};
+    set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
+    set.pRangeProfilerObject = range_.object;
+    set.configSize = config_.size();
+    set.pConfig = config_.data();
+    set.counterDataImageSize = counter_data_.size();
+    set.pCounterDataImage = counter_data_.data();
+    set.range = per_kernel_ ? CUPTI_AutoRange : CUPTI_UserRange;
+    set.replayMode = user_replay_ ? CUPTI_UserReplay : CUPTI_KernelReplay;  // kernel replay: auto range only
+    set.maxRangesPerPass = max_ranges;
+    set.numNestingLevels = 1;
+    set.minNestingLevel = 1;
+    set.passIndex = 0;
+    set.targetNestingLevel = 1;
+    if (!setup_.cupti_ok(p.range_counter_data_image_initialize(&data_init),
+                         "cuptiRangeProfilerCounterDataImageInitialize") ||
+        !setup_.cupti_ok(p.range_set_config(&set), "cuptiRangeProfilerSetConfig"))
+      return give_up(result);
+
+    // Earlier work must not run into the first range.
+    if (!setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up(result);
+    if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
+    max_runs_ = user_replay_ ? std::max<std::size_t>(1, result.passes) + 1 : 1;
+    return true;
+  }
+
+  // The launches the name callback has logged so far, and forgetting those after a mark:
+  // the before_each_run hook's launches are not the work's.
+  [[nodiscard]] std::size_t launches_logged() const { return kernel_names_ ? kernel_names_->logged() : 0; }
+  void forget_launches_since(std::size_t mark) {
+    if (kernel_names_) kernel_names_->forget_since(mark);
+  }
+
+  // A failure outside the work and the pass's own calls (the before_each_run hook's
+  // kernels): the pass stops and reports it.
+  void fail_run(std::string why) {
+    if (run_error_.empty()) run_error_ = std::move(why);
+  }
+
+  // Whether the work must run (again): CUPTI wants more passes and nothing failed.
+  [[nodiscard]] bool wants_run(const counter_result& result) const noexcept {
+    return !all_submitted_ && result.runs < max_runs_ && run_error_.empty() && setup_.message.empty();
+  }
+
+  // Start [Push]: true when the work may run now.
+  bool start_run(counter_result& result) {
+    const profiler_api& p = setup_.libs->profiler;
+    CUpti_RangeProfiler_Start_Params start{};
+    start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+    start.pRangeProfilerObject = range_.object;
+    if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
+    started_ = true;
+    pushed_ = false;
+    if (sweep_.ready()) {
+      // After Start, so that what Start wrote is swept too.
+      if (const std::string why = run_sweep(); !why.empty()) {
+        run_error_ = "kscope's L2 sweep at the start of the pass failed: " + why;
+        stop_range();
+        return false;
+      }
+      sweep_range_ = per_kernel_;
+    }
+    if (!per_kernel_) {
+      pushed_ = push_range(options_->range_name.c_str());
+      if (!pushed_) {
+        stop_range();
+        return false;
+      }
+    }
+    ++result.runs;
+    return true;
+  }
+
+  // After the work: the range must end after its kernels finish inside it. An error here
+  // is the work's (a faulting kernel), so it is reported and left for the program to see.
+  void end_run(bool work_threw) {
+    const cudaError_t synced = cudaDeviceSynchronize();
+    if (synced != cudaSuccess && !work_threw)
+      run_error_ = std::string("the profiled work failed: ") + cudaGetErrorString(synced);
+    if (pushed_) {
+      pop_range();
+      pushed_ = false;
+    }
+    // The trailing sweep: a range of its own (per kernel: the pass's last; whole callable:
+    // a second user range) whose DRAM writes are the lines the work left dirty in the L2.
+    if (trailing_wanted_ && started_ && synced == cudaSuccess && !work_threw && run_error_.empty()) {
+      const bool in_range = per_kernel_ || push_range("kscope L2 write-back");
+      if (in_range) {
+        const std::string why = run_sweep();
+        if (!per_kernel_) pop_range();
+        if (!why.empty())
+          run_error_ = "kscope's L2 sweep at the end of the pass failed: " + why;
+        else
+          trailing_sweep_ = true;
+      }
+    }
+    stop_range();
+  }
+
+  // Decodes and evaluates every range into `result` (or says why not).
+  void finish(counter_result& result, bool work_threw) {
+    const profiler_api& p = setup_.libs->profiler;
+    if (work_threw) {
+      if (kernel_names_) (void)kernel_names_->stop();
+      result.state = counter_state::failed;
+      result.message = "hardware counters not collected: the profiled work threw";
+      return;
+    }
+    if (!run_error_.empty()) {
+      result.state = counter_state::failed;
+      result.message = "hardware counters not collected: " + run_error_;
+      return;
+    }
+    if (!setup_.message.empty()) return (void)give_up(result);
+    if (!all_submitted_) {
+      result.state = counter_state::failed;
+      result.message = "hardware counters not collected: CUPTI still wanted passes after " +
+                       std::to_string(result.runs) + " runs of the work (" + std::to_string(result.passes) +
+                       " expected)";
+      return;
+    }
+
+    // Decode, then evaluate every range.
+    CUpti_RangeProfiler_DecodeData_Params decode{};
+    decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+    decode.pRangeProfilerObject = range_.object;
+    CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
+    info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
+    info.pCounterDataImage = counter_data_.data();
+    info.counterDataImageSize = counter_data_.size();
+    if (!setup_.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
+        !setup_.cupti_ok(p.range_get_counter_data_info(&info), "cuptiRangeProfilerGetCounterDataInfo"))
+      return (void)give_up(result);
+    std::vector<double> values(names_.size());
+    std::size_t failed_ranges = 0;
+    // Which decoded ranges are the work's. Range 0 is the leading L2 sweep when it ran in
+    // per_kernel mode, the last one the trailing sweep unless the image filled up first.
+    // CUPTI (13.0, H200) reports numOfRangeDropped = 0 even when launches beyond the
+    // image's capacity were dropped, so a full image is told by its range count, and how
+    // many kernels were lost by the launches the name callback saw (below).
+    const std::size_t total = info.numTotalRanges;
+    const bool full = per_kernel_ && total >= max_ranges_;  // a user range is never dropped
+    std::size_t first = sweep_range_ && total > 0 ? 1 : 0;
+    bool present = trailing_sweep_ && total > first;  // the last range is the trailing sweep, if not full
+    bool identified = true;
+    const auto evaluate = [&](std::size_t index, metric_values& into) {
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
+      eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+      eval.pHostObject = setup_.host.object;
+      eval.pCounterDataImage = counter_data_.data();
+      eval.counterDataImageSize = counter_data_.size();
+      eval.rangeIndex = index;
+      eval.ppMetricNames = names_.data();
+      eval.numMetrics = names_.size();
+      eval.pMetricValues = values.data();
+      if (p.host_evaluate_to_gpu_values(&eval) != CUPTI_SUCCESS) return false;
+      for (std::size_t m = 0; m < names_.size(); ++m) into.emplace(result.metrics[m], values[m]);
+      return true;
+    };
+    // The sweeps are told apart by position; a kernel another thread launched into the
+    // pass could shift them. Each sweep reads most of its buffer from DRAM, so where the
+    // DRAM reads were collected a range that did not is not taken for one.
+    const auto collected = [&result](const char* metric) {
+      return std::find(result.metrics.begin(), result.metrics.end(), metric) != result.metrics.end();
+    };
+    if (collected("dram__bytes_read.sum") && (first == 1 || present)) {
+      const auto swept = [&](std::size_t index) {
+        metric_values v;
+        if (!evaluate(index, v)) return false;
+        const auto r = v.find("dram__bytes_read.sum");
+        return r != v.end() && r->second >= 0.25 * static_cast<double>(sweep_.bytes());
+      };
+      if (first == 1 && !swept(0)) {
+        identified = false;
+      } else if (present && !swept(total - 1)) {
+        if (full)
+          present = false;  // the image filled up: the trailing sweep was dropped
+        else
+          identified = false;
+      }
+      if (!identified) {
+        result.notes.push_back("kscope could not find its L2 sweeps among the ranges (did another thread launch "
+                               "kernels during the pass?): every range is reported, and no write-back");
+        first = 0;
+        present = false;
+      }
+    } else if (present && full) {
+      present = false;  // cannot be told without the reads: taken as dropped, so no write-back
+    }
+    const std::size_t end = present ? total - 1 : total;
+    const bool trailing = present && end > first;
+    result.ranges_dropped = 0;
+    if (trailing_sweep_ && !trailing && identified)
+      result.notes.push_back("the write-back of the lines the last kernel left dirty in the L2 is not in its DRAM "
+                             "writes: " +
+                             std::string(full ? "the counter-data image was full" : "the work launched no kernel"));
+    for (std::size_t i = first; i < end; ++i) {
+      counter_values range_values;
+      range_values.index = i - first;
+      range_values.range = per_kernel_ ? std::to_string(i - first) : options_->range_name;
+      range_values.name = per_kernel_ ? "kernel #" + std::to_string(i - first) : options_->range_name;
+      if (!evaluate(i, range_values.values)) ++failed_ranges;
+      result.kernels.push_back(std::move(range_values));
+    }
+    // Kernel replay with several passes: CUPTI saves device memory before a kernel's first
+    // pass and restores it before each later one, and those copies leave dirty lines in the
+    // L2 that the pass then writes back (H200: ~23 MB counted for a kernel that only reads,
+    // bench/RESULTS.md). No sweep can run between CUPTI's own replays, so every range's DRAM
+    // writes may hold that much that is not its own, and a trailing sweep would measure it
+    // rather than the work's write-back (begin() runs none); the leading sweep (which
+    // writes nothing itself) measures what such a pass leaves.
+    if (restores_memory_ && first == 1) {
+      metric_values leading;
+      if (evaluate(0, leading)) {
+        const auto w = leading.find("dram__bytes_write.sum");
+        if (w != leading.end() && std::isfinite(w->second)) result.replay_dirty_bytes = w->second;
+      }
+    }
+    if (restores_memory_ && collected("dram__bytes_write.sum"))
+      result.notes.push_back(
+          "kernel replay in " + std::to_string(result.passes) +
+          " passes: CUPTI's save and restore of device memory around each kernel's passes leaves dirty lines in "
+          "the L2 that the kernel's pass writes back, so dram__bytes_write.sum may include up to the L2's size "
+          "that is not the kernel's own (replay_dirty_bytes: what kscope's sweep measured) and the write-back "
+          "after the work is not measured; counter_replay::user, or a metric set that needs one pass, gives exact "
+          "writes");
+    if (trailing && !result.kernels.empty()) {  // never under restores_memory_: no trailing sweep ran
+      metric_values sweep_values;
+      if (evaluate(end, sweep_values))
+        add_write_back(result.kernels.back().values, sweep_values);
+      else
+        result.notes.push_back("the L2 write-back after the last kernel could not be evaluated: its DRAM writes "
+                               "lack the lines it left dirty in the L2");
+    }
+    // A full image drops the trailing sweep first, so one kernel more than max_kernels can
+    // be in it: that one is dropped here too.
+    const std::size_t stored = result.kernels.size();
+    if (per_kernel_ && result.kernels.size() > options_->max_kernels) result.kernels.resize(options_->max_kernels);
+    // Kernels launched beyond the image: from the launches seen per run, when known.
+    std::vector<std::string> launched;
+    if (kernel_names_) launched = kernel_names_->stop();
+    const bool launches_known = kernel_names_ && kernel_names_->ok() && kernel_names_->graph_launches() == 0 &&
+                                result.runs > 0 && launched.size() % result.runs == 0;
+    if (per_kernel_ && identified) {
+      if (launches_known) {
+        const std::size_t per_run = launched.size() / result.runs;
+        result.ranges_dropped = per_run > result.kernels.size() ? per_run - result.kernels.size() : 0;
+      } else if (full) {
+        // Without names only a lower bound is known: the note says so, not a count.
+        result.ranges_dropped = stored - result.kernels.size();
+        result.notes.push_back("the counter-data image was full after " + std::to_string(result.kernels.size()) +
+                               " kernels (max_kernels): at least " + std::to_string(result.ranges_dropped) +
+                               " later kernels were not profiled (ranges_dropped); how many more is unknown "
+                               "without kernel names");
+      }
+    }
+    if (failed_ranges > 0)
+      result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
+                             " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
+                             "values");
+    if (result.ranges_dropped > 0 && launches_known)
+      result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
+                             std::to_string(options_->max_kernels) + ") were not profiled");
+
+    // Kernel names, only when they line up one to one with the ranges.
+    if (kernel_names_) {
+      if (!kernel_names_->ok()) {
+        result.notes.push_back(kernel_names_->why());
+      } else if (kernel_names_->graph_launches() > 0 ||
+                 !keep_first_run(launched, result.runs, result.kernels.size() + result.ranges_dropped)) {
+        result.notes.push_back("kernel names withheld: " + std::to_string(launched.size()) + " launches seen (" +
+                               std::to_string(kernel_names_->graph_launches()) + " of them CUDA graph launches) for " +
+                               std::to_string(result.kernels.size() + result.ranges_dropped) +
+                               " ranges; ranges are numbered in launch order");
+      } else {
+        for (std::size_t i = 0; i < result.kernels.size(); ++i) result.kernels[i].name = launched[i];
+      }
+    }
+    if (user_replay_ && result.runs > 1)
+      result.notes.push_back("the work ran " + std::to_string(result.runs) +
+                             " times (user replay, one run per pass); device memory is not restored between runs");
+
+    result.state = counter_state::collected;
+    result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
+                     std::to_string(result.kernels.size()) + (per_kernel_ ? " kernels" : " range") + " in " +
+                     std::to_string(result.passes) + (result.passes == 1 ? " pass" : " replay passes") + " on " +
+                     setup_.chip + " (CUPTI " + std::to_string(result.cupti_version) + ")";
+    if (per_kernel_ && result.kernels.empty()) result.message += "; the work launched no kernel";
+  }
+
+ private:
+  bool give_up(counter_result& result) {
+    result.state = setup_.state;
+    result.message = setup_.message;
+    return false;
+  }
+
+  // The launch callback saw every run's launches; under user replay each run must launch
+  // the same kernels, and the names are the first run's. False when they do not line up.
+  static bool keep_first_run(std::vector<std::string>& launched, std::size_t runs, std::size_t per_run) {
+    if (launched.size() == per_run) return true;
+    if (runs < 2 || launched.size() != runs * per_run) return false;
+    for (std::size_t i = per_run; i < launched.size(); ++i)
+      if (launched[i] != launched[i % per_run]) return false;
+    launched.resize(per_run);
+    return true;
+  }
+
+  // One sweep launch, marked as launched inside a profiled call (the activity collector
+  // keeps it out of every scope's kernels and times, activity/attribution.hpp) and left out
+  // of the kernel names: it is not the work's.
+  std::string run_sweep() {
+    const std::size_t mark = launches_logged();
+    ++profiled_depth;
+    std::string why = sweep_.run();
+    --profiled_depth;
+    forget_launches_since(mark);
+    return why;
+  }
+
+  bool push_range(const char* name) {
+    CUpti_RangeProfiler_PushRange_Params push{};
+    push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+    push.pRangeProfilerObject = range_.object;
+    push.pRangeName = name;
+    return setup_.cupti_ok(setup_.libs->profiler.range_push(&push), "cuptiRangeProfilerPushRange");
+  }
+
+  void pop_range() {
+    CUpti_RangeProfiler_PopRange_Params pop{};
+    pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+    pop.pRangeProfilerObject = range_.object;
+    (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
+  }
+
+  void stop_range() {
+    if (!started_) return;
+    CUpti_RangeProfiler_Stop_Params stop{};
+    stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+    stop.pRangeProfilerObject = range_.object;
+    started_ = false;
+    if (!setup_.cupti_ok(setup_.libs->profiler.range_stop(&stop), "cuptiRangeProfilerStop")) return;
+    all_submitted_ = stop.isAllPassSubmitted != 0;
+  }
+
+  counter_setup setup_;
+  const counter_options* options_ = nullptr;
+  std::vector<const char*> names_;
+  std::vector<std::uint8_t> config_;
+  range_profiler_handle range_;
+  std::vector<std::uint8_t> counter_data_;
+  std::optional<kernel_name_subscription> kernel_names_;
+  l2_sweep sweep_;
+  bool sweep_range_ = false;     // per_kernel: the first range is the sweep's
+  std::size_t max_ranges_ = 1;    // the counter-data image's capacity in ranges
+  bool restores_memory_ = false;  // kernel replay in several passes: CUPTI saves and restores memory
+  bool trailing_wanted_ = false;  // run a sweep after the work (not when restores_memory_)
+  bool trailing_sweep_ = false;   // it ran: the last range (per kernel) or the second user range is its
+  bool per_kernel_ = true;
+  bool user_replay_ = false;
+  bool started_ = false;
+  bool pushed_ = false;
+  bool all_submitted_ = false;
+  std::size_t max_runs_ = 1;
+  std::string run_error_;
+};
+
+inline void run_counter_pass_locked(const std::vector<std::string>& requested, counter_work_ref work,
+                                    const counter_options& options, counter_result& result,
+                                    std::exception_ptr& user_error) {
+  counter_pass_run pass;
+  if (!pass.begin(requested, options, result)) return;
+  while (pass.wants_run(result) && !user_error) {
+    if (options.before_each_run) {
+      const std::size_t mark = pass.launches_logged();
+      try {
+        options.before_each_run();
+        // Its kernels end before the first range starts; a fault there is the hook's.
+        if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+          pass.fail_run(std::string("the before_each_run hook failed: ") + cudaGetErrorString(e));
+          break;
+        }
+      } catch (...) {
+        user_error = std::current_exception();
+        break;
+      }
+      pass.forget_launches_since(mark);
+    }
+    if (!pass.start_run(result)) break;
+    try {
+      work();
+    } catch (...) {
+      user_error = std::current_exception();
+    }
+    pass.end_run(static_cast<bool>(user_error));
+  }
+  pass.finish(result, static_cast<bool>(user_error));
+}
+
+#endif  // KSCOPE_HAS_RANGE_PROFILER
+
+inline counter_result run_counter_pass(const std::vector<std::string>& metrics, counter_work_ref work,
+                                       const counter_options& options) {
+  counter_result result;
+  std::exception_ptr user_error;
+  try {
+    const std::string error = counter_request_error(metrics, options);
+    if (!error.empty()) {
+      result.state = counter_state::invalid_request;
+      result.message = "hardware counters not collected: " + error;
+      return result;
+    }
+#if KSCOPE_HAS_RANGE_PROFILER
+    std::unique_lock<std::mutex> lock(counter_pass_mutex(), std::try_to_lock);
+    if (!lock.owns_lock()) {
+      result.state = counter_state::busy;
+      result.message = "hardware counters not collected: another counter pass is running in this process";
+      return result;
+    }
+    run_counter_pass_locked(metrics, work, options, result, user_error);
+#else
+    (void)work;
+    result.state = counter_state::disabled;
+    result.message = "hardware counters unavailable: kscope was built without the CUPTI range profiler headers "
+                     "(cupti_range_profiler.h, cupti_profiler_host.h: CUDA 12.6 or later)";
+#endif
+  } catch (const std::exception& e) {  // out of memory in kscope's own bookkeeping
+    result.state = counter_state::failed;
+    result.message = std::string("hardware counters not collected: ") + e.what();
+  } catch (...) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: unknown error";
+  }
+  if (user_error) std::rethrow_exception(user_error);
+  return result;
+}
+
+}  // namespace detail
+
+// Profiles the GPU work `work` launches and returns the requested metrics per kernel (or
+// for the whole call, counter_options::ranges). An empty `metrics` means the default set
+// (default_metric_names(); missing ones are noted, fallbacks taken). Metrics asked for by
+// name must exist: an unknown one is counter_state::unknown_metric, with close names in
+// the message. `work` is not called when profiling cannot start.
+//   auto r = kscope::profile_counters({"dram__bytes_read.sum", "dram__bytes_write.sum"},
+//                                     [&] { copy<<<g, b>>>(src, dst, n); });
+template <class Work>
+[[nodiscard]] counter_result profile_counters(const std::vector<std::string>& metrics, Work&& work,
+                                              const counter_options& options = {}) {
+  using work_type = std::remove_reference_t<Work>;
+  const detail::counter_work_ref ref{const_cast<void*>(static_cast<const void*>(std::addressof(work))),
+                                     [](void* object) { (*static_cast<work_type*>(object))(); }};
+  return detail::run_counter_pass(metrics, ref, options);
+}
+
+#if KSCOPE_HAS_RANGE_PROFILER
+namespace detail {
+// The one-pass groups for `metrics` on the current device (counters/metrics.hpp:
+// plan_one_pass_groups), with the names resolved as a pass resolves them (fallbacks for
+// names the device does not offer). Call with the counter-pass lock held. False, with
+// `why`, when the profiler cannot be set up here.
+inline bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
+                                one_pass_plan& plan, counter_state& state, std::string& why) {
+  counter_setup setup;
+  if (!setup.open(options)) {
+    state = setup.state;
+    why = setup.message;
+    return false;
+  }
+  const std::vector<std::string> bases = setup.base_metrics();
+  const metric_request request = resolve_metric_request(
+      metrics,
+      [&setup, &bases](const std::string& name) {
+        return (bases.empty() || check_metric_name(name, bases).known) && setup.config_accepts(name);
+      },
+      bases);
+  if (!request.ok()) {
+    state = counter_state::unknown_metric;
+    why = "hardware counters not collected on " + setup.chip + ": ";
+    for (std::size_t i = 0; i < request.errors.size(); ++i) why += (i ? "; " : "") + request.errors[i];
+    return false;
+  }
+  plan = plan_one_pass_groups(request.collect,
+                              [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); });
+  plan.notes.insert(plan.notes.begin(), request.notes.begin(), request.notes.end());
+  return true;
+}
+}  // namespace detail
+#endif
+
+// The base metrics the current device offers, or why they cannot be listed.
+//   auto list = kscope::list_counter_metrics();
+//   if (list.ok()) for (auto& m : list.base_metrics) std::puts(m.c_str());
+[[nodiscard]] inline counter_metric_list list_counter_metrics(const counter_options& options = {}) {
+  counter_metric_list out;
+  try {
+#if KSCOPE_HAS_RANGE_PROFILER
+    std::unique_lock<std::mutex> lock(detail::counter_pass_mutex(), std::try_to_lock);
+    if (!lock.owns_lock()) {
+      out.state = counter_state::busy;
+      out.message = "counter metrics not listed: a counter pass is running in this process";
+      return out;
+    }
+    detail::counter_setup setup;
+    if (!setup.open(options)) {
+      out.state = setup.state;
+      out.message = setup.message;
+      return out;
+    }
+    out.chip = setup.chip;
+    out.base_metrics = setup.base_metrics();
+    out.state = counter_state::collected;
+    out.message = std::to_string(out.base_metrics.size()) + " base metrics on " + setup.chip;
+#else
+    (void)options;
+    out.state = counter_state::disabled;
+    out.message = "counter metrics unavailable: kscope was built without the CUPTI range profiler headers "
+                  "(CUDA 12.6 or later)";
+#endif
+  } catch (const std::exception& e) {
+    out.state = counter_state::failed;
+    out.message = std::string("counter metrics not listed: ") + e.what();
+  }
+  return out;
+}
+
+}  // namespace kscope

@@ -1,0 +1,217 @@
+// kscope/counters/detail/kernel_names.hpp — kernel names for the per-kernel ranges of
+// a counter pass.
+//
+// In auto-range mode CUPTI names the ranges "0", "1", ... in launch order and says nothing
+// of the kernels. kscope subscribes a launch callback for the duration of the pass and
+// notes each launched kernel's name (CUpti_CallbackData::symbolName) in order; the names
+// are attached to the ranges only when their count equals the range count, so a graph
+// launch (one call, many kernels), a launch from another thread racing the pass, or a
+// replay that calls back again can never shift a name onto the wrong kernel.
+//
+// CUPTI 13.0 allows one callback subscriber per process. When kscope's activity collector
+// (or another tool) holds it, the subscription fails and the ranges keep their numbers;
+// the result says why. A runtime launch calls the driver (and, in CUDA 13, <<<>>> another
+// runtime entry point) underneath; only the outermost launch call on a thread is noted.
+#pragma once
+
+#include "../../core/detail/once.hpp"
+#include "../../cupti/detail/profiler_api.hpp"
+
+#if KSCOPE_HAS_RANGE_PROFILER
+
+#include "../../cupti/detail/demangle.hpp"
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kscope {
+namespace detail {
+
+// The kernel-launch and graph-launch callback ids whose names the log records.
+inline const CUpti_CallbackId* profiler_runtime_kernel_cbids(std::size_t& count) noexcept {
+  static const CUpti_CallbackId ids[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+#if CUPTI_API_VERSION >= 130000
+      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,  // <<<>>> in CUDA 13
+      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+#endif
+      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+  };
+  count = sizeof(ids) / sizeof(ids[0]);
+  return ids;
+}
+
+inline const CUpti_CallbackId* profiler_driver_kernel_cbids(std::size_t& count) noexcept {
+  static const CUpti_CallbackId ids[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+  };
+  count = sizeof(ids) / sizeof(ids[0]);
+  return ids;
+}
+
+inline bool is_graph_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+    return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
+           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
+  return cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
+}
+
+// The names seen during one pass. Never destroyed (a late callback may still arrive).
+struct kernel_name_log {
+  std::mutex mutex;
+  std::vector<std::string> names;  // one per kernel launch, launch order, demangled
+  std::size_t graph_launches = 0;
+  std::size_t callback_errors = 0;
+};
+
+inline kernel_name_log& profiler_kernel_name_log() {
+  static lazy_global<kernel_name_log> log{lock_rank::init};  // fork-safe (core/detail/once.hpp)
+  return log.get([] { return new kernel_name_log(); });
+}
+
+// Depth of runtime launch calls on this thread: a driver launch inside one is the same kernel.
+inline int& runtime_launch_depth() noexcept {
+  thread_local int depth = 0;
+  return depth;
+}
+
+inline void CUPTIAPI on_profiler_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                        const void* cbdata) {
+  if (userdata == nullptr || cbdata == nullptr) return;
+  auto& log = *static_cast<kernel_name_log*>(userdata);
+  const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  if (!runtime && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (data->callbackSite == CUPTI_API_EXIT) {
+    if (runtime && runtime_launch_depth() > 0) --runtime_launch_depth();
+    return;
+  }
+  // Only the outermost launch call of a thread names a kernel: the driver call under a
+  // runtime launch, or a runtime launch under another (<<<>>> goes through
+  // __cudaLaunchKernel in CUDA 13), is the same kernel.
+  if (runtime) {
+    if (runtime_launch_depth()++ > 0) return;
+  } else if (runtime_launch_depth() > 0) {
+    return;
+  }
+  try {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    if (is_graph_launch_cbid(domain, cbid)) {
+      ++log.graph_launches;
+      log.names.emplace_back("(CUDA graph launch)");
+    } else {
+      log.names.push_back(demangle(data->symbolName));
+    }
+  } catch (...) {  // out of memory: never into CUDA
+    ++log.callback_errors;
+  }
+}
+
+// Subscribes the launch callback for one pass; unsubscribes when destroyed. ok() false
+// (with why()) when CUPTI's subscriber slot is taken.
+class kernel_name_subscription {
+ public:
+  explicit kernel_name_subscription(const cupti_api& api) : api_(api) {
+    kernel_name_log& log = profiler_kernel_name_log();
+    {
+      std::lock_guard<std::mutex> lock(log.mutex);
+      log.names.clear();
+      log.graph_launches = 0;
+      log.callback_errors = 0;
+    }
+    std::string holder;
+    const CUptiResult r = api_.subscribe_named(subscriber_, &on_profiler_launch, &log, "kscope counters", holder);
+    if (r != CUPTI_SUCCESS) {
+      why_ = "kernel names unavailable: cuptiSubscribe failed with " + api_.result_name(r) +
+             (holder.empty() ? std::string() : " (held by " + holder + ")") +
+             "; ranges are numbered in launch order";
+      return;
+    }
+    std::size_t enabled = 0, count = 0;
+    const CUpti_CallbackId* ids = profiler_runtime_kernel_cbids(count);
+    for (std::size_t i = 0; i < count; ++i)
+      enabled += api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) == CUPTI_SUCCESS;
+    ids = profiler_driver_kernel_cbids(count);
+    for (std::size_t i = 0; i < count; ++i)
+      enabled += api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) == CUPTI_SUCCESS;
+    if (enabled == 0) {
+      why_ = "kernel names unavailable: no launch callback could be enabled; ranges are numbered in launch order";
+      (void)api_.unsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
+  }
+
+  ~kernel_name_subscription() {
+    try {
+      (void)stop();
+    } catch (...) {  // a destructor never throws
+    }
+  }
+  kernel_name_subscription(const kernel_name_subscription&) = delete;
+  kernel_name_subscription& operator=(const kernel_name_subscription&) = delete;
+
+  // Unsubscribes (the callbacks stop) and returns what was logged.
+  std::vector<std::string> stop() {
+    if (subscriber_ != nullptr) {
+      (void)api_.unsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
+    kernel_name_log& log = profiler_kernel_name_log();
+    std::lock_guard<std::mutex> lock(log.mutex);
+    graph_launches_ = log.graph_launches;
+    callback_errors_ = log.callback_errors;
+    return std::move(log.names);
+  }
+
+  // How many launches are logged so far, and dropping those logged after `mark` (launches
+  // between two runs of the work that are not the work's own).
+  [[nodiscard]] std::size_t logged() const {
+    kernel_name_log& log = profiler_kernel_name_log();
+    std::lock_guard<std::mutex> lock(log.mutex);
+    return log.names.size();
+  }
+  void forget_since(std::size_t mark) {
+    kernel_name_log& log = profiler_kernel_name_log();
+    std::lock_guard<std::mutex> lock(log.mutex);
+    for (std::size_t i = mark; i < log.names.size(); ++i)
+      if (log.names[i] == "(CUDA graph launch)" && log.graph_launches > 0) --log.graph_launches;
+    if (mark < log.names.size()) log.names.resize(mark);
+  }
+
+  [[nodiscard]] bool ok() const noexcept { return why_.empty(); }
+  [[nodiscard]] const std::string& why() const noexcept { return why_; }
+  [[nodiscard]] std::size_t graph_launches() const noexcept { return graph_launches_; }
+  [[nodiscard]] std::size_t callback_errors() const noexcept { return callback_errors_; }
+
+ private:
+  const cupti_api& api_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  std::string why_;
+  std::size_t graph_launches_ = 0;
+  std::size_t callback_errors_ = 0;
+};
+
+}  // namespace detail
+}  // namespace kscope
+
+#endif  // KSCOPE_HAS_RANGE_PROFILER

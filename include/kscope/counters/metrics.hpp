@@ -1,0 +1,1573 @@
+// kscope/counters/metrics.hpp — hardware-counter values and what they say: the metric catalog,
+// FLOPs from instruction counts, aggregation per scope, metric-name checks, the measured
+// (hierarchical) roofline and the classification of a slow scope from evidence.
+//
+// Pure arithmetic, no CUDA: the values come from the CUPTI range profiler
+// (counters/collect.hpp) or, in the tests, from synthetic numbers. The question this header
+// answers is "why is it slow?", with the numbers that back each answer:
+//
+//   kscope::counter_aggregate decode;                       // one scope
+//   for (const auto& k : profiled_kernels) decode.add_kernel(k);
+//   kscope::metric_values v = decode.totals();
+//   kscope::flop_count f = kscope::count_flops(v);          // 2.15e9 fp32 FLOP
+//   kscope::measured_roofline m = kscope::measure_roofline(v, roofs);
+//   kscope::classification c = kscope::classify({v});
+//   std::puts(c.verdict.text.c_str());   // "memory-bound: DRAM at 91% of its peak (...)"
+//
+// Rules, each tested in tests/counters_test.cpp:
+// - FLOPs: from the SASS floating-point instruction counters, per precision, add and mul
+//   count 1, fma counts 2 (Nsight Compute's roofline convention). Tensor-core work is not
+//   in these counters; it shows as tensor-pipe activity.
+// - Aggregation over kernels: counts, bytes and durations are summed; percentages and
+//   rates are averaged weighted by each kernel's duration (gpu__time_duration.sum), or
+//   plainly when a kernel lacks its duration (flagged). A metric a kernel lacks is left out
+//   of that metric, and counted.
+// - Measured roofline: rates over the summed kernel time; one point per memory level
+//   (DRAM, L2, L1) whose bytes were measured; declared and measured work that differ by
+//   more than 10 % get one line ("declared 201 MB, DRAM moved 448 MB: 2.2×").
+// - Classification: launch/CPU-bound when the GPU idled at least half the scope's span
+//   (timeline); else, from the two speed-of-light throughputs, memory-bound or
+//   compute-bound when the higher one is at a roof (>= 60 % of peak), latency-bound when
+//   both are under it. Missing evidence is named, never guessed.
+#pragma once
+
+#include "detail/metric_names.hpp"
+#include "../core/detail/once.hpp"
+#include "../core/detail/number_format.hpp"
+#include "../core/dtype.hpp"
+#include "../core/roofline.hpp"
+#include "../core/work.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+// ---------------------------------------------------------------------------------------
+// Values
+
+// Metric name -> value, as CUPTI evaluates them ("dram__bytes_read.sum" -> 4.29e9).
+// Heterogeneous lookup: find() takes a string_view without building a std::string.
+//   kscope::metric_values v{{"dram__bytes_read.sum", 4.29e9}};
+using metric_values = std::map<std::string, double, std::less<>>;
+
+// The counters of one profiled range: a kernel (per-kernel profiling, in launch order) or
+// the user range around a whole callable.
+//   double bytes = k.value("dram__bytes_read.sum");  // NaN when not collected
+struct counter_values {
+  std::string name;      // kernel name (demangled) when known, else the range name
+  std::string range;     // CUPTI's range name: "0", "1", ... per kernel, or the user range's name
+  std::size_t index = 0; // position among the profiled ranges (launch order)
+  metric_values values;
+
+  [[nodiscard]] double value(std::string_view metric) const noexcept {
+    const auto it = values.find(metric);
+    return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// The metric catalog (Hopper and Ampere names)
+
+// The quantities kscope reasons about. Each has a preferred metric name and fallbacks
+// (metric_info::names); the CUPTI side collects the first name the device offers.
+enum class counter_metric : std::uint8_t {
+  duration,
+  dram_read_bytes,
+  dram_write_bytes,
+  l2_bytes,
+  l1_bytes,
+  fp64_add,
+  fp64_mul,
+  fp64_fma,
+  fp32_add,
+  fp32_mul,
+  fp32_fma,
+  fp16_add,
+  fp16_mul,
+  fp16_fma,
+  tensor_pipe_active,
+  sm_throughput,
+  memory_throughput,
+  dram_throughput,
+  l2_throughput,
+  l1_throughput,
+  achieved_occupancy,
+  // Not in the default set: asked for by name (pipe_metric_names()).
+  tensor_instructions,
+  fma_pipe_active,
+  alu_pipe_active,
+  fp64_pipe_active,
+  lsu_pipe_active,
+  // One pass, in the per-scope set: the SM's issue slots in use, one stand-in for the
+  // SM throughput that needs several passes (classify's one-pass fallback).
+  issue_active,
+};
+
+// How values of one metric from several kernels combine into a scope's value.
+//   sum: counts, bytes, durations. duration_weighted_mean: percentages, ratios, rates.
+enum class metric_aggregation : std::uint8_t { sum, duration_weighted_mean, max, min };
+
+[[nodiscard]] inline const char* to_string(metric_aggregation a) noexcept {
+  switch (a) {
+    case metric_aggregation::sum: return "sum";
+    case metric_aggregation::duration_weighted_mean: return "duration-weighted mean";
+    case metric_aggregation::max: return "max";
+    case metric_aggregation::min: return "min";
+  }
+  return "unknown";
+}
+
+// One catalog entry.
+//   const kscope::metric_info* m = kscope::find_metric_info("dram__bytes_read.sum");
+//   std::printf("%s: %s [%s]\n", m->name().data(), m->meaning.data(), m->unit.data());
+struct metric_info {
+  counter_metric id;
+  std::vector<std::string_view> names;  // preferred first, then fallbacks (other chips, other units)
+  std::string_view meaning;
+  std::string_view unit;                // "ns", "bytes", "thread instructions", "%"
+  metric_aggregation aggregation;
+  bool in_default_set;
+  // The preferred name has not been seen on a Hopper device by kscope's probes: the
+  // availability check of the CUPTI side decides (and falls back, or says it is missing).
+  bool name_uncertain;
+  std::string_view note;                // why a name is uncertain, or a caveat of the metric
+
+  [[nodiscard]] std::string_view name() const noexcept { return names.front(); }
+};
+
+// Every metric kscope knows, default set first (in collection order).
+//
+// Names follow Nsight Compute's metric reference for sm_80/sm_90. Seen on an H200 (GH100)
+// by the PM-sampling probe (shared/probes): dram__bytes_{read,write}.sum,
+// dram__throughput.avg.pct_of_peak_sustained_elapsed, sm__throughput.avg.pct_of_peak_sustained_elapsed,
+// sm__warps_active.avg.pct_of_peak_sustained_elapsed and
+// sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed; sm__pipe_tensor_op_hmma_*
+// (the Ampere/Turing name) does not exist on GH100.
+[[nodiscard]] inline const std::vector<metric_info>& metric_catalog() {
+  // Kept by a lazy_global, not a function-local static, whose guard a fork could catch
+  // held (core/detail/once.hpp). Built outside its lock: two first callers may both build
+  // it, one copy is kept.
+  static detail::lazy_global<const std::vector<metric_info>> kept{detail::lock_rank::init};
+  if (const std::vector<metric_info>* built = kept.get_if_built()) return *built;
+  using m = counter_metric;
+  using a = metric_aggregation;
+  std::vector<metric_info> catalog = {
+      {m::duration, {"gpu__time_duration.sum"}, "GPU time of the range (one kernel, or the whole user range)", "ns",
+       a::sum, true, false, ""},
+      {m::dram_read_bytes, {"dram__bytes_read.sum"}, "bytes read from device memory (DRAM / HBM)", "bytes", a::sum,
+       true, false, ""},
+      {m::dram_write_bytes, {"dram__bytes_write.sum"}, "bytes written to device memory (DRAM / HBM)", "bytes", a::sum,
+       true, false,
+       "counted in the range: lines the kernel leaves dirty in the L2 reach DRAM later; the counter pass measures "
+       "those of its last kernel as kscope__dram_bytes_write_back.sum (an earlier kernel's are evicted, and "
+       "counted, by the kernels after it), except under kernel replay in several passes, whose memory restore "
+       "adds its own write-back to every kernel's count (a note says so)"},
+      {m::l2_bytes, {"lts__t_bytes.sum"}, "bytes requested from the L2 cache (L1 misses, copies, atomics)", "bytes",
+       a::sum, true, false, ""},
+      {m::l1_bytes, {"l1tex__t_bytes.sum"}, "bytes requested from L1/TEX (global, local and texture accesses)",
+       "bytes", a::sum, true, false, ""},
+      {m::fp64_add,
+       {"sm__sass_thread_inst_executed_op_dadd_pred_on.sum", "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum"},
+       "fp64 add instructions executed by threads with their predicate on (DADD)", "thread instructions", a::sum,
+       true, false, ""},
+      {m::fp64_mul,
+       {"sm__sass_thread_inst_executed_op_dmul_pred_on.sum", "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum"},
+       "fp64 multiply instructions executed (DMUL)", "thread instructions", a::sum, true, false, ""},
+      {m::fp64_fma,
+       {"sm__sass_thread_inst_executed_op_dfma_pred_on.sum", "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum"},
+       "fp64 fused multiply-add instructions executed (DFMA, 2 FLOP each)", "thread instructions", a::sum, true,
+       false, ""},
+      {m::fp32_add,
+       {"sm__sass_thread_inst_executed_op_fadd_pred_on.sum", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum"},
+       "fp32 add instructions executed (FADD)", "thread instructions", a::sum, true, false, ""},
+      {m::fp32_mul,
+       {"sm__sass_thread_inst_executed_op_fmul_pred_on.sum", "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum"},
+       "fp32 multiply instructions executed (FMUL)", "thread instructions", a::sum, true, false, ""},
+      {m::fp32_fma,
+       {"sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"},
+       "fp32 fused multiply-add instructions executed (FFMA, 2 FLOP each)", "thread instructions", a::sum, true,
+       false, ""},
+      {m::fp16_add,
+       {"sm__sass_thread_inst_executed_op_hadd_pred_on.sum", "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum"},
+       "fp16 add instructions executed (HADD, HADD2)", "thread instructions", a::sum, true, false,
+       "a packed HADD2 does two adds per thread instruction; like Nsight Compute's roofline, kscope counts one"},
+      {m::fp16_mul,
+       {"sm__sass_thread_inst_executed_op_hmul_pred_on.sum", "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum"},
+       "fp16 multiply instructions executed (HMUL, HMUL2)", "thread instructions", a::sum, true, false,
+       "a packed HMUL2 does two multiplies per thread instruction; counted as one"},
+      {m::fp16_fma,
+       {"sm__sass_thread_inst_executed_op_hfma_pred_on.sum", "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum"},
+       "fp16 fused multiply-add instructions executed (HFMA, HFMA2; 2 FLOP each)", "thread instructions", a::sum,
+       true, false, "a packed HFMA2 does two FMAs per thread instruction; counted as one (2 FLOP)"},
+      {m::tensor_pipe_active,
+       {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"},
+       "share of elapsed cycles the tensor pipe was busy (tensor-core work, not in the FLOP counts)", "%",
+       a::duration_weighted_mean, true, true,
+       "the first name was accepted on GH100 by the PM-sampling probe; the second is the Ampere/Turing name and "
+       "does not exist on GH100"},
+      {m::sm_throughput, {"sm__throughput.avg.pct_of_peak_sustained_elapsed"},
+       "SM throughput: the busiest SM sub-unit (pipes, issue, shared memory) as % of its peak (speed of light)", "%",
+       a::duration_weighted_mean, true, false, "needs many replay passes (19 on GH100)"},
+      {m::memory_throughput, {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"},
+       "memory throughput: the busiest memory unit (DRAM, L2, L1) as % of its peak (speed of light)", "%",
+       a::duration_weighted_mean, true, false, ""},
+      {m::dram_throughput, {"dram__throughput.avg.pct_of_peak_sustained_elapsed"},
+       "DRAM throughput as % of its peak", "%", a::duration_weighted_mean, true, false, ""},
+      {m::l2_throughput,
+       {"lts__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sectors.avg.pct_of_peak_sustained_elapsed"},
+       "L2 throughput as % of its peak", "%", a::duration_weighted_mean, true, false,
+       "the first needs 4 passes on GH100; the second (L2 sectors as % of peak, one pass) is a lower bound the "
+       "per-scope counters collect instead"},
+      {m::l1_throughput,
+       {"l1tex__throughput.avg.pct_of_peak_sustained_active", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+        "l1tex__data_pipe_lsu_wavefronts.avg.pct_of_peak_sustained_elapsed"},
+       "L1/TEX throughput as % of its peak (over the cycles L1 was active)", "%", a::duration_weighted_mean, true,
+       false,
+       "the first two need 4-5 passes on GH100; the third (L1 load/store wavefronts as % of peak, one pass) is a "
+       "lower bound the per-scope counters collect instead"},
+      {m::achieved_occupancy, {"sm__warps_active.avg.pct_of_peak_sustained_active"},
+       "achieved occupancy: resident warps as % of the SM's maximum, over active cycles", "%",
+       a::duration_weighted_mean, true, false, ""},
+      {m::tensor_instructions,
+       {"sm__inst_executed_pipe_tensor.sum", "sm__inst_executed_pipe_tensor_op_gmma.sum",
+        "sm__inst_executed_pipe_tensor_op_hmma.sum"},
+       "warp instructions issued to the tensor pipe (HMMA, GMMA)", "warp instructions", a::sum, false, true,
+       "names from Nsight Compute's instruction statistics; not yet seen by a kscope probe"},
+      {m::fma_pipe_active, {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"},
+       "share of active cycles the FMA pipe (fp32, fp16, integer multiply-add) was busy", "%",
+       a::duration_weighted_mean, false, true, "name from Nsight Compute's compute workload section; not yet probed"},
+      {m::alu_pipe_active, {"sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"},
+       "share of active cycles the ALU pipe (integer, logic, conversions, fp32 compare) was busy", "%",
+       a::duration_weighted_mean, false, true, "name from Nsight Compute's compute workload section; not yet probed"},
+      {m::fp64_pipe_active, {"sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active"},
+       "share of active cycles the fp64 pipe was busy", "%", a::duration_weighted_mean, false, true,
+       "name from Nsight Compute's compute workload section; not yet probed"},
+      {m::lsu_pipe_active, {"sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"},
+       "load/store pipe issue rate as % of its peak", "%", a::duration_weighted_mean, false, true,
+       "name from Nsight Compute's compute workload section; not yet probed"},
+      {m::issue_active, {"smsp__issue_active.avg.pct_of_peak_sustained_active"},
+       "share of active cycles the warp schedulers issued an instruction", "%", a::duration_weighted_mean, false,
+       false, "one pass on GH100 (profiler host API); with the pipe metrics it stands in for sm__throughput"},
+  };
+  return kept.get([&catalog] {
+    auto* built = new std::vector<metric_info>;
+    *built = std::move(catalog);
+    return built;
+  });
+}
+
+// The catalog entry of a quantity.
+//   const kscope::metric_info& d = kscope::metric_info_of(kscope::counter_metric::duration);
+[[nodiscard]] inline const metric_info& metric_info_of(counter_metric id) {
+  for (const metric_info& m : metric_catalog())
+    if (m.id == id) return m;
+  return metric_catalog().front();  // unreachable: every counter_metric has an entry
+}
+
+// The entry one of whose names is `name`, or nullptr for a metric outside the catalog.
+//   kscope::find_metric_info("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")->id  // fp32_fma
+[[nodiscard]] inline const metric_info* find_metric_info(std::string_view name) {
+  for (const metric_info& m : metric_catalog())
+    for (std::string_view n : m.names)
+      if (n == name) return &m;
+  return nullptr;
+}
+
+// The preferred names of the default set, in catalog order.
+//   auto result = kscope::profile_counters(kscope::default_metric_names(), work);
+[[nodiscard]] inline std::vector<std::string> default_metric_names() {
+  std::vector<std::string> out;
+  for (const metric_info& m : metric_catalog())
+    if (m.in_default_set) out.emplace_back(m.name());
+  return out;
+}
+
+// The pipe-utilisation metrics (not in the default set: more replay passes), which let the
+// classification name the busy pipe of a compute-bound kernel from measurement rather
+// than from the instruction mix.
+[[nodiscard]] inline std::vector<std::string> pipe_metric_names() {
+  std::vector<std::string> out;
+  for (counter_metric id : {counter_metric::tensor_pipe_active, counter_metric::fma_pipe_active,
+                            counter_metric::alu_pipe_active, counter_metric::fp64_pipe_active,
+                            counter_metric::lsu_pipe_active})
+    out.emplace_back(metric_info_of(id).name());
+  return out;
+}
+
+// What per-scope counters collect by default (scope_counters.hpp): the default set, the
+// pipe utilisations and the issue rate. Metrics that need several passes alone
+// (sm__throughput, the memory throughput rollups) cannot be had in the one pass a running
+// program's call gets; plan_one_pass_groups() takes their one-pass stand-ins (catalog
+// fallbacks) or leaves them out, and classify() falls back on the busiest measured unit.
+[[nodiscard]] inline std::vector<std::string> scope_metric_names() {
+  std::vector<std::string> out = default_metric_names();
+  for (const std::string& n : pipe_metric_names()) out.push_back(n);
+  out.emplace_back(metric_info_of(counter_metric::issue_active).name());
+  return out;
+}
+
+// How per-scope counters collect without replay: each profiled call gets one group of
+// metrics that fits in ONE pass (no kernel replay, so no save and restore of device
+// memory), and the groups rotate over a scope's profiled calls; after as many calls as
+// groups every metric was measured once. The GPU time of each kernel is in every group,
+// so each call's rates have their own time base.
+struct one_pass_plan {
+  std::vector<std::vector<std::string>> groups;
+  std::vector<std::string> notes;  // stand-ins taken and metrics left out, one line each
+};
+
+// Builds the groups greedily (first fit, request order). `passes(names)` says how many
+// passes a set needs on this device (0: it cannot be configured); a metric that needs more
+// than one pass alone is replaced by the first of its catalog names that needs one, or
+// left out with a note. The CPU tests give a fake `passes`.
+//   auto plan = kscope::plan_one_pass_groups(kscope::scope_metric_names(), count_passes);
+template <class PassCount>
+[[nodiscard]] one_pass_plan plan_one_pass_groups(const std::vector<std::string>& metrics, PassCount&& passes) {
+  one_pass_plan plan;
+  const std::string duration(metric_info_of(counter_metric::duration).name());
+  std::vector<std::string> singles;
+  for (const std::string& name : metrics) {
+    if (name == duration || std::find(singles.begin(), singles.end(), name) != singles.end()) continue;
+    const std::size_t alone = passes(std::vector<std::string>{name});
+    if (alone == 1) {
+      singles.push_back(name);
+      continue;
+    }
+    std::string stand_in;
+    if (const metric_info* info = find_metric_info(name)) {
+      for (std::string_view other : info->names) {
+        if (other == name) continue;
+        if (passes(std::vector<std::string>{std::string(other)}) == 1) {
+          stand_in = std::string(other);
+          break;
+        }
+      }
+    }
+    const std::string why = alone == 0 ? "cannot be configured on this device"
+                                       : "needs " + std::to_string(alone) + " passes alone";
+    if (!stand_in.empty()) {
+      if (std::find(singles.begin(), singles.end(), stand_in) == singles.end()) singles.push_back(stand_in);
+      plan.notes.push_back(name + " " + why + ": per-scope counters (one pass per call) collect " + stand_in +
+                           " instead");
+    } else {
+      plan.notes.push_back(name + " " + why + ": not collected per scope without kernel replay "
+                           "(scope_counter_options::kernel_replay, KSCOPE_COUNTERS=kernel)");
+    }
+  }
+  for (const std::string& name : singles) {
+    bool placed = false;
+    for (std::vector<std::string>& g : plan.groups) {
+      std::vector<std::string> trial = g;
+      trial.push_back(name);
+      if (passes(trial) == 1) {
+        g = std::move(trial);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) plan.groups.push_back({duration, name});
+  }
+  if (plan.groups.empty()) plan.groups.push_back({duration});
+  return plan;
+}
+
+// The value of a quantity under whichever of its names was collected; NaN when none was
+// (or the value is NaN).
+//   double read = kscope::metric_value(v, kscope::counter_metric::dram_read_bytes);
+[[nodiscard]] inline double metric_value(const metric_values& values, counter_metric id) {
+  for (std::string_view name : metric_info_of(id).names) {
+    const auto it = values.find(name);
+    if (it != values.end() && !std::isnan(it->second)) return it->second;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+// The name under which a quantity was collected ("" when it was not).
+[[nodiscard]] inline std::string_view collected_name(const metric_values& values, counter_metric id) {
+  for (std::string_view name : metric_info_of(id).names) {
+    const auto it = values.find(name);
+    if (it != values.end() && !std::isnan(it->second)) return name;
+  }
+  return {};
+}
+
+// How a metric combines across kernels: the catalog's rule, else by its suffix — the last
+// word "sum" or "avg" (a count, per unit) sums; "max"/"min" keep the extreme; anything
+// else (pct, ratio, per_second, pct_of_peak_*, per_cycle_*) is a rate or a share and is
+// averaged, weighted by duration.
+//   kscope::aggregation_for("smsp__inst_executed.sum")        // sum
+//   kscope::aggregation_for("l1tex__t_sector_hit_rate.pct")   // duration_weighted_mean
+[[nodiscard]] inline metric_aggregation aggregation_for(std::string_view name) {
+  if (const metric_info* m = find_metric_info(name)) return m->aggregation;
+  const std::size_t dot = name.rfind('.');
+  const std::string_view last = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  if (last == "sum" || last == "avg") return metric_aggregation::sum;
+  if (last == "max") return metric_aggregation::max;
+  if (last == "min") return metric_aggregation::min;
+  return metric_aggregation::duration_weighted_mean;
+}
+
+// Lines a range's kernels leave dirty in the L2 reach DRAM only when something evicts them,
+// after the range: its DRAM counters miss them (as Nsight Compute's do), which matters
+// when the output is not much larger than the L2 (a 16 MiB copy counts ~0 bytes written).
+// The counter pass measures them with an L2 write-back sweep right after the work
+// (counters/collect.hpp) and keeps them under this kscope metric, beside the hardware's
+// dram__bytes_write.sum, which stays as the hardware counted it in the range.
+inline constexpr std::string_view dram_write_back_metric = "kscope__dram_bytes_write_back.sum";
+
+// Records the DRAM writes of the sweep after a range as the range's write-back
+// (dram_write_back_metric); everything else the sweep counted (its own reads, its time)
+// is the sweep's and is left out. Nothing is recorded when the sweep's value is missing
+// or not finite.
+//   kscope::metric_values copy{{"dram__bytes_write.sum", 1.052e9}};
+//   kscope::add_write_back(copy, {{"dram__bytes_write.sum", 2.17e7}});
+//   // copy["kscope__dram_bytes_write_back.sum"] == 2.17e7
+inline void add_write_back(metric_values& range, const metric_values& sweep) {
+  const auto it = sweep.find("dram__bytes_write.sum");
+  if (it == sweep.end() || !std::isfinite(it->second)) return;
+  range[std::string(dram_write_back_metric)] = it->second;
+}
+
+// The DRAM bytes a range moved: read + written, plus the write-back of what it left dirty
+// in the L2 when the pass measured it. A volume, not a rate: the write-back happens after
+// the range ends, so bandwidths and the roofline use the in-range bytes only
+// (measure_roofline), and no rate can exceed the DRAM peak because of it. NaN when the
+// read or write count is missing.
+[[nodiscard]] inline double dram_bytes_moved(const metric_values& values) {
+  const double in_range =
+      metric_value(values, counter_metric::dram_read_bytes) + metric_value(values, counter_metric::dram_write_bytes);
+  const auto later = values.find(dram_write_back_metric);
+  return later != values.end() && std::isfinite(later->second) && later->second > 0 ? in_range + later->second
+                                                                                     : in_range;
+}
+
+// ---------------------------------------------------------------------------------------
+// Aggregation per scope
+
+// One metric over the kernels of a scope.
+struct aggregated_metric {
+  double value = std::numeric_limits<double>::quiet_NaN();  // NaN when no kernel had it
+  metric_aggregation how = metric_aggregation::sum;
+  std::size_t kernels = 0;  // kernels that had a finite value
+  std::size_t missing = 0;  // kernels added without one (of the calls that measured it)
+  // Calls that measured it: fewer than the aggregate's calls when one-pass groups rotate
+  // over the calls; a sum is then scaled to all calls (value = sum x calls / this).
+  std::size_t calls = 0;
+  // duration_weighted_mean only: false when some kernel with a value had no positive
+  // duration, so the plain mean was taken instead.
+  bool weighted = true;
+};
+
+// Sums and duration-weighted means of the counters of a scope's profiled kernels, and the
+// number of kernels and calls profiled.
+//
+//   kscope::counter_aggregate scope;
+//   scope.add_call(kernels_of_one_call);   // counts one call, adds its kernels
+//   double bytes = scope.total("dram__bytes_read.sum");
+//   kscope::metric_values v = scope.totals();
+class counter_aggregate {
+ public:
+  // Adds one kernel's values. Non-finite values are left out of their metric (and that
+  // kernel counts as missing for it); negative values too, since no counter is negative.
+  void add_kernel(const counter_values& kernel) { add_values(kernel.values); }
+
+  // Adds the values of one range (a kernel or a whole call).
+  void add_values(const metric_values& values) {
+    ++kernels_;
+    const double duration = metric_value(values, counter_metric::duration);
+    const bool has_duration = std::isfinite(duration) && duration > 0;
+    for (const auto& [name, value] : values) {
+      if (!std::isfinite(value) || value < 0) continue;
+      auto it = sums_.find(name);
+      if (it == sums_.end()) {
+        it = sums_.emplace(name, running_metric{}).first;
+        it->second.how = aggregation_for(name);
+      }
+      running_metric& r = it->second;
+      ++r.kernels;
+      r.sum += value;
+      r.max = r.kernels == 1 ? value : std::max(r.max, value);
+      r.min = r.kernels == 1 ? value : std::min(r.min, value);
+      if (has_duration) {
+        r.weighted_sum += value * duration;
+        r.weight += duration;
+      } else {
+        r.unweighted_kernels = true;
+      }
+    }
+  }
+
+  // One call of the scope: its kernels are added and the call is counted, and so is the
+  // call for every metric it measured (one-pass groups rotate over calls: a metric rests
+  // on the calls whose group held it).
+  void add_call(const std::vector<counter_values>& kernels_of_call) {
+    ++calls_;
+    for (const counter_values& k : kernels_of_call) add_kernel(k);
+    std::vector<std::string_view> measured;
+    for (const counter_values& k : kernels_of_call)
+      for (const auto& entry : k.values)
+        if (std::find(measured.begin(), measured.end(), entry.first) == measured.end()) measured.push_back(entry.first);
+    for (std::string_view name : measured) {
+      auto it = sums_.find(name);
+      if (it == sums_.end()) it = sums_.emplace(std::string(name), running_metric{aggregation_for(name)}).first;
+      ++it->second.calls;
+      it->second.kernels_of_calls += kernels_of_call.size();
+    }
+  }
+
+  // Counts a call whose kernels are added one by one with add_kernel().
+  void count_call() noexcept { ++calls_; }
+
+  [[nodiscard]] std::size_t kernels() const noexcept { return kernels_; }
+  [[nodiscard]] std::size_t calls() const noexcept { return calls_; }
+
+  // One metric; nullopt when no kernel had it.
+  [[nodiscard]] std::optional<aggregated_metric> find(std::string_view name) const {
+    const auto it = sums_.find(name);
+    if (it == sums_.end()) return std::nullopt;
+    return finish(it->second);
+  }
+
+  // The scope's value of a metric (NaN when no kernel had it).
+  [[nodiscard]] double total(std::string_view name) const {
+    const auto m = find(name);
+    return m ? m->value : std::numeric_limits<double>::quiet_NaN();
+  }
+
+  // Every metric's aggregate value: the input of count_flops, measure_roofline, classify.
+  [[nodiscard]] metric_values totals() const {
+    metric_values out;
+    for (const auto& [name, r] : sums_) out.emplace(name, finish(r).value);
+    return out;
+  }
+
+  // Every metric with its rule and coverage.
+  [[nodiscard]] std::map<std::string, aggregated_metric, std::less<>> metrics() const {
+    std::map<std::string, aggregated_metric, std::less<>> out;
+    for (const auto& [name, r] : sums_) out.emplace(name, finish(r));
+    return out;
+  }
+
+ private:
+  struct running_metric {
+    metric_aggregation how = metric_aggregation::sum;
+    std::size_t kernels = 0;
+    double sum = 0, weighted_sum = 0, weight = 0, max = 0, min = 0;
+    bool unweighted_kernels = false;
+    std::size_t calls = 0;             // calls that measured it (add_call); 0: kernels added alone
+    std::size_t kernels_of_calls = 0;  // the kernels of those calls
+  };
+
+  aggregated_metric finish(const running_metric& r) const {
+    aggregated_metric m;
+    m.how = r.how;
+    m.kernels = r.kernels;
+    // Kernels added one by one (count_call) are every call's: the old rule.
+    const bool per_call = r.calls > 0;
+    m.calls = per_call ? r.calls : calls_;
+    m.missing = (per_call ? r.kernels_of_calls : kernels_) - std::min(r.kernels, per_call ? r.kernels_of_calls : kernels_);
+    if (r.kernels == 0) return m;
+    const double to_all_calls =
+        per_call && r.calls < calls_ ? static_cast<double>(calls_) / static_cast<double>(r.calls) : 1.0;
+    switch (r.how) {
+      case metric_aggregation::sum: m.value = r.sum * to_all_calls; break;
+      case metric_aggregation::max: m.value = r.max; break;
+      case metric_aggregation::min: m.value = r.min; break;
+      case metric_aggregation::duration_weighted_mean:
+        m.weighted = !r.unweighted_kernels && r.weight > 0;
+        m.value = m.weighted ? r.weighted_sum / r.weight : r.sum / static_cast<double>(r.kernels);
+        break;
+    }
+    return m;
+  }
+
+  std::map<std::string, running_metric, std::less<>> sums_;
+  std::size_t kernels_ = 0;
+  std::size_t calls_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// FLOPs from instruction counts
+
+// The floating-point operations of one precision: add + mul + 2 x fma.
+struct precision_flops {
+  data_type precision = data_type::fp32;  // fp64, fp32 or fp16
+  double adds = std::numeric_limits<double>::quiet_NaN();
+  double muls = std::numeric_limits<double>::quiet_NaN();
+  double fmas = std::numeric_limits<double>::quiet_NaN();
+  double flops = std::numeric_limits<double>::quiet_NaN();  // NaN unless all three were measured
+
+  [[nodiscard]] bool measured() const noexcept { return !std::isnan(flops); }
+};
+
+// FLOPs per precision and in total, and which precisions did the work.
+//   kscope::flop_count f = kscope::count_flops(v);
+//   std::printf("%.3g FLOP (%s)\n", f.total, f.precision_text().c_str());   // "fp32"
+struct flop_count {
+  std::array<precision_flops, 3> by_precision{};  // fp64, fp32, fp16
+  double total = std::numeric_limits<double>::quiet_NaN();  // measured precisions; NaN if none
+  bool complete = false;                   // all three precisions measured
+  std::vector<data_type> precisions;       // precisions with FLOPs > 0, most FLOPs first
+  std::vector<std::string> missing;        // metric names not found
+
+  [[nodiscard]] const precision_flops& of(data_type t) const noexcept {
+    for (const precision_flops& p : by_precision)
+      if (p.precision == t) return p;
+    return by_precision[1];
+  }
+
+  // A precision under this share of the FLOPs is left out of precision_text(): the SASS
+  // counters also count instructions that compute nothing (nvcc zeroes registers with
+  // `HFMA2.MMA Rd, -RZ, RZ, ...`, which the hfma counter sees: n^2 of them beside the 2 n^3
+  // fp32 FLOPs of a naive GEMM on an H200). The counts themselves stay exact.
+  static constexpr double negligible_share = 0.01;
+
+  // "fp32", "fp32+fp64 (fp32 98%)", "none (no FP instructions)", "not measured".
+  [[nodiscard]] std::string precision_text() const {
+    if (std::isnan(total)) return "not measured";
+    if (precisions.empty()) return "none (no FP instructions)";
+    std::string out;
+    std::size_t shown = 0;
+    for (data_type t : precisions) {
+      if (of(t).flops < negligible_share * total) continue;
+      out += (out.empty() ? "" : "+") + std::string(to_string(t));
+      ++shown;
+    }
+    if (shown > 1) {
+      out += " (" + std::string(to_string(precisions.front())) + " " +
+             detail::format_fixed(100 * of(precisions.front()).flops / total, 0) + "%)";
+    }
+    return out;
+  }
+};
+
+// Counts FLOPs from the SASS instruction counters of `values` (one kernel or a scope's
+// totals). A precision is measured when its three counters are present and finite; the
+// names of the missing ones go to flop_count::missing.
+//   naive fp32 GEMM, n = 512: ffma = n^3 = 134217728 -> fp32 flops = 2 n^3 = 268435456
+[[nodiscard]] inline flop_count count_flops(const metric_values& values) {
+  struct precision_metrics {
+    data_type type;
+    counter_metric add, mul, fma;
+  };
+  static constexpr precision_metrics table[] = {
+      {data_type::fp64, counter_metric::fp64_add, counter_metric::fp64_mul, counter_metric::fp64_fma},
+      {data_type::fp32, counter_metric::fp32_add, counter_metric::fp32_mul, counter_metric::fp32_fma},
+      {data_type::fp16, counter_metric::fp16_add, counter_metric::fp16_mul, counter_metric::fp16_fma},
+  };
+  flop_count out;
+  out.complete = true;
+  double total = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < 3; ++i) {
+    precision_flops& p = out.by_precision[i];
+    p.precision = table[i].type;
+    p.adds = metric_value(values, table[i].add);
+    p.muls = metric_value(values, table[i].mul);
+    p.fmas = metric_value(values, table[i].fma);
+    bool ok = true;
+    const std::pair<counter_metric, double> parts[] = {{table[i].add, p.adds}, {table[i].mul, p.muls},
+                                                       {table[i].fma, p.fmas}};
+    for (const auto& [id, v] : parts) {
+      if (!std::isfinite(v) || v < 0) {
+        ok = false;
+        out.missing.emplace_back(metric_info_of(id).name());
+      }
+    }
+    if (!ok) {
+      out.complete = false;
+      continue;
+    }
+    p.flops = p.adds + p.muls + 2 * p.fmas;
+    total += p.flops;
+    any = true;
+    if (p.flops > 0) out.precisions.push_back(p.precision);
+  }
+  if (any) out.total = total;
+  std::stable_sort(out.precisions.begin(), out.precisions.end(),
+                   [&out](data_type a, data_type b) { return out.of(a).flops > out.of(b).flops; });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Metric names
+
+// The result of checking one metric name against the names a device offers.
+struct metric_name_check {
+  bool known = false;
+  std::string message;                  // "" when known; else what is wrong, with suggestions
+  std::vector<std::string> suggestions; // up to 3 close names, closest first
+};
+
+// Up to `limit` names of `available` close to `name` (edit distance, then the length of
+// the shared beginning), closest first. `available` may hold base names (what the profiler
+// host API lists: "dram__bytes_read") or full names; a base name is completed with the
+// suffix `name` carries, so the suggestion can be pasted as is.
+//   kscope::closest_metric_names("dram__byte_read.sum", {"dram__bytes_read", "dram__bytes_write"})
+//   // {"dram__bytes_read.sum", "dram__bytes_write.sum"}
+[[nodiscard]] inline std::vector<std::string> closest_metric_names(std::string_view name,
+                                                                   const std::vector<std::string>& available,
+                                                                   std::size_t limit = 3) {
+  const detail::metric_name_parts wanted = detail::split_metric_name(name);
+  const bool suffix_ok = !wanted.suffix.empty() && detail::metric_suffix_error(wanted.suffix).empty();
+  struct scored {
+    std::size_t distance, prefix;
+    std::string text;
+  };
+  std::vector<scored> close;
+  std::set<std::string> seen;
+  for (const std::string& candidate : available) {
+    const detail::metric_name_parts have = detail::split_metric_name(candidate);
+    const bool candidate_is_base = have.suffix.empty();
+    // Compare like with like: bases with bases, full names with full names.
+    const std::string_view query = candidate_is_base ? wanted.base : name;
+    const std::size_t distance = detail::edit_distance(query, candidate);
+    if (distance == 0 && candidate_is_base && !suffix_ok) continue;  // the base is right; the suffix is the problem
+    if (!detail::metric_names_close(query, candidate, distance)) continue;
+    std::string text = candidate;
+    if (candidate_is_base && suffix_ok) text += "." + std::string(wanted.suffix);
+    if (!seen.insert(text).second) continue;
+    close.push_back({distance, detail::common_prefix_length(query, candidate), std::move(text)});
+  }
+  std::sort(close.begin(), close.end(), [](const scored& a, const scored& b) {
+    if (a.distance != b.distance) return a.distance < b.distance;
+    if (a.prefix != b.prefix) return a.prefix > b.prefix;
+    return a.text < b.text;
+  });
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < close.size() && i < limit; ++i) out.push_back(std::move(close[i].text));
+  return out;
+}
+
+namespace detail {
+
+inline std::string suggestion_text(const std::vector<std::string>& suggestions) {
+  if (suggestions.empty()) return {};
+  std::string out = "; did you mean ";
+  for (std::size_t i = 0; i < suggestions.size(); ++i) {
+    if (i) out += i + 1 == suggestions.size() ? " or " : ", ";
+    out += suggestions[i];
+  }
+  return out + "?";
+}
+
+// Suffixes close to a wrong one ("summ" -> "sum"; "avg.pct_of_peak_sustained_elapse" ->
+// "avg.pct_of_peak_sustained_elapsed"), for the message about a misspelt rollup.
+inline std::vector<std::string> closest_suffixes(std::string_view suffix) {
+  std::vector<std::string> candidates;
+  for (std::string_view r : metric_rollups) {
+    candidates.emplace_back(r);
+    for (std::string_view s : metric_submetrics) candidates.push_back(std::string(r) + "." + std::string(s));
+  }
+  for (std::string_view r : metric_ratio_suffixes) candidates.emplace_back(r);
+  std::vector<std::pair<std::size_t, std::string>> close;
+  for (std::string& c : candidates) {
+    const std::size_t d = edit_distance(suffix, c);
+    if (d <= std::max<std::size_t>(2, suffix.size() / 4)) close.emplace_back(d, std::move(c));
+  }
+  std::sort(close.begin(), close.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < close.size() && i < 3; ++i) out.push_back(std::move(close[i].second));
+  return out;
+}
+
+}  // namespace detail
+
+// Checks one metric name against the names a device offers (base names from the profiler
+// host API, or full names). Known: the name itself is listed, or its base is and its
+// suffix follows the metric grammar (counters/detail/metric_names.hpp). Otherwise the
+// message says what is wrong and lists up to 3 close names.
+//   auto c = kscope::check_metric_name("dram__byte_read.sum", bases);
+//   // c.message: "unknown metric 'dram__byte_read.sum'; did you mean dram__bytes_read.sum?"
+[[nodiscard]] inline metric_name_check check_metric_name(std::string_view name,
+                                                         const std::vector<std::string>& available) {
+  metric_name_check out;
+  const std::string quoted = "'" + std::string(name) + "'";
+  if (name.empty()) {
+    out.message = "empty metric name";
+    return out;
+  }
+  const std::set<std::string_view> listed(available.begin(), available.end());
+  if (listed.count(name)) {
+    // A listed full name is known; a listed base still needs its rollup to be evaluated.
+    const std::string error = detail::metric_suffix_error(detail::split_metric_name(name).suffix);
+    out.known = error.empty();
+    if (!out.known) out.message = "metric " + quoted + ": " + error;
+    return out;
+  }
+  // The longest beginning of the name, cut at a dot, that the device lists as a base: its
+  // suffix must then follow the grammar ("dram__bytes_read.summ" -> base + "summ").
+  for (std::size_t dot = name.rfind('.'); dot != std::string_view::npos && dot > 0;
+       dot = name.rfind('.', dot - 1)) {
+    const std::string_view base = name.substr(0, dot);
+    if (!listed.count(base)) continue;
+    const std::string_view suffix = name.substr(dot + 1);
+    const std::string error = detail::metric_suffix_error(suffix);
+    if (error.empty()) {
+      out.known = true;
+      return out;
+    }
+    for (const std::string& s : detail::closest_suffixes(suffix))
+      out.suggestions.push_back(std::string(base) + "." + s);
+    out.message = "metric " + quoted + ": " + error + detail::suggestion_text(out.suggestions);
+    return out;
+  }
+  out.suggestions = closest_metric_names(name, available);
+  out.message = "unknown metric " + quoted;
+  out.message += out.suggestions.empty() ? std::string(" (no metric this device offers is close)")
+                                         : detail::suggestion_text(out.suggestions);
+  return out;
+}
+
+// Checks every name; "" when all are known, else one line per unknown name.
+//   std::string e = kscope::check_metric_names({"dram__bytes_read.sum", "foo.sum"}, bases);
+[[nodiscard]] inline std::string check_metric_names(const std::vector<std::string>& names,
+                                                    const std::vector<std::string>& available) {
+  std::string out;
+  for (const std::string& n : names) {
+    const metric_name_check c = check_metric_name(n, available);
+    if (!c.known) out += (out.empty() ? "" : "\n") + c.message;
+  }
+  return out;
+}
+
+// What to collect for a request, once the device's offer is known.
+struct metric_request {
+  std::vector<std::string> collect;  // names to configure, in request order, no duplicates
+  std::vector<std::string> notes;    // default metrics missing here, fallbacks taken
+  std::vector<std::string> errors;   // one line per requested name that cannot be collected
+
+  [[nodiscard]] bool ok() const noexcept { return errors.empty() && !collect.empty(); }
+};
+
+// Resolves a metric request: an empty `requested` means the default set. A catalog metric
+// is collected under the first of its names `is_available` accepts (a fallback taken is
+// noted). A name the caller asked for that cannot be collected is an error (with the
+// suggestions of check_metric_name against `available`); a default-set metric the device
+// lacks is only noted. `is_available` is the device's word on a full name (the CUPTI side
+// asks the profiler host API); without one, check_metric_name against `available` decides.
+//   auto r = kscope::resolve_metric_request({}, nullptr, bases);
+//   if (!r.ok()) report(r.errors);
+[[nodiscard]] inline metric_request resolve_metric_request(const std::vector<std::string>& requested,
+                                                           const std::function<bool(const std::string&)>& is_available,
+                                                           const std::vector<std::string>& available) {
+  metric_request out;
+  const bool defaults = requested.empty();
+  const std::vector<std::string> names = defaults ? default_metric_names() : requested;
+  const auto offered = [&](const std::string& n) {
+    return is_available ? is_available(n) : check_metric_name(n, available).known;
+  };
+  std::set<std::string> taken;
+  for (const std::string& name : names) {
+    if (taken.count(name)) continue;
+    std::vector<std::string> candidates{name};
+    const metric_info* info = find_metric_info(name);
+    if (info) {
+      for (std::string_view n : info->names)
+        if (n != name) candidates.emplace_back(n);
+    }
+    std::string chosen;
+    for (const std::string& c : candidates) {
+      if (offered(c)) {
+        chosen = c;
+        break;
+      }
+    }
+    if (!chosen.empty()) {
+      if (!taken.insert(chosen).second) continue;
+      taken.insert(name);
+      out.collect.push_back(chosen);
+      if (chosen != name)
+        out.notes.push_back(name + " is not offered by this device; collecting " + chosen + " instead (same quantity)");
+      continue;
+    }
+    taken.insert(name);
+    if (defaults) {
+      out.notes.push_back(name + " (" + std::string(info ? info->meaning : std::string_view("?")) +
+                          ") is not offered by this device: left out");
+      continue;
+    }
+    const metric_name_check c = check_metric_name(name, available);
+    out.errors.push_back(c.known ? "metric '" + name + "' is well formed but this device does not offer it"
+                                 : c.message);
+  }
+  if (out.collect.empty() && out.errors.empty()) out.errors.push_back("none of the requested metrics can be collected");
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Measured roofline
+
+// The memory levels of the hierarchical roofline.
+enum class memory_level : std::uint8_t { dram, l2, l1 };
+
+[[nodiscard]] inline const char* to_string(memory_level l) noexcept {
+  switch (l) {
+    case memory_level::dram: return "DRAM";
+    case memory_level::l2: return "L2";
+    case memory_level::l1: return "L1";
+  }
+  return "unknown";
+}
+
+// The roofs a measured point is placed against: the compute peak and DRAM bandwidth of a
+// roof_line (device_peaks::roof_lines() gives them per dtype, theoretical or measured), and
+// the L2 and L1 bandwidths where known (NaN: not known, the point is drawn unplaced).
+//   kscope::hierarchical_roofs roofs{peaks.roof_lines().front()};
+struct hierarchical_roofs {
+  roof_line roof;                                                     // compute peak, DRAM B/s
+  double l2_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
+  double l1_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
+
+  [[nodiscard]] double bytes_per_s(memory_level level) const noexcept {
+    switch (level) {
+      case memory_level::dram: return roof.peak_bytes_per_s;
+      case memory_level::l2: return l2_bytes_per_s;
+      case memory_level::l1: return l1_bytes_per_s;
+    }
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+};
+
+// One level's point: the bytes that moved there, the intensity they give, the achieved
+// bandwidth and, when the level's roof is known, the placement under it.
+struct level_point {
+  memory_level level = memory_level::dram;
+  double bytes = 0;
+  double intensity = std::numeric_limits<double>::quiet_NaN();       // flops / bytes
+  double bytes_per_s = std::numeric_limits<double>::quiet_NaN();
+  double roof_bytes_per_s = std::numeric_limits<double>::quiet_NaN(); // NaN: unknown
+  double fraction_of_bandwidth = std::numeric_limits<double>::quiet_NaN();
+  std::optional<placement> placed;  // place() under the compute peak and this level's bandwidth
+};
+
+// The measured point(s) of a kernel or scope.
+//   kscope::measured_roofline m = kscope::measure_roofline(v, roofs);
+//   if (const auto* dram = m.find(kscope::memory_level::dram)) plot(dram->intensity, m.flops_per_s);
+struct measured_roofline {
+  double seconds = std::numeric_limits<double>::quiet_NaN();  // summed kernel (range) time
+  flop_count flops;                                            // from the SASS counters
+  double flops_per_s = std::numeric_limits<double>::quiet_NaN();
+  std::vector<level_point> levels;    // DRAM, L2, L1: those whose bytes were measured
+  std::vector<std::string> problems;  // what could not be computed, and why
+
+  [[nodiscard]] const level_point* find(memory_level level) const noexcept {
+    for (const level_point& p : levels)
+      if (p.level == level) return &p;
+    return nullptr;
+  }
+
+  // The chart point of one level ("decode (L2)"), for plot.hpp; nullopt without FLOPs or
+  // without that level.
+  [[nodiscard]] std::optional<roof_point> chart_point(memory_level level, const std::string& label) const {
+    const level_point* p = find(level);
+    if (p == nullptr || !std::isfinite(flops_per_s) || std::isnan(p->intensity)) return std::nullopt;
+    roof_point out{label + " (" + to_string(level) + ")", p->intensity, flops_per_s, bound::latency};
+    if (p->placed) out.limiter = p->placed->limiter;
+    return out;
+  }
+};
+
+// The measured roofline of `values` (one kernel or a scope's totals): FLOPs from the SASS
+// counters, time from gpu__time_duration.sum, bytes per level (DRAM read + write, L2, L1).
+// `roofs` may be null (rates and intensities only). Never throws on bad numbers: what is
+// missing or invalid goes to problems.
+//   copy of 1 GiB in 0.5 ms: DRAM 2 GiB, 0 FLOP -> intensity 0, 4.29 TB/s
+[[nodiscard]] inline measured_roofline measure_roofline(const metric_values& values,
+                                                        const hierarchical_roofs* roofs = nullptr) {
+  measured_roofline out;
+  out.flops = count_flops(values);
+  const double duration_ns = metric_value(values, counter_metric::duration);
+  if (std::isnan(duration_ns)) {
+    out.problems.push_back("no duration (gpu__time_duration.sum): no rates");
+  } else if (!(duration_ns > 0) || std::isinf(duration_ns)) {
+    out.problems.push_back("duration " + detail::format_general(duration_ns, 6) +
+                           " ns is not a positive finite time: no rates");
+  } else {
+    out.seconds = duration_ns * 1e-9;
+  }
+  if (std::isnan(out.flops.total)) {
+    out.problems.push_back("FP instruction counts not measured (" +
+                           (out.flops.missing.empty() ? std::string("?") : out.flops.missing.front()) +
+                           "...): no FLOPs, no intensity");
+  } else if (!out.flops.complete) {
+    out.problems.push_back("FLOPs of some precisions not measured (" + out.flops.missing.front() +
+                           "...): the FLOP count is a lower bound");
+  }
+  const bool timed = !std::isnan(out.seconds);
+  if (timed && !std::isnan(out.flops.total)) out.flops_per_s = out.flops.total / out.seconds;
+
+  const double read = metric_value(values, counter_metric::dram_read_bytes);
+  const double write = metric_value(values, counter_metric::dram_write_bytes);
+  struct level_bytes {
+    memory_level level;
+    double bytes;
+    const char* what;
+  };
+  // Either count missing: no DRAM point; either negative: not a byte count (shown as is).
+  const double dram = std::isnan(read) || std::isnan(write) ? std::numeric_limits<double>::quiet_NaN()
+                      : (read < 0 || write < 0)             ? std::min(read, write)
+                                                            : read + write;
+  const level_bytes measured[] = {
+      {memory_level::dram, dram, "DRAM bytes (dram__bytes_read.sum + dram__bytes_write.sum)"},
+      {memory_level::l2, metric_value(values, counter_metric::l2_bytes), "L2 bytes (lts__t_bytes.sum)"},
+      {memory_level::l1, metric_value(values, counter_metric::l1_bytes), "L1 bytes (l1tex__t_bytes.sum)"},
+  };
+  for (const level_bytes& m : measured) {
+    if (std::isnan(m.bytes)) {
+      out.problems.push_back(std::string(m.what) + " not measured: no " + to_string(m.level) + " point");
+      continue;
+    }
+    if (!std::isfinite(m.bytes) || m.bytes < 0) {
+      out.problems.push_back(std::string(m.what) + " = " + detail::format_general(m.bytes, 6) +
+                             " is not a byte count: no " + to_string(m.level) + " point");
+      continue;
+    }
+    level_point p;
+    p.level = m.level;
+    p.bytes = m.bytes;
+    if (!std::isnan(out.flops.total)) p.intensity = intensity({out.flops.total, m.bytes});
+    if (timed) p.bytes_per_s = m.bytes / out.seconds;
+    if (roofs) {
+      const double bw = roofs->bytes_per_s(m.level);
+      if (std::isfinite(bw) && bw > 0) {
+        p.roof_bytes_per_s = bw;
+        if (timed) p.fraction_of_bandwidth = p.bytes_per_s / bw;
+        if (timed && !std::isnan(out.flops.total))
+          p.placed = try_place({out.flops.total, m.bytes}, out.seconds, roofs->roof.peak_flops_per_s, bw);
+      }
+    }
+    out.levels.push_back(p);
+  }
+  return out;
+}
+
+// One line describing a measured roofline, for reports and logs:
+//   "2.15 GFLOP fp32 in 276 ms = 7.78 GFLOP/s; DRAM 448 MB (4.8 FLOP/B, 1.62 GB/s, 0.03% of 4.81 TB/s);
+//    L2 ...; L1 ..."
+[[nodiscard]] inline std::string describe(const measured_roofline& m) {
+  std::string out;
+  if (!std::isnan(m.flops.total)) {
+    out = detail::format_si(m.flops.total, "FLOP") + " " + m.flops.precision_text();
+    if (!std::isnan(m.seconds))
+      out += " in " + detail::format_si(m.seconds, "s") + " = " + detail::format_si(m.flops_per_s, "FLOP/s");
+  } else if (!std::isnan(m.seconds)) {
+    out = "FLOPs not measured; " + detail::format_si(m.seconds, "s");
+  } else {
+    out = "FLOPs and time not measured";
+  }
+  for (const level_point& p : m.levels) {
+    out += std::string("; ") + to_string(p.level) + " " + detail::format_si(p.bytes, "B");
+    std::string inner;
+    if (!std::isnan(p.intensity))
+      inner = std::isinf(p.intensity) ? "inf FLOP/B" : detail::format_general(p.intensity, 3) + " FLOP/B";
+    if (!std::isnan(p.bytes_per_s)) inner += (inner.empty() ? "" : ", ") + detail::format_si(p.bytes_per_s, "B/s");
+    if (!std::isnan(p.fraction_of_bandwidth))
+      inner += ", " + detail::format_general(100 * p.fraction_of_bandwidth, 3) + "% of " +
+               detail::format_si(p.roof_bytes_per_s, "B/s");
+    if (!inner.empty()) out += " (" + inner + ")";
+  }
+  return out;
+}
+
+// Declared work beyond this relative difference from the measured work gets a line.
+inline constexpr double counters_work_tolerance = 0.10;
+
+// Declared work (per call) against measured work, and the line that says where they differ.
+struct work_check {
+  double declared_bytes = std::numeric_limits<double>::quiet_NaN();
+  double measured_dram_bytes = std::numeric_limits<double>::quiet_NaN();  // per call
+  double declared_flops = std::numeric_limits<double>::quiet_NaN();
+  double measured_flops = std::numeric_limits<double>::quiet_NaN();       // per call, SASS FP counters
+  double bytes_ratio = std::numeric_limits<double>::quiet_NaN();          // measured / declared
+  double flops_ratio = std::numeric_limits<double>::quiet_NaN();
+  bool bytes_differ = false;
+  bool flops_differ = false;
+  // "declared 201 MB, DRAM moved 448 MB: 2.2×"; both differences joined by "; "; "" when
+  // they agree within the tolerance or cannot be compared.
+  std::string text;
+};
+
+namespace detail {
+
+inline std::string ratio_text(double ratio) {
+  if (std::isinf(ratio)) return "";
+  // Two significant digits far from 1 ("2.2×"), three near it, where "1.1×" would hide
+  // which side of the 10 % line a difference is ("1.15×").
+  const int digits = (ratio >= 1.5 || ratio <= 0.67) ? 2 : 3;
+  return ": " + format_general(ratio, digits) + "\xC3\x97";  // U+00D7 MULTIPLICATION SIGN
+}
+
+inline bool differs(double declared, double measured, double tolerance, double& ratio) {
+  ratio = std::numeric_limits<double>::quiet_NaN();
+  if (!std::isfinite(declared) || declared < 0 || !std::isfinite(measured) || measured < 0) return false;
+  if (declared == 0) {
+    if (measured == 0) return false;
+    ratio = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  ratio = measured / declared;
+  return std::fabs(ratio - 1) > tolerance;
+}
+
+}  // namespace detail
+
+// Compares the work a scope declared per call with what its profiled kernels did per call
+// (`measured` is the scope's totals over `calls` profiled calls). Bytes: DRAM read + write.
+// FLOPs: the SASS FP counters, which leave out tensor-core work — when the tensor pipe was
+// busy the FLOP line says so rather than blame the declaration.
+//   auto c = kscope::compare_declared_work({0, 201e6}, totals, 1);
+//   // c.text: "declared 201 MB, DRAM moved 448 MB: 2.23×"
+[[nodiscard]] inline work_check compare_declared_work(const work& declared_per_call, const metric_values& measured,
+                                                      std::size_t calls, double tolerance = counters_work_tolerance) {
+  work_check out;
+  if (calls == 0) return out;
+  const double n = static_cast<double>(calls);
+  out.declared_bytes = declared_per_call.bytes;
+  out.declared_flops = declared_per_call.flops;
+  out.measured_dram_bytes = dram_bytes_moved(measured) / n;
+  const flop_count f = count_flops(measured);
+  out.measured_flops = f.total / n;
+  out.bytes_differ = detail::differs(out.declared_bytes, out.measured_dram_bytes, tolerance, out.bytes_ratio);
+  out.flops_differ = detail::differs(out.declared_flops, out.measured_flops, tolerance, out.flops_ratio);
+  if (out.bytes_differ) {
+    out.text = "declared " + detail::format_si(out.declared_bytes, "B") + ", DRAM moved " +
+               detail::format_si(out.measured_dram_bytes, "B") + detail::ratio_text(out.bytes_ratio);
+  }
+  if (out.flops_differ) {
+    if (!out.text.empty()) out.text += "; ";
+    out.text += "declared " + detail::format_si(out.declared_flops, "FLOP") + ", executed " +
+                detail::format_si(out.measured_flops, "FLOP") + " (" + f.precision_text() + ", SASS FP instructions)" +
+                detail::ratio_text(out.flops_ratio);
+    const double tensor = metric_value(measured, counter_metric::tensor_pipe_active);
+    if (tensor > 0) {
+      out.text += " — the tensor pipe was busy " + detail::format_general(tensor, 3) +
+                  "% of the time and its FLOPs are not in these counts";
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Classification from evidence
+
+// A throughput at or above this % of its peak counts as "at a roof"; both speed-of-light
+// throughputs under it mean latency-bound (Nsight Compute's guidance: under 60 % on both
+// points at latency).
+inline constexpr double counters_at_roof_pct = 60.0;
+// The GPU idle this share of a scope's span or more: launch gaps and host work dominate.
+// The same share the session's advice uses (session/detail/advice.hpp: launch_gap_idle_share).
+inline constexpr double counters_launch_idle_share = 0.5;
+// Achieved occupancy under this % of the SM's warp slots: too few warps to hide latency.
+inline constexpr double counters_low_occupancy_pct = 25.0;
+// The tensor pipe this busy (% of elapsed cycles) names it as the busy pipe of a
+// compute-bound kernel when no other pipe was measured.
+inline constexpr double counters_busy_pipe_pct = 50.0;
+
+// The thresholds of classify(); the defaults are the constants above.
+struct classification_thresholds {
+  double at_roof_pct = counters_at_roof_pct;
+  double launch_idle_share = counters_launch_idle_share;
+  double low_occupancy_pct = counters_low_occupancy_pct;
+  double busy_pipe_pct = counters_busy_pipe_pct;
+};
+
+// What limits a scope or kernel.
+enum class bottleneck : std::uint8_t { memory, compute, latency, launch, undetermined };
+
+// "memory-bound", "compute-bound", "latency-bound", "launch/CPU-bound", "undetermined".
+[[nodiscard]] inline const char* to_string(bottleneck b) noexcept {
+  switch (b) {
+    case bottleneck::memory: return "memory-bound";
+    case bottleneck::compute: return "compute-bound";
+    case bottleneck::latency: return "latency-bound";
+    case bottleneck::launch: return "launch/CPU-bound";
+    case bottleneck::undetermined: return "undetermined";
+  }
+  return "unknown";
+}
+
+// One number a finding rests on: a counter (its metric name) or a timeline / launch fact
+// ("timeline.gpu_idle_share", "launch.grid_blocks", "device.sm_count", "stall.barrier").
+struct evidence {
+  std::string metric;
+  double value = std::numeric_limits<double>::quiet_NaN();
+  std::string unit;  // "%", "share", "ns", "blocks", "SMs", "bytes"
+};
+
+// A conclusion, where it applies (a memory level, a pipe), the numbers behind it and one
+// line of text that names them and says what to try.
+struct finding {
+  bottleneck kind = bottleneck::undetermined;
+  std::string where;  // "DRAM", "L2", "L1", "FP32 pipe", "tensor pipe", ... ; "" when none
+  std::vector<evidence> facts;
+  std::string text;
+};
+
+// The share of the sampled warps stalled for one reason (PC sampling), 0..1.
+struct stall_share {
+  std::string reason;  // "long_scoreboard", "barrier", ...
+  double share = 0;
+};
+
+// Everything classify() may use. Only `counters` is needed for the kernel-level verdict;
+// the timeline decides launch/CPU-bound, the launch shape and stalls explain latency.
+//   kscope::classification_input in{scope_totals};
+//   in.span_ns = 1e6; in.gpu_busy_ns = 2e5;   // per call, from the CUPTI timeline
+//   in.grid_blocks = 4; in.sm_count = 132;
+struct classification_input {
+  metric_values counters;  // one kernel's values or a scope's totals
+  double span_ns = std::numeric_limits<double>::quiet_NaN();      // the scope's span per call
+  double gpu_busy_ns = std::numeric_limits<double>::quiet_NaN();  // GPU busy with its work per call
+  double grid_blocks = std::numeric_limits<double>::quiet_NaN();  // blocks per kernel launch (mean)
+  double sm_count = std::numeric_limits<double>::quiet_NaN();
+  std::vector<stall_share> stalls;                               // optional, any order
+  std::optional<hierarchical_roofs> roofs;  // tells the limiting level from bytes when no per-level % was measured
+};
+
+// The verdict, the findings beside it and the evidence that was not there.
+struct classification {
+  finding verdict;
+  std::vector<finding> also;          // the kernels' own verdict under a launch-bound scope; a second roof
+  std::vector<std::string> missing;   // evidence not given, and what it would have decided
+};
+
+namespace detail {
+
+inline std::string pct_text(double pct) { return format_fixed(pct, pct < 9.95 ? 1 : 0) + "%"; }
+
+inline std::string counter_fact_text(const evidence& e) {
+  return e.metric + " = " + format_general(e.value, 4);
+}
+
+// The counter evidence for a catalog quantity, if collected and valid.
+inline std::optional<evidence> counter_evidence(const metric_values& values, counter_metric id) {
+  const double v = metric_value(values, id);
+  if (!std::isfinite(v) || v < 0) return std::nullopt;
+  const metric_info& info = metric_info_of(id);
+  return evidence{std::string(collected_name(values, id)), v, std::string(info.unit)};
+}
+
+inline std::string level_advice(memory_level level) {
+  switch (level) {
+    case memory_level::dram:
+      return "move fewer bytes to and from DRAM (fuse kernels, narrow the data type, reuse data through L2 and "
+             "shared memory)";
+    case memory_level::l2:
+      return "keep reused data in L1 / shared memory (tiling) and coalesce accesses, so fewer requests reach L2";
+    case memory_level::l1:
+      return "reuse data in registers, avoid redundant and uncoalesced loads and shared-memory bank conflicts";
+  }
+  return {};
+}
+
+inline finding memory_finding(const classification_input& in, const evidence& sm, const evidence& mem,
+                              std::vector<std::string>& missing) {
+  finding f;
+  f.kind = bottleneck::memory;
+  f.facts = {mem, sm};
+  // The limiting level: the highest per-level throughput %, else bytes against the level's
+  // bandwidth roof.
+  struct level_candidate {
+    memory_level level;
+    counter_metric pct;
+  };
+  static constexpr level_candidate levels[] = {{memory_level::dram, counter_metric::dram_throughput},
+                                               {memory_level::l2, counter_metric::l2_throughput},
+                                               {memory_level::l1, counter_metric::l1_throughput}};
+  // The memory speed-of-light value is the one unit NVIDIA's own breakdown takes as the
+  // busiest; when a level's throughput equals it (within half a point), that level is the
+  // limit, as Nsight Compute reads it. lts__throughput can read higher than that value for
+  // a streaming copy (it also counts the L2's tag lookups and DRAM fills: 72 % beside DRAM's
+  // 63 % for a 256 MiB copy on an H200, whose memory throughput read 63 %), so the plain
+  // maximum would blame L2 for a DRAM-bound kernel. Without a match, the highest level.
+  std::optional<evidence> best;
+  memory_level best_level = memory_level::dram;
+  for (const level_candidate& c : levels) {
+    const auto e = counter_evidence(in.counters, c.pct);
+    if (e && std::fabs(e->value - mem.value) <= 0.5) {
+      best = e;
+      best_level = c.level;
+      break;
+    }
+  }
+  for (const level_candidate& c : levels) {
+    if (best && std::fabs(best->value - mem.value) <= 0.5) break;
+    const auto e = counter_evidence(in.counters, c.pct);
+    if (e && (!best || e->value > best->value)) {
+      best = e;
+      best_level = c.level;
+    }
+  }
+  std::string level_text;
+  if (best) {
+    f.where = to_string(best_level);
+    f.facts.push_back(*best);
+    level_text = f.where + " at " + pct_text(best->value) + " of its peak (" + counter_fact_text(*best) + ")";
+  } else if (in.roofs) {
+    const measured_roofline m = measure_roofline(in.counters, &*in.roofs);
+    const level_point* top = nullptr;
+    for (const level_point& p : m.levels)
+      if (!std::isnan(p.fraction_of_bandwidth) && (!top || p.fraction_of_bandwidth > top->fraction_of_bandwidth))
+        top = &p;
+    if (top) {
+      f.where = to_string(top->level);
+      f.facts.push_back({std::string("measured.") + to_string(top->level) + "_bytes_per_s", top->bytes_per_s, "B/s"});
+      level_text = f.where + " at " + pct_text(100 * top->fraction_of_bandwidth) + " of its bandwidth roof (" +
+                   format_si(top->bytes_per_s, "B/s") + " of " + format_si(top->roof_bytes_per_s, "B/s") + ")";
+      best_level = top->level;
+    }
+  }
+  if (f.where.empty()) {
+    missing.push_back("per-level throughput (dram__/lts__/l1tex__throughput) or bandwidth roofs: which memory level "
+                      "is the limit is unknown");
+    f.text = "memory-bound: memory throughput " + pct_text(mem.value) + " of peak (" + counter_fact_text(mem) +
+             "), SM throughput " + pct_text(sm.value) + "; the limiting level was not measured";
+    return f;
+  }
+  f.text = "memory-bound: " + level_text + "; memory throughput " + pct_text(mem.value) + ", SM throughput " +
+           pct_text(sm.value) + " of peak: " + level_advice(best_level);
+  return f;
+}
+
+inline finding compute_finding(const classification_input& in, const classification_thresholds& t,
+                               const evidence& sm, const evidence& mem, std::vector<std::string>& missing) {
+  finding f;
+  f.kind = bottleneck::compute;
+  f.facts = {sm, mem};
+  std::string pipe_text;
+  // 1. Measured pipe utilisation: the busiest pipe.
+  struct pipe {
+    counter_metric id;
+    const char* name;
+  };
+  static constexpr pipe pipes[] = {{counter_metric::tensor_pipe_active, "tensor pipe"},
+                                   {counter_metric::fma_pipe_active, "FMA pipe"},
+                                   {counter_metric::alu_pipe_active, "ALU pipe"},
+                                   {counter_metric::fp64_pipe_active, "FP64 pipe"},
+                                   {counter_metric::lsu_pipe_active, "load/store pipe"}};
+  std::optional<evidence> busiest;
+  const char* busiest_name = "";
+  std::size_t pipes_measured = 0;
+  for (const pipe& p : pipes) {
+    const auto e = counter_evidence(in.counters, p.id);
+    if (!e) continue;
+    ++pipes_measured;
+    if (!busiest || e->value > busiest->value) {
+      busiest = e;
+      busiest_name = p.name;
+    }
+  }
+  const std::optional<evidence> tensor = counter_evidence(in.counters, counter_metric::tensor_pipe_active);
+  if (pipes_measured > 1 && busiest) {
+    f.where = busiest_name;
+    f.facts.push_back(*busiest);
+    pipe_text = "busiest pipe: " + f.where + " " + pct_text(busiest->value) + " (" + counter_fact_text(*busiest) + ")";
+  } else if (tensor && tensor->value >= t.busy_pipe_pct) {
+    f.where = "tensor pipe";
+    f.facts.push_back(*tensor);
+    pipe_text = "tensor pipe busy " + pct_text(tensor->value) + " (" + counter_fact_text(*tensor) + ")";
+  } else {
+    // 2. The FP instruction mix: the precision with the most FLOPs names the pipe.
+    const flop_count flops = count_flops(in.counters);
+    if (tensor) f.facts.push_back(*tensor);
+    if (!std::isnan(flops.total) && !flops.precisions.empty()) {
+      const data_type top = flops.precisions.front();
+      const precision_flops& p = flops.of(top);
+      f.where = std::string(top == data_type::fp64 ? "FP64" : top == data_type::fp32 ? "FP32" : "FP16") + " pipe";
+      const counter_metric fma_id = top == data_type::fp64   ? counter_metric::fp64_fma
+                                    : top == data_type::fp32 ? counter_metric::fp32_fma
+                                                             : counter_metric::fp16_fma;
+      f.facts.push_back({std::string(collected_name(in.counters, fma_id)), p.fmas, "thread instructions"});
+      pipe_text = "busy pipe by the instruction mix: " + f.where + " (" + std::string(to_string(top)) + " " +
+                  format_fixed(100 * p.flops / flops.total, 0) + "% of " + format_si(flops.total, "FLOP") +
+                  "; pipe utilisation not measured)";
+    } else if (!std::isnan(flops.total)) {
+      f.where = "non-FP pipes";
+      pipe_text = "no FP instructions executed: the busy pipe is integer, load/store or control (pipe utilisation "
+                  "not measured)";
+    } else {
+      missing.push_back("FP instruction counts or pipe utilisation: which pipe is busy is unknown");
+      pipe_text = "the busy pipe was not measured";
+    }
+  }
+  f.text = "compute-bound: SM throughput " + pct_text(sm.value) + " of peak (" + counter_fact_text(sm) +
+           "), memory " + pct_text(mem.value) + "; " + pipe_text +
+           ": do fewer operations or use a faster path (lower precision, tensor cores)";
+  return f;
+}
+
+inline finding latency_finding(const classification_input& in, const classification_thresholds& t,
+                               const evidence& sm, const evidence& mem, std::vector<std::string>& missing) {
+  finding f;
+  f.kind = bottleneck::latency;
+  f.facts = {sm, mem};
+  std::vector<std::string> reasons;
+  if (const auto occ = counter_evidence(in.counters, counter_metric::achieved_occupancy)) {
+    f.facts.push_back(*occ);
+    if (occ->value < t.low_occupancy_pct)
+      reasons.push_back("achieved occupancy " + pct_text(occ->value) + " (" + counter_fact_text(*occ) +
+                        "): too few warps to hide memory and instruction latency");
+    else
+      reasons.push_back("achieved occupancy " + pct_text(occ->value) + " is not low: resident warps stall");
+  } else {
+    missing.push_back("achieved occupancy (" + std::string(metric_info_of(counter_metric::achieved_occupancy).name()) +
+                      ")");
+  }
+  if (std::isfinite(in.grid_blocks) && in.grid_blocks > 0 && std::isfinite(in.sm_count) && in.sm_count > 0) {
+    f.facts.push_back({"launch.grid_blocks", in.grid_blocks, "blocks"});
+    f.facts.push_back({"device.sm_count", in.sm_count, "SMs"});
+    if (in.grid_blocks < in.sm_count)
+      reasons.push_back("grid of " + format_general(in.grid_blocks, 6) + " blocks for " +
+                        format_general(in.sm_count, 6) + " SMs: " + format_general(in.sm_count - in.grid_blocks, 6) +
+                        " SMs have no work");
+    else
+      reasons.push_back("grid of " + format_general(in.grid_blocks, 6) + " blocks (" +
+                        format_general(in.grid_blocks / in.sm_count, 3) + " per SM) fills the SMs");
+  } else {
+    missing.push_back("grid size and SM count (launch.grid_blocks, device.sm_count)");
+  }
+  std::vector<stall_share> stalls;
+  for (const stall_share& s : in.stalls)
+    if (std::isfinite(s.share) && s.share > 0) stalls.push_back(s);
+  if (!stalls.empty()) {
+    std::stable_sort(stalls.begin(), stalls.end(),
+                     [](const stall_share& a, const stall_share& b) { return a.share > b.share; });
+    std::string top = "top stalls: ";
+    for (std::size_t i = 0; i < stalls.size() && i < 2; ++i) {
+      f.facts.push_back({"stall." + stalls[i].reason, stalls[i].share, "share"});
+      top += (i ? ", " : "") + stalls[i].reason + " " + pct_text(100 * stalls[i].share);
+    }
+    reasons.push_back(top);
+  } else {
+    missing.push_back("warp stall reasons (PC sampling)");
+  }
+  f.text = "latency-bound: SM throughput " + pct_text(sm.value) + " and memory throughput " + pct_text(mem.value) +
+           " of peak, both under " + pct_text(t.at_roof_pct) + " (" + counter_fact_text(sm) + ", " +
+           counter_fact_text(mem) + ")";
+  if (reasons.empty()) {
+    f.text += "; no evidence of why: occupancy, grid size and stall reasons were not given";
+  } else {
+    for (const std::string& r : reasons) f.text += "; " + r;
+  }
+  return f;
+}
+
+// The busiest of the measured units standing in for a speed-of-light rollup that was not
+// collected (it needs several passes: per-scope counters get one). A lower bound of the
+// rollup, which is itself the busiest of its units; `missing` says the stand-in was used.
+inline std::optional<evidence> busiest_unit(const metric_values& values, std::initializer_list<counter_metric> units,
+                                            counter_metric rollup, std::vector<std::string>& missing) {
+  std::optional<evidence> best;
+  for (counter_metric id : units) {
+    const auto e = counter_evidence(values, id);
+    if (e && (!best || e->value > best->value)) best = e;
+  }
+  if (best)
+    missing.push_back(std::string(metric_info_of(rollup).name()) + " not measured: the busiest measured unit (" +
+                      best->metric + ") stands in for it, a lower bound");
+  return best;
+}
+
+// The kernel-level verdict from the speed-of-light pair.
+inline finding classify_kernels(const classification_input& in, const classification_thresholds& t,
+                                std::vector<finding>& also, std::vector<std::string>& missing) {
+  auto sm = counter_evidence(in.counters, counter_metric::sm_throughput);
+  auto mem = counter_evidence(in.counters, counter_metric::memory_throughput);
+  if (!sm)
+    sm = busiest_unit(in.counters,
+                      {counter_metric::issue_active, counter_metric::tensor_pipe_active, counter_metric::fma_pipe_active,
+                       counter_metric::alu_pipe_active, counter_metric::fp64_pipe_active, counter_metric::lsu_pipe_active},
+                      counter_metric::sm_throughput, missing);
+  if (!mem)
+    mem = busiest_unit(in.counters,
+                       {counter_metric::dram_throughput, counter_metric::l2_throughput, counter_metric::l1_throughput},
+                       counter_metric::memory_throughput, missing);
+  if (!sm || !mem) {
+    finding f;
+    std::string names;
+    for (counter_metric id : {counter_metric::sm_throughput, counter_metric::memory_throughput}) {
+      if (counter_evidence(in.counters, id)) continue;
+      const std::string name(metric_info_of(id).name());
+      missing.push_back(name + ": needed to tell compute-, memory- and latency-bound apart");
+      names += (names.empty() ? "" : " and ") + name;
+    }
+    f.text = "undetermined: " + names + " not measured (or not a valid percentage); no kernel-level verdict";
+    for (const auto& e : {sm, mem})
+      if (e) f.facts.push_back(*e);
+    return f;
+  }
+  const bool memory_at_roof = mem->value >= t.at_roof_pct;
+  const bool compute_at_roof = sm->value >= t.at_roof_pct;
+  if (!memory_at_roof && !compute_at_roof) return latency_finding(in, t, *sm, *mem, missing);
+  if (mem->value >= sm->value) {
+    if (compute_at_roof) also.push_back(compute_finding(in, t, *sm, *mem, missing));
+    return memory_finding(in, *sm, *mem, missing);
+  }
+  if (memory_at_roof) also.push_back(memory_finding(in, *sm, *mem, missing));
+  return compute_finding(in, t, *sm, *mem, missing);
+}
+
+}  // namespace detail
+
+// Classifies a scope or kernel from evidence (rules at the top of this header). Never
+// guesses: a verdict whose evidence is missing is `undetermined`, and `missing` names it.
+//   kscope::classification_input in{totals};
+//   in.span_ns = 100e3; in.gpu_busy_ns = 20e3;
+//   kscope::classification c = kscope::classify(in);
+//   // c.verdict.kind == launch, c.also[0]: the kernels' own verdict
+[[nodiscard]] inline classification classify(const classification_input& in,
+                                             const classification_thresholds& thresholds = {}) {
+  classification out;
+  const bool timeline = std::isfinite(in.span_ns) && in.span_ns > 0 && std::isfinite(in.gpu_busy_ns) &&
+                        in.gpu_busy_ns >= 0;
+  std::vector<finding> kernel_also;
+  finding kernels = detail::classify_kernels(in, thresholds, kernel_also, out.missing);
+  if (!timeline) {
+    out.missing.push_back("the scope's GPU busy time and span per call (CUPTI timeline): launch gaps not checked");
+    out.verdict = std::move(kernels);
+    out.also = std::move(kernel_also);
+    return out;
+  }
+  const double busy_share = std::min(1.0, in.gpu_busy_ns / in.span_ns);
+  const double idle_share = 1 - busy_share;
+  const std::vector<evidence> timeline_facts = {{"timeline.gpu_idle_share", idle_share, "share"},
+                                                {"timeline.gpu_busy_ns", in.gpu_busy_ns, "ns"},
+                                                {"timeline.span_ns", in.span_ns, "ns"}};
+  if (idle_share >= thresholds.launch_idle_share) {
+    out.verdict.kind = bottleneck::launch;
+    out.verdict.facts = timeline_facts;
+    out.verdict.text = "launch/CPU-bound: GPU idle " + detail::pct_text(100 * idle_share) +
+                       " of the scope's span (GPU busy " + detail::format_si(in.gpu_busy_ns * 1e-9, "s") + " of " +
+                       detail::format_si(in.span_ns * 1e-9, "s") +
+                       " per call): check CPU gaps between launches, synchronizations and host work inside the scope "
+                       "(CUDA graphs, fewer synchronizations, asynchronous copies)";
+    out.also.push_back(std::move(kernels));
+    for (finding& f : kernel_also) out.also.push_back(std::move(f));
+    return out;
+  }
+  // The GPU was busy: the time is inside the kernels; say so beside the kernel verdict.
+  kernels.facts.insert(kernels.facts.end(), timeline_facts.begin(), timeline_facts.end());
+  if (kernels.kind == bottleneck::latency)
+    kernels.text += "; GPU busy " + detail::pct_text(100 * busy_share) + " of the span: the time is inside the kernels";
+  out.verdict = std::move(kernels);
+  out.also = std::move(kernel_also);
+  return out;
+}
+
+}  // namespace kscope

@@ -1,0 +1,349 @@
+// kscope/counters/scope_counters.hpp — hardware counters per scope in a running program: a
+// bounded sample of each scope's calls is profiled (the range profiler of
+// counters/collect.hpp), each call once with one group of metrics that fits in one pass, the
+// groups rotating over the calls, and each profiled call's kernels are added to its scope.
+//
+//   kscope::session::global().enable_counters();   // or KSCOPE_COUNTERS=1
+//   ... KSCOPE_SCOPE("decode") { ... } ...         // calls 1, 2, 102, 202, ... profiled
+//   auto r = kscope::session::global().report();   // per scope: measured bytes, FLOPs, verdict
+//
+// How a call is chosen: each scope's n-th call is profiled when n <= first_calls, or when
+// (n - first_calls) is a multiple of `every`, up to max_calls_per_scope calls per scope, and
+// only when no other counter pass runs (then the call runs normally and is counted as
+// skipped). One pass at a time in the process: the profiled call's thread holds the
+// counter-pass lock from the scope's open to its close.
+//
+// What a profiled call costs, and why its time is never reported: its kernels run one at a
+// time (one range each) between two device synchronizations and two L2 sweeps; with
+// kernel_replay each kernel also runs once per pass (tens for the default set) with device
+// memory saved and restored around each replay, which is why the default is one pass per
+// call. Metrics that need several passes alone are replaced by one-pass stand-ins or left
+// out (the notes say which; classify() then takes the busiest measured unit for the
+// speed-of-light rollups). Each metric's per-call value rests on the calls whose group
+// held it (counter_aggregate: aggregated_metric::calls). So the call's record is flagged (scope layer:
+// counter_hook.hpp): the recorder counts it as profiled and keeps it out of every timing
+// statistic, scopes opened inside it on its thread too, and its kernels' activity records
+// are kept out of the GPU-activity aggregates (their launches are marked in the
+// correlation table). Kernels other threads launch during the pass are profiled with it:
+// they run serialized then, and their counters are added to the profiled scope; the report
+// says so. Permanent refusals (no permission, no library, unknown metric) switch the hook
+// off with one message; everything else keeps working.
+#pragma once
+
+#include "../core/config.hpp"
+#include "metrics.hpp"
+#include "../scope/detail/counter_hook.hpp"
+#include "../core/detail/once.hpp"
+#include "../scope/node_id.hpp"
+#include "collect.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+struct scope_counter_options {
+  // Empty: scope_metric_names() (default_metric_names() with kernel_replay); fallbacks taken.
+  std::vector<std::string> metrics;
+  // false (the default): each profiled call runs ONCE with one one-pass metric group (user
+  // replay of one pass: no device-memory save and restore, so the program's memory size
+  // does not matter), the groups rotating over each scope's profiled calls. true: every
+  // profiled call gets every metric by kernel replay (each kernel replayed once per pass,
+  // device memory saved and restored around each replay: minutes for a large program).
+  bool kernel_replay = false;
+  std::uint32_t first_calls = 2;             // each scope's first calls are profiled
+  std::uint32_t every = 100;                 // then every k-th call (0: no more)
+  std::uint32_t max_calls_per_scope = 16;    // at most this many profiled calls per scope
+  std::size_t max_kernels = 256;             // kernels per profiled call (more: counted)
+  std::string cupti_library;                 // as counter_options
+  std::string nvperf_host_library;
+};
+
+// One scope's profiled calls.
+struct scope_counter_totals {
+  node_id node = 0;
+  std::uint64_t profiled_calls = 0;
+  std::uint64_t failed_calls = 0;      // the pass failed (message in notes)
+  std::uint64_t kernels = 0;           // kernels profiled over those calls
+  std::uint64_t kernels_dropped = 0;   // past max_kernels in a call
+  counter_aggregate aggregate;         // every profiled kernel's values
+  std::size_t groups = 1;              // metric groups rotated over the calls (1: every metric each call)
+};
+
+struct scope_counters_snapshot {
+  bool enabled = false;                 // enable_counters() was called and the hook is on
+  std::string status;                   // one line: what runs, or why not
+  std::vector<std::string> metrics;     // what the passes collected (fallbacks applied)
+  std::vector<std::string> notes;       // fallbacks, failures, other threads' kernels
+  std::uint64_t passes = 0;             // profiled calls, all scopes
+  std::uint64_t skipped_busy = 0;       // due calls not profiled: another pass was running
+  std::vector<scope_counter_totals> scopes;  // by node id
+
+  [[nodiscard]] const scope_counter_totals* find(node_id n) const noexcept {
+    for (const scope_counter_totals& s : scopes)
+      if (s.node == n) return &s;
+    return nullptr;
+  }
+};
+
+// The process-wide per-scope counter sampler (never destroyed, like the recorder).
+class scope_counter_sampler {
+ public:
+  static constexpr std::size_t max_nodes = 1u << 16;  // call counters kept per node id below this
+
+  [[nodiscard]] static scope_counter_sampler& global() noexcept {
+    // A fork never catches it half-built (core/detail/once.hpp).
+    static detail::lazy_global<scope_counter_sampler> instance{detail::lock_rank::init};
+    return instance.get([] { return new scope_counter_sampler(); });
+  }
+
+  // Installs the hook: from now on scopes' due calls are profiled. False (status says why)
+  // when counters cannot run here at all (built without the range profiler, no device).
+  bool start(const scope_counter_options& options = {}) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    options_ = options;
+    if (options_.first_calls == 0 && options_.every == 0) {
+      status_ = "per-scope counters not started: first_calls and every are both 0 (no call would be profiled)";
+      return false;
+    }
+#if KSCOPE_HAS_RANGE_PROFILER
+    enabled_ = true;
+    plan_ = one_pass_plan{};
+    plan_ready_ = false;
+    groups_planned_.store(0, std::memory_order_relaxed);
+    status_ = "per-scope counters: each scope's first " + std::to_string(options_.first_calls) + " calls" +
+              (options_.every ? ", then every " + std::to_string(options_.every) + "th" : std::string()) +
+              ", at most " + std::to_string(options_.max_calls_per_scope) + " per scope, profiled " +
+              (options_.kernel_replay ? "with kernel replay, every metric in each call"
+                                      : "once each with one one-pass metric group, the groups rotating over the calls") +
+              " (their times are kept out of the statistics)";
+    detail::active_counter_hook.store(&hook_, std::memory_order_release);
+    return true;
+#else
+    status_ = "per-scope counters unavailable: kscope was built without the CUPTI range profiler headers "
+              "(cupti_range_profiler.h, cupti_profiler_host.h: CUDA 12.6 or later)";
+    return false;
+#endif
+  }
+
+  // Removes the hook; calls being profiled finish their pass.
+  void stop() noexcept {
+    detail::active_counter_hook.store(nullptr, std::memory_order_release);
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      enabled_ = false;
+    } catch (...) {
+    }
+  }
+
+  [[nodiscard]] scope_counters_snapshot snapshot() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    scope_counters_snapshot out;
+    out.enabled = enabled_;
+    out.status = status_;
+    out.metrics = metrics_;
+    out.notes = notes_;
+    out.passes = passes_;
+    out.skipped_busy = skipped_busy_.load(std::memory_order_relaxed);
+    out.scopes.reserve(scopes_.size());
+    for (const auto& entry : scopes_) out.scopes.push_back(entry.second);
+    return out;
+  }
+
+  // Forgets the aggregates and the call counts (the hook stays as it is).
+  void reset() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    scopes_.clear();
+    notes_.clear();
+    passes_ = 0;
+    skipped_busy_.store(0, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < max_nodes; ++i) {
+      calls_[i].store(0, std::memory_order_relaxed);
+      profiled_[i].store(0, std::memory_order_relaxed);
+    }
+  }
+
+ private:
+  scope_counter_sampler()
+      : calls_(new std::atomic<std::uint32_t>[max_nodes]), profiled_(new std::atomic<std::uint32_t>[max_nodes]) {
+    for (std::size_t i = 0; i < max_nodes; ++i) {
+      calls_[i].store(0, std::memory_order_relaxed);
+      profiled_[i].store(0, std::memory_order_relaxed);
+    }
+    detail::guard_across_fork(mutex_, detail::lock_rank::scope_counters);
+  }
+
+#if KSCOPE_HAS_RANGE_PROFILER
+  // The pass of the profiled call open on this thread (at most one: nested scopes inside
+  // a profiled call never profile).
+  struct pass_state {
+    std::unique_lock<std::mutex> pass_lock;
+    counter_options options;
+    counter_result result;
+    detail::counter_pass_run run;
+  };
+  static pass_state*& this_thread_pass() noexcept {
+    static thread_local pass_state* pass = nullptr;  // trivial: no thread-exit cost
+    return pass;
+  }
+
+  static bool hook_open(node_id node) noexcept { return global().open_call(node); }
+  static void hook_close(node_id node) noexcept { global().close_call(node); }
+
+  bool due(node_id node) noexcept {
+    if (node >= max_nodes) return false;
+    const std::uint32_t n = calls_[node].fetch_add(1, std::memory_order_relaxed) + 1;
+    const scope_counter_options& o = options_;  // written only by start(), before the hook is on
+    // Each scope's first calls cover every one-pass group at least once, so its full set
+    // of metrics is there after as many calls as groups (then every k-th call).
+    const std::uint32_t first = std::max(o.first_calls, groups_planned_.load(std::memory_order_relaxed));
+    const bool chosen = n <= first || (o.every > 0 && n > first && (n - first) % o.every == 0);
+    if (!chosen) return false;
+    return profiled_[node].load(std::memory_order_relaxed) < o.max_calls_per_scope;
+  }
+
+  bool open_call(node_id node) noexcept {
+    try {
+      if (this_thread_pass() != nullptr || !due(node)) return false;
+      auto pass = std::make_unique<pass_state>();
+      pass->pass_lock = std::unique_lock<std::mutex>(detail::counter_pass_mutex(), std::try_to_lock);
+      if (!pass->pass_lock.owns_lock()) {
+        skipped_busy_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      pass->options.ranges = counter_ranges::per_kernel;
+      pass->options.max_kernels = options_.max_kernels;
+      pass->options.name_kernels = false;  // the collector may hold CUPTI's one subscriber
+      pass->options.cupti_library = options_.cupti_library;
+      pass->options.nvperf_host_library = options_.nvperf_host_library;
+      std::vector<std::string> metrics = options_.metrics;
+      if (!options_.kernel_replay) {
+        // One pass, run once: user replay with a one-pass group (no memory save/restore).
+        if (!ensure_plan(pass->options)) return false;
+        const std::uint32_t nth = profiled_[node].load(std::memory_order_relaxed);
+        metrics = plan_.groups[nth % plan_.groups.size()];
+        pass->options.replay = counter_replay::user;
+      } else if (metrics.empty()) {
+        metrics = default_metric_names();
+      }
+      if (!pass->run.begin(metrics, pass->options, pass->result) || !pass->run.start_run(pass->result)) {
+        refused(pass->result);
+        return false;
+      }
+      profiled_[node].fetch_add(1, std::memory_order_relaxed);
+      this_thread_pass() = pass.release();
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  void close_call(node_id node) noexcept {
+    std::unique_ptr<pass_state> pass(this_thread_pass());
+    this_thread_pass() = nullptr;
+    if (!pass) return;
+    try {
+      pass->run.end_run(false);
+      pass->run.finish(pass->result, false);
+      const counter_result& r = pass->result;
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++passes_;
+      scope_counter_totals& t = scopes_[node];
+      t.node = node;
+      if (!r.ok()) {
+        ++t.failed_calls;
+        note(r.message);
+        return;
+      }
+      if (metrics_.empty()) metrics_ = r.metrics;
+      for (const std::string& n : r.notes) note(n);
+      t.groups = options_.kernel_replay ? 1 : plan_.groups.size();
+      ++t.profiled_calls;
+      t.kernels += r.kernels.size();
+      t.kernels_dropped += r.ranges_dropped;
+      t.aggregate.add_call(r.kernels);
+    } catch (...) {
+    }
+  }
+
+  // The one-pass groups, planned once (first profiled call: a device context exists by
+  // then), with the counter-pass lock held. False when planning failed: the hook is off.
+  bool ensure_plan(const counter_options& pass_options) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (plan_ready_) return true;
+    }
+    one_pass_plan plan;
+    counter_state state = counter_state::failed;
+    std::string why;
+    const std::vector<std::string> wanted = options_.metrics.empty() ? scope_metric_names() : options_.metrics;
+    if (!detail::plan_counter_groups(wanted, pass_options, plan, state, why)) {
+      counter_result r;
+      r.state = state;
+      r.message = why;
+      refused(r);
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan_ = std::move(plan);
+    plan_ready_ = true;
+    groups_planned_.store(static_cast<std::uint32_t>(plan_.groups.size()), std::memory_order_relaxed);
+    metrics_.clear();
+    for (const auto& g : plan_.groups)
+      for (const std::string& m : g)
+        if (std::find(metrics_.begin(), metrics_.end(), m) == metrics_.end()) metrics_.push_back(m);
+    for (const std::string& n : plan_.notes) note(n);
+    status_ += "; " + std::to_string(plan_.groups.size()) + " one-pass metric groups, so every metric is measured "
+               "after " + std::to_string(plan_.groups.size()) + " profiled calls of a scope";
+    return true;
+  }
+
+  // A pass that could not begin: a permanent reason switches the hook off, with one line.
+  void refused(const counter_result& r) {
+    const bool permanent = r.state == counter_state::disabled || r.state == counter_state::unavailable ||
+                           r.state == counter_state::no_permission || r.state == counter_state::unsupported_device ||
+                           r.state == counter_state::unknown_metric || r.state == counter_state::invalid_request;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (permanent) {
+      detail::active_counter_hook.store(nullptr, std::memory_order_release);
+      enabled_ = false;
+      status_ = "per-scope counters stopped: " + r.message;
+    } else {
+      note(r.message);
+    }
+  }
+
+  void note(const std::string& text) {
+    if (notes_.size() < 16 && std::find(notes_.begin(), notes_.end(), text) == notes_.end()) notes_.push_back(text);
+  }
+
+  const detail::counter_hook hook_{&hook_open, &hook_close};
+#else
+  const detail::counter_hook hook_{nullptr, nullptr};
+#endif
+
+  mutable std::mutex mutex_;  // everything below but the atomics
+  scope_counter_options options_;
+  bool enabled_ = false;
+  std::string status_ = "per-scope counters not enabled";
+  one_pass_plan plan_;       // the rotating one-pass groups (kernel_replay off)
+  bool plan_ready_ = false;
+  std::atomic<std::uint32_t> groups_planned_{0};  // plan_.groups.size(), read by due() without the lock
+  std::vector<std::string> metrics_;
+  std::vector<std::string> notes_;
+  std::uint64_t passes_ = 0;
+  std::map<node_id, scope_counter_totals> scopes_;
+  std::atomic<std::uint64_t> skipped_busy_{0};
+  std::unique_ptr<std::atomic<std::uint32_t>[]> calls_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> profiled_;
+};
+
+}  // namespace kscope

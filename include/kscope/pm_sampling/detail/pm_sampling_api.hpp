@@ -1,0 +1,88 @@
+// kscope/pm_sampling/detail/pm_sampling_api.hpp — CUPTI's PM sampling entry points
+// (cupti_pmsampling.h), resolved from the libcupti that load_cupti() opened, beside the
+// profiler host API of profiler_api.hpp (whose loaders, libnvperf_host included, the
+// sampler reuses).
+//
+// Compiled in only where the toolkit's headers have PM sampling (cupti_pmsampling.h and
+// the range profiler headers: CUDA 12.6 and later, CUPTI_API_VERSION >= 24); elsewhere
+// KSCOPE_HAS_PM_SAMPLING is 0 and pm_sampling/sampler.hpp reports sampling as disabled.
+// At run time a libcupti older than that lacks the entry points, and
+// resolve_pm_sampling_symbols() names the first one missing.
+#pragma once
+
+#include "../../cupti/detail/profiler_api.hpp"
+
+#if KSCOPE_HAS_RANGE_PROFILER && defined(__has_include)
+#  if __has_include(<cupti_pmsampling.h>)
+#    define KSCOPE_HAS_PM_SAMPLING 1
+#  endif
+#endif
+#ifndef KSCOPE_HAS_PM_SAMPLING
+#  define KSCOPE_HAS_PM_SAMPLING 0
+#endif
+
+#if KSCOPE_HAS_PM_SAMPLING
+
+#include <cupti_pmsampling.h>
+
+#include <string>
+
+namespace kscope {
+namespace detail {
+
+struct pm_sampling_api {
+  decltype(&::cuptiPmSamplingGetCounterAvailability) get_counter_availability = nullptr;
+  decltype(&::cuptiPmSamplingEnable) enable = nullptr;
+  decltype(&::cuptiPmSamplingDisable) disable = nullptr;
+  decltype(&::cuptiPmSamplingSetConfig) set_config = nullptr;
+  decltype(&::cuptiPmSamplingStart) start = nullptr;
+  decltype(&::cuptiPmSamplingStop) stop = nullptr;
+  decltype(&::cuptiPmSamplingDecodeData) decode_data = nullptr;
+  decltype(&::cuptiPmSamplingGetCounterDataSize) get_counter_data_size = nullptr;
+  decltype(&::cuptiPmSamplingCounterDataImageInitialize) counter_data_image_initialize = nullptr;
+  decltype(&::cuptiPmSamplingGetCounterDataInfo) get_counter_data_info = nullptr;
+  decltype(&::cuptiPmSamplingCounterDataGetSampleInfo) get_sample_info = nullptr;
+
+  [[nodiscard]] bool resolved() const noexcept { return enable != nullptr; }
+};
+
+// Resolves every entry point; returns the first one missing, or "" (then `out` is complete).
+inline std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_api& out) {
+  pm_sampling_api api;
+  struct required {
+    const char* name;
+    bool ok;
+  };
+  const required list[] = {
+      {"cuptiPmSamplingGetCounterAvailability",
+       resolve_symbol(handle, "cuptiPmSamplingGetCounterAvailability", api.get_counter_availability)},
+      {"cuptiPmSamplingEnable", resolve_symbol(handle, "cuptiPmSamplingEnable", api.enable)},
+      {"cuptiPmSamplingDisable", resolve_symbol(handle, "cuptiPmSamplingDisable", api.disable)},
+      {"cuptiPmSamplingSetConfig", resolve_symbol(handle, "cuptiPmSamplingSetConfig", api.set_config)},
+      {"cuptiPmSamplingStart", resolve_symbol(handle, "cuptiPmSamplingStart", api.start)},
+      {"cuptiPmSamplingStop", resolve_symbol(handle, "cuptiPmSamplingStop", api.stop)},
+      {"cuptiPmSamplingDecodeData", resolve_symbol(handle, "cuptiPmSamplingDecodeData", api.decode_data)},
+      {"cuptiPmSamplingGetCounterDataSize",
+       resolve_symbol(handle, "cuptiPmSamplingGetCounterDataSize", api.get_counter_data_size)},
+      {"cuptiPmSamplingCounterDataImageInitialize",
+       resolve_symbol(handle, "cuptiPmSamplingCounterDataImageInitialize", api.counter_data_image_initialize)},
+      {"cuptiPmSamplingGetCounterDataInfo",
+       resolve_symbol(handle, "cuptiPmSamplingGetCounterDataInfo", api.get_counter_data_info)},
+      {"cuptiPmSamplingCounterDataGetSampleInfo",
+       resolve_symbol(handle, "cuptiPmSamplingCounterDataGetSampleInfo", api.get_sample_info)},
+  };
+  for (const required& r : list)
+    if (!r.ok) return r.name;
+  out = api;
+  return "";
+}
+
+// Every CUPTI parameter struct: zeroed, structSize from the header's <Type>_STRUCT_SIZE.
+#define KSCOPE_CUPTI_PARAMS(type, var) \
+  type var{};                          \
+  var.structSize = type##_STRUCT_SIZE
+
+}  // namespace detail
+}  // namespace kscope
+
+#endif  // KSCOPE_HAS_PM_SAMPLING

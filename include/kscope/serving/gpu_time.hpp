@@ -1,0 +1,392 @@
+// kscope/serving/gpu_time.hpp — where the GPU's time went, per scope and per call, and
+// where it idled: HTA's temporal breakdown, online, with kernels attributed by the scope
+// that launched them (correlation id), not by time overlap.
+//
+// Pure C++ on plain data, so every number is tested on the CPU: the session hands over the
+// recent host intervals (the recorder's trace ring), the recent GPU events (the CUPTI
+// collector's ring) and the scope tree; nothing here reads a clock or takes a lock.
+//
+//   kscope::gpu_time_input in;
+//   in.nodes = {{1, 0, 1, false, "step", nullptr}, {2, 1, 2, false, "step/decode", &decode_activity}};
+//   in.host = host_intervals;              // any order
+//   in.gpu = snapshot.activity.recent;     // any order
+//   const kscope::gpu_time_report t = kscope::account_gpu_time(in);
+//   std::printf("GPU busy %.0f %% of %.1f ms\n", 100 * t.busy_share, t.wall_ns / 1e6);
+//
+// Definitions (docs/report_schema.md, `gpu_time`):
+//   - window: the first host interval's start to the last end of a host interval or GPU
+//     event; without host intervals, the GPU events' span. When the GPU ring overflowed
+//     and its oldest event is later than the oldest host interval, the window starts
+//     there instead: before it the GPU's activity is unknown, not idle.
+//   - busy: the union of every kernel, copy and memset interval (all devices, all
+//     streams) clipped to the window; busy_share = busy / wall.
+//   - idle gaps: the stretches between consecutive busy intervals (a leading or trailing
+//     stretch of the window is not a gap: Nsight Systems' gpu_gaps leaves those out too),
+//     each given to the scope open on the host at its midpoint (the deepest host interval
+//     of a scope, not a cross-thread range, that covers it; a range when no scope does):
+//     the longest gpu_time_top_gaps of them, and all of them summed per open scope.
+//   - per scope: GPU time from the CUPTI aggregates (exact over the whole run, exclusive
+//     of children: busy union of its kernels plus its copies and memsets) and its share
+//     of the sum over scopes; per call, from the rings: each GPU event goes to the latest
+//     call of its launching scope on its launching thread that started before it, and to
+//     the calls of that scope's ancestors that contain that call; a call's busy time is the
+//     union of its events, its gaps the time between them (span − busy). When the GPU ring
+//     overflowed, calls that started before its oldest event are left out of the per-call
+//     figures (their GPU work is unknown) and counted in calls_before_gpu_ring.
+#pragma once
+
+#include "../core/stats.hpp"
+#include "../activity/results.hpp"
+#include "../scope/host_interval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+// The idle gaps listed, longest first.
+inline constexpr std::size_t gpu_time_top_gaps = 5;
+
+// One node of the scope tree as the accounting needs it. `activity` (may be null) is the
+// node's CUPTI aggregate, exclusive of its children; it must outlive the call.
+struct gpu_time_node {
+  node_id id = 0;
+  node_id parent = 0;  // 0: top level
+  std::size_t depth = 1;
+  bool cross_thread = false;
+  std::string path;
+  const node_gpu_activity* activity = nullptr;
+};
+
+struct gpu_time_input {
+  std::vector<gpu_time_node> nodes;        // any order
+  std::vector<host_interval> host;         // recent host intervals, any order
+  std::vector<gpu_activity_event> gpu;     // recent GPU events, any order
+  std::uint64_t host_overwritten = 0;      // host intervals pushed out of the trace ring
+  std::uint64_t gpu_overwritten = 0;       // GPU events pushed out of CUPTI's ring
+};
+
+// An idle stretch of the GPU and the scope the host was in meanwhile.
+struct gpu_idle_gap {
+  std::int64_t start_ns = 0;
+  std::int64_t ns = 0;
+  node_id open_scope = 0;   // 0: no host interval covered its midpoint
+  std::string open_path;    // "" when none
+};
+
+// The GPU's idle time while one scope was open on the host: every gap between busy
+// stretches goes to the scope open at its midpoint (same choice as for gpu_idle_gap).
+struct gpu_idle_by_scope {
+  node_id scope = 0;     // 0: no host interval covered the gaps
+  std::string path;      // "" when none
+  double ns = 0;         // summed gap time
+  std::uint64_t gaps = 0;
+};
+
+// One scope's GPU time. The totals come from the CUPTI aggregates (whole run); the per-call
+// figures from the calls the rings still hold (`calls_seen`), children's work included.
+struct scope_gpu_time {
+  node_id id = 0;
+  std::string path;
+  double gpu_ns = 0;              // own busy union + own copies and memsets (whole run)
+  double share_of_gpu = std::numeric_limits<double>::quiet_NaN();  // of the sum over scopes
+  std::uint64_t kernel_count = 0; // own kernels (whole run)
+  std::uint64_t calls_seen = 0;   // calls in the host ring that the GPU ring covers
+  summary busy_per_call_ns{};     // union of the call's GPU events (subtree), per call
+  summary gaps_per_call_ns{};     // span of the call's GPU events minus their union
+  double kernels_per_call = std::numeric_limits<double>::quiet_NaN();  // subtree, mean
+  double d2h_per_call = std::numeric_limits<double>::quiet_NaN();      // D2H copies, mean
+  double max_gap_ns = std::numeric_limits<double>::quiet_NaN();        // longest gap in one call
+};
+
+struct gpu_time_report {
+  std::int64_t window_start_ns = 0;
+  std::int64_t window_end_ns = 0;
+  double wall_ns = 0;
+  double busy_ns = 0;
+  double busy_share = std::numeric_limits<double>::quiet_NaN();  // NaN: no GPU events
+  std::vector<gpu_idle_gap> idle_gaps;   // the longest, longest first
+  std::vector<gpu_idle_by_scope> idle_by_scope;  // all gaps by open scope, most idle time first
+  std::vector<scope_gpu_time> scopes;    // in the order of the input nodes with GPU work or calls
+  // What it covered: the rings hold the most recent intervals and events only.
+  std::size_t host_intervals = 0;
+  std::size_t gpu_events = 0;
+  std::uint64_t host_overwritten = 0;
+  std::uint64_t gpu_overwritten = 0;
+  std::size_t gpu_events_unmatched = 0;  // no call of their launching scope in the host ring
+  // Host calls that started before the oldest GPU event the (overflowed) GPU ring still
+  // holds: their GPU work is unknown, not absent, so they are left out of the per-call
+  // figures (counting them as calls with no GPU work drove the medians to 0).
+  std::uint64_t calls_before_gpu_ring = 0;
+
+  [[nodiscard]] const scope_gpu_time* find(node_id id) const noexcept {
+    for (const scope_gpu_time& s : scopes)
+      if (s.id == id) return &s;
+    return nullptr;
+  }
+};
+
+namespace detail {
+
+// The union of [start, end) intervals, sorted and merged in place.
+inline void merge_intervals(std::vector<std::pair<std::int64_t, std::int64_t>>& v) {
+  std::sort(v.begin(), v.end());
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (out > 0 && v[i].first <= v[out - 1].second) {
+      v[out - 1].second = std::max(v[out - 1].second, v[i].second);
+    } else {
+      v[out++] = v[i];
+    }
+  }
+  v.resize(out);
+}
+
+inline double union_length(const std::vector<std::pair<std::int64_t, std::int64_t>>& merged) {
+  double sum = 0;
+  for (const auto& [s, e] : merged) sum += static_cast<double>(e - s);
+  return sum;
+}
+
+}  // namespace detail
+
+// The accounting described at the top of this header. Cost: O((H + G) log H) for H host
+// intervals and G GPU events times the tree depth; memory: a few copies of the input.
+[[nodiscard]] inline gpu_time_report account_gpu_time(const gpu_time_input& in) {
+  using span = std::pair<std::int64_t, std::int64_t>;
+  gpu_time_report out;
+  out.host_overwritten = in.host_overwritten;
+  out.gpu_overwritten = in.gpu_overwritten;
+
+  std::map<node_id, std::size_t> index;  // node id -> position in in.nodes
+  for (std::size_t i = 0; i < in.nodes.size(); ++i) index.emplace(in.nodes[i].id, i);
+
+  // Valid inputs only: an interval that ends before it starts says nothing.
+  std::vector<const host_interval*> host;
+  host.reserve(in.host.size());
+  for (const host_interval& h : in.host)
+    if (h.end_ns >= h.start_ns) host.push_back(&h);
+  std::vector<const gpu_activity_event*> gpu;
+  gpu.reserve(in.gpu.size());
+  for (const gpu_activity_event& e : in.gpu)
+    if (e.end_ns >= e.start_ns && e.start_ns > 0 &&
+        (e.kind == activity_kind::kernel || e.kind == activity_kind::memcpy || e.kind == activity_kind::memset))
+      gpu.push_back(&e);
+  out.host_intervals = host.size();
+  out.gpu_events = gpu.size();
+
+  // ---- the window and the GPU's busy union ----
+  std::int64_t gpu_first = std::numeric_limits<std::int64_t>::max(), gpu_last = std::numeric_limits<std::int64_t>::min();
+  for (const gpu_activity_event* e : gpu) {
+    gpu_first = std::min(gpu_first, e->start_ns);
+    gpu_last = std::max(gpu_last, e->end_ns);
+  }
+  if (!host.empty()) {
+    std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = std::numeric_limits<std::int64_t>::min();
+    for (const host_interval* h : host) {
+      first = std::min(first, h->start_ns);
+      last = std::max(last, h->end_ns);
+    }
+    if (!gpu.empty()) {
+      if (in.gpu_overwritten > 0) first = std::max(first, gpu_first);
+      last = std::max(last, gpu_last);
+    }
+    out.window_start_ns = first;
+    out.window_end_ns = std::max(first, last);
+  } else if (!gpu.empty()) {
+    out.window_start_ns = gpu_first;
+    out.window_end_ns = gpu_last;
+  }
+  out.wall_ns = static_cast<double>(out.window_end_ns - out.window_start_ns);
+
+  std::vector<span> busy;
+  busy.reserve(gpu.size());
+  for (const gpu_activity_event* e : gpu) {
+    const std::int64_t s = std::max(e->start_ns, out.window_start_ns), t = std::min(e->end_ns, out.window_end_ns);
+    if (t > s) busy.emplace_back(s, t);
+  }
+  detail::merge_intervals(busy);
+  out.busy_ns = detail::union_length(busy);
+  if (!gpu.empty() && out.wall_ns > 0) out.busy_share = out.busy_ns / out.wall_ns;
+
+  // ---- host intervals by (node, thread), sorted by start: calls to match events to ----
+  std::map<std::pair<node_id, std::uint32_t>, std::vector<const host_interval*>> calls;
+  for (const host_interval* h : host) calls[{h->node, h->thread_index}].push_back(h);
+  for (auto& [key, list] : calls)
+    std::sort(list.begin(), list.end(), [](const host_interval* a, const host_interval* b) { return a->start_ns < b->start_ns; });
+
+  // ---- idle gaps and the scope open during each ----
+  // A sweep over the gaps' midpoints in time order with a priority queue of the host
+  // intervals started so far (best first: a scope before a range, then deeper, then later);
+  // an interval at the top that ended before the midpoint can cover no later one and is
+  // dropped. O((gaps + H) log H).
+  {
+    struct candidate {
+      const host_interval* h;
+      bool range;
+      std::size_t depth;
+    };
+    const auto worse = [](const candidate& a, const candidate& b) {
+      if (a.range != b.range) return a.range;  // a range is worse than a scope
+      if (a.depth != b.depth) return a.depth < b.depth;
+      return a.h->start_ns < b.h->start_ns;
+    };
+    std::vector<candidate> by_start;
+    by_start.reserve(host.size());
+    for (const host_interval* h : host) {
+      const auto it = index.find(h->node);
+      by_start.push_back(candidate{h, it != index.end() && in.nodes[it->second].cross_thread,
+                                   it != index.end() ? in.nodes[it->second].depth : 0});
+    }
+    std::sort(by_start.begin(), by_start.end(),
+              [](const candidate& a, const candidate& b) { return a.h->start_ns < b.h->start_ns; });
+    std::vector<candidate> heap;  // std::push_heap with `worse`: the best at the front
+    std::size_t next = 0;
+    std::vector<gpu_idle_gap> gaps;
+    gaps.reserve(busy.size());
+    std::map<node_id, gpu_idle_by_scope> by_scope;
+    for (std::size_t i = 1; i < busy.size(); ++i) {  // busy is sorted: midpoints increase
+      gpu_idle_gap g{busy[i - 1].second, busy[i].first - busy[i - 1].second, 0, {}};
+      const std::int64_t mid = g.start_ns + g.ns / 2;
+      while (next < by_start.size() && by_start[next].h->start_ns <= mid) {
+        heap.push_back(by_start[next++]);
+        std::push_heap(heap.begin(), heap.end(), worse);
+      }
+      while (!heap.empty() && heap.front().h->end_ns < mid) {
+        std::pop_heap(heap.begin(), heap.end(), worse);
+        heap.pop_back();
+      }
+      if (!heap.empty()) {
+        const host_interval* best = heap.front().h;
+        g.open_scope = best->node;
+        const auto it = index.find(best->node);
+        g.open_path = it != index.end() ? in.nodes[it->second].path : std::string(best->name);
+      }
+      gpu_idle_by_scope& total = by_scope[g.open_scope];
+      if (total.gaps++ == 0) {
+        total.scope = g.open_scope;
+        total.path = g.open_path;
+      }
+      total.ns += static_cast<double>(g.ns);
+      gaps.push_back(std::move(g));
+    }
+    const std::size_t top = std::min(gaps.size(), gpu_time_top_gaps);
+    std::partial_sort(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(top), gaps.end(),
+                      [](const gpu_idle_gap& a, const gpu_idle_gap& b) {
+                        return a.ns != b.ns ? a.ns > b.ns : a.start_ns < b.start_ns;
+                      });
+    gaps.resize(top);
+    out.idle_gaps = std::move(gaps);
+    for (auto& [node, total] : by_scope) out.idle_by_scope.push_back(std::move(total));
+    std::sort(out.idle_by_scope.begin(), out.idle_by_scope.end(),
+              [](const gpu_idle_by_scope& a, const gpu_idle_by_scope& b) { return a.ns > b.ns; });
+  }
+
+  // ---- per call: each event to its launching call, then to that call's ancestors ----
+  // Each call (a host interval of the ring) -> the GPU events it launched, its subtree's included.
+  std::map<const host_interval*, std::vector<const gpu_activity_event*>> per_call;
+  const auto latest_started_by = [&](node_id node, std::uint32_t thread, std::int64_t t) -> const host_interval* {
+    const auto it = calls.find({node, thread});
+    if (it == calls.end()) return nullptr;
+    const std::vector<const host_interval*>& list = it->second;
+    auto after = std::upper_bound(list.begin(), list.end(), t,
+                                  [](std::int64_t v, const host_interval* h) { return v < h->start_ns; });
+    if (after == list.begin()) return nullptr;
+    return *(after - 1);
+  };
+  for (const gpu_activity_event* e : gpu) {
+    const host_interval* call = latest_started_by(e->node, e->thread_index, e->start_ns);
+    if (call == nullptr) {
+      ++out.gpu_events_unmatched;
+      continue;
+    }
+    per_call[call].push_back(e);
+    // Ancestors: the call of each enclosing scope on the same thread that contains it.
+    auto it = index.find(e->node);
+    std::size_t guard = 0;
+    while (it != index.end() && in.nodes[it->second].parent != 0 && ++guard < 256) {
+      const node_id parent = in.nodes[it->second].parent;
+      const host_interval* outer = latest_started_by(parent, e->thread_index, call->start_ns);
+      if (outer != nullptr && outer->end_ns >= call->end_ns) per_call[outer].push_back(e);
+      it = index.find(parent);
+    }
+  }
+
+  // ---- per scope ----
+  // Before the oldest event of an overflowed GPU ring, a call's GPU work is unknown.
+  const std::int64_t gpu_known_from =
+      in.gpu_overwritten > 0 && !gpu.empty() ? gpu_first : std::numeric_limits<std::int64_t>::min();
+  double total_gpu_ns = 0;
+  for (const gpu_time_node& n : in.nodes) {
+    if (n.activity == nullptr) continue;
+    double ns = static_cast<double>(n.activity->busy_ns + n.activity->memset.ns);
+    for (const copy_totals& c : n.activity->memcpy) ns += static_cast<double>(c.ns);
+    total_gpu_ns += ns;
+  }
+  stats_options whole;
+  whole.detect_warmup = false;  // a call's GPU time is a population here, not a steady-state estimate
+  std::vector<double> busy_calls, gap_calls;
+  for (const gpu_time_node& n : in.nodes) {
+    scope_gpu_time s;
+    s.id = n.id;
+    s.path = n.path;
+    if (n.activity != nullptr) {
+      s.gpu_ns = static_cast<double>(n.activity->busy_ns + n.activity->memset.ns);
+      for (const copy_totals& c : n.activity->memcpy) s.gpu_ns += static_cast<double>(c.ns);
+      s.kernel_count = n.activity->kernel_count;
+      if (total_gpu_ns > 0) s.share_of_gpu = s.gpu_ns / total_gpu_ns;
+    }
+    busy_calls.clear();
+    gap_calls.clear();
+    double kernels = 0, d2h = 0, max_gap = 0;
+    std::vector<span> own;
+    for (auto it = calls.lower_bound({n.id, 0}); it != calls.end() && it->first.first == n.id; ++it) {
+      for (const host_interval* h : it->second) {
+        if (h->start_ns < gpu_known_from) {
+          ++out.calls_before_gpu_ring;
+          continue;
+        }
+        ++s.calls_seen;
+        own.clear();
+        const auto found = per_call.find(h);
+        if (found != per_call.end()) {
+          for (const gpu_activity_event* e : found->second) {
+            own.emplace_back(e->start_ns, e->end_ns);
+            if (e->kind == activity_kind::kernel) ++kernels;
+            if (e->kind == activity_kind::memcpy && e->copy_kind == memcpy_kind::d2h) ++d2h;
+          }
+        }
+        detail::merge_intervals(own);
+        const double b = detail::union_length(own);
+        busy_calls.push_back(b);
+        double gaps = 0;
+        for (std::size_t i = 1; i < own.size(); ++i) {
+          const double g = static_cast<double>(own[i].first - own[i - 1].second);
+          gaps += g;
+          max_gap = std::max(max_gap, g);
+        }
+        gap_calls.push_back(gaps);
+      }
+    }
+    if (s.calls_seen == 0 && n.activity == nullptr) continue;
+    if (s.calls_seen > 0) {
+      const double c = static_cast<double>(s.calls_seen);
+      s.busy_per_call_ns = summarize(busy_calls, whole);
+      s.gaps_per_call_ns = summarize(gap_calls, whole);
+      s.kernels_per_call = kernels / c;
+      s.d2h_per_call = d2h / c;
+      s.max_gap_ns = max_gap;
+    }
+    out.scopes.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace kscope

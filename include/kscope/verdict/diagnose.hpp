@@ -1,0 +1,541 @@
+// kscope/verdict/diagnose.hpp — what is wrong with a serving loop, from its report alone.
+//
+// diagnose() reads a session_report (plain data: a report made by the session, read back,
+// or built by hand) and returns findings, each with the numbers it rests on, a sentence
+// that names them, and what to try. Nothing is said without evidence: a rule whose inputs
+// are missing or not finite stays silent, and a healthy report gives no finding.
+//
+//   const kscope::session_report r = kscope::session::global().report();
+//   const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+//   std::fputs(kscope::diagnosis_text(found, r).c_str(), stdout);
+//
+// The rules (thresholds: the named constants below; scope roles: diagnose_options' names):
+//   1. GPU idle (gpu_time.busy_share < diagnose_low_busy_share) while a step's GPU work
+//      fills less than that share of its host time. The scope open on the host during
+//      most of the GPU's idle time (gpu_time.idle_by_scope) says why:
+//      - host_sync: that scope copies device to host in every call (≥ 1 D2H copy per
+//        call) or has a sync role: the host blocked there until the GPU drained, then the
+//        GPU waited for the host's next launches;
+//      - cpu_launch_bound: otherwise (host work, or launches slower than the kernels):
+//        the scope, its idle time, the gaps between its own kernels, launches per step.
+//      A synchronize shows through its CUPTI synchronization record (host_sync).
+//   1b. host_sync, whatever the busy share: a scope inside the step that is not a sync
+//      point (diagnose_options::sync_names) blocks the host in every call — ≥ 1
+//      synchronize (CUPTI synchronization records) or D2H copy per call — and the GPU idled
+//      while the host was in it for ≥ diagnose_sync_idle_share of the wall time. The one
+//      sync per step that hands sampled tokens to the host belongs to a sync point and is
+//      not a finding; a synchronize after every layer is.
+//   2. prefill_stall: a step's p99 ≥ diagnose_step_tail_ratio × its p50, a prefill scope
+//      inside the step ran in at most diagnose_prefill_max_step_share of the steps, and
+//      its GPU time per call (the p90 of its calls' GPU busy time when the rings hold at
+//      least min_step_calls of them, else the mean) explains at least
+//      diagnose_prefill_explains of p99 − p50.
+//   3. kv_cache_traffic: the GPU busy ≥ diagnose_busy_share_high, a decode scope (or a
+//      scope inside it) with ≥ diagnose_decode_min_gpu_share of the GPU time is
+//      memory-bound — by its hardware counters when profiled, else by its sampled
+//      metrics, else by its declared-work roofline placement (under the ridge and at
+//      ≥ counters_at_roof_pct of the memory roof).
+//   4. communication: NCCL kernels ≥ diagnose_comm_share of all kernel time.
+#pragma once
+
+#include "../counters/metrics.hpp"
+#include "../pm_sampling/samples.hpp"
+#include "../report/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kscope {
+
+// GPU busy under this share of the wall time (and of a step's host time): the GPU waits.
+inline constexpr double diagnose_low_busy_share = 0.5;
+// A step whose p99 is this many times its p50 has stalls worth explaining.
+inline constexpr double diagnose_step_tail_ratio = 2.0;
+// Prefill in at most this share of the steps: it is what some steps have and others lack.
+inline constexpr double diagnose_prefill_max_step_share = 0.5;
+// Prefill's GPU time per call must cover this share of (step p99 − p50) to be the cause.
+inline constexpr double diagnose_prefill_explains = 0.5;
+// Fewer step calls than this: no tail to speak of.
+inline constexpr std::uint64_t diagnose_min_step_calls = 10;
+// GPU busy at least this share of the wall: the GPU, not the host, sets the pace.
+inline constexpr double diagnose_busy_share_high = 0.8;
+// A decode phase with at least this share of the GPU time matters for throughput.
+inline constexpr double diagnose_decode_min_gpu_share = 0.3;
+// NCCL kernels with at least this share of all kernel time.
+inline constexpr double diagnose_comm_share = 0.3;
+// The GPU idle, while the host sits in a synchronizing scope, for at least this share of
+// the wall time: the synchronizations cost the GPU real time.
+inline constexpr double diagnose_sync_idle_share = 0.05;
+
+enum class diagnosis_kind : std::uint8_t { cpu_launch_bound, host_sync, prefill_stall, kv_cache_traffic, communication };
+
+// "cpu/launch-bound", "host sync in step", "decode stalls behind prefill", "KV-cache
+// traffic", "communication".
+[[nodiscard]] inline const char* to_string(diagnosis_kind k) noexcept {
+  switch (k) {
+    case diagnosis_kind::cpu_launch_bound: return "cpu/launch-bound";
+    case diagnosis_kind::host_sync: return "host sync in step";
+    case diagnosis_kind::prefill_stall: return "decode stalls behind prefill";
+    case diagnosis_kind::kv_cache_traffic: return "KV-cache traffic";
+    case diagnosis_kind::communication: return "communication";
+  }
+  return "unknown";
+}
+
+// One finding: `evidence` holds the numbers (counters/metrics.hpp's evidence: a name such as
+// "gpu_time.busy_share", a value, a unit); `text` names them; `suggestion` says what to try.
+struct diagnosis {
+  diagnosis_kind kind = diagnosis_kind::cpu_launch_bound;
+  std::string title;
+  std::vector<kscope::evidence> evidence;
+  std::string text;
+  std::string suggestion;
+};
+
+// Which scopes play which role: a scope whose name, or whose "phase" tag, equals one of
+// the names. Thresholds default to the constants above.
+//   kscope::diagnose_options o;
+//   o.step_names = {"iteration"};
+struct diagnose_options {
+  std::vector<std::string> step_names{"step"};
+  std::vector<std::string> prefill_names{"prefill"};
+  std::vector<std::string> decode_names{"decode"};
+  std::vector<std::string> sync_names{"d2h", "sampling"};
+  double low_busy_share = diagnose_low_busy_share;
+  double step_tail_ratio = diagnose_step_tail_ratio;
+  double prefill_max_step_share = diagnose_prefill_max_step_share;
+  double prefill_explains = diagnose_prefill_explains;
+  std::uint64_t min_step_calls = diagnose_min_step_calls;
+  double busy_share_high = diagnose_busy_share_high;
+  double decode_min_gpu_share = diagnose_decode_min_gpu_share;
+  double comm_share = diagnose_comm_share;
+  double sync_idle_share = diagnose_sync_idle_share;
+};
+
+namespace detail {
+
+inline bool plays_role(const scope_report& s, const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    if (s.name == n) return true;
+    for (const tag_count& t : s.tags)
+      if (t.key == "phase" && t.value == n) return true;
+  }
+  return false;
+}
+
+// Index one past the subtree of scopes[i] (depth-first order).
+inline std::size_t subtree_end(const std::vector<scope_report>& scopes, std::size_t i) {
+  std::size_t j = i + 1;
+  while (j < scopes.size() && scopes[j].depth > scopes[i].depth) ++j;
+  return j;
+}
+
+// Own GPU time (busy + copies) of the subtree at i, from the CUPTI aggregates.
+inline double subtree_gpu_ns(const std::vector<scope_report>& scopes, std::size_t i) {
+  double sum = 0;
+  for (std::size_t j = i; j < subtree_end(scopes, i); ++j) sum += own_gpu_ns(scopes[j]);
+  return sum;
+}
+
+inline double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+
+// The step scope with the most calls; npos when none.
+inline std::size_t find_role(const std::vector<scope_report>& scopes, const std::vector<std::string>& names) {
+  std::size_t best = std::string::npos;
+  for (std::size_t i = 0; i < scopes.size(); ++i)
+    if (plays_role(scopes[i], names) && (best == std::string::npos || scopes[i].calls > scopes[best].calls)) best = i;
+  return best;
+}
+
+inline std::string pct(double share) { return share_text(share); }
+
+// Whether a scope is memory-bound: by its counters' verdict, else its sampled metrics',
+// else its declared-work roofline placement (the first that decides; `source` says which).
+// False when the deciding verdict is another one, or when none decides.
+// `facts` receives the deciding verdict's numbers (counters or sampled metrics).
+inline bool memory_bound(const session_report& r, const scope_report& s, std::string& source, double& fraction,
+                         std::vector<evidence>& facts) {
+  fraction = std::numeric_limits<double>::quiet_NaN();
+  facts.clear();
+  if (s.counters && s.counters->classified.verdict.kind != bottleneck::undetermined) {
+    source = "hardware counters";
+    facts = s.counters->classified.verdict.facts;
+    return s.counters->classified.verdict.kind == bottleneck::memory;
+  }
+  if (r.sampled_metrics) {
+    if (const node_sampled_metrics* n = r.sampled_metrics->data.find(static_cast<sampled_node>(s.id))) {
+      const finding f = classify_sampled(*n, r.sampled_metrics->data.metrics);
+      if (f.kind != bottleneck::undetermined) {
+        source = "sampled metrics";
+        facts = f.facts;
+        return f.kind == bottleneck::memory;
+      }
+    }
+  }
+  if (s.roofline && !placement_impossible(s)) {
+    // Under the ridge is not yet "memory traffic sets the pace": the achieved bandwidth
+    // must be at the roof by the same measure as counters and samples (counters_at_roof_pct).
+    // The healthy serving loop's decode sat under the ridge at 54 % of the roof on an H200.
+    source = "declared-work roofline";
+    fraction = s.roofline->fraction_of_roof;
+    return s.roofline->limiter == bound::memory && std::isfinite(fraction) &&
+           fraction * 100 >= counters_at_roof_pct;
+  }
+  return false;
+}
+
+}  // namespace detail
+
+// The findings for `r` (see the rules at the top), in rule order. Empty for a healthy report, an empty one, or one
+// without the data a rule needs (no CUPTI: rules 1, 3 and 4 need its timeline).
+[[nodiscard]] inline std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o = {}) {
+  using detail::pct;
+  std::vector<diagnosis> out;
+  const std::vector<scope_report>& scopes = r.scopes;
+  const std::size_t step = detail::find_role(scopes, o.step_names);
+  const gpu_time_report* t = r.gpu_time ? &*r.gpu_time : nullptr;
+
+  // ---- 1. the GPU waits: launch/CPU-bound or a host sync ----
+  if (t != nullptr && std::isfinite(t->busy_share) && t->busy_share < o.low_busy_share && t->wall_ns > 0) {
+    // The step's own GPU share, when there is a step: its busy per call over its host time.
+    double step_busy = std::numeric_limits<double>::quiet_NaN(), step_host = std::numeric_limits<double>::quiet_NaN();
+    double kernels_per_step = std::numeric_limits<double>::quiet_NaN();
+    const scope_gpu_time* step_gpu = step != std::string::npos ? t->find(scopes[step].id) : nullptr;
+    if (step != std::string::npos) {
+      step_host = scopes[step].host_ns.median;
+      if (step_gpu != nullptr && step_gpu->calls_seen > 0) {
+        step_busy = step_gpu->busy_per_call_ns.median;
+        kernels_per_step = step_gpu->kernels_per_call;
+      }
+    }
+    const bool step_waits = step == std::string::npos ||
+                            (std::isfinite(step_busy) && std::isfinite(step_host) && step_host > 0 &&
+                             step_busy < o.low_busy_share * step_host);
+    double idle_total = 0;
+    for (const gpu_idle_by_scope& g : t->idle_by_scope) idle_total += g.ns;
+    const gpu_idle_by_scope* top = t->idle_by_scope.empty() ? nullptr : &t->idle_by_scope.front();
+    if (step_waits && top != nullptr && top->ns > 0 && std::isfinite(idle_total)) {
+      const std::string waits_in = top->path.empty() ? std::string("(no scope)") : top->path;
+      const scope_report* waiting = top->path.empty() ? nullptr : r.find(top->path);
+      const scope_gpu_time* wg = waiting ? t->find(waiting->id) : nullptr;
+      const double waiting_d2h = wg != nullptr && wg->calls_seen > 0 ? detail::finite_or(wg->d2h_per_call, 0) : 0;
+      // The host blocks in the scope where the GPU idles: it copies device to host in
+      // every call (the copy, or the synchronize before it, waits for the GPU to drain),
+      // or it is a scope the user marked as a sync point.
+      const double waiting_syncs = waiting != nullptr && waiting->gpu_activity && waiting->calls > 0
+                                       ? static_cast<double>(waiting->gpu_activity->host_sync.count) /
+                                             static_cast<double>(waiting->calls)
+                                       : 0;
+      const bool syncs = waiting_d2h >= 1 || waiting_syncs >= 1 ||
+                         (waiting != nullptr && detail::plays_role(*waiting, o.sync_names));
+      const bool gaps_between_own_kernels = wg != nullptr && wg->calls_seen > 0 && wg->kernels_per_call >= 2 &&
+                                            wg->gaps_per_call_ns.median >= wg->busy_per_call_ns.median;
+      diagnosis d;
+      d.evidence.push_back({"gpu_time.busy_share", t->busy_share, "share"});
+      d.evidence.push_back({"gpu_time.wall_ns", t->wall_ns, "ns"});
+      d.evidence.push_back({"idle.top_scope_ns", top->ns, "ns"});
+      if (idle_total > 0) d.evidence.push_back({"idle.top_scope_share", top->ns / idle_total, "share"});
+      if (std::isfinite(step_host)) d.evidence.push_back({"step.host_median_ns", step_host, "ns"});
+      if (std::isfinite(step_busy)) d.evidence.push_back({"step.gpu_busy_median_ns", step_busy, "ns"});
+      if (std::isfinite(kernels_per_step)) d.evidence.push_back({"step.kernels_per_call", kernels_per_step, "kernels"});
+      std::string gaps_text;
+      for (std::size_t i = 0; i < t->idle_gaps.size() && i < 3; ++i)
+        gaps_text += (i ? ", " : "") + format_duration_ns(static_cast<double>(t->idle_gaps[i].ns)) + " in " +
+                     (t->idle_gaps[i].open_path.empty() ? std::string("(no scope)") : t->idle_gaps[i].open_path);
+      std::string base = "GPU busy " + pct(t->busy_share) + " of " + format_duration_ns(t->wall_ns);
+      if (std::isfinite(step_busy) && std::isfinite(step_host))
+        base += "; step '" + scopes[step].path + "': GPU busy " + format_duration_ns(step_busy) + " of " +
+                format_duration_ns(step_host) + " per call (medians)";
+      base += "; the GPU idled " + format_duration_ns(top->ns) + " (" + pct(top->ns / idle_total) +
+              " of its idle time, " + std::to_string(top->gaps) + (top->gaps == 1 ? " gap" : " gaps") +
+              ") while the host was in '" + waits_in + "'";
+      if (!gaps_text.empty()) base += "; longest idle gaps: " + gaps_text;
+      if (syncs) {
+        d.kind = diagnosis_kind::host_sync;
+        d.title = "the host blocks on the GPU inside the step, then the GPU waits for the host";
+        d.evidence.push_back({"waiting_scope.d2h_copies_per_call", waiting_d2h, "copies"});
+        d.evidence.push_back({"waiting_scope.host_syncs_per_call", waiting_syncs, "calls"});
+        d.text = base + "; '" + waits_in + "' " +
+                 (waiting_d2h >= 1 ? "copies device to host " + detail::format_general(waiting_d2h, 3) +
+                                         " times per call"
+                  : waiting_syncs >= 1 ? "synchronizes " + detail::format_general(waiting_syncs, 3) +
+                                             " times per call"
+                                       : std::string("is a sync point (diagnose_options::sync_names)")) +
+                 ": the host waits there for the GPU to drain, and the GPU then waits for the host's next launches";
+        d.suggestion = "take the synchronization out of the step: copy asynchronously into pinned memory "
+                       "(cudaMemcpyAsync, an event to wait on only when the data is needed), drop debugging "
+                       "synchronizes, overlap the copy with the next step's launches";
+      } else {
+        d.kind = diagnosis_kind::cpu_launch_bound;
+        d.title = "the GPU waits for the CPU: launch/CPU-bound";
+        std::string where;
+        if (gaps_between_own_kernels)
+          where = "; in '" + waits_in + "' the GPU waits between its own " +
+                  detail::format_general(wg->kernels_per_call, 3) + " kernels per call (gaps " +
+                  format_duration_ns(wg->gaps_per_call_ns.median) + ", busy " +
+                  format_duration_ns(wg->busy_per_call_ns.median) + " per call)";
+        d.text = base + where +
+                 (std::isfinite(kernels_per_step) && kernels_per_step > 0
+                      ? "; " + detail::format_general(kernels_per_step, 3) + " kernel launches per step"
+                      : std::string());
+        d.suggestion = "launch less from the CPU and keep host work off the critical path: capture the step in a "
+                       "CUDA graph, fuse small kernels, batch more requests per step, move host work (scheduling, "
+                       "detokenizing) to another thread or overlap it with the GPU";
+      }
+      out.push_back(std::move(d));
+    }
+  }
+
+  // ---- 1b. the host blocks inside the step (whatever the busy share) ----
+  if (t != nullptr && t->wall_ns > 0 &&
+      std::none_of(out.begin(), out.end(), [](const diagnosis& d) { return d.kind == diagnosis_kind::host_sync; })) {
+    const std::size_t first = step != std::string::npos ? step + 1 : 0;
+    const std::size_t last = step != std::string::npos ? detail::subtree_end(scopes, step) : scopes.size();
+    const scope_report* worst = nullptr;
+    double worst_idle = 0, worst_syncs = 0, worst_d2h = 0, worst_wait = 0;
+    std::uint64_t worst_gaps = 0;
+    for (std::size_t j = first; j < last; ++j) {
+      const scope_report& s = scopes[j];
+      if (s.calls == 0 || detail::plays_role(s, o.sync_names)) continue;
+      const double calls = static_cast<double>(s.calls);
+      const double syncs = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.count) / calls : 0;
+      const double wait = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.ns) / calls : 0;
+      const scope_gpu_time* g = t->find(s.id);
+      const double d2h = g != nullptr && g->calls_seen > 0 ? detail::finite_or(g->d2h_per_call, 0) : 0;
+      if (syncs < 1 && d2h < 1) continue;
+      double idle = 0;
+      std::uint64_t gaps = 0;
+      for (const gpu_idle_by_scope& b : t->idle_by_scope)
+        if (b.scope == s.id || (b.scope == 0 && !b.path.empty() && b.path == s.path)) {
+          idle += b.ns;
+          gaps += b.gaps;
+        }
+      if (!(idle >= o.sync_idle_share * t->wall_ns) || idle <= worst_idle) continue;
+      worst = &s;
+      worst_idle = idle;
+      worst_syncs = syncs;
+      worst_d2h = d2h;
+      worst_wait = wait;
+      worst_gaps = gaps;
+    }
+    if (worst != nullptr) {
+      diagnosis d;
+      d.kind = diagnosis_kind::host_sync;
+      d.title = "the host blocks on the GPU inside the step, then the GPU waits for the host";
+      d.evidence = {{"gpu_time.wall_ns", t->wall_ns, "ns"},
+                    {"scope.host_syncs_per_call", worst_syncs, "calls"},
+                    {"scope.host_sync_wait_per_call_ns", worst_wait, "ns"},
+                    {"scope.d2h_copies_per_call", worst_d2h, "copies"},
+                    {"scope.gpu_idle_ns", worst_idle, "ns"},
+                    {"scope.gpu_idle_share_of_wall", worst_idle / t->wall_ns, "share"}};
+      if (std::isfinite(t->busy_share)) d.evidence.push_back({"gpu_time.busy_share", t->busy_share, "share"});
+      std::string what;
+      if (worst_syncs >= 1) {
+        const host_sync_totals& h = worst->gpu_activity->host_sync;
+        what = detail::format_general(worst_syncs, 3) + " synchronizes per call (" + std::to_string(h.context) +
+               " device/context, " + std::to_string(h.stream) + " stream, " + std::to_string(h.event) +
+               " event in all), the host waiting " + format_duration_ns(worst_wait) + " per call";
+      }
+      if (worst_d2h >= 1)
+        what += (what.empty() ? "" : ", and ") + detail::format_general(worst_d2h, 3) + " device-to-host copies per call";
+      d.text = "'" + worst->path + "' blocks the host in every call: " + what + "; the GPU idled " +
+               format_duration_ns(worst_idle) + " (" + pct(worst_idle / t->wall_ns) + " of " +
+               format_duration_ns(t->wall_ns) + ", " + std::to_string(worst_gaps) +
+               (worst_gaps == 1 ? " gap" : " gaps") + ") while the host was in it" +
+               (std::isfinite(t->busy_share) ? "; GPU busy " + pct(t->busy_share) + " overall" : std::string());
+      d.suggestion = "take the synchronization out of the step: drop debugging synchronizes, wait on an event only "
+                     "where the data is needed, copy asynchronously into pinned memory (cudaMemcpyAsync) and "
+                     "overlap the copy with the next step's launches";
+      out.push_back(std::move(d));
+    }
+  }
+
+  // ---- 2. decode stalls behind prefill ----
+  if (step != std::string::npos) {
+    const scope_report& s = scopes[step];
+    const double p50 = s.host_ns.median, p99 = s.host_ns.p99;
+    if (s.calls >= o.min_step_calls && std::isfinite(p50) && std::isfinite(p99) && p50 > 0 &&
+        p99 >= o.step_tail_ratio * p50) {
+      for (std::size_t j = step + 1; j < detail::subtree_end(scopes, step); ++j) {
+        const scope_report& p = scopes[j];
+        if (!detail::plays_role(p, o.prefill_names) || p.calls == 0) continue;
+        const double share = static_cast<double>(p.calls) / static_cast<double>(s.calls);
+        double per_call = std::numeric_limits<double>::quiet_NaN();
+        const double gpu = detail::subtree_gpu_ns(scopes, j);
+        if (gpu > 0) per_call = gpu / static_cast<double>(p.calls);
+        else if (p.gpu_calls > 0) per_call = p.gpu_ns.median;
+        // The step tail comes from the longest prefills, not the average one: with enough
+        // calls in the rings, the p90 of the prefill calls' GPU busy time is the measure.
+        std::string basis = "mean";
+        std::uint64_t basis_calls = p.calls;
+        if (t != nullptr)
+          if (const scope_gpu_time* pg = t->find(p.id);
+              pg != nullptr && pg->calls_seen >= o.min_step_calls && std::isfinite(pg->busy_per_call_ns.p90) &&
+              (!std::isfinite(per_call) || pg->busy_per_call_ns.p90 > per_call)) {
+            per_call = pg->busy_per_call_ns.p90;
+            basis = "p90";
+            basis_calls = pg->calls_seen;
+          }
+        if (!(share <= o.prefill_max_step_share) || !std::isfinite(per_call) ||
+            per_call < o.prefill_explains * (p99 - p50))
+          continue;
+        diagnosis d;
+        d.kind = diagnosis_kind::prefill_stall;
+        d.title = "decode steps stall behind long prefills";
+        d.evidence = {{"step.p50_ns", p50, "ns"},
+                      {"step.p99_ns", p99, "ns"},
+                      {"prefill.steps_share", share, "share"},
+                      {basis == "p90" ? "prefill.gpu_busy_per_call_p90_ns" : "prefill.gpu_ns_per_call", per_call, "ns"}};
+        d.text = "step '" + s.path + "': p99 " + format_duration_ns(p99) + " is " +
+                 detail::format_general(p99 / p50, 3) + "x its p50 " + format_duration_ns(p50) + "; '" + p.path +
+                 "' ran in " + pct(share) + " of the steps (" + std::to_string(p.calls) + " of " +
+                 std::to_string(s.calls) + ") with " + format_duration_ns(per_call) + " of GPU time per call (" +
+                 (basis == "p90" ? "p90 of " + std::to_string(basis_calls) + " calls" : std::string("mean")) +
+                 "), enough to explain the tail: decode waits while a whole prompt is prefilled";
+        d.suggestion = "cap the tokens per step (a token budget) and split long prompts into chunks (chunked "
+                       "prefill) so every step's prefill share is small";
+        out.push_back(std::move(d));
+        break;
+      }
+    }
+  }
+
+  // ---- 3. KV-cache traffic in decode ----
+  if (t != nullptr && std::isfinite(t->busy_share) && t->busy_share >= o.busy_share_high) {
+    double total = 0;
+    for (const scope_report& s : scopes) total += detail::own_gpu_ns(s);
+    const std::size_t dec = detail::find_role(scopes, o.decode_names);
+    if (dec != std::string::npos && total > 0) {
+      const double share = detail::subtree_gpu_ns(scopes, dec) / total;
+      std::string source;
+      double fraction = std::numeric_limits<double>::quiet_NaN();
+      std::vector<evidence> facts;
+      const scope_report* bound_scope = nullptr;
+      if (share >= o.decode_min_gpu_share) {
+        for (std::size_t j = dec; j < detail::subtree_end(scopes, dec) && bound_scope == nullptr; ++j) {
+          std::string src;
+          double f = std::numeric_limits<double>::quiet_NaN();
+          std::vector<evidence> found_facts;
+          if (detail::memory_bound(r, scopes[j], src, f, found_facts)) {
+            bound_scope = &scopes[j];
+            source = src;
+            fraction = f;
+            facts = std::move(found_facts);
+          }
+        }
+      }
+      if (bound_scope != nullptr) {
+        diagnosis d;
+        d.kind = diagnosis_kind::kv_cache_traffic;
+        d.title = "decode is memory-bound: KV-cache traffic sets the pace";
+        d.evidence = {{"gpu_time.busy_share", t->busy_share, "share"}, {"decode.share_of_gpu", share, "share"}};
+        if (std::isfinite(fraction)) d.evidence.push_back({"roofline.fraction_of_roof", fraction, "share"});
+        std::string numbers;
+        for (const evidence& e : facts) {
+          d.evidence.push_back(e);
+          if (e.unit == "%" && std::isfinite(e.value))
+            numbers += ", " + e.metric + " = " + detail::format_general(e.value, 3) + " %";
+          else if (e.unit == "samples" && std::isfinite(e.value))
+            numbers += ", " + detail::format_general(e.value, 6) + " samples";
+        }
+        d.text = "GPU busy " + pct(t->busy_share) + " of the wall time; '" + scopes[dec].path + "' takes " +
+                 pct(share) + " of the GPU time and '" + bound_scope->path + "' is memory-bound (" + source +
+                 numbers + (std::isfinite(fraction) ? ", " + pct(fraction) + " of the roof" : std::string()) +
+                 "): each decode step reads the KV cache from DRAM";
+        d.suggestion = "move fewer KV bytes per token: grouped-query attention, a quantized KV cache (fp8/int8), "
+                       "shorter context or a sliding window, larger decode batches to reuse weights";
+        out.push_back(std::move(d));
+      }
+    }
+  }
+
+  // ---- 4. communication ----
+  {
+    double kernel_ns = 0, comm_ns = 0;
+    const scope_report* top = nullptr;
+    for (const scope_report& s : scopes) {
+      if (!s.gpu_activity) continue;
+      kernel_ns += static_cast<double>(s.gpu_activity->kernel_ns);
+      comm_ns += static_cast<double>(s.gpu_activity->comm_ns);
+      if (s.gpu_activity->comm_ns > 0 && (top == nullptr || s.gpu_activity->comm_ns > top->gpu_activity->comm_ns))
+        top = &s;
+    }
+    if (kernel_ns > 0 && top != nullptr && comm_ns / kernel_ns >= o.comm_share) {
+      const node_gpu_activity& a = *top->gpu_activity;
+      const double overlap = a.comm_busy_ns > 0
+                                 ? static_cast<double>(a.comm_busy_ns + a.compute_busy_ns - a.busy_ns) /
+                                       static_cast<double>(a.comm_busy_ns)
+                                 : std::numeric_limits<double>::quiet_NaN();
+      diagnosis d;
+      d.kind = diagnosis_kind::communication;
+      d.title = "communication takes a large share of the GPU time";
+      d.evidence = {{"comm_share_of_kernel_time", comm_ns / kernel_ns, "share"},
+                    {"comm_ns", comm_ns, "ns"},
+                    {"top_scope.comm_ns", static_cast<double>(a.comm_ns), "ns"}};
+      if (std::isfinite(overlap)) d.evidence.push_back({"top_scope.comm_overlap_share", overlap, "share"});
+      d.text = "NCCL kernels are " + pct(comm_ns / kernel_ns) + " of all kernel time (" + format_duration_ns(comm_ns) +
+               "); most in '" + top->path + "' (" + format_duration_ns(static_cast<double>(a.comm_ns)) + ")" +
+               (std::isfinite(overlap) ? ", " + pct(overlap) + " of it overlapped with compute" : std::string());
+      d.suggestion = "overlap collectives with compute (separate streams, bucketed all-reduce), send fewer or "
+                     "larger messages, check the parallel layout (tensor vs pipeline parallel) and the links";
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+// The findings as text: one paragraph each (title, text, what to try); with none, "no
+// problem found" and the numbers that say so, or why nothing could be checked.
+[[nodiscard]] inline std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r) {
+  std::string out = "\nDiagnosis\n";
+  if (found.empty()) {
+    if (r.gpu_time && std::isfinite(r.gpu_time->busy_share)) {
+      out += detail::wrap("no problem found: GPU busy " + detail::share_text(r.gpu_time->busy_share) + " of " +
+                              format_duration_ns(r.gpu_time->wall_ns) +
+                              "; no step tail explained by prefill, no memory-bound decode, no dominant communication",
+                          98);
+    } else if (r.scopes.empty()) {
+      out += "nothing to diagnose: no scopes recorded\n";
+    } else {
+      out += detail::wrap("no problem found from the host times; without a GPU timeline (CUPTI: KSCOPE_CUPTI=1 or "
+                          "session::enable_cupti()) the launch, sync, KV-cache and communication checks cannot run",
+                          98);
+    }
+    return detail::printable_text(out);
+  }
+  for (const diagnosis& d : found) {
+    out += detail::wrap(std::string("[") + to_string(d.kind) + "] " + d.title, 98);
+    out += detail::wrap("  " + d.text, 98);
+    out += detail::wrap("  try: " + d.suggestion, 98);
+  }
+  return detail::printable_text(out);
+}
+
+// The findings as JSON: {"schema": "kscope.diagnosis/1", "findings": [{"kind", "title",
+// "text", "suggestion", "evidence": [{"metric", "value", "unit"}]}]} (docs/report_schema.md).
+[[nodiscard]] inline std::string diagnosis_json(const std::vector<diagnosis>& found) {
+  std::string out;
+  detail::json_writer w(out);
+  w.begin_object();
+  w.member("schema", "kscope.diagnosis/1");
+  w.key("findings").begin_array();
+  for (const diagnosis& d : found) {
+    w.begin_object();
+    w.member("kind", to_string(d.kind)).member("title", d.title).member("text", d.text);
+    w.member("suggestion", d.suggestion);
+    w.key("evidence").begin_array();
+    for (const evidence& e : d.evidence) w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return out;
+}
+
+}  // namespace kscope

@@ -1,0 +1,76 @@
+// kscope/warp_stalls/detail/pc_sampling_api.hpp — CUPTI's PC sampling entry points
+// (cupti_pcsampling.h), resolved with dlsym from the libcupti that load_cupti() opened for
+// the counters (one copy of CUPTI per process; kscope never links it).
+//
+// Compiled in only where the toolkit has cupti_pcsampling.h and the range profiler headers
+// (KSCOPE_HAS_RANGE_PROFILER: CUDA 12.6 and later), because the warp-stall pass shares the
+// counters' library state, their error mapping and their one-pass-at-a-time lock;
+// elsewhere KSCOPE_HAS_PC_SAMPLING is 0 and warp_stalls/collect.hpp reports "disabled". At
+// run time a libcupti without the entry points is named by resolve_pc_sampling_symbols().
+// The two utility entry points of the same header that give PCs their source lines,
+// cuptiGetCubinCrc and cuptiGetSassToSourceCorrelation, are resolved by cubin_store.hpp:
+// the activity collector needs the first one too, in toolkits without the range profiler.
+#pragma once
+
+#include "../../cupti/detail/profiler_api.hpp"
+
+#if KSCOPE_HAS_RANGE_PROFILER && defined(__has_include)
+#  if __has_include(<cupti_pcsampling.h>)
+#    define KSCOPE_HAS_PC_SAMPLING 1
+#  endif
+#endif
+#ifndef KSCOPE_HAS_PC_SAMPLING
+#  define KSCOPE_HAS_PC_SAMPLING 0
+#endif
+
+#if KSCOPE_HAS_PC_SAMPLING
+
+#include <cupti_pcsampling.h>
+
+#include <string>
+
+namespace kscope {
+namespace detail {
+
+struct pc_sampling_api {
+  decltype(&::cuptiPCSamplingEnable) enable = nullptr;
+  decltype(&::cuptiPCSamplingDisable) disable = nullptr;
+  decltype(&::cuptiPCSamplingSetConfigurationAttribute) set_configuration = nullptr;
+  decltype(&::cuptiPCSamplingGetConfigurationAttribute) get_configuration = nullptr;
+  decltype(&::cuptiPCSamplingGetData) get_data = nullptr;
+  decltype(&::cuptiPCSamplingGetNumStallReasons) get_num_stall_reasons = nullptr;
+  decltype(&::cuptiPCSamplingGetStallReasons) get_stall_reasons = nullptr;
+
+  [[nodiscard]] bool resolved() const noexcept { return enable != nullptr; }
+};
+
+// Resolves every entry point; returns the first one missing, or "" (then `out` is complete).
+inline std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_api& out) {
+  pc_sampling_api api;
+  struct required {
+    const char* name;
+    bool ok;
+  };
+  const required list[] = {
+      {"cuptiPCSamplingEnable", resolve_symbol(handle, "cuptiPCSamplingEnable", api.enable)},
+      {"cuptiPCSamplingDisable", resolve_symbol(handle, "cuptiPCSamplingDisable", api.disable)},
+      {"cuptiPCSamplingSetConfigurationAttribute",
+       resolve_symbol(handle, "cuptiPCSamplingSetConfigurationAttribute", api.set_configuration)},
+      {"cuptiPCSamplingGetConfigurationAttribute",
+       resolve_symbol(handle, "cuptiPCSamplingGetConfigurationAttribute", api.get_configuration)},
+      {"cuptiPCSamplingGetData", resolve_symbol(handle, "cuptiPCSamplingGetData", api.get_data)},
+      {"cuptiPCSamplingGetNumStallReasons",
+       resolve_symbol(handle, "cuptiPCSamplingGetNumStallReasons", api.get_num_stall_reasons)},
+      {"cuptiPCSamplingGetStallReasons",
+       resolve_symbol(handle, "cuptiPCSamplingGetStallReasons", api.get_stall_reasons)},
+  };
+  for (const required& r : list)
+    if (!r.ok) return r.name;
+  out = api;
+  return "";
+}
+
+}  // namespace detail
+}  // namespace kscope
+
+#endif  // KSCOPE_HAS_PC_SAMPLING
