@@ -9,6 +9,11 @@
 # the first. Targets (exit status 1 when one is missed):
 #   one KSCOPE_SCOPE                  <= 2.5 x the baseline
 #   one KSCOPE_SCOPE, KSCOPE_DISABLE  <= 1.5 x the baseline
+# Then the same at g++ -O2 -c (object code, what a build pays), where the compiled mode
+# (KSCOPE_SEPARATE_COMPILATION, kscope/core/config.hpp) is measured too, with one more file:
+# kscope/kscope.hpp included and `session::global().report().text()` called. Targets:
+#   -O2, compiled mode: one KSCOPE_SCOPE               <= 2.5 x the -O2 baseline
+#   -O2, compiled mode: report().text() file           <= 3 s
 # It also checks what scope.hpp pulls in (g++ -M): never the session, statistics,
 # roofline, device, CUPTI, report or bench headers; under KSCOPE_DISABLE not even the
 # CUDA runtime, NVTX or the recorder.
@@ -30,7 +35,7 @@ while [[ $# -gt 0 ]]; do
     --cxx) cxx=$2; shift 2 ;;
     --cuda-include) cuda_include=$2; shift 2 ;;
     --nvcc) with_nvcc=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +71,17 @@ scope_line='KSCOPE_SCOPE("work_item");'
 write_source "$work/baseline.cpp" "" ""
 write_source "$work/scope.cpp" kscope/scope/scope.hpp "$scope_line"
 write_source "$work/umbrella.cpp" kscope/kscope.hpp "$scope_line"
+cat > "$work/report_text.cpp" <<'CODE'
+#include <kscope/kscope.hpp>
+
+#include <cstdio>
+#include <string>
+
+int main() {
+  const std::string text = kscope::session::global().report().text();
+  std::fputs(text.c_str(), stdout);
+}
+CODE
 
 # Best of $runs user+sys seconds of one command (bash's `time` counts the children's CPU).
 best_cpu_s() {
@@ -79,6 +95,7 @@ best_cpu_s() {
 }
 
 compile() { "$cxx" -std=c++17 -fsyntax-only "${includes[@]}" "$@"; }
+compile_o2() { "$cxx" -std=c++17 -O2 -c -o "$work/out.o" "${includes[@]}" "$@"; }
 
 # What scope.hpp includes, as the compiler sees it (paths normalized: the headers include
 # each other as "../session/session.hpp").
@@ -105,6 +122,11 @@ base=$(best_cpu_s compile "$work/baseline.cpp")
 scope=$(best_cpu_s compile "$work/scope.cpp")
 disabled=$(best_cpu_s compile -DKSCOPE_DISABLE "$work/scope.cpp")
 umbrella=$(best_cpu_s compile "$work/umbrella.cpp")
+o2_base=$(best_cpu_s compile_o2 "$work/baseline.cpp")
+o2_scope=$(best_cpu_s compile_o2 "$work/scope.cpp")
+o2_scope_compiled=$(best_cpu_s compile_o2 -DKSCOPE_SEPARATE_COMPILATION "$work/scope.cpp")
+o2_report=$(best_cpu_s compile_o2 "$work/report_text.cpp")
+o2_report_compiled=$(best_cpu_s compile_o2 -DKSCOPE_SEPARATE_COMPILATION "$work/report_text.cpp")
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -126,6 +148,13 @@ row "<vector> <string> <map> (baseline)" "$base" "$base" ""
 row "+ scope.hpp, one KSCOPE_SCOPE" "$scope" "$base" "2.5"
 row "+ scope.hpp, one KSCOPE_SCOPE, KSCOPE_DISABLE" "$disabled" "$base" "1.5"
 row "+ kscope.hpp (umbrella), one KSCOPE_SCOPE" "$umbrella" "$base" ""
+echo "$cxx -std=c++17 -O2 -c, best of $runs, CPU seconds (user+sys)"
+row "-O2: <vector> <string> <map> (baseline)" "$o2_base" "$o2_base" ""
+row "-O2: + scope.hpp, one KSCOPE_SCOPE" "$o2_scope" "$o2_base" ""
+row "-O2: the same, compiled mode" "$o2_scope_compiled" "$o2_base" "2.5"
+row "-O2: kscope.hpp + report().text()" "$o2_report" "$o2_base" ""
+# An absolute target: the ratio column is against one second.
+row "-O2: the same, compiled mode (s)" "$o2_report_compiled" "1" "3"
 
 if [[ "$with_nvcc" == 1 ]]; then
   nvcc_bin=$(command -v nvcc || echo "${cuda_include%/include}/bin/nvcc")

@@ -35,6 +35,7 @@
 // memory_bytes()).
 #pragma once
 
+#include "../core/config.hpp"
 #include "results.hpp"
 #include "communication.hpp"
 #include "correlation.hpp"
@@ -92,13 +93,7 @@ class kernel_interval_sink {
 
 class gpu_attribution {
  public:
-  explicit gpu_attribution(attribution_options options = {})
-      : options_(sanitize(options)),
-        table_(options_.correlation_capacity),
-        graph_nodes_(options_.graph_node_capacity),
-        kernels_(options_.max_kernel_names, options_.median_samples) {
-    recent_.reserve(options_.recent_capacity);
-  }
+  explicit gpu_attribution(attribution_options options = {});
 
   gpu_attribution(const gpu_attribution&) = delete;
   gpu_attribution& operator=(const gpu_attribution&) = delete;
@@ -112,158 +107,39 @@ class gpu_attribution {
   void set_interval_sink(kernel_interval_sink* sink) noexcept { interval_sink_ = sink; }
 
   // Dispatches on r.kind.
-  void add(const activity_record& r) {
-    switch (r.kind) {
-      case activity_kind::kernel: add_kernel(r.kernel); break;
-      case activity_kind::memcpy: add_memcpy(r.memcpy); break;
-      case activity_kind::memset: add_memset(r.memset); break;
-      case activity_kind::synchronization: add_sync(r.sync); break;
-      case activity_kind::graph: add_graph(r.graph); break;
-      default:
-        ++counters_.records_seen;
-        ++counters_.ignored_records;
-        break;
-    }
-  }
+  void add(const activity_record& r);
 
-  void add_kernel(const kernel_record& k) {
-    ++counters_.records_seen;
-    if (!valid_times(k.start_ns, k.end_ns)) return;
-    ++counters_.kernel_records;
-    const launch_origin origin = origin_of(k.correlation_id, 0);
-    if (profiled(origin)) return;
-    apply_kernel(k, origin);
-  }
+  void add_kernel(const kernel_record& k);
 
-  void add_memcpy(const memcpy_record& m) {
-    ++counters_.records_seen;
-    if (!valid_times(m.start_ns, m.end_ns)) return;
-    ++counters_.memcpy_records;
-    const launch_origin origin = origin_of(m.correlation_id, m.runtime_correlation_id);
-    if (profiled(origin)) return;
-    apply_transfer(m, activity_kind::memcpy, m.kind, m.bytes, origin);
-  }
+  void add_memcpy(const memcpy_record& m);
 
-  void add_memset(const memset_record& s) {
-    ++counters_.records_seen;
-    if (!valid_times(s.start_ns, s.end_ns)) return;
-    ++counters_.memset_records;
-    const launch_origin origin = origin_of(s.correlation_id, 0);
-    if (profiled(origin)) return;
-    apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin);
-  }
+  void add_memset(const memset_record& s);
 
   // A synchronization: the host waited. Counted in its node's host_sync, never in the
   // node's GPU span, busy, idle or the GPU timeline (it is host time). A stream waiting
   // on an event is not a host wait: counted in sync_records only.
-  void add_sync(const sync_record& y) {
-    ++counters_.records_seen;
-    if (!valid_times(y.start_ns, y.end_ns)) return;
-    ++counters_.sync_records;
-    if (!host_blocks(y.kind)) return;
-    launch_origin origin = origin_of(y.correlation_id, 0);
-    if (profiled(origin)) return;
-    host_sync_totals& h = node_for(origin).totals.host_sync;
-    h.count += 1;
-    h.ns += y.end_ns - y.start_ns;
-    switch (y.kind) {
-      case sync_kind::stream: ++h.stream; break;
-      case sync_kind::event: ++h.event; break;
-      case sync_kind::context: ++h.context; break;
-      default: break;
-    }
-  }
+  void add_sync(const sync_record& y);
 
   // A CUDA-graph replay traced as one record (graph-level trace): attributed like a launch
   // (its correlation id is the graph launch's), its span counted in its node and graph;
   // the node's kernel figures for it are scaled from the node-level replays of the same
   // graph at report time (report(): node_gpu_activity::scaled_*).
-  void add_graph(const graph_record& g) {
-    ++counters_.records_seen;
-    if (!valid_times(g.start_ns, g.end_ns)) return;
-    ++counters_.graph_launch_records;
-    launch_origin origin = origin_of(g.correlation_id, 0);
-    if (profiled(origin)) return;
-    node_accumulator& acc = account(g, origin);
-    if (interval_sink_ != nullptr) interval_sink_->add_interval({g.start_ns, g.end_ns, origin.node, g.device});
-    const std::int64_t span = g.end_ns - g.start_ns;
-    if (graph_accumulator* ga = acc.graph_for(g.graph_id, counters_.graphs_over_cap)) {
-      ga->untraced += 1;
-      ga->untraced_span_ns += span;
-    } else {
-      acc.unsampled_replays += 1;
-      acc.unsampled_span_ns += span;
-    }
-    if (options_.recent_capacity > 0) {
-      gpu_activity_event e = event_of(g, activity_kind::graph, origin);
-      e.name = "CUDA graph";
-      push_recent(e);
-    }
-  }
+  void add_graph(const graph_record& g);
 
   // Records the buffer walk could not read (invalid kind mid-buffer).
-  void note_malformed(std::uint64_t count = 1) noexcept { counters_.dropped_malformed += count; }
+  void note_malformed(std::uint64_t count = 1) noexcept;
   // Records CUPTI dropped for lack of buffer space (read outside any lock by the collector).
-  void note_dropped_by_cupti(std::uint64_t count) noexcept { counters_.dropped_by_cupti += count; }
+  void note_dropped_by_cupti(std::uint64_t count) noexcept;
 
   // Called after each buffer: kernel-name pointers are trusted within one buffer only.
   void end_of_buffer() noexcept { kernels_.end_of_buffer(); }
 
   // Forgets aggregates and events (kernel names, the launch table and the graph-node
   // table stay: a graph captured before a reset is still replayed after it).
-  void reset() {
-    nodes_.clear();
-    node_cache_.fill(node_cache_entry{});
-    kernels_.reset();
-    recent_.clear();
-    recent_next_ = 0;
-    counters_ = attribution_counters{};
-  }
+  void reset();
 
   // Per-node aggregates, top kernels, counters, recent events, warnings.
-  [[nodiscard]] gpu_activity_report report(std::size_t top_kernel_limit = 50) {
-    gpu_activity_report r;
-    r.nodes.reserve(nodes_.size());
-    std::uint64_t clipped = 0;
-    detail::kernel_table::scaled_shares scaled;  // per kernel name, from graph scaling
-    for (auto& [id, acc] : nodes_) {
-      node_gpu_activity a = acc.totals;
-      a.busy_ns = acc.kernel_union.total_ns();
-      const std::int64_t active = acc.activity_union.total_ns();
-      a.idle_ns = std::max<std::int64_t>(0, (a.last_end_ns - a.first_start_ns) - active);
-      a.comm_busy_ns = acc.comm_union.total_ns();
-      a.compute_busy_ns = acc.compute_union.total_ns();
-      clipped += acc.kernel_union.clipped() + acc.activity_union.clipped() +
-                 acc.comm_union.clipped() + acc.compute_union.clipped();
-      a.devices.reserve(acc.devices.size());
-      for (auto& d : acc.devices) {
-        device_gpu_activity split = d.totals;
-        split.busy_ns = d.kernel_union.total_ns();
-        clipped += d.kernel_union.clipped();
-        a.devices.push_back(split);
-      }
-      std::sort(a.devices.begin(), a.devices.end(),
-                [](const device_gpu_activity& x, const device_gpu_activity& y) { return x.device < y.device; });
-      add_graph_estimates(acc, a, scaled);
-      std::sort(a.graph_capture.begin(), a.graph_capture.end(),
-                [](const graph_capture_origin& x, const graph_capture_origin& y) {
-                  if (x.kernel_ns != y.kernel_ns) return x.kernel_ns > y.kernel_ns;
-                  if (x.copy_ns != y.copy_ns) return x.copy_ns > y.copy_ns;
-                  return x.captured_in < y.captured_in;
-                });
-      r.nodes.emplace_back(id, a);
-    }
-    std::sort(r.nodes.begin(), r.nodes.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    r.top_kernels = kernels_.top(top_kernel_limit, scaled);
-    r.counters = counters_;
-    r.counters.busy_intervals_clipped = clipped;
-    r.counters.graph_nodes_evicted = graph_nodes_.evicted();
-    r.recent = recent_events();
-    r.warnings = warnings(r.counters);
-    r.memory_bytes = memory_bytes();
-    return r;
-  }
+  [[nodiscard]] gpu_activity_report report(std::size_t top_kernel_limit = 50);
 
   // Sorted by total GPU time, descending; ties by name. limit 0: all.
   [[nodiscard]] std::vector<kernel_summary> top_kernels(std::size_t limit = 0) const {
@@ -271,42 +147,16 @@ class gpu_attribution {
   }
 
   // Oldest first.
-  [[nodiscard]] std::vector<gpu_activity_event> recent_events() const {
-    std::vector<gpu_activity_event> out;
-    out.reserve(recent_.size());
-    if (recent_.size() < options_.recent_capacity || recent_next_ == 0) {
-      out = recent_;
-    } else {
-      out.insert(out.end(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_), recent_.end());
-      out.insert(out.end(), recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_));
-    }
-    return out;
-  }
+  [[nodiscard]] std::vector<gpu_activity_event> recent_events() const;
 
   [[nodiscard]] const attribution_counters& counters() const noexcept { return counters_; }
 
   // Bytes held now (tables, intervals, reservoirs, events, names); bounded by the caps.
-  [[nodiscard]] std::size_t memory_bytes() const noexcept {
-    std::size_t bytes = sizeof(*this) + table_.memory_bytes() + graph_nodes_.memory_bytes() +
-                        kernels_.memory_bytes();
-    bytes += recent_.capacity() * sizeof(gpu_activity_event);
-    for (const auto& [id, acc] : nodes_) {
-      (void)id;
-      bytes += sizeof(node_accumulator) + 32 + acc.kernel_union.memory_bytes() +
-               acc.activity_union.memory_bytes() + acc.comm_union.memory_bytes() +
-               acc.compute_union.memory_bytes();
-      for (const auto& d : acc.devices) bytes += sizeof(d) + d.kernel_union.memory_bytes();
-      bytes += acc.totals.graph_capture.capacity() * sizeof(graph_capture_origin);
-      for (const auto& g : acc.graphs) bytes += sizeof(g) + g.kernels.capacity() * sizeof(g.kernels[0]);
-    }
-    return bytes;
-  }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept;
 
  private:
   struct device_accumulator {
-    explicit device_accumulator(std::uint32_t device, std::size_t max_intervals) : kernel_union(max_intervals) {
-      totals.device = device;
-    }
+    explicit device_accumulator(std::uint32_t device, std::size_t max_intervals);
     device_gpu_activity totals;
     detail::interval_union kernel_union;
   };
@@ -340,54 +190,14 @@ class gpu_attribution {
     static constexpr std::size_t max_kernel_names = 256;
 
     void add_traced_kernel(std::uint32_t correlation_id, std::int64_t start, std::int64_t end,
-                           const detail::kernel_stats* stats) {
-      const std::int64_t ns = end - start;
-      ++traced_kernels;
-      traced_kernel_ns += ns;
-      bool share_found = false;
-      for (kernel_share& k : kernels) {
-        if (k.stats == stats) {
-          k.calls += 1;
-          k.ns += ns;
-          share_found = true;
-          break;
-        }
-      }
-      if (!share_found && kernels.size() < max_kernel_names) kernels.push_back({stats, 1, ns});
-      for (open_replay& r : open) {
-        if (r.correlation_id == correlation_id && correlation_id != 0) {
-          r.first_ns = std::min(r.first_ns, start);
-          r.last_ns = std::max(r.last_ns, end);
-          r.kernel_ns += ns;
-          return;
-        }
-      }
-      open_replay& slot = open[next_open];
-      next_open = (next_open + 1) % open.size();
-      if (slot.correlation_id != 0) {
-        traced_span_ns += slot.last_ns - slot.first_ns;
-        traced_busy_ns += std::min(slot.kernel_ns, slot.last_ns - slot.first_ns);
-      }
-      slot = open_replay{correlation_id, start, end, ns};
-      ++traced;
-    }
+                           const detail::kernel_stats* stats);
     // Span and busy time over every node-level replay, the open ones included.
-    [[nodiscard]] std::pair<std::int64_t, std::int64_t> traced_span_and_busy() const noexcept {
-      std::int64_t span = traced_span_ns, busy = traced_busy_ns;
-      for (const open_replay& r : open) {
-        if (r.correlation_id == 0) continue;
-        span += r.last_ns - r.first_ns;
-        busy += std::min(r.kernel_ns, r.last_ns - r.first_ns);
-      }
-      return {span, busy};
-    }
+    [[nodiscard]] std::pair<std::int64_t, std::int64_t> traced_span_and_busy() const noexcept;
   };
   static constexpr std::size_t max_graphs_per_node = 64;
 
   struct node_accumulator {
-    explicit node_accumulator(std::size_t max_intervals)
-        : kernel_union(max_intervals), activity_union(max_intervals), comm_union(max_intervals),
-          compute_union(max_intervals), max_intervals_per_union(max_intervals) {}
+    explicit node_accumulator(std::size_t max_intervals);
     node_gpu_activity totals;  // `devices` stays empty here: the split lives in `devices`
     detail::interval_union kernel_union;
     detail::interval_union activity_union;
@@ -403,332 +213,55 @@ class gpu_attribution {
     std::int64_t unsampled_span_ns = 0;
 
     // The accumulator of graph `id`, or nullptr past the cap (counted in `over_cap`).
-    graph_accumulator* graph_for(std::uint32_t id, std::uint64_t& over_cap) {
-      if (last_graph < graphs.size() && graphs[last_graph].graph_id == id) return &graphs[last_graph];
-      for (std::size_t i = 0; i < graphs.size(); ++i) {
-        if (graphs[i].graph_id == id) {
-          last_graph = i;
-          return &graphs[i];
-        }
-      }
-      if (graphs.size() >= max_graphs_per_node) {
-        ++over_cap;
-        return nullptr;
-      }
-      graphs.emplace_back();
-      graphs.back().graph_id = id;
-      last_graph = graphs.size() - 1;
-      return &graphs.back();
-    }
+    graph_accumulator* graph_for(std::uint32_t id, std::uint64_t& over_cap);
 
     // The accumulator of `device`, or nullptr past the cap.
-    device_accumulator* device_for(std::uint32_t device) {
-      if (last_device < devices.size() && devices[last_device].totals.device == device) return &devices[last_device];
-      for (std::size_t i = 0; i < devices.size(); ++i) {
-        if (devices[i].totals.device == device) {
-          last_device = i;
-          return &devices[i];
-        }
-      }
-      if (devices.size() >= max_devices_per_node) return nullptr;
-      devices.emplace_back(device, max_intervals_per_union);
-      last_device = devices.size() - 1;
-      return &devices.back();
-    }
+    device_accumulator* device_for(std::uint32_t device);
   };
 
-  static attribution_options sanitize(attribution_options o) {
-    o.median_samples = std::max<std::size_t>(o.median_samples, 1);
-    o.max_kernel_names = std::max<std::size_t>(o.max_kernel_names, 1);
-    o.max_nodes = std::max<std::size_t>(o.max_nodes, 1);
-    return o;
-  }
+  static attribution_options sanitize(attribution_options o);
 
-  bool valid_times(std::int64_t start, std::int64_t end) noexcept {
-    if (start == 0) {
-      ++counters_.dropped_zero_start;
-      return false;
-    }
-    if (end < start) {
-      ++counters_.dropped_end_before_start;
-      return false;
-    }
-    return true;
-  }
+  bool valid_times(std::int64_t start, std::int64_t end) noexcept;
 
   // Launched inside a call the per-scope counters profiled (correlation.hpp marks it): its
   // time includes kernel replay, so it is counted and kept out of every aggregate.
-  bool profiled(const launch_origin& origin) noexcept {
-    if (origin.thread_index == unknown_thread || (origin.thread_index & profiled_launch_bit) == 0) return false;
-    ++counters_.profiled_records;
-    return true;
-  }
+  bool profiled(const launch_origin& origin) noexcept;
 
   // The one path from a record to its node: correlation_table::find_launch's rule, and
   // what each answer counts. Decided now, never revisited (see find_launch for why).
-  launch_origin origin_of(std::uint32_t correlation_id, std::uint32_t runtime_correlation_id) noexcept {
-    const correlation_table::lookup_result hit = table_.find_launch(correlation_id, runtime_correlation_id);
-    switch (hit.status) {
-      case correlation_table::lookup_status::found:
-        if (hit.origin.node == unscoped_node) ++counters_.unscoped;
-        return hit.origin;
-      case correlation_table::lookup_status::evicted:
-        ++counters_.unattributed_evicted;
-        break;
-      case correlation_table::lookup_status::unknown:
-        break;
-    }
-    ++counters_.unattributed;
-    return launch_origin{};  // unscoped_node, unknown_thread
-  }
+  launch_origin origin_of(std::uint32_t correlation_id, std::uint32_t runtime_correlation_id) noexcept;
 
-  node_accumulator& node_for(launch_origin& origin) {
-    node_cache_entry& cached = node_cache_[origin.node % node_cache_size];
-    if (cached.accumulator != nullptr && cached.node == origin.node) return *cached.accumulator;
-    auto it = nodes_.find(origin.node);
-    if (it == nodes_.end()) {
-      if (nodes_.size() >= options_.max_nodes && origin.node != unscoped_node) {
-        ++counters_.nodes_over_cap;
-        origin.node = unscoped_node;
-        return node_for(origin);
-      }
-      it = nodes_.emplace(origin.node, node_accumulator(options_.max_intervals_per_node)).first;
-    }
-    cached.node = origin.node;
-    cached.accumulator = &it->second;  // unordered_map nodes are stable across rehashing
-    return it->second;
-  }
+  node_accumulator& node_for(launch_origin& origin);
 
   // What every kind does to its node: the span and the union of all its activity.
-  node_accumulator& account(const activity_header& r, launch_origin& origin) {
-    node_accumulator& acc = node_for(origin);
-    acc.activity_union.add(r.start_ns, r.end_ns);
-    if (acc.totals.first_start_ns == 0 || r.start_ns < acc.totals.first_start_ns) acc.totals.first_start_ns = r.start_ns;
-    if (r.end_ns > acc.totals.last_end_ns) acc.totals.last_end_ns = r.end_ns;
-    return acc;
-  }
+  node_accumulator& account(const activity_header& r, launch_origin& origin);
 
-  void apply_kernel(const kernel_record& k, launch_origin origin) {
-    node_accumulator& acc = account(k, origin);
-    const std::int64_t ns = k.end_ns - k.start_ns;
-    if (interval_sink_ != nullptr) interval_sink_->add_interval({k.start_ns, k.end_ns, origin.node, k.device});
-    note_graph_capture(acc, k.graph_node_id, origin.node, true, ns);
-    acc.totals.kernel_count += 1;
-    acc.totals.kernel_ns += ns;
-    acc.kernel_union.add(k.start_ns, k.end_ns);
-    detail::kernel_stats& stats = kernels_.find_or_add(k.name, counters_.distinct_kernels_over_cap);
-    stats.add_call(k);
-    if (k.graph_id != 0) {
-      // A node-level replay: its figures scale the replays of the same graph traced as one record.
-      std::uint64_t over_cap = 0;
-      if (graph_accumulator* ga = acc.graph_for(k.graph_id, over_cap)) {
-        const std::uint64_t before = ga->traced;
-        ga->add_traced_kernel(k.correlation_id, k.start_ns, k.end_ns, &stats);
-        counters_.graph_replays_traced += ga->traced - before;
-      }
-    }
-    const bool communication = stats.communication;
-    if (communication) {
-      acc.totals.comm_kernel_count += 1;
-      acc.totals.comm_ns += ns;
-      acc.comm_union.add(k.start_ns, k.end_ns);
-    } else {
-      acc.compute_union.add(k.start_ns, k.end_ns);
-    }
-    if (device_accumulator* dev = acc.device_for(k.device)) {
-      dev->totals.kernel_count += 1;
-      dev->totals.kernel_ns += ns;
-      dev->kernel_union.add(k.start_ns, k.end_ns);
-      if (communication) {
-        dev->totals.comm_kernel_count += 1;
-        dev->totals.comm_ns += ns;
-      }
-    } else {
-      ++counters_.devices_over_cap;
-    }
-    if (options_.recent_capacity > 0) {
-      gpu_activity_event e = event_of(k, activity_kind::kernel, origin);
-      e.name = stats.mangled;
-      e.grid = {k.grid_x, k.grid_y, k.grid_z};
-      e.block = {k.block_x, k.block_y, k.block_z};
-      push_recent(e);
-    }
-  }
+  void apply_kernel(const kernel_record& k, launch_origin origin);
 
   // A graph-launched record: which scope built its node (graph_nodes_), and, when that is
   // not the launch-time node (after the node cap: the node the record really went to),
   // its share in that node's graph_capture breakdown. Counted whatever the answer.
   void note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
-                          std::int64_t ns) {
-    if (graph_node_id == 0) return;
-    ++counters_.graph_records;
-    const graph_node_table::lookup_result built = graph_nodes_.find(graph_node_id);
-    if (!built.found) {
-      ++counters_.graph_capture_unknown;
-      return;
-    }
-    if (built.node == launch_node) return;
-    ++counters_.graph_built_elsewhere;
-    std::vector<graph_capture_origin>& origins = acc.totals.graph_capture;
-    graph_capture_origin* o = nullptr;
-    for (graph_capture_origin& candidate : origins) {
-      if (candidate.captured_in == built.node) {
-        o = &candidate;
-        break;
-      }
-    }
-    if (o == nullptr) {
-      if (origins.size() >= max_capture_origins_per_node) {
-        ++counters_.graph_capture_over_cap;
-        return;
-      }
-      origins.push_back(graph_capture_origin{});
-      o = &origins.back();
-      o->captured_in = built.node;
-    }
-    if (kernel) {
-      o->kernel_count += 1;
-      o->kernel_ns += ns;
-    } else {
-      o->copy_count += 1;
-      o->copy_ns += ns;
-    }
-  }
+                          std::int64_t ns);
 
   // The replays of each graph traced as one record, scaled from the node-level replays of
   // the same graph (graph_accumulator): kernels per replay, kernel and busy time per span
   // ns. Added to `a` and to the per-kernel `scaled` shares; a graph never traced per node
   // counts its spans as busy and its kernels as unknown.
   static void add_graph_estimates(const node_accumulator& acc, node_gpu_activity& a,
-                                  detail::kernel_table::scaled_shares& scaled) {
-    for (const graph_accumulator& g : acc.graphs) {
-      a.graph_replays += g.traced + g.untraced;
-      a.graph_replays_traced += g.traced;
-      a.graph_span_ns += g.untraced_span_ns;
-      if (g.untraced == 0) continue;
-      const auto [traced_span, traced_busy] = g.traced_span_and_busy();
-      std::uint64_t kernels = 0;
-      std::int64_t kernel_ns = 0, busy_ns = g.untraced_span_ns;
-      if (g.traced > 0 && traced_span > 0) {
-        const double per_replay = static_cast<double>(g.untraced) / static_cast<double>(g.traced);
-        const double per_span_ns = static_cast<double>(g.untraced_span_ns) / static_cast<double>(traced_span);
-        kernels = static_cast<std::uint64_t>(std::llround(static_cast<double>(g.traced_kernels) * per_replay));
-        kernel_ns = std::llround(static_cast<double>(g.traced_kernel_ns) * per_span_ns);
-        busy_ns = std::llround(static_cast<double>(traced_busy) * per_span_ns);
-        for (const graph_accumulator::kernel_share& k : g.kernels) {
-          auto& share = scaled[k.stats];
-          share.first += static_cast<std::uint64_t>(std::llround(static_cast<double>(k.calls) * per_replay));
-          share.second += std::llround(static_cast<double>(k.ns) * per_span_ns);
-        }
-      } else {
-        a.graph_replays_unsampled += g.untraced;
-      }
-      a.kernel_count += kernels;
-      a.scaled_kernel_count += kernels;
-      a.kernel_ns += kernel_ns;
-      a.scaled_kernel_ns += kernel_ns;
-      a.busy_ns += busy_ns;
-      a.compute_busy_ns += busy_ns;
-      a.scaled_busy_ns += busy_ns;
-    }
-    if (acc.unsampled_replays > 0) {
-      a.graph_replays += acc.unsampled_replays;
-      a.graph_replays_unsampled += acc.unsampled_replays;
-      a.graph_span_ns += acc.unsampled_span_ns;
-      a.busy_ns += acc.unsampled_span_ns;
-      a.compute_busy_ns += acc.unsampled_span_ns;
-      a.scaled_busy_ns += acc.unsampled_span_ns;
-    }
-  }
+                                  detail::kernel_table::scaled_shares& scaled);
 
   // Copies (per direction) and memsets: count, bytes and time in their bucket.
   void apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy, std::uint64_t bytes,
-                      launch_origin origin) {
-    node_accumulator& acc = account(r, origin);
-    if (interval_sink_ != nullptr) interval_sink_->add_interval({r.start_ns, r.end_ns, origin.node, r.device});
-    note_graph_capture(acc, r.graph_node_id, origin.node, false, r.end_ns - r.start_ns);
-    copy_totals& t = kind == activity_kind::memset ? acc.totals.memset
-                                                   : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))];
-    t.count += 1;
-    t.bytes += bytes;
-    t.ns += r.end_ns - r.start_ns;
-    if (options_.recent_capacity > 0) {
-      gpu_activity_event e = event_of(r, kind, origin);
-      e.name = kind == activity_kind::memset ? std::string_view("Memset") : memcpy_label(copy);
-      e.copy_kind = copy;
-      e.bytes = bytes;
-      push_recent(e);
-    }
-  }
+                      launch_origin origin);
 
-  static std::string_view memcpy_label(memcpy_kind kind) noexcept {
-    switch (kind) {
-      case memcpy_kind::h2d: return "Memcpy HtoD";
-      case memcpy_kind::d2h: return "Memcpy DtoH";
-      case memcpy_kind::d2d: return "Memcpy DtoD";
-      case memcpy_kind::h2h: return "Memcpy HtoH";
-      case memcpy_kind::p2p: return "Memcpy PtoP";
-      case memcpy_kind::array: return "Memcpy Array";
-      default: return "Memcpy";
-    }
-  }
+  static std::string_view memcpy_label(memcpy_kind kind) noexcept;
 
-  static gpu_activity_event event_of(const activity_header& r, activity_kind kind, const launch_origin& origin) noexcept {
-    gpu_activity_event e;
-    static_cast<activity_header&>(e) = r;
-    e.kind = kind;
-    e.node = origin.node;
-    e.thread_index = origin.thread_index;
-    return e;
-  }
+  static gpu_activity_event event_of(const activity_header& r, activity_kind kind, const launch_origin& origin) noexcept;
 
-  void push_recent(const gpu_activity_event& e) {
-    if (recent_.size() < options_.recent_capacity) {
-      recent_.push_back(e);
-      return;
-    }
-    recent_[recent_next_] = e;
-    recent_next_ = (recent_next_ + 1) % options_.recent_capacity;
-    ++counters_.recent_overwritten;
-  }
+  void push_recent(const gpu_activity_event& e);
 
-  std::vector<std::string> warnings(const attribution_counters& c) const {
-    std::vector<std::string> out;
-    auto say = [&out](std::uint64_t n, const char* what) {
-      if (n > 0) out.push_back(std::to_string(n) + what);
-    };
-    say(c.dropped_by_cupti,
-        " GPU activity records dropped by CUPTI (activity buffer pool exhausted; raise "
-        "cupti_options::buffer_count or buffer_bytes)");
-    say(c.dropped_zero_start, " GPU records without timestamps (start = 0) dropped");
-    say(c.dropped_end_before_start, " GPU records with end < start dropped");
-    say(c.dropped_malformed, " malformed CUPTI activity buffers or records skipped");
-    say(c.unattributed - c.unattributed_evicted,
-        " GPU records whose launch was not seen were attributed to (unscoped)");
-    say(c.unattributed_evicted,
-        " GPU records arrived after their launch left the correlation table (raise "
-        "attribution_options::correlation_capacity); attributed to (unscoped)");
-    say(c.busy_intervals_clipped,
-        " GPU intervals arrived far out of order; GPU busy/idle times may be slightly low");
-    say(c.distinct_kernels_over_cap, " kernel calls folded into \"(other kernels)\" (name cap)");
-    say(c.nodes_over_cap, " GPU records of nodes past the node cap went to (unscoped)");
-    say(c.devices_over_cap, " kernels ran on more than 64 devices per scope: not split by device");
-    say(c.graph_capture_unknown,
-        " CUDA-graph records ran graph nodes whose creation kscope did not see (built before CUPTI "
-        "started, or forgotten by the full graph-node table): the scope that built them is unknown");
-    say(c.graph_capture_over_cap,
-        (" CUDA-graph records were built in more than " + std::to_string(max_capture_origins_per_node) +
-         " other scopes of one launching scope: left out of its graph_capture breakdown")
-            .c_str());
-    say(c.graphs_over_cap,
-        (" CUDA-graph records belonged to graphs past " + std::to_string(max_graphs_per_node) +
-         " graphs per scope: their replays traced as one record count as busy, their kernels are not estimated")
-            .c_str());
-    say(c.graph_nodes_evicted,
-        " graph nodes were forgotten by the full graph-node table (raise "
-        "attribution_options::graph_node_capacity)");
-    return out;
-  }
+  std::vector<std::string> warnings(const attribution_counters& c) const;
 
   attribution_options options_;
   correlation_table table_;
@@ -746,5 +279,545 @@ class gpu_attribution {
   std::size_t recent_next_ = 0;
   kernel_interval_sink* interval_sink_ = nullptr;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void gpu_attribution::note_malformed(std::uint64_t count) noexcept { counters_.dropped_malformed += count; }
+
+KSCOPE_DECL void gpu_attribution::note_dropped_by_cupti(std::uint64_t count) noexcept { counters_.dropped_by_cupti += count; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL gpu_attribution::gpu_attribution(attribution_options options) : options_(sanitize(options)),
+      table_(options_.correlation_capacity),
+      graph_nodes_(options_.graph_node_capacity),
+      kernels_(options_.max_kernel_names, options_.median_samples) {
+  recent_.reserve(options_.recent_capacity);
+}
+
+KSCOPE_DECL void gpu_attribution::add(const activity_record& r) {
+  switch (r.kind) {
+    case activity_kind::kernel: add_kernel(r.kernel); break;
+    case activity_kind::memcpy: add_memcpy(r.memcpy); break;
+    case activity_kind::memset: add_memset(r.memset); break;
+    case activity_kind::synchronization: add_sync(r.sync); break;
+    case activity_kind::graph: add_graph(r.graph); break;
+    default:
+      ++counters_.records_seen;
+      ++counters_.ignored_records;
+      break;
+  }
+}
+
+KSCOPE_DECL void gpu_attribution::add_kernel(const kernel_record& k) {
+  ++counters_.records_seen;
+  if (!valid_times(k.start_ns, k.end_ns)) return;
+  ++counters_.kernel_records;
+  const launch_origin origin = origin_of(k.correlation_id, 0);
+  if (profiled(origin)) return;
+  apply_kernel(k, origin);
+}
+
+KSCOPE_DECL void gpu_attribution::add_memcpy(const memcpy_record& m) {
+  ++counters_.records_seen;
+  if (!valid_times(m.start_ns, m.end_ns)) return;
+  ++counters_.memcpy_records;
+  const launch_origin origin = origin_of(m.correlation_id, m.runtime_correlation_id);
+  if (profiled(origin)) return;
+  apply_transfer(m, activity_kind::memcpy, m.kind, m.bytes, origin);
+}
+
+KSCOPE_DECL void gpu_attribution::add_memset(const memset_record& s) {
+  ++counters_.records_seen;
+  if (!valid_times(s.start_ns, s.end_ns)) return;
+  ++counters_.memset_records;
+  const launch_origin origin = origin_of(s.correlation_id, 0);
+  if (profiled(origin)) return;
+  apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin);
+}
+
+KSCOPE_DECL void gpu_attribution::add_sync(const sync_record& y) {
+  ++counters_.records_seen;
+  if (!valid_times(y.start_ns, y.end_ns)) return;
+  ++counters_.sync_records;
+  if (!host_blocks(y.kind)) return;
+  launch_origin origin = origin_of(y.correlation_id, 0);
+  if (profiled(origin)) return;
+  host_sync_totals& h = node_for(origin).totals.host_sync;
+  h.count += 1;
+  h.ns += y.end_ns - y.start_ns;
+  switch (y.kind) {
+    case sync_kind::stream: ++h.stream; break;
+    case sync_kind::event: ++h.event; break;
+    case sync_kind::context: ++h.context; break;
+    default: break;
+  }
+}
+
+KSCOPE_DECL void gpu_attribution::add_graph(const graph_record& g) {
+  ++counters_.records_seen;
+  if (!valid_times(g.start_ns, g.end_ns)) return;
+  ++counters_.graph_launch_records;
+  launch_origin origin = origin_of(g.correlation_id, 0);
+  if (profiled(origin)) return;
+  node_accumulator& acc = account(g, origin);
+  if (interval_sink_ != nullptr) interval_sink_->add_interval({g.start_ns, g.end_ns, origin.node, g.device});
+  const std::int64_t span = g.end_ns - g.start_ns;
+  if (graph_accumulator* ga = acc.graph_for(g.graph_id, counters_.graphs_over_cap)) {
+    ga->untraced += 1;
+    ga->untraced_span_ns += span;
+  } else {
+    acc.unsampled_replays += 1;
+    acc.unsampled_span_ns += span;
+  }
+  if (options_.recent_capacity > 0) {
+    gpu_activity_event e = event_of(g, activity_kind::graph, origin);
+    e.name = "CUDA graph";
+    push_recent(e);
+  }
+}
+
+KSCOPE_DECL void gpu_attribution::reset() {
+  nodes_.clear();
+  node_cache_.fill(node_cache_entry{});
+  kernels_.reset();
+  recent_.clear();
+  recent_next_ = 0;
+  counters_ = attribution_counters{};
+}
+
+KSCOPE_DECL gpu_activity_report gpu_attribution::report(std::size_t top_kernel_limit) {
+    gpu_activity_report r;
+    r.nodes.reserve(nodes_.size());
+    std::uint64_t clipped = 0;
+    detail::kernel_table::scaled_shares scaled;  // per kernel name, from graph scaling
+    for (auto& [id, acc] : nodes_) {
+      node_gpu_activity a = acc.totals;
+      a.busy_ns = acc.kernel_union.total_ns();
+      const std::int64_t active = acc.activity_union.total_ns();
+      a.idle_ns = std::max<std::int64_t>(0, (a.last_end_ns - a.first_start_ns) - active);
+      a.comm_busy_ns = acc.comm_union.total_ns();
+      a.compute_busy_ns = acc.compute_union.total_ns();
+      clipped += acc.kernel_union.clipped() + acc.activity_union.clipped() +
+ acc.comm_union.clipped() + acc.compute_union.clipped();
+      a.devices.reserve(acc.devices.size());
+      for (auto& d : acc.devices) {
+        device_gpu_activity split = d.totals;
+        split.busy_ns = d.kernel_union.total_ns();
+        clipped += d.kernel_union.clipped();
+        a.devices.push_back(split);
+      }
+      std::sort(a.devices.begin(), a.devices.end(),
+[](const device_gpu_activity& x, const device_gpu_activity& y) { return x.device < y.device; });
+      add_graph_estimates(acc, a, scaled);
+      std::sort(a.graph_capture.begin(), a.graph_capture.end(),
+[](const graph_capture_origin& x, const graph_capture_origin& y) {
+  if (x.kernel_ns != y.kernel_ns) return x.kernel_ns > y.kernel_ns;
+  if (x.copy_ns != y.copy_ns) return x.copy_ns > y.copy_ns;
+  return x.captured_in < y.captured_in;
+});
+      r.nodes.emplace_back(id, a);
+    }
+    std::sort(r.nodes.begin(), r.nodes.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    r.top_kernels = kernels_.top(top_kernel_limit, scaled);
+    r.counters = counters_;
+    r.counters.busy_intervals_clipped = clipped;
+    r.counters.graph_nodes_evicted = graph_nodes_.evicted();
+    r.recent = recent_events();
+    r.warnings = warnings(r.counters);
+    r.memory_bytes = memory_bytes();
+    return r;
+  }
+
+KSCOPE_DECL std::vector<gpu_activity_event> gpu_attribution::recent_events() const {
+  std::vector<gpu_activity_event> out;
+  out.reserve(recent_.size());
+  if (recent_.size() < options_.recent_capacity || recent_next_ == 0) {
+    out = recent_;
+  } else {
+    out.insert(out.end(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_), recent_.end());
+    out.insert(out.end(), recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_));
+  }
+  return out;
+}
+
+KSCOPE_DECL std::size_t gpu_attribution::memory_bytes() const noexcept {
+  std::size_t bytes = sizeof(*this) + table_.memory_bytes() + graph_nodes_.memory_bytes() +
+      kernels_.memory_bytes();
+  bytes += recent_.capacity() * sizeof(gpu_activity_event);
+  for (const auto& [id, acc] : nodes_) {
+    (void)id;
+    bytes += sizeof(node_accumulator) + 32 + acc.kernel_union.memory_bytes() +
+             acc.activity_union.memory_bytes() + acc.comm_union.memory_bytes() +
+             acc.compute_union.memory_bytes();
+    for (const auto& d : acc.devices) bytes += sizeof(d) + d.kernel_union.memory_bytes();
+    bytes += acc.totals.graph_capture.capacity() * sizeof(graph_capture_origin);
+    for (const auto& g : acc.graphs) bytes += sizeof(g) + g.kernels.capacity() * sizeof(g.kernels[0]);
+  }
+  return bytes;
+}
+
+KSCOPE_DECL gpu_attribution::device_accumulator::device_accumulator(std::uint32_t device, std::size_t max_intervals) : kernel_union(max_intervals) {
+  totals.device = device;
+}
+
+KSCOPE_DECL void gpu_attribution::graph_accumulator::add_traced_kernel(std::uint32_t correlation_id, std::int64_t start, std::int64_t end,
+                       const detail::kernel_stats* stats) {
+  const std::int64_t ns = end - start;
+  ++traced_kernels;
+  traced_kernel_ns += ns;
+  bool share_found = false;
+  for (kernel_share& k : kernels) {
+    if (k.stats == stats) {
+      k.calls += 1;
+      k.ns += ns;
+      share_found = true;
+      break;
+    }
+  }
+  if (!share_found && kernels.size() < max_kernel_names) kernels.push_back({stats, 1, ns});
+  for (open_replay& r : open) {
+    if (r.correlation_id == correlation_id && correlation_id != 0) {
+      r.first_ns = std::min(r.first_ns, start);
+      r.last_ns = std::max(r.last_ns, end);
+      r.kernel_ns += ns;
+      return;
+    }
+  }
+  open_replay& slot = open[next_open];
+  next_open = (next_open + 1) % open.size();
+  if (slot.correlation_id != 0) {
+    traced_span_ns += slot.last_ns - slot.first_ns;
+    traced_busy_ns += std::min(slot.kernel_ns, slot.last_ns - slot.first_ns);
+  }
+  slot = open_replay{correlation_id, start, end, ns};
+  ++traced;
+}
+
+KSCOPE_DECL std::pair<std::int64_t, std::int64_t> gpu_attribution::graph_accumulator::traced_span_and_busy() const noexcept {
+  std::int64_t span = traced_span_ns, busy = traced_busy_ns;
+  for (const open_replay& r : open) {
+    if (r.correlation_id == 0) continue;
+    span += r.last_ns - r.first_ns;
+    busy += std::min(r.kernel_ns, r.last_ns - r.first_ns);
+  }
+  return {span, busy};
+}
+
+KSCOPE_DECL gpu_attribution::node_accumulator::node_accumulator(std::size_t max_intervals) : kernel_union(max_intervals), activity_union(max_intervals), comm_union(max_intervals),
+      compute_union(max_intervals), max_intervals_per_union(max_intervals) {}
+
+KSCOPE_DECL auto gpu_attribution::node_accumulator::graph_for(std::uint32_t id, std::uint64_t& over_cap) -> graph_accumulator* {
+  if (last_graph < graphs.size() && graphs[last_graph].graph_id == id) return &graphs[last_graph];
+  for (std::size_t i = 0; i < graphs.size(); ++i) {
+    if (graphs[i].graph_id == id) {
+      last_graph = i;
+      return &graphs[i];
+    }
+  }
+  if (graphs.size() >= max_graphs_per_node) {
+    ++over_cap;
+    return nullptr;
+  }
+  graphs.emplace_back();
+  graphs.back().graph_id = id;
+  last_graph = graphs.size() - 1;
+  return &graphs.back();
+}
+
+KSCOPE_DECL auto gpu_attribution::node_accumulator::device_for(std::uint32_t device) -> device_accumulator* {
+  if (last_device < devices.size() && devices[last_device].totals.device == device) return &devices[last_device];
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i].totals.device == device) {
+      last_device = i;
+      return &devices[i];
+    }
+  }
+  if (devices.size() >= max_devices_per_node) return nullptr;
+  devices.emplace_back(device, max_intervals_per_union);
+  last_device = devices.size() - 1;
+  return &devices.back();
+}
+
+KSCOPE_DECL attribution_options gpu_attribution::sanitize(attribution_options o) {
+  o.median_samples = std::max<std::size_t>(o.median_samples, 1);
+  o.max_kernel_names = std::max<std::size_t>(o.max_kernel_names, 1);
+  o.max_nodes = std::max<std::size_t>(o.max_nodes, 1);
+  return o;
+}
+
+KSCOPE_DECL bool gpu_attribution::valid_times(std::int64_t start, std::int64_t end) noexcept {
+  if (start == 0) {
+    ++counters_.dropped_zero_start;
+    return false;
+  }
+  if (end < start) {
+    ++counters_.dropped_end_before_start;
+    return false;
+  }
+  return true;
+}
+
+KSCOPE_DECL bool gpu_attribution::profiled(const launch_origin& origin) noexcept {
+  if (origin.thread_index == unknown_thread || (origin.thread_index & profiled_launch_bit) == 0) return false;
+  ++counters_.profiled_records;
+  return true;
+}
+
+KSCOPE_DECL launch_origin gpu_attribution::origin_of(std::uint32_t correlation_id, std::uint32_t runtime_correlation_id) noexcept {
+  const correlation_table::lookup_result hit = table_.find_launch(correlation_id, runtime_correlation_id);
+  switch (hit.status) {
+    case correlation_table::lookup_status::found:
+      if (hit.origin.node == unscoped_node) ++counters_.unscoped;
+      return hit.origin;
+    case correlation_table::lookup_status::evicted:
+      ++counters_.unattributed_evicted;
+      break;
+    case correlation_table::lookup_status::unknown:
+      break;
+  }
+  ++counters_.unattributed;
+  return launch_origin{};  // unscoped_node, unknown_thread
+}
+
+KSCOPE_DECL auto gpu_attribution::node_for(launch_origin& origin) -> node_accumulator& {
+  node_cache_entry& cached = node_cache_[origin.node % node_cache_size];
+  if (cached.accumulator != nullptr && cached.node == origin.node) return *cached.accumulator;
+  auto it = nodes_.find(origin.node);
+  if (it == nodes_.end()) {
+    if (nodes_.size() >= options_.max_nodes && origin.node != unscoped_node) {
+      ++counters_.nodes_over_cap;
+      origin.node = unscoped_node;
+      return node_for(origin);
+    }
+    it = nodes_.emplace(origin.node, node_accumulator(options_.max_intervals_per_node)).first;
+  }
+  cached.node = origin.node;
+  cached.accumulator = &it->second;  // unordered_map nodes are stable across rehashing
+  return it->second;
+}
+
+KSCOPE_DECL auto gpu_attribution::account(const activity_header& r, launch_origin& origin) -> node_accumulator& {
+  node_accumulator& acc = node_for(origin);
+  acc.activity_union.add(r.start_ns, r.end_ns);
+  if (acc.totals.first_start_ns == 0 || r.start_ns < acc.totals.first_start_ns) acc.totals.first_start_ns = r.start_ns;
+  if (r.end_ns > acc.totals.last_end_ns) acc.totals.last_end_ns = r.end_ns;
+  return acc;
+}
+
+KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_origin origin) {
+  node_accumulator& acc = account(k, origin);
+  const std::int64_t ns = k.end_ns - k.start_ns;
+  if (interval_sink_ != nullptr) interval_sink_->add_interval({k.start_ns, k.end_ns, origin.node, k.device});
+  note_graph_capture(acc, k.graph_node_id, origin.node, true, ns);
+  acc.totals.kernel_count += 1;
+  acc.totals.kernel_ns += ns;
+  acc.kernel_union.add(k.start_ns, k.end_ns);
+  detail::kernel_stats& stats = kernels_.find_or_add(k.name, counters_.distinct_kernels_over_cap);
+  stats.add_call(k);
+  if (k.graph_id != 0) {
+    // A node-level replay: its figures scale the replays of the same graph traced as one record.
+    std::uint64_t over_cap = 0;
+    if (graph_accumulator* ga = acc.graph_for(k.graph_id, over_cap)) {
+      const std::uint64_t before = ga->traced;
+      ga->add_traced_kernel(k.correlation_id, k.start_ns, k.end_ns, &stats);
+      counters_.graph_replays_traced += ga->traced - before;
+    }
+  }
+  const bool communication = stats.communication;
+  if (communication) {
+    acc.totals.comm_kernel_count += 1;
+    acc.totals.comm_ns += ns;
+    acc.comm_union.add(k.start_ns, k.end_ns);
+  } else {
+    acc.compute_union.add(k.start_ns, k.end_ns);
+  }
+  if (device_accumulator* dev = acc.device_for(k.device)) {
+    dev->totals.kernel_count += 1;
+    dev->totals.kernel_ns += ns;
+    dev->kernel_union.add(k.start_ns, k.end_ns);
+    if (communication) {
+      dev->totals.comm_kernel_count += 1;
+      dev->totals.comm_ns += ns;
+    }
+  } else {
+    ++counters_.devices_over_cap;
+  }
+  if (options_.recent_capacity > 0) {
+    gpu_activity_event e = event_of(k, activity_kind::kernel, origin);
+    e.name = stats.mangled;
+    e.grid = {k.grid_x, k.grid_y, k.grid_z};
+    e.block = {k.block_x, k.block_y, k.block_z};
+    push_recent(e);
+  }
+}
+
+KSCOPE_DECL void gpu_attribution::note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
+                        std::int64_t ns) {
+  if (graph_node_id == 0) return;
+  ++counters_.graph_records;
+  const graph_node_table::lookup_result built = graph_nodes_.find(graph_node_id);
+  if (!built.found) {
+    ++counters_.graph_capture_unknown;
+    return;
+  }
+  if (built.node == launch_node) return;
+  ++counters_.graph_built_elsewhere;
+  std::vector<graph_capture_origin>& origins = acc.totals.graph_capture;
+  graph_capture_origin* o = nullptr;
+  for (graph_capture_origin& candidate : origins) {
+    if (candidate.captured_in == built.node) {
+      o = &candidate;
+      break;
+    }
+  }
+  if (o == nullptr) {
+    if (origins.size() >= max_capture_origins_per_node) {
+      ++counters_.graph_capture_over_cap;
+      return;
+    }
+    origins.push_back(graph_capture_origin{});
+    o = &origins.back();
+    o->captured_in = built.node;
+  }
+  if (kernel) {
+    o->kernel_count += 1;
+    o->kernel_ns += ns;
+  } else {
+    o->copy_count += 1;
+    o->copy_ns += ns;
+  }
+}
+
+KSCOPE_DECL void gpu_attribution::add_graph_estimates(const node_accumulator& acc, node_gpu_activity& a,
+                                detail::kernel_table::scaled_shares& scaled) {
+  for (const graph_accumulator& g : acc.graphs) {
+    a.graph_replays += g.traced + g.untraced;
+    a.graph_replays_traced += g.traced;
+    a.graph_span_ns += g.untraced_span_ns;
+    if (g.untraced == 0) continue;
+    const auto [traced_span, traced_busy] = g.traced_span_and_busy();
+    std::uint64_t kernels = 0;
+    std::int64_t kernel_ns = 0, busy_ns = g.untraced_span_ns;
+    if (g.traced > 0 && traced_span > 0) {
+      const double per_replay = static_cast<double>(g.untraced) / static_cast<double>(g.traced);
+      const double per_span_ns = static_cast<double>(g.untraced_span_ns) / static_cast<double>(traced_span);
+      kernels = static_cast<std::uint64_t>(std::llround(static_cast<double>(g.traced_kernels) * per_replay));
+      kernel_ns = std::llround(static_cast<double>(g.traced_kernel_ns) * per_span_ns);
+      busy_ns = std::llround(static_cast<double>(traced_busy) * per_span_ns);
+      for (const graph_accumulator::kernel_share& k : g.kernels) {
+        auto& share = scaled[k.stats];
+        share.first += static_cast<std::uint64_t>(std::llround(static_cast<double>(k.calls) * per_replay));
+        share.second += std::llround(static_cast<double>(k.ns) * per_span_ns);
+      }
+    } else {
+      a.graph_replays_unsampled += g.untraced;
+    }
+    a.kernel_count += kernels;
+    a.scaled_kernel_count += kernels;
+    a.kernel_ns += kernel_ns;
+    a.scaled_kernel_ns += kernel_ns;
+    a.busy_ns += busy_ns;
+    a.compute_busy_ns += busy_ns;
+    a.scaled_busy_ns += busy_ns;
+  }
+  if (acc.unsampled_replays > 0) {
+    a.graph_replays += acc.unsampled_replays;
+    a.graph_replays_unsampled += acc.unsampled_replays;
+    a.graph_span_ns += acc.unsampled_span_ns;
+    a.busy_ns += acc.unsampled_span_ns;
+    a.compute_busy_ns += acc.unsampled_span_ns;
+    a.scaled_busy_ns += acc.unsampled_span_ns;
+  }
+}
+
+KSCOPE_DECL void gpu_attribution::apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy, std::uint64_t bytes,
+                    launch_origin origin) {
+  node_accumulator& acc = account(r, origin);
+  if (interval_sink_ != nullptr) interval_sink_->add_interval({r.start_ns, r.end_ns, origin.node, r.device});
+  note_graph_capture(acc, r.graph_node_id, origin.node, false, r.end_ns - r.start_ns);
+  copy_totals& t = kind == activity_kind::memset ? acc.totals.memset
+                                                 : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))];
+  t.count += 1;
+  t.bytes += bytes;
+  t.ns += r.end_ns - r.start_ns;
+  if (options_.recent_capacity > 0) {
+    gpu_activity_event e = event_of(r, kind, origin);
+    e.name = kind == activity_kind::memset ? std::string_view("Memset") : memcpy_label(copy);
+    e.copy_kind = copy;
+    e.bytes = bytes;
+    push_recent(e);
+  }
+}
+
+KSCOPE_DECL std::string_view gpu_attribution::memcpy_label(memcpy_kind kind) noexcept {
+  switch (kind) {
+    case memcpy_kind::h2d: return "Memcpy HtoD";
+    case memcpy_kind::d2h: return "Memcpy DtoH";
+    case memcpy_kind::d2d: return "Memcpy DtoD";
+    case memcpy_kind::h2h: return "Memcpy HtoH";
+    case memcpy_kind::p2p: return "Memcpy PtoP";
+    case memcpy_kind::array: return "Memcpy Array";
+    default: return "Memcpy";
+  }
+}
+
+KSCOPE_DECL gpu_activity_event gpu_attribution::event_of(const activity_header& r, activity_kind kind, const launch_origin& origin) noexcept {
+  gpu_activity_event e;
+  static_cast<activity_header&>(e) = r;
+  e.kind = kind;
+  e.node = origin.node;
+  e.thread_index = origin.thread_index;
+  return e;
+}
+
+KSCOPE_DECL void gpu_attribution::push_recent(const gpu_activity_event& e) {
+  if (recent_.size() < options_.recent_capacity) {
+    recent_.push_back(e);
+    return;
+  }
+  recent_[recent_next_] = e;
+  recent_next_ = (recent_next_ + 1) % options_.recent_capacity;
+  ++counters_.recent_overwritten;
+}
+
+KSCOPE_DECL std::vector<std::string> gpu_attribution::warnings(const attribution_counters& c) const {
+  std::vector<std::string> out;
+  auto say = [&out](std::uint64_t n, const char* what) {
+    if (n > 0) out.push_back(std::to_string(n) + what);
+  };
+  say(c.dropped_by_cupti,
+      " GPU activity records dropped by CUPTI (activity buffer pool exhausted; raise "
+      "cupti_options::buffer_count or buffer_bytes)");
+  say(c.dropped_zero_start, " GPU records without timestamps (start = 0) dropped");
+  say(c.dropped_end_before_start, " GPU records with end < start dropped");
+  say(c.dropped_malformed, " malformed CUPTI activity buffers or records skipped");
+  say(c.unattributed - c.unattributed_evicted,
+      " GPU records whose launch was not seen were attributed to (unscoped)");
+  say(c.unattributed_evicted,
+      " GPU records arrived after their launch left the correlation table (raise "
+      "attribution_options::correlation_capacity); attributed to (unscoped)");
+  say(c.busy_intervals_clipped,
+      " GPU intervals arrived far out of order; GPU busy/idle times may be slightly low");
+  say(c.distinct_kernels_over_cap, " kernel calls folded into \"(other kernels)\" (name cap)");
+  say(c.nodes_over_cap, " GPU records of nodes past the node cap went to (unscoped)");
+  say(c.devices_over_cap, " kernels ran on more than 64 devices per scope: not split by device");
+  say(c.graph_capture_unknown,
+      " CUDA-graph records ran graph nodes whose creation kscope did not see (built before CUPTI "
+      "started, or forgotten by the full graph-node table): the scope that built them is unknown");
+  say(c.graph_capture_over_cap,
+      (" CUDA-graph records were built in more than " + std::to_string(max_capture_origins_per_node) +
+       " other scopes of one launching scope: left out of its graph_capture breakdown")
+          .c_str());
+  say(c.graphs_over_cap,
+      (" CUDA-graph records belonged to graphs past " + std::to_string(max_graphs_per_node) +
+       " graphs per scope: their replays traced as one record count as busy, their kernels are not estimated")
+          .c_str());
+  say(c.graph_nodes_evicted,
+      " graph nodes were forgotten by the full graph-node table (raise "
+      "attribution_options::graph_node_capacity)");
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -153,244 +153,74 @@ struct cupti_snapshot {
 class cupti_collector {
  public:
   // Never destroyed: CUPTI may call back during exit, after static destructors ran.
-  [[nodiscard]] static cupti_collector& global() {
-    // A fork never catches it half-built (core/detail/once.hpp).
-    static detail::lazy_global<cupti_collector> instance{detail::lock_rank::init};
-    return instance.get([] { return new cupti_collector(); });
-  }
+  [[nodiscard]] static cupti_collector& global();
 
   cupti_collector(const cupti_collector&) = delete;
   cupti_collector& operator=(const cupti_collector&) = delete;
 
   // Starts collection. Returns true when running; false leaves the program untouched and
   // puts one line in status().message and the snapshot's warnings. Idempotent.
-  bool start(const cupti_options& options = {}) {
-    std::lock_guard<std::mutex> control(control_mutex_);
-    if (state_ == cupti_state::running) return true;
-    options_ = options;
-    // The environment wins: a deployed binary can be lightened or given the full view.
-    for (std::string& problem : apply_cupti_options_environment(options_)) add_warning(std::move(problem));
-    ensure_attribution(options_.attribution);
-    if (detail::parse_switch(std::getenv("KSCOPE_CUPTI")) == detail::switch_value::off) {
-      return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0)");
-    }
-#if KSCOPE_HAS_CUPTI
-    return start_cupti();
-#else
-    return refuse(cupti_state::disabled, "CUPTI unavailable: kscope was built without the CUDA toolkit's CUPTI headers");
-#endif
-  }
+  bool start(const cupti_options& options = {});
 
   // Delivers every completed activity buffer now (cuptiActivityFlushAll); each record is
   // attributed as its buffer arrives. force: also deliver buffers with records still in
   // flight (those come back without timestamps and are counted as dropped) — what the
   // exit handler does. Call with no kscope lock held; never from a CUPTI callback.
-  void flush(bool force = false) {
-    std::lock_guard<std::mutex> control(control_mutex_);
-    flush_locked(force);
-  }
+  void flush(bool force = false);
 
   // Flushes (forced), disables the activity kinds and unsubscribes. Data stays readable.
-  void stop() noexcept {
-    try {
-      std::lock_guard<std::mutex> control(control_mutex_);
-      stop_locked();
-    } catch (...) {
-    }
-  }
+  void stop() noexcept;
 
-  [[nodiscard]] cupti_status status() const {
-    std::lock_guard<std::mutex> control(control_mutex_);
-    return status_locked();
-  }
+  [[nodiscard]] cupti_status status() const;
 
-  [[nodiscard]] bool running() const noexcept {
-    return running_.load(std::memory_order_acquire);
-  }
+  [[nodiscard]] bool running() const noexcept;
 
   // Every kernel, copy and memset the attribution applies from now on also goes to `sink`
   // (nullptr: stop). The PM-sample attribution (live_metrics.hpp) sets it; the collector
   // keeps the sink alive while it is set.
-  void set_interval_sink(std::shared_ptr<kernel_interval_sink> sink) {
-    std::lock_guard<std::mutex> lock(attribution_mutex_);
-    interval_sink_ = std::move(sink);
-    if (attribution_ != nullptr) attribution_->set_interval_sink(interval_sink_.get());
-  }
+  void set_interval_sink(std::shared_ptr<kernel_interval_sink> sink);
 
   // Per-node aggregates, top kernels, counters, warnings, recent events. Does not flush:
   // call flush() first (report() does both).
-  [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit = 50) {
-    cupti_snapshot s;
-    {
-      std::lock_guard<std::mutex> control(control_mutex_);
-      s.status = status_locked();
-      const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
-                           state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
-      if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
-      for (const auto& w : warnings_) s.warnings.push_back(w);
-    }
-    const std::uint64_t dropped = read_dropped_by_cupti();  // outside the attribution lock
-    {
-      std::lock_guard<std::mutex> lock(attribution_mutex_);
-      gpu_attribution& a = attribution_locked();
-      a.note_dropped_by_cupti(dropped);
-      s.activity = a.report(top_kernel_limit);
-    }
-    s.buffers_completed = buffers_completed_.load(std::memory_order_relaxed);
-    s.buffers_denied = pool_.denied();
-    s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
-    s.graph_node_errors = graph_node_errors_.load(std::memory_order_relaxed);
-    s.attribution_cpu_ns = attribution_cpu_ns_.load(std::memory_order_relaxed);
-    s.attribution_records = s.activity.counters.records_seen;
-    const graph_replay_sampler::counts graphs = graph_sampler_.decisions();
-    if (graphs.graph_level + graphs.node_level + graphs.unknown_graph > 0) {
-      s.status.message += "; graph replays: " + std::to_string(graphs.node_level) + " sampled node by node, " +
-                          std::to_string(graphs.graph_level) + " as one record";
-      if (graphs.unknown_graph > 0)
-        s.status.message += ", " + std::to_string(graphs.unknown_graph) +
-                            " node by node (graphs instantiated before the collector started)";
-    }
-    if (s.attribution_records > 0) {
-      // What watching costs kscope itself (CUPTI's own cost comes on top, in the launches).
-      s.status.message += "; attribution: " + std::to_string(s.attribution_records) + " records in " +
-                          std::to_string(s.attribution_cpu_ns / 1000000) + " ms of CPU (" +
-                          std::to_string(s.attribution_cpu_ns / static_cast<std::int64_t>(s.attribution_records)) +
-                          " ns each)";
-    }
-    if (s.buffers_denied > 0) {
-      s.warnings.push_back("CUPTI asked for an activity buffer " + std::to_string(s.buffers_denied) +
-                           " times while all " + std::to_string(pool_.buffer_count()) +
-                           " were in use (records dropped; raise cupti_options::buffer_count)");
-    }
-    if (s.callback_errors > 0) {
-      s.warnings.push_back(std::to_string(s.callback_errors) +
-                           " errors inside CUPTI buffer callbacks (out of memory?); records lost");
-    }
-    if (s.graph_node_errors > 0) {
-      s.warnings.push_back(std::to_string(s.graph_node_errors) +
-                           " CUDA graph nodes whose id CUPTI could not give (cuptiGetGraphNodeId): the scope "
-                           "that built them is unknown");
-    }
-    for (auto& w : s.activity.warnings) s.warnings.push_back(w);
-    return s;
-  }
+  [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit = 50);
 
   // flush() then snapshot().
-  [[nodiscard]] cupti_snapshot report(std::size_t top_kernel_limit = 50) {
-    flush();
-    return snapshot(top_kernel_limit);
-  }
+  [[nodiscard]] cupti_snapshot report(std::size_t top_kernel_limit = 50);
 
   // Forgets aggregates, counters and recent events (kernel names and launches stay).
-  void reset() {
-    std::lock_guard<std::mutex> lock(attribution_mutex_);
-    attribution_locked().reset();
-  }
+  void reset();
 
   // The path a completed CUPTI buffer takes (walk, parse, attribute), under the same lock.
   // Tests and benchmarks feed synthetic buffers of real CUPTI records through it.
-  void consume_buffer(std::uint8_t* buffer, std::size_t valid_bytes) {
-    std::lock_guard<std::mutex> lock(attribution_mutex_);
-    gpu_attribution& a = attribution_locked();
-#if KSCOPE_HAS_CUPTI
-    (void)detail::consume_activity_buffer(api_.loaded() ? &api_ : nullptr, buffer, valid_bytes, a,
-                                          clock_offset_ns_.load(std::memory_order_relaxed));
-#else
-    (void)buffer;
-    (void)valid_bytes;
-    (void)a;
-#endif
-  }
+  void consume_buffer(std::uint8_t* buffer, std::size_t valid_bytes);
 
   // The launch table the launch callback writes (tests drive the hook through it).
-  [[nodiscard]] correlation_table& launches() {
-    std::lock_guard<std::mutex> lock(attribution_mutex_);
-    return attribution_locked().launches();
-  }
+  [[nodiscard]] correlation_table& launches();
 
   // The graph node -> capture-time scope table the graph-node callbacks write.
-  [[nodiscard]] graph_node_table& graph_nodes() {
-    std::lock_guard<std::mutex> lock(attribution_mutex_);
-    return attribution_locked().graph_nodes();
-  }
+  [[nodiscard]] graph_node_table& graph_nodes();
 
  private:
-  cupti_collector() {
-    detail::guard_across_fork(control_mutex_, detail::lock_rank::collector_control);
-    detail::guard_across_fork(attribution_mutex_, detail::lock_rank::collector_attribution);
-    detail::guard_across_fork(graph_sampler_.lock_for_fork(), detail::lock_rank::graph_sampler);
-    detail::guard_across_fork(graph_toggle_mutex_, detail::lock_rank::graph_toggle);
-  }
+  cupti_collector();
 
-  void ensure_attribution(const attribution_options& options) {
-    std::lock_guard<std::mutex> lock(attribution_mutex_);
-    if (attribution_ == nullptr) {
-      attribution_ = std::make_unique<gpu_attribution>(options);
-      attribution_->set_interval_sink(interval_sink_.get());
-    }
-  }
-  gpu_attribution& attribution_locked() {
-    if (attribution_ == nullptr) {
-      attribution_ = std::make_unique<gpu_attribution>();
-      attribution_->set_interval_sink(interval_sink_.get());
-    }
-    return *attribution_;
-  }
+  void ensure_attribution(const attribution_options& options);
+  gpu_attribution& attribution_locked();
 
   // The state message is the warning while CUPTI is not collecting: one line per
   // problem, and a later successful start() leaves no stale line behind. `message` says
   // what went wrong only; status_locked() adds what the report still has.
-  bool refuse(cupti_state state, std::string message) {
-    state_ = state;
-    message_ = std::move(message);
-    return false;
-  }
+  bool refuse(cupti_state state, std::string message);
 
-  void add_warning(std::string w) {
-    for (const auto& existing : warnings_) {
-      if (existing == w) return;
-    }
-    warnings_.push_back(std::move(w));
-  }
+  void add_warning(std::string w);
 
   // What a report still has while CUPTI is not collecting. Said when the status is read,
   // not when start() refused: KSCOPE_CUPTI=0 refuses before any CUDA call, so only later
   // (the session probes before it reports) is it known whether there is a GPU at all.
-  static std::string without_cupti() {
-    const gpu_availability* gpu = probed_gpu();  // never probes itself
-    if (gpu != nullptr && !gpu->available()) return "no usable GPU, so no GPU times";
-    return "GPU times from CUDA events only";
-  }
+  static std::string without_cupti();
 
-  cupti_status status_locked() const {
-    cupti_status s;
-    s.state = state_;
-    s.clock = clock_;
-    s.message = message_;
-    if (state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
-        state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed)
-      s.message += "; " + without_cupti();
-    s.pool_bytes = pool_.capacity_bytes();
-    s.callbacks_enabled = callbacks_enabled_;
-    s.graph_capture = graph_capture_enabled_;
-#if KSCOPE_HAS_CUPTI
-    s.library = api_.path;
-    s.cupti_version = api_.version;
-#endif
-    return s;
-  }
+  cupti_status status_locked() const;
 
-  std::uint64_t read_dropped_by_cupti() noexcept {
-#if KSCOPE_HAS_CUPTI
-    if (running_.load(std::memory_order_acquire) && api_.activity_get_num_dropped_records != nullptr) {
-      std::size_t dropped = 0;
-      if (api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-        dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
-      }
-    }
-#endif
-    return dropped_by_cupti_.exchange(0, std::memory_order_relaxed);
-  }
+  std::uint64_t read_dropped_by_cupti() noexcept;
 
 #if KSCOPE_HAS_CUPTI
   static std::uint64_t CUPTIAPI steady_timestamp() {
@@ -749,30 +579,9 @@ class cupti_collector {
   }
 #endif  // KSCOPE_HAS_CUPTI
 
-  void flush_locked(bool force) {
-#if KSCOPE_HAS_CUPTI
-    if (running_.load(std::memory_order_acquire)) {
-      // Delivers buffers through on_buffer_completed on this thread (attribution lock
-      // taken there; only the control lock is held here).
-      (void)api_.activity_flush_all(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
-      if (clock_ == cupti_clock::offset) {
-        clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
-      }
-    }
-#else
-    (void)force;
-#endif
-  }
+  void flush_locked(bool force);
 
-  void stop_locked() {
-    if (state_ != cupti_state::running) return;
-    flush_locked(true);
-#if KSCOPE_HAS_CUPTI
-    teardown();
-#endif
-    running_.store(false, std::memory_order_release);
-    state_ = cupti_state::stopped;
-  }
+  void stop_locked();
 
   mutable std::mutex control_mutex_;   // start / stop / flush / status
   std::mutex attribution_mutex_;       // the attribution (CUPTI's buffer thread, snapshot)
@@ -805,5 +614,246 @@ class cupti_collector {
   std::vector<CUpti_ActivityKind> enabled_kinds_;
 #endif
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool cupti_collector::running() const noexcept {
+  return running_.load(std::memory_order_acquire);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL cupti_collector& cupti_collector::global() {
+  // A fork never catches it half-built (core/detail/once.hpp).
+  static detail::lazy_global<cupti_collector> instance{detail::lock_rank::init};
+  return instance.get([] { return new cupti_collector(); });
+}
+
+KSCOPE_DECL bool cupti_collector::start(const cupti_options& options) {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  if (state_ == cupti_state::running) return true;
+  options_ = options;
+  // The environment wins: a deployed binary can be lightened or given the full view.
+  for (std::string& problem : apply_cupti_options_environment(options_)) add_warning(std::move(problem));
+  ensure_attribution(options_.attribution);
+  if (detail::parse_switch(std::getenv("KSCOPE_CUPTI")) == detail::switch_value::off) {
+    return refuse(cupti_state::disabled, "CUPTI collection disabled (KSCOPE_CUPTI=0)");
+  }
+#if KSCOPE_HAS_CUPTI
+  return start_cupti();
+#else
+  return refuse(cupti_state::disabled, "CUPTI unavailable: kscope was built without the CUDA toolkit's CUPTI headers");
+#endif
+}
+
+KSCOPE_DECL void cupti_collector::flush(bool force) {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  flush_locked(force);
+}
+
+KSCOPE_DECL void cupti_collector::stop() noexcept {
+  try {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    stop_locked();
+  } catch (...) {
+  }
+}
+
+KSCOPE_DECL cupti_status cupti_collector::status() const {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  return status_locked();
+}
+
+KSCOPE_DECL void cupti_collector::set_interval_sink(std::shared_ptr<kernel_interval_sink> sink) {
+  std::lock_guard<std::mutex> lock(attribution_mutex_);
+  interval_sink_ = std::move(sink);
+  if (attribution_ != nullptr) attribution_->set_interval_sink(interval_sink_.get());
+}
+
+KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limit) {
+  cupti_snapshot s;
+  {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    s.status = status_locked();
+    const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
+         state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
+    if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
+    for (const auto& w : warnings_) s.warnings.push_back(w);
+  }
+  const std::uint64_t dropped = read_dropped_by_cupti();  // outside the attribution lock
+  {
+    std::lock_guard<std::mutex> lock(attribution_mutex_);
+    gpu_attribution& a = attribution_locked();
+    a.note_dropped_by_cupti(dropped);
+    s.activity = a.report(top_kernel_limit);
+  }
+  s.buffers_completed = buffers_completed_.load(std::memory_order_relaxed);
+  s.buffers_denied = pool_.denied();
+  s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
+  s.graph_node_errors = graph_node_errors_.load(std::memory_order_relaxed);
+  s.attribution_cpu_ns = attribution_cpu_ns_.load(std::memory_order_relaxed);
+  s.attribution_records = s.activity.counters.records_seen;
+  const graph_replay_sampler::counts graphs = graph_sampler_.decisions();
+  if (graphs.graph_level + graphs.node_level + graphs.unknown_graph > 0) {
+    s.status.message += "; graph replays: " + std::to_string(graphs.node_level) + " sampled node by node, " +
+        std::to_string(graphs.graph_level) + " as one record";
+    if (graphs.unknown_graph > 0)
+      s.status.message += ", " + std::to_string(graphs.unknown_graph) +
+          " node by node (graphs instantiated before the collector started)";
+  }
+  if (s.attribution_records > 0) {
+    // What watching costs kscope itself (CUPTI's own cost comes on top, in the launches).
+    s.status.message += "; attribution: " + std::to_string(s.attribution_records) + " records in " +
+        std::to_string(s.attribution_cpu_ns / 1000000) + " ms of CPU (" +
+        std::to_string(s.attribution_cpu_ns / static_cast<std::int64_t>(s.attribution_records)) +
+        " ns each)";
+  }
+  if (s.buffers_denied > 0) {
+    s.warnings.push_back("CUPTI asked for an activity buffer " + std::to_string(s.buffers_denied) +
+         " times while all " + std::to_string(pool_.buffer_count()) +
+         " were in use (records dropped; raise cupti_options::buffer_count)");
+  }
+  if (s.callback_errors > 0) {
+    s.warnings.push_back(std::to_string(s.callback_errors) +
+         " errors inside CUPTI buffer callbacks (out of memory?); records lost");
+  }
+  if (s.graph_node_errors > 0) {
+    s.warnings.push_back(std::to_string(s.graph_node_errors) +
+         " CUDA graph nodes whose id CUPTI could not give (cuptiGetGraphNodeId): the scope "
+         "that built them is unknown");
+  }
+  for (auto& w : s.activity.warnings) s.warnings.push_back(w);
+  return s;
+}
+
+KSCOPE_DECL cupti_snapshot cupti_collector::report(std::size_t top_kernel_limit) {
+  flush();
+  return snapshot(top_kernel_limit);
+}
+
+KSCOPE_DECL void cupti_collector::reset() {
+  std::lock_guard<std::mutex> lock(attribution_mutex_);
+  attribution_locked().reset();
+}
+
+KSCOPE_DECL void cupti_collector::consume_buffer(std::uint8_t* buffer, std::size_t valid_bytes) {
+  std::lock_guard<std::mutex> lock(attribution_mutex_);
+  gpu_attribution& a = attribution_locked();
+#if KSCOPE_HAS_CUPTI
+  (void)detail::consume_activity_buffer(api_.loaded() ? &api_ : nullptr, buffer, valid_bytes, a,
+                                        clock_offset_ns_.load(std::memory_order_relaxed));
+#else
+  (void)buffer;
+  (void)valid_bytes;
+  (void)a;
+#endif
+}
+
+KSCOPE_DECL correlation_table& cupti_collector::launches() {
+  std::lock_guard<std::mutex> lock(attribution_mutex_);
+  return attribution_locked().launches();
+}
+
+KSCOPE_DECL graph_node_table& cupti_collector::graph_nodes() {
+  std::lock_guard<std::mutex> lock(attribution_mutex_);
+  return attribution_locked().graph_nodes();
+}
+
+KSCOPE_DECL cupti_collector::cupti_collector() {
+  detail::guard_across_fork(control_mutex_, detail::lock_rank::collector_control);
+  detail::guard_across_fork(attribution_mutex_, detail::lock_rank::collector_attribution);
+  detail::guard_across_fork(graph_sampler_.lock_for_fork(), detail::lock_rank::graph_sampler);
+  detail::guard_across_fork(graph_toggle_mutex_, detail::lock_rank::graph_toggle);
+}
+
+KSCOPE_DECL void cupti_collector::ensure_attribution(const attribution_options& options) {
+  std::lock_guard<std::mutex> lock(attribution_mutex_);
+  if (attribution_ == nullptr) {
+    attribution_ = std::make_unique<gpu_attribution>(options);
+    attribution_->set_interval_sink(interval_sink_.get());
+  }
+}
+
+KSCOPE_DECL gpu_attribution& cupti_collector::attribution_locked() {
+  if (attribution_ == nullptr) {
+    attribution_ = std::make_unique<gpu_attribution>();
+    attribution_->set_interval_sink(interval_sink_.get());
+  }
+  return *attribution_;
+}
+
+KSCOPE_DECL bool cupti_collector::refuse(cupti_state state, std::string message) {
+  state_ = state;
+  message_ = std::move(message);
+  return false;
+}
+
+KSCOPE_DECL void cupti_collector::add_warning(std::string w) {
+  for (const auto& existing : warnings_) {
+    if (existing == w) return;
+  }
+  warnings_.push_back(std::move(w));
+}
+
+KSCOPE_DECL std::string cupti_collector::without_cupti() {
+  const gpu_availability* gpu = probed_gpu();  // never probes itself
+  if (gpu != nullptr && !gpu->available()) return "no usable GPU, so no GPU times";
+  return "GPU times from CUDA events only";
+}
+
+KSCOPE_DECL cupti_status cupti_collector::status_locked() const {
+  cupti_status s;
+  s.state = state_;
+  s.clock = clock_;
+  s.message = message_;
+  if (state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
+      state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed)
+    s.message += "; " + without_cupti();
+  s.pool_bytes = pool_.capacity_bytes();
+  s.callbacks_enabled = callbacks_enabled_;
+  s.graph_capture = graph_capture_enabled_;
+#if KSCOPE_HAS_CUPTI
+  s.library = api_.path;
+  s.cupti_version = api_.version;
+#endif
+  return s;
+}
+
+KSCOPE_DECL std::uint64_t cupti_collector::read_dropped_by_cupti() noexcept {
+#if KSCOPE_HAS_CUPTI
+  if (running_.load(std::memory_order_acquire) && api_.activity_get_num_dropped_records != nullptr) {
+    std::size_t dropped = 0;
+    if (api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
+      dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
+    }
+  }
+#endif
+  return dropped_by_cupti_.exchange(0, std::memory_order_relaxed);
+}
+
+KSCOPE_DECL void cupti_collector::flush_locked(bool force) {
+#if KSCOPE_HAS_CUPTI
+  if (running_.load(std::memory_order_acquire)) {
+    // Delivers buffers through on_buffer_completed on this thread (attribution lock
+    // taken there; only the control lock is held here).
+    (void)api_.activity_flush_all(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    if (clock_ == cupti_clock::offset) {
+      clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
+    }
+  }
+#else
+  (void)force;
+#endif
+}
+
+KSCOPE_DECL void cupti_collector::stop_locked() {
+  if (state_ != cupti_state::running) return;
+  flush_locked(true);
+#if KSCOPE_HAS_CUPTI
+  teardown();
+#endif
+  running_.store(false, std::memory_order_release);
+  state_ = cupti_state::stopped;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

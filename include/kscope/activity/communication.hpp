@@ -5,6 +5,7 @@
 // time and busy union apart (node_gpu_activity::comm_*, activity.hpp).
 #pragma once
 
+#include "../core/config.hpp"
 #include <cstddef>
 #include <string_view>
 
@@ -16,7 +17,10 @@ namespace kscope {
 //
 //   kscope::is_communication_kernel("_Z24ncclDevKernel_AllReduce_Sum_f32_RING_LLP24...");  // true
 //   kscope::is_communication_kernel("_Z4axpyPfS_f");                                     // false
-[[nodiscard]] inline bool is_communication_kernel(std::string_view name) noexcept {
+[[nodiscard]] KSCOPE_DECL bool is_communication_kernel(std::string_view name) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool is_communication_kernel(std::string_view name) noexcept {
   if (name.size() > 2 && name[0] == '_' && name[1] == 'Z') {
     name.remove_prefix(2);
     if (!name.empty() && name[0] == 'L') name.remove_prefix(1);  // internal linkage
@@ -29,5 +33,6 @@ namespace kscope {
   }
   return name.substr(0, 13) == "ncclDevKernel" || name.substr(0, 10) == "ncclKernel";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

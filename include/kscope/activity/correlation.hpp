@@ -10,6 +10,7 @@
 // so the launch hook stays a few nanoseconds.
 #pragma once
 
+#include "../core/config.hpp"
 #include "records.hpp"
 #include "../scope/detail/counter_hook.hpp"
 #include "../scope/detail/thread_state.hpp"
@@ -55,20 +56,14 @@ class correlation_table {
     launch_origin origin{};
   };
 
-  explicit correlation_table(std::size_t capacity = std::size_t{1} << 18)
-      : capacity_(round_up_pow2(capacity)), mask_(capacity_ - 1), bits_(log2(capacity_)),
-        slots_(new slot[capacity_]) {}
+  explicit correlation_table(std::size_t capacity = std::size_t{1} << 18);
 
   correlation_table(const correlation_table&) = delete;
   correlation_table& operator=(const correlation_table&) = delete;
 
   // The launch-time hook. Safe from any number of threads at once; never blocks.
   void record_launch(std::uint32_t correlation_id, node_id node,
-                     std::uint32_t thread_index) noexcept {
-    slot& s = slots_[slot_of(correlation_id)];
-    s.node_word.store(pack(correlation_id, node), std::memory_order_release);
-    s.thread_word.store(pack(correlation_id, thread_index), std::memory_order_release);
-  }
+                     std::uint32_t thread_index) noexcept;
 
   // THE lookup of a GPU record's launch; kernels, copies and memsets all go through it.
   //
@@ -85,75 +80,104 @@ class correlation_table {
   //
   //   auto hit = table.find_launch(copy.correlation_id, copy.runtime_correlation_id);
   [[nodiscard]] lookup_result find_launch(std::uint32_t correlation_id,
-                                          std::uint32_t runtime_correlation_id = 0) const noexcept {
-    lookup_result hit = find(correlation_id);
-    if (hit.status == lookup_status::found || runtime_correlation_id == 0 ||
-        runtime_correlation_id == correlation_id) {
-      return hit;
-    }
-    const lookup_result second = find(runtime_correlation_id);
-    if (second.status == lookup_status::found || hit.status == lookup_status::unknown) return second;
-    return hit;  // evicted beats unknown: the launch was seen, its mapping is lost
-  }
+                                          std::uint32_t runtime_correlation_id = 0) const noexcept;
 
   // One id, no fallback: the primitive find_launch is built on.
-  [[nodiscard]] lookup_result find(std::uint32_t correlation_id) const noexcept {
-    lookup_result result;
-    const slot& s = slots_[slot_of(correlation_id)];
-    const std::uint64_t node_word = s.node_word.load(std::memory_order_acquire);
-    const std::uint32_t stored_id = static_cast<std::uint32_t>(node_word >> 32);
-    if (correlation_id == 0 || stored_id != correlation_id) {
-      // Correlation ids grow monotonically (mod 2^32): a newer id in our slot means ours
-      // was overwritten; an older one (or an empty slot) means ours has not been written.
-      const bool newer = stored_id != 0 &&
-                         static_cast<std::int32_t>(stored_id - correlation_id) > 0;
-      result.status = (correlation_id != 0 && newer) ? lookup_status::evicted
-                                                     : lookup_status::unknown;
-      return result;
-    }
-    result.status = lookup_status::found;
-    result.origin.node = static_cast<node_id>(node_word & 0xffffffffu);
-    const std::uint64_t thread_word = s.thread_word.load(std::memory_order_acquire);
-    if (static_cast<std::uint32_t>(thread_word >> 32) == correlation_id) {
-      result.origin.thread_index = static_cast<std::uint32_t>(thread_word & 0xffffffffu);
-    }
-    return result;
-  }
+  [[nodiscard]] lookup_result find(std::uint32_t correlation_id) const noexcept;
 
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
-  [[nodiscard]] std::size_t memory_bytes() const noexcept { return capacity_ * sizeof(slot); }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept;
 
  private:
   struct alignas(16) slot {
     std::atomic<std::uint64_t> node_word{0};    // (correlation id << 32) | node
     std::atomic<std::uint64_t> thread_word{0};  // (correlation id << 32) | thread index
   };
-  static std::uint64_t pack(std::uint32_t id, std::uint32_t payload) noexcept {
-    return (static_cast<std::uint64_t>(id) << 32) | payload;
-  }
+  static std::uint64_t pack(std::uint32_t id, std::uint32_t payload) noexcept;
   // id mod capacity, with its bits rotated left by 2: ids that differ by less than
   // capacity / 4 never share a 64-byte line (4 slots), so threads launching at the same
   // time (CUPTI hands out neighbouring ids) do not write the same cache line.
-  std::size_t slot_of(std::uint32_t id) const noexcept {
-    const std::size_t v = id & mask_;
-    return ((v << 2) | (v >> (bits_ - 2))) & mask_;
-  }
-  static unsigned log2(std::size_t pow2) noexcept {
-    unsigned bits = 0;
-    while ((std::size_t{1} << bits) < pow2) ++bits;
-    return bits;
-  }
-  static std::size_t round_up_pow2(std::size_t n) noexcept {
-    std::size_t p = 1024;  // a floor: tiny tables only make tests and benches lie
-    while (p < n && p < (std::size_t{1} << 30)) p <<= 1;
-    return p;
-  }
+  std::size_t slot_of(std::uint32_t id) const noexcept;
+  static unsigned log2(std::size_t pow2) noexcept;
+  static std::size_t round_up_pow2(std::size_t n) noexcept;
 
   std::size_t capacity_;
   std::size_t mask_;
   unsigned bits_;
   std::unique_ptr<slot[]> slots_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t correlation_table::memory_bytes() const noexcept { return capacity_ * sizeof(slot); }
+
+KSCOPE_DECL std::uint64_t correlation_table::pack(std::uint32_t id, std::uint32_t payload) noexcept {
+  return (static_cast<std::uint64_t>(id) << 32) | payload;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL correlation_table::correlation_table(std::size_t capacity) : capacity_(round_up_pow2(capacity)), mask_(capacity_ - 1), bits_(log2(capacity_)),
+      slots_(new slot[capacity_]) {}
+
+KSCOPE_DECL void correlation_table::record_launch(std::uint32_t correlation_id, node_id node,
+                   std::uint32_t thread_index) noexcept {
+  slot& s = slots_[slot_of(correlation_id)];
+  s.node_word.store(pack(correlation_id, node), std::memory_order_release);
+  s.thread_word.store(pack(correlation_id, thread_index), std::memory_order_release);
+}
+
+KSCOPE_DECL auto correlation_table::find_launch(std::uint32_t correlation_id,
+                        std::uint32_t runtime_correlation_id) const noexcept -> lookup_result {
+  lookup_result hit = find(correlation_id);
+  if (hit.status == lookup_status::found || runtime_correlation_id == 0 ||
+      runtime_correlation_id == correlation_id) {
+    return hit;
+  }
+  const lookup_result second = find(runtime_correlation_id);
+  if (second.status == lookup_status::found || hit.status == lookup_status::unknown) return second;
+  return hit;  // evicted beats unknown: the launch was seen, its mapping is lost
+}
+
+KSCOPE_DECL auto correlation_table::find(std::uint32_t correlation_id) const noexcept -> lookup_result {
+  lookup_result result;
+  const slot& s = slots_[slot_of(correlation_id)];
+  const std::uint64_t node_word = s.node_word.load(std::memory_order_acquire);
+  const std::uint32_t stored_id = static_cast<std::uint32_t>(node_word >> 32);
+  if (correlation_id == 0 || stored_id != correlation_id) {
+    // Correlation ids grow monotonically (mod 2^32): a newer id in our slot means ours
+    // was overwritten; an older one (or an empty slot) means ours has not been written.
+    const bool newer = stored_id != 0 &&
+       static_cast<std::int32_t>(stored_id - correlation_id) > 0;
+    result.status = (correlation_id != 0 && newer) ? lookup_status::evicted
+                                   : lookup_status::unknown;
+    return result;
+  }
+  result.status = lookup_status::found;
+  result.origin.node = static_cast<node_id>(node_word & 0xffffffffu);
+  const std::uint64_t thread_word = s.thread_word.load(std::memory_order_acquire);
+  if (static_cast<std::uint32_t>(thread_word >> 32) == correlation_id) {
+    result.origin.thread_index = static_cast<std::uint32_t>(thread_word & 0xffffffffu);
+  }
+  return result;
+}
+
+KSCOPE_DECL std::size_t correlation_table::slot_of(std::uint32_t id) const noexcept {
+  const std::size_t v = id & mask_;
+  return ((v << 2) | (v >> (bits_ - 2))) & mask_;
+}
+
+KSCOPE_DECL unsigned correlation_table::log2(std::size_t pow2) noexcept {
+  unsigned bits = 0;
+  while ((std::size_t{1} << bits) < pow2) ++bits;
+  return bits;
+}
+
+KSCOPE_DECL std::size_t correlation_table::round_up_pow2(std::size_t n) noexcept {
+  std::size_t p = 1024;  // a floor: tiny tables only make tests and benches lie
+  while (p < n && p < (std::size_t{1} << 30)) p <<= 1;
+  return p;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The launch-time hook as the CUPTI API callback calls it, on the launching thread: stores
 // the node open on this thread. A runtime API launch also triggers the driver-API
@@ -162,7 +186,11 @@ class correlation_table {
 // both ids are stored, so kernel, memcpy and memset records find their node either way.
 //
 //   kscope::record_launch_from_this_thread(table, cbdata->correlationId);
-inline void record_launch_from_this_thread(correlation_table& table,
+KSCOPE_DECL void record_launch_from_this_thread(correlation_table& table,
+                                           std::uint32_t correlation_id) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void record_launch_from_this_thread(correlation_table& table,
                                            std::uint32_t correlation_id) noexcept {
   struct last_store {
     const correlation_table* table;
@@ -177,5 +205,6 @@ inline void record_launch_from_this_thread(correlation_table& table,
   const std::uint32_t thread = detail::profiled_depth > 0 ? (state.thread_index | profiled_launch_bit) : state.thread_index;
   table.record_launch(correlation_id, state.current, thread);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -25,6 +25,7 @@
 //   table.find(42).node;                                     // 3
 #pragma once
 
+#include "../core/config.hpp"
 #include "../scope/node_id.hpp"
 
 #include <cstddef>
@@ -49,58 +50,28 @@ class graph_node_table {
     node_id node = 0;  // the capture-time scope; meaningful when found
   };
 
-  explicit graph_node_table(std::size_t capacity = std::size_t{1} << 17)
-      : sets_(round_up_pow2(capacity) / ways), entries_(new entry[sets_ * ways]) {}
+  explicit graph_node_table(std::size_t capacity = std::size_t{1} << 17);
 
   graph_node_table(const graph_node_table&) = delete;
   graph_node_table& operator=(const graph_node_table&) = delete;
 
   // A node was created (captured or added) while `scope` was open on the creating thread.
   // Id 0 is CUPTI's "no graph node" and is ignored.
-  void record_created(std::uint64_t graph_node_id, node_id scope) {
-    if (graph_node_id == 0) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    insert_locked(graph_node_id, scope);
-  }
+  void record_created(std::uint64_t graph_node_id, node_id scope);
 
   // A node was cloned: the clone was built where its original was. Returns false (and
   // counts clones_of_unknown) when the original was never seen, e.g. it was captured
   // before the collector started; then the clone stays unknown too.
-  bool record_cloned(std::uint64_t clone_id, std::uint64_t original_id) {
-    if (clone_id == 0) return false;
-    std::lock_guard<std::mutex> lock(mutex_);
-    const entry* original = find_locked(original_id);
-    if (original == nullptr) {
-      ++clones_of_unknown_;
-      return false;
-    }
-    insert_locked(clone_id, original->node);
-    return true;
-  }
+  bool record_cloned(std::uint64_t clone_id, std::uint64_t original_id);
 
-  [[nodiscard]] lookup_result find(std::uint64_t graph_node_id) const {
-    lookup_result result;
-    if (graph_node_id == 0) return result;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (const entry* e = find_locked(graph_node_id)) {
-      result.found = true;
-      result.node = e->node;
-    }
-    return result;
-  }
+  [[nodiscard]] lookup_result find(std::uint64_t graph_node_id) const;
 
   // Entries replaced while still valid because their set was full.
-  [[nodiscard]] std::uint64_t evicted() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return evicted_;
-  }
+  [[nodiscard]] std::uint64_t evicted() const;
   // Clones whose original was not in the table.
-  [[nodiscard]] std::uint64_t clones_of_unknown() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return clones_of_unknown_;
-  }
+  [[nodiscard]] std::uint64_t clones_of_unknown() const;
   [[nodiscard]] std::size_t capacity() const noexcept { return sets_ * ways; }
-  [[nodiscard]] std::size_t memory_bytes() const noexcept { return capacity() * sizeof(entry); }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept;
 
  private:
   static constexpr std::size_t ways = 4;
@@ -112,45 +83,11 @@ class graph_node_table {
 
   // splitmix64's finalizer: ids may be small counters or (graph << 32 | index); either
   // way every bit reaches the set index.
-  static std::uint64_t mix(std::uint64_t x) noexcept {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
-  entry* set_of(std::uint64_t id) const noexcept {
-    return entries_.get() + (mix(id) & (sets_ - 1)) * ways;
-  }
-  const entry* find_locked(std::uint64_t id) const noexcept {
-    if (id == 0) return nullptr;
-    const entry* set = set_of(id);
-    for (std::size_t i = 0; i < ways; ++i)
-      if (set[i].id == id) return &set[i];
-    return nullptr;
-  }
-  void insert_locked(std::uint64_t id, node_id scope) noexcept {
-    entry* set = set_of(id);
-    entry* target = nullptr;
-    for (std::size_t i = 0; i < ways && target == nullptr; ++i)
-      if (set[i].id == id) target = &set[i];  // re-created or re-cloned: the latest scope wins
-    for (std::size_t i = 0; i < ways && target == nullptr; ++i)
-      if (set[i].id == 0) target = &set[i];
-    if (target == nullptr) {
-      target = &set[0];
-      for (std::size_t i = 1; i < ways; ++i)
-        if (static_cast<std::int32_t>(set[i].stamp - target->stamp) < 0) target = &set[i];
-      ++evicted_;
-    }
-    target->id = id;
-    target->node = scope;
-    target->stamp = next_stamp_++;
-  }
-  static std::size_t round_up_pow2(std::size_t n) noexcept {
-    std::size_t p = 64;  // a floor: at least 16 sets
-    while (p < n && p < (std::size_t{1} << 30)) p <<= 1;
-    return p;
-  }
+  static std::uint64_t mix(std::uint64_t x) noexcept;
+  entry* set_of(std::uint64_t id) const noexcept;
+  const entry* find_locked(std::uint64_t id) const noexcept;
+  void insert_locked(std::uint64_t id, node_id scope) noexcept;
+  static std::size_t round_up_pow2(std::size_t n) noexcept;
 
   std::size_t sets_;
   std::unique_ptr<entry[]> entries_;
@@ -159,5 +96,96 @@ class graph_node_table {
   std::uint64_t evicted_ = 0;
   std::uint64_t clones_of_unknown_ = 0;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t graph_node_table::memory_bytes() const noexcept { return capacity() * sizeof(entry); }
+
+KSCOPE_DECL auto graph_node_table::set_of(std::uint64_t id) const noexcept -> entry* {
+  return entries_.get() + (mix(id) & (sets_ - 1)) * ways;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL graph_node_table::graph_node_table(std::size_t capacity) : sets_(round_up_pow2(capacity) / ways), entries_(new entry[sets_ * ways]) {}
+
+KSCOPE_DECL void graph_node_table::record_created(std::uint64_t graph_node_id, node_id scope) {
+  if (graph_node_id == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  insert_locked(graph_node_id, scope);
+}
+
+KSCOPE_DECL bool graph_node_table::record_cloned(std::uint64_t clone_id, std::uint64_t original_id) {
+  if (clone_id == 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const entry* original = find_locked(original_id);
+  if (original == nullptr) {
+    ++clones_of_unknown_;
+    return false;
+  }
+  insert_locked(clone_id, original->node);
+  return true;
+}
+
+KSCOPE_DECL auto graph_node_table::find(std::uint64_t graph_node_id) const -> lookup_result {
+  lookup_result result;
+  if (graph_node_id == 0) return result;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const entry* e = find_locked(graph_node_id)) {
+    result.found = true;
+    result.node = e->node;
+  }
+  return result;
+}
+
+KSCOPE_DECL std::uint64_t graph_node_table::evicted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return evicted_;
+}
+
+KSCOPE_DECL std::uint64_t graph_node_table::clones_of_unknown() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return clones_of_unknown_;
+}
+
+KSCOPE_DECL std::uint64_t graph_node_table::mix(std::uint64_t x) noexcept {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+KSCOPE_DECL auto graph_node_table::find_locked(std::uint64_t id) const noexcept -> const entry* {
+  if (id == 0) return nullptr;
+  const entry* set = set_of(id);
+  for (std::size_t i = 0; i < ways; ++i)
+    if (set[i].id == id) return &set[i];
+  return nullptr;
+}
+
+KSCOPE_DECL void graph_node_table::insert_locked(std::uint64_t id, node_id scope) noexcept {
+  entry* set = set_of(id);
+  entry* target = nullptr;
+  for (std::size_t i = 0; i < ways && target == nullptr; ++i)
+    if (set[i].id == id) target = &set[i];  // re-created or re-cloned: the latest scope wins
+  for (std::size_t i = 0; i < ways && target == nullptr; ++i)
+    if (set[i].id == 0) target = &set[i];
+  if (target == nullptr) {
+    target = &set[0];
+    for (std::size_t i = 1; i < ways; ++i)
+      if (static_cast<std::int32_t>(set[i].stamp - target->stamp) < 0) target = &set[i];
+    ++evicted_;
+  }
+  target->id = id;
+  target->node = scope;
+  target->stamp = next_stamp_++;
+}
+
+KSCOPE_DECL std::size_t graph_node_table::round_up_pow2(std::size_t n) noexcept {
+  std::size_t p = 64;  // a floor: at least 16 sets
+  while (p < n && p < (std::size_t{1} << 30)) p <<= 1;
+  return p;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -37,47 +37,16 @@ class graph_replay_sampler {
   // are traced node by node (safe, and counted).
   static constexpr std::size_t max_graphs = 4096;
 
-  void configure(graph_tracing mode, std::uint32_t first, std::uint32_t every) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    mode_ = mode;
-    first_ = first;
-    every_ = every;
-  }
+  void configure(graph_tracing mode, std::uint32_t first, std::uint32_t every);
 
   // CUPTI's GRAPHEXEC_CREATED: this executable graph was built while the collector watched.
-  void graph_exec_created(std::uintptr_t exec) {
-    if (exec == 0) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    make_room();
-    graphs_[exec] = entry{0, true};
-  }
+  void graph_exec_created(std::uintptr_t exec);
 
   // CUPTI's GRAPHEXEC_DESTROY_STARTING: a later graph may reuse the handle.
-  void graph_exec_destroyed(std::uintptr_t exec) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    graphs_.erase(exec);
-  }
+  void graph_exec_destroyed(std::uintptr_t exec);
 
   // At a graph launch: true when this replay is to be traced node by node.
-  [[nodiscard]] bool decide(std::uintptr_t exec) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (mode_ == graph_tracing::node) return true;
-    auto it = graphs_.find(exec);
-    if (it == graphs_.end()) {
-      make_room();
-      it = graphs_.emplace(exec, entry{0, false}).first;
-    }
-    entry& e = it->second;
-    const std::uint64_t n = ++e.replays;
-    if (!e.created_seen) {
-      ++unknown_graph_replays_;
-      return true;
-    }
-    if (mode_ == graph_tracing::graph) return false;
-    const bool node_level = n <= first_ || (every_ > 0 && n > first_ && (n - first_) % every_ == 0);
-    if (node_level) ++node_level_replays_; else ++graph_level_replays_;
-    return node_level;
-  }
+  [[nodiscard]] bool decide(std::uintptr_t exec);
 
   // The lock, for the owner to register with the fork guard (core/detail/fork_guard.hpp)
   // when the sampler lives as long as the process (the collector's does; a test's does not).
@@ -89,21 +58,14 @@ class graph_replay_sampler {
     std::uint64_t unknown_graph = 0;  // replays of graphs built before the collector watched: per node
     std::uint64_t table_resets = 0;
   };
-  [[nodiscard]] counts decisions() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return counts{node_level_replays_, graph_level_replays_, unknown_graph_replays_, table_resets_};
-  }
+  [[nodiscard]] counts decisions() const;
 
  private:
   struct entry {
     std::uint64_t replays = 0;
     bool created_seen = false;
   };
-  void make_room() {
-    if (graphs_.size() < max_graphs) return;
-    graphs_.clear();
-    ++table_resets_;
-  }
+  void make_room();
 
   mutable std::mutex mutex_;
   graph_tracing mode_ = graph_tracing::node;
@@ -112,5 +74,57 @@ class graph_replay_sampler {
   std::unordered_map<std::uintptr_t, entry> graphs_;
   std::uint64_t node_level_replays_ = 0, graph_level_replays_ = 0, unknown_graph_replays_ = 0, table_resets_ = 0;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void graph_replay_sampler::configure(graph_tracing mode, std::uint32_t first, std::uint32_t every) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  mode_ = mode;
+  first_ = first;
+  every_ = every;
+}
+
+KSCOPE_DECL void graph_replay_sampler::graph_exec_created(std::uintptr_t exec) {
+  if (exec == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  make_room();
+  graphs_[exec] = entry{0, true};
+}
+
+KSCOPE_DECL void graph_replay_sampler::graph_exec_destroyed(std::uintptr_t exec) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  graphs_.erase(exec);
+}
+
+KSCOPE_DECL bool graph_replay_sampler::decide(std::uintptr_t exec) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (mode_ == graph_tracing::node) return true;
+  auto it = graphs_.find(exec);
+  if (it == graphs_.end()) {
+    make_room();
+    it = graphs_.emplace(exec, entry{0, false}).first;
+  }
+  entry& e = it->second;
+  const std::uint64_t n = ++e.replays;
+  if (!e.created_seen) {
+    ++unknown_graph_replays_;
+    return true;
+  }
+  if (mode_ == graph_tracing::graph) return false;
+  const bool node_level = n <= first_ || (every_ > 0 && n > first_ && (n - first_) % every_ == 0);
+  if (node_level) ++node_level_replays_; else ++graph_level_replays_;
+  return node_level;
+}
+
+KSCOPE_DECL auto graph_replay_sampler::decisions() const -> counts {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counts{node_level_replays_, graph_level_replays_, unknown_graph_replays_, table_resets_};
+}
+
+KSCOPE_DECL void graph_replay_sampler::make_room() {
+  if (graphs_.size() < max_graphs) return;
+  graphs_.clear();
+  ++table_resets_;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -89,7 +89,15 @@ struct cupti_options {
 namespace detail {
 
 // "1", "on", "true", ... / "0", "off", ...: the one reading of a switch (env_switch.hpp).
-inline bool parse_option_switch(std::string_view value, bool& out) {
+KSCOPE_DECL bool parse_option_switch(std::string_view value, bool& out);
+
+// A whole decimal number in [lo, hi].
+KSCOPE_DECL bool parse_option_count(std::string_view value, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out);
+
+KSCOPE_DECL std::string_view trim_option(std::string_view s);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool parse_option_switch(std::string_view value, bool& out) {
   const std::string text(value);
   switch (parse_switch(text.c_str())) {
     case switch_value::on: out = true; return true;
@@ -98,8 +106,7 @@ inline bool parse_option_switch(std::string_view value, bool& out) {
   }
 }
 
-// A whole decimal number in [lo, hi].
-inline bool parse_option_count(std::string_view value, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
+KSCOPE_DECL bool parse_option_count(std::string_view value, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
   if (value.empty() || value.size() > 19) return false;
   std::uint64_t v = 0;
   for (char c : value) {
@@ -111,11 +118,12 @@ inline bool parse_option_count(std::string_view value, std::uint64_t lo, std::ui
   return true;
 }
 
-inline std::string_view trim_option(std::string_view s) {
+KSCOPE_DECL std::string_view trim_option(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -131,8 +139,15 @@ inline std::string_view trim_option(std::string_view s) {
 //   flush_ms                           cuptiActivityFlushPeriod in ms (0 .. 3600000; 0: CUPTI's)
 //
 //   std::vector<std::string> problems = kscope::apply_cupti_options_text("graphs=node,sync=0", o);
-inline std::vector<std::string> apply_cupti_options_text(std::string_view text, cupti_options& options,
-                                                         std::string_view source = "KSCOPE_CUPTI_OPTIONS") {
+KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view text, cupti_options& options,
+                                                         std::string_view source = "KSCOPE_CUPTI_OPTIONS");
+
+// The options with $KSCOPE_CUPTI_OPTIONS applied (the collector's start() does this).
+KSCOPE_DECL std::vector<std::string> apply_cupti_options_environment(cupti_options& options);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view text, cupti_options& options,
+                                                         std::string_view source) {
   std::vector<std::string> problems;
   const auto refuse = [&](std::string_view item, const char* expected) {
     problems.push_back(std::string(source) + ": '" + std::string(item) + "' not understood (" + expected +
@@ -185,11 +200,11 @@ inline std::vector<std::string> apply_cupti_options_text(std::string_view text, 
   return problems;
 }
 
-// The options with $KSCOPE_CUPTI_OPTIONS applied (the collector's start() does this).
-inline std::vector<std::string> apply_cupti_options_environment(cupti_options& options) {
+KSCOPE_DECL std::vector<std::string> apply_cupti_options_environment(cupti_options& options) {
   const char* text = std::getenv("KSCOPE_CUPTI_OPTIONS");
   if (text == nullptr) return {};
   return apply_cupti_options_text(text, options);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

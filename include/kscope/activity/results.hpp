@@ -9,6 +9,7 @@
 //     std::printf("%llu kernels, busy %lld ns\n", gpu->kernel_count, gpu->busy_ns);
 #pragma once
 
+#include "../core/config.hpp"
 #include "records.hpp"
 
 #include <algorithm>
@@ -130,21 +131,33 @@ struct node_gpu_activity {
   std::int64_t scaled_kernel_ns = 0;        // part of kernel_ns estimated
   std::int64_t scaled_busy_ns = 0;          // part of busy_ns estimated (or whole spans, unsampled)
 
-  [[nodiscard]] bool graph_scaled() const noexcept { return graph_replays > graph_replays_traced; }
+  [[nodiscard]] bool graph_scaled() const noexcept;
 
-  [[nodiscard]] std::uint64_t compute_kernel_count() const noexcept { return kernel_count - comm_kernel_count; }
+  [[nodiscard]] std::uint64_t compute_kernel_count() const noexcept;
   [[nodiscard]] std::int64_t compute_ns() const noexcept { return kernel_ns - comm_ns; }
   // The device entry for `device`, or nullptr when this node ran nothing there.
-  [[nodiscard]] const device_gpu_activity* find_device(std::uint32_t device) const noexcept {
-    for (const device_gpu_activity& d : devices)
-      if (d.device == device) return &d;
-    return nullptr;
-  }
+  [[nodiscard]] const device_gpu_activity* find_device(std::uint32_t device) const noexcept;
 
-  [[nodiscard]] const copy_totals& copies(copy_direction d) const noexcept {
-    return memcpy[static_cast<std::size_t>(d)];
-  }
+  [[nodiscard]] const copy_totals& copies(copy_direction d) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool node_gpu_activity::graph_scaled() const noexcept { return graph_replays > graph_replays_traced; }
+
+KSCOPE_DECL std::uint64_t node_gpu_activity::compute_kernel_count() const noexcept { return kernel_count - comm_kernel_count; }
+
+KSCOPE_DECL const copy_totals& node_gpu_activity::copies(copy_direction d) const noexcept {
+  return memcpy[static_cast<std::size_t>(d)];
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const device_gpu_activity* node_gpu_activity::find_device(std::uint32_t device) const noexcept {
+  for (const device_gpu_activity& d : devices)
+    if (d.device == device) return &d;
+  return nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One row of the top-kernels table (one kernel name), sorted by total GPU time.
 //
@@ -242,11 +255,15 @@ struct gpu_activity_report {
   std::size_t memory_bytes = 0;                               // held by the attribution
 
   // The aggregate for `node`, or nullptr when it had no GPU work.
-  [[nodiscard]] const node_gpu_activity* find(node_id node) const noexcept {
-    auto it = std::lower_bound(nodes.begin(), nodes.end(), node,
-                               [](const auto& entry, node_id n) { return entry.first < n; });
-    return (it != nodes.end() && it->first == node) ? &it->second : nullptr;
-  }
+  [[nodiscard]] const node_gpu_activity* find(node_id node) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const node_gpu_activity* gpu_activity_report::find(node_id node) const noexcept {
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), node,
+             [](const auto& entry, node_id n) { return entry.first < n; });
+  return (it != nodes.end() && it->first == node) ? &it->second : nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -92,8 +92,12 @@ using bench_stream = void*;
 // Compares a benchmark's output with a reference's (see output_check for the metric).
 //   kscope::output_check c = kscope::check_outputs(mine, theirs, 1e-2);
 //   if (!c.passed) std::puts(c.note.c_str());
-[[nodiscard]] inline output_check check_outputs(const std::vector<double>& got, const std::vector<double>& want,
-                                                double tolerance = std::numeric_limits<double>::quiet_NaN()) {
+[[nodiscard]] KSCOPE_DECL output_check check_outputs(const std::vector<double>& got, const std::vector<double>& want,
+                                                double tolerance = std::numeric_limits<double>::quiet_NaN());
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL output_check check_outputs(const std::vector<double>& got, const std::vector<double>& want,
+                                                double tolerance) {
   output_check c;
   c.tolerance = tolerance;
   c.values = want.size();
@@ -130,6 +134,7 @@ using bench_stream = void*;
   }
   return c;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Where bench::counters() gets its values: the benchmark's call, profiled. The
 // default is the CUPTI range profiler (cupti_counter_source); tests and custom tools
@@ -158,25 +163,37 @@ class bench_counter_source {
 // and restore of device memory, whose copies would leave dirty lines that the kernels'
 // DRAM writes count (counters/collect.hpp). Pass options with counter_replay::kernel to run
 // the call once instead.
-inline counter_options bench_counter_options() {
+KSCOPE_DECL counter_options bench_counter_options();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL counter_options bench_counter_options() {
   counter_options o;
   o.replay = counter_replay::user;
   return o;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 class cupti_counter_source final : public bench_counter_source {
  public:
   // `options` chooses the libraries, the kernel limit and the replay; its ranges are per
   // kernel whatever they say (the values are reported per kernel).
-  explicit cupti_counter_source(counter_options options = bench_counter_options()) : options_(std::move(options)) {
-    options_.ranges = counter_ranges::per_kernel;
-  }
-  counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override {
-    return profile_counters(metrics, call, options_);
-  }
+  explicit cupti_counter_source(counter_options options = bench_counter_options());
+  counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override;
 
  private:
   counter_options options_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL counter_result cupti_counter_source::profile(const std::vector<std::string>& metrics, const std::function<void()>& call) {
+  return profile_counters(metrics, call, options_);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL cupti_counter_source::cupti_counter_source(counter_options options) : options_(std::move(options)) {
+  options_.ranges = counter_ranges::per_kernel;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 namespace harness {
@@ -190,20 +207,26 @@ struct bench_definition {
 };
 
 // The samples a comparison should see: those used, past the MSER warm-up.
-inline std::vector<double> steady_samples(const series_analysis& a) {
+KSCOPE_DECL std::vector<double> steady_samples(const series_analysis& a);
+
+// Where a benchmark's compute roof came from, for the report: "theoretical fp16 on
+// tensor cores, Hopper (sm_90) at the rated clock"; "" when the device has none.
+KSCOPE_DECL std::string roof_source(const roof_choice& roof, const device_info& gpu, const std::string& dtype);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<double> steady_samples(const series_analysis& a) {
   const std::size_t skip = std::min(a.stats.warmup, a.used_s.size());
   return std::vector<double>(a.used_s.begin() + static_cast<std::ptrdiff_t>(skip), a.used_s.end());
 }
 
-// Where a benchmark's compute roof came from, for the report: "theoretical fp16 on
-// tensor cores, Hopper (sm_90) at the rated clock"; "" when the device has none.
-inline std::string roof_source(const roof_choice& roof, const device_info& gpu, const std::string& dtype) {
+KSCOPE_DECL std::string roof_source(const roof_choice& roof, const device_info& gpu, const std::string& dtype) {
   if (!(roof.theoretical_flops_per_s > 0)) return {};
   const std::string unread = dtype.empty() ? "no dtype" : "dtype '" + dtype + "'";
   return std::string("theoretical ") + to_string(roof.type) + " on " + to_string(roof.cores) + " cores" +
          (roof.dtype_known ? "" : " (the default for " + unread + ")") + ", " +
          architecture_name(gpu.cc_major, gpu.cc_minor) + " at the rated clock";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- rates above the device's peak ------------------------------------------------
 // A rate more than peak_margin over a theoretical peak cannot have been achieved: the
@@ -226,7 +249,19 @@ struct rate_ceilings {
 };
 
 // The ceilings a result's own peaks give (run(timer) with bench::peaks, hand-built results).
-inline rate_ceilings ceilings_of(const bench_result& r) {
+KSCOPE_DECL rate_ceilings ceilings_of(const bench_result& r);
+
+// Why `declared` work in `seconds` per launch is impossible under `c`; "" when it is not.
+// every_launch_cold: the L2 was flushed before every timed launch (cold, one per sample).
+KSCOPE_DECL std::string impossible_rate(const work& declared, double seconds, const rate_ceilings& c,
+                                   bool every_launch_cold);
+
+// The device's fastest theoretical compute roof as the FLOP/s ceiling: whatever the
+// dtype, no work runs faster than that.
+KSCOPE_DECL void use_fastest_roof(const device_peaks& peaks, rate_ceilings& c);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL rate_ceilings ceilings_of(const bench_result& r) {
   rate_ceilings c;
   c.flops_per_s = r.peak_flops_per_s;
   c.flops_name = "the " + format_rate(r.peak_flops_per_s, "FLOP/s") + " compute peak" +
@@ -235,9 +270,7 @@ inline rate_ceilings ceilings_of(const bench_result& r) {
   return c;
 }
 
-// Why `declared` work in `seconds` per launch is impossible under `c`; "" when it is not.
-// every_launch_cold: the L2 was flushed before every timed launch (cold, one per sample).
-inline std::string impossible_rate(const work& declared, double seconds, const rate_ceilings& c,
+KSCOPE_DECL std::string impossible_rate(const work& declared, double seconds, const rate_ceilings& c,
                                    bool every_launch_cold) {
   if (!(seconds > 0)) return {};
   const std::string cause =
@@ -261,9 +294,7 @@ inline std::string impossible_rate(const work& declared, double seconds, const r
   return {};
 }
 
-// The device's fastest theoretical compute roof as the FLOP/s ceiling: whatever the
-// dtype, no work runs faster than that.
-inline void use_fastest_roof(const device_peaks& peaks, rate_ceilings& c) {
+KSCOPE_DECL void use_fastest_roof(const device_peaks& peaks, rate_ceilings& c) {
   for (const compute_roof& roof : peaks.compute) {
     const double rate = roof.theoretical_flops_per_s;
     if (!std::isfinite(rate) || (std::isfinite(c.flops_per_s) && rate <= c.flops_per_s)) continue;
@@ -272,16 +303,33 @@ inline void use_fastest_roof(const device_peaks& peaks, rate_ceilings& c) {
                    to_string(roof.cores) + ")";
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // "1 sample", "26 samples".
-inline std::string count_text(std::size_t n, const char* one, const char* many) {
+KSCOPE_DECL std::string count_text(std::size_t n, const char* one, const char* many);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string count_text(std::size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What happened, in the words every printer uses (bench_result::stop_message). Each
 // sentence is true of the result: a budget message lists the conditions that were not
 // met (unmet_conditions), never a width that was met or not computed.
-inline std::string stop_message_of(const bench_result& r) {
+KSCOPE_DECL std::string stop_message_of(const bench_result& r);
+
+// What an error or invalid result keeps: the reason and the timer's notes. No rates, no
+// roofline, no comparison and no advice: none of them would be about the benchmark.
+KSCOPE_DECL void strip_numbers(bench_result& r);
+
+// Rates, roofline and the warnings a reader must see next to the numbers; for a result
+// that cannot be trusted (error, invalid, or a rate above the device's peak, found
+// here), the reason instead of all of them.
+KSCOPE_DECL void finish_result(bench_result& r, const std::optional<rate_ceilings>& given_ceilings = std::nullopt);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string stop_message_of(const bench_result& r) {
   const std::size_t taken = r.series.samples_s.size();
   const auto unmet = [&] {
     std::string list;
@@ -307,9 +355,7 @@ inline std::string stop_message_of(const bench_result& r) {
   return {};
 }
 
-// What an error or invalid result keeps: the reason and the timer's notes. No rates, no
-// roofline, no comparison and no advice: none of them would be about the benchmark.
-inline void strip_numbers(bench_result& r) {
+KSCOPE_DECL void strip_numbers(bench_result& r) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   r.flops_per_s = rate_estimate{};
   r.bytes_per_s = rate_estimate{};
@@ -323,10 +369,7 @@ inline void strip_numbers(bench_result& r) {
   }
 }
 
-// Rates, roofline and the warnings a reader must see next to the numbers; for a result
-// that cannot be trusted (error, invalid, or a rate above the device's peak, found
-// here), the reason instead of all of them.
-inline void finish_result(bench_result& r, const std::optional<rate_ceilings>& given_ceilings = std::nullopt) {
+KSCOPE_DECL void finish_result(bench_result& r, const std::optional<rate_ceilings>& given_ceilings) {
   const rate_ceilings ceilings = given_ceilings ? *given_ceilings : ceilings_of(r);
   const summary& st = r.analysis.stats;
   const double median = st.median;
@@ -402,6 +445,7 @@ inline void finish_result(bench_result& r, const std::optional<rate_ceilings>& g
            "': roofline placement skipped (set it with bench::peaks)");
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace harness
 }  // namespace detail
@@ -410,7 +454,10 @@ inline void finish_result(bench_result& r, const std::optional<rate_ceilings>& g
 // its device_info from query_device(), the host and the time. Without CUDA or a device,
 // gpu.present is false and gpu.problem says why.
 //   kscope::bench_context c = kscope::describe_bench_context();
-[[nodiscard]] inline bench_context describe_bench_context(int device = -1) {
+[[nodiscard]] KSCOPE_DECL bench_context describe_bench_context(int device = -1);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bench_context describe_bench_context(int device) {
   bench_context c;
   c.timestamp_utc = detail::harness::utc_timestamp();
   c.host_name = detail::harness::host_name();
@@ -423,6 +470,7 @@ inline void finish_result(bench_result& r, const std::optional<rate_ceilings>& g
   c.gpu = query_device(device < 0 ? 0 : device);
   return c;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A named benchmark around a callable that receives a stream.
 //
@@ -436,73 +484,46 @@ class bench {
  public:
   using function = std::function<void(bench_stream)>;
 
-  bench(std::string name, function fn) {
-    def_.name = std::move(name);
-    def_.fn = std::move(fn);
-  }
+  bench(std::string name, function fn);
 
   [[nodiscard]] const std::string& name() const noexcept { return def_.name; }
   [[nodiscard]] const bench_metadata& metadata() const noexcept { return def_.metadata; }
 
   // ---- what is measured (printed with every result) ----
-  bench& shape(std::vector<long long> dims) { def_.metadata.shape = std::move(dims); return *this; }
-  bench& dtype(std::string type) { def_.metadata.dtype = std::move(type); return *this; }
-  bench& strides(std::vector<long long> s) { def_.metadata.strides = std::move(s); return *this; }
+  bench& shape(std::vector<long long> dims);
+  bench& dtype(std::string type);
+  bench& strides(std::vector<long long> s);
   // A free-form parameter; setting a key again replaces its value.
-  bench& param(std::string key, param_value value) {
-    for (auto& [k, v] : def_.metadata.params) {
-      if (k == key) {
-        v = std::move(value);
-        return *this;
-      }
-    }
-    def_.metadata.params.emplace_back(std::move(key), std::move(value));
-    return *this;
-  }
+  bench& param(std::string key, param_value value);
   // Every value of a sweep point as a parameter.
-  bench& params(const sweep_point& point) {
-    for (const auto& [k, v] : point.values()) param(k, v);
-    return *this;
-  }
+  bench& params(const sweep_point& point);
   // The work of one launch: FLOP/s, B/s and the roofline placement come from it.
   bench& set_work(work w) { work_ = w; return *this; }
   // Compute and bandwidth peaks for the roofline; a value that is not positive keeps the
   // default: the device's theoretical DRAM bandwidth and the compute roof choose_roof()
   // gives for the dtype (device/roof_choice.hpp).
-  bench& peaks(double flops_per_s, double bytes_per_s) {
-    peak_flops_per_s_ = flops_per_s;
-    peak_bytes_per_s_ = bytes_per_s;
-    return *this;
-  }
+  bench& peaks(double flops_per_s, double bytes_per_s);
 
   // ---- how it is measured ----
   bench& options(const bench_options& o) { options_ = o; return *this; }
   [[nodiscard]] const bench_options& options() const noexcept { return options_; }
-  bench& cold() { options_.cache = cache_mode::cold; return *this; }
-  bench& hot() { options_.cache = cache_mode::hot; return *this; }
-  bench& target_rel_ci(double fraction) { options_.target_rel_ci = fraction; return *this; }
-  bench& time_budget_s(double seconds) { options_.time_budget_s = seconds; return *this; }
-  bench& min_samples(std::size_t n) { options_.min_samples = n; return *this; }
-  bench& launches_per_sample(std::size_t n) { options_.launches_per_sample = n; return *this; }
+  bench& cold();
+  bench& hot();
+  bench& target_rel_ci(double fraction);
+  bench& time_budget_s(double seconds);
+  bench& min_samples(std::size_t n);
+  bench& launches_per_sample(std::size_t n);
   // The stream to run on (default: a non-blocking stream the harness creates).
   bench& stream(bench_stream s) { stream_ = s; return *this; }
 
   // ---- comparison and checks ----
   // Compares with `other` (copied: its name, callable, metadata and output reader).
   // Both are sampled in the same run, interleaved A B B A.
-  bench& reference(const bench& other, compare_options how = {}) {
-    reference_ = std::make_shared<detail::harness::bench_definition>(other.def_);
-    compare_ = how;
-    return *this;
-  }
+  bench& reference(const bench& other, compare_options how = {});
   // Reads this benchmark's output after one untimed run, for the check against the
   // reference's output. tolerance (max relative error) turns the report into pass/fail.
   bench& output(std::function<std::vector<double>()> read,
-                double tolerance = std::numeric_limits<double>::quiet_NaN()) {
-    def_.output = std::move(read);
-    def_.tolerance = tolerance;
-    return *this;
-  }
+                double tolerance = std::numeric_limits<double>::quiet_NaN());
   // ---- hardware counters ----
   // After the timed samples, profiles one more call of the benchmark for `metrics` (empty:
   // the default set, counters/metrics.hpp) and adds the values to the result
@@ -510,18 +531,10 @@ class bench {
   // roofline point, the declared-vs-measured line and the classification. The profiled
   // call is slow (kernels serialised and replayed) and never a sample.
   //   kscope::bench_result r = copy.set_work({0, 2.0 * bytes}).counters().run();
-  bench& counters(std::vector<std::string> metrics = {}) {
-    counters_ = true;
-    counter_metrics_ = std::move(metrics);
-    return *this;
-  }
+  bench& counters(std::vector<std::string> metrics = {});
   // Where the values come from (default: cupti_counter_source). Implies counters() with
   // the metrics given there, or the default set.
-  bench& counter_source(std::shared_ptr<bench_counter_source> source) {
-    counters_ = true;
-    counter_source_ = std::move(source);
-    return *this;
-  }
+  bench& counter_source(std::shared_ptr<bench_counter_source> source);
   [[nodiscard]] bool counters_enabled() const noexcept { return counters_; }
 
 #if KSCOPE_HAS_CUDA
@@ -541,7 +554,133 @@ class bench {
   // errors or a throwing callable (the result then has stop_reason::error and says why).
   // A callable whose work never reaches the stream it receives gives stop_reason::invalid
   // (see bench_result::valid()).
-  [[nodiscard]] bench_result run() {
+  [[nodiscard]] bench_result run();
+
+  // Runs with an injected timer (tests, or a custom time source); queries no device.
+  // Only the peaks given with bench::peaks are used.
+  [[nodiscard]] bench_result run(bench_timer& timer);
+
+  // Runs with an injected timer as if on `gpu`: the roofline peaks and the rated SM clock
+  // come from that description exactly as run() takes them from the live device, so the
+  // choice of roof can be checked (or replayed for another GPU) without one.
+  //   kscope::bench_result r = b.run(fake_timer, kscope::query_device(0));
+  [[nodiscard]] bench_result run(bench_timer& timer, const device_info& gpu);
+
+ private:
+  // The counter pass (bench::counters): one call of the benchmark on `stream`, after the
+  // result is final, so nothing of it reaches the samples, the rates or the comparison. A
+  // result that is not valid is not profiled: its counters would describe work that is not
+  // the benchmark's (or no work). A call that throws, or a source that cannot collect,
+  // leaves the state and one message; the timing stays as it was.
+  void profile_counters_into(bench_result& r, bench_stream stream);
+
+  bench_result skeleton() const;
+
+  // A run that could not time anything: stop_reason::error and why.
+  bench_result failed(std::string why) const;
+
+  // Peaks from the device, unless bench::peaks gave them: its theoretical DRAM bandwidth
+  // and the compute roof of the dtype by choose_roof, the rule session reports use too.
+  // The rates are checked against the same roof when the dtype is read (or the peak was
+  // given), and against the device's fastest roof when it is not: whatever the dtype,
+  // no work runs faster than that.
+  bench_result run_on(bench_timer& timer, const device_info& gpu, std::optional<kernel_resources> resources);
+
+  bench_result run_with(bench_timer& timer, double peak_flops, double peak_bytes, double sm_clock_max_mhz,
+                        std::optional<kernel_resources> resources, const detail::harness::rate_ceilings& ceilings);
+
+  output_check check_against_reference(bench_timer& timer);
+
+  detail::harness::bench_definition def_;
+  std::shared_ptr<const detail::harness::bench_definition> reference_;
+  compare_options compare_{};
+  work work_{};
+  bench_options options_{};
+  double peak_flops_per_s_ = std::numeric_limits<double>::quiet_NaN();
+  double peak_bytes_per_s_ = std::numeric_limits<double>::quiet_NaN();
+  bench_stream stream_ = nullptr;
+  const void* kernel_ = nullptr;
+  int block_threads_ = 0;
+  std::size_t dynamic_smem_bytes_ = 0;
+  bool counters_ = false;
+  std::vector<std::string> counter_metrics_;
+  std::shared_ptr<bench_counter_source> counter_source_;
+};
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bench& bench::shape(std::vector<long long> dims) { def_.metadata.shape = std::move(dims); return *this; }
+
+KSCOPE_DECL bench& bench::dtype(std::string type) { def_.metadata.dtype = std::move(type); return *this; }
+
+KSCOPE_DECL bench& bench::strides(std::vector<long long> s) { def_.metadata.strides = std::move(s); return *this; }
+
+KSCOPE_DECL bench& bench::cold() { options_.cache = cache_mode::cold; return *this; }
+
+KSCOPE_DECL bench& bench::hot() { options_.cache = cache_mode::hot; return *this; }
+
+KSCOPE_DECL bench& bench::target_rel_ci(double fraction) { options_.target_rel_ci = fraction; return *this; }
+
+KSCOPE_DECL bench& bench::time_budget_s(double seconds) { options_.time_budget_s = seconds; return *this; }
+
+KSCOPE_DECL bench& bench::min_samples(std::size_t n) { options_.min_samples = n; return *this; }
+
+KSCOPE_DECL bench& bench::launches_per_sample(std::size_t n) { options_.launches_per_sample = n; return *this; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bench::bench(std::string name, function fn) {
+  def_.name = std::move(name);
+  def_.fn = std::move(fn);
+}
+
+KSCOPE_DECL bench& bench::param(std::string key, param_value value) {
+  for (auto& [k, v] : def_.metadata.params) {
+    if (k == key) {
+      v = std::move(value);
+      return *this;
+    }
+  }
+  def_.metadata.params.emplace_back(std::move(key), std::move(value));
+  return *this;
+}
+
+KSCOPE_DECL bench& bench::params(const sweep_point& point) {
+  for (const auto& [k, v] : point.values()) param(k, v);
+  return *this;
+}
+
+KSCOPE_DECL bench& bench::peaks(double flops_per_s, double bytes_per_s) {
+  peak_flops_per_s_ = flops_per_s;
+  peak_bytes_per_s_ = bytes_per_s;
+  return *this;
+}
+
+KSCOPE_DECL bench& bench::reference(const bench& other, compare_options how) {
+  reference_ = std::make_shared<detail::harness::bench_definition>(other.def_);
+  compare_ = how;
+  return *this;
+}
+
+KSCOPE_DECL bench& bench::output(std::function<std::vector<double>()> read,
+              double tolerance) {
+  def_.output = std::move(read);
+  def_.tolerance = tolerance;
+  return *this;
+}
+
+KSCOPE_DECL bench& bench::counters(std::vector<std::string> metrics) {
+  counters_ = true;
+  counter_metrics_ = std::move(metrics);
+  return *this;
+}
+
+KSCOPE_DECL bench& bench::counter_source(std::shared_ptr<bench_counter_source> source) {
+  counters_ = true;
+  counter_source_ = std::move(source);
+  return *this;
+}
+
+KSCOPE_DECL bench_result bench::run() {
 #if KSCOPE_HAS_CUDA
     const bench_context context = describe_bench_context();
     if (!context.gpu.present)
@@ -560,209 +699,176 @@ class bench {
 #endif
   }
 
-  // Runs with an injected timer (tests, or a custom time source); queries no device.
-  // Only the peaks given with bench::peaks are used.
-  [[nodiscard]] bench_result run(bench_timer& timer) {
-    detail::harness::rate_ceilings ceilings;
-    ceilings.flops_per_s = peak_flops_per_s_;
-    ceilings.flops_name = "the given " + detail::harness::format_rate(peak_flops_per_s_, "FLOP/s") +
-                          " compute peak (bench::peaks)";
-    ceilings.dram_bytes_per_s = peak_bytes_per_s_;
-    bench_result r = run_with(timer, peak_flops_per_s_, peak_bytes_per_s_, std::numeric_limits<double>::quiet_NaN(),
-                              std::nullopt, ceilings);
-    if (peak_flops_per_s_ > 0) r.peak_flops_source = "given";
-    profile_counters_into(r, stream_);
-    return r;
+KSCOPE_DECL bench_result bench::run(bench_timer& timer) {
+  detail::harness::rate_ceilings ceilings;
+  ceilings.flops_per_s = peak_flops_per_s_;
+  ceilings.flops_name = "the given " + detail::harness::format_rate(peak_flops_per_s_, "FLOP/s") +
+        " compute peak (bench::peaks)";
+  ceilings.dram_bytes_per_s = peak_bytes_per_s_;
+  bench_result r = run_with(timer, peak_flops_per_s_, peak_bytes_per_s_, std::numeric_limits<double>::quiet_NaN(),
+            std::nullopt, ceilings);
+  if (peak_flops_per_s_ > 0) r.peak_flops_source = "given";
+  profile_counters_into(r, stream_);
+  return r;
+}
+
+KSCOPE_DECL bench_result bench::run(bench_timer& timer, const device_info& gpu) {
+  bench_result r = run_on(timer, gpu, std::nullopt);
+  profile_counters_into(r, stream_);
+  return r;
+}
+
+KSCOPE_DECL void bench::profile_counters_into(bench_result& r, bench_stream stream) {
+  if (!counters_ || !r.valid()) return;
+  detail::harness::counter_pass_context context;
+  context.declared = work_;
+  context.peak_flops_per_s = r.peak_flops_per_s;
+  context.peak_bytes_per_s = r.peak_bytes_per_s;
+  context.median_s = r.median_s();
+  context.graph_nodes = r.series.graph_nodes;
+  context.launches_per_sample = r.series.launches_per_sample;
+  const function& fn = def_.fn;
+  const std::function<void()> call = [&fn, stream] { fn(stream); };
+  try {
+    if (!counter_source_) counter_source_ = std::make_shared<cupti_counter_source>();
+    const counter_result pass = counter_source_->profile(counter_metrics_, call);
+    r.counters = detail::harness::counters_from_pass(pass, counter_metrics_, context);
+  } catch (const std::exception& e) {
+    r.counters = detail::harness::counters_not_collected(std::string("the profiled call threw: ") + e.what(),
+                                                         counter_metrics_);
+  } catch (...) {
+    r.counters = detail::harness::counters_not_collected("the profiled call threw an exception", counter_metrics_);
   }
+}
 
-  // Runs with an injected timer as if on `gpu`: the roofline peaks and the rated SM clock
-  // come from that description exactly as run() takes them from the live device, so the
-  // choice of roof can be checked (or replayed for another GPU) without one.
-  //   kscope::bench_result r = b.run(fake_timer, kscope::query_device(0));
-  [[nodiscard]] bench_result run(bench_timer& timer, const device_info& gpu) {
-    bench_result r = run_on(timer, gpu, std::nullopt);
-    profile_counters_into(r, stream_);
-    return r;
+KSCOPE_DECL bench_result bench::skeleton() const {
+  bench_result r;
+  r.name = def_.name;
+  r.metadata = def_.metadata;
+  r.declared = work_;
+  r.options = options_;
+  r.peak_flops_per_s = peak_flops_per_s_;
+  r.peak_bytes_per_s = peak_bytes_per_s_;
+  r.stopped = stop_reason::error;
+  return r;
+}
+
+KSCOPE_DECL bench_result bench::failed(std::string why) const {
+  bench_result r = skeleton();
+  r.invalid_reason = std::move(why);
+  r.warnings.push_back(r.invalid_reason);
+  detail::harness::finish_result(r);
+  return r;
+}
+
+KSCOPE_DECL bench_result bench::run_on(bench_timer& timer, const device_info& gpu, std::optional<kernel_resources> resources) {
+  const device_peaks peaks = theoretical_peaks(gpu);
+  const roof_choice roof = choose_roof(peaks, def_.metadata.dtype);
+  const bool given = peak_flops_per_s_ > 0;
+  const double peak_flops = given ? peak_flops_per_s_ : roof.theoretical_flops_per_s;
+  const double peak_bytes = peak_bytes_per_s_ > 0 ? peak_bytes_per_s_ : peaks.theoretical_bytes_per_s;
+  const std::string source = given ? "given" : detail::harness::roof_source(roof, gpu, def_.metadata.dtype);
+
+  detail::harness::rate_ceilings ceilings;
+  ceilings.dram_bytes_per_s = peak_bytes;
+  if (given || roof.dtype_known) {
+    ceilings.flops_per_s = peak_flops;
+    ceilings.flops_name = "the " + detail::harness::format_rate(peak_flops, "FLOP/s") + " " +
+                          (given ? std::string("compute peak given with bench::peaks") : roof.label + " peak");
+  } else {
+    detail::harness::use_fastest_roof(peaks, ceilings);
+    ceilings.default_roof = true;
   }
+  bench_result r = run_with(timer, peak_flops, peak_bytes, rated_sm_clock_mhz(gpu), std::move(resources), ceilings);
+  r.peak_flops_source = source;
+  // The fp32 default is a guess for a type kscope cannot read; say so where it matters.
+  if (r.valid() && !given && !roof.dtype_known && work_.flops > 0 && !def_.metadata.dtype.empty())
+    r.warnings.push_back("dtype '" + def_.metadata.dtype +
+                         "' is not a type kscope reads (core/dtype.hpp): the compute roof is the fp32 plain-core "
+                         "default; tag a known type with bench::dtype or give the roof with bench::peaks");
+  return r;
+}
 
- private:
-  // The counter pass (bench::counters): one call of the benchmark on `stream`, after the
-  // result is final, so nothing of it reaches the samples, the rates or the comparison. A
-  // result that is not valid is not profiled: its counters would describe work that is not
-  // the benchmark's (or no work). A call that throws, or a source that cannot collect,
-  // leaves the state and one message; the timing stays as it was.
-  void profile_counters_into(bench_result& r, bench_stream stream) {
-    if (!counters_ || !r.valid()) return;
-    detail::harness::counter_pass_context context;
-    context.declared = work_;
-    context.peak_flops_per_s = r.peak_flops_per_s;
-    context.peak_bytes_per_s = r.peak_bytes_per_s;
-    context.median_s = r.median_s();
-    context.graph_nodes = r.series.graph_nodes;
-    context.launches_per_sample = r.series.launches_per_sample;
-    const function& fn = def_.fn;
-    const std::function<void()> call = [&fn, stream] { fn(stream); };
-    try {
-      if (!counter_source_) counter_source_ = std::make_shared<cupti_counter_source>();
-      const counter_result pass = counter_source_->profile(counter_metrics_, call);
-      r.counters = detail::harness::counters_from_pass(pass, counter_metrics_, context);
-    } catch (const std::exception& e) {
-      r.counters = detail::harness::counters_not_collected(std::string("the profiled call threw: ") + e.what(),
-                                                           counter_metrics_);
-    } catch (...) {
-      r.counters = detail::harness::counters_not_collected("the profiled call threw an exception", counter_metrics_);
-    }
+KSCOPE_DECL bench_result bench::run_with(bench_timer& timer, double peak_flops, double peak_bytes, double sm_clock_max_mhz,
+                      std::optional<kernel_resources> resources, const detail::harness::rate_ceilings& ceilings) {
+  bench_result r = skeleton();
+  r.peak_flops_per_s = peak_flops;
+  r.peak_bytes_per_s = peak_bytes;
+  r.sm_clock_max_mhz = sm_clock_max_mhz;
+  r.resources = std::move(resources);
+  const std::size_t targets = reference_ ? 2 : 1;
+  sampling_outcome s = detail::harness::sample_targets(timer, targets, options_, sm_clock_max_mhz);
+  r.stopped = s.stopped;
+  r.wall_s = s.wall_s;
+  r.rounds = s.rounds;
+  r.empty_stream_s = s.empty_stream_s;
+  r.series = std::move(s.series[0]);
+  r.analysis = std::move(s.analysis[0]);
+  for (std::string& n : s.notes) r.warnings.push_back(std::move(n));
+  std::vector<std::string> timer_notes = timer.notes();
+  if (s.stopped == stop_reason::error) {
+    // The sampler knows that the timer failed; the timer's last note says how.
+    r.invalid_reason = s.error.empty() ? std::string("the timer failed") : s.error;
+    if (!timer_notes.empty()) r.invalid_reason += ": " + timer_notes.back();
+  } else if (s.stopped == stop_reason::invalid) {
+    const std::string stream = s.invalid_target == 0 ? std::string("the benchmark's stream")
+                                                      : "the stream of the reference '" + reference_->name + "'";
+    r.invalid_reason = detail::harness::no_work_reason(stream, s.invalid_evidence);
   }
+  for (std::string& n : timer_notes) r.warnings.push_back(std::move(n));
 
-  bench_result skeleton() const {
-    bench_result r;
-    r.name = def_.name;
-    r.metadata = def_.metadata;
-    r.declared = work_;
-    r.options = options_;
-    r.peak_flops_per_s = peak_flops_per_s_;
-    r.peak_bytes_per_s = peak_bytes_per_s_;
-    r.stopped = stop_reason::error;
-    return r;
-  }
-
-  // A run that could not time anything: stop_reason::error and why.
-  bench_result failed(std::string why) const {
-    bench_result r = skeleton();
-    r.invalid_reason = std::move(why);
-    r.warnings.push_back(r.invalid_reason);
-    detail::harness::finish_result(r);
-    return r;
-  }
-
-  // Peaks from the device, unless bench::peaks gave them: its theoretical DRAM bandwidth
-  // and the compute roof of the dtype by choose_roof, the rule session reports use too.
-  // The rates are checked against the same roof when the dtype is read (or the peak was
-  // given), and against the device's fastest roof when it is not: whatever the dtype,
-  // no work runs faster than that.
-  bench_result run_on(bench_timer& timer, const device_info& gpu, std::optional<kernel_resources> resources) {
-    const device_peaks peaks = theoretical_peaks(gpu);
-    const roof_choice roof = choose_roof(peaks, def_.metadata.dtype);
-    const bool given = peak_flops_per_s_ > 0;
-    const double peak_flops = given ? peak_flops_per_s_ : roof.theoretical_flops_per_s;
-    const double peak_bytes = peak_bytes_per_s_ > 0 ? peak_bytes_per_s_ : peaks.theoretical_bytes_per_s;
-    const std::string source = given ? "given" : detail::harness::roof_source(roof, gpu, def_.metadata.dtype);
-
-    detail::harness::rate_ceilings ceilings;
-    ceilings.dram_bytes_per_s = peak_bytes;
-    if (given || roof.dtype_known) {
-      ceilings.flops_per_s = peak_flops;
-      ceilings.flops_name = "the " + detail::harness::format_rate(peak_flops, "FLOP/s") + " " +
-                            (given ? std::string("compute peak given with bench::peaks") : roof.label + " peak");
+  if (reference_) {
+    reference_result ref;
+    ref.name = reference_->name;
+    ref.metadata = reference_->metadata;
+    ref.series = std::move(s.series[1]);
+    ref.analysis = std::move(s.analysis[1]);
+    const std::vector<double> base = detail::harness::steady_samples(ref.analysis);
+    const std::vector<double> mine = detail::harness::steady_samples(r.analysis);
+    if (r.valid() && base.size() >= 6 && mine.size() >= 6) {
+      ref.versus = compare(base, mine, compare_);
+      ref.relative_speed = 1.0 / ref.versus.ratio;
+      ref.relative_speed_ci = ref.versus.ratio_ci;
+      ref.relative_speed_ci.lo = 1.0 / ref.versus.ratio_ci.hi;
+      ref.relative_speed_ci.hi = 1.0 / ref.versus.ratio_ci.lo;
     } else {
-      detail::harness::use_fastest_roof(peaks, ceilings);
-      ceilings.default_roof = true;
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      ref.versus = comparison{nan, interval{nan, nan, compare_.level}, nan, verdict::inconclusive};
+      if (r.valid()) r.warnings.push_back("too few samples to compare with the reference");
     }
-    bench_result r = run_with(timer, peak_flops, peak_bytes, rated_sm_clock_mhz(gpu), std::move(resources), ceilings);
-    r.peak_flops_source = source;
-    // The fp32 default is a guess for a type kscope cannot read; say so where it matters.
-    if (r.valid() && !given && !roof.dtype_known && work_.flops > 0 && !def_.metadata.dtype.empty())
-      r.warnings.push_back("dtype '" + def_.metadata.dtype +
-                           "' is not a type kscope reads (core/dtype.hpp): the compute roof is the fp32 plain-core "
-                           "default; tag a known type with bench::dtype or give the roof with bench::peaks");
-    return r;
+    if ((def_.output || reference_->output) && r.valid()) {
+      ref.check = check_against_reference(timer);
+    }
+    r.reference = std::move(ref);
   }
+  detail::harness::finish_result(r, ceilings);
+  return r;
+}
 
-  bench_result run_with(bench_timer& timer, double peak_flops, double peak_bytes, double sm_clock_max_mhz,
-                        std::optional<kernel_resources> resources, const detail::harness::rate_ceilings& ceilings) {
-    bench_result r = skeleton();
-    r.peak_flops_per_s = peak_flops;
-    r.peak_bytes_per_s = peak_bytes;
-    r.sm_clock_max_mhz = sm_clock_max_mhz;
-    r.resources = std::move(resources);
-    const std::size_t targets = reference_ ? 2 : 1;
-    sampling_outcome s = detail::harness::sample_targets(timer, targets, options_, sm_clock_max_mhz);
-    r.stopped = s.stopped;
-    r.wall_s = s.wall_s;
-    r.rounds = s.rounds;
-    r.empty_stream_s = s.empty_stream_s;
-    r.series = std::move(s.series[0]);
-    r.analysis = std::move(s.analysis[0]);
-    for (std::string& n : s.notes) r.warnings.push_back(std::move(n));
-    std::vector<std::string> timer_notes = timer.notes();
-    if (s.stopped == stop_reason::error) {
-      // The sampler knows that the timer failed; the timer's last note says how.
-      r.invalid_reason = s.error.empty() ? std::string("the timer failed") : s.error;
-      if (!timer_notes.empty()) r.invalid_reason += ": " + timer_notes.back();
-    } else if (s.stopped == stop_reason::invalid) {
-      const std::string stream = s.invalid_target == 0 ? std::string("the benchmark's stream")
-                                                        : "the stream of the reference '" + reference_->name + "'";
-      r.invalid_reason = detail::harness::no_work_reason(stream, s.invalid_evidence);
-    }
-    for (std::string& n : timer_notes) r.warnings.push_back(std::move(n));
-
-    if (reference_) {
-      reference_result ref;
-      ref.name = reference_->name;
-      ref.metadata = reference_->metadata;
-      ref.series = std::move(s.series[1]);
-      ref.analysis = std::move(s.analysis[1]);
-      const std::vector<double> base = detail::harness::steady_samples(ref.analysis);
-      const std::vector<double> mine = detail::harness::steady_samples(r.analysis);
-      if (r.valid() && base.size() >= 6 && mine.size() >= 6) {
-        ref.versus = compare(base, mine, compare_);
-        ref.relative_speed = 1.0 / ref.versus.ratio;
-        ref.relative_speed_ci = ref.versus.ratio_ci;
-        ref.relative_speed_ci.lo = 1.0 / ref.versus.ratio_ci.hi;
-        ref.relative_speed_ci.hi = 1.0 / ref.versus.ratio_ci.lo;
-      } else {
-        const double nan = std::numeric_limits<double>::quiet_NaN();
-        ref.versus = comparison{nan, interval{nan, nan, compare_.level}, nan, verdict::inconclusive};
-        if (r.valid()) r.warnings.push_back("too few samples to compare with the reference");
-      }
-      if ((def_.output || reference_->output) && r.valid()) {
-        ref.check = check_against_reference(timer);
-      }
-      r.reference = std::move(ref);
-    }
-    detail::harness::finish_result(r, ceilings);
-    return r;
-  }
-
-  output_check check_against_reference(bench_timer& timer) {
-    output_check c;
-    if (!def_.output || !reference_->output) {
-      c.passed = false;
-      c.note = std::string("no output reader on the ") + (def_.output ? "reference" : "benchmark") +
-               ": set one with bench::output on both";
-      return c;
-    }
-    try {
-      timer.execute(0);
-      const std::vector<double> got = def_.output();
-      timer.execute(1);
-      const std::vector<double> want = reference_->output();
-      c = check_outputs(got, want, def_.tolerance);
-    } catch (const std::exception& e) {
-      c.passed = false;
-      c.note = std::string("reading the outputs threw: ") + e.what();
-    } catch (...) {
-      c.passed = false;
-      c.note = "reading the outputs threw an exception";
-    }
+KSCOPE_DECL output_check bench::check_against_reference(bench_timer& timer) {
+  output_check c;
+  if (!def_.output || !reference_->output) {
+    c.passed = false;
+    c.note = std::string("no output reader on the ") + (def_.output ? "reference" : "benchmark") +
+             ": set one with bench::output on both";
     return c;
   }
-
-  detail::harness::bench_definition def_;
-  std::shared_ptr<const detail::harness::bench_definition> reference_;
-  compare_options compare_{};
-  work work_{};
-  bench_options options_{};
-  double peak_flops_per_s_ = std::numeric_limits<double>::quiet_NaN();
-  double peak_bytes_per_s_ = std::numeric_limits<double>::quiet_NaN();
-  bench_stream stream_ = nullptr;
-  const void* kernel_ = nullptr;
-  int block_threads_ = 0;
-  std::size_t dynamic_smem_bytes_ = 0;
-  bool counters_ = false;
-  std::vector<std::string> counter_metrics_;
-  std::shared_ptr<bench_counter_source> counter_source_;
-};
+  try {
+    timer.execute(0);
+    const std::vector<double> got = def_.output();
+    timer.execute(1);
+    const std::vector<double> want = reference_->output();
+    c = check_outputs(got, want, def_.tolerance);
+  } catch (const std::exception& e) {
+    c.passed = false;
+    c.note = std::string("reading the outputs threw: ") + e.what();
+  } catch (...) {
+    c.passed = false;
+    c.note = "reading the outputs threw an exception";
+  }
+  return c;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Results with the context they were taken in, and the three output formats.
 //
@@ -774,44 +880,76 @@ struct bench_report {
   bench_context context;
   std::vector<bench_result> results;
 
-  [[nodiscard]] std::string markdown() const { return detail::harness::to_markdown(context, results); }
-  [[nodiscard]] std::string json(bool include_samples = true) const {
-    return detail::harness::to_json(context, results, include_samples);
-  }
-  [[nodiscard]] std::string csv() const { return detail::harness::to_csv(results); }
+  [[nodiscard]] std::string markdown() const;
+  [[nodiscard]] std::string json(bool include_samples = true) const;
+  [[nodiscard]] std::string csv() const;
   // Whether every result is valid (bench_result::valid()): what a program's exit code
   // should say, so that a CI job never passes on numbers that are not the benchmarks'.
   //   return report.all_valid() ? 0 : 1;
-  [[nodiscard]] bool all_valid() const noexcept {
-    for (const bench_result& r : results)
-      if (!r.valid()) return false;
-    return true;
-  }
-  [[nodiscard]] std::string samples_csv() const { return detail::harness::to_samples_csv(results); }
+  [[nodiscard]] bool all_valid() const noexcept;
+  [[nodiscard]] std::string samples_csv() const;
 
-  void print(std::FILE* out = stdout) const {
-    const std::string text = markdown();
-    std::fwrite(text.data(), 1, text.size(), out);
-    std::fflush(out);
-  }
+  void print(std::FILE* out = stdout) const;
   // Each returns false, after saying why on stderr, when the file cannot be written.
-  bool write_json(const std::string& path, bool include_samples = true) const {
-    return write_file(path, json(include_samples));
-  }
-  bool write_csv(const std::string& path) const { return write_file(path, csv()); }
-  bool write_samples_csv(const std::string& path) const { return write_file(path, samples_csv()); }
+  bool write_json(const std::string& path, bool include_samples = true) const;
+  bool write_csv(const std::string& path) const;
+  bool write_samples_csv(const std::string& path) const;
 
  private:
   // All or nothing (core/detail/atomic_file.hpp); the reason goes to stderr.
-  static bool write_file(const std::string& path, const std::string& content) {
-    return detail::harness::write_output_file(path, content);
-  }
+  static bool write_file(const std::string& path, const std::string& content);
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string bench_report::markdown() const { return detail::harness::to_markdown(context, results); }
+
+KSCOPE_DECL std::string bench_report::json(bool include_samples) const {
+  return detail::harness::to_json(context, results, include_samples);
+}
+
+KSCOPE_DECL std::string bench_report::csv() const { return detail::harness::to_csv(results); }
+
+KSCOPE_DECL std::string bench_report::samples_csv() const { return detail::harness::to_samples_csv(results); }
+
+KSCOPE_DECL bool bench_report::write_json(const std::string& path, bool include_samples) const {
+  return write_file(path, json(include_samples));
+}
+
+KSCOPE_DECL bool bench_report::write_csv(const std::string& path) const { return write_file(path, csv()); }
+
+KSCOPE_DECL bool bench_report::write_samples_csv(const std::string& path) const { return write_file(path, samples_csv()); }
+
+KSCOPE_DECL bool bench_report::write_file(const std::string& path, const std::string& content) {
+  return detail::harness::write_output_file(path, content);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool bench_report::all_valid() const noexcept {
+  for (const bench_result& r : results)
+    if (!r.valid()) return false;
+  return true;
+}
+
+KSCOPE_DECL void bench_report::print(std::FILE* out) const {
+  const std::string text = markdown();
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fflush(out);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 namespace harness {
 
-inline bool stderr_is_terminal() {
+KSCOPE_DECL bool stderr_is_terminal();
+
+// "[3/12] attention (batch=8 seq_len=512): 41.23 us ±0.42 %": one line per finished
+// benchmark; on a terminal the line is first shown as "running" and then overwritten.
+KSCOPE_DECL void progress_start(std::size_t i, std::size_t n, const std::string& name);
+KSCOPE_DECL void progress_done(std::size_t i, std::size_t n, const bench_result& r);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool stderr_is_terminal() {
 #if defined(KSCOPE_DETAIL_HAS_UNISTD)
   return isatty(fileno(stderr)) != 0;
 #else
@@ -819,14 +957,13 @@ inline bool stderr_is_terminal() {
 #endif
 }
 
-// "[3/12] attention (batch=8 seq_len=512): 41.23 us ±0.42 %": one line per finished
-// benchmark; on a terminal the line is first shown as "running" and then overwritten.
-inline void progress_start(std::size_t i, std::size_t n, const std::string& name) {
+KSCOPE_DECL void progress_start(std::size_t i, std::size_t n, const std::string& name) {
   if (!stderr_is_terminal()) return;
   std::fprintf(stderr, "\r\033[K[%zu/%zu] %s ...", i + 1, n, printable_name(name).c_str());
   std::fflush(stderr);
 }
-inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
+
+KSCOPE_DECL void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
   const char* clear = stderr_is_terminal() ? "\r\033[K" : "";
   if (!r.valid()) {
     // No median for a result that has none, or whose median is not the benchmark's.
@@ -840,6 +977,7 @@ inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
   }
   std::fflush(stderr);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace harness
 }  // namespace detail
@@ -847,7 +985,10 @@ inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
 // Runs benchmarks one after another, with a progress line per benchmark on stderr.
 //   std::vector<kscope::bench> all{copy, gemm};
 //   kscope::run_all(all).print();
-[[nodiscard]] inline bench_report run_all(std::vector<bench>& benches, bool progress = true) {
+[[nodiscard]] KSCOPE_DECL bench_report run_all(std::vector<bench>& benches, bool progress = true);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bench_report run_all(std::vector<bench>& benches, bool progress) {
   bench_report report;
   report.context = describe_bench_context();
   for (std::size_t i = 0; i < benches.size(); ++i) {
@@ -857,14 +998,19 @@ inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
   }
   return report;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Builds and runs one benchmark per sweep point (the point's values become its params),
 // with progress on stderr.
 //   auto report = kscope::run_sweep(points, [&](const kscope::sweep_point& p) {
 //     return kscope::bench{"attention", [&, p](cudaStream_t s) { attention(p, s); }};
 //   });
-[[nodiscard]] inline bench_report run_sweep(const sweep& points, const std::function<bench(const sweep_point&)>& make,
-                                            bool progress = true) {
+[[nodiscard]] KSCOPE_DECL bench_report run_sweep(const sweep& points, const std::function<bench(const sweep_point&)>& make,
+                                            bool progress = true);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bench_report run_sweep(const sweep& points, const std::function<bench(const sweep_point&)>& make,
+                                            bool progress) {
   bench_report report;
   report.context = describe_bench_context();
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -876,5 +1022,6 @@ inline void progress_done(std::size_t i, std::size_t n, const bench_result& r) {
   }
   return report;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -9,6 +9,7 @@
 // Files are written all or nothing by write_output_file() (core/detail/atomic_file.hpp).
 #pragma once
 
+#include "../core/config.hpp"
 #include "../core/detail/atomic_file.hpp"
 #include "../core/detail/csv.hpp"
 #include "../core/detail/json_writer.hpp"
@@ -34,7 +35,10 @@ namespace harness {
 // the conversion is copied ("%%" becomes "%"), and only the number itself goes through
 // snprintf, whose locale decimal point (',' under de_DE) is then put back to '.'. Replacing
 // the point in the whole output would also hit commas of the surrounding text.
-inline std::string printf_string(const char* format, double a) {
+KSCOPE_DECL std::string printf_string(const char* format, double a);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string printf_string(const char* format, double a) {
   std::string out;
   const char* p = format;
   bool converted = false;
@@ -59,39 +63,56 @@ inline std::string printf_string(const char* format, double a) {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Seconds in the unit that gives the median 1-3 integer digits.
 struct time_unit {
   double scale;
   const char* name;
 };
-inline time_unit unit_for(double seconds) {
+KSCOPE_DECL time_unit unit_for(double seconds);
+// 4 significant digits: enough to see a 0.1 % change, few enough to read.
+KSCOPE_DECL std::string number4(double v);
+KSCOPE_DECL std::string format_seconds(double s);
+// "[1.231, 1.236] ms" in the unit of `median`.
+KSCOPE_DECL std::string format_seconds_interval(double median, const interval& ci);
+// SI prefix: 45.6 TFLOP/s, 4.24 TB/s.
+KSCOPE_DECL std::string format_rate(double v, const char* unit);
+KSCOPE_DECL std::string format_percent(double fraction, int decimals = 1);
+
+KSCOPE_DECL std::string join_dims(const std::vector<long long>& v, const char* separator);
+KSCOPE_DECL std::string params_text(const bench_metadata& m, const char* separator);
+KSCOPE_DECL std::string display_name(const bench_result& r);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL time_unit unit_for(double seconds) {
   const double s = std::fabs(seconds);
   if (!(s >= 1e-6)) return {1e9, "ns"};
   if (s < 1e-3) return {1e6, "us"};
   if (s < 1) return {1e3, "ms"};
   return {1, "s"};
 }
-// 4 significant digits: enough to see a 0.1 % change, few enough to read.
-inline std::string number4(double v) {
+
+KSCOPE_DECL std::string number4(double v) {
   if (!std::isfinite(v)) return "n/a";
   const double a = std::fabs(v);
   const char* format = a >= 1000 ? "%.0f" : a >= 100 ? "%.1f" : a >= 10 ? "%.2f" : "%.3f";
   return printf_string(format, v);
 }
-inline std::string format_seconds(double s) {
+
+KSCOPE_DECL std::string format_seconds(double s) {
   if (!std::isfinite(s)) return "n/a";
   const time_unit u = unit_for(s);
   return number4(s * u.scale) + " " + u.name;
 }
-// "[1.231, 1.236] ms" in the unit of `median`.
-inline std::string format_seconds_interval(double median, const interval& ci) {
+
+KSCOPE_DECL std::string format_seconds_interval(double median, const interval& ci) {
   if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return "n/a";
   const time_unit u = unit_for(median);
   return "[" + number4(ci.lo * u.scale) + ", " + number4(ci.hi * u.scale) + "] " + u.name;
 }
-// SI prefix: 45.6 TFLOP/s, 4.24 TB/s.
-inline std::string format_rate(double v, const char* unit) {
+
+KSCOPE_DECL std::string format_rate(double v, const char* unit) {
   if (!std::isfinite(v) || v <= 0) return "";
   const char* prefixes[] = {"", "K", "M", "G", "T", "P", "E"};
   int i = 0;
@@ -101,12 +122,13 @@ inline std::string format_rate(double v, const char* unit) {
   }
   return printf_string(v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v) + " " + prefixes[i] + unit;
 }
-inline std::string format_percent(double fraction, int decimals = 1) {
+
+KSCOPE_DECL std::string format_percent(double fraction, int decimals) {
   if (!std::isfinite(fraction)) return "n/a";
   return printf_string(decimals == 0 ? "%.0f %%" : decimals == 1 ? "%.1f %%" : "%.2f %%", 100 * fraction);
 }
 
-inline std::string join_dims(const std::vector<long long>& v, const char* separator) {
+KSCOPE_DECL std::string join_dims(const std::vector<long long>& v, const char* separator) {
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (i) s += separator;
@@ -114,7 +136,8 @@ inline std::string join_dims(const std::vector<long long>& v, const char* separa
   }
   return s;
 }
-inline std::string params_text(const bench_metadata& m, const char* separator) {
+
+KSCOPE_DECL std::string params_text(const bench_metadata& m, const char* separator) {
   std::string s;
   for (const auto& [k, v] : m.params) {
     if (!s.empty()) s += separator;
@@ -122,10 +145,12 @@ inline std::string params_text(const bench_metadata& m, const char* separator) {
   }
   return s;
 }
-inline std::string display_name(const bench_result& r) {
+
+KSCOPE_DECL std::string display_name(const bench_result& r) {
   const std::string p = params_text(r.metadata, " ");
   return p.empty() ? r.name : r.name + " (" + p + ")";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 inline std::string cell(const std::string& s) { return markdown_table_cell(s); }
 
 }  // namespace harness
@@ -135,7 +160,10 @@ inline std::string cell(const std::string& s) { return markdown_table_cell(s); }
 // markdown table and notes print.
 //   "72.0 % of cuBLAS, 95 % CI [71.4, 72.6]"; "n/a vs cuBLAS" without a comparison.
 //   if (r.reference) std::puts(kscope::relative_speed_text(*r.reference).c_str());
-[[nodiscard]] inline std::string relative_speed_text(const reference_result& ref) {
+[[nodiscard]] KSCOPE_DECL std::string relative_speed_text(const reference_result& ref);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string relative_speed_text(const reference_result& ref) {
   using detail::harness::printf_string;
   if (!std::isfinite(ref.relative_speed)) return "n/a vs " + ref.name;
   std::string s = printf_string("%.1f %% of ", 100 * ref.relative_speed) + ref.name;
@@ -146,12 +174,42 @@ inline std::string cell(const std::string& s) { return markdown_table_cell(s); }
   }
   return s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 namespace harness {
 
 // The table cell: relative speed, and the output check beside it when there was one.
-inline std::string reference_cell(const reference_result& ref) {
+KSCOPE_DECL std::string reference_cell(const reference_result& ref);
+
+// The short form for a table cell or a progress line; stop_message has the sentence.
+KSCOPE_DECL std::string stop_text(const bench_result& r);
+
+// ---- hardware counters (bench::counters) ------------------------------------------
+
+// The counters of a result that collected them; nullptr otherwise (not asked for, not
+// valid, or unavailable: the notes then carry the one message).
+KSCOPE_DECL const bench_counters* collected_counters(const bench_result& r);
+
+// "memory (DRAM)", "compute (FP32 pipe)", "latency", "launch/CPU", "undetermined": a
+// verdict in the few words of a table cell or a CSV field.
+KSCOPE_DECL std::string bound_text(const finding& f);
+
+// The measured DRAM bytes of the profiled call: read + write, with the write-back of what
+// it left dirty in the L2 (dram_bytes_moved); NaN when not measured.
+KSCOPE_DECL double measured_dram_bytes(const bench_counters& c);
+KSCOPE_DECL double measured_level_bytes(const bench_counters& c, memory_level level);
+KSCOPE_DECL double measured_flops(const bench_counters& c);
+
+// A count for a table cell: "2.15 GB", "268 MFLOP", "0 FLOP"; empty when unknown.
+KSCOPE_DECL std::string quantity_cell(double value, const char* unit);
+
+// The notes of a result's counter pass: what was collected (or the one reason why not),
+// the measured point, where the declared work differs, and the classification.
+KSCOPE_DECL void append_counter_notes(const bench_counters& c, std::vector<std::string>& notes);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string reference_cell(const reference_result& ref) {
   std::string s = relative_speed_text(ref);
   if (ref.check.performed) {
     s += "; max rel. err " + printf_string("%.2g", ref.check.max_rel_error);
@@ -162,8 +220,7 @@ inline std::string reference_cell(const reference_result& ref) {
   return s;
 }
 
-// The short form for a table cell or a progress line; stop_message has the sentence.
-inline std::string stop_text(const bench_result& r) {
+KSCOPE_DECL std::string stop_text(const bench_result& r) {
   switch (r.stopped) {
     case stop_reason::target_reached: return "target reached";
     case stop_reason::time_budget: return "time budget ran out";
@@ -174,17 +231,11 @@ inline std::string stop_text(const bench_result& r) {
   return "";
 }
 
-// ---- hardware counters (bench::counters) ------------------------------------------
-
-// The counters of a result that collected them; nullptr otherwise (not asked for, not
-// valid, or unavailable: the notes then carry the one message).
-inline const bench_counters* collected_counters(const bench_result& r) {
+KSCOPE_DECL const bench_counters* collected_counters(const bench_result& r) {
   return r.valid() && r.counters && r.counters->collected() ? &*r.counters : nullptr;
 }
 
-// "memory (DRAM)", "compute (FP32 pipe)", "latency", "launch/CPU", "undetermined": a
-// verdict in the few words of a table cell or a CSV field.
-inline std::string bound_text(const finding& f) {
+KSCOPE_DECL std::string bound_text(const finding& f) {
   std::string kind = to_string(f.kind);
   const std::string suffix = "-bound";
   if (kind.size() > suffix.size() && kind.compare(kind.size() - suffix.size(), suffix.size(), suffix) == 0)
@@ -192,31 +243,28 @@ inline std::string bound_text(const finding& f) {
   return f.where.empty() ? kind : kind + " (" + f.where + ")";
 }
 
-// The measured DRAM bytes of the profiled call: read + write, with the write-back of what
-// it left dirty in the L2 (dram_bytes_moved); NaN when not measured.
-inline double measured_dram_bytes(const bench_counters& c) {
+KSCOPE_DECL double measured_dram_bytes(const bench_counters& c) {
   const double moved = dram_bytes_moved(c.metrics);
   if (std::isfinite(moved)) return moved;
   const level_point* dram = c.measured ? c.measured->find(memory_level::dram) : nullptr;
   return dram ? dram->bytes : std::numeric_limits<double>::quiet_NaN();
 }
-inline double measured_level_bytes(const bench_counters& c, memory_level level) {
+
+KSCOPE_DECL double measured_level_bytes(const bench_counters& c, memory_level level) {
   const level_point* p = c.measured ? c.measured->find(level) : nullptr;
   return p ? p->bytes : std::numeric_limits<double>::quiet_NaN();
 }
-inline double measured_flops(const bench_counters& c) {
+
+KSCOPE_DECL double measured_flops(const bench_counters& c) {
   return c.measured ? c.measured->flops.total : std::numeric_limits<double>::quiet_NaN();
 }
 
-// A count for a table cell: "2.15 GB", "268 MFLOP", "0 FLOP"; empty when unknown.
-inline std::string quantity_cell(double value, const char* unit) {
+KSCOPE_DECL std::string quantity_cell(double value, const char* unit) {
   if (!std::isfinite(value)) return {};
   return value == 0 ? "0 " + std::string(unit) : kscope::detail::format_si(value, unit);
 }
 
-// The notes of a result's counter pass: what was collected (or the one reason why not),
-// the measured point, where the declared work differs, and the classification.
-inline void append_counter_notes(const bench_counters& c, std::vector<std::string>& notes) {
+KSCOPE_DECL void append_counter_notes(const bench_counters& c, std::vector<std::string>& notes) {
   notes.push_back("counters (profiled after the timed samples, never timed): " + c.message);
   for (const std::string& n : c.notes) notes.push_back("counters note: " + n);
   if (!c.collected()) return;
@@ -236,11 +284,42 @@ inline void append_counter_notes(const bench_counters& c, std::vector<std::strin
     }
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Megahertz from the kilohertz the CUDA attributes report; NaN when unknown.
-inline double mhz_or_nan(int khz) { return khz > 0 ? khz / 1e3 : std::numeric_limits<double>::quiet_NaN(); }
+KSCOPE_DECL double mhz_or_nan(int khz);
 
-inline std::string context_line(const bench_context& c) {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double mhz_or_nan(int khz) { return khz > 0 ? khz / 1e3 : std::numeric_limits<double>::quiet_NaN(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+KSCOPE_DECL std::string context_line(const bench_context& c);
+
+// Notes printed under the table: how each number was obtained and what to distrust.
+KSCOPE_DECL std::vector<std::string> result_notes(const bench_result& r);
+
+KSCOPE_DECL std::string to_markdown(const bench_context& context, const std::vector<bench_result>& results);
+
+// ---- JSON -------------------------------------------------------------------------
+
+KSCOPE_DECL void write_interval(json_writer& w, const interval& ci);
+KSCOPE_DECL void write_metadata(json_writer& w, const bench_metadata& m);
+KSCOPE_DECL void write_summary(json_writer& w, const summary& s, double rel_half_width);
+// valid == false (an invalid or failed result): the times the events read are not the
+// benchmark's, so the summary's times are written as null; the raw samples stay, marked
+// by the result's "valid": false, for whoever diagnoses the run.
+KSCOPE_DECL void write_series(json_writer& w, const sample_series& s, const series_analysis& a, bool include_samples,
+                         bool valid);
+KSCOPE_DECL void write_rate(json_writer& w, const rate_estimate& r);
+
+// The "counters" object of a result (docs/bench_schema.md, "benchmarks[].counters").
+KSCOPE_DECL void write_finding_evidence(json_writer& w, const std::vector<evidence>& facts);
+KSCOPE_DECL void write_counters(json_writer& w, const bench_counters& c);
+
+KSCOPE_DECL std::string to_json(const bench_context& c, const std::vector<bench_result>& results, bool include_samples);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string context_line(const bench_context& c) {
   std::string s = "kscope " + c.kscope_version;
   const device_info& d = c.gpu;
   if (!d.present) {
@@ -260,8 +339,7 @@ inline std::string context_line(const bench_context& c) {
   return s;
 }
 
-// Notes printed under the table: how each number was obtained and what to distrust.
-inline std::vector<std::string> result_notes(const bench_result& r) {
+KSCOPE_DECL std::vector<std::string> result_notes(const bench_result& r) {
   std::vector<std::string> notes;
   if (!r.valid()) {
     // The reason, and what the timer noted; no number that would read as the benchmark's.
@@ -362,7 +440,7 @@ inline std::vector<std::string> result_notes(const bench_result& r) {
   return notes;
 }
 
-inline std::string to_markdown(const bench_context& context, const std::vector<bench_result>& results) {
+KSCOPE_DECL std::string to_markdown(const bench_context& context, const std::vector<bench_result>& results) {
   std::string out = printable_name(context_line(context)) + "\n\n";
   // The measured columns appear only when some result has counters: a table of plain
   // timings keeps its shape.
@@ -427,12 +505,11 @@ inline std::string to_markdown(const bench_context& context, const std::vector<b
   return printable_text(out);
 }
 
-// ---- JSON -------------------------------------------------------------------------
-
-inline void write_interval(json_writer& w, const interval& ci) {
+KSCOPE_DECL void write_interval(json_writer& w, const interval& ci) {
   w.begin_object().member("lo", ci.lo).member("hi", ci.hi).member("level", ci.level).end_object();
 }
-inline void write_metadata(json_writer& w, const bench_metadata& m) {
+
+KSCOPE_DECL void write_metadata(json_writer& w, const bench_metadata& m) {
   w.key("shape").begin_array();
   for (long long d : m.shape) w.value(d);
   w.end_array();
@@ -451,7 +528,8 @@ inline void write_metadata(json_writer& w, const bench_metadata& m) {
   }
   w.end_object();
 }
-inline void write_summary(json_writer& w, const summary& s, double rel_half_width) {
+
+KSCOPE_DECL void write_summary(json_writer& w, const summary& s, double rel_half_width) {
   w.begin_object();
   w.member("median", s.median);
   w.key("median_ci");
@@ -462,10 +540,8 @@ inline void write_summary(json_writer& w, const summary& s, double rel_half_widt
   w.member("n", s.n).member("warmup_removed", s.warmup).member("outliers", s.outliers).member("steady", s.steady);
   w.end_object();
 }
-// valid == false (an invalid or failed result): the times the events read are not the
-// benchmark's, so the summary's times are written as null; the raw samples stay, marked
-// by the result's "valid": false, for whoever diagnoses the run.
-inline void write_series(json_writer& w, const sample_series& s, const series_analysis& a, bool include_samples,
+
+KSCOPE_DECL void write_series(json_writer& w, const sample_series& s, const series_analysis& a, bool include_samples,
                          bool valid) {
   w.begin_object();
   w.member("launches_per_sample", s.launches_per_sample).member("batching", s.batching);
@@ -506,22 +582,23 @@ inline void write_series(json_writer& w, const sample_series& s, const series_an
   }
   w.end_object();
 }
-inline void write_rate(json_writer& w, const rate_estimate& r) {
+
+KSCOPE_DECL void write_rate(json_writer& w, const rate_estimate& r) {
   w.begin_object().member("median", r.median);
   w.key("ci");
   write_interval(w, r.ci);
   w.end_object();
 }
 
-// The "counters" object of a result (docs/bench_schema.md, "benchmarks[].counters").
-inline void write_finding_evidence(json_writer& w, const std::vector<evidence>& facts) {
+KSCOPE_DECL void write_finding_evidence(json_writer& w, const std::vector<evidence>& facts) {
   w.key("evidence").begin_array();
   for (const evidence& e : facts) {
     w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
   }
   w.end_array();
 }
-inline void write_counters(json_writer& w, const bench_counters& c) {
+
+KSCOPE_DECL void write_counters(json_writer& w, const bench_counters& c) {
   w.begin_object();
   w.member("state", c.state).member("message", c.message);
   w.key("notes").begin_array();
@@ -599,7 +676,7 @@ inline void write_counters(json_writer& w, const bench_counters& c) {
   w.end_object();
 }
 
-inline std::string to_json(const bench_context& c, const std::vector<bench_result>& results, bool include_samples) {
+KSCOPE_DECL std::string to_json(const bench_context& c, const std::vector<bench_result>& results, bool include_samples) {
   std::string out;
   json_writer w(out);
   w.begin_object();
@@ -739,6 +816,7 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
   out += '\n';
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- CSV (RFC 4180) ---------------------------------------------------------------
 
@@ -747,7 +825,23 @@ inline std::string to_json(const bench_context& c, const std::vector<bench_resul
 using kscope::detail::csv_field;
 using kscope::detail::csv_number;
 
-inline const char* csv_columns() {
+KSCOPE_DECL const char* csv_columns();
+
+KSCOPE_DECL std::string to_csv(const std::vector<bench_result>& results);
+
+// Long format, one row per sample: for plots and for re-analysis with other tools.
+KSCOPE_DECL std::string to_samples_csv(const std::vector<bench_result>& results);
+
+// ---- files ------------------------------------------------------------------------
+
+// Writes a benchmark output (JSON, CSV) all or nothing: a failed write leaves the previous
+// file intact (core/detail/atomic_file.hpp). False, after saying why on stderr
+// ("kscope: cannot write results.json: No space left on device") and in *error.
+//   if (!write_output_file("results.json", to_json(c, results, true))) return 1;
+KSCOPE_DECL bool write_output_file(const std::string& path, std::string_view content, std::string* error = nullptr);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* csv_columns() {
   return "name,params,shape,dtype,strides,cache,statistic,median_s,ci_lo_s,ci_hi_s,ci_level,rel_half_width,"
          "target_rel_ci,stop_reason,samples_taken,samples_used,warmup_removed,warmup_samples,warmup_calls,"
          "launches_per_sample,batching,sm_clock_median_mhz,throttled_samples,flops,bytes,flops_per_s,"
@@ -757,7 +851,7 @@ inline const char* csv_columns() {
          "l1_bytes,flops_measured,sm_throughput_pct,memory_throughput_pct,measured_bound";
 }
 
-inline std::string to_csv(const std::vector<bench_result>& results) {
+KSCOPE_DECL std::string to_csv(const std::vector<bench_result>& results) {
   std::string out = std::string(csv_columns()) + "\n";
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const bench_result& r : results) {
@@ -833,8 +927,7 @@ inline std::string to_csv(const std::vector<bench_result>& results) {
   return out;
 }
 
-// Long format, one row per sample: for plots and for re-analysis with other tools.
-inline std::string to_samples_csv(const std::vector<bench_result>& results) {
+KSCOPE_DECL std::string to_samples_csv(const std::vector<bench_result>& results) {
   std::string out = "benchmark,params,role,index,seconds,sm_clock_mhz,throttled\n";
   auto rows = [&](const std::string& name, const std::string& params, const char* role, const sample_series& s,
                   const series_analysis& a) {
@@ -852,19 +945,14 @@ inline std::string to_samples_csv(const std::vector<bench_result>& results) {
   return out;
 }
 
-// ---- files ------------------------------------------------------------------------
-
-// Writes a benchmark output (JSON, CSV) all or nothing: a failed write leaves the previous
-// file intact (core/detail/atomic_file.hpp). False, after saying why on stderr
-// ("kscope: cannot write results.json: No space left on device") and in *error.
-//   if (!write_output_file("results.json", to_json(c, results, true))) return 1;
-inline bool write_output_file(const std::string& path, std::string_view content, std::string* error = nullptr) {
+KSCOPE_DECL bool write_output_file(const std::string& path, std::string_view content, std::string* error) {
   std::string why;
   if (write_file_atomically(path, content, &why)) return true;
   std::fprintf(stderr, "kscope: %s\n", printable_name(why).c_str());
   if (error) *error = why;
   return false;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace harness
 }  // namespace detail

@@ -192,14 +192,24 @@ struct bench_result {
   std::vector<std::string> warnings;
 
   [[nodiscard]] double median_s() const noexcept { return analysis.stats.median; }
-  [[nodiscard]] interval median_ci_s() const noexcept { return analysis.stats.median_ci; }
-  [[nodiscard]] bool target_reached() const noexcept { return stopped == stop_reason::target_reached; }
+  [[nodiscard]] interval median_ci_s() const noexcept;
+  [[nodiscard]] bool target_reached() const noexcept;
   // Whether the numbers are the benchmark's: false when the run failed (error) or what
   // was timed cannot have been its work (invalid); invalid_reason says why. A valid
   // result may still have missed its precision target (target_reached() says that).
-  [[nodiscard]] bool valid() const noexcept {
-    return stopped != stop_reason::error && stopped != stop_reason::invalid;
-  }
+  [[nodiscard]] bool valid() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL interval bench_result::median_ci_s() const noexcept { return analysis.stats.median_ci; }
+
+KSCOPE_DECL bool bench_result::target_reached() const noexcept { return stopped == stop_reason::target_reached; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool bench_result::valid() const noexcept {
+  return stopped != stop_reason::error && stopped != stop_reason::invalid;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -9,6 +9,7 @@
 // header declares in namespace kscope (bench_options, bench_timer, ...) are public.
 #pragma once
 
+#include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/roofline.hpp"
@@ -45,7 +46,10 @@ enum class cache_mode { hot, cold };
 enum class stop_reason { target_reached, time_budget, sample_limit, error, invalid };
 
 // "target_reached", "time_budget", "sample_limit", "error", "invalid".
-[[nodiscard]] inline const char* to_string(stop_reason r) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(stop_reason r) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(stop_reason r) noexcept {
   switch (r) {
     case stop_reason::target_reached: return "target_reached";
     case stop_reason::time_budget: return "time_budget";
@@ -55,10 +59,15 @@ enum class stop_reason { target_reached, time_budget, sample_limit, error, inval
   }
   return "unknown";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 // "hot", "cold".
-[[nodiscard]] inline const char* to_string(cache_mode m) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(cache_mode m) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(cache_mode m) noexcept {
   return m == cache_mode::cold ? "cold" : "hot";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // How the harness samples (docs/bench_schema.md, "How the numbers are produced"; the
 // minimum time is argued in docs/decisions.md). The defaults: warm up for at
@@ -129,18 +138,22 @@ struct bench_options {
   // the sustained speed.
   //   kscope::bench b{"gemm", launch};
   //   b.options(kscope::bench_options::burst());
-  [[nodiscard]] static bench_options burst() {
-    bench_options o;
-    o.min_time_s = 0.02;
-    o.managed_clock_fraction = 0;
-    return o;
-  }
+  [[nodiscard]] static bench_options burst();
 
   // Hold the stream with a tiny spin kernel while the host enqueues a sample, so the
   // timed launches run back to back instead of trickling in at the host's launch rate.
   // The same kernel measures the SM clock (clock64 against %globaltimer).
   bool hold_launches = true;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bench_options bench_options::burst() {
+  bench_options o;
+  o.min_time_s = 0.02;
+  o.managed_clock_fraction = 0;
+  return o;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What one timed sample measured: `launches` back-to-back runs of one target.
 //   kscope::timed_sample s{2.0e-3, 1980.0};   // 2 ms at 1980 MHz
@@ -180,9 +193,7 @@ class bench_timer {
 
   // Called once a batch size is chosen, before warm-up. Returns how the batch runs:
   // "none" (one launch), "graph" (captured into a CUDA graph) or "loop".
-  virtual std::string prepare(std::size_t /*which*/, std::size_t launches) {
-    return launches > 1 ? "loop" : "none";
-  }
+  virtual std::string prepare(std::size_t /*which*/, std::size_t launches);
   // What the last prepare() of `which` learnt from capturing its launches (see
   // batch_capture); a timer that captures nothing returns the default (no evidence).
   virtual batch_capture capture(std::size_t /*which*/) const { return {}; }
@@ -191,7 +202,7 @@ class bench_timer {
   // them, timed exactly as time() does (the CUDA timer takes the median of a few, once,
   // and keeps it). A sample no longer than this, within the margin no_work_limit_s()
   // gives, saw no work. NaN: unknown, and only a zero time counts as no work.
-  virtual double empty_stream_s() { return std::numeric_limits<double>::quiet_NaN(); }
+  virtual double empty_stream_s();
   // Runs target `which` once, untimed, and waits for it (for the output check).
   virtual void execute(std::size_t /*which*/) {}
   // The clock of the time budget (steady_clock ns; a fake advances its own).
@@ -200,8 +211,18 @@ class bench_timer {
   virtual std::vector<std::string> notes() const { return {}; }
   // The rated (maximum) SM clock in MHz, used to tell a power-managed run; NaN when the
   // timer does not know it (a real run takes it from the device instead).
-  virtual double rated_sm_clock_mhz() const { return std::numeric_limits<double>::quiet_NaN(); }
+  virtual double rated_sm_clock_mhz() const;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string bench_timer::prepare(std::size_t /*which*/, std::size_t launches) {
+  return launches > 1 ? "loop" : "none";
+}
+
+KSCOPE_DECL double bench_timer::empty_stream_s() { return std::numeric_limits<double>::quiet_NaN(); }
+
+KSCOPE_DECL double bench_timer::rated_sm_clock_mhz() const { return std::numeric_limits<double>::quiet_NaN(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The raw series of one target, as sampled.
 struct sample_series {
@@ -260,10 +281,7 @@ namespace harness {
 // Half-width of the median CI relative to the median; +inf when there is no interval
 // (fewer than 6 samples, or a non-positive median).
 // Times are positive: a non-positive median cannot be judged (infinite width).
-inline double relative_ci_half_width(const summary& s) {
-  if (!(s.median > 0)) return std::numeric_limits<double>::infinity();
-  return relative_half_width(s.median_ci, s.median);
-}
+KSCOPE_DECL double relative_ci_half_width(const summary& s);
 
 // Flags throttled samples against the median clock of the run, picks the samples to
 // use and summarizes them. The reference clock is the run's own median, not the rated
@@ -274,8 +292,24 @@ inline double relative_ci_half_width(const summary& s) {
 // A clock-managed run also drops the SM clock's transient: the samples before the
 // clock series' MSER-5 steady state are left out, because a GEMM's first ~0.3 s run
 // faster at the boost clock than the sustained load that follows.
-inline series_analysis analyze_series(const sample_series& s, const bench_options& o,
-                                      double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN()) {
+KSCOPE_DECL series_analysis analyze_series(const sample_series& s, const bench_options& o,
+                                      double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN());
+
+// The stopping conditions of bench_options that a series does not meet yet, each as the
+// sentence a report prints ("18 samples used < min_samples 20 (8 removed as warm-up by
+// MSER-5)"); empty when the run may stop with its target reached. converged() and the
+// stop message both read this list, so a message can only name a condition that failed.
+KSCOPE_DECL std::vector<std::string> unmet_conditions(const sample_series& s, const series_analysis& a,
+                                                 const bench_options& o);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double relative_ci_half_width(const summary& s) {
+  if (!(s.median > 0)) return std::numeric_limits<double>::infinity();
+  return relative_half_width(s.median_ci, s.median);
+}
+
+KSCOPE_DECL series_analysis analyze_series(const sample_series& s, const bench_options& o,
+                                      double rated_sm_clock_mhz) {
   series_analysis a;
   a.throttled.assign(s.samples_s.size(), false);
   std::vector<double> clocks;
@@ -316,11 +350,7 @@ inline series_analysis analyze_series(const sample_series& s, const bench_option
   return a;
 }
 
-// The stopping conditions of bench_options that a series does not meet yet, each as the
-// sentence a report prints ("18 samples used < min_samples 20 (8 removed as warm-up by
-// MSER-5)"); empty when the run may stop with its target reached. converged() and the
-// stop message both read this list, so a message can only name a condition that failed.
-inline std::vector<std::string> unmet_conditions(const sample_series& s, const series_analysis& a,
+KSCOPE_DECL std::vector<std::string> unmet_conditions(const sample_series& s, const series_analysis& a,
                                                  const bench_options& o) {
   std::vector<std::string> unmet;
   auto seconds = [](double x) { return format_general(x, 3) + " s"; };
@@ -361,10 +391,15 @@ inline std::vector<std::string> unmet_conditions(const sample_series& s, const s
   }
   return unmet;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
-inline bool converged(const sample_series& s, const series_analysis& a, const bench_options& o) {
+KSCOPE_DECL bool converged(const sample_series& s, const series_analysis& a, const bench_options& o);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool converged(const sample_series& s, const series_analysis& a, const bench_options& o) {
   return unmet_conditions(s, a, o).empty();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- "no work reached the stream" -------------------------------------------------
 // A sample is indistinguishable from an empty one when its time (the whole sample, all
@@ -382,52 +417,39 @@ inline constexpr double no_work_floor_s = 0.3e-6;
 
 // The longest sample time that still counts as "nothing ran"; with the empty time
 // unknown (NaN), only a zero time does.
-inline double no_work_limit_s(double empty_stream_s) {
+KSCOPE_DECL double no_work_limit_s(double empty_stream_s);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double no_work_limit_s(double empty_stream_s) {
   if (!std::isfinite(empty_stream_s) || empty_stream_s < 0) return 0;
   return no_work_factor * empty_stream_s + no_work_floor_s;
 }
-inline bool indistinguishable_from_empty(double sample_s, double empty_stream_s) {
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool indistinguishable_from_empty(double sample_s, double empty_stream_s);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool indistinguishable_from_empty(double sample_s, double empty_stream_s) {
   return sample_s >= 0 && sample_s <= no_work_limit_s(empty_stream_s);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 // "a single call took 120 ns, no longer than an empty sample on the stream (95.0 ns;
 // the limit is 1.2 x that + 300 ns)".
-inline std::string empty_time_evidence(const std::string& what, double sample_s, double empty_stream_s) {
-  std::string s = what + " took " + (sample_s == 0 ? std::string("0 s") : format_si(sample_s, "s"));
-  if (!std::isfinite(empty_stream_s) || empty_stream_s < 0) return s + ": nothing ran between the events";
-  return s + ", no longer than an empty sample on the stream (" + format_si(empty_stream_s, "s") + "; the limit is " +
-         format_general(no_work_factor, 3) + " x that + " + format_si(no_work_floor_s, "s") + ")";
-}
+KSCOPE_DECL std::string empty_time_evidence(const std::string& what, double sample_s, double empty_stream_s);
 
 // The sentence of an invalid result: what did not happen, the evidence, the likely
 // causes. `stream` names the stream: "the benchmark's stream", "the stream of the
 // reference 'cuBLAS'".
-inline std::string no_work_reason(const std::string& stream, const std::string& evidence) {
-  return "no work reached " + stream + ": " + evidence +
-         ". The callable launched on another stream, on the legacy default stream, or launched nothing; "
-         "it must launch its work on the cudaStream_t it receives";
-}
+KSCOPE_DECL std::string no_work_reason(const std::string& stream, const std::string& evidence);
 
 // The order of targets in one measurement round: A for one target, A B B A for two
 // (ABBA: a linear drift in clocks or temperature over the round hits both equally),
 // and in general forward then backward.
-inline std::vector<std::size_t> round_order(std::size_t targets) {
-  std::vector<std::size_t> order;
-  for (std::size_t i = 0; i < targets; ++i) order.push_back(i);
-  if (targets > 1)
-    for (std::size_t i = targets; i-- > 0;) order.push_back(i);
-  return order;
-}
+KSCOPE_DECL std::vector<std::size_t> round_order(std::size_t targets);
 
 // Batch size from a first per-launch estimate: enough launches for one sample to last
 // min_sample_s (events resolve ~0.5 us, and a per-sample overhead of a few us must not
 // count), capped by max_launches_per_sample.
-inline std::size_t choose_launches(double estimate_s, const bench_options& o) {
-  if (o.launches_per_sample > 0) return o.launches_per_sample;
-  if (!(estimate_s > 0) || estimate_s >= o.min_sample_s) return 1;
-  const double n = std::ceil(o.min_sample_s / estimate_s);
-  const double cap = static_cast<double>(std::max<std::size_t>(1, o.max_launches_per_sample));
-  return static_cast<std::size_t>(std::min(n, cap));
-}
+KSCOPE_DECL std::size_t choose_launches(double estimate_s, const bench_options& o);
 
 // Runs the whole sampling procedure for `targets` targets (1: a benchmark; 2: a
 // benchmark and its reference, interleaved ABBA) and analyses the series. It stops early,
@@ -435,8 +457,41 @@ inline std::size_t choose_launches(double estimate_s, const bench_options& o) {
 // after the first estimate (a single call no longer than an empty sample), after the
 // batch is captured (an empty graph, a rejected capture), and once more on the final
 // medians. Spending the time budget on such a target would only time empty streams.
-inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, const bench_options& o,
-                                       double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN()) {
+KSCOPE_DECL sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, const bench_options& o,
+                                       double rated_sm_clock_mhz = std::numeric_limits<double>::quiet_NaN());
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string empty_time_evidence(const std::string& what, double sample_s, double empty_stream_s) {
+  std::string s = what + " took " + (sample_s == 0 ? std::string("0 s") : format_si(sample_s, "s"));
+  if (!std::isfinite(empty_stream_s) || empty_stream_s < 0) return s + ": nothing ran between the events";
+  return s + ", no longer than an empty sample on the stream (" + format_si(empty_stream_s, "s") + "; the limit is " +
+         format_general(no_work_factor, 3) + " x that + " + format_si(no_work_floor_s, "s") + ")";
+}
+
+KSCOPE_DECL std::string no_work_reason(const std::string& stream, const std::string& evidence) {
+  return "no work reached " + stream + ": " + evidence +
+         ". The callable launched on another stream, on the legacy default stream, or launched nothing; "
+         "it must launch its work on the cudaStream_t it receives";
+}
+
+KSCOPE_DECL std::vector<std::size_t> round_order(std::size_t targets) {
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < targets; ++i) order.push_back(i);
+  if (targets > 1)
+    for (std::size_t i = targets; i-- > 0;) order.push_back(i);
+  return order;
+}
+
+KSCOPE_DECL std::size_t choose_launches(double estimate_s, const bench_options& o) {
+  if (o.launches_per_sample > 0) return o.launches_per_sample;
+  if (!(estimate_s > 0) || estimate_s >= o.min_sample_s) return 1;
+  const double n = std::ceil(o.min_sample_s / estimate_s);
+  const double cap = static_cast<double>(std::max<std::size_t>(1, o.max_launches_per_sample));
+  return static_cast<std::size_t>(std::min(n, cap));
+}
+
+KSCOPE_DECL sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, const bench_options& o,
+                                       double rated_sm_clock_mhz) {
   if (!std::isfinite(rated_sm_clock_mhz)) rated_sm_clock_mhz = timer.rated_sm_clock_mhz();
   sampling_outcome out;
   out.series.resize(targets);
@@ -602,6 +657,7 @@ inline sampling_outcome sample_targets(bench_timer& timer, std::size_t targets, 
   if (invalid) out.stopped = stop_reason::invalid;
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace harness
 }  // namespace detail

@@ -33,6 +33,31 @@
 // KSCOPE_DISABLE: every scope becomes an empty object and every macro expands to nothing
 // that costs time. Analysis functions (stats, roofline, reports) keep working.
 
+// Header-only is the default: every function is defined in its header, `inline`.
+//
+// KSCOPE_SEPARATE_COMPILATION (defined for the whole program): the heavy headers (the
+// features, report, verdict, session, bench, device) give declarations only, so a file
+// that includes kscope/kscope.hpp parses class definitions and templates, not thousands
+// of function bodies. Exactly one file of the program then defines KSCOPE_IMPLEMENTATION
+// before including kscope/kscope.hpp, and gets every definition, compiled once (the CMake
+// target kscope::compiled is that file). Scopes, the recorder and the core stay header-only
+// in both modes: their hot paths must inline into the caller.
+#if defined(KSCOPE_IMPLEMENTATION) && !defined(KSCOPE_SEPARATE_COMPILATION)
+#  define KSCOPE_SEPARATE_COMPILATION 1
+#endif
+#if defined(KSCOPE_SEPARATE_COMPILATION) && !defined(KSCOPE_IMPLEMENTATION)
+#  define KSCOPE_DETAIL_DEFINITIONS 0
+#else
+#  define KSCOPE_DETAIL_DEFINITIONS 1
+#endif
+// How a function whose definition sits in a KSCOPE_DETAIL_DEFINITIONS block is declared:
+// `inline` in header-only mode, an ordinary external function in the compiled one.
+#if defined(KSCOPE_SEPARATE_COMPILATION)
+#  define KSCOPE_DECL
+#else
+#  define KSCOPE_DECL inline
+#endif
+
 #define KSCOPE_VERSION_MAJOR 0
 #define KSCOPE_VERSION_MINOR 1
 #define KSCOPE_VERSION_PATCH 0

@@ -10,6 +10,7 @@
 //   if (kscope::parse_data_type("__nv_bfloat16", t)) std::puts(kscope::to_string(t));  // "bf16"
 #pragma once
 
+#include "config.hpp"
 #include <cstddef>
 #include <string_view>
 
@@ -31,7 +32,10 @@ inline constexpr data_type all_data_types[] = {data_type::fp64, data_type::fp32,
 
 // The canonical name: "fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8".
 //   std::string label = kscope::to_string(kscope::data_type::bf16);
-[[nodiscard]] inline const char* to_string(data_type t) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(data_type t) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(data_type t) noexcept {
   switch (t) {
     case data_type::fp64: return "fp64";
     case data_type::fp32: return "fp32";
@@ -43,11 +47,16 @@ inline constexpr data_type all_data_types[] = {data_type::fp64, data_type::fp32,
   }
   return "unknown";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // "plain" or "tensor".
-[[nodiscard]] inline const char* to_string(core_kind k) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(core_kind k) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(core_kind k) noexcept {
   return k == core_kind::tensor ? "tensor" : "plain";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
@@ -89,7 +98,10 @@ constexpr char ascii_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? stat
 // is device/roof_choice.hpp's rule.
 //   kscope::data_type t = kscope::data_type::fp32;
 //   bool known = kscope::parse_data_type("half", t);   // true, t == data_type::fp16
-[[nodiscard]] inline bool parse_data_type(std::string_view text, data_type& out) noexcept {
+[[nodiscard]] KSCOPE_DECL bool parse_data_type(std::string_view text, data_type& out) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool parse_data_type(std::string_view text, data_type& out) noexcept {
   while (!text.empty() && detail::is_blank(text.front())) text.remove_prefix(1);
   while (!text.empty() && detail::is_blank(text.back())) text.remove_suffix(1);
   for (const detail::data_type_name& entry : detail::data_type_names) {
@@ -103,5 +115,6 @@ constexpr char ascii_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? stat
   }
   return false;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

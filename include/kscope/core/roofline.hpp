@@ -97,7 +97,10 @@ struct roofline_options {
 
 // Lower-case name of a limiter: "memory", "compute", "latency".
 //   std::printf("%s\n", kscope::to_string(p.limiter));
-[[nodiscard]] inline const char* to_string(bound b) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(bound b) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(bound b) noexcept {
   switch (b) {
     case bound::memory: return "memory";
     case bound::compute: return "compute";
@@ -105,32 +108,45 @@ struct roofline_options {
   }
   return "unknown";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Arithmetic intensity in flop/byte: +infinity for zero bytes (pure compute), 0 for zero
 // flops, NaN when both are zero or either is negative or not finite.
 //   double i = kscope::intensity({2e12, 3e8});  // 6666.7 flop/byte
-[[nodiscard]] inline double intensity(work w) noexcept {
+[[nodiscard]] KSCOPE_DECL double intensity(work w) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double intensity(work w) noexcept {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (!std::isfinite(w.flops) || !std::isfinite(w.bytes) || w.flops < 0 || w.bytes < 0) return nan;
   if (w.bytes == 0) return w.flops > 0 ? std::numeric_limits<double>::infinity() : nan;
   return w.flops / w.bytes;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The ridge point: the intensity (flop/byte) where the bandwidth roof meets the compute
 // roof. NaN unless both peaks are positive and finite.
 //   double ridge = kscope::ridge_intensity(989e12, 4.8e12);  // 206 flop/byte
-[[nodiscard]] inline double ridge_intensity(double peak_flops_per_s, double peak_bytes_per_s) noexcept {
+[[nodiscard]] KSCOPE_DECL double ridge_intensity(double peak_flops_per_s, double peak_bytes_per_s) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double ridge_intensity(double peak_flops_per_s, double peak_bytes_per_s) noexcept {
   if (!(peak_flops_per_s > 0) || !(peak_bytes_per_s > 0) || !std::isfinite(peak_flops_per_s) ||
       !std::isfinite(peak_bytes_per_s)) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   return peak_flops_per_s / peak_bytes_per_s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The roof in flop/s at an intensity: min(peak_flops, intensity * peak_bytes); the
 // compute peak for +infinite intensity, 0 for intensity 0, NaN for bad input.
 //   double roof = kscope::roof_flops_per_s(10.0, 989e12, 4.8e12);  // 48e12
-[[nodiscard]] inline double roof_flops_per_s(double flop_per_byte, double peak_flops_per_s,
+[[nodiscard]] KSCOPE_DECL double roof_flops_per_s(double flop_per_byte, double peak_flops_per_s,
+                                             double peak_bytes_per_s) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double roof_flops_per_s(double flop_per_byte, double peak_flops_per_s,
                                              double peak_bytes_per_s) noexcept {
   if (std::isnan(ridge_intensity(peak_flops_per_s, peak_bytes_per_s)) || std::isnan(flop_per_byte) ||
       flop_per_byte < 0) {
@@ -140,11 +156,24 @@ struct roofline_options {
   const double slanted = flop_per_byte * peak_bytes_per_s;
   return slanted < peak_flops_per_s ? slanted : peak_flops_per_s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // Returns an empty string when the arguments can be placed, else what is wrong.
-inline std::string roofline_argument_error(work w, double seconds, double peak_flops_per_s,
+KSCOPE_DECL std::string roofline_argument_error(work w, double seconds, double peak_flops_per_s,
+                                           double peak_bytes_per_s, const roofline_options& o);
+
+// place() once the arguments are known to be valid.
+KSCOPE_DECL placement place_valid(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s,
+                             const roofline_options& o) noexcept;
+
+// "4.81 TB/s", "989 TFLOP/s", "12.5 us"-style text: SI prefix (k..E, or m/u/n below 1)
+// and 3 significant digits; "unknown" for NaN (an unknown peak), "inf" for infinity.
+KSCOPE_DECL std::string format_si(double value, const char* unit);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string roofline_argument_error(work w, double seconds, double peak_flops_per_s,
                                            double peak_bytes_per_s, const roofline_options& o) {
   if (std::isnan(seconds) || !(seconds > 0) || std::isinf(seconds)) {
     return "kscope::place: time must be a positive finite number of seconds, got " + format_general(seconds, 6);
@@ -165,8 +194,7 @@ inline std::string roofline_argument_error(work w, double seconds, double peak_f
   return {};
 }
 
-// place() once the arguments are known to be valid.
-inline placement place_valid(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s,
+KSCOPE_DECL placement place_valid(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s,
                              const roofline_options& o) noexcept {
   placement p{};
   p.flops_per_s = w.flops / seconds;
@@ -185,9 +213,7 @@ inline placement place_valid(work w, double seconds, double peak_flops_per_s, do
   return p;
 }
 
-// "4.81 TB/s", "989 TFLOP/s", "12.5 us"-style text: SI prefix (k..E, or m/u/n below 1)
-// and 3 significant digits; "unknown" for NaN (an unknown peak), "inf" for infinity.
-inline std::string format_si(double value, const char* unit) {
+KSCOPE_DECL std::string format_si(double value, const char* unit) {
   if (std::isnan(value)) return "unknown";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   static const char* const big[] = {"", "k", "M", "G", "T", "P", "E"};
@@ -206,6 +232,7 @@ inline std::string format_si(double value, const char* unit) {
   const int decimals = magnitude >= 99.95 ? 0 : magnitude >= 9.995 ? 1 : 2;
   return format_fixed(value, decimals) + " " + prefix + unit;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -214,23 +241,37 @@ inline std::string format_si(double value, const char* unit) {
 // header); try_place() is the non-throwing form.
 //   kscope::placement p = kscope::place({1e9, 8e9}, 2e-3, 67e12, 4.8e12);
 //   // p.bytes_per_s == 4e12, p.limiter == kscope::bound::memory
-[[nodiscard]] inline placement place(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s,
+[[nodiscard]] KSCOPE_DECL placement place(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s,
+                                     const roofline_options& options);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL placement place(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s,
                                      const roofline_options& options) {
   const std::string error = detail::roofline_argument_error(w, seconds, peak_flops_per_s, peak_bytes_per_s, options);
   if (!error.empty()) throw std::invalid_argument(error);
   return detail::place_valid(w, seconds, peak_flops_per_s, peak_bytes_per_s, options);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // place() with the default thresholds, the form most callers want.
-[[nodiscard]] inline placement place(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s) {
+[[nodiscard]] KSCOPE_DECL placement place(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL placement place(work w, double seconds, double peak_flops_per_s, double peak_bytes_per_s) {
   return place(w, seconds, peak_flops_per_s, peak_bytes_per_s, roofline_options{});
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // place() that never throws: std::nullopt for input place() would reject.
 //   if (auto p = kscope::try_place(w, s, pf, pb)) use(*p);
-[[nodiscard]] inline std::optional<placement> try_place(work w, double seconds, double peak_flops_per_s,
+[[nodiscard]] KSCOPE_DECL std::optional<placement> try_place(work w, double seconds, double peak_flops_per_s,
                                                         double peak_bytes_per_s,
-                                                        const roofline_options& options = {}) noexcept {
+                                                        const roofline_options& options = {}) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<placement> try_place(work w, double seconds, double peak_flops_per_s,
+                                                        double peak_bytes_per_s,
+                                                        const roofline_options& options) noexcept {
   try {
     if (!detail::roofline_argument_error(w, seconds, peak_flops_per_s, peak_bytes_per_s, options).empty()) {
       return std::nullopt;
@@ -240,12 +281,16 @@ inline std::string format_si(double value, const char* unit) {
   }
   return detail::place_valid(w, seconds, peak_flops_per_s, peak_bytes_per_s, options);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One line saying what to try next, following the classification at the top of this header.
 // A compute-bound kernel far under its roof (fraction below near_compute_roof) gets the
 // "compute path not used" line rather than "at the compute roof".
 //   std::printf("%s\n", kscope::hint(p).data());  // string_view over a literal: NUL-terminated
-[[nodiscard]] inline std::string_view hint(const placement& p, const roofline_options& options = {}) noexcept {
+[[nodiscard]] KSCOPE_DECL std::string_view hint(const placement& p, const roofline_options& options = {}) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string_view hint(const placement& p, const roofline_options& options) noexcept {
   switch (p.limiter) {
     case bound::memory:
       return "memory-bound: move fewer bytes (fuse kernels, compress or narrow the data type, reuse data "
@@ -262,6 +307,7 @@ inline std::string format_si(double value, const char* unit) {
   }
   return "";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Turns a time interval (e.g. the median CI of a kscope::summary) into the interval of
 // the rate amount / time. Rate falls as time grows, so [lo, hi] seconds becomes
@@ -307,8 +353,12 @@ struct roof_point {
 
 // The chart point of a placement.
 //   points.push_back(kscope::to_roof_point("attention", kscope::place(w, s, pf, pb)));
-[[nodiscard]] inline roof_point to_roof_point(std::string label, const placement& p) {
+[[nodiscard]] KSCOPE_DECL roof_point to_roof_point(std::string label, const placement& p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL roof_point to_roof_point(std::string label, const placement& p) {
   return roof_point{std::move(label), p.intensity, p.flops_per_s, p.limiter};
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -85,14 +85,24 @@ struct steady_state {
 
 // How many samples are NaN or infinite (summarize, median_ci and compare exclude them).
 //   if (kscope::count_non_finite(ms) > 0) warn("some timings failed");
-[[nodiscard]] inline std::size_t count_non_finite(const std::vector<double>& samples) noexcept {
+[[nodiscard]] KSCOPE_DECL std::size_t count_non_finite(const std::vector<double>& samples) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t count_non_finite(const std::vector<double>& samples) noexcept {
   return static_cast<std::size_t>(
       std::count_if(samples.begin(), samples.end(), [](double x) { return !std::isfinite(x); }));
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
-inline std::vector<double> finite_only(const std::vector<double>& samples) {
+KSCOPE_DECL std::vector<double> finite_only(const std::vector<double>& samples);
+
+// Two-sided Mann-Whitney p-value of two unsorted ranges (copies and sorts them).
+KSCOPE_DECL double mann_whitney_p(const double* x, std::size_t nx, const double* y, std::size_t ny);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<double> finite_only(const std::vector<double>& samples) {
   std::vector<double> out;
   out.reserve(samples.size());
   for (double x : samples)
@@ -100,13 +110,13 @@ inline std::vector<double> finite_only(const std::vector<double>& samples) {
   return out;
 }
 
-// Two-sided Mann-Whitney p-value of two unsorted ranges (copies and sorts them).
-inline double mann_whitney_p(const double* x, std::size_t nx, const double* y, std::size_t ny) {
+KSCOPE_DECL double mann_whitney_p(const double* x, std::size_t nx, const double* y, std::size_t ny) {
   std::vector<double> a(x, x + nx), b(y, y + ny);
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
   return mann_whitney_sorted(a, b).p_value;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The batch size, the confirmation threshold and the drift tolerance of the
 // steady-state test (see find_steady_state for why each exists).
@@ -123,20 +133,28 @@ void sort_small(T* values, std::size_t count) noexcept {
 }
 
 // Sorts a handful of ranks and drops repeats; returns how many remain.
-inline std::size_t sort_unique_ranks(std::size_t* ranks, std::size_t count) noexcept {
+KSCOPE_DECL std::size_t sort_unique_ranks(std::size_t* ranks, std::size_t count) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t sort_unique_ranks(std::size_t* ranks, std::size_t count) noexcept {
   sort_small(ranks, count);
   std::size_t unique = 0;
   for (std::size_t i = 0; i < count; ++i)
     if (unique == 0 || ranks[unique - 1] != ranks[i]) ranks[unique++] = ranks[i];
   return unique;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Clamps to [lo, hi]; the default range clamps nothing.
 struct clip_range {
   double lo = -std::numeric_limits<double>::infinity();
   double hi = std::numeric_limits<double>::infinity();
-  double operator()(double x) const noexcept { return std::min(hi, std::max(lo, x)); }
+  double operator()(double x) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double clip_range::operator()(double x) const noexcept { return std::min(hi, std::max(lo, x)); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Whether the level of a (warm-up free) series moves between its first and last
 // quarter. MSER only looks for a transient at the start: a series that accelerates
@@ -147,7 +165,16 @@ struct clip_range {
 // of the two quarters' batch means are more than 2 % apart (compare()'s default
 // threshold, so noise-level wander on huge n does not count), and a two-sided
 // Mann-Whitney test on the batch means gives p < 1e-3. One O(n) pass, no copies.
-inline bool drifts(const double* x, std::size_t n, const clip_range& clip) {
+KSCOPE_DECL bool drifts(const double* x, std::size_t n, const clip_range& clip);
+
+// find_steady_state on samples that are all finite.
+KSCOPE_DECL steady_state find_steady_state_finite(const double* x, std::size_t m);
+
+// Fills the statistics of x[0..n) (finite, n >= 1) into out; permutes x.
+KSCOPE_DECL void describe(double* x, std::size_t n, double level, summary& out);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool drifts(const double* x, std::size_t n, const clip_range& clip) {
   constexpr std::size_t batches_per_quarter = 10;
   const std::size_t quarter = n / 4;
   if (quarter < batches_per_quarter) return false;
@@ -175,8 +202,7 @@ inline bool drifts(const double* x, std::size_t n, const clip_range& clip) {
   return mann_whitney_p(early, batches_per_quarter, late, batches_per_quarter) < mser_confirm_p;
 }
 
-// find_steady_state on samples that are all finite.
-inline steady_state find_steady_state_finite(const double* x, std::size_t m) {
+KSCOPE_DECL steady_state find_steady_state_finite(const double* x, std::size_t m) {
   if (m == 0) return {0, false};
   if (m == 1) return {0, true};
   // The first sample is always warm-up (module load, first-touch, JIT).
@@ -248,8 +274,7 @@ inline steady_state find_steady_state_finite(const double* x, std::size_t m) {
   return {warmup, true};
 }
 
-// Fills the statistics of x[0..n) (finite, n >= 1) into out; permutes x.
-inline void describe(double* x, std::size_t n, double level, summary& out) {
+KSCOPE_DECL void describe(double* x, std::size_t n, double level, summary& out) {
   out.n = n;
   out.median_ci = interval{stats_nan, stats_nan, level};
   compensated_sum sum;
@@ -314,6 +339,7 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   const double mad_hi = mid.hi == mid.lo ? mad_lo : *std::min_element(x + mid.lo + 1, x + n);
   out.mad = type7_value(mad_lo, mad_hi, mid.fraction);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -342,17 +368,25 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // steps past 60 % of a run of 100+ samples always. Strongly autocorrelated noise
 // (AR(1) 0.9, 200 samples) is called unsteady in ~15 % of runs: its level wanders.
 // Non-finite samples are skipped; warmup counts finite samples. O(n) time.
-[[nodiscard]] inline steady_state find_steady_state(const std::vector<double>& samples) {
+[[nodiscard]] KSCOPE_DECL steady_state find_steady_state(const std::vector<double>& samples);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL steady_state find_steady_state(const std::vector<double>& samples) {
   const std::vector<double> finite = detail::finite_only(samples);
   return detail::find_steady_state_finite(finite.data(), finite.size());
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Leading samples that are warm-up: find_steady_state(samples).warmup, which is what
 // summarize() drops. Without a steady state it is 1 (only the first sample).
 //   std::size_t w = kscope::warmup_length(samples);
-[[nodiscard]] inline std::size_t warmup_length(const std::vector<double>& samples) {
+[[nodiscard]] KSCOPE_DECL std::size_t warmup_length(const std::vector<double>& samples);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t warmup_length(const std::vector<double>& samples) {
   return find_steady_state(samples).warmup;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Median, spread, quantiles, outliers and a distribution-free median interval of the
 // steady part of a timing series.
@@ -365,7 +399,10 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // still evaluated (it costs O(n)). NaN/inf samples are excluded (count_non_finite).
 // An invalid level (not in (0, 1)) gives a NaN median_ci; everything else is computed.
 // Cost: O(n) expected (selection, no full sort); 1e6 samples in ~45 ms of CPU.
-[[nodiscard]] inline summary summarize(const std::vector<double>& samples, stats_options options = {}) {
+[[nodiscard]] KSCOPE_DECL summary summarize(const std::vector<double>& samples, stats_options options = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL summary summarize(const std::vector<double>& samples, stats_options options) {
   summary out;
   out.median_ci.level = options.level;
   std::vector<double> work = detail::finite_only(samples);
@@ -376,6 +413,7 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   detail::describe(work.data() + out.warmup, work.size() - out.warmup, options.level, out);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Distribution-free confidence interval of the median: order statistics
 // [x_(k), x_(n-k+1)] with k the largest rank such that P(B <= k - 1) <= (1 - level) / 2
@@ -387,7 +425,10 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // removal here: pass steady samples. O(n).
 //   kscope::interval ci = kscope::median_ci(samples);          // 95 %
 //   kscope::interval ci99 = kscope::median_ci(samples, 0.99);
-[[nodiscard]] inline interval median_ci(std::vector<double> samples, double level = 0.95) {
+[[nodiscard]] KSCOPE_DECL interval median_ci(std::vector<double> samples, double level = 0.95);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL interval median_ci(std::vector<double> samples, double level) {
   interval out{detail::stats_nan, detail::stats_nan, level};
   samples.erase(std::remove_if(samples.begin(), samples.end(), [](double x) { return !std::isfinite(x); }),
                 samples.end());
@@ -400,12 +441,16 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   out.hi = samples[n - k];
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Type 7 quantile (numpy.percentile's default) of the finite samples; p in [0, 1].
 // NaN for empty input or p outside [0, 1]. O(n).
 //   double p95 = kscope::quantile(samples, 0.95);
 // Values already sorted: detail::quantile_sorted (same definition, O(1)).
-[[nodiscard]] inline double quantile(std::vector<double> samples, double p) {
+[[nodiscard]] KSCOPE_DECL double quantile(std::vector<double> samples, double p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double quantile(std::vector<double> samples, double p) {
   samples.erase(std::remove_if(samples.begin(), samples.end(), [](double x) { return !std::isfinite(x); }),
                 samples.end());
   if (samples.empty() || !(p >= 0 && p <= 1)) return detail::stats_nan;
@@ -416,6 +461,7 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   detail::select_ranks(samples.data(), samples.data() + samples.size(), ranks, ranks + (at.lo == at.hi ? 1 : 2), 0);
   return detail::quantile_sorted(samples.data(), samples.size(), p);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The fewest samples for which kscope calls quantile(samples, p) an estimate of the
 // p-quantile: 1 / min(p, 1 - p), rounded up (p50: 2, p90: 10, p99: 100, p99.9: 1000).
@@ -423,13 +469,17 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // is the sample's extreme relabelled: a "p99" of 40 requests is their slowest one. 1 for
 // p = 0 or 1 (the minimum and maximum); SIZE_MAX (never enough) for p outside [0, 1].
 //   if (ttft_ms.size() < kscope::quantile_min_samples(0.99)) std::puts("p99: too few requests");
-[[nodiscard]] inline std::size_t quantile_min_samples(double p) noexcept {
+[[nodiscard]] KSCOPE_DECL std::size_t quantile_min_samples(double p) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t quantile_min_samples(double p) noexcept {
   if (!(p >= 0 && p <= 1)) return std::numeric_limits<std::size_t>::max();
   const double smaller = std::min(p, 1 - p);
   if (smaller <= 0) return 1;
   // The tolerance absorbs rounding: 1 - 0.9 is 0.09999999999999998, and p90 needs 10.
   return static_cast<std::size_t>(std::ceil(1 / smaller - 1e-9));
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Distribution-free confidence interval of the p-quantile (p in (0, 1)): order statistics
 // [x_(lo), x_(hi)] with the ranks from exact Binomial(n, p) tails, (1 - level) / 2 on
@@ -439,7 +489,10 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // invalid level, p outside (0, 1) or empty input: lo = hi = NaN, level kept — never a
 // one-sided or made-up interval. NaN/inf samples are excluded; no warm-up removal. O(n).
 //   kscope::interval p99 = kscope::quantile_ci(ttft_ms, 0.99);   // n = 400: ranks 392, 400
-[[nodiscard]] inline interval quantile_ci(std::vector<double> samples, double p, double level = 0.95) {
+[[nodiscard]] KSCOPE_DECL interval quantile_ci(std::vector<double> samples, double p, double level = 0.95);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL interval quantile_ci(std::vector<double> samples, double p, double level) {
   if (p == 0.5) return median_ci(std::move(samples), level);
   interval out{detail::stats_nan, detail::stats_nan, level};
   samples.erase(std::remove_if(samples.begin(), samples.end(), [](double x) { return !std::isfinite(x); }),
@@ -453,6 +506,7 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   out.hi = samples[r.hi - 1];
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- stopping rule ---------------------------------------------------------------
 
@@ -460,7 +514,10 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
 // +infinity when it cannot be judged (NaN bounds, non-finite or zero centre with a
 // non-empty interval), so "keep sampling" is the natural reading. 0 for [c, c].
 //   double rel = kscope::relative_half_width(s.median_ci, s.median);   // 0.004 = +-0.4 %
-[[nodiscard]] inline double relative_half_width(const interval& ci, double centre) noexcept {
+[[nodiscard]] KSCOPE_DECL double relative_half_width(const interval& ci, double centre) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double relative_half_width(const interval& ci, double centre) noexcept {
   const double inf = std::numeric_limits<double>::infinity();
   if (!std::isfinite(ci.lo) || !std::isfinite(ci.hi) || !std::isfinite(centre) || ci.hi < ci.lo) return inf;
   const double half = (ci.hi - ci.lo) / 2;
@@ -468,21 +525,31 @@ inline void describe(double* x, std::size_t n, double level, summary& out) {
   if (centre == 0) return inf;
   return half / std::fabs(centre);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Whether a summary's median is known well enough to stop sampling: steady, and the
 // median interval's relative half-width is at most relative_target (0.01 = +-1 %).
 //   if (kscope::precise_enough(kscope::summarize(samples), 0.005)) break;
-[[nodiscard]] inline bool precise_enough(const summary& s, double relative_target = 0.01) noexcept {
+[[nodiscard]] KSCOPE_DECL bool precise_enough(const summary& s, double relative_target = 0.01) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool precise_enough(const summary& s, double relative_target) noexcept {
   return s.steady && relative_half_width(s.median_ci, s.median) <= relative_target;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The stopping rule of a sampling loop: summarize(samples) at `level` (warm-up
 // removed, as the report will) and precise_enough() on it. O(n) per call.
 //   while (!kscope::precise_enough(samples, 0.01) && budget_left()) samples.push_back(time_once());
-[[nodiscard]] inline bool precise_enough(const std::vector<double>& samples, double relative_target = 0.01,
-                                         double level = 0.95) {
+[[nodiscard]] KSCOPE_DECL bool precise_enough(const std::vector<double>& samples, double relative_target = 0.01,
+                                         double level = 0.95);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool precise_enough(const std::vector<double>& samples, double relative_target,
+                                         double level) {
   return precise_enough(summarize(samples, stats_options{level, true}), relative_target);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- comparing two runs ----------------------------------------------------------
 
@@ -567,8 +634,12 @@ struct compare_options {
 //   `level` (e.g. 3 vs 3 at 95 %): the p-value is computed, ratio_ci is NaN and the
 //   result inconclusive. Invalid options (alpha or level outside (0, 1), negative or
 //   NaN threshold): NaN interval, inconclusive.
-[[nodiscard]] inline comparison compare(const std::vector<double>& baseline, const std::vector<double>& candidate,
-                                        compare_options options = {}) {
+[[nodiscard]] KSCOPE_DECL comparison compare(const std::vector<double>& baseline, const std::vector<double>& candidate,
+                                        compare_options options = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL comparison compare(const std::vector<double>& baseline, const std::vector<double>& candidate,
+                                        compare_options options) {
   comparison out;
   out.ratio_ci.level = options.level;
   auto usable = [](const std::vector<double>& v) {
@@ -625,6 +696,7 @@ struct compare_options {
   out.result = ratio_verdict(out.ratio_ci, options.threshold, out.p_value < options.alpha);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Compares two summaries when the samples are gone: a report keeps each scope's
 // summary, not its samples, so `kscope compare` judges two reports with this.
@@ -641,8 +713,12 @@ struct compare_options {
 // * result: ratio_verdict(ratio_ci, threshold, ratio_ci excludes 1).
 // * A missing interval (fewer than 6 samples at 95 %), or a bound that is not positive
 //   and finite: NaN interval, inconclusive. A negative or NaN threshold: inconclusive.
-[[nodiscard]] inline comparison compare_summaries(const summary& baseline, const summary& candidate,
-                                                  double threshold = compare_options{}.threshold) noexcept {
+[[nodiscard]] KSCOPE_DECL comparison compare_summaries(const summary& baseline, const summary& candidate,
+                                                  double threshold = compare_options{}.threshold) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL comparison compare_summaries(const summary& baseline, const summary& candidate,
+                                                  double threshold) noexcept {
   comparison out;
   const auto positive = [](double x) { return std::isfinite(x) && x > 0; };
   if (positive(baseline.median) && positive(candidate.median)) out.ratio = candidate.median / baseline.median;
@@ -656,6 +732,7 @@ struct compare_options {
   out.result = ratio_verdict(out.ratio_ci, threshold, excludes_one);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- bounded memory per scope node -----------------------------------------------
 
@@ -695,63 +772,17 @@ class sample_reservoir {
   static constexpr std::size_t default_capacity = 10000;
   static constexpr std::uint64_t default_seed = 0x6b73636f70652d72ull;
 
-  sample_reservoir() noexcept : sample_reservoir(default_capacity) {}
+  sample_reservoir() noexcept;
   // capacity 0 keeps no samples (totals only). Memory grows with the samples kept,
   // never past the capacity.
-  explicit sample_reservoir(std::size_t capacity, std::uint64_t seed = default_seed) noexcept
-      : values_(capacity, seed) {}
+  explicit sample_reservoir(std::size_t capacity, std::uint64_t seed = default_seed) noexcept;
 
   // Records one sample; NaN/inf are counted in non_finite() and otherwise ignored.
   // Never throws: if memory runs out, the reservoir stops growing and samples from then on.
-  void add(double sample) noexcept {
-    if (!std::isfinite(sample)) {
-      ++non_finite_;
-      return;
-    }
-    const std::uint64_t index = values_.seen();  // arrival index among finite samples
-    const std::uint64_t count = index + 1;
-    sum_.add(sample);
-    const double delta = sample - mean_;
-    mean_ += delta / static_cast<double>(count);
-    m2_ += delta * (sample - mean_);
-    if (count == 1) {
-      min_ = max_ = sample;
-    } else {
-      min_ = std::min(min_, sample);
-      max_ = std::max(max_, sample);
-    }
-    // The arrival index of each slot grows in step with the values, reserved before the
-    // value is offered so that recording it cannot fail once the value is in.
-    const bool may_append = values_.kept().size() < values_.capacity();
-    if (may_append && arrival_.size() == arrival_.capacity()) {
-      try {
-        const std::size_t doubled = arrival_.size() < 8 ? 16 : 2 * arrival_.size();
-        arrival_.reserve(std::min(doubled, values_.capacity()));
-      } catch (...) {
-        order_known_ = false;  // out of memory: the arrival order of new slots is lost
-      }
-    }
-    const std::size_t slot = values_.offer(sample);
-    if (slot == detail::uniform_reservoir<double>::skipped || !order_known_) return;
-    if (slot < arrival_.size()) {
-      arrival_[slot] = index;
-    } else if (slot == arrival_.size() && arrival_.size() < arrival_.capacity()) {
-      arrival_.push_back(index);  // within the reserved capacity: cannot throw
-    } else {
-      order_known_ = false;
-    }
-  }
+  void add(double sample) noexcept;
 
   // Forgets every sample; capacity and seed stay.
-  void clear() noexcept {
-    values_.clear();
-    arrival_.clear();
-    order_known_ = true;
-    non_finite_ = 0;
-    sum_ = detail::compensated_sum{};
-    mean_ = m2_ = 0;
-    min_ = max_ = detail::stats_nan;
-  }
+  void clear() noexcept;
 
   // The kept samples in slot order: arrival order until saturated(), then a random
   // subset in no particular order. samples_in_order() restores arrival order.
@@ -759,47 +790,23 @@ class sample_reservoir {
   // The kept samples sorted by arrival, so warm-up detection still sees time order.
   // (Only if memory ran out while the reservoir was growing is the order of a saturated
   // reservoir unknown; then this is samples().)
-  [[nodiscard]] std::vector<double> samples_in_order() const {
-    const std::vector<double>& values = values_.kept();
-    if (!saturated() || !order_known_) return values;
-    std::vector<std::size_t> order(values.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return arrival_[a] < arrival_[b]; });
-    std::vector<double> out(values.size());
-    for (std::size_t i = 0; i < order.size(); ++i) out[i] = values[order[i]];
-    return out;
-  }
+  [[nodiscard]] std::vector<double> samples_in_order() const;
 
-  [[nodiscard]] std::size_t count() const noexcept { return static_cast<std::size_t>(values_.seen()); }
+  [[nodiscard]] std::size_t count() const noexcept;
   [[nodiscard]] std::size_t kept() const noexcept { return values_.kept().size(); }
   [[nodiscard]] std::size_t capacity() const noexcept { return values_.capacity(); }
   [[nodiscard]] bool saturated() const noexcept { return values_.saturated(); }
-  [[nodiscard]] std::size_t non_finite() const noexcept { return static_cast<std::size_t>(non_finite_); }
+  [[nodiscard]] std::size_t non_finite() const noexcept;
   [[nodiscard]] double sum() const noexcept { return sum_.value(); }
-  [[nodiscard]] double mean() const noexcept { return values_.seen() ? mean_ : detail::stats_nan; }
-  [[nodiscard]] double variance() const noexcept {
-    return values_.seen() >= 2 ? m2_ / static_cast<double>(values_.seen() - 1) : detail::stats_nan;
-  }
+  [[nodiscard]] double mean() const noexcept;
+  [[nodiscard]] double variance() const noexcept;
   [[nodiscard]] double stddev() const noexcept { return std::sqrt(variance()); }
   [[nodiscard]] double min() const noexcept { return min_; }
   [[nodiscard]] double max() const noexcept { return max_; }
 
   // Summary of the kept samples in arrival order, plus the exact totals.
   //   kscope::reservoir_summary s = r.summarize({0.95, true});
-  [[nodiscard]] reservoir_summary summarize(stats_options options = {}) const {
-    reservoir_summary out;
-    out.kept = kscope::summarize(samples_in_order(), options);
-    out.n_total = count();
-    out.n_kept = kept();
-    out.non_finite = non_finite();
-    out.saturated = saturated();
-    out.total_sum = sum();
-    out.total_mean = mean();
-    out.total_stddev = stddev();
-    out.total_min = min_;
-    out.total_max = max_;
-    return out;
-  }
+  [[nodiscard]] reservoir_summary summarize(stats_options options = {}) const;
 
  private:
   detail::uniform_reservoir<double> values_;
@@ -812,5 +819,98 @@ class sample_reservoir {
   double min_ = detail::stats_nan;
   double max_ = detail::stats_nan;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t sample_reservoir::count() const noexcept { return static_cast<std::size_t>(values_.seen()); }
+
+KSCOPE_DECL std::size_t sample_reservoir::non_finite() const noexcept { return static_cast<std::size_t>(non_finite_); }
+
+KSCOPE_DECL double sample_reservoir::mean() const noexcept { return values_.seen() ? mean_ : detail::stats_nan; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sample_reservoir::sample_reservoir() noexcept : sample_reservoir(default_capacity) {}
+
+KSCOPE_DECL sample_reservoir::sample_reservoir(std::size_t capacity, std::uint64_t seed) noexcept : values_(capacity, seed) {}
+
+KSCOPE_DECL void sample_reservoir::add(double sample) noexcept {
+  if (!std::isfinite(sample)) {
+    ++non_finite_;
+    return;
+  }
+  const std::uint64_t index = values_.seen();  // arrival index among finite samples
+  const std::uint64_t count = index + 1;
+  sum_.add(sample);
+  const double delta = sample - mean_;
+  mean_ += delta / static_cast<double>(count);
+  m2_ += delta * (sample - mean_);
+  if (count == 1) {
+    min_ = max_ = sample;
+  } else {
+    min_ = std::min(min_, sample);
+    max_ = std::max(max_, sample);
+  }
+  // The arrival index of each slot grows in step with the values, reserved before the
+  // value is offered so that recording it cannot fail once the value is in.
+  const bool may_append = values_.kept().size() < values_.capacity();
+  if (may_append && arrival_.size() == arrival_.capacity()) {
+    try {
+      const std::size_t doubled = arrival_.size() < 8 ? 16 : 2 * arrival_.size();
+      arrival_.reserve(std::min(doubled, values_.capacity()));
+    } catch (...) {
+      order_known_ = false;  // out of memory: the arrival order of new slots is lost
+    }
+  }
+  const std::size_t slot = values_.offer(sample);
+  if (slot == detail::uniform_reservoir<double>::skipped || !order_known_) return;
+  if (slot < arrival_.size()) {
+    arrival_[slot] = index;
+  } else if (slot == arrival_.size() && arrival_.size() < arrival_.capacity()) {
+    arrival_.push_back(index);  // within the reserved capacity: cannot throw
+  } else {
+    order_known_ = false;
+  }
+}
+
+KSCOPE_DECL void sample_reservoir::clear() noexcept {
+  values_.clear();
+  arrival_.clear();
+  order_known_ = true;
+  non_finite_ = 0;
+  sum_ = detail::compensated_sum{};
+  mean_ = m2_ = 0;
+  min_ = max_ = detail::stats_nan;
+}
+
+KSCOPE_DECL std::vector<double> sample_reservoir::samples_in_order() const {
+  const std::vector<double>& values = values_.kept();
+  if (!saturated() || !order_known_) return values;
+  std::vector<std::size_t> order(values.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return arrival_[a] < arrival_[b]; });
+  std::vector<double> out(values.size());
+  for (std::size_t i = 0; i < order.size(); ++i) out[i] = values[order[i]];
+  return out;
+}
+
+KSCOPE_DECL double sample_reservoir::variance() const noexcept {
+  return values_.seen() >= 2 ? m2_ / static_cast<double>(values_.seen() - 1) : detail::stats_nan;
+}
+
+KSCOPE_DECL reservoir_summary sample_reservoir::summarize(stats_options options) const {
+  reservoir_summary out;
+  out.kept = kscope::summarize(samples_in_order(), options);
+  out.n_total = count();
+  out.n_kept = kept();
+  out.non_finite = non_finite();
+  out.saturated = saturated();
+  out.total_sum = sum();
+  out.total_mean = mean();
+  out.total_stddev = stddev();
+  out.total_min = min_;
+  out.total_max = max_;
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

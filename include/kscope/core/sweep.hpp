@@ -32,6 +32,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "config.hpp"
 #include "detail/csv.hpp"
 #include "detail/json_writer.hpp"
 #include "detail/number_format.hpp"  // real values print with '.' whatever the C locale
@@ -68,10 +69,10 @@ class param_value {
   param_value(T v) : kind_(kind::integer), integer_(static_cast<long long>(v)) {}  // NOLINT: implicit by design
   template <class T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
   param_value(T v) : kind_(kind::real), real_(static_cast<double>(v)) {}  // NOLINT
-  param_value(bool v) : kind_(kind::text), text_(v ? "true" : "false") {}  // NOLINT
-  param_value(const char* v) : kind_(kind::text), text_(v ? v : "") {}     // NOLINT
-  param_value(std::string v) : kind_(kind::text), text_(std::move(v)) {}   // NOLINT
-  param_value(std::string_view v) : kind_(kind::text), text_(v) {}         // NOLINT
+  param_value(bool v);  // NOLINT
+  param_value(const char* v);     // NOLINT
+  param_value(std::string v);   // NOLINT
+  param_value(std::string_view v);         // NOLINT
 
   [[nodiscard]] kind type() const noexcept { return kind_; }
   [[nodiscard]] bool is_integer() const noexcept { return kind_ == kind::integer; }
@@ -80,42 +81,13 @@ class param_value {
 
   // The integer; a real or string value throws (silently truncating 0.5 to 0 would
   // corrupt a sweep without anyone noticing).
-  [[nodiscard]] long long as_integer() const {
-    if (kind_ != kind::integer)
-      throw std::invalid_argument("kscope::param_value: '" + to_string() + "' is not an integer");
-    return integer_;
-  }
+  [[nodiscard]] long long as_integer() const;
   // The number; integers convert exactly (up to 2^53), strings throw.
-  [[nodiscard]] double as_real() const {
-    if (kind_ == kind::integer) return static_cast<double>(integer_);
-    if (kind_ != kind::real)
-      throw std::invalid_argument("kscope::param_value: '" + text_ + "' is a string, not a number");
-    return real_;
-  }
-  [[nodiscard]] const std::string& as_text() const {
-    if (kind_ != kind::text)
-      throw std::invalid_argument("kscope::param_value: " + to_string() + " is a number, not a string");
-    return text_;
-  }
+  [[nodiscard]] double as_real() const;
+  [[nodiscard]] const std::string& as_text() const;
 
   // Integers in decimal, reals in the shortest form that reads back exactly.
-  [[nodiscard]] std::string to_string() const {
-    switch (kind_) {
-      case kind::integer: return std::to_string(integer_);
-      case kind::real: {
-        // The first of "%.6g" ... "%.17g" that reads back exactly; '.' whatever the locale.
-        std::string text;
-        for (int digits = 6; digits <= 17; ++digits) {
-          text = detail::format_general(real_, digits);
-          double back = 0;
-          if (detail::parse_double(text, back) && back == real_) break;
-        }
-        return text;
-      }
-      case kind::text: return text_;
-    }
-    return {};
-  }
+  [[nodiscard]] std::string to_string() const;
 
   friend bool operator==(const param_value& a, const param_value& b) {
     if (a.kind_ != b.kind_) return false;
@@ -134,6 +106,53 @@ class param_value {
   double real_ = 0;
   std::string text_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL param_value::param_value(bool v) : kind_(kind::text), text_(v ? "true" : "false") {}
+
+KSCOPE_DECL param_value::param_value(const char* v) : kind_(kind::text), text_(v ? v : "") {}
+
+KSCOPE_DECL param_value::param_value(std::string v) : kind_(kind::text), text_(std::move(v)) {}
+
+KSCOPE_DECL param_value::param_value(std::string_view v) : kind_(kind::text), text_(v) {}
+
+KSCOPE_DECL long long param_value::as_integer() const {
+  if (kind_ != kind::integer)
+    throw std::invalid_argument("kscope::param_value: '" + to_string() + "' is not an integer");
+  return integer_;
+}
+
+KSCOPE_DECL double param_value::as_real() const {
+  if (kind_ == kind::integer) return static_cast<double>(integer_);
+  if (kind_ != kind::real)
+    throw std::invalid_argument("kscope::param_value: '" + text_ + "' is a string, not a number");
+  return real_;
+}
+
+KSCOPE_DECL const std::string& param_value::as_text() const {
+  if (kind_ != kind::text)
+    throw std::invalid_argument("kscope::param_value: " + to_string() + " is a number, not a string");
+  return text_;
+}
+
+KSCOPE_DECL std::string param_value::to_string() const {
+  switch (kind_) {
+    case kind::integer: return std::to_string(integer_);
+    case kind::real: {
+      // The first of "%.6g" ... "%.17g" that reads back exactly; '.' whatever the locale.
+      std::string text;
+      for (int digits = 6; digits <= 17; ++digits) {
+        text = detail::format_general(real_, digits);
+        double back = 0;
+        if (detail::parse_double(text, back) && back == real_) break;
+      }
+      return text;
+    }
+    case kind::text: return text_;
+  }
+  return {};
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A named list of values.
 //
@@ -162,8 +181,12 @@ template <class T>
 
 // Integers from `first` to `last` inclusive, each `factor` times the previous one:
 // geometric_axis("seq_len", 128, 4096) is 128, 256, ..., 4096.
-[[nodiscard]] inline sweep_axis geometric_axis(std::string name, long long first, long long last,
-                                               long long factor = 2) {
+[[nodiscard]] KSCOPE_DECL sweep_axis geometric_axis(std::string name, long long first, long long last,
+                                               long long factor = 2);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sweep_axis geometric_axis(std::string name, long long first, long long last,
+                                               long long factor) {
   if (first <= 0 || factor < 2)
     throw std::invalid_argument("kscope::geometric_axis '" + name +
                                 "': needs first > 0 and factor >= 2");
@@ -174,6 +197,7 @@ template <class T>
   }
   return a;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One point of a sweep: the value of every axis, in axis order.
 //
@@ -181,30 +205,16 @@ template <class T>
 class sweep_point {
  public:
   sweep_point() = default;
-  explicit sweep_point(std::vector<std::pair<std::string, param_value>> values)
-      : values_(std::move(values)) {}
+  explicit sweep_point(std::vector<std::pair<std::string, param_value>> values);
 
   [[nodiscard]] bool has(std::string_view name) const noexcept { return find(name) != nullptr; }
-  [[nodiscard]] const param_value& operator[](std::string_view name) const {
-    if (const param_value* v = find(name)) return *v;
-    throw std::out_of_range("kscope::sweep_point: no axis named '" + std::string(name) +
-                            "' in point {" + label() + "}");
-  }
-  [[nodiscard]] long long integer(std::string_view name) const { return (*this)[name].as_integer(); }
-  [[nodiscard]] double real(std::string_view name) const { return (*this)[name].as_real(); }
-  [[nodiscard]] const std::string& text(std::string_view name) const { return (*this)[name].as_text(); }
+  [[nodiscard]] const param_value& operator[](std::string_view name) const;
+  [[nodiscard]] long long integer(std::string_view name) const;
+  [[nodiscard]] double real(std::string_view name) const;
+  [[nodiscard]] const std::string& text(std::string_view name) const;
 
   // "name=value" pairs joined by spaces, in axis order: a readable benchmark suffix.
-  [[nodiscard]] std::string label() const {
-    std::string s;
-    for (const auto& [name, value] : values_) {
-      if (!s.empty()) s += ' ';
-      s += name;
-      s += '=';
-      s += value.to_string();
-    }
-    return s;
-  }
+  [[nodiscard]] std::string label() const;
   [[nodiscard]] const std::vector<std::pair<std::string, param_value>>& values() const noexcept {
     return values_;
   }
@@ -213,13 +223,44 @@ class sweep_point {
   friend bool operator!=(const sweep_point& a, const sweep_point& b) { return !(a == b); }
 
  private:
-  const param_value* find(std::string_view name) const noexcept {
-    for (const auto& [n, v] : values_)
-      if (n == name) return &v;
-    return nullptr;
-  }
+  const param_value* find(std::string_view name) const noexcept;
   std::vector<std::pair<std::string, param_value>> values_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL long long sweep_point::integer(std::string_view name) const { return (*this)[name].as_integer(); }
+
+KSCOPE_DECL double sweep_point::real(std::string_view name) const { return (*this)[name].as_real(); }
+
+KSCOPE_DECL const std::string& sweep_point::text(std::string_view name) const { return (*this)[name].as_text(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sweep_point::sweep_point(std::vector<std::pair<std::string, param_value>> values) : values_(std::move(values)) {}
+
+KSCOPE_DECL const param_value& sweep_point::operator[](std::string_view name) const {
+  if (const param_value* v = find(name)) return *v;
+  throw std::out_of_range("kscope::sweep_point: no axis named '" + std::string(name) +
+          "' in point {" + label() + "}");
+}
+
+KSCOPE_DECL std::string sweep_point::label() const {
+  std::string s;
+  for (const auto& [name, value] : values_) {
+    if (!s.empty()) s += ' ';
+    s += name;
+    s += '=';
+    s += value.to_string();
+  }
+  return s;
+}
+
+KSCOPE_DECL const param_value* sweep_point::find(std::string_view name) const noexcept {
+  for (const auto& [n, v] : values_)
+    if (n == name) return &v;
+  return nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // An expanded list of points over named axes.
 //
@@ -234,86 +275,18 @@ class sweep {
   // Every combination; the first axis varies slowest, as in nested for-loops written in
   // axis order. No axes: one empty point (the identity of operator*). An empty axis:
   // no points.
-  [[nodiscard]] static sweep cartesian(std::vector<sweep_axis> axes) {
-    sweep s;
-    s.names_ = checked_names(axes, "cartesian");
-    s.points_.emplace_back();
-    for (const sweep_axis& a : axes) {
-      std::vector<sweep_point> next;
-      next.reserve(s.points_.size() * a.values.size());
-      for (const sweep_point& p : s.points_) {
-        for (const param_value& v : a.values) {
-          auto values = p.values();
-          values.emplace_back(a.name, v);
-          next.emplace_back(std::move(values));
-        }
-      }
-      s.points_ = std::move(next);
-    }
-    return s;
-  }
+  [[nodiscard]] static sweep cartesian(std::vector<sweep_axis> axes);
 
   // Element i of every axis forms point i; all axes must have the same length, because
   // silently truncating to the shortest would drop experiments without a trace.
-  [[nodiscard]] static sweep zip(std::vector<sweep_axis> axes) {
-    sweep s;
-    s.names_ = checked_names(axes, "zip");
-    if (axes.empty()) return s;
-    const std::size_t n = axes.front().values.size();
-    for (const sweep_axis& a : axes) {
-      if (a.values.size() != n) {
-        throw std::invalid_argument(
-            "kscope::sweep::zip: axis '" + a.name + "' has " + std::to_string(a.values.size()) +
-            " values but axis '" + axes.front().name + "' has " + std::to_string(n) +
-            "; zipped axes need the same number of values");
-      }
-    }
-    s.points_.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      std::vector<std::pair<std::string, param_value>> values;
-      values.reserve(axes.size());
-      for (const sweep_axis& a : axes) values.emplace_back(a.name, a.values[i]);
-      s.points_.emplace_back(std::move(values));
-    }
-    return s;
-  }
+  [[nodiscard]] static sweep zip(std::vector<sweep_axis> axes);
 
   // The points given one by one (each must have the same axes in the same order).
-  [[nodiscard]] static sweep of(std::vector<sweep_point> points) {
-    sweep s;
-    if (points.empty()) return s;
-    for (const auto& [name, value] : points.front().values()) s.names_.push_back(name);
-    for (const sweep_point& p : points) {
-      bool same = p.values().size() == s.names_.size();
-      for (std::size_t i = 0; same && i < s.names_.size(); ++i) same = p.values()[i].first == s.names_[i];
-      if (!same)
-        throw std::invalid_argument("kscope::sweep::of: point {" + p.label() +
-                                    "} does not have the axes of the first point");
-    }
-    s.points_ = std::move(points);
-    return s;
-  }
+  [[nodiscard]] static sweep of(std::vector<sweep_point> points);
 
   // Cartesian product of two sweeps: each point of *this followed by each point of
   // `inner`. Axis names must not repeat.
-  [[nodiscard]] sweep operator*(const sweep& inner) const {
-    for (const std::string& n : inner.names_)
-      for (const std::string& m : names_)
-        if (n == m)
-          throw std::invalid_argument("kscope::sweep: axis '" + n + "' appears in both sweeps of a product");
-    sweep s;
-    s.names_ = names_;
-    s.names_.insert(s.names_.end(), inner.names_.begin(), inner.names_.end());
-    s.points_.reserve(points_.size() * inner.points_.size());
-    for (const sweep_point& a : points_) {
-      for (const sweep_point& b : inner.points_) {
-        auto values = a.values();
-        values.insert(values.end(), b.values().begin(), b.values().end());
-        s.points_.emplace_back(std::move(values));
-      }
-    }
-    return s;
-  }
+  [[nodiscard]] sweep operator*(const sweep& inner) const;
 
   [[nodiscard]] std::size_t size() const noexcept { return points_.size(); }
   [[nodiscard]] bool empty() const noexcept { return points_.empty(); }
@@ -324,23 +297,103 @@ class sweep {
   [[nodiscard]] auto end() const noexcept { return points_.end(); }
 
  private:
-  static std::vector<std::string> checked_names(const std::vector<sweep_axis>& axes, const char* what) {
-    std::vector<std::string> names;
-    for (const sweep_axis& a : axes) {
-      if (a.name.empty())
-        throw std::invalid_argument(std::string("kscope::sweep::") + what + ": an axis has no name");
-      for (const std::string& n : names)
-        if (n == a.name)
-          throw std::invalid_argument(std::string("kscope::sweep::") + what + ": axis '" + a.name +
-                                      "' is given twice");
-      names.push_back(a.name);
-    }
-    return names;
-  }
+  static std::vector<std::string> checked_names(const std::vector<sweep_axis>& axes, const char* what);
 
   std::vector<std::string> names_;
   std::vector<sweep_point> points_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sweep sweep::cartesian(std::vector<sweep_axis> axes) {
+  sweep s;
+  s.names_ = checked_names(axes, "cartesian");
+  s.points_.emplace_back();
+  for (const sweep_axis& a : axes) {
+    std::vector<sweep_point> next;
+    next.reserve(s.points_.size() * a.values.size());
+    for (const sweep_point& p : s.points_) {
+      for (const param_value& v : a.values) {
+        auto values = p.values();
+        values.emplace_back(a.name, v);
+        next.emplace_back(std::move(values));
+      }
+    }
+    s.points_ = std::move(next);
+  }
+  return s;
+}
+
+KSCOPE_DECL sweep sweep::zip(std::vector<sweep_axis> axes) {
+  sweep s;
+  s.names_ = checked_names(axes, "zip");
+  if (axes.empty()) return s;
+  const std::size_t n = axes.front().values.size();
+  for (const sweep_axis& a : axes) {
+    if (a.values.size() != n) {
+      throw std::invalid_argument(
+          "kscope::sweep::zip: axis '" + a.name + "' has " + std::to_string(a.values.size()) +
+          " values but axis '" + axes.front().name + "' has " + std::to_string(n) +
+          "; zipped axes need the same number of values");
+    }
+  }
+  s.points_.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<std::pair<std::string, param_value>> values;
+    values.reserve(axes.size());
+    for (const sweep_axis& a : axes) values.emplace_back(a.name, a.values[i]);
+    s.points_.emplace_back(std::move(values));
+  }
+  return s;
+}
+
+KSCOPE_DECL sweep sweep::of(std::vector<sweep_point> points) {
+  sweep s;
+  if (points.empty()) return s;
+  for (const auto& [name, value] : points.front().values()) s.names_.push_back(name);
+  for (const sweep_point& p : points) {
+    bool same = p.values().size() == s.names_.size();
+    for (std::size_t i = 0; same && i < s.names_.size(); ++i) same = p.values()[i].first == s.names_[i];
+    if (!same)
+      throw std::invalid_argument("kscope::sweep::of: point {" + p.label() +
+                  "} does not have the axes of the first point");
+  }
+  s.points_ = std::move(points);
+  return s;
+}
+
+KSCOPE_DECL sweep sweep::operator*(const sweep& inner) const {
+  for (const std::string& n : inner.names_)
+    for (const std::string& m : names_)
+      if (n == m)
+        throw std::invalid_argument("kscope::sweep: axis '" + n + "' appears in both sweeps of a product");
+  sweep s;
+  s.names_ = names_;
+  s.names_.insert(s.names_.end(), inner.names_.begin(), inner.names_.end());
+  s.points_.reserve(points_.size() * inner.points_.size());
+  for (const sweep_point& a : points_) {
+    for (const sweep_point& b : inner.points_) {
+      auto values = a.values();
+      values.insert(values.end(), b.values().begin(), b.values().end());
+      s.points_.emplace_back(std::move(values));
+    }
+  }
+  return s;
+}
+
+KSCOPE_DECL std::vector<std::string> sweep::checked_names(const std::vector<sweep_axis>& axes, const char* what) {
+  std::vector<std::string> names;
+  for (const sweep_axis& a : axes) {
+    if (a.name.empty())
+      throw std::invalid_argument(std::string("kscope::sweep::") + what + ": an axis has no name");
+    for (const std::string& n : names)
+      if (n == a.name)
+        throw std::invalid_argument(std::string("kscope::sweep::") + what + ": axis '" + a.name +
+                                    "' is given twice");
+    names.push_back(a.name);
+  }
+  return names;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- what each point of a sweep measured --------------------------------------------
 
@@ -352,8 +405,12 @@ struct sweep_metric {
   std::string unit;
   std::string label;
 
-  [[nodiscard]] const std::string& display() const noexcept { return label.empty() ? name : label; }
+  [[nodiscard]] const std::string& display() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const std::string& sweep_metric::display() const noexcept { return label.empty() ? name : label; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One measured value at one point: a number, the confidence interval when it is a
 // statistic that has one, and how many samples it rests on — or no number (NaN) and the
@@ -370,27 +427,37 @@ struct sweep_value {
   [[nodiscard]] bool known() const noexcept { return std::isfinite(value); }
 
   // A plain number (a count, a rate over a window); a non-finite one is "not measured".
-  [[nodiscard]] static sweep_value of(double v, std::size_t samples = 0) {
-    sweep_value out;
-    out.samples = samples;
-    if (std::isfinite(v)) out.value = v;
-    else out.missing = "not measured";
-    return out;
-  }
-  [[nodiscard]] static sweep_value absent(std::string why) {
-    sweep_value out;
-    out.missing = why.empty() ? std::string("not measured") : std::move(why);
-    return out;
-  }
+  [[nodiscard]] static sweep_value of(double v, std::size_t samples = 0);
+  [[nodiscard]] static sweep_value absent(std::string why);
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sweep_value sweep_value::of(double v, std::size_t samples) {
+  sweep_value out;
+  out.samples = samples;
+  if (std::isfinite(v)) out.value = v;
+  else out.missing = "not measured";
+  return out;
+}
+
+KSCOPE_DECL sweep_value sweep_value::absent(std::string why) {
+  sweep_value out;
+  out.missing = why.empty() ? std::string("not measured") : std::move(why);
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The p-quantile of the finite samples (quantile(), type 7) with its distribution-free
 // interval (quantile_ci(); none when the samples are too few for one at `level`), or no
 // value when there are fewer samples than quantile_min_samples(p): "p99 needs >= 100
 // requests (40 here)". `noun` names the samples in that message.
 //   r.add(p, {kscope::quantile_value(ttft_ms, 0.5, 0.95, "requests"), ...});
-[[nodiscard]] inline sweep_value quantile_value(const std::vector<double>& samples, double p, double level = 0.95,
-                                                std::string_view noun = "samples") {
+[[nodiscard]] KSCOPE_DECL sweep_value quantile_value(const std::vector<double>& samples, double p, double level = 0.95,
+                                                std::string_view noun = "samples");
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sweep_value quantile_value(const std::vector<double>& samples, double p, double level,
+                                                std::string_view noun) {
   const std::string name = "p" + detail::format_general(p * 100, 6);
   if (!(p >= 0 && p <= 1)) return sweep_value::absent(name + " is not a quantile (p must be in [0, 1])");
   const std::size_t n = samples.size() - count_non_finite(samples);
@@ -405,6 +472,7 @@ struct sweep_value {
   out.samples = n;
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One point's row: its parameters, one value per metric (in metric order), and notes
 // ("queue still growing at the last arrival").
@@ -419,18 +487,25 @@ namespace detail {
 // 4 significant digits in fixed notation ("1.234", "12.34", "1234", "12345"), a whole
 // plain number (a count) as an integer, a statistic's interval with the value's decimals;
 // "n/a" for NaN.
-inline int sweep_decimals(double v, bool statistic) {
+KSCOPE_DECL int sweep_decimals(double v, bool statistic);
+KSCOPE_DECL std::string sweep_number(double v, int decimals);
+KSCOPE_DECL std::string sweep_cell(const sweep_value& v);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL int sweep_decimals(double v, bool statistic) {
   const double a = std::fabs(v);
   if (a == 0 || (!statistic && a == std::floor(a) && a < 1e15)) return 0;
   return std::clamp(3 - static_cast<int>(std::floor(std::log10(a))), 0, 9);
 }
-inline std::string sweep_number(double v, int decimals) {
+
+KSCOPE_DECL std::string sweep_number(double v, int decimals) {
   if (!std::isfinite(v)) return "n/a";
   const double a = std::fabs(v);
   if (a >= 1e15 || (a > 0 && a < 1e-6)) return format_general(v, 4);
   return format_fixed(v, decimals);
 }
-inline std::string sweep_cell(const sweep_value& v) {
+
+KSCOPE_DECL std::string sweep_cell(const sweep_value& v) {
   if (!v.known()) return "n/a";
   const int decimals = sweep_decimals(v.value, v.samples > 0);
   std::string s = sweep_number(v.value, decimals);
@@ -438,6 +513,7 @@ inline std::string sweep_cell(const sweep_value& v) {
     s += " [" + sweep_number(v.ci.lo, decimals) + ", " + sweep_number(v.ci.hi, decimals) + "]";
   return s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -459,85 +535,117 @@ struct sweep_results {
 
   // Appends a point. One value per metric, and every point with the axes of the first, or
   // std::invalid_argument: a value under the wrong column would be a wrong number.
-  void add(sweep_point point, std::vector<sweep_value> values, std::vector<std::string> notes = {}) {
-    if (values.size() != metrics.size())
-      throw std::invalid_argument("kscope::sweep_results::add: point {" + point.label() + "} has " +
-                                  std::to_string(values.size()) + " values for " + std::to_string(metrics.size()) +
-                                  " metrics");
-    if (!rows.empty()) {
-      const auto& first = rows.front().point.values();
-      bool same = first.size() == point.values().size();
-      for (std::size_t i = 0; same && i < first.size(); ++i) same = first[i].first == point.values()[i].first;
-      if (!same)
-        throw std::invalid_argument("kscope::sweep_results::add: point {" + point.label() +
-                                    "} does not have the axes of the first point {" + rows.front().point.label() +
-                                    "}");
-    }
-    rows.push_back(sweep_row{std::move(point), std::move(values), std::move(notes)});
-  }
+  void add(sweep_point point, std::vector<sweep_value> values, std::vector<std::string> notes = {});
 
   // Value i of a row; a "not measured" value past the row's end (a row pushed onto `rows`
   // by hand, without add()'s checks), so that no printer reads out of bounds.
-  [[nodiscard]] static const sweep_value& value_of(const sweep_row& r, std::size_t i) noexcept {
-    if (i < r.values.size()) return r.values[i];
-    // Not a function-local static, whose guard a fork could catch held (core/detail/once.hpp).
-    static detail::lazy_global<const sweep_value> none{detail::lock_rank::init};
-    return none.get([] {
-      auto* built = new sweep_value;
-      *built = sweep_value{std::numeric_limits<double>::quiet_NaN(), interval{}, 0, "not measured"};
-      return built;
-    });
-  }
+  [[nodiscard]] static const sweep_value& value_of(const sweep_row& r, std::size_t i) noexcept;
 
   // The value of `metric` at row `row`; nullptr when either does not exist.
-  [[nodiscard]] const sweep_value* find(std::size_t row, std::string_view metric) const noexcept {
-    if (row >= rows.size()) return nullptr;
-    for (std::size_t i = 0; i < metrics.size() && i < rows[row].values.size(); ++i)
-      if (metrics[i].name == metric) return &rows[row].values[i];
-    return nullptr;
-  }
+  [[nodiscard]] const sweep_value* find(std::size_t row, std::string_view metric) const noexcept;
 
   // The axis names, from the first point.
-  [[nodiscard]] std::vector<std::string> axis_names() const {
-    std::vector<std::string> names;
-    if (!rows.empty())
-      for (const auto& [name, value] : rows.front().point.values()) names.push_back(name);
-    return names;
-  }
+  [[nodiscard]] std::vector<std::string> axis_names() const;
 
   // The axes whose value differs between points (all of them when none does): what
   // tells the points apart in the lists below the table.
-  [[nodiscard]] std::vector<std::string> varying_axes() const {
-    std::vector<std::string> names;
-    for (const std::string& name : axis_names()) {
-      for (const sweep_row& r : rows) {
-        if (!r.point.has(name) || r.point[name] != rows.front().point[name]) {
-          names.push_back(name);
-          break;
-        }
-      }
-    }
-    return names.empty() ? axis_names() : names;
-  }
+  [[nodiscard]] std::vector<std::string> varying_axes() const;
 
   // The text of a point's value on an axis; "" when the point has no such axis.
-  [[nodiscard]] static std::string param_text(const sweep_point& p, const std::string& axis) {
-    return p.has(axis) ? p[axis].to_string() : std::string();
-  }
+  [[nodiscard]] static std::string param_text(const sweep_point& p, const std::string& axis);
 
   // "batch=8": the varying axes of a row's point.
-  [[nodiscard]] std::string short_label(const sweep_row& r) const {
-    std::string s;
-    for (const std::string& name : varying_axes()) {
-      if (!s.empty()) s += ' ';
-      s += name + "=" + param_text(r.point, name);
-    }
-    return s;
-  }
+  [[nodiscard]] std::string short_label(const sweep_row& r) const;
 
   // Title and context lines, the table (one column per axis, then per metric: value
   // [interval]), the legend, every missing value with its reason, every note.
-  [[nodiscard]] std::string markdown() const {
+  [[nodiscard]] std::string markdown() const;
+
+  // One row per point and metric ("tidy" data: every column has one meaning): the axis
+  // values, then metric, unit, value, ci_lo, ci_hi, ci_level, samples, missing. Unknown
+  // numbers are empty fields; full precision.
+  [[nodiscard]] std::string csv() const;
+
+  // {"schema": "kscope.sweep/1", "kscope_version", "title", "context": [...], "axes": [...],
+  //  "metrics": [{"name", "unit", "label"}], "points": [{"label", "params": {axis: value},
+  //  "values": {metric: {"value", "ci": {"lo", "hi", "level"} | null, "samples",
+  //  "missing"}}, "notes": [...]}]}. Unknown numbers are null; "samples" is 0 for a plain
+  //  number; "missing" is null when there is a value.
+  [[nodiscard]] std::string json() const;
+};
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string sweep_results::param_text(const sweep_point& p, const std::string& axis) {
+  return p.has(axis) ? p[axis].to_string() : std::string();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void sweep_results::add(sweep_point point, std::vector<sweep_value> values, std::vector<std::string> notes) {
+  if (values.size() != metrics.size())
+    throw std::invalid_argument("kscope::sweep_results::add: point {" + point.label() + "} has " +
+                                std::to_string(values.size()) + " values for " + std::to_string(metrics.size()) +
+                                " metrics");
+  if (!rows.empty()) {
+    const auto& first = rows.front().point.values();
+    bool same = first.size() == point.values().size();
+    for (std::size_t i = 0; same && i < first.size(); ++i) same = first[i].first == point.values()[i].first;
+    if (!same)
+      throw std::invalid_argument("kscope::sweep_results::add: point {" + point.label() +
+                                  "} does not have the axes of the first point {" + rows.front().point.label() +
+                                  "}");
+  }
+  rows.push_back(sweep_row{std::move(point), std::move(values), std::move(notes)});
+}
+
+KSCOPE_DECL const sweep_value& sweep_results::value_of(const sweep_row& r, std::size_t i) noexcept {
+  if (i < r.values.size()) return r.values[i];
+  // Not a function-local static, whose guard a fork could catch held (core/detail/once.hpp).
+  static detail::lazy_global<const sweep_value> none{detail::lock_rank::init};
+  return none.get([] {
+    auto* built = new sweep_value;
+    *built = sweep_value{std::numeric_limits<double>::quiet_NaN(), interval{}, 0, "not measured"};
+    return built;
+  });
+}
+
+KSCOPE_DECL const sweep_value* sweep_results::find(std::size_t row, std::string_view metric) const noexcept {
+  if (row >= rows.size()) return nullptr;
+  for (std::size_t i = 0; i < metrics.size() && i < rows[row].values.size(); ++i)
+    if (metrics[i].name == metric) return &rows[row].values[i];
+  return nullptr;
+}
+
+KSCOPE_DECL std::vector<std::string> sweep_results::axis_names() const {
+  std::vector<std::string> names;
+  if (!rows.empty())
+    for (const auto& [name, value] : rows.front().point.values()) names.push_back(name);
+  return names;
+}
+
+KSCOPE_DECL std::vector<std::string> sweep_results::varying_axes() const {
+  std::vector<std::string> names;
+  for (const std::string& name : axis_names()) {
+    for (const sweep_row& r : rows) {
+      if (!r.point.has(name) || r.point[name] != rows.front().point[name]) {
+        names.push_back(name);
+        break;
+      }
+    }
+  }
+  return names.empty() ? axis_names() : names;
+}
+
+KSCOPE_DECL std::string sweep_results::short_label(const sweep_row& r) const {
+  std::string s;
+  for (const std::string& name : varying_axes()) {
+    if (!s.empty()) s += ' ';
+    s += name + "=" + param_text(r.point, name);
+  }
+  return s;
+}
+
+KSCOPE_DECL std::string sweep_results::markdown() const {
     std::string out;
     if (!title.empty()) out += detail::printable_name(title) + "\n";
     for (const std::string& line : context) out += detail::printable_name(line) + "\n";
@@ -592,7 +700,7 @@ struct sweep_results {
         }
         for (const auto& [why, which] : reasons)
           out += "- " + detail::printable_name(short_label(r)) + ": " + detail::printable_name(which) + ": " +
-                 detail::printable_name(why) + "\n";
+ detail::printable_name(why) + "\n";
       }
     }
     if (any_note) {
@@ -604,93 +712,85 @@ struct sweep_results {
     return detail::printable_text(out);
   }
 
-  // One row per point and metric ("tidy" data: every column has one meaning): the axis
-  // values, then metric, unit, value, ci_lo, ci_hi, ci_level, samples, missing. Unknown
-  // numbers are empty fields; full precision.
-  [[nodiscard]] std::string csv() const {
-    using detail::csv_field;
-    using detail::csv_number;
-    std::string out;
-    const std::vector<std::string> axes = axis_names();
-    for (const std::string& a : axes) out += csv_field(a) + ",";
-    out += "metric,unit,value,ci_lo,ci_hi,ci_level,samples,missing\n";
-    for (const sweep_row& r : rows) {
-      std::string prefix;
-      for (const std::string& a : axes) {
-        if (r.point.has(a) && r.point[a].is_real()) prefix += csv_number(r.point[a].as_real()) + ",";
-        else prefix += csv_field(param_text(r.point, a)) + ",";
-      }
-      for (std::size_t i = 0; i < metrics.size(); ++i) {
-        const sweep_value& v = value_of(r, i);
-        const bool has_ci = std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi);
-        out += prefix + csv_field(metrics[i].name) + "," + csv_field(metrics[i].unit) + "," + csv_number(v.value) +
-               "," + (has_ci ? csv_number(v.ci.lo) : "") + "," + (has_ci ? csv_number(v.ci.hi) : "") + "," +
-               (has_ci ? detail::format_round_trip(v.ci.level) : "") + "," + (v.samples > 0 ? std::to_string(v.samples) : "") +
-               "," + csv_field(v.missing) + "\n";
-      }
+KSCOPE_DECL std::string sweep_results::csv() const {
+  using detail::csv_field;
+  using detail::csv_number;
+  std::string out;
+  const std::vector<std::string> axes = axis_names();
+  for (const std::string& a : axes) out += csv_field(a) + ",";
+  out += "metric,unit,value,ci_lo,ci_hi,ci_level,samples,missing\n";
+  for (const sweep_row& r : rows) {
+    std::string prefix;
+    for (const std::string& a : axes) {
+      if (r.point.has(a) && r.point[a].is_real()) prefix += csv_number(r.point[a].as_real()) + ",";
+      else prefix += csv_field(param_text(r.point, a)) + ",";
     }
-    return out;
+    for (std::size_t i = 0; i < metrics.size(); ++i) {
+      const sweep_value& v = value_of(r, i);
+      const bool has_ci = std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi);
+      out += prefix + csv_field(metrics[i].name) + "," + csv_field(metrics[i].unit) + "," + csv_number(v.value) +
+             "," + (has_ci ? csv_number(v.ci.lo) : "") + "," + (has_ci ? csv_number(v.ci.hi) : "") + "," +
+             (has_ci ? detail::format_round_trip(v.ci.level) : "") + "," + (v.samples > 0 ? std::to_string(v.samples) : "") +
+             "," + csv_field(v.missing) + "\n";
+    }
   }
+  return out;
+}
 
-  // {"schema": "kscope.sweep/1", "kscope_version", "title", "context": [...], "axes": [...],
-  //  "metrics": [{"name", "unit", "label"}], "points": [{"label", "params": {axis: value},
-  //  "values": {metric: {"value", "ci": {"lo", "hi", "level"} | null, "samples",
-  //  "missing"}}, "notes": [...]}]}. Unknown numbers are null; "samples" is 0 for a plain
-  //  number; "missing" is null when there is a value.
-  [[nodiscard]] std::string json() const {
-    std::string out;
-    detail::json_writer w(out);
-    w.begin_object().member("schema", "kscope.sweep/1").member("kscope_version", KSCOPE_VERSION_STRING);
-    w.member("title", title);
-    w.key("context").begin_array();
-    for (const std::string& line : context) w.value(line);
-    w.end_array();
-    w.key("axes").begin_array();
-    for (const std::string& a : axis_names()) w.value(a);
-    w.end_array();
-    w.key("metrics").begin_array();
-    for (const sweep_metric& m : metrics)
-      w.begin_object().member("name", m.name).member("unit", m.unit).member("label", m.display()).end_object();
-    w.end_array();
-    w.key("points").begin_array();
-    for (const sweep_row& r : rows) {
-      w.begin_object().member("label", r.point.label());
-      w.key("params").begin_object();
-      for (const auto& [name, value] : r.point.values()) {
-        w.key(name);
-        switch (value.type()) {
-          case param_value::kind::integer: w.value(value.as_integer()); break;
-          case param_value::kind::real: w.value(value.as_real()); break;
-          case param_value::kind::text: w.value(value.as_text()); break;
-        }
+KSCOPE_DECL std::string sweep_results::json() const {
+  std::string out;
+  detail::json_writer w(out);
+  w.begin_object().member("schema", "kscope.sweep/1").member("kscope_version", KSCOPE_VERSION_STRING);
+  w.member("title", title);
+  w.key("context").begin_array();
+  for (const std::string& line : context) w.value(line);
+  w.end_array();
+  w.key("axes").begin_array();
+  for (const std::string& a : axis_names()) w.value(a);
+  w.end_array();
+  w.key("metrics").begin_array();
+  for (const sweep_metric& m : metrics)
+    w.begin_object().member("name", m.name).member("unit", m.unit).member("label", m.display()).end_object();
+  w.end_array();
+  w.key("points").begin_array();
+  for (const sweep_row& r : rows) {
+    w.begin_object().member("label", r.point.label());
+    w.key("params").begin_object();
+    for (const auto& [name, value] : r.point.values()) {
+      w.key(name);
+      switch (value.type()) {
+        case param_value::kind::integer: w.value(value.as_integer()); break;
+        case param_value::kind::real: w.value(value.as_real()); break;
+        case param_value::kind::text: w.value(value.as_text()); break;
       }
-      w.end_object();
-      w.key("values").begin_object();
-      for (std::size_t i = 0; i < metrics.size(); ++i) {
-        const sweep_value& v = value_of(r, i);
-        w.key(metrics[i].name).begin_object().member("value", v.value);
-        w.key("ci");
-        if (std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi))
-          w.begin_object().member("lo", v.ci.lo).member("hi", v.ci.hi).member("level", v.ci.level).end_object();
-        else
-          w.value(nullptr);
-        w.member("samples", static_cast<unsigned long long>(v.samples));
-        w.key("missing");
-        if (v.known()) w.value(nullptr);
-        else w.value(v.missing);
-        w.end_object();
-      }
-      w.end_object();
-      w.key("notes").begin_array();
-      for (const std::string& n : r.notes) w.value(n);
-      w.end_array();
+    }
+    w.end_object();
+    w.key("values").begin_object();
+    for (std::size_t i = 0; i < metrics.size(); ++i) {
+      const sweep_value& v = value_of(r, i);
+      w.key(metrics[i].name).begin_object().member("value", v.value);
+      w.key("ci");
+      if (std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi))
+        w.begin_object().member("lo", v.ci.lo).member("hi", v.ci.hi).member("level", v.ci.level).end_object();
+      else
+        w.value(nullptr);
+      w.member("samples", static_cast<unsigned long long>(v.samples));
+      w.key("missing");
+      if (v.known()) w.value(nullptr);
+      else w.value(v.missing);
       w.end_object();
     }
+    w.end_object();
+    w.key("notes").begin_array();
+    for (const std::string& n : r.notes) w.value(n);
     w.end_array();
     w.end_object();
-    out += '\n';
-    return out;
   }
-};
+  w.end_array();
+  w.end_object();
+  out += '\n';
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -20,13 +20,21 @@
 namespace kscope {
 
 // One printable line: control characters escaped, invalid UTF-8 replaced (U+FFFD).
-[[nodiscard]] inline std::string printable_text(std::string_view text) { return detail::printable_name(text); }
+[[nodiscard]] KSCOPE_DECL std::string printable_text(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string printable_text(std::string_view text) { return detail::printable_name(text); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A whole decimal number ("-12.5e3") read as in the "C" locale, whatever the program's
 // locale; false when the text is not exactly one finite-or-overflowing number.
-[[nodiscard]] inline bool parse_number(std::string_view text, double& out) noexcept {
+[[nodiscard]] KSCOPE_DECL bool parse_number(std::string_view text, double& out) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool parse_number(std::string_view text, double& out) noexcept {
   return detail::parse_double(text, out);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Writes text to a file (binary), all or nothing: through a temporary file renamed over
 // `path` once complete (core/detail/atomic_file.hpp), so a full disk never leaves a
@@ -34,9 +42,14 @@ namespace kscope {
 // left on device") on failure; never throws.
 //   std::string why;
 //   if (!kscope::write_text_file("roofline.svg", svg, &why)) std::fprintf(stderr, "%s\n", why.c_str());
-[[nodiscard]] inline bool write_text_file(const std::string& path, std::string_view text,
-                                          std::string* error = nullptr) noexcept {
+[[nodiscard]] KSCOPE_DECL bool write_text_file(const std::string& path, std::string_view text,
+                                          std::string* error = nullptr) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool write_text_file(const std::string& path, std::string_view text,
+                                          std::string* error) noexcept {
   return detail::write_file_atomically(path, text, error);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -203,8 +203,12 @@ struct counter_result {
   // much that is not its own (a note says so). NaN otherwise.
   double replay_dirty_bytes = std::numeric_limits<double>::quiet_NaN();
 
-  [[nodiscard]] bool ok() const noexcept { return state == counter_state::collected; }
+  [[nodiscard]] bool ok() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool counter_result::ok() const noexcept { return state == counter_state::collected; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The metrics a device offers (the base names the profiler host API lists).
 struct counter_metric_list {
@@ -213,8 +217,12 @@ struct counter_metric_list {
   std::string chip;
   std::vector<std::string> base_metrics;  // sorted; complete them with a rollup (.sum, .avg...)
 
-  [[nodiscard]] bool ok() const noexcept { return state == counter_state::collected; }
+  [[nodiscard]] bool ok() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool counter_metric_list::ok() const noexcept { return state == counter_state::collected; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
@@ -226,7 +234,15 @@ struct counter_work_ref {
 };
 
 // "" when the request can be tried, else what is wrong with it.
-inline std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
+KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o);
+
+// One pass at a time per process (CUPTI's profiler is per context and process-wide). Not
+// registered with the fork guard: it is only ever try-locked, so a child forked during a
+// pass gets counter_state::busy from its own passes instead of a deadlock.
+KSCOPE_DECL std::mutex& counter_pass_mutex();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
   if (o.ranges == counter_ranges::per_kernel && (o.max_kernels == 0 || o.max_kernels > counter_max_kernels_limit))
     return "counter_options::max_kernels must be between 1 and " + std::to_string(counter_max_kernels_limit) +
            ", got " + std::to_string(o.max_kernels);
@@ -237,18 +253,22 @@ inline std::string counter_request_error(const std::vector<std::string>& metrics
   return {};
 }
 
-// One pass at a time per process (CUPTI's profiler is per context and process-wide). Not
-// registered with the fork guard: it is only ever try-locked, so a child forked during a
-// pass gets counter_state::busy from its own passes instead of a deadlock.
-inline std::mutex& counter_pass_mutex() {
+KSCOPE_DECL std::mutex& counter_pass_mutex() {
   static lazy_global<std::mutex> m{lock_rank::init};  // built fork-safely (core/detail/once.hpp)
   return m.get([] { return new std::mutex(); });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_HAS_RANGE_PROFILER
 
 // The counter_state a CUPTI error means.
-inline counter_state counter_state_for(CUptiResult r) noexcept {
+KSCOPE_DECL counter_state counter_state_for(CUptiResult r) noexcept;
+
+// What the user can do about a CUPTI error ("" when there is nothing specific to say).
+KSCOPE_DECL std::string counter_error_advice(CUptiResult r);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL counter_state counter_state_for(CUptiResult r) noexcept {
   switch (r) {
     case CUPTI_SUCCESS: return counter_state::collected;
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
@@ -269,8 +289,7 @@ inline counter_state counter_state_for(CUptiResult r) noexcept {
   }
 }
 
-// What the user can do about a CUPTI error ("" when there is nothing specific to say).
-inline std::string counter_error_advice(CUptiResult r) {
+KSCOPE_DECL std::string counter_error_advice(CUptiResult r) {
   switch (counter_state_for(r)) {
     case counter_state::no_permission:
       return "the GPU performance counters are restricted to administrators (ERR_NVGPUCTRPERM): run as root, "
@@ -285,6 +304,7 @@ inline std::string counter_error_advice(CUptiResult r) {
     default: return {};
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The libraries, loaded once per process and kept (CUPTI holds on to them).
 struct counter_libraries {
@@ -295,10 +315,14 @@ struct counter_libraries {
   std::map<std::string, std::size_t> passes_needed;  // chip + '\n' + names -> count_passes()
 };
 
-inline counter_libraries& counter_library_state() {
+KSCOPE_DECL counter_libraries& counter_library_state();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL counter_libraries& counter_library_state() {
   static lazy_global<counter_libraries> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
   return state.get([] { return new counter_libraries(); });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A profiler host object, deinitialized when it goes.
 struct profiler_host_handle {
@@ -336,7 +360,10 @@ struct range_profiler_handle {
 // driver entry point the runtime hands out: kscope links cudart only. false with `why`
 // when there is none; `no_entry_point` says the driver lacks cuCtxGetCurrent (the counters
 // call that "unavailable", a missing context "failed"). Used by counters and warp stalls.
-inline bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point = nullptr) {
+KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point = nullptr);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point) {
   using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
@@ -358,6 +385,7 @@ inline bool current_cuda_context(CUcontext& context, std::string& why, bool* no_
   }
   return true;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Everything both a pass and a metric listing need: device, context, libraries, chip,
 // counter availability and a host object for the chip. The first failure sets state and
@@ -373,206 +401,228 @@ class counter_setup {
   std::vector<std::uint8_t> availability;
   profiler_host_handle host;
 
-  bool open(const counter_options& options) {
-    // The short reason: the report's GPU line says why there is no GPU (availability.hpp).
-    if (const gpu_availability& gpu = probe_gpu(); !gpu.available())
-      return refuse(counter_state::unavailable, "hardware counters unavailable: " + gpu.reason);
-    if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") || !cuda_ok(cudaFree(nullptr), "cudaFree(nullptr)"))
-      return false;
-    if (!current_context()) return false;
-
-    libs = &counter_library_state();
-    std::string why;
-    if (!load_cupti(libs->cupti, options.cupti_library, why))
-      return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
-    if (libs->cupti.version != 0 && libs->cupti.version < range_profiler_min_cupti_version)
-      return refuse(counter_state::unavailable,
-                    "hardware counters unavailable: " + libs->cupti.path + " is CUPTI " +
-                        std::to_string(libs->cupti.version) +
-                        ", older than the range profiler (CUPTI 24, CUDA 12.6)");
-    if (!libs->profiler.resolved()) {
-      const std::string missing = resolve_profiler_symbols(libs->cupti.handle, libs->profiler);
-      if (!missing.empty())
-        return refuse(counter_state::unavailable, "hardware counters unavailable: " + libs->cupti.path + " has no " +
-                                                      missing + " (the range profiler needs CUDA 12.6 or later)");
-    }
-    if (!load_nvperf_host(options.nvperf_host_library, libs->cupti.path, why))
-      return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
-    const profiler_api& p = libs->profiler;
-    if (!libs->profiler_initialized) {
-      // Once per process, never deinitialized: like cuptiFinalize, deinitializing races
-      // with other threads still in CUDA.
-      CUpti_Profiler_Initialize_Params init{};
-      init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-      if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
-      libs->profiler_initialized = true;
-    }
-    if (!device_supported()) return false;
-
-    CUpti_Device_GetChipName_Params name{};
-    name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
-    name.deviceIndex = static_cast<std::size_t>(device);
-    if (!cupti_ok(p.get_chip_name(&name), "cuptiDeviceGetChipName")) return false;
-    chip = name.pChipName != nullptr ? name.pChipName : "";
-
-    // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
-    CUpti_Profiler_GetCounterAvailability_Params avail{};
-    avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
-    avail.ctx = context;
-    if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
-    availability.assign(avail.counterAvailabilityImageSize, 0);
-    avail.pCounterAvailabilityImage = availability.data();
-    if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
-
-    CUpti_Profiler_Host_Initialize_Params host_init{};
-    host_init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-    host_init.pChipName = chip.c_str();
-    host_init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
-    if (!cupti_ok(p.host_initialize(&host_init), "cuptiProfilerHostInitialize")) return false;
-    host.api = &p;
-    host.object = host_init.pHostObject;
-    return true;
-  }
+  bool open(const counter_options& options);
 
   // The base metrics the host object lists (counters, ratios, throughputs), sorted.
-  std::vector<std::string> base_metrics() const {
-    std::vector<std::string> out;
-    for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
-      CUpti_Profiler_Host_GetBaseMetrics_Params p{};
-      p.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
-      p.pHostObject = host.object;
-      p.metricType = type;
-      if (libs->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
-      for (std::size_t i = 0; i < p.numMetrics; ++i)
-        if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
-    }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-  }
+  std::vector<std::string> base_metrics() const;
 
   // A fresh host object for this chip (a host object keeps every metric added to it, so a
   // question about one set needs its own); false when the host API refuses.
-  bool throwaway_host(profiler_host_handle& out) {
-    const profiler_api& p = libs->profiler;
-    CUpti_Profiler_Host_Initialize_Params init{};
-    init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-    init.pChipName = chip.c_str();
-    init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
-    if (p.host_initialize(&init) != CUPTI_SUCCESS) return false;
-    out.api = &p;
-    out.object = init.pHostObject;
-    return true;
-  }
+  bool throwaway_host(profiler_host_handle& out);
 
   // The host API's word on one full metric name: whether a config with it alone can be
   // built for this chip, the test the PM-sampling probe used (an unknown name fails with
   // CUPTI_ERROR_INVALID_PARAMETER there). A throwaway host object per name, since a host
   // object keeps every metric added to it; the answer is cached per chip and name.
-  bool config_accepts(const std::string& name) {
-    const std::string key = chip + '\n' + name;
-    const auto cached = libs->metric_accepted.find(key);
-    if (cached != libs->metric_accepted.end()) return cached->second;
-    const profiler_api& p = libs->profiler;
-    profiler_host_handle probe;
-    if (!throwaway_host(probe)) return false;  // not cached: not the name's fault
-    const char* one[] = {name.c_str()};
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-    add.pHostObject = probe.object;
-    add.ppMetricNames = one;
-    add.numMetrics = 1;
-    const bool accepted = p.host_config_add_metrics(&add) == CUPTI_SUCCESS;
-    libs->metric_accepted.emplace(key, accepted);
-    return accepted;
-  }
+  bool config_accepts(const std::string& name);
 
   // The passes a metric set needs on this device (0 when it cannot be configured), from a
   // throwaway host object's config image, as begin() builds the real one. Cached per chip
   // and set: plan_one_pass_groups asks many small questions once per process.
-  std::size_t count_passes(const std::vector<std::string>& names) {
-    std::string key = chip;
-    for (const std::string& n : names) key += '\n' + n;
-    const auto cached = libs->passes_needed.find(key);
-    if (cached != libs->passes_needed.end()) return cached->second;
-    const profiler_api& p = libs->profiler;
-    profiler_host_handle probe;
-    if (!throwaway_host(probe)) return 0;
-    std::vector<const char*> pointers;
-    for (const std::string& n : names) pointers.push_back(n.c_str());
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-    add.pHostObject = probe.object;
-    add.ppMetricNames = pointers.data();
-    add.numMetrics = pointers.size();
-    CUpti_Profiler_Host_GetConfigImageSize_Params size{};
-    size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-    size.pHostObject = probe.object;
-    std::size_t passes = 0;
-    if (p.host_config_add_metrics(&add) == CUPTI_SUCCESS && p.host_get_config_image_size(&size) == CUPTI_SUCCESS) {
-      std::vector<std::uint8_t> image(size.configImageSize);
-      CUpti_Profiler_Host_GetConfigImage_Params get{};
-      get.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-      get.pHostObject = probe.object;
-      get.configImageSize = image.size();
-      get.pConfigImage = image.data();
-      CUpti_Profiler_Host_GetNumOfPasses_Params count{};
-      count.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-      count.configImageSize = image.size();
-      count.pConfigImage = image.data();
-      if (p.host_get_config_image(&get) == CUPTI_SUCCESS && p.host_get_num_of_passes(&count) == CUPTI_SUCCESS)
-        passes = count.numOfPasses;
-    }
-    libs->passes_needed.emplace(key, passes);
-    return passes;
-  }
+  std::size_t count_passes(const std::vector<std::string>& names);
 
   // Records a CUPTI failure: state from the error, message naming the call and the fix.
-  bool cupti_ok(CUptiResult r, const char* call) {
-    if (r == CUPTI_SUCCESS) return true;
-    const counter_state s = counter_state_for(r);
-    const std::string advice = counter_error_advice(r);
-    return refuse(s == counter_state::collected ? counter_state::failed : s,
-                  std::string("hardware counters unavailable: ") + call + " failed with " +
-                      (libs != nullptr ? libs->cupti.result_name(r) : std::to_string(static_cast<int>(r))) +
-                      (advice.empty() ? std::string() : ": " + advice));
-  }
+  bool cupti_ok(CUptiResult r, const char* call);
 
-  bool cuda_ok(cudaError_t e, const char* call) {
-    if (e == cudaSuccess) return true;
-    (void)cudaGetLastError();  // kscope's own call failed: clear its error
-    return refuse(counter_state::failed,
-                  std::string("hardware counters unavailable: ") + call + " failed: " + cudaGetErrorString(e));
-  }
+  bool cuda_ok(cudaError_t e, const char* call);
 
-  bool refuse(counter_state s, std::string why) {
-    state = s;
-    message = std::move(why);
-    return false;
-  }
+  bool refuse(counter_state s, std::string why);
 
  private:
-  bool current_context() {
-    std::string why;
-    bool no_entry_point = false;
-    if (current_cuda_context(context, why, &no_entry_point)) return true;
-    return refuse(no_entry_point ? counter_state::unavailable : counter_state::failed,
-                  "hardware counters unavailable: " + why);
-  }
+  bool current_context();
 
   // cuptiProfilerDeviceSupported, where the library has it: names why a device cannot be
   // profiled before any other call fails with a less telling error.
-  bool device_supported() {
-    const device_support support = read_device_support(libs->profiler, device, CUPTI_PROFILER_RANGE_PROFILING);
-    // Refused only with a named reason: an overall "unsupported" without one is left for
-    // the calls that follow to confirm, with their own error.
-    if (!support.unsupported || support.reasons.empty()) return true;
-    return refuse(counter_state::unsupported_device,
-                  "hardware counters unavailable: CUPTI cannot profile this device (" + support.reasons + ")");
-  }
+  bool device_supported();
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool counter_setup::open(const counter_options& options) {
+  // The short reason: the report's GPU line says why there is no GPU (availability.hpp).
+  if (const gpu_availability& gpu = probe_gpu(); !gpu.available())
+    return refuse(counter_state::unavailable, "hardware counters unavailable: " + gpu.reason);
+  if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") || !cuda_ok(cudaFree(nullptr), "cudaFree(nullptr)"))
+    return false;
+  if (!current_context()) return false;
+
+  libs = &counter_library_state();
+  std::string why;
+  if (!load_cupti(libs->cupti, options.cupti_library, why))
+    return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
+  if (libs->cupti.version != 0 && libs->cupti.version < range_profiler_min_cupti_version)
+    return refuse(counter_state::unavailable,
+                  "hardware counters unavailable: " + libs->cupti.path + " is CUPTI " +
+                      std::to_string(libs->cupti.version) +
+                      ", older than the range profiler (CUPTI 24, CUDA 12.6)");
+  if (!libs->profiler.resolved()) {
+    const std::string missing = resolve_profiler_symbols(libs->cupti.handle, libs->profiler);
+    if (!missing.empty())
+      return refuse(counter_state::unavailable, "hardware counters unavailable: " + libs->cupti.path + " has no " +
+                                                    missing + " (the range profiler needs CUDA 12.6 or later)");
+  }
+  if (!load_nvperf_host(options.nvperf_host_library, libs->cupti.path, why))
+    return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
+  const profiler_api& p = libs->profiler;
+  if (!libs->profiler_initialized) {
+    // Once per process, never deinitialized: like cuptiFinalize, deinitializing races
+    // with other threads still in CUDA.
+    CUpti_Profiler_Initialize_Params init{};
+    init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+    if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
+    libs->profiler_initialized = true;
+  }
+  if (!device_supported()) return false;
+
+  CUpti_Device_GetChipName_Params name{};
+  name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+  name.deviceIndex = static_cast<std::size_t>(device);
+  if (!cupti_ok(p.get_chip_name(&name), "cuptiDeviceGetChipName")) return false;
+  chip = name.pChipName != nullptr ? name.pChipName : "";
+
+  // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
+  CUpti_Profiler_GetCounterAvailability_Params avail{};
+  avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
+  avail.ctx = context;
+  if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
+  availability.assign(avail.counterAvailabilityImageSize, 0);
+  avail.pCounterAvailabilityImage = availability.data();
+  if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
+
+  CUpti_Profiler_Host_Initialize_Params host_init{};
+  host_init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+  host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+  host_init.pChipName = chip.c_str();
+  host_init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+  if (!cupti_ok(p.host_initialize(&host_init), "cuptiProfilerHostInitialize")) return false;
+  host.api = &p;
+  host.object = host_init.pHostObject;
+  return true;
+}
+
+KSCOPE_DECL std::vector<std::string> counter_setup::base_metrics() const {
+  std::vector<std::string> out;
+  for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
+    CUpti_Profiler_Host_GetBaseMetrics_Params p{};
+    p.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
+    p.pHostObject = host.object;
+    p.metricType = type;
+    if (libs->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
+    for (std::size_t i = 0; i < p.numMetrics; ++i)
+      if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+KSCOPE_DECL bool counter_setup::throwaway_host(profiler_host_handle& out) {
+  const profiler_api& p = libs->profiler;
+  CUpti_Profiler_Host_Initialize_Params init{};
+  init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+  init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+  init.pChipName = chip.c_str();
+  init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+  if (p.host_initialize(&init) != CUPTI_SUCCESS) return false;
+  out.api = &p;
+  out.object = init.pHostObject;
+  return true;
+}
+
+KSCOPE_DECL bool counter_setup::config_accepts(const std::string& name) {
+  const std::string key = chip + '\n' + name;
+  const auto cached = libs->metric_accepted.find(key);
+  if (cached != libs->metric_accepted.end()) return cached->second;
+  const profiler_api& p = libs->profiler;
+  profiler_host_handle probe;
+  if (!throwaway_host(probe)) return false;  // not cached: not the name's fault
+  const char* one[] = {name.c_str()};
+  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+  add.pHostObject = probe.object;
+  add.ppMetricNames = one;
+  add.numMetrics = 1;
+  const bool accepted = p.host_config_add_metrics(&add) == CUPTI_SUCCESS;
+  libs->metric_accepted.emplace(key, accepted);
+  return accepted;
+}
+
+KSCOPE_DECL std::size_t counter_setup::count_passes(const std::vector<std::string>& names) {
+  std::string key = chip;
+  for (const std::string& n : names) key += '\n' + n;
+  const auto cached = libs->passes_needed.find(key);
+  if (cached != libs->passes_needed.end()) return cached->second;
+  const profiler_api& p = libs->profiler;
+  profiler_host_handle probe;
+  if (!throwaway_host(probe)) return 0;
+  std::vector<const char*> pointers;
+  for (const std::string& n : names) pointers.push_back(n.c_str());
+  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+  add.pHostObject = probe.object;
+  add.ppMetricNames = pointers.data();
+  add.numMetrics = pointers.size();
+  CUpti_Profiler_Host_GetConfigImageSize_Params size{};
+  size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+  size.pHostObject = probe.object;
+  std::size_t passes = 0;
+  if (p.host_config_add_metrics(&add) == CUPTI_SUCCESS && p.host_get_config_image_size(&size) == CUPTI_SUCCESS) {
+    std::vector<std::uint8_t> image(size.configImageSize);
+    CUpti_Profiler_Host_GetConfigImage_Params get{};
+    get.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+    get.pHostObject = probe.object;
+    get.configImageSize = image.size();
+    get.pConfigImage = image.data();
+    CUpti_Profiler_Host_GetNumOfPasses_Params count{};
+    count.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+    count.configImageSize = image.size();
+    count.pConfigImage = image.data();
+    if (p.host_get_config_image(&get) == CUPTI_SUCCESS && p.host_get_num_of_passes(&count) == CUPTI_SUCCESS)
+      passes = count.numOfPasses;
+  }
+  libs->passes_needed.emplace(key, passes);
+  return passes;
+}
+
+KSCOPE_DECL bool counter_setup::cupti_ok(CUptiResult r, const char* call) {
+  if (r == CUPTI_SUCCESS) return true;
+  const counter_state s = counter_state_for(r);
+  const std::string advice = counter_error_advice(r);
+  return refuse(s == counter_state::collected ? counter_state::failed : s,
+                std::string("hardware counters unavailable: ") + call + " failed with " +
+                    (libs != nullptr ? libs->cupti.result_name(r) : std::to_string(static_cast<int>(r))) +
+                    (advice.empty() ? std::string() : ": " + advice));
+}
+
+KSCOPE_DECL bool counter_setup::cuda_ok(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return true;
+  (void)cudaGetLastError();  // kscope's own call failed: clear its error
+  return refuse(counter_state::failed,
+                std::string("hardware counters unavailable: ") + call + " failed: " + cudaGetErrorString(e));
+}
+
+KSCOPE_DECL bool counter_setup::refuse(counter_state s, std::string why) {
+  state = s;
+  message = std::move(why);
+  return false;
+}
+
+KSCOPE_DECL bool counter_setup::current_context() {
+  std::string why;
+  bool no_entry_point = false;
+  if (current_cuda_context(context, why, &no_entry_point)) return true;
+  return refuse(no_entry_point ? counter_state::unavailable : counter_state::failed,
+                "hardware counters unavailable: " + why);
+}
+
+KSCOPE_DECL bool counter_setup::device_supported() {
+  const device_support support = read_device_support(libs->profiler, device, CUPTI_PROFILER_RANGE_PROFILING);
+  // Refused only with a named reason: an overall "unsupported" without one is left for
+  // the calls that follow to confirm, with their own error.
+  if (!support.unsupported || support.reasons.empty()) return true;
+  return refuse(counter_state::unsupported_device,
+                "hardware counters unavailable: CUPTI cannot profile this device (" + support.reasons + ")");
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The pass itself (see the top of this header). `user_error` receives an exception the
 // work threw; the caller rethrows it once everything here is torn down.
@@ -583,444 +633,47 @@ class counter_setup {
 // replay: one per pass), finish() decodes and evaluates. The first failure is the result.
 class counter_pass_run {
  public:
-  bool begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result) {
-    options_ = &options;
-    // The setup's first failure, as the pass's outcome.
-    const bool opened = setup_.open(options);
-    if (setup_.libs != nullptr) result.cupti_version = setup_.libs->cupti.version;
-    if (!opened) return give_up(result);
-    result.chip = setup_.chip;
-    const profiler_api& p = setup_.libs->profiler;
-
-    // Which names to collect: the host API's word on each, the base list for suggestions.
-    const std::vector<std::string> bases = setup_.base_metrics();
-    const metric_request request = resolve_metric_request(
-        requested,
-        [this, &bases](const std::string& name) {
-          return (bases.empty() || check_metric_name(name, bases).known) && setup_.config_accepts(name);
-        },
-        bases);
-    result.notes = request.notes;
-    if (!request.ok()) {
-      result.state = counter_state::unknown_metric;
-      result.message = "hardware counters not collected on " + setup_.chip + ": ";
-      for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
-      return false;
-    }
-    result.metrics = request.collect;
-    for (const std::string& m : result.metrics) names_.push_back(m.c_str());
-
-    // Config image and the number of passes it needs.
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-    add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-    add.pHostObject = setup_.host.object;
-    add.ppMetricNames = names_.data();
-    add.numMetrics = names_.size();
-    CUpti_Profiler_Host_GetConfigImageSize_Params size{};
-    size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-    size.pHostObject = setup_.host.object;
-    if (!setup_.cupti_ok(p.host_config_add_metrics(&add), "cuptiProfilerHostConfigAddMetrics") ||
-        !setup_.cupti_ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize"))
-      return give_up(result);
-    config_.assign(size.configImageSize, 0);
-    CUpti_Profiler_Host_GetConfigImage_Params image{};
-    image.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-    image.pHostObject = setup_.host.object;
-    image.configImageSize = config_.size();
-    image.pConfigImage = config_.data();
-    CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
-    passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-    if (!setup_.cupti_ok(p.host_get_config_image(&image), "cuptiProfilerHostGetConfigImage")) return give_up(result);
-    passes.configImageSize = config_.size();
-    passes.pConfigImage = config_.data();
-    if (!setup_.cupti_ok(p.host_get_num_of_passes(&passes), "cuptiProfilerHostGetNumOfPasses"))
-      return give_up(result);
-    result.passes = passes.numOfPasses;
-
-    // The range profiler on the context, its counter-data image and its configuration.
-    per_kernel_ = options.ranges == counter_ranges::per_kernel;
-    user_replay_ = !per_kernel_ || options.replay == counter_replay::user;
-    if (options.sweep_l2) {
-      if (const std::string why = sweep_.prepare(); !why.empty())
-        result.notes.push_back("kscope's L2 sweep did not run (" + why +
-                               "): the first kernel's DRAM writes may include up to the L2's size of lines the "
-                               "profiler wrote when the pass started, and the write-back of what the work left "
-                               "dirty in the L2 is not measured");
-    }
-    // Kernel replay in several passes: what a trailing sweep would count is CUPTI's own
-    // restore write-back, not the work's (finish() says why), so it does not run.
-    restores_memory_ = per_kernel_ && !user_replay_ && result.passes > 1;
-    trailing_wanted_ = sweep_.ready() && !restores_memory_;
-    // The sweeps are ranges too: per kernel the first and (when wanted) the last, whole
-    // callable a second user range after the work's.
-    const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
-    const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
-    max_ranges_ = max_ranges;
-    range_.api = &p;
-    CUpti_RangeProfiler_Enable_Params enable{};
-    enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
-    enable.ctx = setup_.context;
-    if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
-    range_.object = enable.pRangeProfilerObject;
-    CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
-    data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
-    data_size.pRangeProfilerObject = range_.object;
-    data_size.pMetricNames = names_.data();
-    data_size.numMetrics = names_.size();
-    data_size.maxNumOfRanges = max_ranges;
-    data_size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
-    if (!setup_.cupti_ok(p.range_get_counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize"))
-      return give_up(result);
-    counter_data_.assign(data_size.counterDataSize, 0);
-    CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
-    data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
-    data_init.pRangeProfilerObject = range_.object;
-    data_init.counterDataSize = counter_data_.size();
-    data_init.pCounterData = counter_data_.data();
-    CUpti_RangeProfiler_SetConfig_Params set{};
-    set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
-    set.pRangeProfilerObject = range_.object;
-    set.configSize = config_.size();
-    set.pConfig = config_.data();
-    set.counterDataImageSize = counter_data_.size();
-    set.pCounterDataImage = counter_data_.data();
-    set.range = per_kernel_ ? CUPTI_AutoRange : CUPTI_UserRange;
-    set.replayMode = user_replay_ ? CUPTI_UserReplay : CUPTI_KernelReplay;  // kernel replay: auto range only
-    set.maxRangesPerPass = max_ranges;
-    set.numNestingLevels = 1;
-    set.minNestingLevel = 1;
-    set.passIndex = 0;
-    set.targetNestingLevel = 1;
-    if (!setup_.cupti_ok(p.range_counter_data_image_initialize(&data_init),
-                         "cuptiRangeProfilerCounterDataImageInitialize") ||
-        !setup_.cupti_ok(p.range_set_config(&set), "cuptiRangeProfilerSetConfig"))
-      return give_up(result);
-
-    // Earlier work must not run into the first range.
-    if (!setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up(result);
-    if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
-    max_runs_ = user_replay_ ? std::max<std::size_t>(1, result.passes) + 1 : 1;
-    return true;
-  }
+  bool begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result);
 
   // The launches the name callback has logged so far, and forgetting those after a mark:
   // the before_each_run hook's launches are not the work's.
-  [[nodiscard]] std::size_t launches_logged() const { return kernel_names_ ? kernel_names_->logged() : 0; }
-  void forget_launches_since(std::size_t mark) {
-    if (kernel_names_) kernel_names_->forget_since(mark);
-  }
+  [[nodiscard]] std::size_t launches_logged() const;
+  void forget_launches_since(std::size_t mark);
 
   // A failure outside the work and the pass's own calls (the before_each_run hook's
   // kernels): the pass stops and reports it.
-  void fail_run(std::string why) {
-    if (run_error_.empty()) run_error_ = std::move(why);
-  }
+  void fail_run(std::string why);
 
   // Whether the work must run (again): CUPTI wants more passes and nothing failed.
-  [[nodiscard]] bool wants_run(const counter_result& result) const noexcept {
-    return !all_submitted_ && result.runs < max_runs_ && run_error_.empty() && setup_.message.empty();
-  }
+  [[nodiscard]] bool wants_run(const counter_result& result) const noexcept;
 
   // Start [Push]: true when the work may run now.
-  bool start_run(counter_result& result) {
-    const profiler_api& p = setup_.libs->profiler;
-    CUpti_RangeProfiler_Start_Params start{};
-    start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
-    start.pRangeProfilerObject = range_.object;
-    if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
-    started_ = true;
-    pushed_ = false;
-    if (sweep_.ready()) {
-      // After Start, so that what Start wrote is swept too.
-      if (const std::string why = run_sweep(); !why.empty()) {
-        run_error_ = "kscope's L2 sweep at the start of the pass failed: " + why;
-        stop_range();
-        return false;
-      }
-      sweep_range_ = per_kernel_;
-    }
-    if (!per_kernel_) {
-      pushed_ = push_range(options_->range_name.c_str());
-      if (!pushed_) {
-        stop_range();
-        return false;
-      }
-    }
-    ++result.runs;
-    return true;
-  }
+  bool start_run(counter_result& result);
 
   // After the work: the range must end after its kernels finish inside it. An error here
   // is the work's (a faulting kernel), so it is reported and left for the program to see.
-  void end_run(bool work_threw) {
-    const cudaError_t synced = cudaDeviceSynchronize();
-    if (synced != cudaSuccess && !work_threw)
-      run_error_ = std::string("the profiled work failed: ") + cudaGetErrorString(synced);
-    if (pushed_) {
-      pop_range();
-      pushed_ = false;
-    }
-    // The trailing sweep: a range of its own (per kernel: the pass's last; whole callable:
-    // a second user range) whose DRAM writes are the lines the work left dirty in the L2.
-    if (trailing_wanted_ && started_ && synced == cudaSuccess && !work_threw && run_error_.empty()) {
-      const bool in_range = per_kernel_ || push_range("kscope L2 write-back");
-      if (in_range) {
-        const std::string why = run_sweep();
-        if (!per_kernel_) pop_range();
-        if (!why.empty())
-          run_error_ = "kscope's L2 sweep at the end of the pass failed: " + why;
-        else
-          trailing_sweep_ = true;
-      }
-    }
-    stop_range();
-  }
+  void end_run(bool work_threw);
 
   // Decodes and evaluates every range into `result` (or says why not).
-  void finish(counter_result& result, bool work_threw) {
-    const profiler_api& p = setup_.libs->profiler;
-    if (work_threw) {
-      if (kernel_names_) (void)kernel_names_->stop();
-      result.state = counter_state::failed;
-      result.message = "hardware counters not collected: the profiled work threw";
-      return;
-    }
-    if (!run_error_.empty()) {
-      result.state = counter_state::failed;
-      result.message = "hardware counters not collected: " + run_error_;
-      return;
-    }
-    if (!setup_.message.empty()) return (void)give_up(result);
-    if (!all_submitted_) {
-      result.state = counter_state::failed;
-      result.message = "hardware counters not collected: CUPTI still wanted passes after " +
-                       std::to_string(result.runs) + " runs of the work (" + std::to_string(result.passes) +
-                       " expected)";
-      return;
-    }
-
-    // Decode, then evaluate every range.
-    CUpti_RangeProfiler_DecodeData_Params decode{};
-    decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
-    decode.pRangeProfilerObject = range_.object;
-    CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
-    info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
-    info.pCounterDataImage = counter_data_.data();
-    info.counterDataImageSize = counter_data_.size();
-    if (!setup_.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
-        !setup_.cupti_ok(p.range_get_counter_data_info(&info), "cuptiRangeProfilerGetCounterDataInfo"))
-      return (void)give_up(result);
-    std::vector<double> values(names_.size());
-    std::size_t failed_ranges = 0;
-    // Which decoded ranges are the work's. Range 0 is the leading L2 sweep when it ran in
-    // per_kernel mode, the last one the trailing sweep unless the image filled up first.
-    // CUPTI (13.0, H200) reports numOfRangeDropped = 0 even when launches beyond the
-    // image's capacity were dropped, so a full image is told by its range count, and how
-    // many kernels were lost by the launches the name callback saw (below).
-    const std::size_t total = info.numTotalRanges;
-    const bool full = per_kernel_ && total >= max_ranges_;  // a user range is never dropped
-    std::size_t first = sweep_range_ && total > 0 ? 1 : 0;
-    bool present = trailing_sweep_ && total > first;  // the last range is the trailing sweep, if not full
-    bool identified = true;
-    const auto evaluate = [&](std::size_t index, metric_values& into) {
-      CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
-      eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
-      eval.pHostObject = setup_.host.object;
-      eval.pCounterDataImage = counter_data_.data();
-      eval.counterDataImageSize = counter_data_.size();
-      eval.rangeIndex = index;
-      eval.ppMetricNames = names_.data();
-      eval.numMetrics = names_.size();
-      eval.pMetricValues = values.data();
-      if (p.host_evaluate_to_gpu_values(&eval) != CUPTI_SUCCESS) return false;
-      for (std::size_t m = 0; m < names_.size(); ++m) into.emplace(result.metrics[m], values[m]);
-      return true;
-    };
-    // The sweeps are told apart by position; a kernel another thread launched into the
-    // pass could shift them. Each sweep reads most of its buffer from DRAM, so where the
-    // DRAM reads were collected a range that did not is not taken for one.
-    const auto collected = [&result](const char* metric) {
-      return std::find(result.metrics.begin(), result.metrics.end(), metric) != result.metrics.end();
-    };
-    if (collected("dram__bytes_read.sum") && (first == 1 || present)) {
-      const auto swept = [&](std::size_t index) {
-        metric_values v;
-        if (!evaluate(index, v)) return false;
-        const auto r = v.find("dram__bytes_read.sum");
-        return r != v.end() && r->second >= 0.25 * static_cast<double>(sweep_.bytes());
-      };
-      if (first == 1 && !swept(0)) {
-        identified = false;
-      } else if (present && !swept(total - 1)) {
-        if (full)
-          present = false;  // the image filled up: the trailing sweep was dropped
-        else
-          identified = false;
-      }
-      if (!identified) {
-        result.notes.push_back("kscope could not find its L2 sweeps among the ranges (did another thread launch "
-                               "kernels during the pass?): every range is reported, and no write-back");
-        first = 0;
-        present = false;
-      }
-    } else if (present && full) {
-      present = false;  // cannot be told without the reads: taken as dropped, so no write-back
-    }
-    const std::size_t end = present ? total - 1 : total;
-    const bool trailing = present && end > first;
-    result.ranges_dropped = 0;
-    if (trailing_sweep_ && !trailing && identified)
-      result.notes.push_back("the write-back of the lines the last kernel left dirty in the L2 is not in its DRAM "
-                             "writes: " +
-                             std::string(full ? "the counter-data image was full" : "the work launched no kernel"));
-    for (std::size_t i = first; i < end; ++i) {
-      counter_values range_values;
-      range_values.index = i - first;
-      range_values.range = per_kernel_ ? std::to_string(i - first) : options_->range_name;
-      range_values.name = per_kernel_ ? "kernel #" + std::to_string(i - first) : options_->range_name;
-      if (!evaluate(i, range_values.values)) ++failed_ranges;
-      result.kernels.push_back(std::move(range_values));
-    }
-    // Kernel replay with several passes: CUPTI saves device memory before a kernel's first
-    // pass and restores it before each later one, and those copies leave dirty lines in the
-    // L2 that the pass then writes back (H200: ~23 MB counted for a kernel that only reads,
-    // bench/RESULTS.md). No sweep can run between CUPTI's own replays, so every range's DRAM
-    // writes may hold that much that is not its own, and a trailing sweep would measure it
-    // rather than the work's write-back (begin() runs none); the leading sweep (which
-    // writes nothing itself) measures what such a pass leaves.
-    if (restores_memory_ && first == 1) {
-      metric_values leading;
-      if (evaluate(0, leading)) {
-        const auto w = leading.find("dram__bytes_write.sum");
-        if (w != leading.end() && std::isfinite(w->second)) result.replay_dirty_bytes = w->second;
-      }
-    }
-    if (restores_memory_ && collected("dram__bytes_write.sum"))
-      result.notes.push_back(
-          "kernel replay in " + std::to_string(result.passes) +
-          " passes: CUPTI's save and restore of device memory around each kernel's passes leaves dirty lines in "
-          "the L2 that the kernel's pass writes back, so dram__bytes_write.sum may include up to the L2's size "
-          "that is not the kernel's own (replay_dirty_bytes: what kscope's sweep measured) and the write-back "
-          "after the work is not measured; counter_replay::user, or a metric set that needs one pass, gives exact "
-          "writes");
-    if (trailing && !result.kernels.empty()) {  // never under restores_memory_: no trailing sweep ran
-      metric_values sweep_values;
-      if (evaluate(end, sweep_values))
-        add_write_back(result.kernels.back().values, sweep_values);
-      else
-        result.notes.push_back("the L2 write-back after the last kernel could not be evaluated: its DRAM writes "
-                               "lack the lines it left dirty in the L2");
-    }
-    // A full image drops the trailing sweep first, so one kernel more than max_kernels can
-    // be in it: that one is dropped here too.
-    const std::size_t stored = result.kernels.size();
-    if (per_kernel_ && result.kernels.size() > options_->max_kernels) result.kernels.resize(options_->max_kernels);
-    // Kernels launched beyond the image: from the launches seen per run, when known.
-    std::vector<std::string> launched;
-    if (kernel_names_) launched = kernel_names_->stop();
-    const bool launches_known = kernel_names_ && kernel_names_->ok() && kernel_names_->graph_launches() == 0 &&
-                                result.runs > 0 && launched.size() % result.runs == 0;
-    if (per_kernel_ && identified) {
-      if (launches_known) {
-        const std::size_t per_run = launched.size() / result.runs;
-        result.ranges_dropped = per_run > result.kernels.size() ? per_run - result.kernels.size() : 0;
-      } else if (full) {
-        // Without names only a lower bound is known: the note says so, not a count.
-        result.ranges_dropped = stored - result.kernels.size();
-        result.notes.push_back("the counter-data image was full after " + std::to_string(result.kernels.size()) +
-                               " kernels (max_kernels): at least " + std::to_string(result.ranges_dropped) +
-                               " later kernels were not profiled (ranges_dropped); how many more is unknown "
-                               "without kernel names");
-      }
-    }
-    if (failed_ranges > 0)
-      result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
-                             " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
-                             "values");
-    if (result.ranges_dropped > 0 && launches_known)
-      result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
-                             std::to_string(options_->max_kernels) + ") were not profiled");
-
-    // Kernel names, only when they line up one to one with the ranges.
-    if (kernel_names_) {
-      if (!kernel_names_->ok()) {
-        result.notes.push_back(kernel_names_->why());
-      } else if (kernel_names_->graph_launches() > 0 ||
-                 !keep_first_run(launched, result.runs, result.kernels.size() + result.ranges_dropped)) {
-        result.notes.push_back("kernel names withheld: " + std::to_string(launched.size()) + " launches seen (" +
-                               std::to_string(kernel_names_->graph_launches()) + " of them CUDA graph launches) for " +
-                               std::to_string(result.kernels.size() + result.ranges_dropped) +
-                               " ranges; ranges are numbered in launch order");
-      } else {
-        for (std::size_t i = 0; i < result.kernels.size(); ++i) result.kernels[i].name = launched[i];
-      }
-    }
-    if (user_replay_ && result.runs > 1)
-      result.notes.push_back("the work ran " + std::to_string(result.runs) +
-                             " times (user replay, one run per pass); device memory is not restored between runs");
-
-    result.state = counter_state::collected;
-    result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
-                     std::to_string(result.kernels.size()) + (per_kernel_ ? " kernels" : " range") + " in " +
-                     std::to_string(result.passes) + (result.passes == 1 ? " pass" : " replay passes") + " on " +
-                     setup_.chip + " (CUPTI " + std::to_string(result.cupti_version) + ")";
-    if (per_kernel_ && result.kernels.empty()) result.message += "; the work launched no kernel";
-  }
+  void finish(counter_result& result, bool work_threw);
 
  private:
-  bool give_up(counter_result& result) {
-    result.state = setup_.state;
-    result.message = setup_.message;
-    return false;
-  }
+  bool give_up(counter_result& result);
 
   // The launch callback saw every run's launches; under user replay each run must launch
   // the same kernels, and the names are the first run's. False when they do not line up.
-  static bool keep_first_run(std::vector<std::string>& launched, std::size_t runs, std::size_t per_run) {
-    if (launched.size() == per_run) return true;
-    if (runs < 2 || launched.size() != runs * per_run) return false;
-    for (std::size_t i = per_run; i < launched.size(); ++i)
-      if (launched[i] != launched[i % per_run]) return false;
-    launched.resize(per_run);
-    return true;
-  }
+  static bool keep_first_run(std::vector<std::string>& launched, std::size_t runs, std::size_t per_run);
 
   // One sweep launch, marked as launched inside a profiled call (the activity collector
   // keeps it out of every scope's kernels and times, activity/attribution.hpp) and left out
   // of the kernel names: it is not the work's.
-  std::string run_sweep() {
-    const std::size_t mark = launches_logged();
-    ++profiled_depth;
-    std::string why = sweep_.run();
-    --profiled_depth;
-    forget_launches_since(mark);
-    return why;
-  }
+  std::string run_sweep();
 
-  bool push_range(const char* name) {
-    CUpti_RangeProfiler_PushRange_Params push{};
-    push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
-    push.pRangeProfilerObject = range_.object;
-    push.pRangeName = name;
-    return setup_.cupti_ok(setup_.libs->profiler.range_push(&push), "cuptiRangeProfilerPushRange");
-  }
+  bool push_range(const char* name);
 
-  void pop_range() {
-    CUpti_RangeProfiler_PopRange_Params pop{};
-    pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
-    pop.pRangeProfilerObject = range_.object;
-    (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
-  }
+  void pop_range();
 
-  void stop_range() {
-    if (!started_) return;
-    CUpti_RangeProfiler_Stop_Params stop{};
-    stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
-    stop.pRangeProfilerObject = range_.object;
-    started_ = false;
-    if (!setup_.cupti_ok(setup_.libs->profiler.range_stop(&stop), "cuptiRangeProfilerStop")) return;
-    all_submitted_ = stop.isAllPassSubmitted != 0;
-  }
+  void stop_range();
 
   counter_setup setup_;
   const counter_options* options_ = nullptr;
@@ -1044,7 +697,441 @@ class counter_pass_run {
   std::string run_error_;
 };
 
-inline void run_counter_pass_locked(const std::vector<std::string>& requested, counter_work_ref work,
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t counter_pass_run::launches_logged() const { return kernel_names_ ? kernel_names_->logged() : 0; }
+
+KSCOPE_DECL void counter_pass_run::forget_launches_since(std::size_t mark) {
+  if (kernel_names_) kernel_names_->forget_since(mark);
+}
+
+KSCOPE_DECL void counter_pass_run::fail_run(std::string why) {
+  if (run_error_.empty()) run_error_ = std::move(why);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result) {
+  options_ = &options;
+  // The setup's first failure, as the pass's outcome.
+  const bool opened = setup_.open(options);
+  if (setup_.libs != nullptr) result.cupti_version = setup_.libs->cupti.version;
+  if (!opened) return give_up(result);
+  result.chip = setup_.chip;
+  const profiler_api& p = setup_.libs->profiler;
+
+  // Which names to collect: the host API's word on each, the base list for suggestions.
+  const std::vector<std::string> bases = setup_.base_metrics();
+  const metric_request request = resolve_metric_request(
+      requested,
+      [this, &bases](const std::string& name) {
+        return (bases.empty() || check_metric_name(name, bases).known) && setup_.config_accepts(name);
+      },
+      bases);
+  result.notes = request.notes;
+  if (!request.ok()) {
+    result.state = counter_state::unknown_metric;
+    result.message = "hardware counters not collected on " + setup_.chip + ": ";
+    for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
+    return false;
+  }
+  result.metrics = request.collect;
+  for (const std::string& m : result.metrics) names_.push_back(m.c_str());
+
+  // Config image and the number of passes it needs.
+  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
+  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+  add.pHostObject = setup_.host.object;
+  add.ppMetricNames = names_.data();
+  add.numMetrics = names_.size();
+  CUpti_Profiler_Host_GetConfigImageSize_Params size{};
+  size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+  size.pHostObject = setup_.host.object;
+  if (!setup_.cupti_ok(p.host_config_add_metrics(&add), "cuptiProfilerHostConfigAddMetrics") ||
+      !setup_.cupti_ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize"))
+    return give_up(result);
+  config_.assign(size.configImageSize, 0);
+  CUpti_Profiler_Host_GetConfigImage_Params image{};
+  image.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+  image.pHostObject = setup_.host.object;
+  image.configImageSize = config_.size();
+  image.pConfigImage = config_.data();
+  CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
+  passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+  if (!setup_.cupti_ok(p.host_get_config_image(&image), "cuptiProfilerHostGetConfigImage")) return give_up(result);
+  passes.configImageSize = config_.size();
+  passes.pConfigImage = config_.data();
+  if (!setup_.cupti_ok(p.host_get_num_of_passes(&passes), "cuptiProfilerHostGetNumOfPasses"))
+    return give_up(result);
+  result.passes = passes.numOfPasses;
+
+  // The range profiler on the context, its counter-data image and its configuration.
+  per_kernel_ = options.ranges == counter_ranges::per_kernel;
+  user_replay_ = !per_kernel_ || options.replay == counter_replay::user;
+  if (options.sweep_l2) {
+    if (const std::string why = sweep_.prepare(); !why.empty())
+      result.notes.push_back("kscope's L2 sweep did not run (" + why +
+                             "): the first kernel's DRAM writes may include up to the L2's size of lines the "
+                             "profiler wrote when the pass started, and the write-back of what the work left "
+                             "dirty in the L2 is not measured");
+  }
+  // Kernel replay in several passes: what a trailing sweep would count is CUPTI's own
+  // restore write-back, not the work's (finish() says why), so it does not run.
+  restores_memory_ = per_kernel_ && !user_replay_ && result.passes > 1;
+  trailing_wanted_ = sweep_.ready() && !restores_memory_;
+  // The sweeps are ranges too: per kernel the first and (when wanted) the last, whole
+  // callable a second user range after the work's.
+  const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
+  const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
+  max_ranges_ = max_ranges;
+  range_.api = &p;
+  CUpti_RangeProfiler_Enable_Params enable{};
+  enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+  enable.ctx = setup_.context;
+  if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
+  range_.object = enable.pRangeProfilerObject;
+  CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
+  data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
+  data_size.pRangeProfilerObject = range_.object;
+  data_size.pMetricNames = names_.data();
+  data_size.numMetrics = names_.size();
+  data_size.maxNumOfRanges = max_ranges;
+  data_size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
+  if (!setup_.cupti_ok(p.range_get_counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize"))
+    return give_up(result);
+  counter_data_.assign(data_size.counterDataSize, 0);
+  CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
+  data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+  data_init.pRangeProfilerObject = range_.object;
+  data_init.counterDataSize = counter_data_.size();
+  data_init.pCounterData = counter_data_.data();
+  CUpti_RangeProfiler_SetConfig_Params set{};
+  set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
+  set.pRangeProfilerObject = range_.object;
+  set.configSize = config_.size();
+  set.pConfig = config_.data();
+  set.counterDataImageSize = counter_data_.size();
+  set.pCounterDataImage = counter_data_.data();
+  set.range = per_kernel_ ? CUPTI_AutoRange : CUPTI_UserRange;
+  set.replayMode = user_replay_ ? CUPTI_UserReplay : CUPTI_KernelReplay;  // kernel replay: auto range only
+  set.maxRangesPerPass = max_ranges;
+  set.numNestingLevels = 1;
+  set.minNestingLevel = 1;
+  set.passIndex = 0;
+  set.targetNestingLevel = 1;
+  if (!setup_.cupti_ok(p.range_counter_data_image_initialize(&data_init),
+                       "cuptiRangeProfilerCounterDataImageInitialize") ||
+      !setup_.cupti_ok(p.range_set_config(&set), "cuptiRangeProfilerSetConfig"))
+    return give_up(result);
+
+  // Earlier work must not run into the first range.
+  if (!setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up(result);
+  if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
+  max_runs_ = user_replay_ ? std::max<std::size_t>(1, result.passes) + 1 : 1;
+  return true;
+}
+
+KSCOPE_DECL bool counter_pass_run::wants_run(const counter_result& result) const noexcept {
+  return !all_submitted_ && result.runs < max_runs_ && run_error_.empty() && setup_.message.empty();
+}
+
+KSCOPE_DECL bool counter_pass_run::start_run(counter_result& result) {
+  const profiler_api& p = setup_.libs->profiler;
+  CUpti_RangeProfiler_Start_Params start{};
+  start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+  start.pRangeProfilerObject = range_.object;
+  if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
+  started_ = true;
+  pushed_ = false;
+  if (sweep_.ready()) {
+    // After Start, so that what Start wrote is swept too.
+    if (const std::string why = run_sweep(); !why.empty()) {
+      run_error_ = "kscope's L2 sweep at the start of the pass failed: " + why;
+      stop_range();
+      return false;
+    }
+    sweep_range_ = per_kernel_;
+  }
+  if (!per_kernel_) {
+    pushed_ = push_range(options_->range_name.c_str());
+    if (!pushed_) {
+      stop_range();
+      return false;
+    }
+  }
+  ++result.runs;
+  return true;
+}
+
+KSCOPE_DECL void counter_pass_run::end_run(bool work_threw) {
+  const cudaError_t synced = cudaDeviceSynchronize();
+  if (synced != cudaSuccess && !work_threw)
+    run_error_ = std::string("the profiled work failed: ") + cudaGetErrorString(synced);
+  if (pushed_) {
+    pop_range();
+    pushed_ = false;
+  }
+  // The trailing sweep: a range of its own (per kernel: the pass's last; whole callable:
+  // a second user range) whose DRAM writes are the lines the work left dirty in the L2.
+  if (trailing_wanted_ && started_ && synced == cudaSuccess && !work_threw && run_error_.empty()) {
+    const bool in_range = per_kernel_ || push_range("kscope L2 write-back");
+    if (in_range) {
+      const std::string why = run_sweep();
+      if (!per_kernel_) pop_range();
+      if (!why.empty())
+        run_error_ = "kscope's L2 sweep at the end of the pass failed: " + why;
+      else
+        trailing_sweep_ = true;
+    }
+  }
+  stop_range();
+}
+
+KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_threw) {
+  const profiler_api& p = setup_.libs->profiler;
+  if (work_threw) {
+    if (kernel_names_) (void)kernel_names_->stop();
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: the profiled work threw";
+    return;
+  }
+  if (!run_error_.empty()) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: " + run_error_;
+    return;
+  }
+  if (!setup_.message.empty()) return (void)give_up(result);
+  if (!all_submitted_) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: CUPTI still wanted passes after " +
+                     std::to_string(result.runs) + " runs of the work (" + std::to_string(result.passes) +
+                     " expected)";
+    return;
+  }
+
+  // Decode, then evaluate every range.
+  CUpti_RangeProfiler_DecodeData_Params decode{};
+  decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+  decode.pRangeProfilerObject = range_.object;
+  CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
+  info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
+  info.pCounterDataImage = counter_data_.data();
+  info.counterDataImageSize = counter_data_.size();
+  if (!setup_.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
+      !setup_.cupti_ok(p.range_get_counter_data_info(&info), "cuptiRangeProfilerGetCounterDataInfo"))
+    return (void)give_up(result);
+  std::vector<double> values(names_.size());
+  std::size_t failed_ranges = 0;
+  // Which decoded ranges are the work's. Range 0 is the leading L2 sweep when it ran in
+  // per_kernel mode, the last one the trailing sweep unless the image filled up first.
+  // CUPTI (13.0, H200) reports numOfRangeDropped = 0 even when launches beyond the
+  // image's capacity were dropped, so a full image is told by its range count, and how
+  // many kernels were lost by the launches the name callback saw (below).
+  const std::size_t total = info.numTotalRanges;
+  const bool full = per_kernel_ && total >= max_ranges_;  // a user range is never dropped
+  std::size_t first = sweep_range_ && total > 0 ? 1 : 0;
+  bool present = trailing_sweep_ && total > first;  // the last range is the trailing sweep, if not full
+  bool identified = true;
+  const auto evaluate = [&](std::size_t index, metric_values& into) {
+    CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
+    eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+    eval.pHostObject = setup_.host.object;
+    eval.pCounterDataImage = counter_data_.data();
+    eval.counterDataImageSize = counter_data_.size();
+    eval.rangeIndex = index;
+    eval.ppMetricNames = names_.data();
+    eval.numMetrics = names_.size();
+    eval.pMetricValues = values.data();
+    if (p.host_evaluate_to_gpu_values(&eval) != CUPTI_SUCCESS) return false;
+    for (std::size_t m = 0; m < names_.size(); ++m) into.emplace(result.metrics[m], values[m]);
+    return true;
+  };
+  // The sweeps are told apart by position; a kernel another thread launched into the
+  // pass could shift them. Each sweep reads most of its buffer from DRAM, so where the
+  // DRAM reads were collected a range that did not is not taken for one.
+  const auto collected = [&result](const char* metric) {
+    return std::find(result.metrics.begin(), result.metrics.end(), metric) != result.metrics.end();
+  };
+  if (collected("dram__bytes_read.sum") && (first == 1 || present)) {
+    const auto swept = [&](std::size_t index) {
+      metric_values v;
+      if (!evaluate(index, v)) return false;
+      const auto r = v.find("dram__bytes_read.sum");
+      return r != v.end() && r->second >= 0.25 * static_cast<double>(sweep_.bytes());
+    };
+    if (first == 1 && !swept(0)) {
+      identified = false;
+    } else if (present && !swept(total - 1)) {
+      if (full)
+        present = false;  // the image filled up: the trailing sweep was dropped
+      else
+        identified = false;
+    }
+    if (!identified) {
+      result.notes.push_back("kscope could not find its L2 sweeps among the ranges (did another thread launch "
+                             "kernels during the pass?): every range is reported, and no write-back");
+      first = 0;
+      present = false;
+    }
+  } else if (present && full) {
+    present = false;  // cannot be told without the reads: taken as dropped, so no write-back
+  }
+  const std::size_t end = present ? total - 1 : total;
+  const bool trailing = present && end > first;
+  result.ranges_dropped = 0;
+  if (trailing_sweep_ && !trailing && identified)
+    result.notes.push_back("the write-back of the lines the last kernel left dirty in the L2 is not in its DRAM "
+                           "writes: " +
+                           std::string(full ? "the counter-data image was full" : "the work launched no kernel"));
+  for (std::size_t i = first; i < end; ++i) {
+    counter_values range_values;
+    range_values.index = i - first;
+    range_values.range = per_kernel_ ? std::to_string(i - first) : options_->range_name;
+    range_values.name = per_kernel_ ? "kernel #" + std::to_string(i - first) : options_->range_name;
+    if (!evaluate(i, range_values.values)) ++failed_ranges;
+    result.kernels.push_back(std::move(range_values));
+  }
+  // Kernel replay with several passes: CUPTI saves device memory before a kernel's first
+  // pass and restores it before each later one, and those copies leave dirty lines in the
+  // L2 that the pass then writes back (H200: ~23 MB counted for a kernel that only reads,
+  // bench/RESULTS.md). No sweep can run between CUPTI's own replays, so every range's DRAM
+  // writes may hold that much that is not its own, and a trailing sweep would measure it
+  // rather than the work's write-back (begin() runs none); the leading sweep (which
+  // writes nothing itself) measures what such a pass leaves.
+  if (restores_memory_ && first == 1) {
+    metric_values leading;
+    if (evaluate(0, leading)) {
+      const auto w = leading.find("dram__bytes_write.sum");
+      if (w != leading.end() && std::isfinite(w->second)) result.replay_dirty_bytes = w->second;
+    }
+  }
+  if (restores_memory_ && collected("dram__bytes_write.sum"))
+    result.notes.push_back(
+        "kernel replay in " + std::to_string(result.passes) +
+        " passes: CUPTI's save and restore of device memory around each kernel's passes leaves dirty lines in "
+        "the L2 that the kernel's pass writes back, so dram__bytes_write.sum may include up to the L2's size "
+        "that is not the kernel's own (replay_dirty_bytes: what kscope's sweep measured) and the write-back "
+        "after the work is not measured; counter_replay::user, or a metric set that needs one pass, gives exact "
+        "writes");
+  if (trailing && !result.kernels.empty()) {  // never under restores_memory_: no trailing sweep ran
+    metric_values sweep_values;
+    if (evaluate(end, sweep_values))
+      add_write_back(result.kernels.back().values, sweep_values);
+    else
+      result.notes.push_back("the L2 write-back after the last kernel could not be evaluated: its DRAM writes "
+                             "lack the lines it left dirty in the L2");
+  }
+  // A full image drops the trailing sweep first, so one kernel more than max_kernels can
+  // be in it: that one is dropped here too.
+  const std::size_t stored = result.kernels.size();
+  if (per_kernel_ && result.kernels.size() > options_->max_kernels) result.kernels.resize(options_->max_kernels);
+  // Kernels launched beyond the image: from the launches seen per run, when known.
+  std::vector<std::string> launched;
+  if (kernel_names_) launched = kernel_names_->stop();
+  const bool launches_known = kernel_names_ && kernel_names_->ok() && kernel_names_->graph_launches() == 0 &&
+                              result.runs > 0 && launched.size() % result.runs == 0;
+  if (per_kernel_ && identified) {
+    if (launches_known) {
+      const std::size_t per_run = launched.size() / result.runs;
+      result.ranges_dropped = per_run > result.kernels.size() ? per_run - result.kernels.size() : 0;
+    } else if (full) {
+      // Without names only a lower bound is known: the note says so, not a count.
+      result.ranges_dropped = stored - result.kernels.size();
+      result.notes.push_back("the counter-data image was full after " + std::to_string(result.kernels.size()) +
+                             " kernels (max_kernels): at least " + std::to_string(result.ranges_dropped) +
+                             " later kernels were not profiled (ranges_dropped); how many more is unknown "
+                             "without kernel names");
+    }
+  }
+  if (failed_ranges > 0)
+    result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
+                           " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "
+                           "values");
+  if (result.ranges_dropped > 0 && launches_known)
+    result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
+                           std::to_string(options_->max_kernels) + ") were not profiled");
+
+  // Kernel names, only when they line up one to one with the ranges.
+  if (kernel_names_) {
+    if (!kernel_names_->ok()) {
+      result.notes.push_back(kernel_names_->why());
+    } else if (kernel_names_->graph_launches() > 0 ||
+               !keep_first_run(launched, result.runs, result.kernels.size() + result.ranges_dropped)) {
+      result.notes.push_back("kernel names withheld: " + std::to_string(launched.size()) + " launches seen (" +
+                             std::to_string(kernel_names_->graph_launches()) + " of them CUDA graph launches) for " +
+                             std::to_string(result.kernels.size() + result.ranges_dropped) +
+                             " ranges; ranges are numbered in launch order");
+    } else {
+      for (std::size_t i = 0; i < result.kernels.size(); ++i) result.kernels[i].name = launched[i];
+    }
+  }
+  if (user_replay_ && result.runs > 1)
+    result.notes.push_back("the work ran " + std::to_string(result.runs) +
+                           " times (user replay, one run per pass); device memory is not restored between runs");
+
+  result.state = counter_state::collected;
+  result.message = "hardware counters: " + std::to_string(result.metrics.size()) + " metrics for " +
+                   std::to_string(result.kernels.size()) + (per_kernel_ ? " kernels" : " range") + " in " +
+                   std::to_string(result.passes) + (result.passes == 1 ? " pass" : " replay passes") + " on " +
+                   setup_.chip + " (CUPTI " + std::to_string(result.cupti_version) + ")";
+  if (per_kernel_ && result.kernels.empty()) result.message += "; the work launched no kernel";
+}
+
+KSCOPE_DECL bool counter_pass_run::give_up(counter_result& result) {
+  result.state = setup_.state;
+  result.message = setup_.message;
+  return false;
+}
+
+KSCOPE_DECL bool counter_pass_run::keep_first_run(std::vector<std::string>& launched, std::size_t runs, std::size_t per_run) {
+  if (launched.size() == per_run) return true;
+  if (runs < 2 || launched.size() != runs * per_run) return false;
+  for (std::size_t i = per_run; i < launched.size(); ++i)
+    if (launched[i] != launched[i % per_run]) return false;
+  launched.resize(per_run);
+  return true;
+}
+
+KSCOPE_DECL std::string counter_pass_run::run_sweep() {
+  const std::size_t mark = launches_logged();
+  ++profiled_depth;
+  std::string why = sweep_.run();
+  --profiled_depth;
+  forget_launches_since(mark);
+  return why;
+}
+
+KSCOPE_DECL bool counter_pass_run::push_range(const char* name) {
+  CUpti_RangeProfiler_PushRange_Params push{};
+  push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+  push.pRangeProfilerObject = range_.object;
+  push.pRangeName = name;
+  return setup_.cupti_ok(setup_.libs->profiler.range_push(&push), "cuptiRangeProfilerPushRange");
+}
+
+KSCOPE_DECL void counter_pass_run::pop_range() {
+  CUpti_RangeProfiler_PopRange_Params pop{};
+  pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+  pop.pRangeProfilerObject = range_.object;
+  (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
+}
+
+KSCOPE_DECL void counter_pass_run::stop_range() {
+  if (!started_) return;
+  CUpti_RangeProfiler_Stop_Params stop{};
+  stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+  stop.pRangeProfilerObject = range_.object;
+  started_ = false;
+  if (!setup_.cupti_ok(setup_.libs->profiler.range_stop(&stop), "cuptiRangeProfilerStop")) return;
+  all_submitted_ = stop.isAllPassSubmitted != 0;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+KSCOPE_DECL void run_counter_pass_locked(const std::vector<std::string>& requested, counter_work_ref work,
+                                    const counter_options& options, counter_result& result,
+                                    std::exception_ptr& user_error);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void run_counter_pass_locked(const std::vector<std::string>& requested, counter_work_ref work,
                                     const counter_options& options, counter_result& result,
                                     std::exception_ptr& user_error) {
   counter_pass_run pass;
@@ -1075,10 +1162,15 @@ inline void run_counter_pass_locked(const std::vector<std::string>& requested, c
   }
   pass.finish(result, static_cast<bool>(user_error));
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #endif  // KSCOPE_HAS_RANGE_PROFILER
 
-inline counter_result run_counter_pass(const std::vector<std::string>& metrics, counter_work_ref work,
+KSCOPE_DECL counter_result run_counter_pass(const std::vector<std::string>& metrics, counter_work_ref work,
+                                       const counter_options& options);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL counter_result run_counter_pass(const std::vector<std::string>& metrics, counter_work_ref work,
                                        const counter_options& options) {
   counter_result result;
   std::exception_ptr user_error;
@@ -1113,6 +1205,7 @@ inline counter_result run_counter_pass(const std::vector<std::string>& metrics, 
   if (user_error) std::rethrow_exception(user_error);
   return result;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -1138,7 +1231,11 @@ namespace detail {
 // plan_one_pass_groups), with the names resolved as a pass resolves them (fallbacks for
 // names the device does not offer). Call with the counter-pass lock held. False, with
 // `why`, when the profiler cannot be set up here.
-inline bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
+KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
+                                one_pass_plan& plan, counter_state& state, std::string& why);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
                                 one_pass_plan& plan, counter_state& state, std::string& why) {
   counter_setup setup;
   if (!setup.open(options)) {
@@ -1164,13 +1261,17 @@ inline bool plan_counter_groups(const std::vector<std::string>& metrics, const c
   plan.notes.insert(plan.notes.begin(), request.notes.begin(), request.notes.end());
   return true;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 }  // namespace detail
 #endif
 
 // The base metrics the current device offers, or why they cannot be listed.
 //   auto list = kscope::list_counter_metrics();
 //   if (list.ok()) for (auto& m : list.base_metrics) std::puts(m.c_str());
-[[nodiscard]] inline counter_metric_list list_counter_metrics(const counter_options& options = {}) {
+[[nodiscard]] KSCOPE_DECL counter_metric_list list_counter_metrics(const counter_options& options = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL counter_metric_list list_counter_metrics(const counter_options& options) {
   counter_metric_list out;
   try {
 #if KSCOPE_HAS_RANGE_PROFILER
@@ -1202,5 +1303,6 @@ inline bool plan_counter_groups(const std::vector<std::string>& metrics, const c
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

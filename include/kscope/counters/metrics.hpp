@@ -73,11 +73,15 @@ struct counter_values {
   std::size_t index = 0; // position among the profiled ranges (launch order)
   metric_values values;
 
-  [[nodiscard]] double value(std::string_view metric) const noexcept {
-    const auto it = values.find(metric);
-    return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
-  }
+  [[nodiscard]] double value(std::string_view metric) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double counter_values::value(std::string_view metric) const noexcept {
+  const auto it = values.find(metric);
+  return it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // The metric catalog (Hopper and Ampere names)
@@ -121,7 +125,10 @@ enum class counter_metric : std::uint8_t {
 //   sum: counts, bytes, durations. duration_weighted_mean: percentages, ratios, rates.
 enum class metric_aggregation : std::uint8_t { sum, duration_weighted_mean, max, min };
 
-[[nodiscard]] inline const char* to_string(metric_aggregation a) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(metric_aggregation a) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(metric_aggregation a) noexcept {
   switch (a) {
     case metric_aggregation::sum: return "sum";
     case metric_aggregation::duration_weighted_mean: return "duration-weighted mean";
@@ -130,6 +137,7 @@ enum class metric_aggregation : std::uint8_t { sum, duration_weighted_mean, max,
   }
   return "unknown";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One catalog entry.
 //   const kscope::metric_info* m = kscope::find_metric_info("dram__bytes_read.sum");
@@ -157,7 +165,10 @@ struct metric_info {
 // sm__warps_active.avg.pct_of_peak_sustained_elapsed and
 // sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed; sm__pipe_tensor_op_hmma_*
 // (the Ampere/Turing name) does not exist on GH100.
-[[nodiscard]] inline const std::vector<metric_info>& metric_catalog() {
+[[nodiscard]] KSCOPE_DECL const std::vector<metric_info>& metric_catalog();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const std::vector<metric_info>& metric_catalog() {
   // Kept by a lazy_global, not a function-local static, whose guard a fork could catch
   // held (core/detail/once.hpp). Built outside its lock: two first callers may both build
   // it, one copy is kept.
@@ -270,37 +281,53 @@ struct metric_info {
     return built;
   });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The catalog entry of a quantity.
 //   const kscope::metric_info& d = kscope::metric_info_of(kscope::counter_metric::duration);
-[[nodiscard]] inline const metric_info& metric_info_of(counter_metric id) {
+[[nodiscard]] KSCOPE_DECL const metric_info& metric_info_of(counter_metric id);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const metric_info& metric_info_of(counter_metric id) {
   for (const metric_info& m : metric_catalog())
     if (m.id == id) return m;
   return metric_catalog().front();  // unreachable: every counter_metric has an entry
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The entry one of whose names is `name`, or nullptr for a metric outside the catalog.
 //   kscope::find_metric_info("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum")->id  // fp32_fma
-[[nodiscard]] inline const metric_info* find_metric_info(std::string_view name) {
+[[nodiscard]] KSCOPE_DECL const metric_info* find_metric_info(std::string_view name);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const metric_info* find_metric_info(std::string_view name) {
   for (const metric_info& m : metric_catalog())
     for (std::string_view n : m.names)
       if (n == name) return &m;
   return nullptr;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The preferred names of the default set, in catalog order.
 //   auto result = kscope::profile_counters(kscope::default_metric_names(), work);
-[[nodiscard]] inline std::vector<std::string> default_metric_names() {
+[[nodiscard]] KSCOPE_DECL std::vector<std::string> default_metric_names();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> default_metric_names() {
   std::vector<std::string> out;
   for (const metric_info& m : metric_catalog())
     if (m.in_default_set) out.emplace_back(m.name());
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The pipe-utilisation metrics (not in the default set: more replay passes), which let the
 // classification name the busy pipe of a compute-bound kernel from measurement rather
 // than from the instruction mix.
-[[nodiscard]] inline std::vector<std::string> pipe_metric_names() {
+[[nodiscard]] KSCOPE_DECL std::vector<std::string> pipe_metric_names();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> pipe_metric_names() {
   std::vector<std::string> out;
   for (counter_metric id : {counter_metric::tensor_pipe_active, counter_metric::fma_pipe_active,
                             counter_metric::alu_pipe_active, counter_metric::fp64_pipe_active,
@@ -308,18 +335,23 @@ struct metric_info {
     out.emplace_back(metric_info_of(id).name());
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What per-scope counters collect by default (scope_counters.hpp): the default set, the
 // pipe utilisations and the issue rate. Metrics that need several passes alone
 // (sm__throughput, the memory throughput rollups) cannot be had in the one pass a running
 // program's call gets; plan_one_pass_groups() takes their one-pass stand-ins (catalog
 // fallbacks) or leaves them out, and classify() falls back on the busiest measured unit.
-[[nodiscard]] inline std::vector<std::string> scope_metric_names() {
+[[nodiscard]] KSCOPE_DECL std::vector<std::string> scope_metric_names();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> scope_metric_names() {
   std::vector<std::string> out = default_metric_names();
   for (const std::string& n : pipe_metric_names()) out.push_back(n);
   out.emplace_back(metric_info_of(counter_metric::issue_active).name());
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // How per-scope counters collect without replay: each profiled call gets one group of
 // metrics that fits in ONE pass (no kernel replay, so no save and restore of device
@@ -389,22 +421,30 @@ template <class PassCount>
 // The value of a quantity under whichever of its names was collected; NaN when none was
 // (or the value is NaN).
 //   double read = kscope::metric_value(v, kscope::counter_metric::dram_read_bytes);
-[[nodiscard]] inline double metric_value(const metric_values& values, counter_metric id) {
+[[nodiscard]] KSCOPE_DECL double metric_value(const metric_values& values, counter_metric id);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double metric_value(const metric_values& values, counter_metric id) {
   for (std::string_view name : metric_info_of(id).names) {
     const auto it = values.find(name);
     if (it != values.end() && !std::isnan(it->second)) return it->second;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The name under which a quantity was collected ("" when it was not).
-[[nodiscard]] inline std::string_view collected_name(const metric_values& values, counter_metric id) {
+[[nodiscard]] KSCOPE_DECL std::string_view collected_name(const metric_values& values, counter_metric id);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string_view collected_name(const metric_values& values, counter_metric id) {
   for (std::string_view name : metric_info_of(id).names) {
     const auto it = values.find(name);
     if (it != values.end() && !std::isnan(it->second)) return name;
   }
   return {};
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // How a metric combines across kernels: the catalog's rule, else by its suffix — the last
 // word "sum" or "avg" (a count, per unit) sums; "max"/"min" keep the extreme; anything
@@ -412,7 +452,10 @@ template <class PassCount>
 // averaged, weighted by duration.
 //   kscope::aggregation_for("smsp__inst_executed.sum")        // sum
 //   kscope::aggregation_for("l1tex__t_sector_hit_rate.pct")   // duration_weighted_mean
-[[nodiscard]] inline metric_aggregation aggregation_for(std::string_view name) {
+[[nodiscard]] KSCOPE_DECL metric_aggregation aggregation_for(std::string_view name);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL metric_aggregation aggregation_for(std::string_view name) {
   if (const metric_info* m = find_metric_info(name)) return m->aggregation;
   const std::size_t dot = name.rfind('.');
   const std::string_view last = dot == std::string_view::npos ? name : name.substr(dot + 1);
@@ -421,6 +464,7 @@ template <class PassCount>
   if (last == "min") return metric_aggregation::min;
   return metric_aggregation::duration_weighted_mean;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Lines a range's kernels leave dirty in the L2 reach DRAM only when something evicts them,
 // after the range: its DRAM counters miss them (as Nsight Compute's do), which matters
@@ -437,24 +481,32 @@ inline constexpr std::string_view dram_write_back_metric = "kscope__dram_bytes_w
 //   kscope::metric_values copy{{"dram__bytes_write.sum", 1.052e9}};
 //   kscope::add_write_back(copy, {{"dram__bytes_write.sum", 2.17e7}});
 //   // copy["kscope__dram_bytes_write_back.sum"] == 2.17e7
-inline void add_write_back(metric_values& range, const metric_values& sweep) {
+KSCOPE_DECL void add_write_back(metric_values& range, const metric_values& sweep);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void add_write_back(metric_values& range, const metric_values& sweep) {
   const auto it = sweep.find("dram__bytes_write.sum");
   if (it == sweep.end() || !std::isfinite(it->second)) return;
   range[std::string(dram_write_back_metric)] = it->second;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The DRAM bytes a range moved: read + written, plus the write-back of what it left dirty
 // in the L2 when the pass measured it. A volume, not a rate: the write-back happens after
 // the range ends, so bandwidths and the roofline use the in-range bytes only
 // (measure_roofline), and no rate can exceed the DRAM peak because of it. NaN when the
 // read or write count is missing.
-[[nodiscard]] inline double dram_bytes_moved(const metric_values& values) {
+[[nodiscard]] KSCOPE_DECL double dram_bytes_moved(const metric_values& values);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double dram_bytes_moved(const metric_values& values) {
   const double in_range =
       metric_value(values, counter_metric::dram_read_bytes) + metric_value(values, counter_metric::dram_write_bytes);
   const auto later = values.find(dram_write_back_metric);
   return later != values.end() && std::isfinite(later->second) && later->second > 0 ? in_range + later->second
                                                                                      : in_range;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Aggregation per scope
@@ -487,48 +539,12 @@ class counter_aggregate {
   void add_kernel(const counter_values& kernel) { add_values(kernel.values); }
 
   // Adds the values of one range (a kernel or a whole call).
-  void add_values(const metric_values& values) {
-    ++kernels_;
-    const double duration = metric_value(values, counter_metric::duration);
-    const bool has_duration = std::isfinite(duration) && duration > 0;
-    for (const auto& [name, value] : values) {
-      if (!std::isfinite(value) || value < 0) continue;
-      auto it = sums_.find(name);
-      if (it == sums_.end()) {
-        it = sums_.emplace(name, running_metric{}).first;
-        it->second.how = aggregation_for(name);
-      }
-      running_metric& r = it->second;
-      ++r.kernels;
-      r.sum += value;
-      r.max = r.kernels == 1 ? value : std::max(r.max, value);
-      r.min = r.kernels == 1 ? value : std::min(r.min, value);
-      if (has_duration) {
-        r.weighted_sum += value * duration;
-        r.weight += duration;
-      } else {
-        r.unweighted_kernels = true;
-      }
-    }
-  }
+  void add_values(const metric_values& values);
 
   // One call of the scope: its kernels are added and the call is counted, and so is the
   // call for every metric it measured (one-pass groups rotate over calls: a metric rests
   // on the calls whose group held it).
-  void add_call(const std::vector<counter_values>& kernels_of_call) {
-    ++calls_;
-    for (const counter_values& k : kernels_of_call) add_kernel(k);
-    std::vector<std::string_view> measured;
-    for (const counter_values& k : kernels_of_call)
-      for (const auto& entry : k.values)
-        if (std::find(measured.begin(), measured.end(), entry.first) == measured.end()) measured.push_back(entry.first);
-    for (std::string_view name : measured) {
-      auto it = sums_.find(name);
-      if (it == sums_.end()) it = sums_.emplace(std::string(name), running_metric{aggregation_for(name)}).first;
-      ++it->second.calls;
-      it->second.kernels_of_calls += kernels_of_call.size();
-    }
-  }
+  void add_call(const std::vector<counter_values>& kernels_of_call);
 
   // Counts a call whose kernels are added one by one with add_kernel().
   void count_call() noexcept { ++calls_; }
@@ -537,31 +553,16 @@ class counter_aggregate {
   [[nodiscard]] std::size_t calls() const noexcept { return calls_; }
 
   // One metric; nullopt when no kernel had it.
-  [[nodiscard]] std::optional<aggregated_metric> find(std::string_view name) const {
-    const auto it = sums_.find(name);
-    if (it == sums_.end()) return std::nullopt;
-    return finish(it->second);
-  }
+  [[nodiscard]] std::optional<aggregated_metric> find(std::string_view name) const;
 
   // The scope's value of a metric (NaN when no kernel had it).
-  [[nodiscard]] double total(std::string_view name) const {
-    const auto m = find(name);
-    return m ? m->value : std::numeric_limits<double>::quiet_NaN();
-  }
+  [[nodiscard]] double total(std::string_view name) const;
 
   // Every metric's aggregate value: the input of count_flops, measure_roofline, classify.
-  [[nodiscard]] metric_values totals() const {
-    metric_values out;
-    for (const auto& [name, r] : sums_) out.emplace(name, finish(r).value);
-    return out;
-  }
+  [[nodiscard]] metric_values totals() const;
 
   // Every metric with its rule and coverage.
-  [[nodiscard]] std::map<std::string, aggregated_metric, std::less<>> metrics() const {
-    std::map<std::string, aggregated_metric, std::less<>> out;
-    for (const auto& [name, r] : sums_) out.emplace(name, finish(r));
-    return out;
-  }
+  [[nodiscard]] std::map<std::string, aggregated_metric, std::less<>> metrics() const;
 
  private:
   struct running_metric {
@@ -573,33 +574,100 @@ class counter_aggregate {
     std::size_t kernels_of_calls = 0;  // the kernels of those calls
   };
 
-  aggregated_metric finish(const running_metric& r) const {
-    aggregated_metric m;
-    m.how = r.how;
-    m.kernels = r.kernels;
-    // Kernels added one by one (count_call) are every call's: the old rule.
-    const bool per_call = r.calls > 0;
-    m.calls = per_call ? r.calls : calls_;
-    m.missing = (per_call ? r.kernels_of_calls : kernels_) - std::min(r.kernels, per_call ? r.kernels_of_calls : kernels_);
-    if (r.kernels == 0) return m;
-    const double to_all_calls =
-        per_call && r.calls < calls_ ? static_cast<double>(calls_) / static_cast<double>(r.calls) : 1.0;
-    switch (r.how) {
-      case metric_aggregation::sum: m.value = r.sum * to_all_calls; break;
-      case metric_aggregation::max: m.value = r.max; break;
-      case metric_aggregation::min: m.value = r.min; break;
-      case metric_aggregation::duration_weighted_mean:
-        m.weighted = !r.unweighted_kernels && r.weight > 0;
-        m.value = m.weighted ? r.weighted_sum / r.weight : r.sum / static_cast<double>(r.kernels);
-        break;
-    }
-    return m;
-  }
+  aggregated_metric finish(const running_metric& r) const;
 
   std::map<std::string, running_metric, std::less<>> sums_;
   std::size_t kernels_ = 0;
   std::size_t calls_ = 0;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void counter_aggregate::add_values(const metric_values& values) {
+  ++kernels_;
+  const double duration = metric_value(values, counter_metric::duration);
+  const bool has_duration = std::isfinite(duration) && duration > 0;
+  for (const auto& [name, value] : values) {
+    if (!std::isfinite(value) || value < 0) continue;
+    auto it = sums_.find(name);
+    if (it == sums_.end()) {
+      it = sums_.emplace(name, running_metric{}).first;
+      it->second.how = aggregation_for(name);
+    }
+    running_metric& r = it->second;
+    ++r.kernels;
+    r.sum += value;
+    r.max = r.kernels == 1 ? value : std::max(r.max, value);
+    r.min = r.kernels == 1 ? value : std::min(r.min, value);
+    if (has_duration) {
+      r.weighted_sum += value * duration;
+      r.weight += duration;
+    } else {
+      r.unweighted_kernels = true;
+    }
+  }
+}
+
+KSCOPE_DECL void counter_aggregate::add_call(const std::vector<counter_values>& kernels_of_call) {
+  ++calls_;
+  for (const counter_values& k : kernels_of_call) add_kernel(k);
+  std::vector<std::string_view> measured;
+  for (const counter_values& k : kernels_of_call)
+    for (const auto& entry : k.values)
+      if (std::find(measured.begin(), measured.end(), entry.first) == measured.end()) measured.push_back(entry.first);
+  for (std::string_view name : measured) {
+    auto it = sums_.find(name);
+    if (it == sums_.end()) it = sums_.emplace(std::string(name), running_metric{aggregation_for(name)}).first;
+    ++it->second.calls;
+    it->second.kernels_of_calls += kernels_of_call.size();
+  }
+}
+
+KSCOPE_DECL std::optional<aggregated_metric> counter_aggregate::find(std::string_view name) const {
+  const auto it = sums_.find(name);
+  if (it == sums_.end()) return std::nullopt;
+  return finish(it->second);
+}
+
+KSCOPE_DECL double counter_aggregate::total(std::string_view name) const {
+  const auto m = find(name);
+  return m ? m->value : std::numeric_limits<double>::quiet_NaN();
+}
+
+KSCOPE_DECL metric_values counter_aggregate::totals() const {
+  metric_values out;
+  for (const auto& [name, r] : sums_) out.emplace(name, finish(r).value);
+  return out;
+}
+
+KSCOPE_DECL std::map<std::string, aggregated_metric, std::less<>> counter_aggregate::metrics() const {
+  std::map<std::string, aggregated_metric, std::less<>> out;
+  for (const auto& [name, r] : sums_) out.emplace(name, finish(r));
+  return out;
+}
+
+KSCOPE_DECL aggregated_metric counter_aggregate::finish(const running_metric& r) const {
+  aggregated_metric m;
+  m.how = r.how;
+  m.kernels = r.kernels;
+  // Kernels added one by one (count_call) are every call's: the old rule.
+  const bool per_call = r.calls > 0;
+  m.calls = per_call ? r.calls : calls_;
+  m.missing = (per_call ? r.kernels_of_calls : kernels_) - std::min(r.kernels, per_call ? r.kernels_of_calls : kernels_);
+  if (r.kernels == 0) return m;
+  const double to_all_calls =
+      per_call && r.calls < calls_ ? static_cast<double>(calls_) / static_cast<double>(r.calls) : 1.0;
+  switch (r.how) {
+    case metric_aggregation::sum: m.value = r.sum * to_all_calls; break;
+    case metric_aggregation::max: m.value = r.max; break;
+    case metric_aggregation::min: m.value = r.min; break;
+    case metric_aggregation::duration_weighted_mean:
+      m.weighted = !r.unweighted_kernels && r.weight > 0;
+      m.value = m.weighted ? r.weighted_sum / r.weight : r.sum / static_cast<double>(r.kernels);
+      break;
+  }
+  return m;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // FLOPs from instruction counts
@@ -625,11 +693,7 @@ struct flop_count {
   std::vector<data_type> precisions;       // precisions with FLOPs > 0, most FLOPs first
   std::vector<std::string> missing;        // metric names not found
 
-  [[nodiscard]] const precision_flops& of(data_type t) const noexcept {
-    for (const precision_flops& p : by_precision)
-      if (p.precision == t) return p;
-    return by_precision[1];
-  }
+  [[nodiscard]] const precision_flops& of(data_type t) const noexcept;
 
   // A precision under this share of the FLOPs is left out of precision_text(): the SASS
   // counters also count instructions that compute nothing (nvcc zeroes registers with
@@ -638,29 +702,42 @@ struct flop_count {
   static constexpr double negligible_share = 0.01;
 
   // "fp32", "fp32+fp64 (fp32 98%)", "none (no FP instructions)", "not measured".
-  [[nodiscard]] std::string precision_text() const {
-    if (std::isnan(total)) return "not measured";
-    if (precisions.empty()) return "none (no FP instructions)";
-    std::string out;
-    std::size_t shown = 0;
-    for (data_type t : precisions) {
-      if (of(t).flops < negligible_share * total) continue;
-      out += (out.empty() ? "" : "+") + std::string(to_string(t));
-      ++shown;
-    }
-    if (shown > 1) {
-      out += " (" + std::string(to_string(precisions.front())) + " " +
-             detail::format_fixed(100 * of(precisions.front()).flops / total, 0) + "%)";
-    }
-    return out;
-  }
+  [[nodiscard]] std::string precision_text() const;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const precision_flops& flop_count::of(data_type t) const noexcept {
+  for (const precision_flops& p : by_precision)
+    if (p.precision == t) return p;
+  return by_precision[1];
+}
+
+KSCOPE_DECL std::string flop_count::precision_text() const {
+  if (std::isnan(total)) return "not measured";
+  if (precisions.empty()) return "none (no FP instructions)";
+  std::string out;
+  std::size_t shown = 0;
+  for (data_type t : precisions) {
+    if (of(t).flops < negligible_share * total) continue;
+    out += (out.empty() ? "" : "+") + std::string(to_string(t));
+    ++shown;
+  }
+  if (shown > 1) {
+    out += " (" + std::string(to_string(precisions.front())) + " " +
+           detail::format_fixed(100 * of(precisions.front()).flops / total, 0) + "%)";
+  }
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Counts FLOPs from the SASS instruction counters of `values` (one kernel or a scope's
 // totals). A precision is measured when its three counters are present and finite; the
 // names of the missing ones go to flop_count::missing.
 //   naive fp32 GEMM, n = 512: ffma = n^3 = 134217728 -> fp32 flops = 2 n^3 = 268435456
-[[nodiscard]] inline flop_count count_flops(const metric_values& values) {
+[[nodiscard]] KSCOPE_DECL flop_count count_flops(const metric_values& values);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL flop_count count_flops(const metric_values& values) {
   struct precision_metrics {
     data_type type;
     counter_metric add, mul, fma;
@@ -703,6 +780,7 @@ struct flop_count {
                    [&out](data_type a, data_type b) { return out.of(a).flops > out.of(b).flops; });
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Metric names
@@ -720,9 +798,14 @@ struct metric_name_check {
 // suffix `name` carries, so the suggestion can be pasted as is.
 //   kscope::closest_metric_names("dram__byte_read.sum", {"dram__bytes_read", "dram__bytes_write"})
 //   // {"dram__bytes_read.sum", "dram__bytes_write.sum"}
-[[nodiscard]] inline std::vector<std::string> closest_metric_names(std::string_view name,
+[[nodiscard]] KSCOPE_DECL std::vector<std::string> closest_metric_names(std::string_view name,
                                                                    const std::vector<std::string>& available,
-                                                                   std::size_t limit = 3) {
+                                                                   std::size_t limit = 3);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> closest_metric_names(std::string_view name,
+                                                                   const std::vector<std::string>& available,
+                                                                   std::size_t limit) {
   const detail::metric_name_parts wanted = detail::split_metric_name(name);
   const bool suffix_ok = !wanted.suffix.empty() && detail::metric_suffix_error(wanted.suffix).empty();
   struct scored {
@@ -753,10 +836,18 @@ struct metric_name_check {
   for (std::size_t i = 0; i < close.size() && i < limit; ++i) out.push_back(std::move(close[i].text));
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
-inline std::string suggestion_text(const std::vector<std::string>& suggestions) {
+KSCOPE_DECL std::string suggestion_text(const std::vector<std::string>& suggestions);
+
+// Suffixes close to a wrong one ("summ" -> "sum"; "avg.pct_of_peak_sustained_elapse" ->
+// "avg.pct_of_peak_sustained_elapsed"), for the message about a misspelt rollup.
+KSCOPE_DECL std::vector<std::string> closest_suffixes(std::string_view suffix);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string suggestion_text(const std::vector<std::string>& suggestions) {
   if (suggestions.empty()) return {};
   std::string out = "; did you mean ";
   for (std::size_t i = 0; i < suggestions.size(); ++i) {
@@ -766,9 +857,7 @@ inline std::string suggestion_text(const std::vector<std::string>& suggestions) 
   return out + "?";
 }
 
-// Suffixes close to a wrong one ("summ" -> "sum"; "avg.pct_of_peak_sustained_elapse" ->
-// "avg.pct_of_peak_sustained_elapsed"), for the message about a misspelt rollup.
-inline std::vector<std::string> closest_suffixes(std::string_view suffix) {
+KSCOPE_DECL std::vector<std::string> closest_suffixes(std::string_view suffix) {
   std::vector<std::string> candidates;
   for (std::string_view r : metric_rollups) {
     candidates.emplace_back(r);
@@ -785,6 +874,7 @@ inline std::vector<std::string> closest_suffixes(std::string_view suffix) {
   for (std::size_t i = 0; i < close.size() && i < 3; ++i) out.push_back(std::move(close[i].second));
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -794,7 +884,11 @@ inline std::vector<std::string> closest_suffixes(std::string_view suffix) {
 // message says what is wrong and lists up to 3 close names.
 //   auto c = kscope::check_metric_name("dram__byte_read.sum", bases);
 //   // c.message: "unknown metric 'dram__byte_read.sum'; did you mean dram__bytes_read.sum?"
-[[nodiscard]] inline metric_name_check check_metric_name(std::string_view name,
+[[nodiscard]] KSCOPE_DECL metric_name_check check_metric_name(std::string_view name,
+                                                         const std::vector<std::string>& available);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL metric_name_check check_metric_name(std::string_view name,
                                                          const std::vector<std::string>& available) {
   metric_name_check out;
   const std::string quoted = "'" + std::string(name) + "'";
@@ -833,10 +927,15 @@ inline std::vector<std::string> closest_suffixes(std::string_view suffix) {
                                          : detail::suggestion_text(out.suggestions);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Checks every name; "" when all are known, else one line per unknown name.
 //   std::string e = kscope::check_metric_names({"dram__bytes_read.sum", "foo.sum"}, bases);
-[[nodiscard]] inline std::string check_metric_names(const std::vector<std::string>& names,
+[[nodiscard]] KSCOPE_DECL std::string check_metric_names(const std::vector<std::string>& names,
+                                                    const std::vector<std::string>& available);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string check_metric_names(const std::vector<std::string>& names,
                                                     const std::vector<std::string>& available) {
   std::string out;
   for (const std::string& n : names) {
@@ -845,6 +944,7 @@ inline std::vector<std::string> closest_suffixes(std::string_view suffix) {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What to collect for a request, once the device's offer is known.
 struct metric_request {
@@ -852,8 +952,12 @@ struct metric_request {
   std::vector<std::string> notes;    // default metrics missing here, fallbacks taken
   std::vector<std::string> errors;   // one line per requested name that cannot be collected
 
-  [[nodiscard]] bool ok() const noexcept { return errors.empty() && !collect.empty(); }
+  [[nodiscard]] bool ok() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool metric_request::ok() const noexcept { return errors.empty() && !collect.empty(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Resolves a metric request: an empty `requested` means the default set. A catalog metric
 // is collected under the first of its names `is_available` accepts (a fallback taken is
@@ -863,7 +967,12 @@ struct metric_request {
 // asks the profiler host API); without one, check_metric_name against `available` decides.
 //   auto r = kscope::resolve_metric_request({}, nullptr, bases);
 //   if (!r.ok()) report(r.errors);
-[[nodiscard]] inline metric_request resolve_metric_request(const std::vector<std::string>& requested,
+[[nodiscard]] KSCOPE_DECL metric_request resolve_metric_request(const std::vector<std::string>& requested,
+                                                           const std::function<bool(const std::string&)>& is_available,
+                                                           const std::vector<std::string>& available);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL metric_request resolve_metric_request(const std::vector<std::string>& requested,
                                                            const std::function<bool(const std::string&)>& is_available,
                                                            const std::vector<std::string>& available) {
   metric_request out;
@@ -909,6 +1018,7 @@ struct metric_request {
   if (out.collect.empty() && out.errors.empty()) out.errors.push_back("none of the requested metrics can be collected");
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Measured roofline
@@ -916,7 +1026,10 @@ struct metric_request {
 // The memory levels of the hierarchical roofline.
 enum class memory_level : std::uint8_t { dram, l2, l1 };
 
-[[nodiscard]] inline const char* to_string(memory_level l) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(memory_level l) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(memory_level l) noexcept {
   switch (l) {
     case memory_level::dram: return "DRAM";
     case memory_level::l2: return "L2";
@@ -924,6 +1037,7 @@ enum class memory_level : std::uint8_t { dram, l2, l1 };
   }
   return "unknown";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The roofs a measured point is placed against: the compute peak and DRAM bandwidth of a
 // roof_line (device_peaks::roof_lines() gives them per dtype, theoretical or measured), and
@@ -934,15 +1048,19 @@ struct hierarchical_roofs {
   double l2_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
   double l1_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
 
-  [[nodiscard]] double bytes_per_s(memory_level level) const noexcept {
-    switch (level) {
-      case memory_level::dram: return roof.peak_bytes_per_s;
-      case memory_level::l2: return l2_bytes_per_s;
-      case memory_level::l1: return l1_bytes_per_s;
-    }
-    return std::numeric_limits<double>::quiet_NaN();
-  }
+  [[nodiscard]] double bytes_per_s(memory_level level) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double hierarchical_roofs::bytes_per_s(memory_level level) const noexcept {
+  switch (level) {
+    case memory_level::dram: return roof.peak_bytes_per_s;
+    case memory_level::l2: return l2_bytes_per_s;
+    case memory_level::l1: return l1_bytes_per_s;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One level's point: the bytes that moved there, the intensity they give, the achieved
 // bandwidth and, when the level's roof is known, the placement under it.
@@ -966,30 +1084,40 @@ struct measured_roofline {
   std::vector<level_point> levels;    // DRAM, L2, L1: those whose bytes were measured
   std::vector<std::string> problems;  // what could not be computed, and why
 
-  [[nodiscard]] const level_point* find(memory_level level) const noexcept {
-    for (const level_point& p : levels)
-      if (p.level == level) return &p;
-    return nullptr;
-  }
+  [[nodiscard]] const level_point* find(memory_level level) const noexcept;
 
   // The chart point of one level ("decode (L2)"), for plot.hpp; nullopt without FLOPs or
   // without that level.
-  [[nodiscard]] std::optional<roof_point> chart_point(memory_level level, const std::string& label) const {
-    const level_point* p = find(level);
-    if (p == nullptr || !std::isfinite(flops_per_s) || std::isnan(p->intensity)) return std::nullopt;
-    roof_point out{label + " (" + to_string(level) + ")", p->intensity, flops_per_s, bound::latency};
-    if (p->placed) out.limiter = p->placed->limiter;
-    return out;
-  }
+  [[nodiscard]] std::optional<roof_point> chart_point(memory_level level, const std::string& label) const;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const level_point* measured_roofline::find(memory_level level) const noexcept {
+  for (const level_point& p : levels)
+    if (p.level == level) return &p;
+  return nullptr;
+}
+
+KSCOPE_DECL std::optional<roof_point> measured_roofline::chart_point(memory_level level, const std::string& label) const {
+  const level_point* p = find(level);
+  if (p == nullptr || !std::isfinite(flops_per_s) || std::isnan(p->intensity)) return std::nullopt;
+  roof_point out{label + " (" + to_string(level) + ")", p->intensity, flops_per_s, bound::latency};
+  if (p->placed) out.limiter = p->placed->limiter;
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The measured roofline of `values` (one kernel or a scope's totals): FLOPs from the SASS
 // counters, time from gpu__time_duration.sum, bytes per level (DRAM read + write, L2, L1).
 // `roofs` may be null (rates and intensities only). Never throws on bad numbers: what is
 // missing or invalid goes to problems.
 //   copy of 1 GiB in 0.5 ms: DRAM 2 GiB, 0 FLOP -> intensity 0, 4.29 TB/s
-[[nodiscard]] inline measured_roofline measure_roofline(const metric_values& values,
-                                                        const hierarchical_roofs* roofs = nullptr) {
+[[nodiscard]] KSCOPE_DECL measured_roofline measure_roofline(const metric_values& values,
+                                                        const hierarchical_roofs* roofs = nullptr);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL measured_roofline measure_roofline(const metric_values& values,
+                                                        const hierarchical_roofs* roofs) {
   measured_roofline out;
   out.flops = count_flops(values);
   const double duration_ns = metric_value(values, counter_metric::duration);
@@ -1056,11 +1184,15 @@ struct measured_roofline {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One line describing a measured roofline, for reports and logs:
 //   "2.15 GFLOP fp32 in 276 ms = 7.78 GFLOP/s; DRAM 448 MB (4.8 FLOP/B, 1.62 GB/s, 0.03% of 4.81 TB/s);
 //    L2 ...; L1 ..."
-[[nodiscard]] inline std::string describe(const measured_roofline& m) {
+[[nodiscard]] KSCOPE_DECL std::string describe(const measured_roofline& m);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string describe(const measured_roofline& m) {
   std::string out;
   if (!std::isnan(m.flops.total)) {
     out = detail::format_si(m.flops.total, "FLOP") + " " + m.flops.precision_text();
@@ -1084,6 +1216,7 @@ struct measured_roofline {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Declared work beyond this relative difference from the measured work gets a line.
 inline constexpr double counters_work_tolerance = 0.10;
@@ -1105,7 +1238,12 @@ struct work_check {
 
 namespace detail {
 
-inline std::string ratio_text(double ratio) {
+KSCOPE_DECL std::string ratio_text(double ratio);
+
+KSCOPE_DECL bool differs(double declared, double measured, double tolerance, double& ratio);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string ratio_text(double ratio) {
   if (std::isinf(ratio)) return "";
   // Two significant digits far from 1 ("2.2×"), three near it, where "1.1×" would hide
   // which side of the 10 % line a difference is ("1.15×").
@@ -1113,7 +1251,7 @@ inline std::string ratio_text(double ratio) {
   return ": " + format_general(ratio, digits) + "\xC3\x97";  // U+00D7 MULTIPLICATION SIGN
 }
 
-inline bool differs(double declared, double measured, double tolerance, double& ratio) {
+KSCOPE_DECL bool differs(double declared, double measured, double tolerance, double& ratio) {
   ratio = std::numeric_limits<double>::quiet_NaN();
   if (!std::isfinite(declared) || declared < 0 || !std::isfinite(measured) || measured < 0) return false;
   if (declared == 0) {
@@ -1124,6 +1262,7 @@ inline bool differs(double declared, double measured, double tolerance, double& 
   ratio = measured / declared;
   return std::fabs(ratio - 1) > tolerance;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -1133,8 +1272,12 @@ inline bool differs(double declared, double measured, double tolerance, double& 
 // busy the FLOP line says so rather than blame the declaration.
 //   auto c = kscope::compare_declared_work({0, 201e6}, totals, 1);
 //   // c.text: "declared 201 MB, DRAM moved 448 MB: 2.23×"
-[[nodiscard]] inline work_check compare_declared_work(const work& declared_per_call, const metric_values& measured,
-                                                      std::size_t calls, double tolerance = counters_work_tolerance) {
+[[nodiscard]] KSCOPE_DECL work_check compare_declared_work(const work& declared_per_call, const metric_values& measured,
+                                                      std::size_t calls, double tolerance = counters_work_tolerance);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL work_check compare_declared_work(const work& declared_per_call, const metric_values& measured,
+                                                      std::size_t calls, double tolerance) {
   work_check out;
   if (calls == 0) return out;
   const double n = static_cast<double>(calls);
@@ -1162,6 +1305,7 @@ inline bool differs(double declared, double measured, double tolerance, double& 
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Classification from evidence
@@ -1191,7 +1335,10 @@ struct classification_thresholds {
 enum class bottleneck : std::uint8_t { memory, compute, latency, launch, undetermined };
 
 // "memory-bound", "compute-bound", "latency-bound", "launch/CPU-bound", "undetermined".
-[[nodiscard]] inline const char* to_string(bottleneck b) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(bottleneck b) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(bottleneck b) noexcept {
   switch (b) {
     case bottleneck::memory: return "memory-bound";
     case bottleneck::compute: return "compute-bound";
@@ -1201,6 +1348,7 @@ enum class bottleneck : std::uint8_t { memory, compute, latency, launch, undeter
   }
   return "unknown";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One number a finding rests on: a counter (its metric name) or a timeline / launch fact
 // ("timeline.gpu_idle_share", "launch.grid_blocks", "device.sm_count", "stall.barrier").
@@ -1249,21 +1397,51 @@ struct classification {
 
 namespace detail {
 
-inline std::string pct_text(double pct) { return format_fixed(pct, pct < 9.95 ? 1 : 0) + "%"; }
+KSCOPE_DECL std::string pct_text(double pct);
 
-inline std::string counter_fact_text(const evidence& e) {
+KSCOPE_DECL std::string counter_fact_text(const evidence& e);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string pct_text(double pct) { return format_fixed(pct, pct < 9.95 ? 1 : 0) + "%"; }
+
+KSCOPE_DECL std::string counter_fact_text(const evidence& e) {
   return e.metric + " = " + format_general(e.value, 4);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The counter evidence for a catalog quantity, if collected and valid.
-inline std::optional<evidence> counter_evidence(const metric_values& values, counter_metric id) {
+KSCOPE_DECL std::optional<evidence> counter_evidence(const metric_values& values, counter_metric id);
+
+KSCOPE_DECL std::string level_advice(memory_level level);
+
+KSCOPE_DECL finding memory_finding(const classification_input& in, const evidence& sm, const evidence& mem,
+                              std::vector<std::string>& missing);
+
+KSCOPE_DECL finding compute_finding(const classification_input& in, const classification_thresholds& t,
+                               const evidence& sm, const evidence& mem, std::vector<std::string>& missing);
+
+KSCOPE_DECL finding latency_finding(const classification_input& in, const classification_thresholds& t,
+                               const evidence& sm, const evidence& mem, std::vector<std::string>& missing);
+
+// The busiest of the measured units standing in for a speed-of-light rollup that was not
+// collected (it needs several passes: per-scope counters get one). A lower bound of the
+// rollup, which is itself the busiest of its units; `missing` says the stand-in was used.
+KSCOPE_DECL std::optional<evidence> busiest_unit(const metric_values& values, std::initializer_list<counter_metric> units,
+                                            counter_metric rollup, std::vector<std::string>& missing);
+
+// The kernel-level verdict from the speed-of-light pair.
+KSCOPE_DECL finding classify_kernels(const classification_input& in, const classification_thresholds& t,
+                                std::vector<finding>& also, std::vector<std::string>& missing);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<evidence> counter_evidence(const metric_values& values, counter_metric id) {
   const double v = metric_value(values, id);
   if (!std::isfinite(v) || v < 0) return std::nullopt;
   const metric_info& info = metric_info_of(id);
   return evidence{std::string(collected_name(values, id)), v, std::string(info.unit)};
 }
 
-inline std::string level_advice(memory_level level) {
+KSCOPE_DECL std::string level_advice(memory_level level) {
   switch (level) {
     case memory_level::dram:
       return "move fewer bytes to and from DRAM (fuse kernels, narrow the data type, reuse data through L2 and "
@@ -1276,7 +1454,7 @@ inline std::string level_advice(memory_level level) {
   return {};
 }
 
-inline finding memory_finding(const classification_input& in, const evidence& sm, const evidence& mem,
+KSCOPE_DECL finding memory_finding(const classification_input& in, const evidence& sm, const evidence& mem,
                               std::vector<std::string>& missing) {
   finding f;
   f.kind = bottleneck::memory;
@@ -1345,7 +1523,7 @@ inline finding memory_finding(const classification_input& in, const evidence& sm
   return f;
 }
 
-inline finding compute_finding(const classification_input& in, const classification_thresholds& t,
+KSCOPE_DECL finding compute_finding(const classification_input& in, const classification_thresholds& t,
                                const evidence& sm, const evidence& mem, std::vector<std::string>& missing) {
   finding f;
   f.kind = bottleneck::compute;
@@ -1412,7 +1590,7 @@ inline finding compute_finding(const classification_input& in, const classificat
   return f;
 }
 
-inline finding latency_finding(const classification_input& in, const classification_thresholds& t,
+KSCOPE_DECL finding latency_finding(const classification_input& in, const classification_thresholds& t,
                                const evidence& sm, const evidence& mem, std::vector<std::string>& missing) {
   finding f;
   f.kind = bottleneck::latency;
@@ -1468,10 +1646,7 @@ inline finding latency_finding(const classification_input& in, const classificat
   return f;
 }
 
-// The busiest of the measured units standing in for a speed-of-light rollup that was not
-// collected (it needs several passes: per-scope counters get one). A lower bound of the
-// rollup, which is itself the busiest of its units; `missing` says the stand-in was used.
-inline std::optional<evidence> busiest_unit(const metric_values& values, std::initializer_list<counter_metric> units,
+KSCOPE_DECL std::optional<evidence> busiest_unit(const metric_values& values, std::initializer_list<counter_metric> units,
                                             counter_metric rollup, std::vector<std::string>& missing) {
   std::optional<evidence> best;
   for (counter_metric id : units) {
@@ -1484,8 +1659,7 @@ inline std::optional<evidence> busiest_unit(const metric_values& values, std::in
   return best;
 }
 
-// The kernel-level verdict from the speed-of-light pair.
-inline finding classify_kernels(const classification_input& in, const classification_thresholds& t,
+KSCOPE_DECL finding classify_kernels(const classification_input& in, const classification_thresholds& t,
                                 std::vector<finding>& also, std::vector<std::string>& missing) {
   auto sm = counter_evidence(in.counters, counter_metric::sm_throughput);
   auto mem = counter_evidence(in.counters, counter_metric::memory_throughput);
@@ -1522,6 +1696,7 @@ inline finding classify_kernels(const classification_input& in, const classifica
   if (memory_at_roof) also.push_back(memory_finding(in, *sm, *mem, missing));
   return compute_finding(in, t, *sm, *mem, missing);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -1531,8 +1706,12 @@ inline finding classify_kernels(const classification_input& in, const classifica
 //   in.span_ns = 100e3; in.gpu_busy_ns = 20e3;
 //   kscope::classification c = kscope::classify(in);
 //   // c.verdict.kind == launch, c.also[0]: the kernels' own verdict
-[[nodiscard]] inline classification classify(const classification_input& in,
-                                             const classification_thresholds& thresholds = {}) {
+[[nodiscard]] KSCOPE_DECL classification classify(const classification_input& in,
+                                             const classification_thresholds& thresholds = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL classification classify(const classification_input& in,
+                                             const classification_thresholds& thresholds) {
   classification out;
   const bool timeline = std::isfinite(in.span_ns) && in.span_ns > 0 && std::isfinite(in.gpu_busy_ns) &&
                         in.gpu_busy_ns >= 0;
@@ -1569,5 +1748,6 @@ inline finding classify_kernels(const classification_input& in, const classifica
   out.also = std::move(kernel_also);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

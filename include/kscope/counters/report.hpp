@@ -44,10 +44,14 @@ struct scope_counter_report {
   std::optional<work_check> declared_vs_measured;
   classification classified;
 
-  [[nodiscard]] double per_call(double total) const noexcept {
-    return profiled_calls > 0 ? total / static_cast<double>(profiled_calls) : std::numeric_limits<double>::quiet_NaN();
-  }
+  [[nodiscard]] double per_call(double total) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double scope_counter_report::per_call(double total) const noexcept {
+  return profiled_calls > 0 ? total / static_cast<double>(profiled_calls) : std::numeric_limits<double>::quiet_NaN();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The session-wide part: what ran, what was skipped.
 struct session_counters_status {
@@ -64,10 +68,15 @@ struct session_counters_status {
 // host span and GPU busy time per call from the timed calls (NaN when unknown: then the
 // launch/CPU check is named as missing), `roofs` the device's (may be null).
 //   auto r = kscope::make_scope_counter_report(agg, calls, 0, kernels, 0, declared, span, busy, &roofs);
-[[nodiscard]] inline scope_counter_report make_scope_counter_report(
+[[nodiscard]] KSCOPE_DECL scope_counter_report make_scope_counter_report(
     const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
     std::uint64_t kernels, std::uint64_t kernels_dropped, const work& declared_per_call, double span_ns,
-    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups = 1) {
+    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups = 1);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
+    std::uint64_t kernels, std::uint64_t kernels_dropped, const work& declared_per_call, double span_ns,
+    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups) {
   scope_counter_report r;
   r.groups = groups;
   for (const auto& [name, m] : aggregate.metrics()) r.metric_calls.emplace(name, m.calls);
@@ -97,16 +106,24 @@ struct session_counters_status {
   r.classified = classify(in);
   return r;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
-inline std::string counter_cell(double v, const char* unit) {
+KSCOPE_DECL std::string counter_cell(double v, const char* unit);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string counter_cell(double v, const char* unit) {
   return std::isfinite(v) ? format_si(v, unit) : std::string("-");
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Under rotating one-pass groups, how many calls the figures rest on: "metrics from 1-2 of
 // 5 profiled calls (3 one-pass groups rotated; DRAM bytes 2 calls, FP instructions 1, ...)".
-inline std::string metric_calls_text(const scope_counter_report& c) {
+KSCOPE_DECL std::string metric_calls_text(const scope_counter_report& c);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string metric_calls_text(const scope_counter_report& c) {
   std::size_t lo = 0, hi = 0;
   for (const auto& [name, calls] : c.metric_calls) {
     (void)name;
@@ -132,6 +149,7 @@ inline std::string metric_calls_text(const scope_counter_report& c) {
     if (const std::size_t n = calls_of(id)) out += std::string("; ") + label + " " + std::to_string(n);
   return out + ")";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The section's text: a table, then per scope its verdict and the work line.
 template <class Scopes>
@@ -187,7 +205,12 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
   return out;
 }
 
-inline void write_scope_counters_json(json_writer& w, const scope_counter_report& c) {
+KSCOPE_DECL void write_scope_counters_json(json_writer& w, const scope_counter_report& c);
+
+KSCOPE_DECL void write_counters_status_json(json_writer& w, const session_counters_status& st);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void write_scope_counters_json(json_writer& w, const scope_counter_report& c) {
   w.begin_object();
   w.member("profiled_calls", static_cast<unsigned long long>(c.profiled_calls));
   w.member("failed_calls", static_cast<unsigned long long>(c.failed_calls));
@@ -243,7 +266,7 @@ inline void write_scope_counters_json(json_writer& w, const scope_counter_report
   w.end_object();
 }
 
-inline void write_counters_status_json(json_writer& w, const session_counters_status& st) {
+KSCOPE_DECL void write_counters_status_json(json_writer& w, const session_counters_status& st) {
   w.begin_object();
   w.member("enabled", st.enabled).member("status", st.status);
   w.member("passes", static_cast<unsigned long long>(st.passes));
@@ -256,6 +279,7 @@ inline void write_counters_status_json(json_writer& w, const session_counters_st
   w.end_array();
   w.end_object();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -87,99 +87,38 @@ struct scope_counters_snapshot {
   std::uint64_t skipped_busy = 0;       // due calls not profiled: another pass was running
   std::vector<scope_counter_totals> scopes;  // by node id
 
-  [[nodiscard]] const scope_counter_totals* find(node_id n) const noexcept {
-    for (const scope_counter_totals& s : scopes)
-      if (s.node == n) return &s;
-    return nullptr;
-  }
+  [[nodiscard]] const scope_counter_totals* find(node_id n) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const scope_counter_totals* scope_counters_snapshot::find(node_id n) const noexcept {
+  for (const scope_counter_totals& s : scopes)
+    if (s.node == n) return &s;
+  return nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The process-wide per-scope counter sampler (never destroyed, like the recorder).
 class scope_counter_sampler {
  public:
   static constexpr std::size_t max_nodes = 1u << 16;  // call counters kept per node id below this
 
-  [[nodiscard]] static scope_counter_sampler& global() noexcept {
-    // A fork never catches it half-built (core/detail/once.hpp).
-    static detail::lazy_global<scope_counter_sampler> instance{detail::lock_rank::init};
-    return instance.get([] { return new scope_counter_sampler(); });
-  }
+  [[nodiscard]] static scope_counter_sampler& global() noexcept;
 
   // Installs the hook: from now on scopes' due calls are profiled. False (status says why)
   // when counters cannot run here at all (built without the range profiler, no device).
-  bool start(const scope_counter_options& options = {}) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    options_ = options;
-    if (options_.first_calls == 0 && options_.every == 0) {
-      status_ = "per-scope counters not started: first_calls and every are both 0 (no call would be profiled)";
-      return false;
-    }
-#if KSCOPE_HAS_RANGE_PROFILER
-    enabled_ = true;
-    plan_ = one_pass_plan{};
-    plan_ready_ = false;
-    groups_planned_.store(0, std::memory_order_relaxed);
-    status_ = "per-scope counters: each scope's first " + std::to_string(options_.first_calls) + " calls" +
-              (options_.every ? ", then every " + std::to_string(options_.every) + "th" : std::string()) +
-              ", at most " + std::to_string(options_.max_calls_per_scope) + " per scope, profiled " +
-              (options_.kernel_replay ? "with kernel replay, every metric in each call"
-                                      : "once each with one one-pass metric group, the groups rotating over the calls") +
-              " (their times are kept out of the statistics)";
-    detail::active_counter_hook.store(&hook_, std::memory_order_release);
-    return true;
-#else
-    status_ = "per-scope counters unavailable: kscope was built without the CUPTI range profiler headers "
-              "(cupti_range_profiler.h, cupti_profiler_host.h: CUDA 12.6 or later)";
-    return false;
-#endif
-  }
+  bool start(const scope_counter_options& options = {});
 
   // Removes the hook; calls being profiled finish their pass.
-  void stop() noexcept {
-    detail::active_counter_hook.store(nullptr, std::memory_order_release);
-    try {
-      std::lock_guard<std::mutex> lock(mutex_);
-      enabled_ = false;
-    } catch (...) {
-    }
-  }
+  void stop() noexcept;
 
-  [[nodiscard]] scope_counters_snapshot snapshot() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    scope_counters_snapshot out;
-    out.enabled = enabled_;
-    out.status = status_;
-    out.metrics = metrics_;
-    out.notes = notes_;
-    out.passes = passes_;
-    out.skipped_busy = skipped_busy_.load(std::memory_order_relaxed);
-    out.scopes.reserve(scopes_.size());
-    for (const auto& entry : scopes_) out.scopes.push_back(entry.second);
-    return out;
-  }
+  [[nodiscard]] scope_counters_snapshot snapshot() const;
 
   // Forgets the aggregates and the call counts (the hook stays as it is).
-  void reset() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    scopes_.clear();
-    notes_.clear();
-    passes_ = 0;
-    skipped_busy_.store(0, std::memory_order_relaxed);
-    for (std::size_t i = 0; i < max_nodes; ++i) {
-      calls_[i].store(0, std::memory_order_relaxed);
-      profiled_[i].store(0, std::memory_order_relaxed);
-    }
-  }
+  void reset();
 
  private:
-  scope_counter_sampler()
-      : calls_(new std::atomic<std::uint32_t>[max_nodes]), profiled_(new std::atomic<std::uint32_t>[max_nodes]) {
-    for (std::size_t i = 0; i < max_nodes; ++i) {
-      calls_[i].store(0, std::memory_order_relaxed);
-      profiled_[i].store(0, std::memory_order_relaxed);
-    }
-    detail::guard_across_fork(mutex_, detail::lock_rank::scope_counters);
-  }
+  scope_counter_sampler();
 
 #if KSCOPE_HAS_RANGE_PROFILER
   // The pass of the profiled call open on this thread (at most one: nested scopes inside
@@ -345,5 +284,83 @@ class scope_counter_sampler {
   std::unique_ptr<std::atomic<std::uint32_t>[]> calls_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> profiled_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL scope_counter_sampler& scope_counter_sampler::global() noexcept {
+  // A fork never catches it half-built (core/detail/once.hpp).
+  static detail::lazy_global<scope_counter_sampler> instance{detail::lock_rank::init};
+  return instance.get([] { return new scope_counter_sampler(); });
+}
+
+KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  options_ = options;
+  if (options_.first_calls == 0 && options_.every == 0) {
+    status_ = "per-scope counters not started: first_calls and every are both 0 (no call would be profiled)";
+    return false;
+  }
+#if KSCOPE_HAS_RANGE_PROFILER
+  enabled_ = true;
+  plan_ = one_pass_plan{};
+  plan_ready_ = false;
+  groups_planned_.store(0, std::memory_order_relaxed);
+  status_ = "per-scope counters: each scope's first " + std::to_string(options_.first_calls) + " calls" +
+            (options_.every ? ", then every " + std::to_string(options_.every) + "th" : std::string()) +
+            ", at most " + std::to_string(options_.max_calls_per_scope) + " per scope, profiled " +
+            (options_.kernel_replay ? "with kernel replay, every metric in each call"
+                                    : "once each with one one-pass metric group, the groups rotating over the calls") +
+            " (their times are kept out of the statistics)";
+  detail::active_counter_hook.store(&hook_, std::memory_order_release);
+  return true;
+#else
+  status_ = "per-scope counters unavailable: kscope was built without the CUPTI range profiler headers "
+            "(cupti_range_profiler.h, cupti_profiler_host.h: CUDA 12.6 or later)";
+  return false;
+#endif
+}
+
+KSCOPE_DECL void scope_counter_sampler::stop() noexcept {
+  detail::active_counter_hook.store(nullptr, std::memory_order_release);
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    enabled_ = false;
+  } catch (...) {
+  }
+}
+
+KSCOPE_DECL scope_counters_snapshot scope_counter_sampler::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  scope_counters_snapshot out;
+  out.enabled = enabled_;
+  out.status = status_;
+  out.metrics = metrics_;
+  out.notes = notes_;
+  out.passes = passes_;
+  out.skipped_busy = skipped_busy_.load(std::memory_order_relaxed);
+  out.scopes.reserve(scopes_.size());
+  for (const auto& entry : scopes_) out.scopes.push_back(entry.second);
+  return out;
+}
+
+KSCOPE_DECL void scope_counter_sampler::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  scopes_.clear();
+  notes_.clear();
+  passes_ = 0;
+  skipped_busy_.store(0, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < max_nodes; ++i) {
+    calls_[i].store(0, std::memory_order_relaxed);
+    profiled_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+KSCOPE_DECL scope_counter_sampler::scope_counter_sampler() : calls_(new std::atomic<std::uint32_t>[max_nodes]), profiled_(new std::atomic<std::uint32_t>[max_nodes]) {
+  for (std::size_t i = 0; i < max_nodes; ++i) {
+    calls_[i].store(0, std::memory_order_relaxed);
+    profiled_[i].store(0, std::memory_order_relaxed);
+  }
+  detail::guard_across_fork(mutex_, detail::lock_rank::scope_counters);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

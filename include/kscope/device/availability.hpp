@@ -94,8 +94,12 @@ struct gpu_availability {
   int device_count = 0;
   int driver_version = 0;   // as in gpu_probe
   int runtime_version = 0;
-  [[nodiscard]] bool available() const noexcept { return absence == gpu_absence::none; }
+  [[nodiscard]] bool available() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool gpu_availability::available() const noexcept { return absence == gpu_absence::none; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
@@ -111,7 +115,10 @@ inline constexpr int cuda_error_no_device = 100;         // cudaErrorNoDevice
 // version compatibility: every 13.x runs on R580, 12.x on R525, 11.x on R450; NVIDIA's
 // CUDA compatibility guide). "" when the table does not know the major version.
 //   std::string branch = kscope::minimum_driver_branch(13000);  // "R580"
-[[nodiscard]] inline std::string minimum_driver_branch(int runtime_version) {
+[[nodiscard]] KSCOPE_DECL std::string minimum_driver_branch(int runtime_version);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string minimum_driver_branch(int runtime_version) {
   switch (runtime_version / 1000) {
     case 13: return "R580";
     case 12: return "R525";
@@ -119,6 +126,7 @@ inline constexpr int cuda_error_no_device = 100;         // cudaErrorNoDevice
     default: return "";
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The classification, pure: the same facts always give the same words.
 //   kscope::gpu_probe p;
@@ -126,7 +134,10 @@ inline constexpr int cuda_error_no_device = 100;         // cudaErrorNoDevice
 //   kscope::classify_gpu_availability(p).message;
 //   // "NVIDIA driver too old: it supports CUDA 12.2, this program was built with CUDA 13.0:
 //   //  update the driver to R580 or newer"
-[[nodiscard]] inline gpu_availability classify_gpu_availability(const gpu_probe& p) {
+[[nodiscard]] KSCOPE_DECL gpu_availability classify_gpu_availability(const gpu_probe& p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL gpu_availability classify_gpu_availability(const gpu_probe& p) {
   gpu_availability a;
   a.device_count = p.runtime_error == 0 ? p.device_count : 0;
   a.driver_version = p.driver_version;
@@ -192,6 +203,7 @@ inline constexpr int cuda_error_no_device = 100;         // cudaErrorNoDevice
              "no usable NVIDIA GPU: cudaGetDeviceCount failed: " + name +
                  (p.runtime_error_text.empty() ? std::string() : " (" + p.runtime_error_text + ")"));
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- the edge: the facts of this process, gathered once ---------------------------------
 
@@ -205,7 +217,13 @@ static_assert(cuda_error_no_device == static_cast<int>(cudaErrorNoDevice));
 
 // What this process's CUDA runtime and driver say. Creates no context; the runtime's
 // error is cleared so the host program does not trip on it.
-inline gpu_probe gather_gpu_probe() {
+KSCOPE_DECL gpu_probe gather_gpu_probe();
+
+// Set once probe_gpu() has answered; read without touching CUDA by probed_gpu().
+KSCOPE_DECL std::atomic<const gpu_availability*>& probed_gpu_slot() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL gpu_probe gather_gpu_probe() {
   gpu_probe p;
 #if KSCOPE_HAS_CUDA
   if (cudaRuntimeGetVersion(&p.runtime_version) != cudaSuccess) p.runtime_version = 0;
@@ -246,11 +264,11 @@ inline gpu_probe gather_gpu_probe() {
   return p;
 }
 
-// Set once probe_gpu() has answered; read without touching CUDA by probed_gpu().
-inline std::atomic<const gpu_availability*>& probed_gpu_slot() noexcept {
+KSCOPE_DECL std::atomic<const gpu_availability*>& probed_gpu_slot() noexcept {
   static std::atomic<const gpu_availability*> slot{nullptr};
   return slot;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -259,7 +277,10 @@ inline std::atomic<const gpu_availability*>& probed_gpu_slot() noexcept {
 // devices when it initializes). Thread-safe. Initializes the CUDA runtime, like any
 // cudaGetDeviceCount, but creates no context.
 //   if (!kscope::probe_gpu().available()) std::puts(kscope::probe_gpu().message.c_str());
-[[nodiscard]] inline const gpu_availability& probe_gpu() {
+[[nodiscard]] KSCOPE_DECL const gpu_availability& probe_gpu();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const gpu_availability& probe_gpu() {
   // Never destroyed: the collector's exit handler may still read it after static destructors.
   // Not a function-local static: a fork while another thread is in the CUDA calls below
   // waits for them to finish (and never starts them), so the child cannot inherit a
@@ -274,12 +295,17 @@ inline std::atomic<const gpu_availability*>& probed_gpu_slot() noexcept {
     return a;
   });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // probe_gpu()'s answer if it has been given, else nullptr; never touches CUDA (for a
 // path that must not initialize it, such as CUPTI switched off with KSCOPE_CUPTI=0).
-[[nodiscard]] inline const gpu_availability* probed_gpu() noexcept {
+[[nodiscard]] KSCOPE_DECL const gpu_availability* probed_gpu() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const gpu_availability* probed_gpu() noexcept {
   return detail::probed_gpu_slot().load(std::memory_order_acquire);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope
 

@@ -59,7 +59,10 @@ namespace detail {
 
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" from the 16 bytes of cudaUUID_t, as
 // nvidia-smi prints it.
-inline std::string uuid_text(const unsigned char (&bytes)[16]) {
+KSCOPE_DECL std::string uuid_text(const unsigned char (&bytes)[16]);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string uuid_text(const unsigned char (&bytes)[16]) {
   std::string text = "GPU-";
   char hex[3];
   for (int i = 0; i < 16; ++i) {
@@ -69,6 +72,7 @@ inline std::string uuid_text(const unsigned char (&bytes)[16]) {
   }
   return text;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -76,7 +80,10 @@ inline std::string uuid_text(const unsigned char (&bytes)[16]) {
 // driver: without one (the CI case) it returns present == false with the reason.
 // Creates no CUDA context.
 //   kscope::device_info gpu = kscope::query_device(0);
-[[nodiscard]] inline device_info query_device(int ordinal = 0) {
+[[nodiscard]] KSCOPE_DECL device_info query_device(int ordinal = 0);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL device_info query_device(int ordinal) {
   device_info info;
   info.ordinal = ordinal;
   // No driver, no device, a driver too old: told apart once per process, in words
@@ -132,6 +139,7 @@ inline std::string uuid_text(const unsigned char (&bytes)[16]) {
 #endif
   return info;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 // What measure_peaks() does; the defaults take a few seconds on a data-centre GPU.
 //   kscope::measure_options quick; quick.gemm = false;  // bandwidth and fp32 only
 struct measure_options {
@@ -150,42 +158,7 @@ namespace detail {
 // with the caller's current device restored.
 class peak_session {
  public:
-  explicit peak_session(int device) {
-    if (cudaGetDevice(&previous_device_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      previous_device_ = -1;
-    }
-    if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
-      error_ = cuda_error_text("cudaSetDevice", e);
-      return;
-    }
-    if (const cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess) {
-      error_ = cuda_error_text("cudaStreamCreateWithFlags", e);
-      stream_ = nullptr;
-      return;
-    }
-    if (cudaEventCreate(&start_) != cudaSuccess || cudaEventCreate(&stop_) != cudaSuccess) {
-      error_ = cuda_error_text("cudaEventCreate", cudaGetLastError());
-      return;
-    }
-    const kernel_library_load loaded = kscope_kernel_library();
-    if (loaded.library == nullptr) {
-      kernel_error_ = loaded.error;
-      return;
-    }
-    const auto kernel = [&](const char* name, cudaKernel_t& out) {
-      if (kernel_error_.empty()) {
-        if (const cudaError_t e = cudaLibraryGetKernel(&out, loaded.library, name); e != cudaSuccess) {
-          (void)cudaGetLastError();
-          out = nullptr;
-          kernel_error_ = peak_kernels_load_error("cudaLibraryGetKernel", e, cuda_driver_version()) + " for " + name;
-        }
-      }
-    };
-    kernel("kscope_peak_copy", copy_);
-    kernel("kscope_peak_fma", fma_);
-    kernel("kscope_peak_fill", fill_);
-  }
+  explicit peak_session(int device);
 
   peak_session(const peak_session&) = delete;
   peak_session& operator=(const peak_session&) = delete;
@@ -205,64 +178,19 @@ class peak_session {
   [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
 
   // cudaMalloc that remembers the pointer for the destructor; "" on success.
-  std::string allocate(void** out, std::size_t bytes) {
-    *out = nullptr;
-    if (const cudaError_t e = cudaMalloc(out, bytes); e != cudaSuccess) {
-      (void)cudaGetLastError();
-      *out = nullptr;
-      return cuda_error_text("cudaMalloc", e) + " for " + format_si(static_cast<double>(bytes), "B");
-    }
-    allocations_.push_back(*out);
-    return {};
-  }
-  void release(void* p) {
-    if (!p) return;
-    (void)cudaStreamSynchronize(stream_);
-    (void)cudaFree(p);
-    allocations_.erase(std::remove(allocations_.begin(), allocations_.end(), p), allocations_.end());
-  }
+  std::string allocate(void** out, std::size_t bytes);
+  void release(void* p);
 
   // Launches one of the loaded kernels on the session's stream.
-  cudaError_t launch(cudaKernel_t kernel, unsigned blocks, unsigned threads, void** arguments) {
-    return cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks), dim3(threads), arguments, 0,
-                            stream_);
-  }
+  cudaError_t launch(cudaKernel_t kernel, unsigned blocks, unsigned threads, void** arguments);
 
   // Blocks per SM that fit for a kernel at a block size (fallback when the query fails).
-  int blocks_per_sm(cudaKernel_t kernel, int threads, int fallback) {
-    int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, reinterpret_cast<const void*>(kernel), threads, 0) !=
-            cudaSuccess ||
-        blocks <= 0) {
-      (void)cudaGetLastError();
-      return fallback;
-    }
-    return blocks;
-  }
+  int blocks_per_sm(cudaKernel_t kernel, int threads, int fallback);
 
   // Fills a buffer with random non-zero values of the given element type (see
   // cmake/peak_kernels.cu); without the kernels, with a constant non-zero byte pattern.
   std::string fill_random(void* data, std::size_t count, int element_bytes, int kind, unsigned long long seed,
-                          bool& random, unsigned blocks) {
-    random = false;
-    if (fill_) {
-      unsigned long long n = count;
-      void* args[] = {&data, &n, &element_bytes, &kind, &seed};
-      if (const cudaError_t e = launch(fill_, blocks, 256, args); e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return cuda_error_text("cudaLaunchKernel(kscope_peak_fill)", e);
-      }
-      random = true;
-      return {};
-    }
-    // 0x3c in every byte: 1.125 in fp8 e4m3, 0.0115 in bf16, 1.06 in fp16, 0.0115 in fp32.
-    if (const cudaError_t e = cudaMemsetAsync(data, 0x3c, count * static_cast<std::size_t>(element_bytes), stream_);
-        e != cudaSuccess) {
-      (void)cudaGetLastError();
-      return cuda_error_text("cudaMemsetAsync", e);
-    }
-    return {};
-  }
+                          bool& random, unsigned blocks);
 
   // Runs `body` warmup + timed times, each timed run between two events, and returns
   // the median seconds (NaN and `error` set on failure).
@@ -309,13 +237,120 @@ class peak_session {
   std::string kernel_error_;
 };
 
-inline std::string gib_text(double bytes) {
-  return format_fixed(bytes / (1024.0 * 1024 * 1024), 2) + " GiB";  // '.' whatever the C locale
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL peak_session::peak_session(int device) {
+  if (cudaGetDevice(&previous_device_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    previous_device_ = -1;
+  }
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+    error_ = cuda_error_text("cudaSetDevice", e);
+    return;
+  }
+  if (const cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); e != cudaSuccess) {
+    error_ = cuda_error_text("cudaStreamCreateWithFlags", e);
+    stream_ = nullptr;
+    return;
+  }
+  if (cudaEventCreate(&start_) != cudaSuccess || cudaEventCreate(&stop_) != cudaSuccess) {
+    error_ = cuda_error_text("cudaEventCreate", cudaGetLastError());
+    return;
+  }
+  const kernel_library_load loaded = kscope_kernel_library();
+  if (loaded.library == nullptr) {
+    kernel_error_ = loaded.error;
+    return;
+  }
+  const auto kernel = [&](const char* name, cudaKernel_t& out) {
+    if (kernel_error_.empty()) {
+      if (const cudaError_t e = cudaLibraryGetKernel(&out, loaded.library, name); e != cudaSuccess) {
+        (void)cudaGetLastError();
+        out = nullptr;
+        kernel_error_ = peak_kernels_load_error("cudaLibraryGetKernel", e, cuda_driver_version()) + " for " + name;
+      }
+    }
+  };
+  kernel("kscope_peak_copy", copy_);
+  kernel("kscope_peak_fma", fma_);
+  kernel("kscope_peak_fill", fill_);
 }
+
+KSCOPE_DECL std::string peak_session::allocate(void** out, std::size_t bytes) {
+  *out = nullptr;
+  if (const cudaError_t e = cudaMalloc(out, bytes); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    *out = nullptr;
+    return cuda_error_text("cudaMalloc", e) + " for " + format_si(static_cast<double>(bytes), "B");
+  }
+  allocations_.push_back(*out);
+  return {};
+}
+
+KSCOPE_DECL void peak_session::release(void* p) {
+  if (!p) return;
+  (void)cudaStreamSynchronize(stream_);
+  (void)cudaFree(p);
+  allocations_.erase(std::remove(allocations_.begin(), allocations_.end(), p), allocations_.end());
+}
+
+KSCOPE_DECL cudaError_t peak_session::launch(cudaKernel_t kernel, unsigned blocks, unsigned threads, void** arguments) {
+  return cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks), dim3(threads), arguments, 0,
+                          stream_);
+}
+
+KSCOPE_DECL int peak_session::blocks_per_sm(cudaKernel_t kernel, int threads, int fallback) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, reinterpret_cast<const void*>(kernel), threads, 0) !=
+          cudaSuccess ||
+      blocks <= 0) {
+    (void)cudaGetLastError();
+    return fallback;
+  }
+  return blocks;
+}
+
+KSCOPE_DECL std::string peak_session::fill_random(void* data, std::size_t count, int element_bytes, int kind, unsigned long long seed,
+                        bool& random, unsigned blocks) {
+  random = false;
+  if (fill_) {
+    unsigned long long n = count;
+    void* args[] = {&data, &n, &element_bytes, &kind, &seed};
+    if (const cudaError_t e = launch(fill_, blocks, 256, args); e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return cuda_error_text("cudaLaunchKernel(kscope_peak_fill)", e);
+    }
+    random = true;
+    return {};
+  }
+  // 0x3c in every byte: 1.125 in fp8 e4m3, 0.0115 in bf16, 1.06 in fp16, 0.0115 in fp32.
+  if (const cudaError_t e = cudaMemsetAsync(data, 0x3c, count * static_cast<std::size_t>(element_bytes), stream_);
+      e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda_error_text("cudaMemsetAsync", e);
+  }
+  return {};
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+KSCOPE_DECL std::string gib_text(double bytes);
 
 // Sustained DRAM bandwidth: a 16-byte grid-stride copy between two buffers far larger
 // than L2, counting bytes read plus bytes written.
-inline void measure_bandwidth(peak_session& s, device_peaks& peaks, const measure_options& o) {
+KSCOPE_DECL void measure_bandwidth(peak_session& s, device_peaks& peaks, const measure_options& o);
+
+// Sustained plain fp32: 16 independent FMA chains per thread at full occupancy; the
+// iteration count is calibrated so a run lasts ~10 ms.
+KSCOPE_DECL void measure_fp32(peak_session& s, device_peaks& peaks, const measure_options& o);
+
+// Sustained tensor (or fp64) rates: cublasGemmEx n x n x n on random operands.
+KSCOPE_DECL void measure_gemms(peak_session& s, device_peaks& peaks, const measure_options& o);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string gib_text(double bytes) {
+  return format_fixed(bytes / (1024.0 * 1024 * 1024), 2) + " GiB";  // '.' whatever the C locale
+}
+
+KSCOPE_DECL void measure_bandwidth(peak_session& s, device_peaks& peaks, const measure_options& o) {
   const device_info& d = peaks.device;
   if (!s.copy_kernel()) {
     peaks.bandwidth_error = "copy kernel unavailable: " + s.kernel_error();
@@ -383,9 +418,7 @@ inline void measure_bandwidth(peak_session& s, device_peaks& peaks, const measur
                            " (cudaMemcpyAsync: " + detail::format_si(memcpy_rate, "B/s") + ")";
 }
 
-// Sustained plain fp32: 16 independent FMA chains per thread at full occupancy; the
-// iteration count is calibrated so a run lasts ~10 ms.
-inline void measure_fp32(peak_session& s, device_peaks& peaks, const measure_options& o) {
+KSCOPE_DECL void measure_fp32(peak_session& s, device_peaks& peaks, const measure_options& o) {
   compute_roof& roof = peaks.find_or_add(data_type::fp32, core_kind::plain);
   if (!s.fma_kernel()) {
     roof.error = "FMA kernel unavailable: " + s.kernel_error();
@@ -422,8 +455,7 @@ inline void measure_fp32(peak_session& s, device_peaks& peaks, const measure_opt
   if (!error.empty()) roof.error = error;
 }
 
-// Sustained tensor (or fp64) rates: cublasGemmEx n x n x n on random operands.
-inline void measure_gemms(peak_session& s, device_peaks& peaks, const measure_options& o) {
+KSCOPE_DECL void measure_gemms(peak_session& s, device_peaks& peaks, const measure_options& o) {
   const cublas_api& blas = cublas();
   struct gemm_kind {
     data_type type;
@@ -519,6 +551,7 @@ inline void measure_gemms(peak_session& s, device_peaks& peaks, const measure_op
   }
   (void)blas.destroy(handle);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #endif  // KSCOPE_HAS_CUDA
 
@@ -533,7 +566,10 @@ inline void measure_gemms(peak_session& s, device_peaks& peaks, const measure_op
 // Takes a few seconds and allocates up to ~2 GiB of device memory; not for hot paths.
 //   kscope::device_peaks peaks = kscope::measure_peaks(0);
 //   const auto* bf16 = peaks.find(kscope::data_type::bf16, kscope::core_kind::tensor);
-[[nodiscard]] inline device_peaks measure_peaks(int device = 0, const measure_options& options = {}) {
+[[nodiscard]] KSCOPE_DECL device_peaks measure_peaks(int device = 0, const measure_options& options = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL device_peaks measure_peaks(int device, const measure_options& options) {
   device_peaks peaks = theoretical_peaks(query_device(device));
   if (!peaks.device.present) {
     peaks.failures.push_back("no measurement: " + peaks.device.problem);
@@ -561,4 +597,5 @@ inline void measure_gemms(peak_session& s, device_peaks& peaks, const measure_op
 #endif
   return peaks;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 }  // namespace kscope

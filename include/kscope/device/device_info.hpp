@@ -37,13 +37,17 @@ namespace kscope {
 // and the bus width: clock x 2 transfers per clock x width / 8. NaN for a non-positive
 // or non-finite input.
 //   double h200 = kscope::theoretical_bytes_per_s(3'201'000, 6016);  // 4.81e12
-[[nodiscard]] inline double theoretical_bytes_per_s(double memory_clock_khz, double bus_width_bits) noexcept {
+[[nodiscard]] KSCOPE_DECL double theoretical_bytes_per_s(double memory_clock_khz, double bus_width_bits) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double theoretical_bytes_per_s(double memory_clock_khz, double bus_width_bits) noexcept {
   if (!(memory_clock_khz > 0) || !(bus_width_bits > 0) || !std::isfinite(memory_clock_khz) ||
       !std::isfinite(bus_width_bits)) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   return memory_clock_khz * 1e3 * 2.0 * bus_width_bits / 8.0;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Dense compute peak for an architecture (compute capability), SM count and SM clock
 // (kHz): ops per clock per SM x SMs x clock. NaN when the table does not know the
@@ -51,21 +55,30 @@ namespace kscope {
 //   double a100_bf16 = kscope::theoretical_flops_per_s(8, 0, 108, 1'410'000,
 //                                                      kscope::data_type::bf16,
 //                                                      kscope::core_kind::tensor);  // 312e12
-[[nodiscard]] inline double theoretical_flops_per_s(int cc_major, int cc_minor, int sm_count, double sm_clock_khz,
+[[nodiscard]] KSCOPE_DECL double theoretical_flops_per_s(int cc_major, int cc_minor, int sm_count, double sm_clock_khz,
+                                                    data_type type, core_kind cores) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double theoretical_flops_per_s(int cc_major, int cc_minor, int sm_count, double sm_clock_khz,
                                                     data_type type, core_kind cores) noexcept {
   if (sm_count <= 0 || !(sm_clock_khz > 0) || !std::isfinite(sm_clock_khz)) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   return detail::dense_ops_per_clock_per_sm(cc_major, cc_minor, type, cores) * sm_count * sm_clock_khz * 1e3;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // "Hopper (sm_90)" for architectures in the peak table, "sm_XY (not in kscope's peak
 // table)" otherwise.
 //   std::string arch = kscope::architecture_name(9, 0);
-[[nodiscard]] inline std::string architecture_name(int cc_major, int cc_minor) {
+[[nodiscard]] KSCOPE_DECL std::string architecture_name(int cc_major, int cc_minor);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string architecture_name(int cc_major, int cc_minor) {
   if (const detail::arch_rates* row = detail::find_arch_rates(cc_major, cc_minor)) return row->name;
   return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor) + " (not in kscope's peak table)";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- the device -----------------------------------------------------------------------
 
@@ -96,33 +109,49 @@ struct device_info {
 
 // The device's theoretical DRAM bandwidth (NaN without a device).
 //   double bw = kscope::theoretical_bytes_per_s(gpu);
-[[nodiscard]] inline double theoretical_bytes_per_s(const device_info& d) noexcept {
+[[nodiscard]] KSCOPE_DECL double theoretical_bytes_per_s(const device_info& d) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double theoretical_bytes_per_s(const device_info& d) noexcept {
   return d.present ? theoretical_bytes_per_s(d.memory_clock_khz, d.memory_bus_width_bits)
                    : std::numeric_limits<double>::quiet_NaN();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The rated (maximum) SM clock in MHz, the clock every theoretical compute peak uses;
 // NaN when unknown.
 //   double mhz = kscope::rated_sm_clock_mhz(gpu);   // 1980 on an H200
-[[nodiscard]] inline double rated_sm_clock_mhz(const device_info& d) noexcept {
+[[nodiscard]] KSCOPE_DECL double rated_sm_clock_mhz(const device_info& d) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double rated_sm_clock_mhz(const device_info& d) noexcept {
   return d.sm_clock_khz > 0 ? d.sm_clock_khz / 1e3 : std::numeric_limits<double>::quiet_NaN();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The device's theoretical compute peak for a data type and core kind (NaN: unknown).
 //   double bf16 = kscope::theoretical_flops_per_s(gpu, kscope::data_type::bf16, kscope::core_kind::tensor);
-[[nodiscard]] inline double theoretical_flops_per_s(const device_info& d, data_type type, core_kind cores) noexcept {
+[[nodiscard]] KSCOPE_DECL double theoretical_flops_per_s(const device_info& d, data_type type, core_kind cores) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double theoretical_flops_per_s(const device_info& d, data_type type, core_kind cores) noexcept {
   return d.present ? theoretical_flops_per_s(d.cc_major, d.cc_minor, d.sm_count, d.sm_clock_khz, type, cores)
                    : std::numeric_limits<double>::quiet_NaN();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 
 namespace detail {
 
 // 13000 -> "13.0", 12040 -> "12.4"; 0 -> "none".
-inline std::string cuda_version_text(int version) {
+KSCOPE_DECL std::string cuda_version_text(int version);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string cuda_version_text(int version) {
   if (version <= 0) return "none";
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -132,7 +161,14 @@ inline std::string cuda_version_text(int version) {
 //    (4.81 TB/s), 60 MiB L2; driver 13.0, runtime 13.0; GPU-1a2b..."
 //   "no NVIDIA driver: libcuda.so.1 not found (...), so this process has no GPU; driver none,
 //    runtime 13.0"
-[[nodiscard]] inline std::string describe(const device_info& d) {
+[[nodiscard]] KSCOPE_DECL std::string describe(const device_info& d);
+
+// Writes the device as a JSON object (the "gpu" context block of reports).
+//   std::string out; kscope::detail::json_writer w(out); kscope::write_json(w, gpu);
+KSCOPE_DECL void write_json(detail::json_writer& w, const device_info& d);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string describe(const device_info& d) {
   const std::string versions =
       "driver " + detail::cuda_version_text(d.driver_version) + ", runtime " + detail::cuda_version_text(d.runtime_version);
   if (!d.present) return d.problem + "; " + versions;
@@ -146,9 +182,7 @@ inline std::string cuda_version_text(int version) {
          format_fixed(static_cast<double>(d.l2_bytes) / (1024.0 * 1024), 0) + " MiB L2; " + versions + "; " + d.uuid;
 }
 
-// Writes the device as a JSON object (the "gpu" context block of reports).
-//   std::string out; kscope::detail::json_writer w(out); kscope::write_json(w, gpu);
-inline void write_json(detail::json_writer& w, const device_info& d) {
+KSCOPE_DECL void write_json(detail::json_writer& w, const device_info& d) {
   w.begin_object();
   w.member("present", d.present);
   if (!d.present) w.member("problem", d.problem);
@@ -172,15 +206,20 @@ inline void write_json(detail::json_writer& w, const device_info& d) {
   w.member("runtime_version", detail::cuda_version_text(d.runtime_version));
   w.end_object();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The device as a JSON document.
 //   std::string json = kscope::to_json(kscope::query_device());
-[[nodiscard]] inline std::string to_json(const device_info& d) {
+[[nodiscard]] KSCOPE_DECL std::string to_json(const device_info& d);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string to_json(const device_info& d) {
   std::string out;
   detail::json_writer w(out);
   write_json(w, d);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- roofs: theoretical and measured side by side -------------------------------------
 
@@ -209,27 +248,36 @@ struct device_peaks {
   std::vector<std::string> failures;   // "bf16 tensor: cublasGemmEx failed: ..."
 
   // The roof for a type and core kind, or nullptr.
-  [[nodiscard]] const compute_roof* find(data_type type, core_kind cores) const noexcept {
-    for (const compute_roof& r : compute) {
-      if (r.type == type && r.cores == cores) return &r;
-    }
-    return nullptr;
-  }
-  [[nodiscard]] compute_roof& find_or_add(data_type type, core_kind cores) {
-    for (compute_roof& r : compute) {
-      if (r.type == type && r.cores == cores) return r;
-    }
-    compute_roof r;
-    r.type = type;
-    r.cores = cores;
-    compute.push_back(r);
-    return compute.back();
-  }
+  [[nodiscard]] const compute_roof* find(data_type type, core_kind cores) const noexcept;
+  [[nodiscard]] compute_roof& find_or_add(data_type type, core_kind cores);
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const compute_roof* device_peaks::find(data_type type, core_kind cores) const noexcept {
+  for (const compute_roof& r : compute) {
+    if (r.type == type && r.cores == cores) return &r;
+  }
+  return nullptr;
+}
+
+KSCOPE_DECL compute_roof& device_peaks::find_or_add(data_type type, core_kind cores) {
+  for (compute_roof& r : compute) {
+    if (r.type == type && r.cores == cores) return r;
+  }
+  compute_roof r;
+  r.type = type;
+  r.cores = cores;
+  compute.push_back(r);
+  return compute.back();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The theoretical roofs of a device, no measurement (pure; works without CUDA).
 //   auto peaks = kscope::theoretical_peaks(gpu);
-[[nodiscard]] inline device_peaks theoretical_peaks(const device_info& d) {
+[[nodiscard]] KSCOPE_DECL device_peaks theoretical_peaks(const device_info& d);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL device_peaks theoretical_peaks(const device_info& d) {
   device_peaks peaks;
   peaks.device = d;
   peaks.theoretical_bytes_per_s = theoretical_bytes_per_s(d);
@@ -243,16 +291,21 @@ struct device_peaks {
   }
   return peaks;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 
 // Roofs to draw (plot.hpp): for each requested (type, cores) the theoretical roof and,
 // when measured, the measured one (with the measured bandwidth when there is one).
 // Roofs with an unknown peak are left out.
 //   auto roofs = kscope::roof_lines(peaks, {{kscope::data_type::bf16, kscope::core_kind::tensor}});
-[[nodiscard]] inline std::vector<roof_line> roof_lines(
+[[nodiscard]] KSCOPE_DECL std::vector<roof_line> roof_lines(
     const device_peaks& peaks,
     const std::vector<std::pair<data_type, core_kind>>& which = {{data_type::fp32, core_kind::plain},
-                                                                 {data_type::bf16, core_kind::tensor}}) {
+                                                                 {data_type::bf16, core_kind::tensor}});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<roof_line> roof_lines(const device_peaks& peaks,
+    const std::vector<std::pair<data_type, core_kind>>& which) {
   std::vector<roof_line> lines;
   for (const auto& [type, cores] : which) {
     const compute_roof* r = peaks.find(type, cores);
@@ -269,10 +322,19 @@ struct device_peaks {
   }
   return lines;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The roofs as a small text table: theoretical, measured, their ratio, and how.
 //   std::printf("%s", kscope::describe(kscope::measure_peaks()).c_str());
-[[nodiscard]] inline std::string describe(const device_peaks& p) {
+[[nodiscard]] KSCOPE_DECL std::string describe(const device_peaks& p);
+
+// Writes the roofs as JSON: {"device": {...}, "bandwidth": {...}, "compute": [...],
+// "failures": [...]}; unknown or unmeasured numbers are null.
+//   std::string out; kscope::detail::json_writer w(out); kscope::write_json(w, peaks);
+KSCOPE_DECL void write_json(detail::json_writer& w, const device_peaks& p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string describe(const device_peaks& p) {
   std::string out = describe(p.device) + "\n";
   char line[256];
   const auto row = [&](const std::string& name, double theoretical, double measured, const char* unit,
@@ -297,10 +359,7 @@ struct device_peaks {
   return out;
 }
 
-// Writes the roofs as JSON: {"device": {...}, "bandwidth": {...}, "compute": [...],
-// "failures": [...]}; unknown or unmeasured numbers are null.
-//   std::string out; kscope::detail::json_writer w(out); kscope::write_json(w, peaks);
-inline void write_json(detail::json_writer& w, const device_peaks& p) {
+KSCOPE_DECL void write_json(detail::json_writer& w, const device_peaks& p) {
   w.begin_object();
   w.key("device");
   write_json(w, p.device);
@@ -327,14 +386,19 @@ inline void write_json(detail::json_writer& w, const device_peaks& p) {
   w.end_array();
   w.end_object();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The roofs as a JSON document.
 //   std::string json = kscope::to_json(kscope::measure_peaks());
-[[nodiscard]] inline std::string to_json(const device_peaks& p) {
+[[nodiscard]] KSCOPE_DECL std::string to_json(const device_peaks& p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string to_json(const device_peaks& p) {
   std::string out;
   detail::json_writer w(out);
   write_json(w, p);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

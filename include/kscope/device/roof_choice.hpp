@@ -46,7 +46,10 @@ struct roof_choice {
 
 // The roof for a dtype tag on a device's peaks (theoretical_peaks or measure_peaks).
 //   kscope::roof_choice untagged = kscope::choose_roof(peaks, "");   // "fp32 plain"
-[[nodiscard]] inline roof_choice choose_roof(const device_peaks& peaks, std::string_view dtype) {
+[[nodiscard]] KSCOPE_DECL roof_choice choose_roof(const device_peaks& peaks, std::string_view dtype);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL roof_choice choose_roof(const device_peaks& peaks, std::string_view dtype) {
   roof_choice best;
   best.dtype_known = parse_data_type(dtype, best.type);
   for (core_kind cores : {core_kind::tensor, core_kind::plain}) {
@@ -62,5 +65,6 @@ struct roof_choice {
   }
   return best;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

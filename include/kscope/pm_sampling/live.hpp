@@ -74,135 +74,43 @@ struct live_metrics_snapshot {
 
 class live_metric_sampling final : public kernel_interval_sink {
  public:
-  live_metric_sampling() { detail::guard_across_fork(mutex_, detail::lock_rank::sampled_metrics); }
+  live_metric_sampling();
   live_metric_sampling(const live_metric_sampling&) = delete;
   live_metric_sampling& operator=(const live_metric_sampling&) = delete;
   ~live_metric_sampling() override { sampler_.stop(); }
 
   // Starts the sampler; false with status().message saying why (one line). Calls of step
   // scopes (whose metrics get distributions over calls) come through add_step_call().
-  bool start(const metric_sampling_options& options = {}) {
-    std::lock_guard<std::mutex> control(control_mutex_);
-    if (sampler_.status().state == metric_sampler_state::running) return true;
-    metric_sampler_options so = options.sampler;
-    // The decoder thread folds after each window; the destructor stops the sampler (and
-    // joins that thread) first, so `this` outlives every call.
-    so.after_decode = [this] { background_fold(); };
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      options_ = options;
-    }
-    if (!sampler_.start(so)) return false;
-    const metric_sampler_status s = sampler_.status();
-    std::lock_guard<std::mutex> lock(mutex_);
-    sampled_metrics_limits limits = options.limits;
-    limits.device = static_cast<std::uint32_t>(s.device);
-    aggregator_ = std::make_unique<sampled_metrics>(s.metrics, limits);
-    metric_count_ = s.metrics.size();
-    recent_ = metric_sample_buffer(metric_count_, options.trace_samples);
-    recent_next_ = 0;
-    recent_overwritten_ = 0;
-    folded_until_ns_ = 0;
-    attributed_ = false;
-    return true;
-  }
+  bool start(const metric_sampling_options& options = {});
 
   // Stops sampling, decodes and folds everything. The aggregates stay for snapshot().
-  void stop() {
-    std::lock_guard<std::mutex> control(control_mutex_);
-    sampler_.stop();
-    if (options_.flush_collector) flush_collector();
-    if (options_.before_fold) options_.before_fold(*this);
-    fold(std::numeric_limits<std::int64_t>::max());
-  }
+  void stop();
 
-  [[nodiscard]] bool running() const { return sampler_.status().state == metric_sampler_state::running; }
+  [[nodiscard]] bool running() const;
   [[nodiscard]] metric_sampler_status status() const { return sampler_.status(); }
 
   // kernel_interval_sink: from the collector's attribution (its lock held).
-  void add_interval(const kernel_interval& interval) noexcept override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (aggregator_ == nullptr) return;
-    attributed_ = true;
-    aggregator_->add_kernel(interval);
-  }
+  void add_interval(const kernel_interval& interval) noexcept override;
 
   // One call of a step scope (node), kscope's clock: its metrics' distribution over calls.
-  void add_step_call(sampled_node node, std::int64_t start_ns, std::int64_t end_ns) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (aggregator_ != nullptr) aggregator_->add_step_call(node, start_ns, end_ns);
-  }
+  void add_step_call(sampled_node node, std::int64_t start_ns, std::int64_t end_ns);
 
   // Drains the decoded samples into the aggregator and attributes every sample that ended
   // before min(watermark_ns, the sampler's last decoded window end).
-  void fold(std::int64_t watermark_ns) {
-    const std::int64_t decoded_until = sampler_.status().decoded_until_ns;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (aggregator_ == nullptr) return;
-    sampler_.drain([this](const metric_sample_view& s) {
-      aggregator_->add_sample(s);
-      remember(s);
-    });
-    const std::int64_t until = std::min(watermark_ns, decoded_until);
-    if (until > folded_until_ns_) {
-      aggregator_->attribute_until(until);
-      folded_until_ns_ = until;
-    }
-  }
+  void fold(std::int64_t watermark_ns);
 
   // The report's view. Folds first up to `watermark_ns` (the caller flushed the collector
   // just before taking it, so kernels that ended before then are in).
   [[nodiscard]] live_metrics_snapshot snapshot(std::int64_t watermark_ns = std::numeric_limits<std::int64_t>::min(),
-                                               bool with_recent = false) {
-    if (watermark_ns != std::numeric_limits<std::int64_t>::min()) {
-      if (options_.before_fold) options_.before_fold(*this);
-      fold(watermark_ns);
-    }
-    live_metrics_snapshot out;
-    out.status = sampler_.status();
-    std::lock_guard<std::mutex> lock(mutex_);
-    out.folded_until_ns = folded_until_ns_;
-    out.attributed = attributed_;
-    if (aggregator_ != nullptr) out.report = aggregator_->report();
-    if (with_recent) {
-      const std::size_t n = recent_.size();
-      out.recent.reserve(n);
-      // recent_ is a ring once full: oldest at recent_next_.
-      for (std::size_t i = 0; i < n; ++i) {
-        const metric_sample_view v = recent_[(recent_next_ + i) % n];
-        out.recent.push_back({v.start_ns, v.end_ns, std::vector<double>(v.values, v.values + metric_count_)});
-      }
-    }
-    return out;
-  }
+                                               bool with_recent = false);
 
  private:
-  static void flush_collector() {
-    cupti_collector& c = cupti_collector::global();
-    if (c.running()) c.flush();
-  }
+  static void flush_collector();
 
-  void background_fold() noexcept {
-    try {
-      const std::int64_t flushed_at = detail::now_ns();
-      if (options_.flush_collector) flush_collector();
-      if (options_.before_fold) options_.before_fold(*this);
-      fold(flushed_at - std::chrono::duration_cast<std::chrono::nanoseconds>(options_.fold_lag).count());
-    } catch (...) {
-    }
-  }
+  void background_fold() noexcept;
 
   // Keeps the most recent samples for the trace: a ring over the buffer's storage.
-  void remember(const metric_sample_view& s) {
-    if (recent_.capacity() == 0) return;
-    if (recent_.size() < recent_.capacity()) {
-      (void)recent_.push(s.start_ns, s.end_ns, s.values);
-      return;
-    }
-    recent_.overwrite(recent_next_, s.start_ns, s.end_ns, s.values);
-    recent_next_ = (recent_next_ + 1) % recent_.size();
-    ++recent_overwritten_;
-  }
+  void remember(const metric_sample_view& s);
 
   std::mutex control_mutex_;  // start / stop
   mutable std::mutex mutex_;  // everything below
@@ -216,5 +124,124 @@ class live_metric_sampling final : public kernel_interval_sink {
   std::int64_t folded_until_ns_ = 0;
   bool attributed_ = false;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL live_metric_sampling::live_metric_sampling() { detail::guard_across_fork(mutex_, detail::lock_rank::sampled_metrics); }
+
+KSCOPE_DECL bool live_metric_sampling::running() const { return sampler_.status().state == metric_sampler_state::running; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool live_metric_sampling::start(const metric_sampling_options& options) {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  if (sampler_.status().state == metric_sampler_state::running) return true;
+  metric_sampler_options so = options.sampler;
+  // The decoder thread folds after each window; the destructor stops the sampler (and
+  // joins that thread) first, so `this` outlives every call.
+  so.after_decode = [this] { background_fold(); };
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    options_ = options;
+  }
+  if (!sampler_.start(so)) return false;
+  const metric_sampler_status s = sampler_.status();
+  std::lock_guard<std::mutex> lock(mutex_);
+  sampled_metrics_limits limits = options.limits;
+  limits.device = static_cast<std::uint32_t>(s.device);
+  aggregator_ = std::make_unique<sampled_metrics>(s.metrics, limits);
+  metric_count_ = s.metrics.size();
+  recent_ = metric_sample_buffer(metric_count_, options.trace_samples);
+  recent_next_ = 0;
+  recent_overwritten_ = 0;
+  folded_until_ns_ = 0;
+  attributed_ = false;
+  return true;
+}
+
+KSCOPE_DECL void live_metric_sampling::stop() {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  sampler_.stop();
+  if (options_.flush_collector) flush_collector();
+  if (options_.before_fold) options_.before_fold(*this);
+  fold(std::numeric_limits<std::int64_t>::max());
+}
+
+KSCOPE_DECL void live_metric_sampling::add_interval(const kernel_interval& interval) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aggregator_ == nullptr) return;
+  attributed_ = true;
+  aggregator_->add_kernel(interval);
+}
+
+KSCOPE_DECL void live_metric_sampling::add_step_call(sampled_node node, std::int64_t start_ns, std::int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aggregator_ != nullptr) aggregator_->add_step_call(node, start_ns, end_ns);
+}
+
+KSCOPE_DECL void live_metric_sampling::fold(std::int64_t watermark_ns) {
+  const std::int64_t decoded_until = sampler_.status().decoded_until_ns;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aggregator_ == nullptr) return;
+  sampler_.drain([this](const metric_sample_view& s) {
+    aggregator_->add_sample(s);
+    remember(s);
+  });
+  const std::int64_t until = std::min(watermark_ns, decoded_until);
+  if (until > folded_until_ns_) {
+    aggregator_->attribute_until(until);
+    folded_until_ns_ = until;
+  }
+}
+
+KSCOPE_DECL live_metrics_snapshot live_metric_sampling::snapshot(std::int64_t watermark_ns,
+                             bool with_recent) {
+  if (watermark_ns != std::numeric_limits<std::int64_t>::min()) {
+    if (options_.before_fold) options_.before_fold(*this);
+    fold(watermark_ns);
+  }
+  live_metrics_snapshot out;
+  out.status = sampler_.status();
+  std::lock_guard<std::mutex> lock(mutex_);
+  out.folded_until_ns = folded_until_ns_;
+  out.attributed = attributed_;
+  if (aggregator_ != nullptr) out.report = aggregator_->report();
+  if (with_recent) {
+    const std::size_t n = recent_.size();
+    out.recent.reserve(n);
+    // recent_ is a ring once full: oldest at recent_next_.
+    for (std::size_t i = 0; i < n; ++i) {
+      const metric_sample_view v = recent_[(recent_next_ + i) % n];
+      out.recent.push_back({v.start_ns, v.end_ns, std::vector<double>(v.values, v.values + metric_count_)});
+    }
+  }
+  return out;
+}
+
+KSCOPE_DECL void live_metric_sampling::flush_collector() {
+  cupti_collector& c = cupti_collector::global();
+  if (c.running()) c.flush();
+}
+
+KSCOPE_DECL void live_metric_sampling::background_fold() noexcept {
+  try {
+    const std::int64_t flushed_at = detail::now_ns();
+    if (options_.flush_collector) flush_collector();
+    if (options_.before_fold) options_.before_fold(*this);
+    fold(flushed_at - std::chrono::duration_cast<std::chrono::nanoseconds>(options_.fold_lag).count());
+  } catch (...) {
+  }
+}
+
+KSCOPE_DECL void live_metric_sampling::remember(const metric_sample_view& s) {
+  if (recent_.capacity() == 0) return;
+  if (recent_.size() < recent_.capacity()) {
+    (void)recent_.push(s.start_ns, s.end_ns, s.values);
+    return;
+  }
+  recent_.overwrite(recent_next_, s.start_ns, s.end_ns, s.values);
+  recent_next_ = (recent_next_ + 1) % recent_.size();
+  ++recent_overwritten_;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -44,7 +44,16 @@ struct session_sampled_metrics {
 namespace detail {
 
 // A column title for a sampled metric: the default set's short names, else the name.
-inline std::string sampled_metric_label(const std::string& metric) {
+KSCOPE_DECL std::string sampled_metric_label(const std::string& metric);
+
+// One value as the table prints it: percentages with one decimal, counts as rates per
+// second (bytes as B/s), the clock in Hz with an SI prefix; "-" when not finite.
+KSCOPE_DECL std::string sampled_value_text(const std::string& metric, bool is_count, double mean);
+
+KSCOPE_DECL std::string sampled_pad(const std::string& s, std::size_t width, bool right);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string sampled_metric_label(const std::string& metric) {
   const sampled_metric_columns c = sampled_metric_columns::of({metric});
   if (c.sm_pct == 0) return "SM %";
   if (c.dram_pct == 0) return "DRAM %";
@@ -56,9 +65,7 @@ inline std::string sampled_metric_label(const std::string& metric) {
   return metric.size() <= 11 ? metric : metric.substr(0, 10) + "~";
 }
 
-// One value as the table prints it: percentages with one decimal, counts as rates per
-// second (bytes as B/s), the clock in Hz with an SI prefix; "-" when not finite.
-inline std::string sampled_value_text(const std::string& metric, bool is_count, double mean) {
+KSCOPE_DECL std::string sampled_value_text(const std::string& metric, bool is_count, double mean) {
   if (!std::isfinite(mean)) return "-";
   if (metric.find("pct") != std::string::npos) return format_fixed(mean, 1);
   if (is_count) return format_si(mean, metric.find("bytes") != std::string::npos ? "B/s" : "/s");
@@ -66,11 +73,12 @@ inline std::string sampled_value_text(const std::string& metric, bool is_count, 
   return format_general(mean, 4);
 }
 
-inline std::string sampled_pad(const std::string& s, std::size_t width, bool right) {
+KSCOPE_DECL std::string sampled_pad(const std::string& s, std::size_t width, bool right) {
   const std::size_t n = s.size();  // ASCII only here (names go through printable_name first)
   if (n >= width) return s.substr(0, width);
   return right ? std::string(width - n, ' ') + s : s + std::string(width - n, ' ');
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The section's text. `scopes` is the report's scope list (id, name, path, depth).
 template <class Scopes>
@@ -144,11 +152,15 @@ std::string sampled_metrics_text(const session_sampled_metrics& m, const Scopes&
   return out;
 }
 
-inline void write_sampled_value_json(json_writer& w, const sampled_value& v) {
+KSCOPE_DECL void write_sampled_value_json(json_writer& w, const sampled_value& v);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void write_sampled_value_json(json_writer& w, const sampled_value& v) {
   w.begin_object();
   w.member("mean", v.mean).member("total", v.total).member("weight_ns", v.weight_ns);
   w.end_object();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 template <class Scopes>
 void write_sampled_metrics_json(json_writer& w, const session_sampled_metrics& m, const Scopes& scopes) {

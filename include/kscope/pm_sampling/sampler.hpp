@@ -121,7 +121,10 @@ enum class metric_sampler_state : std::uint8_t {
 }
 
 // The default set: one pass on GH100 (the H200 probe); SM clock so clock drops show.
-[[nodiscard]] inline std::vector<std::string> default_sampling_metrics() {
+[[nodiscard]] KSCOPE_DECL std::vector<std::string> default_sampling_metrics();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> default_sampling_metrics() {
   return {
       "TriageCompute.sm__throughput.avg.pct_of_peak_sustained_elapsed",   // SM throughput %, single-pass variant
       "dram__throughput.avg.pct_of_peak_sustained_elapsed",               // DRAM throughput %
@@ -132,6 +135,7 @@ enum class metric_sampler_state : std::uint8_t {
       "gpc__cycles_elapsed.avg.per_second",                               // SM clock, Hz
   };
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 struct metric_sampler_options {
   std::vector<std::string> metrics;              // empty: default_sampling_metrics()
@@ -182,10 +186,7 @@ struct metric_sampler_status {
   // last decoded window (continuous: the last decoded sample's end).
   std::int64_t decoded_until_ns = 0;
   // The share of the run the samples cover (their own time, not the windows'), NaN before any.
-  [[nodiscard]] double coverage() const noexcept {
-    return running_ns > 0 ? static_cast<double>(sample_time_ns) / static_cast<double>(running_ns)
-                          : std::numeric_limits<double>::quiet_NaN();
-  }
+  [[nodiscard]] double coverage() const noexcept;
   // Where the decoder's time went (its CPU cost; a background thread, never a scope).
   std::uint64_t decode_ns = 0;    // cuptiPmSamplingDecodeData
   std::uint64_t evaluate_ns = 0;  // sample info and metric evaluation
@@ -195,15 +196,31 @@ struct metric_sampler_status {
   std::chrono::milliseconds window{0};       // the window used (may be shorter than asked)
   sample_timeline timeline = sample_timeline::unknown;
 
-  [[nodiscard]] bool ok() const noexcept {
-    return state == metric_sampler_state::running || state == metric_sampler_state::stopped;
-  }
+  [[nodiscard]] bool ok() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double metric_sampler_status::coverage() const noexcept {
+  return running_ns > 0 ? static_cast<double>(sample_time_ns) / static_cast<double>(running_ns)
+        : std::numeric_limits<double>::quiet_NaN();
+}
+
+KSCOPE_DECL bool metric_sampler_status::ok() const noexcept {
+  return state == metric_sampler_state::running || state == metric_sampler_state::stopped;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // "" when the options can be tried, else what is wrong with them.
-inline std::string metric_sampler_request_error(const metric_sampler_options& o) {
+KSCOPE_DECL std::string metric_sampler_request_error(const metric_sampler_options& o);
+
+// One PM sampler per process: the device has one, and a second Enable would fight the
+// first inside CUPTI. Set by a successful start(), cleared by its stop().
+KSCOPE_DECL std::atomic<bool>& pm_sampler_active() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string metric_sampler_request_error(const metric_sampler_options& o) {
   if (o.interval_ns < 1000 || o.interval_ns > 1'000'000'000)
     return "metric_sampler_options::interval_ns must be between 1000 (1 µs) and 1e9 (1 s), got " +
            std::to_string(o.interval_ns);
@@ -228,16 +245,21 @@ inline std::string metric_sampler_request_error(const metric_sampler_options& o)
   return {};
 }
 
-// One PM sampler per process: the device has one, and a second Enable would fight the
-// first inside CUPTI. Set by a successful start(), cleared by its stop().
-inline std::atomic<bool>& pm_sampler_active() noexcept {
+KSCOPE_DECL std::atomic<bool>& pm_sampler_active() noexcept {
   static std::atomic<bool> active{false};
   return active;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_HAS_PM_SAMPLING
 
-inline metric_sampler_state sampler_state_for(counter_state s) noexcept {
+KSCOPE_DECL metric_sampler_state sampler_state_for(counter_state s) noexcept;
+
+// The PM sampling entry points, resolved once per process (under counter_pass_mutex).
+KSCOPE_DECL pm_sampling_api& pm_sampling_library_state();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL metric_sampler_state sampler_state_for(counter_state s) noexcept {
   switch (s) {
     case counter_state::invalid_request: return metric_sampler_state::invalid_request;
     case counter_state::disabled: return metric_sampler_state::disabled;
@@ -250,11 +272,11 @@ inline metric_sampler_state sampler_state_for(counter_state s) noexcept {
   }
 }
 
-// The PM sampling entry points, resolved once per process (under counter_pass_mutex).
-inline pm_sampling_api& pm_sampling_library_state() {
+KSCOPE_DECL pm_sampling_api& pm_sampling_library_state() {
   static lazy_global<pm_sampling_api> api{lock_rank::init};  // fork-safe (core/detail/once.hpp)
   return api.get([] { return new pm_sampling_api(); });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One PM sampling run on one device: set up by open(), decoded by the background thread
 // (then by stop(), never concurrently), closed once.
@@ -269,140 +291,13 @@ class pm_sampling_run {
   std::string message;
 
   // Everything up to a started sampler; false with state and message on the first failure.
-  bool open(const metric_sampler_options& options, metric_sampler_status& status) {
-    counter_options plumbing;
-    plumbing.cupti_library = options.cupti_library;
-    plumbing.nvperf_host_library = options.nvperf_host_library;
-    counter_setup setup;  // libraries, profiler initialization, device, chip (counters/collect.hpp)
-    if (!setup.open(plumbing)) {
-      // One subject in the message: the setup speaks of "hardware counters".
-      std::string why = setup.message;
-      const std::string theirs = "hardware counters unavailable: ";
-      if (why.compare(0, theirs.size(), theirs) == 0) why.erase(0, theirs.size());
-      return refuse(sampler_state_for(setup.state), "metric sampling unavailable: " + why);
-    }
-    libs_ = setup.libs;
-    status.chip = chip_ = setup.chip;
-    status.device = device_ = setup.device;
-    pm_sampling_api& pm = pm_sampling_library_state();
-    if (!pm.resolved()) {
-      const std::string missing = resolve_pm_sampling_symbols(libs_->cupti.handle, pm);
-      if (!missing.empty())
-        return refuse(metric_sampler_state::unavailable, "metric sampling unavailable: " + libs_->cupti.path +
-                                                             " has no " + missing +
-                                                             " (PM sampling needs CUDA 12.6 or later)");
-    }
-    pm_ = &pm;
-    if (!device_supported()) return false;
-
-    // Counter availability for PM sampling (where missing permission shows first).
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, avail);
-    avail.deviceIndex = static_cast<std::size_t>(device_);
-    if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
-    availability_.assign(avail.counterAvailabilityImageSize, 0);
-    avail.pCounterAvailabilityImage = availability_.data();
-    if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
-
-    metrics_ = options.metrics.empty() ? default_sampling_metrics() : options.metrics;
-    status.metrics = metrics_;
-    for (const std::string& m : metrics_) names_.push_back(m.c_str());
-    if (!check_metrics()) return false;
-    if (!new_host(host_) || !build_config(host_, names_, &config_, nullptr)) return false;
-
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Enable_Params, enable);
-    enable.deviceIndex = static_cast<std::size_t>(device_);
-    if (!ok(pm.enable(&enable), "cuptiPmSamplingEnable")) return false;
-    object_ = enable.pPmSamplingObject;
-
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_SetConfig_Params, set);
-    set.pPmSamplingObject = object_;
-    set.configSize = config_.size();
-    set.pConfig = config_.data();
-    set.hardwareBufferSize = options.hardware_buffer_bytes;
-    set.samplingInterval = options.interval_ns;
-    set.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;  // interval in ns
-    // Keep-oldest is what the probe ran; an overflow is reported by DecodeData and counted.
-    set.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
-    const CUptiResult configured = pm.set_config(&set);
-    if (configured == CUPTI_ERROR_NOT_SUPPORTED)
-      return refuse(metric_sampler_state::unsupported_device,
-                    "metric sampling unavailable: " + chip_ +
-                        " has no GPU time-interval trigger for PM sampling (Turing and GA100 lack it)");
-    if (!ok(configured, "cuptiPmSamplingSetConfig")) return false;
-
-    // The image must hold every sample one decode finds: a decode that fills it loses
-    // the rest of what it read from the hardware buffer (on an H200 a full 512-sample
-    // image after a 240 ms window at 20 µs kept the first 10 ms; the other 11,500 samples
-    // were gone). So it is sized from the window (continuous: four decode periods), with
-    // a quarter more, and where that exceeds max_counter_data_bytes the window shrinks.
-    std::size_t fixed_bytes = 0, per_sample_bytes = 0;
-    if (!counter_data_size(16, fixed_bytes) || !counter_data_size(32, per_sample_bytes)) return false;
-    per_sample_bytes = per_sample_bytes > fixed_bytes ? (per_sample_bytes - fixed_bytes) / 16 : 1;
-    fixed_bytes = fixed_bytes > 16 * per_sample_bytes ? fixed_bytes - 16 * per_sample_bytes : 0;
-    const double interval = static_cast<double>(options.interval_ns);
-    const double span_ns = options.window.count() > 0
-                               ? 1e6 * static_cast<double>(options.window.count())
-                               : 4e6 * static_cast<double>(options.decode_period.count());
-    std::size_t samples = options.counter_data_samples > 0
-                              ? options.counter_data_samples
-                              : static_cast<std::size_t>(span_ns / interval * 1.25) + 64;
-    const std::size_t fitting = options.max_counter_data_bytes > fixed_bytes
-                                    ? (options.max_counter_data_bytes - fixed_bytes) / std::max<std::size_t>(1, per_sample_bytes)
-                                    : 0;
-    if (samples > fitting) samples = fitting;
-    if (samples < 16)
-      return refuse(metric_sampler_state::invalid_request,
-                    "metric sampling not started: max_counter_data_bytes (" +
-                        std::to_string(options.max_counter_data_bytes) + ") holds fewer than 16 samples of " +
-                        std::to_string(per_sample_bytes) + " bytes");
-    effective_window = options.window;
-    const double held_ns = static_cast<double>(samples - samples / 5) * interval;  // a fifth spare
-    if (options.window.count() > 0 && held_ns < span_ns) {
-      effective_window = std::chrono::milliseconds(std::max<long long>(1, static_cast<long long>(held_ns / 1e6)));
-      window_note = "windows shortened from " + std::to_string(options.window.count()) + " ms to " +
-                    std::to_string(effective_window.count()) + " ms: the counter-data image holds " +
-                    std::to_string(samples) + " samples (" + std::to_string(per_sample_bytes) +
-                    " bytes each; max_counter_data_bytes " + std::to_string(options.max_counter_data_bytes) + ")";
-    } else if (options.window.count() == 0 && held_ns < span_ns / 2) {
-      window_note = "continuous sampling: the counter-data image holds " + std::to_string(samples) +
-                    " samples, less than two decode periods; samples are lost whenever a decode finds more";
-    }
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
-    size.pPmSamplingObject = object_;
-    size.pMetricNames = names_.data();
-    size.numMetrics = names_.size();
-    size.maxSamples = samples;
-    if (!ok(pm.get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
-    try {
-      counter_data_.assign(size.counterDataSize, 0);
-    } catch (...) {
-      return refuse(metric_sampler_state::failed, "metric sampling not started: no memory for a counter-data image of " +
-                                                      std::to_string(size.counterDataSize) +
-                                                      " bytes (lower max_counter_data_bytes)");
-    }
-    status.counter_data_samples = samples;
-    status.counter_data_bytes = counter_data_.size();
-    if (!reset_image()) return false;
-    values_.assign(names_.size(), 0.0);
-
-    interval_ns_ = static_cast<std::int64_t>(options.interval_ns);
-    first_reading_ = read_clocks();
-    return start_sampling();
-  }
+  bool open(const metric_sampler_options& options, metric_sampler_status& status);
 
   std::chrono::milliseconds effective_window{0};  // the window open() settled on
   std::string window_note;                         // why it differs from the option's
 
   // Starts (or, after stop_sampling(), restarts) the hardware; false with the message.
-  bool start_sampling() {
-    if (started_) return true;
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Start_Params, start);
-    start.pPmSamplingObject = object_;
-    if (!ok(pm_->start(&start), "cuptiPmSamplingStart")) return false;
-    started_ = true;
-    chain_valid_ = false;  // the gap to the previous window is no loss
-    return true;
-  }
+  bool start_sampling();
 
   // Decodes what the hardware buffer holds and hands each usable sample (kscope's clock)
   // to sink(start_ns, end_ns, values). Counts and the time spent go to `status`.
@@ -472,204 +367,42 @@ class pm_sampling_run {
   [[nodiscard]] bool sampling() const noexcept { return started_; }
 
   // Stops the hardware (the records already written stay decodable).
-  void stop_sampling() noexcept {
-    if (!started_) return;
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Stop_Params, stop);
-    stop.pPmSamplingObject = object_;
-    (void)pm_->stop(&stop);
-    started_ = false;
-  }
+  void stop_sampling() noexcept;
 
-  void close() noexcept {
-    stop_sampling();
-    if (object_ != nullptr) {
-      KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Disable_Params, disable);
-      disable.pPmSamplingObject = object_;
-      (void)pm_->disable(&disable);
-      object_ = nullptr;
-    }
-  }
+  void close() noexcept;
 
  private:
-  bool refuse(metric_sampler_state s, std::string why) {
-    state = s;
-    message = std::move(why);
-    return false;
-  }
+  bool refuse(metric_sampler_state s, std::string why);
 
-  bool ok(CUptiResult r, const char* call) {
-    if (r == CUPTI_SUCCESS) return true;
-    const counter_state s = counter_state_for(r);
-    const std::string advice = counter_error_advice(r);
-    return refuse(s == counter_state::collected ? metric_sampler_state::failed : sampler_state_for(s),
-                  std::string("metric sampling unavailable: ") + call + " failed with " +
-                      libs_->cupti.result_name(r) + (advice.empty() ? std::string() : ": " + advice));
-  }
+  bool ok(CUptiResult r, const char* call);
 
-  static void note_once(std::vector<std::string>& notes, const std::string& text) {
-    if (std::find(notes.begin(), notes.end(), text) == notes.end() && notes.size() < 16) notes.push_back(text);
-  }
+  static void note_once(std::vector<std::string>& notes, const std::string& text);
 
   // cuptiProfilerDeviceSupported for the PM sampling API, where the library has it.
-  bool device_supported() {
-    const device_support support = read_device_support(libs_->profiler, device_, CUPTI_PROFILER_PM_SAMPLING);
-    if (!support.unsupported) return true;
-    return refuse(metric_sampler_state::unsupported_device,
-                  "metric sampling unavailable: CUPTI cannot PM-sample this device" +
-                      (support.reasons.empty() ? std::string() : " (" + support.reasons + ")"));
-  }
+  bool device_supported();
 
-  bool new_host(profiler_host_handle& out) {
-    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params, init);
-    init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-    init.pChipName = chip_.c_str();
-    init.pCounterAvailabilityImage = availability_.empty() ? nullptr : availability_.data();
-    if (!ok(libs_->profiler.host_initialize(&init), "cuptiProfilerHostInitialize")) return false;
-    out.api = &libs_->profiler;
-    out.object = init.pHostObject;
-    return true;
-  }
+  bool new_host(profiler_host_handle& out);
 
   // Adds `names` to `host`, builds the config image (into *image when given) and its pass
   // count (into *passes when given). A failure to add is left to the caller to explain when
   // `passes` is given (the metric checks), else refused here.
   bool build_config(profiler_host_handle& host, std::vector<const char*> names, std::vector<std::uint8_t>* image,
-                    std::size_t* passes, CUptiResult* add_result = nullptr) {
-    const profiler_api& p = libs_->profiler;
-    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params, add);
-    add.pHostObject = host.object;
-    add.ppMetricNames = names.data();
-    add.numMetrics = names.size();
-    const CUptiResult added = p.host_config_add_metrics(&add);
-    if (add_result != nullptr) *add_result = added;
-    if (added != CUPTI_SUCCESS && add_result != nullptr) return false;
-    if (!ok(added, "cuptiProfilerHostConfigAddMetrics")) return false;
-    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, size);
-    size.pHostObject = host.object;
-    if (!ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize")) return false;
-    std::vector<std::uint8_t> config(size.configImageSize);
-    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, get);
-    get.pHostObject = host.object;
-    get.configImageSize = config.size();
-    get.pConfigImage = config.data();
-    if (!ok(p.host_get_config_image(&get), "cuptiProfilerHostGetConfigImage")) return false;
-    if (passes != nullptr) {
-      KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, count);
-      count.configImageSize = config.size();
-      count.pConfigImage = config.data();
-      if (!ok(p.host_get_num_of_passes(&count), "cuptiProfilerHostGetNumOfPasses")) return false;
-      *passes = count.numOfPasses;
-    }
-    if (image != nullptr) image->swap(config);
-    return true;
-  }
+                    std::size_t* passes, CUptiResult* add_result = nullptr);
 
   // Every metric known and single-pass alone, then the set in one pass; else one message
   // naming the metric (and its pass count, or its close names).
-  bool check_metrics() {
-    {  // The usual case first: the whole set is known and fits one pass (one host object).
-      profiler_host_handle probe;
-      if (!new_host(probe)) return false;
-      std::size_t passes = 0;
-      CUptiResult added = CUPTI_SUCCESS;
-      if (build_config(probe, names_, nullptr, &passes, &added) && passes == 1) return true;
-      if (added == CUPTI_SUCCESS && passes == 0) return false;  // a later call failed: message set
-    }
-    std::string unknown, multi_pass;
-    std::vector<std::string> bases;
-    for (const char* name : names_) {
-      profiler_host_handle probe;
-      if (!new_host(probe)) return false;
-      std::size_t passes = 0;
-      CUptiResult added = CUPTI_SUCCESS;
-      if (!build_config(probe, {name}, nullptr, &passes, &added)) {
-        if (added == CUPTI_SUCCESS) return false;  // a later call failed: message set
-        if (bases.empty()) bases = base_metrics(probe);
-        const metric_name_check c = check_metric_name(name, bases);
-        unknown += (unknown.empty() ? "" : "; ") +
-                   (c.known || c.message.empty() ? "'" + std::string(name) + "' is not offered for PM sampling on " + chip_
-                                                 : c.message);
-        continue;
-      }
-      if (passes > 1)
-        multi_pass += (multi_pass.empty() ? "" : "; ") + std::string(name) + " needs " + std::to_string(passes) +
-                      " passes";
-    }
-    if (!unknown.empty()) return refuse(metric_sampler_state::unknown_metric, "metric sampling not started: " + unknown);
-    if (!multi_pass.empty())
-      return refuse(metric_sampler_state::too_many_passes,
-                    "metric sampling not started: PM sampling collects one pass only, and " + multi_pass +
-                        " on " + chip_);
-    // Together: the first metric that pushes the set past one pass.
-    std::vector<const char*> prefix;
-    for (const char* name : names_) {
-      prefix.push_back(name);
-      profiler_host_handle probe;
-      if (!new_host(probe)) return false;
-      std::size_t passes = 0;
-      if (!build_config(probe, prefix, nullptr, &passes)) return false;
-      if (passes > 1)
-        return refuse(metric_sampler_state::too_many_passes,
-                      "metric sampling not started: " + std::string(name) +
-                          " does not fit in one pass with the metrics before it (together " + std::to_string(passes) +
-                          " passes on " + chip_ + "); PM sampling collects one pass only");
-      if (prefix.size() == names_.size()) break;
-    }
-    return true;
-  }
+  bool check_metrics();
 
-  std::vector<std::string> base_metrics(const profiler_host_handle& host) const {
-    std::vector<std::string> out;
-    for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
-      KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetBaseMetrics_Params, p);
-      p.pHostObject = host.object;
-      p.metricType = type;
-      if (libs_->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
-      for (std::size_t i = 0; i < p.numMetrics; ++i)
-        if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
-    }
-    return out;
-  }
+  std::vector<std::string> base_metrics(const profiler_host_handle& host) const;
 
   // The counter-data image's size for `samples` samples.
-  bool counter_data_size(std::size_t samples, std::size_t& bytes) {
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
-    size.pPmSamplingObject = object_;
-    size.pMetricNames = names_.data();
-    size.numMetrics = names_.size();
-    size.maxSamples = samples;
-    if (!ok(pm_->get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
-    bytes = size.counterDataSize;
-    return true;
-  }
+  bool counter_data_size(std::size_t samples, std::size_t& bytes);
 
-  bool reset_image() {
-    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, init);
-    init.pPmSamplingObject = object_;
-    init.counterDataSize = counter_data_.size();
-    init.pCounterData = counter_data_.data();
-    read_ = 0;
-    return ok(pm_->counter_data_image_initialize(&init), "cuptiPmSamplingCounterDataImageInitialize");
-  }
+  bool reset_image();
 
   // (CUPTI timeline, kscope) read as close together as this thread can: the tightest of a
   // few (now, cupti, now) triples.
-  clock_reading read_clocks() const noexcept {
-    clock_reading best{0, now_ns()};
-    if (libs_->cupti.get_timestamp == nullptr) return best;
-    std::int64_t tightest = std::numeric_limits<std::int64_t>::max();
-    for (int i = 0; i < 5; ++i) {
-      const std::int64_t before = now_ns();
-      std::uint64_t cupti = 0;
-      if (libs_->cupti.get_timestamp(&cupti) != CUPTI_SUCCESS) break;
-      const std::int64_t after = now_ns();
-      if (after - before < tightest) {
-        tightest = after - before;
-        best = {static_cast<std::int64_t>(cupti), before + (after - before) / 2};
-      }
-    }
-    return best;
-  }
+  clock_reading read_clocks() const noexcept;
 
   template <class Sink>
   void evaluate(std::size_t completed, metric_sampler_status& status, std::vector<std::string>& notes, Sink& sink) {
@@ -763,6 +496,328 @@ class pm_sampling_run {
   std::uint64_t interval_count_ = 0;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, metric_sampler_status& status) {
+  counter_options plumbing;
+  plumbing.cupti_library = options.cupti_library;
+  plumbing.nvperf_host_library = options.nvperf_host_library;
+  counter_setup setup;  // libraries, profiler initialization, device, chip (counters/collect.hpp)
+  if (!setup.open(plumbing)) {
+    // One subject in the message: the setup speaks of "hardware counters".
+    std::string why = setup.message;
+    const std::string theirs = "hardware counters unavailable: ";
+    if (why.compare(0, theirs.size(), theirs) == 0) why.erase(0, theirs.size());
+    return refuse(sampler_state_for(setup.state), "metric sampling unavailable: " + why);
+  }
+  libs_ = setup.libs;
+  status.chip = chip_ = setup.chip;
+  status.device = device_ = setup.device;
+  pm_sampling_api& pm = pm_sampling_library_state();
+  if (!pm.resolved()) {
+    const std::string missing = resolve_pm_sampling_symbols(libs_->cupti.handle, pm);
+    if (!missing.empty())
+      return refuse(metric_sampler_state::unavailable, "metric sampling unavailable: " + libs_->cupti.path +
+                                                           " has no " + missing +
+                                                           " (PM sampling needs CUDA 12.6 or later)");
+  }
+  pm_ = &pm;
+  if (!device_supported()) return false;
+
+  // Counter availability for PM sampling (where missing permission shows first).
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, avail);
+  avail.deviceIndex = static_cast<std::size_t>(device_);
+  if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
+  availability_.assign(avail.counterAvailabilityImageSize, 0);
+  avail.pCounterAvailabilityImage = availability_.data();
+  if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
+
+  metrics_ = options.metrics.empty() ? default_sampling_metrics() : options.metrics;
+  status.metrics = metrics_;
+  for (const std::string& m : metrics_) names_.push_back(m.c_str());
+  if (!check_metrics()) return false;
+  if (!new_host(host_) || !build_config(host_, names_, &config_, nullptr)) return false;
+
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Enable_Params, enable);
+  enable.deviceIndex = static_cast<std::size_t>(device_);
+  if (!ok(pm.enable(&enable), "cuptiPmSamplingEnable")) return false;
+  object_ = enable.pPmSamplingObject;
+
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_SetConfig_Params, set);
+  set.pPmSamplingObject = object_;
+  set.configSize = config_.size();
+  set.pConfig = config_.data();
+  set.hardwareBufferSize = options.hardware_buffer_bytes;
+  set.samplingInterval = options.interval_ns;
+  set.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;  // interval in ns
+  // Keep-oldest is what the probe ran; an overflow is reported by DecodeData and counted.
+  set.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+  const CUptiResult configured = pm.set_config(&set);
+  if (configured == CUPTI_ERROR_NOT_SUPPORTED)
+    return refuse(metric_sampler_state::unsupported_device,
+                  "metric sampling unavailable: " + chip_ +
+                      " has no GPU time-interval trigger for PM sampling (Turing and GA100 lack it)");
+  if (!ok(configured, "cuptiPmSamplingSetConfig")) return false;
+
+  // The image must hold every sample one decode finds: a decode that fills it loses
+  // the rest of what it read from the hardware buffer (on an H200 a full 512-sample
+  // image after a 240 ms window at 20 µs kept the first 10 ms; the other 11,500 samples
+  // were gone). So it is sized from the window (continuous: four decode periods), with
+  // a quarter more, and where that exceeds max_counter_data_bytes the window shrinks.
+  std::size_t fixed_bytes = 0, per_sample_bytes = 0;
+  if (!counter_data_size(16, fixed_bytes) || !counter_data_size(32, per_sample_bytes)) return false;
+  per_sample_bytes = per_sample_bytes > fixed_bytes ? (per_sample_bytes - fixed_bytes) / 16 : 1;
+  fixed_bytes = fixed_bytes > 16 * per_sample_bytes ? fixed_bytes - 16 * per_sample_bytes : 0;
+  const double interval = static_cast<double>(options.interval_ns);
+  const double span_ns = options.window.count() > 0
+                             ? 1e6 * static_cast<double>(options.window.count())
+                             : 4e6 * static_cast<double>(options.decode_period.count());
+  std::size_t samples = options.counter_data_samples > 0
+                            ? options.counter_data_samples
+                            : static_cast<std::size_t>(span_ns / interval * 1.25) + 64;
+  const std::size_t fitting = options.max_counter_data_bytes > fixed_bytes
+                                  ? (options.max_counter_data_bytes - fixed_bytes) / std::max<std::size_t>(1, per_sample_bytes)
+                                  : 0;
+  if (samples > fitting) samples = fitting;
+  if (samples < 16)
+    return refuse(metric_sampler_state::invalid_request,
+                  "metric sampling not started: max_counter_data_bytes (" +
+                      std::to_string(options.max_counter_data_bytes) + ") holds fewer than 16 samples of " +
+                      std::to_string(per_sample_bytes) + " bytes");
+  effective_window = options.window;
+  const double held_ns = static_cast<double>(samples - samples / 5) * interval;  // a fifth spare
+  if (options.window.count() > 0 && held_ns < span_ns) {
+    effective_window = std::chrono::milliseconds(std::max<long long>(1, static_cast<long long>(held_ns / 1e6)));
+    window_note = "windows shortened from " + std::to_string(options.window.count()) + " ms to " +
+                  std::to_string(effective_window.count()) + " ms: the counter-data image holds " +
+                  std::to_string(samples) + " samples (" + std::to_string(per_sample_bytes) +
+                  " bytes each; max_counter_data_bytes " + std::to_string(options.max_counter_data_bytes) + ")";
+  } else if (options.window.count() == 0 && held_ns < span_ns / 2) {
+    window_note = "continuous sampling: the counter-data image holds " + std::to_string(samples) +
+                  " samples, less than two decode periods; samples are lost whenever a decode finds more";
+  }
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
+  size.pPmSamplingObject = object_;
+  size.pMetricNames = names_.data();
+  size.numMetrics = names_.size();
+  size.maxSamples = samples;
+  if (!ok(pm.get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
+  try {
+    counter_data_.assign(size.counterDataSize, 0);
+  } catch (...) {
+    return refuse(metric_sampler_state::failed, "metric sampling not started: no memory for a counter-data image of " +
+                                                    std::to_string(size.counterDataSize) +
+                                                    " bytes (lower max_counter_data_bytes)");
+  }
+  status.counter_data_samples = samples;
+  status.counter_data_bytes = counter_data_.size();
+  if (!reset_image()) return false;
+  values_.assign(names_.size(), 0.0);
+
+  interval_ns_ = static_cast<std::int64_t>(options.interval_ns);
+  first_reading_ = read_clocks();
+  return start_sampling();
+}
+
+KSCOPE_DECL bool pm_sampling_run::start_sampling() {
+  if (started_) return true;
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Start_Params, start);
+  start.pPmSamplingObject = object_;
+  if (!ok(pm_->start(&start), "cuptiPmSamplingStart")) return false;
+  started_ = true;
+  chain_valid_ = false;  // the gap to the previous window is no loss
+  return true;
+}
+
+KSCOPE_DECL void pm_sampling_run::stop_sampling() noexcept {
+  if (!started_) return;
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Stop_Params, stop);
+  stop.pPmSamplingObject = object_;
+  (void)pm_->stop(&stop);
+  started_ = false;
+}
+
+KSCOPE_DECL void pm_sampling_run::close() noexcept {
+  stop_sampling();
+  if (object_ != nullptr) {
+    KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Disable_Params, disable);
+    disable.pPmSamplingObject = object_;
+    (void)pm_->disable(&disable);
+    object_ = nullptr;
+  }
+}
+
+KSCOPE_DECL bool pm_sampling_run::refuse(metric_sampler_state s, std::string why) {
+  state = s;
+  message = std::move(why);
+  return false;
+}
+
+KSCOPE_DECL bool pm_sampling_run::ok(CUptiResult r, const char* call) {
+  if (r == CUPTI_SUCCESS) return true;
+  const counter_state s = counter_state_for(r);
+  const std::string advice = counter_error_advice(r);
+  return refuse(s == counter_state::collected ? metric_sampler_state::failed : sampler_state_for(s),
+                std::string("metric sampling unavailable: ") + call + " failed with " +
+                    libs_->cupti.result_name(r) + (advice.empty() ? std::string() : ": " + advice));
+}
+
+KSCOPE_DECL void pm_sampling_run::note_once(std::vector<std::string>& notes, const std::string& text) {
+  if (std::find(notes.begin(), notes.end(), text) == notes.end() && notes.size() < 16) notes.push_back(text);
+}
+
+KSCOPE_DECL bool pm_sampling_run::device_supported() {
+  const device_support support = read_device_support(libs_->profiler, device_, CUPTI_PROFILER_PM_SAMPLING);
+  if (!support.unsupported) return true;
+  return refuse(metric_sampler_state::unsupported_device,
+                "metric sampling unavailable: CUPTI cannot PM-sample this device" +
+                    (support.reasons.empty() ? std::string() : " (" + support.reasons + ")"));
+}
+
+KSCOPE_DECL bool pm_sampling_run::new_host(profiler_host_handle& out) {
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params, init);
+  init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+  init.pChipName = chip_.c_str();
+  init.pCounterAvailabilityImage = availability_.empty() ? nullptr : availability_.data();
+  if (!ok(libs_->profiler.host_initialize(&init), "cuptiProfilerHostInitialize")) return false;
+  out.api = &libs_->profiler;
+  out.object = init.pHostObject;
+  return true;
+}
+
+KSCOPE_DECL bool pm_sampling_run::build_config(profiler_host_handle& host, std::vector<const char*> names, std::vector<std::uint8_t>* image,
+                  std::size_t* passes, CUptiResult* add_result) {
+  const profiler_api& p = libs_->profiler;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params, add);
+  add.pHostObject = host.object;
+  add.ppMetricNames = names.data();
+  add.numMetrics = names.size();
+  const CUptiResult added = p.host_config_add_metrics(&add);
+  if (add_result != nullptr) *add_result = added;
+  if (added != CUPTI_SUCCESS && add_result != nullptr) return false;
+  if (!ok(added, "cuptiProfilerHostConfigAddMetrics")) return false;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, size);
+  size.pHostObject = host.object;
+  if (!ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize")) return false;
+  std::vector<std::uint8_t> config(size.configImageSize);
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, get);
+  get.pHostObject = host.object;
+  get.configImageSize = config.size();
+  get.pConfigImage = config.data();
+  if (!ok(p.host_get_config_image(&get), "cuptiProfilerHostGetConfigImage")) return false;
+  if (passes != nullptr) {
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, count);
+    count.configImageSize = config.size();
+    count.pConfigImage = config.data();
+    if (!ok(p.host_get_num_of_passes(&count), "cuptiProfilerHostGetNumOfPasses")) return false;
+    *passes = count.numOfPasses;
+  }
+  if (image != nullptr) image->swap(config);
+  return true;
+}
+
+KSCOPE_DECL bool pm_sampling_run::check_metrics() {
+  {  // The usual case first: the whole set is known and fits one pass (one host object).
+    profiler_host_handle probe;
+    if (!new_host(probe)) return false;
+    std::size_t passes = 0;
+    CUptiResult added = CUPTI_SUCCESS;
+    if (build_config(probe, names_, nullptr, &passes, &added) && passes == 1) return true;
+    if (added == CUPTI_SUCCESS && passes == 0) return false;  // a later call failed: message set
+  }
+  std::string unknown, multi_pass;
+  std::vector<std::string> bases;
+  for (const char* name : names_) {
+    profiler_host_handle probe;
+    if (!new_host(probe)) return false;
+    std::size_t passes = 0;
+    CUptiResult added = CUPTI_SUCCESS;
+    if (!build_config(probe, {name}, nullptr, &passes, &added)) {
+      if (added == CUPTI_SUCCESS) return false;  // a later call failed: message set
+      if (bases.empty()) bases = base_metrics(probe);
+      const metric_name_check c = check_metric_name(name, bases);
+      unknown += (unknown.empty() ? "" : "; ") +
+                 (c.known || c.message.empty() ? "'" + std::string(name) + "' is not offered for PM sampling on " + chip_
+                                               : c.message);
+      continue;
+    }
+    if (passes > 1)
+      multi_pass += (multi_pass.empty() ? "" : "; ") + std::string(name) + " needs " + std::to_string(passes) +
+                    " passes";
+  }
+  if (!unknown.empty()) return refuse(metric_sampler_state::unknown_metric, "metric sampling not started: " + unknown);
+  if (!multi_pass.empty())
+    return refuse(metric_sampler_state::too_many_passes,
+                  "metric sampling not started: PM sampling collects one pass only, and " + multi_pass +
+                      " on " + chip_);
+  // Together: the first metric that pushes the set past one pass.
+  std::vector<const char*> prefix;
+  for (const char* name : names_) {
+    prefix.push_back(name);
+    profiler_host_handle probe;
+    if (!new_host(probe)) return false;
+    std::size_t passes = 0;
+    if (!build_config(probe, prefix, nullptr, &passes)) return false;
+    if (passes > 1)
+      return refuse(metric_sampler_state::too_many_passes,
+                    "metric sampling not started: " + std::string(name) +
+                        " does not fit in one pass with the metrics before it (together " + std::to_string(passes) +
+                        " passes on " + chip_ + "); PM sampling collects one pass only");
+    if (prefix.size() == names_.size()) break;
+  }
+  return true;
+}
+
+KSCOPE_DECL std::vector<std::string> pm_sampling_run::base_metrics(const profiler_host_handle& host) const {
+  std::vector<std::string> out;
+  for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetBaseMetrics_Params, p);
+    p.pHostObject = host.object;
+    p.metricType = type;
+    if (libs_->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
+    for (std::size_t i = 0; i < p.numMetrics; ++i)
+      if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
+  }
+  return out;
+}
+
+KSCOPE_DECL bool pm_sampling_run::counter_data_size(std::size_t samples, std::size_t& bytes) {
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
+  size.pPmSamplingObject = object_;
+  size.pMetricNames = names_.data();
+  size.numMetrics = names_.size();
+  size.maxSamples = samples;
+  if (!ok(pm_->get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
+  bytes = size.counterDataSize;
+  return true;
+}
+
+KSCOPE_DECL bool pm_sampling_run::reset_image() {
+  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, init);
+  init.pPmSamplingObject = object_;
+  init.counterDataSize = counter_data_.size();
+  init.pCounterData = counter_data_.data();
+  read_ = 0;
+  return ok(pm_->counter_data_image_initialize(&init), "cuptiPmSamplingCounterDataImageInitialize");
+}
+
+KSCOPE_DECL clock_reading pm_sampling_run::read_clocks() const noexcept {
+  clock_reading best{0, now_ns()};
+  if (libs_->cupti.get_timestamp == nullptr) return best;
+  std::int64_t tightest = std::numeric_limits<std::int64_t>::max();
+  for (int i = 0; i < 5; ++i) {
+    const std::int64_t before = now_ns();
+    std::uint64_t cupti = 0;
+    if (libs_->cupti.get_timestamp(&cupti) != CUPTI_SUCCESS) break;
+    const std::int64_t after = now_ns();
+    if (after - before < tightest) {
+      tightest = after - before;
+      best = {static_cast<std::int64_t>(cupti), before + (after - before) / 2};
+    }
+  }
+  return best;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 #endif  // KSCOPE_HAS_PM_SAMPLING
 
 }  // namespace detail
@@ -778,142 +833,15 @@ class metric_sampler {
   ~metric_sampler() { stop(); }
 
   // Starts sampling; false with status().message saying why not. Never throws.
-  bool start(const metric_sampler_options& options = {}) noexcept {
-    try {
-      std::lock_guard<std::mutex> control(control_mutex_);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (status_.state == metric_sampler_state::running) return false;  // already running: nothing changes
-      }
-      metric_sampler_status fresh;
-      fresh.interval_ns = options.interval_ns;
-      const std::string error = detail::metric_sampler_request_error(options);
-      if (!error.empty()) return finish_start(fresh, metric_sampler_state::invalid_request,
-                                              "metric sampling not started: " + error);
-#if KSCOPE_HAS_PM_SAMPLING
-      bool expected = false;
-      if (!detail::pm_sampler_active().compare_exchange_strong(expected, true))
-        return finish_start(fresh, metric_sampler_state::busy,
-                            "metric sampling not started: another kscope metric sampler is running in this process");
-      // Released on every way out below except a running sampler (stop() releases it then).
-      struct active_guard {
-        bool keep = false;
-        ~active_guard() {
-          if (!keep) detail::pm_sampler_active().store(false);
-        }
-      } active;
-      std::unique_lock<std::mutex> pass(detail::counter_pass_mutex(), std::try_to_lock);
-      if (!pass.owns_lock())
-        return finish_start(fresh, metric_sampler_state::busy,
-                            "metric sampling not started: a counter pass is running in this process");
-      auto run = std::make_unique<detail::pm_sampling_run>();
-      if (!run->open(options, fresh)) return finish_start(fresh, run->state, run->message);
-      pass.unlock();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        buffer_ = metric_sample_buffer(fresh.metrics.size(), options.max_buffered_samples);
-        spare_ = metric_sample_buffer(fresh.metrics.size(), options.max_buffered_samples);
-        metrics_ = fresh.metrics;
-        status_ = fresh;
-        status_.window = run->effective_window;
-        notes_.clear();
-        if (!run->window_note.empty()) notes_.push_back(run->window_note);
-        last_sample_end_ns_ = 0;
-        started_at_ns_ = now_ns();
-        window_started_ns_ = started_at_ns_;
-        window_sampling_ = true;
-        status_.state = metric_sampler_state::running;
-        status_.message = "metric sampling: " + std::to_string(fresh.metrics.size()) + " metrics every " +
-                          std::to_string(options.interval_ns) + " ns" +
-                          (run->effective_window.count() > 0
-                               ? " in " + std::to_string(run->effective_window.count()) + " ms windows (decoder at most " +
-                                     std::to_string(static_cast<int>(options.max_decoder_share * 100 + 0.5)) +
-                                     " % of a core)"
-                               : std::string(", continuously")) +
-                          " on " + fresh.chip + " (device " + std::to_string(fresh.device) + ")";
-        stop_requested_ = false;
-      }
-      const std::chrono::milliseconds window = run->effective_window;
-      run_ = std::move(run);
-      decode_period_ = options.decode_period;
-      window_ = window;
-      max_decoder_share_ = options.max_decoder_share;
-      after_decode_ = options.after_decode;
-      try {
-        decoder_ = std::thread([this] { decode_loop(); });
-      } catch (...) {
-        run_.reset();
-        std::lock_guard<std::mutex> lock(mutex_);
-        status_.state = metric_sampler_state::failed;
-        status_.message = "metric sampling not started: no thread for decoding";
-        return false;
-      }
-      active.keep = true;
-      return true;
-#else
-      return finish_start(fresh, metric_sampler_state::disabled,
-                          "metric sampling unavailable: kscope was built without CUPTI's PM sampling headers "
-                          "(cupti_pmsampling.h, CUDA 12.6 or later)");
-#endif
-    } catch (...) {  // out of memory in kscope's own bookkeeping
-      std::lock_guard<std::mutex> lock(mutex_);
-      status_.state = metric_sampler_state::failed;
-      status_.message = "metric sampling not started: out of memory";
-      return false;
-    }
-  }
+  bool start(const metric_sampler_options& options = {}) noexcept;
 
   // Stops sampling and decodes what is left; the samples stay for samples() / drain().
-  void stop() noexcept {
-    try {
-      std::lock_guard<std::mutex> control(control_mutex_);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        stop_requested_ = true;
-      }
-      wake_.notify_all();
-      if (decoder_.joinable()) decoder_.join();
-#if KSCOPE_HAS_PM_SAMPLING
-      if (!run_) return;
-      const bool was_sampling = run_->sampling();
-      run_->stop_sampling();
-      if (was_sampling) end_window();
-      decode_now();
-      run_->close();
-      run_.reset();
-      detail::pm_sampler_active().store(false);
-      std::lock_guard<std::mutex> lock(mutex_);
-      status_.running_ns = static_cast<std::uint64_t>(now_ns() - started_at_ns_);
-      status_.decoded_until_ns = std::max(now_ns(), last_sample_end_ns_);
-      status_.state = metric_sampler_state::stopped;
-      char coverage[96];
-      std::snprintf(coverage, sizeof coverage, "; %llu windows, the samples cover %.1f %% of %.3f s",
-                    static_cast<unsigned long long>(status_.windows), 100.0 * status_.coverage(),
-                    static_cast<double>(status_.running_ns) / 1e9);
-      status_.message = "metric sampling stopped: " + std::to_string(status_.samples) + " samples of " +
-                        std::to_string(status_.metrics.size()) + " metrics on " + status_.chip + coverage;
-#endif
-    } catch (...) {
-    }
-  }
+  void stop() noexcept;
 
-  [[nodiscard]] metric_sampler_status status() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    metric_sampler_status s = status_;
-    s.notes = notes_;
-    if (s.state == metric_sampler_state::running) {
-      const std::int64_t now = now_ns();
-      s.running_ns = static_cast<std::uint64_t>(now - started_at_ns_);
-      if (window_sampling_) s.sampled_ns += static_cast<std::uint64_t>(now - window_started_ns_);
-    }
-    return s;
-  }
+  [[nodiscard]] metric_sampler_status status() const;
 
   // The metric names, in the order of every sample's values.
-  [[nodiscard]] std::vector<std::string> metrics() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return metrics_;
-  }
+  [[nodiscard]] std::vector<std::string> metrics() const;
 
   // Hands every buffered sample to f(const metric_sample_view&), oldest first, and forgets
   // them; returns how many. f runs without the sampler's lock, so decoding goes on.
@@ -931,147 +859,25 @@ class metric_sampler {
   }
 
   // The buffered samples as values (drained).
-  [[nodiscard]] std::vector<metric_sample> samples() {
-    std::vector<metric_sample> out;
-    const std::size_t metric_count = metrics().size();
-    drain([&](const metric_sample_view& s) {
-      out.push_back({s.start_ns, s.end_ns, std::vector<double>(s.values, s.values + metric_count)});
-    });
-    return out;
-  }
+  [[nodiscard]] std::vector<metric_sample> samples();
 
  private:
-  bool finish_start(metric_sampler_status& fresh, metric_sampler_state state, std::string message) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    status_ = std::move(fresh);
-    status_.state = state;
-    status_.message = std::move(message);
-    notes_.clear();
-    return false;
-  }
+  bool finish_start(metric_sampler_status& fresh, metric_sampler_state state, std::string message);
 
-  static std::int64_t now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  static std::int64_t now_ns() noexcept;
 
   // Waits up to `d` or until stop() asks; true when asked to stop.
-  bool wait_or_stop(std::chrono::nanoseconds d) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return wake_.wait_for(lock, d, [this] { return stop_requested_; });
-  }
+  bool wait_or_stop(std::chrono::nanoseconds d);
 
   // The hardware has just stopped: the window [window_started_ns_, now) counts as sampled.
   // Returns the window's end.
-  std::int64_t end_window() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const std::int64_t end = now_ns();
-    if (!window_sampling_) return end;
-    window_sampling_ = false;
-    ++status_.windows;
-    status_.sampled_ns += static_cast<std::uint64_t>(end - window_started_ns_);
-    return end;
-  }
+  std::int64_t end_window();
 
-  void decode_loop() noexcept {
-    try {
-      if (window_.count() == 0) {  // continuous: decode every period while sampling runs
-        std::int64_t last_hook = now_ns();
-        while (!wait_or_stop(decode_period_)) {
-          decode_now();
-          {
-            std::lock_guard<std::mutex> lock(mutex_);
-            status_.decoded_until_ns = std::max(status_.decoded_until_ns, last_sample_end_ns_);
-          }
-          if (after_decode_ && now_ns() - last_hook >= 250'000'000) {
-            last_hook = now_ns();
-            after_decode_();
-          }
-        }
-        return;
-      }
-      std::uint64_t jitter = static_cast<std::uint64_t>(now_ns()) | 1u;  // xorshift state
-      for (;;) {
-        if (wait_or_stop(window_)) return;  // stop() ends the window and decodes it
-#if KSCOPE_HAS_PM_SAMPLING
-        run_->stop_sampling();
-#endif
-        const std::int64_t window_end = end_window();
-        const std::int64_t t0 = now_ns();
-        decode_now();
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          status_.decoded_until_ns = std::max(status_.decoded_until_ns, window_end);
-        }
-        if (after_decode_) after_decode_();
-        const std::int64_t busy = now_ns() - t0;
-        // Pause so that busy / (window + busy + pause) <= max_decoder_share, ±20 %.
-        jitter ^= jitter << 13;
-        jitter ^= jitter >> 7;
-        jitter ^= jitter << 17;
-        const double spread = 0.8 + 0.4 * static_cast<double>(jitter % 1000) / 999.0;
-        const double cycle = static_cast<double>(busy) / max_decoder_share_;
-        const double window_ns = static_cast<double>(std::chrono::nanoseconds(window_).count());
-        const double pause = std::max(0.0, cycle - window_ns - static_cast<double>(busy)) * spread;
-        if (wait_or_stop(std::chrono::nanoseconds(static_cast<std::int64_t>(pause)))) return;
-#if KSCOPE_HAS_PM_SAMPLING
-        if (!run_->start_sampling()) {
-          std::lock_guard<std::mutex> lock(mutex_);
-          if (std::find(notes_.begin(), notes_.end(), run_->message) == notes_.end()) notes_.push_back(run_->message);
-          return;  // no more windows; what was sampled stays
-        }
-#endif
-        std::lock_guard<std::mutex> lock(mutex_);
-        window_started_ns_ = now_ns();
-        window_sampling_ = true;
-      }
-    } catch (...) {
-    }
-  }
+  void decode_loop() noexcept;
 
   // One decode of the hardware buffer into the sample buffer. Called by the decoder
   // thread, or by stop() once it has joined: never twice at once.
-  void decode_now() noexcept {
-#if KSCOPE_HAS_PM_SAMPLING
-    try {
-      metric_sampler_status counts;
-      std::vector<std::string> new_notes;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        counts = status_;
-        new_notes = notes_;
-      }
-      std::uint64_t pushed = 0, dropped = 0;
-      run_->decode(counts, new_notes, [&](std::int64_t start, std::int64_t end, const double* values) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        last_sample_end_ns_ = std::max(last_sample_end_ns_, end);
-        if (buffer_.push(start, end, values))
-          ++pushed;
-        else
-          ++dropped;
-      });
-      std::lock_guard<std::mutex> lock(mutex_);
-      // Only the decoder changes these counts, so the copy taken above is current.
-      status_.samples += pushed;
-      status_.samples_dropped += dropped;
-      status_.samples_unusable = counts.samples_unusable;
-      status_.samples_lost_at_reset = counts.samples_lost_at_reset;
-      status_.samples_irregular = counts.samples_irregular;
-      status_.sample_time_ns = counts.sample_time_ns;
-      status_.samples_missing = counts.samples_missing;
-      status_.hardware_overflows = counts.hardware_overflows;
-      status_.decodes = counts.decodes;
-      status_.decode_errors = counts.decode_errors;
-      status_.decode_ns = counts.decode_ns;
-      status_.evaluate_ns = counts.evaluate_ns;
-      status_.reset_ns = counts.reset_ns;
-      status_.mean_interval_ns = counts.mean_interval_ns;
-      status_.timeline = counts.timeline;
-      notes_ = std::move(new_notes);
-    } catch (...) {
-    }
-#endif
-  }
+  void decode_now() noexcept;
 
   mutable std::mutex mutex_;     // status, notes, the sample buffer, the stop flag
   std::mutex control_mutex_;     // start / stop
@@ -1096,5 +902,278 @@ class metric_sampler {
   std::unique_ptr<detail::pm_sampling_run> run_;
 #endif
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool metric_sampler::start(const metric_sampler_options& options) noexcept {
+  try {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (status_.state == metric_sampler_state::running) return false;  // already running: nothing changes
+    }
+    metric_sampler_status fresh;
+    fresh.interval_ns = options.interval_ns;
+    const std::string error = detail::metric_sampler_request_error(options);
+    if (!error.empty()) return finish_start(fresh, metric_sampler_state::invalid_request,
+                                            "metric sampling not started: " + error);
+#if KSCOPE_HAS_PM_SAMPLING
+    bool expected = false;
+    if (!detail::pm_sampler_active().compare_exchange_strong(expected, true))
+      return finish_start(fresh, metric_sampler_state::busy,
+                          "metric sampling not started: another kscope metric sampler is running in this process");
+    // Released on every way out below except a running sampler (stop() releases it then).
+    struct active_guard {
+      bool keep = false;
+      ~active_guard() {
+        if (!keep) detail::pm_sampler_active().store(false);
+      }
+    } active;
+    std::unique_lock<std::mutex> pass(detail::counter_pass_mutex(), std::try_to_lock);
+    if (!pass.owns_lock())
+      return finish_start(fresh, metric_sampler_state::busy,
+                          "metric sampling not started: a counter pass is running in this process");
+    auto run = std::make_unique<detail::pm_sampling_run>();
+    if (!run->open(options, fresh)) return finish_start(fresh, run->state, run->message);
+    pass.unlock();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      buffer_ = metric_sample_buffer(fresh.metrics.size(), options.max_buffered_samples);
+      spare_ = metric_sample_buffer(fresh.metrics.size(), options.max_buffered_samples);
+      metrics_ = fresh.metrics;
+      status_ = fresh;
+      status_.window = run->effective_window;
+      notes_.clear();
+      if (!run->window_note.empty()) notes_.push_back(run->window_note);
+      last_sample_end_ns_ = 0;
+      started_at_ns_ = now_ns();
+      window_started_ns_ = started_at_ns_;
+      window_sampling_ = true;
+      status_.state = metric_sampler_state::running;
+      status_.message = "metric sampling: " + std::to_string(fresh.metrics.size()) + " metrics every " +
+                        std::to_string(options.interval_ns) + " ns" +
+                        (run->effective_window.count() > 0
+                             ? " in " + std::to_string(run->effective_window.count()) + " ms windows (decoder at most " +
+                                   std::to_string(static_cast<int>(options.max_decoder_share * 100 + 0.5)) +
+                                   " % of a core)"
+                             : std::string(", continuously")) +
+                        " on " + fresh.chip + " (device " + std::to_string(fresh.device) + ")";
+      stop_requested_ = false;
+    }
+    const std::chrono::milliseconds window = run->effective_window;
+    run_ = std::move(run);
+    decode_period_ = options.decode_period;
+    window_ = window;
+    max_decoder_share_ = options.max_decoder_share;
+    after_decode_ = options.after_decode;
+    try {
+      decoder_ = std::thread([this] { decode_loop(); });
+    } catch (...) {
+      run_.reset();
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_.state = metric_sampler_state::failed;
+      status_.message = "metric sampling not started: no thread for decoding";
+      return false;
+    }
+    active.keep = true;
+    return true;
+#else
+    return finish_start(fresh, metric_sampler_state::disabled,
+                        "metric sampling unavailable: kscope was built without CUPTI's PM sampling headers "
+                        "(cupti_pmsampling.h, CUDA 12.6 or later)");
+#endif
+  } catch (...) {  // out of memory in kscope's own bookkeeping
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_.state = metric_sampler_state::failed;
+    status_.message = "metric sampling not started: out of memory";
+    return false;
+  }
+}
+
+KSCOPE_DECL void metric_sampler::stop() noexcept {
+  try {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_requested_ = true;
+    }
+    wake_.notify_all();
+    if (decoder_.joinable()) decoder_.join();
+#if KSCOPE_HAS_PM_SAMPLING
+    if (!run_) return;
+    const bool was_sampling = run_->sampling();
+    run_->stop_sampling();
+    if (was_sampling) end_window();
+    decode_now();
+    run_->close();
+    run_.reset();
+    detail::pm_sampler_active().store(false);
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_.running_ns = static_cast<std::uint64_t>(now_ns() - started_at_ns_);
+    status_.decoded_until_ns = std::max(now_ns(), last_sample_end_ns_);
+    status_.state = metric_sampler_state::stopped;
+    char coverage[96];
+    std::snprintf(coverage, sizeof coverage, "; %llu windows, the samples cover %.1f %% of %.3f s",
+                  static_cast<unsigned long long>(status_.windows), 100.0 * status_.coverage(),
+                  static_cast<double>(status_.running_ns) / 1e9);
+    status_.message = "metric sampling stopped: " + std::to_string(status_.samples) + " samples of " +
+                      std::to_string(status_.metrics.size()) + " metrics on " + status_.chip + coverage;
+#endif
+  } catch (...) {
+  }
+}
+
+KSCOPE_DECL metric_sampler_status metric_sampler::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  metric_sampler_status s = status_;
+  s.notes = notes_;
+  if (s.state == metric_sampler_state::running) {
+    const std::int64_t now = now_ns();
+    s.running_ns = static_cast<std::uint64_t>(now - started_at_ns_);
+    if (window_sampling_) s.sampled_ns += static_cast<std::uint64_t>(now - window_started_ns_);
+  }
+  return s;
+}
+
+KSCOPE_DECL std::vector<std::string> metric_sampler::metrics() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return metrics_;
+}
+
+KSCOPE_DECL std::vector<metric_sample> metric_sampler::samples() {
+  std::vector<metric_sample> out;
+  const std::size_t metric_count = metrics().size();
+  drain([&](const metric_sample_view& s) {
+    out.push_back({s.start_ns, s.end_ns, std::vector<double>(s.values, s.values + metric_count)});
+  });
+  return out;
+}
+
+KSCOPE_DECL bool metric_sampler::finish_start(metric_sampler_status& fresh, metric_sampler_state state, std::string message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  status_ = std::move(fresh);
+  status_.state = state;
+  status_.message = std::move(message);
+  notes_.clear();
+  return false;
+}
+
+KSCOPE_DECL std::int64_t metric_sampler::now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+KSCOPE_DECL bool metric_sampler::wait_or_stop(std::chrono::nanoseconds d) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return wake_.wait_for(lock, d, [this] { return stop_requested_; });
+}
+
+KSCOPE_DECL std::int64_t metric_sampler::end_window() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::int64_t end = now_ns();
+  if (!window_sampling_) return end;
+  window_sampling_ = false;
+  ++status_.windows;
+  status_.sampled_ns += static_cast<std::uint64_t>(end - window_started_ns_);
+  return end;
+}
+
+KSCOPE_DECL void metric_sampler::decode_loop() noexcept {
+  try {
+    if (window_.count() == 0) {  // continuous: decode every period while sampling runs
+      std::int64_t last_hook = now_ns();
+      while (!wait_or_stop(decode_period_)) {
+        decode_now();
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          status_.decoded_until_ns = std::max(status_.decoded_until_ns, last_sample_end_ns_);
+        }
+        if (after_decode_ && now_ns() - last_hook >= 250'000'000) {
+          last_hook = now_ns();
+          after_decode_();
+        }
+      }
+      return;
+    }
+    std::uint64_t jitter = static_cast<std::uint64_t>(now_ns()) | 1u;  // xorshift state
+    for (;;) {
+      if (wait_or_stop(window_)) return;  // stop() ends the window and decodes it
+#if KSCOPE_HAS_PM_SAMPLING
+      run_->stop_sampling();
+#endif
+      const std::int64_t window_end = end_window();
+      const std::int64_t t0 = now_ns();
+      decode_now();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        status_.decoded_until_ns = std::max(status_.decoded_until_ns, window_end);
+      }
+      if (after_decode_) after_decode_();
+      const std::int64_t busy = now_ns() - t0;
+      // Pause so that busy / (window + busy + pause) <= max_decoder_share, ±20 %.
+      jitter ^= jitter << 13;
+      jitter ^= jitter >> 7;
+      jitter ^= jitter << 17;
+      const double spread = 0.8 + 0.4 * static_cast<double>(jitter % 1000) / 999.0;
+      const double cycle = static_cast<double>(busy) / max_decoder_share_;
+      const double window_ns = static_cast<double>(std::chrono::nanoseconds(window_).count());
+      const double pause = std::max(0.0, cycle - window_ns - static_cast<double>(busy)) * spread;
+      if (wait_or_stop(std::chrono::nanoseconds(static_cast<std::int64_t>(pause)))) return;
+#if KSCOPE_HAS_PM_SAMPLING
+      if (!run_->start_sampling()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (std::find(notes_.begin(), notes_.end(), run_->message) == notes_.end()) notes_.push_back(run_->message);
+        return;  // no more windows; what was sampled stays
+      }
+#endif
+      std::lock_guard<std::mutex> lock(mutex_);
+      window_started_ns_ = now_ns();
+      window_sampling_ = true;
+    }
+  } catch (...) {
+  }
+}
+
+KSCOPE_DECL void metric_sampler::decode_now() noexcept {
+#if KSCOPE_HAS_PM_SAMPLING
+  try {
+    metric_sampler_status counts;
+    std::vector<std::string> new_notes;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      counts = status_;
+      new_notes = notes_;
+    }
+    std::uint64_t pushed = 0, dropped = 0;
+    run_->decode(counts, new_notes, [&](std::int64_t start, std::int64_t end, const double* values) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      last_sample_end_ns_ = std::max(last_sample_end_ns_, end);
+      if (buffer_.push(start, end, values))
+        ++pushed;
+      else
+        ++dropped;
+    });
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Only the decoder changes these counts, so the copy taken above is current.
+    status_.samples += pushed;
+    status_.samples_dropped += dropped;
+    status_.samples_unusable = counts.samples_unusable;
+    status_.samples_lost_at_reset = counts.samples_lost_at_reset;
+    status_.samples_irregular = counts.samples_irregular;
+    status_.sample_time_ns = counts.sample_time_ns;
+    status_.samples_missing = counts.samples_missing;
+    status_.hardware_overflows = counts.hardware_overflows;
+    status_.decodes = counts.decodes;
+    status_.decode_errors = counts.decode_errors;
+    status_.decode_ns = counts.decode_ns;
+    status_.evaluate_ns = counts.evaluate_ns;
+    status_.reset_ns = counts.reset_ns;
+    status_.mean_interval_ns = counts.mean_interval_ns;
+    status_.timeline = counts.timeline;
+    notes_ = std::move(new_notes);
+  } catch (...) {
+  }
+#endif
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -92,50 +92,21 @@ struct metric_sample_view {
 //   for (std::size_t i = 0; i < b.size(); ++i) use(b[i].start_ns, b[i].values[0]);
 class metric_sample_buffer {
  public:
-  explicit metric_sample_buffer(std::size_t metric_count = 0, std::size_t capacity = 0) noexcept
-      : metric_count_(metric_count), capacity_(capacity) {}
+  explicit metric_sample_buffer(std::size_t metric_count = 0, std::size_t capacity = 0) noexcept;
 
   // False (and counted in dropped()) when the buffer is full or out of memory.
-  bool push(std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept {
-    if (times_.size() >= capacity_) {
-      ++dropped_;
-      return false;
-    }
-    try {
-      if (times_.size() == times_.capacity() || values_.capacity() - values_.size() < metric_count_) {
-        const std::size_t grown = std::min(capacity_, std::max<std::size_t>(64, 2 * times_.size()));
-        times_.reserve(grown);
-        values_.reserve(grown * metric_count_);
-      }
-    } catch (...) {
-      capacity_ = times_.size();  // out of memory: hold what we have
-      ++dropped_;
-      return false;
-    }
-    // Both vectors have room now: neither append allocates.
-    times_.emplace_back(start_ns, end_ns);
-    values_.insert(values_.end(), values, values + metric_count_);
-    return true;
-  }
+  bool push(std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept;
 
-  [[nodiscard]] metric_sample_view operator[](std::size_t i) const noexcept {
-    return {times_[i].first, times_[i].second, values_.data() + i * metric_count_};
-  }
+  [[nodiscard]] metric_sample_view operator[](std::size_t i) const noexcept;
   // Replaces sample i (< size()): a ring of the most recent samples over full storage.
-  void overwrite(std::size_t i, std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept {
-    if (i >= times_.size()) return;
-    times_[i] = {start_ns, end_ns};
-    std::copy_n(values, metric_count_, values_.begin() + static_cast<std::ptrdiff_t>(i * metric_count_));
-  }
+  void overwrite(std::size_t i, std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return times_.size(); }
   [[nodiscard]] bool empty() const noexcept { return times_.empty(); }
   [[nodiscard]] std::size_t metric_count() const noexcept { return metric_count_; }
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   [[nodiscard]] std::uint64_t dropped() const noexcept { return dropped_; }
   // Bytes the buffer can reach at its capacity.
-  [[nodiscard]] std::size_t memory_bound_bytes() const noexcept {
-    return capacity_ * (sizeof(std::pair<std::int64_t, std::int64_t>) + metric_count_ * sizeof(double));
-  }
+  [[nodiscard]] std::size_t memory_bound_bytes() const noexcept;
 
   // Keeps the samples for which keep(view) is true, in their order.
   template <class Keep>
@@ -155,10 +126,7 @@ class metric_sample_buffer {
   }
 
   // Forgets the samples (not the dropped count), keeping the storage for reuse.
-  void clear() noexcept {
-    times_.clear();
-    values_.clear();
-  }
+  void clear() noexcept;
 
  private:
   std::size_t metric_count_;
@@ -167,6 +135,51 @@ class metric_sample_buffer {
   std::vector<std::pair<std::int64_t, std::int64_t>> times_;
   std::vector<double> values_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL metric_sample_buffer::metric_sample_buffer(std::size_t metric_count, std::size_t capacity) noexcept : metric_count_(metric_count), capacity_(capacity) {}
+
+KSCOPE_DECL bool metric_sample_buffer::push(std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept {
+  if (times_.size() >= capacity_) {
+    ++dropped_;
+    return false;
+  }
+  try {
+    if (times_.size() == times_.capacity() || values_.capacity() - values_.size() < metric_count_) {
+      const std::size_t grown = std::min(capacity_, std::max<std::size_t>(64, 2 * times_.size()));
+      times_.reserve(grown);
+      values_.reserve(grown * metric_count_);
+    }
+  } catch (...) {
+    capacity_ = times_.size();  // out of memory: hold what we have
+    ++dropped_;
+    return false;
+  }
+  // Both vectors have room now: neither append allocates.
+  times_.emplace_back(start_ns, end_ns);
+  values_.insert(values_.end(), values, values + metric_count_);
+  return true;
+}
+
+KSCOPE_DECL metric_sample_view metric_sample_buffer::operator[](std::size_t i) const noexcept {
+  return {times_[i].first, times_[i].second, values_.data() + i * metric_count_};
+}
+
+KSCOPE_DECL void metric_sample_buffer::overwrite(std::size_t i, std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept {
+  if (i >= times_.size()) return;
+  times_[i] = {start_ns, end_ns};
+  std::copy_n(values, metric_count_, values_.begin() + static_cast<std::ptrdiff_t>(i * metric_count_));
+}
+
+KSCOPE_DECL std::size_t metric_sample_buffer::memory_bound_bytes() const noexcept {
+  return capacity_ * (sizeof(std::pair<std::int64_t, std::int64_t>) + metric_count_ * sizeof(double));
+}
+
+KSCOPE_DECL void metric_sample_buffer::clear() noexcept {
+  times_.clear();
+  values_.clear();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Clock mapping
@@ -200,21 +213,27 @@ struct sample_clock_map {
   [[nodiscard]] static sample_clock_map from_reading(const clock_reading& r) noexcept { return {r, 1.0}; }
   // The scale between two readings when they are far enough apart and the fit is sane
   // (within 0.1 % of 1: two clocks counting nanoseconds), else the offset of `first`.
-  [[nodiscard]] static sample_clock_map from_readings(const clock_reading& first, const clock_reading& last) noexcept {
-    const std::int64_t source_span = last.source_ns - first.source_ns;
-    const std::int64_t kscope_span = last.kscope_ns - first.kscope_ns;
-    if (source_span < min_fit_span_ns || kscope_span <= 0) return from_reading(first);
-    const double s = static_cast<double>(kscope_span) / static_cast<double>(source_span);
-    if (!(s > 0.999 && s < 1.001)) return from_reading(first);
-    return {first, s};
-  }
+  [[nodiscard]] static sample_clock_map from_readings(const clock_reading& first, const clock_reading& last) noexcept;
 
-  [[nodiscard]] std::int64_t to_kscope(std::int64_t source_ns) const noexcept {
-    const std::int64_t delta = source_ns - origin.source_ns;
-    if (scale == 1.0) return origin.kscope_ns + delta;
-    return origin.kscope_ns + static_cast<std::int64_t>(std::llround(static_cast<double>(delta) * scale));
-  }
+  [[nodiscard]] std::int64_t to_kscope(std::int64_t source_ns) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sample_clock_map sample_clock_map::from_readings(const clock_reading& first, const clock_reading& last) noexcept {
+  const std::int64_t source_span = last.source_ns - first.source_ns;
+  const std::int64_t kscope_span = last.kscope_ns - first.kscope_ns;
+  if (source_span < min_fit_span_ns || kscope_span <= 0) return from_reading(first);
+  const double s = static_cast<double>(kscope_span) / static_cast<double>(source_span);
+  if (!(s > 0.999 && s < 1.001)) return from_reading(first);
+  return {first, s};
+}
+
+KSCOPE_DECL std::int64_t sample_clock_map::to_kscope(std::int64_t source_ns) const noexcept {
+  const std::int64_t delta = source_ns - origin.source_ns;
+  if (scale == 1.0) return origin.kscope_ns + delta;
+  return origin.kscope_ns + static_cast<std::int64_t>(std::llround(static_cast<double>(delta) * scale));
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Which clock a batch of sample timestamps is on, judged from the end of the newest
 // sample and both clocks read just after it was decoded: a timestamp is on a clock when it
@@ -223,7 +242,11 @@ struct sample_clock_map {
 // decades apart, so at most one fits.
 enum class sample_timeline : std::uint8_t { cupti, kscope, unknown };
 
-[[nodiscard]] inline sample_timeline detect_sample_timeline(std::int64_t newest_end_ns, const clock_reading& now,
+[[nodiscard]] KSCOPE_DECL sample_timeline detect_sample_timeline(std::int64_t newest_end_ns, const clock_reading& now,
+                                                            std::int64_t max_age_ns) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sample_timeline detect_sample_timeline(std::int64_t newest_end_ns, const clock_reading& now,
                                                             std::int64_t max_age_ns) noexcept {
   const auto fits = [&](std::int64_t clock_now) {
     return newest_end_ns <= clock_now && clock_now - newest_end_ns <= max_age_ns;
@@ -235,6 +258,7 @@ enum class sample_timeline : std::uint8_t { cupti, kscope, unknown };
   if (cupti == steady) return sample_timeline::unknown;
   return cupti ? sample_timeline::cupti : sample_timeline::kscope;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 [[nodiscard]] constexpr const char* to_string(sample_timeline t) noexcept {
   switch (t) {
@@ -269,10 +293,14 @@ struct node_sampled_metrics {
 
   // Share of the time of the samples this node touched with no kernel running: high for
   // a launch-bound loop of tiny kernels, whose means are then mostly idle hardware.
-  [[nodiscard]] double idle_share() const noexcept {
-    return touched_sample_ns > 0 ? touched_idle_ns / touched_sample_ns : std::numeric_limits<double>::quiet_NaN();
-  }
+  [[nodiscard]] double idle_share() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double node_sampled_metrics::idle_share() const noexcept {
+  return touched_sample_ns > 0 ? touched_idle_ns / touched_sample_ns : std::numeric_limits<double>::quiet_NaN();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The distribution of the per-call means of one step scope.
 struct step_metric_distribution {
@@ -297,10 +325,14 @@ struct device_sampled_metrics {
   std::vector<sampled_value> values;  // every sample, weighted by its length
 
   // Utilisation: the share of the sampled time with a kernel running.
-  [[nodiscard]] double busy_share() const noexcept {
-    return sampled_ns > 0 ? busy_ns / sampled_ns : std::numeric_limits<double>::quiet_NaN();
-  }
+  [[nodiscard]] double busy_share() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double device_sampled_metrics::busy_share() const noexcept {
+  return sampled_ns > 0 ? busy_ns / sampled_ns : std::numeric_limits<double>::quiet_NaN();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Everything turned away or left out, counted.
 struct sampled_metrics_counters {
@@ -340,40 +372,50 @@ struct sampled_metrics_report {
   std::vector<step_sampled_metrics> steps;  // by node id
   sampled_metrics_counters counters;
 
-  [[nodiscard]] const node_sampled_metrics* find(sampled_node n) const noexcept {
-    const auto it = std::lower_bound(nodes.begin(), nodes.end(), n,
-                                     [](const node_sampled_metrics& a, sampled_node b) { return a.node < b; });
-    return it != nodes.end() && it->node == n ? &*it : nullptr;
-  }
-  [[nodiscard]] const step_sampled_metrics* find_step(sampled_node n) const noexcept {
-    for (const step_sampled_metrics& s : steps)
-      if (s.node == n) return &s;
-    return nullptr;
-  }
+  [[nodiscard]] const node_sampled_metrics* find(sampled_node n) const noexcept;
+  [[nodiscard]] const step_sampled_metrics* find_step(sampled_node n) const noexcept;
   // The position of a metric in `metrics`, or metrics.size().
-  [[nodiscard]] std::size_t index_of(std::string_view metric) const noexcept {
-    for (std::size_t i = 0; i < metrics.size(); ++i)
-      if (metrics[i] == metric) return i;
-    return metrics.size();
-  }
+  [[nodiscard]] std::size_t index_of(std::string_view metric) const noexcept;
   // One line per kind of loss, for the report's warnings; empty when nothing was lost.
-  [[nodiscard]] std::vector<std::string> warnings() const {
-    std::vector<std::string> out;
-    const auto say = [&out](std::uint64_t n, const char* what) {
-      if (n > 0) out.push_back(std::to_string(n) + what);
-    };
-    const sampled_metrics_counters& c = counters;
-    say(c.samples_dropped, " metric samples dropped: the pending buffer was full (fold more often)");
-    say(c.samples_invalid, " metric samples had no length and were ignored");
-    say(c.samples_late, " metric samples arrived after their time was attributed and were ignored");
-    say(c.kernels_dropped, " kernel intervals dropped: the pending buffer was full");
-    say(c.kernels_late, " kernel intervals arrived after their time was attributed: their samples went to others");
-    say(c.node_slices_over_cap, " sample slices of scopes past the node cap were not kept");
-    say(c.step_calls_dropped, " step calls dropped (pending buffer full, or too many step scopes)");
-    say(c.step_calls_late, " step calls arrived after their time was attributed");
-    return out;
-  }
+  [[nodiscard]] std::vector<std::string> warnings() const;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const node_sampled_metrics* sampled_metrics_report::find(sampled_node n) const noexcept {
+  const auto it = std::lower_bound(nodes.begin(), nodes.end(), n,
+                   [](const node_sampled_metrics& a, sampled_node b) { return a.node < b; });
+  return it != nodes.end() && it->node == n ? &*it : nullptr;
+}
+
+KSCOPE_DECL const step_sampled_metrics* sampled_metrics_report::find_step(sampled_node n) const noexcept {
+  for (const step_sampled_metrics& s : steps)
+    if (s.node == n) return &s;
+  return nullptr;
+}
+
+KSCOPE_DECL std::size_t sampled_metrics_report::index_of(std::string_view metric) const noexcept {
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    if (metrics[i] == metric) return i;
+  return metrics.size();
+}
+
+KSCOPE_DECL std::vector<std::string> sampled_metrics_report::warnings() const {
+  std::vector<std::string> out;
+  const auto say = [&out](std::uint64_t n, const char* what) {
+    if (n > 0) out.push_back(std::to_string(n) + what);
+  };
+  const sampled_metrics_counters& c = counters;
+  say(c.samples_dropped, " metric samples dropped: the pending buffer was full (fold more often)");
+  say(c.samples_invalid, " metric samples had no length and were ignored");
+  say(c.samples_late, " metric samples arrived after their time was attributed and were ignored");
+  say(c.kernels_dropped, " kernel intervals dropped: the pending buffer was full");
+  say(c.kernels_late, " kernel intervals arrived after their time was attributed: their samples went to others");
+  say(c.node_slices_over_cap, " sample slices of scopes past the node cap were not kept");
+  say(c.step_calls_dropped, " step calls dropped (pending buffer full, or too many step scopes)");
+  say(c.step_calls_late, " step calls arrived after their time was attributed");
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // The aggregation
@@ -381,7 +423,10 @@ struct sampled_metrics_report {
 namespace detail {
 
 // Length of the union of intervals (sorted by start here).
-inline std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>>& iv) {
+KSCOPE_DECL std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>>& iv);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_t>>& iv) {
   std::sort(iv.begin(), iv.end());
   std::int64_t total = 0, open_start = 0, open_end = 0;
   bool open = false;
@@ -398,6 +443,7 @@ inline std::int64_t union_length(std::vector<std::pair<std::int64_t, std::int64_
   if (open) total += open_end - open_start;
   return total;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Sums behind one sampled_value.
 struct sampled_accumulator {
@@ -405,19 +451,25 @@ struct sampled_accumulator {
   double weight = 0;        // Σ weight over finite values
   double total = 0;         // counts: Σ value · weight / sample length
 
-  void add(double x, double w, double count_share) noexcept {
-    weighted_sum += w * x;
-    weight += w;
-    total += count_share;
-  }
-  [[nodiscard]] sampled_value value(bool is_count) const noexcept {
-    sampled_value v;
-    if (weight > 0) v.mean = weighted_sum / weight;
-    if (is_count && weight > 0) v.total = total;
-    v.weight_ns = weight;
-    return v;
-  }
+  void add(double x, double w, double count_share) noexcept;
+  [[nodiscard]] sampled_value value(bool is_count) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void sampled_accumulator::add(double x, double w, double count_share) noexcept {
+  weighted_sum += w * x;
+  weight += w;
+  total += count_share;
+}
+
+KSCOPE_DECL sampled_value sampled_accumulator::value(bool is_count) const noexcept {
+  sampled_value v;
+  if (weight > 0) v.mean = weighted_sum / weight;
+  if (is_count && weight > 0) v.total = total;
+  v.weight_ns = weight;
+  return v;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -425,76 +477,20 @@ struct sampled_accumulator {
 // thread-safe: one owner (the session) feeds it and folds.
 class sampled_metrics {
  public:
-  explicit sampled_metrics(std::vector<std::string> metrics, sampled_metrics_limits limits = {})
-      : metrics_(std::move(metrics)),
-        limits_(limits),
-        pending_(metrics_.size(), limits.max_pending_samples),
-        device_(metrics_.size()) {
-    for (const std::string& m : metrics_) is_count_.push_back(aggregation_for(m) == metric_aggregation::sum);
-  }
+  explicit sampled_metrics(std::vector<std::string> metrics, sampled_metrics_limits limits = {});
 
   [[nodiscard]] const std::vector<std::string>& metrics() const noexcept { return metrics_; }
   [[nodiscard]] const sampled_metrics_limits& limits() const noexcept { return limits_; }
 
   // One sample, its timestamps on kscope's clock, metrics().size() values.
-  void add_sample(std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept {
-    if (end_ns <= start_ns) {
-      ++counters_.samples_invalid;
-      return;
-    }
-    if (end_ns <= folded_until_) {
-      ++counters_.samples_late;
-      return;
-    }
-    longest_sample_ns_ = std::max(longest_sample_ns_, end_ns - start_ns);
-    if (!pending_.push(start_ns, end_ns, values)) ++counters_.samples_dropped;
-  }
-  void add_sample(const metric_sample_view& s) noexcept { add_sample(s.start_ns, s.end_ns, s.values); }
+  void add_sample(std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept;
+  void add_sample(const metric_sample_view& s) noexcept;
 
-  void add_kernel(const kernel_interval& k) noexcept {
-    ++counters_.kernels_seen;
-    if (k.device != limits_.device) {
-      ++counters_.kernels_other_device;
-      return;
-    }
-    if (k.end_ns <= k.start_ns) {
-      ++counters_.kernels_invalid;
-      return;
-    }
-    // Started before the time already folded: the samples of its earlier part went to
-    // others. What is left of it still counts.
-    if (k.start_ns < folded_until_) ++counters_.kernels_late;
-    if (k.end_ns <= kernels_folded_until_) return;
-    if (kernels_.size() >= limits_.max_pending_kernels || !try_push(kernels_, k)) ++counters_.kernels_dropped;
-  }
+  void add_kernel(const kernel_interval& k) noexcept;
 
   // One call of a step scope over [start_ns, end_ns): the node becomes a step scope with a
   // per-call distribution (at most limits().max_steps of them).
-  void add_step_call(sampled_node node, std::int64_t start_ns, std::int64_t end_ns) noexcept {
-    if (end_ns <= start_ns) {
-      ++counters_.step_calls_invalid;
-      return;
-    }
-    if (end_ns <= folded_until_) {
-      ++counters_.step_calls_late;
-      return;
-    }
-    if (calls_.size() >= limits_.max_pending_calls || step_index(node) == no_index) {
-      ++counters_.step_calls_dropped;
-      return;
-    }
-    pending_call c{node, start_ns, end_ns, std::vector<detail::sampled_accumulator>()};
-    if (!try_push(calls_, c)) {
-      ++counters_.step_calls_dropped;
-      return;
-    }
-    try {
-      calls_.back().sums.resize(metrics_.size());
-    } catch (...) {
-      calls_.pop_back();
-      ++counters_.step_calls_dropped;
-    }
-  }
+  void add_step_call(sampled_node node, std::int64_t start_ns, std::int64_t end_ns) noexcept;
 
   // Folds every pending sample that ended at or before `watermark_ns`. The caller
   // promises that every kernel interval and step call that STARTED before the watermark
@@ -505,71 +501,16 @@ class sampled_metrics {
   void attribute_until(std::int64_t watermark_ns) { fold(watermark_ns, false); }
 
   // Folds everything pending, as if every interval had arrived (the end of a run).
-  void attribute_all() { fold(std::numeric_limits<std::int64_t>::max(), true); }
+  void attribute_all();
 
   [[nodiscard]] std::size_t pending_samples() const noexcept { return pending_.size(); }
   [[nodiscard]] std::size_t pending_kernels() const noexcept { return kernels_.size(); }
 
   // The most memory the aggregates and pending buffers can reach (excluding the small
   // per-fold scratch and the report's copy).
-  [[nodiscard]] std::size_t memory_bound_bytes() const noexcept {
-    const std::size_t m = metrics_.size();
-    const std::size_t per_node = sizeof(node_accumulator) + m * sizeof(detail::sampled_accumulator) + 64;
-    const std::size_t per_step =
-        sizeof(step_accumulator) + limits_.step_call_cap * (sizeof(std::uint64_t) + m * sizeof(double)) + 64;
-    const std::size_t per_call = sizeof(pending_call) + m * sizeof(detail::sampled_accumulator);
-    return pending_.memory_bound_bytes() + limits_.max_pending_kernels * sizeof(kernel_interval) +
-           limits_.max_nodes * per_node + limits_.max_steps * per_step + limits_.max_pending_calls * per_call;
-  }
+  [[nodiscard]] std::size_t memory_bound_bytes() const noexcept;
 
-  [[nodiscard]] sampled_metrics_report report() const {
-    sampled_metrics_report r;
-    r.metrics = metrics_;
-    r.is_count = is_count_;
-    r.device = limits_.device;
-    r.counters = counters_;
-    r.device_wide.samples = device_samples_;
-    r.device_wide.sampled_ns = device_sampled_ns_;
-    r.device_wide.busy_ns = device_busy_ns_;
-    for (std::size_t m = 0; m < metrics_.size(); ++m) r.device_wide.values.push_back(device_[m].value(is_count_[m]));
-    for (const auto& [node, acc] : nodes_) {
-      node_sampled_metrics n;
-      n.node = node;
-      n.samples = acc.samples;
-      n.attributed_ns = acc.attributed_ns;
-      n.kernel_ns = acc.kernel_ns;
-      n.touched_sample_ns = acc.touched_sample_ns;
-      n.touched_idle_ns = acc.touched_idle_ns;
-      for (std::size_t m = 0; m < metrics_.size(); ++m) n.values.push_back(acc.sums[m].value(is_count_[m]));
-      r.nodes.push_back(std::move(n));
-    }
-    std::vector<double> column;
-    for (const step_accumulator& s : steps_) {
-      step_sampled_metrics out;
-      out.node = s.node;
-      out.calls = s.kept.seen();
-      out.calls_without_samples = s.calls_without_samples;
-      out.calls_subsampled = s.kept.saturated();
-      const std::size_t held = s.kept.kept().size();
-      for (std::size_t m = 0; m < metrics_.size(); ++m) {
-        column.clear();
-        for (std::size_t i = 0; i < held; ++i) {
-          const double x = s.values[i * metrics_.size() + m];
-          if (!std::isnan(x)) column.push_back(x);
-        }
-        std::sort(column.begin(), column.end());
-        step_metric_distribution d;
-        d.calls = column.size();
-        d.p50 = detail::quantile_sorted(column.data(), column.size(), 0.5);
-        d.p90 = detail::quantile_sorted(column.data(), column.size(), 0.9);
-        out.values.push_back(d);
-      }
-      r.steps.push_back(std::move(out));
-    }
-    std::sort(r.steps.begin(), r.steps.end(),
-              [](const step_sampled_metrics& a, const step_sampled_metrics& b) { return a.node < b.node; });
-    return r;
-  }
+  [[nodiscard]] sampled_metrics_report report() const;
 
  private:
   static constexpr std::size_t no_index = static_cast<std::size_t>(-1);
@@ -611,175 +552,18 @@ class sampled_metrics {
     }
   }
 
-  std::size_t step_index(sampled_node node) noexcept {
-    for (std::size_t i = 0; i < steps_.size(); ++i)
-      if (steps_[i].node == node) return i;
-    if (steps_.size() >= limits_.max_steps) return no_index;
-    try {
-      step_accumulator s;
-      s.node = node;
-      s.kept = detail::uniform_reservoir<std::uint64_t>(limits_.step_call_cap);
-      steps_.push_back(std::move(s));
-    } catch (...) {
-      return no_index;
-    }
-    return steps_.size() - 1;
-  }
+  std::size_t step_index(sampled_node node) noexcept;
 
-  node_accumulator* node_of(sampled_node node) {
-    const auto it = nodes_.find(node);
-    if (it != nodes_.end()) return &it->second;
-    if (nodes_.size() >= limits_.max_nodes) return nullptr;
-    node_accumulator acc;
-    acc.sums.resize(metrics_.size());
-    return &nodes_.emplace(node, std::move(acc)).first->second;
-  }
+  node_accumulator* node_of(sampled_node node);
 
   // A metric's value as it is averaged: counts become a rate per second.
-  double averaged(std::size_t m, double value, std::int64_t length_ns) const noexcept {
-    return is_count_[m] ? value * 1e9 / static_cast<double>(length_ns) : value;
-  }
+  double averaged(std::size_t m, double value, std::int64_t length_ns) const noexcept;
 
-  void fold(std::int64_t watermark_ns, bool everything) {
-    // The samples that are complete, by start.
-    order_.clear();
-    for (std::size_t i = 0; i < pending_.size(); ++i)
-      if (everything || pending_[i].end_ns <= watermark_ns) order_.push_back(i);
-    std::sort(order_.begin(), order_.end(), [this](std::size_t a, std::size_t b) {
-      return pending_[a].start_ns < pending_[b].start_ns ||
-             (pending_[a].start_ns == pending_[b].start_ns && pending_[a].end_ns < pending_[b].end_ns);
-    });
-    std::sort(kernels_.begin(), kernels_.end(),
-              [](const kernel_interval& a, const kernel_interval& b) { return a.start_ns < b.start_ns; });
+  void fold(std::int64_t watermark_ns, bool everything);
 
-    active_.clear();
-    std::size_t next_kernel = 0;
-    for (const std::size_t index : order_) {
-      const metric_sample_view s = pending_[index];
-      while (next_kernel < kernels_.size() && kernels_[next_kernel].start_ns < s.end_ns)
-        active_.push_back(kernels_[next_kernel++]);
-      // Samples come by start: a kernel ending before this one's start overlaps no later one.
-      active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                   [&s](const kernel_interval& k) { return k.end_ns <= s.start_ns; }),
-                    active_.end());
-      fold_sample(s);
-    }
-    counters_.samples_attributed += order_.size();
+  void fold_sample(const metric_sample_view& s);
 
-    // Forget what is folded. A kernel may still overlap a sample that starts before the
-    // watermark but has not arrived: keep those within one sample length of it.
-    std::int64_t keep_from = everything ? std::numeric_limits<std::int64_t>::max() : watermark_ns - longest_sample_ns_;
-    pending_.keep_if([&](const metric_sample_view& s) { return !(everything || s.end_ns <= watermark_ns); });
-    for (std::size_t i = 0; i < pending_.size(); ++i) keep_from = std::min(keep_from, pending_[i].start_ns);
-    kernels_.erase(std::remove_if(kernels_.begin(), kernels_.end(),
-                                  [keep_from](const kernel_interval& k) { return k.end_ns <= keep_from; }),
-                   kernels_.end());
-    kernels_folded_until_ = std::max(kernels_folded_until_, everything ? std::numeric_limits<std::int64_t>::min() : keep_from);
-    if (!everything) folded_until_ = std::max(folded_until_, watermark_ns);
-
-    // Step calls whose samples have all been folded.
-    const std::int64_t complete_before = everything ? std::numeric_limits<std::int64_t>::max() : keep_from;
-    calls_.erase(std::remove_if(calls_.begin(), calls_.end(),
-                                [&](pending_call& c) {
-                                  if (!everything && c.end_ns > complete_before) return false;
-                                  finish_call(c);
-                                  return true;
-                                }),
-                 calls_.end());
-  }
-
-  void fold_sample(const metric_sample_view& s) {
-    const std::int64_t length = s.length_ns();
-    slices_.clear();
-    spans_.clear();
-    for (const kernel_interval& k : active_) {
-      if (k.start_ns >= s.end_ns || k.end_ns <= s.start_ns) continue;
-      const node_slice slice{k.node, std::max(k.start_ns, s.start_ns), std::min(k.end_ns, s.end_ns)};
-      slices_.push_back(slice);
-      spans_.emplace_back(slice.start_ns, slice.end_ns);
-    }
-    const std::int64_t busy = detail::union_length(spans_);
-    const std::int64_t idle = length - busy;
-
-    // Each node's overlap: the union of its own slices.
-    std::sort(slices_.begin(), slices_.end(), [](const node_slice& a, const node_slice& b) {
-      return a.node < b.node || (a.node == b.node && a.start_ns < b.start_ns);
-    });
-    overlaps_.clear();
-    double overlap_sum = 0;
-    for (std::size_t i = 0; i < slices_.size();) {
-      std::size_t j = i;
-      spans_.clear();
-      for (; j < slices_.size() && slices_[j].node == slices_[i].node; ++j)
-        spans_.emplace_back(slices_[j].start_ns, slices_[j].end_ns);
-      const std::int64_t own = detail::union_length(spans_);
-      overlaps_.emplace_back(slices_[i].node, own);
-      overlap_sum += static_cast<double>(own);
-      i = j;
-    }
-
-    // Device-wide.
-    ++device_samples_;
-    device_sampled_ns_ += static_cast<double>(length);
-    device_busy_ns_ += static_cast<double>(busy);
-    for (std::size_t m = 0; m < metrics_.size(); ++m) {
-      const double v = s.values[m];
-      if (std::isnan(v)) {
-        ++counters_.nan_values;
-        continue;
-      }
-      device_[m].add(averaged(m, v, length), static_cast<double>(length), v);
-    }
-
-    // Per node: its slice of the busy time.
-    for (const auto& [node, own] : overlaps_) {
-      node_accumulator* acc = node_of(node);
-      if (acc == nullptr) {
-        ++counters_.node_slices_over_cap;
-        continue;
-      }
-      const double weight = static_cast<double>(own) / overlap_sum * static_cast<double>(busy);
-      ++acc->samples;
-      acc->attributed_ns += weight;
-      acc->kernel_ns += static_cast<double>(own);
-      acc->touched_sample_ns += static_cast<double>(length);
-      acc->touched_idle_ns += static_cast<double>(idle);
-      for (std::size_t m = 0; m < metrics_.size(); ++m) {
-        const double v = s.values[m];
-        if (std::isnan(v)) continue;
-        acc->sums[m].add(averaged(m, v, length), weight, v * weight / static_cast<double>(length));
-      }
-    }
-
-    // Step calls: weighted by the overlap of the sample with the call.
-    for (pending_call& c : calls_) {
-      const std::int64_t overlap = std::min(c.end_ns, s.end_ns) - std::max(c.start_ns, s.start_ns);
-      if (overlap <= 0) continue;
-      for (std::size_t m = 0; m < metrics_.size(); ++m) {
-        const double v = s.values[m];
-        if (std::isnan(v)) continue;
-        c.sums[m].add(averaged(m, v, length), static_cast<double>(overlap),
-                      v * static_cast<double>(overlap) / static_cast<double>(length));
-      }
-    }
-  }
-
-  void finish_call(const pending_call& c) {
-    const std::size_t i = step_index(c.node);
-    if (i == no_index) return;  // cannot happen: the call was admitted with its step
-    step_accumulator& step = steps_[i];
-    bool any = false;
-    for (const detail::sampled_accumulator& a : c.sums) any = any || a.weight > 0;
-    if (!any) {
-      ++step.calls_without_samples;
-      return;
-    }
-    const std::size_t m = metrics_.size();
-    const std::size_t slot = step.kept.offer(step.kept.seen());
-    if (slot == detail::uniform_reservoir<std::uint64_t>::skipped) return;
-    if (step.values.size() < (slot + 1) * m) step.values.resize((slot + 1) * m);
-    for (std::size_t k = 0; k < m; ++k) step.values[slot * m + k] = c.sums[k].value(false).mean;
-  }
+  void finish_call(const pending_call& c);
 
   std::vector<std::string> metrics_;
   std::vector<bool> is_count_;
@@ -807,6 +591,305 @@ class sampled_metrics {
   std::vector<std::pair<sampled_node, std::int64_t>> overlaps_;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void sampled_metrics::add_sample(const metric_sample_view& s) noexcept { add_sample(s.start_ns, s.end_ns, s.values); }
+
+KSCOPE_DECL void sampled_metrics::attribute_all() { fold(std::numeric_limits<std::int64_t>::max(), true); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sampled_metrics::sampled_metrics(std::vector<std::string> metrics, sampled_metrics_limits limits) : metrics_(std::move(metrics)),
+      limits_(limits),
+      pending_(metrics_.size(), limits.max_pending_samples),
+      device_(metrics_.size()) {
+  for (const std::string& m : metrics_) is_count_.push_back(aggregation_for(m) == metric_aggregation::sum);
+}
+
+KSCOPE_DECL void sampled_metrics::add_sample(std::int64_t start_ns, std::int64_t end_ns, const double* values) noexcept {
+  if (end_ns <= start_ns) {
+    ++counters_.samples_invalid;
+    return;
+  }
+  if (end_ns <= folded_until_) {
+    ++counters_.samples_late;
+    return;
+  }
+  longest_sample_ns_ = std::max(longest_sample_ns_, end_ns - start_ns);
+  if (!pending_.push(start_ns, end_ns, values)) ++counters_.samples_dropped;
+}
+
+KSCOPE_DECL void sampled_metrics::add_kernel(const kernel_interval& k) noexcept {
+  ++counters_.kernels_seen;
+  if (k.device != limits_.device) {
+    ++counters_.kernels_other_device;
+    return;
+  }
+  if (k.end_ns <= k.start_ns) {
+    ++counters_.kernels_invalid;
+    return;
+  }
+  // Started before the time already folded: the samples of its earlier part went to
+  // others. What is left of it still counts.
+  if (k.start_ns < folded_until_) ++counters_.kernels_late;
+  if (k.end_ns <= kernels_folded_until_) return;
+  if (kernels_.size() >= limits_.max_pending_kernels || !try_push(kernels_, k)) ++counters_.kernels_dropped;
+}
+
+KSCOPE_DECL void sampled_metrics::add_step_call(sampled_node node, std::int64_t start_ns, std::int64_t end_ns) noexcept {
+  if (end_ns <= start_ns) {
+    ++counters_.step_calls_invalid;
+    return;
+  }
+  if (end_ns <= folded_until_) {
+    ++counters_.step_calls_late;
+    return;
+  }
+  if (calls_.size() >= limits_.max_pending_calls || step_index(node) == no_index) {
+    ++counters_.step_calls_dropped;
+    return;
+  }
+  pending_call c{node, start_ns, end_ns, std::vector<detail::sampled_accumulator>()};
+  if (!try_push(calls_, c)) {
+    ++counters_.step_calls_dropped;
+    return;
+  }
+  try {
+    calls_.back().sums.resize(metrics_.size());
+  } catch (...) {
+    calls_.pop_back();
+    ++counters_.step_calls_dropped;
+  }
+}
+
+KSCOPE_DECL std::size_t sampled_metrics::memory_bound_bytes() const noexcept {
+  const std::size_t m = metrics_.size();
+  const std::size_t per_node = sizeof(node_accumulator) + m * sizeof(detail::sampled_accumulator) + 64;
+  const std::size_t per_step =
+      sizeof(step_accumulator) + limits_.step_call_cap * (sizeof(std::uint64_t) + m * sizeof(double)) + 64;
+  const std::size_t per_call = sizeof(pending_call) + m * sizeof(detail::sampled_accumulator);
+  return pending_.memory_bound_bytes() + limits_.max_pending_kernels * sizeof(kernel_interval) +
+         limits_.max_nodes * per_node + limits_.max_steps * per_step + limits_.max_pending_calls * per_call;
+}
+
+KSCOPE_DECL sampled_metrics_report sampled_metrics::report() const {
+  sampled_metrics_report r;
+  r.metrics = metrics_;
+  r.is_count = is_count_;
+  r.device = limits_.device;
+  r.counters = counters_;
+  r.device_wide.samples = device_samples_;
+  r.device_wide.sampled_ns = device_sampled_ns_;
+  r.device_wide.busy_ns = device_busy_ns_;
+  for (std::size_t m = 0; m < metrics_.size(); ++m) r.device_wide.values.push_back(device_[m].value(is_count_[m]));
+  for (const auto& [node, acc] : nodes_) {
+    node_sampled_metrics n;
+    n.node = node;
+    n.samples = acc.samples;
+    n.attributed_ns = acc.attributed_ns;
+    n.kernel_ns = acc.kernel_ns;
+    n.touched_sample_ns = acc.touched_sample_ns;
+    n.touched_idle_ns = acc.touched_idle_ns;
+    for (std::size_t m = 0; m < metrics_.size(); ++m) n.values.push_back(acc.sums[m].value(is_count_[m]));
+    r.nodes.push_back(std::move(n));
+  }
+  std::vector<double> column;
+  for (const step_accumulator& s : steps_) {
+    step_sampled_metrics out;
+    out.node = s.node;
+    out.calls = s.kept.seen();
+    out.calls_without_samples = s.calls_without_samples;
+    out.calls_subsampled = s.kept.saturated();
+    const std::size_t held = s.kept.kept().size();
+    for (std::size_t m = 0; m < metrics_.size(); ++m) {
+      column.clear();
+      for (std::size_t i = 0; i < held; ++i) {
+        const double x = s.values[i * metrics_.size() + m];
+        if (!std::isnan(x)) column.push_back(x);
+      }
+      std::sort(column.begin(), column.end());
+      step_metric_distribution d;
+      d.calls = column.size();
+      d.p50 = detail::quantile_sorted(column.data(), column.size(), 0.5);
+      d.p90 = detail::quantile_sorted(column.data(), column.size(), 0.9);
+      out.values.push_back(d);
+    }
+    r.steps.push_back(std::move(out));
+  }
+  std::sort(r.steps.begin(), r.steps.end(),
+            [](const step_sampled_metrics& a, const step_sampled_metrics& b) { return a.node < b.node; });
+  return r;
+}
+
+KSCOPE_DECL std::size_t sampled_metrics::step_index(sampled_node node) noexcept {
+  for (std::size_t i = 0; i < steps_.size(); ++i)
+    if (steps_[i].node == node) return i;
+  if (steps_.size() >= limits_.max_steps) return no_index;
+  try {
+    step_accumulator s;
+    s.node = node;
+    s.kept = detail::uniform_reservoir<std::uint64_t>(limits_.step_call_cap);
+    steps_.push_back(std::move(s));
+  } catch (...) {
+    return no_index;
+  }
+  return steps_.size() - 1;
+}
+
+KSCOPE_DECL auto sampled_metrics::node_of(sampled_node node) -> node_accumulator* {
+  const auto it = nodes_.find(node);
+  if (it != nodes_.end()) return &it->second;
+  if (nodes_.size() >= limits_.max_nodes) return nullptr;
+  node_accumulator acc;
+  acc.sums.resize(metrics_.size());
+  return &nodes_.emplace(node, std::move(acc)).first->second;
+}
+
+KSCOPE_DECL double sampled_metrics::averaged(std::size_t m, double value, std::int64_t length_ns) const noexcept {
+  return is_count_[m] ? value * 1e9 / static_cast<double>(length_ns) : value;
+}
+
+KSCOPE_DECL void sampled_metrics::fold(std::int64_t watermark_ns, bool everything) {
+  // The samples that are complete, by start.
+  order_.clear();
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    if (everything || pending_[i].end_ns <= watermark_ns) order_.push_back(i);
+  std::sort(order_.begin(), order_.end(), [this](std::size_t a, std::size_t b) {
+    return pending_[a].start_ns < pending_[b].start_ns ||
+           (pending_[a].start_ns == pending_[b].start_ns && pending_[a].end_ns < pending_[b].end_ns);
+  });
+  std::sort(kernels_.begin(), kernels_.end(),
+            [](const kernel_interval& a, const kernel_interval& b) { return a.start_ns < b.start_ns; });
+
+  active_.clear();
+  std::size_t next_kernel = 0;
+  for (const std::size_t index : order_) {
+    const metric_sample_view s = pending_[index];
+    while (next_kernel < kernels_.size() && kernels_[next_kernel].start_ns < s.end_ns)
+      active_.push_back(kernels_[next_kernel++]);
+    // Samples come by start: a kernel ending before this one's start overlaps no later one.
+    active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                 [&s](const kernel_interval& k) { return k.end_ns <= s.start_ns; }),
+                  active_.end());
+    fold_sample(s);
+  }
+  counters_.samples_attributed += order_.size();
+
+  // Forget what is folded. A kernel may still overlap a sample that starts before the
+  // watermark but has not arrived: keep those within one sample length of it.
+  std::int64_t keep_from = everything ? std::numeric_limits<std::int64_t>::max() : watermark_ns - longest_sample_ns_;
+  pending_.keep_if([&](const metric_sample_view& s) { return !(everything || s.end_ns <= watermark_ns); });
+  for (std::size_t i = 0; i < pending_.size(); ++i) keep_from = std::min(keep_from, pending_[i].start_ns);
+  kernels_.erase(std::remove_if(kernels_.begin(), kernels_.end(),
+                                [keep_from](const kernel_interval& k) { return k.end_ns <= keep_from; }),
+                 kernels_.end());
+  kernels_folded_until_ = std::max(kernels_folded_until_, everything ? std::numeric_limits<std::int64_t>::min() : keep_from);
+  if (!everything) folded_until_ = std::max(folded_until_, watermark_ns);
+
+  // Step calls whose samples have all been folded.
+  const std::int64_t complete_before = everything ? std::numeric_limits<std::int64_t>::max() : keep_from;
+  calls_.erase(std::remove_if(calls_.begin(), calls_.end(),
+                              [&](pending_call& c) {
+                                if (!everything && c.end_ns > complete_before) return false;
+                                finish_call(c);
+                                return true;
+                              }),
+               calls_.end());
+}
+
+KSCOPE_DECL void sampled_metrics::fold_sample(const metric_sample_view& s) {
+  const std::int64_t length = s.length_ns();
+  slices_.clear();
+  spans_.clear();
+  for (const kernel_interval& k : active_) {
+    if (k.start_ns >= s.end_ns || k.end_ns <= s.start_ns) continue;
+    const node_slice slice{k.node, std::max(k.start_ns, s.start_ns), std::min(k.end_ns, s.end_ns)};
+    slices_.push_back(slice);
+    spans_.emplace_back(slice.start_ns, slice.end_ns);
+  }
+  const std::int64_t busy = detail::union_length(spans_);
+  const std::int64_t idle = length - busy;
+
+  // Each node's overlap: the union of its own slices.
+  std::sort(slices_.begin(), slices_.end(), [](const node_slice& a, const node_slice& b) {
+    return a.node < b.node || (a.node == b.node && a.start_ns < b.start_ns);
+  });
+  overlaps_.clear();
+  double overlap_sum = 0;
+  for (std::size_t i = 0; i < slices_.size();) {
+    std::size_t j = i;
+    spans_.clear();
+    for (; j < slices_.size() && slices_[j].node == slices_[i].node; ++j)
+      spans_.emplace_back(slices_[j].start_ns, slices_[j].end_ns);
+    const std::int64_t own = detail::union_length(spans_);
+    overlaps_.emplace_back(slices_[i].node, own);
+    overlap_sum += static_cast<double>(own);
+    i = j;
+  }
+
+  // Device-wide.
+  ++device_samples_;
+  device_sampled_ns_ += static_cast<double>(length);
+  device_busy_ns_ += static_cast<double>(busy);
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    const double v = s.values[m];
+    if (std::isnan(v)) {
+      ++counters_.nan_values;
+      continue;
+    }
+    device_[m].add(averaged(m, v, length), static_cast<double>(length), v);
+  }
+
+  // Per node: its slice of the busy time.
+  for (const auto& [node, own] : overlaps_) {
+    node_accumulator* acc = node_of(node);
+    if (acc == nullptr) {
+      ++counters_.node_slices_over_cap;
+      continue;
+    }
+    const double weight = static_cast<double>(own) / overlap_sum * static_cast<double>(busy);
+    ++acc->samples;
+    acc->attributed_ns += weight;
+    acc->kernel_ns += static_cast<double>(own);
+    acc->touched_sample_ns += static_cast<double>(length);
+    acc->touched_idle_ns += static_cast<double>(idle);
+    for (std::size_t m = 0; m < metrics_.size(); ++m) {
+      const double v = s.values[m];
+      if (std::isnan(v)) continue;
+      acc->sums[m].add(averaged(m, v, length), weight, v * weight / static_cast<double>(length));
+    }
+  }
+
+  // Step calls: weighted by the overlap of the sample with the call.
+  for (pending_call& c : calls_) {
+    const std::int64_t overlap = std::min(c.end_ns, s.end_ns) - std::max(c.start_ns, s.start_ns);
+    if (overlap <= 0) continue;
+    for (std::size_t m = 0; m < metrics_.size(); ++m) {
+      const double v = s.values[m];
+      if (std::isnan(v)) continue;
+      c.sums[m].add(averaged(m, v, length), static_cast<double>(overlap),
+                    v * static_cast<double>(overlap) / static_cast<double>(length));
+    }
+  }
+}
+
+KSCOPE_DECL void sampled_metrics::finish_call(const pending_call& c) {
+  const std::size_t i = step_index(c.node);
+  if (i == no_index) return;  // cannot happen: the call was admitted with its step
+  step_accumulator& step = steps_[i];
+  bool any = false;
+  for (const detail::sampled_accumulator& a : c.sums) any = any || a.weight > 0;
+  if (!any) {
+    ++step.calls_without_samples;
+    return;
+  }
+  const std::size_t m = metrics_.size();
+  const std::size_t slot = step.kept.offer(step.kept.seen());
+  if (slot == detail::uniform_reservoir<std::uint64_t>::skipped) return;
+  if (step.values.size() < (slot + 1) * m) step.values.resize((slot + 1) * m);
+  for (std::size_t k = 0; k < m; ++k) step.values[slot * m + k] = c.sums[k].value(false).mean;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // The aggregation in one call, for batches already complete (tests, offline analysis).
 //   auto r = kscope::attribute_samples(metrics, samples, kernels);
 struct metric_sample {
@@ -820,11 +903,18 @@ struct step_call {
   std::int64_t end_ns = 0;
 };
 
-[[nodiscard]] inline sampled_metrics_report attribute_samples(const std::vector<std::string>& metrics,
+[[nodiscard]] KSCOPE_DECL sampled_metrics_report attribute_samples(const std::vector<std::string>& metrics,
                                                               const std::vector<metric_sample>& samples,
                                                               const std::vector<kernel_interval>& kernels,
                                                               const std::vector<step_call>& calls = {},
-                                                              sampled_metrics_limits limits = {}) {
+                                                              sampled_metrics_limits limits = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sampled_metrics_report attribute_samples(const std::vector<std::string>& metrics,
+                                                              const std::vector<metric_sample>& samples,
+                                                              const std::vector<kernel_interval>& kernels,
+                                                              const std::vector<step_call>& calls,
+                                                              sampled_metrics_limits limits) {
   limits.max_pending_samples = std::max(limits.max_pending_samples, samples.size());
   limits.max_pending_kernels = std::max(limits.max_pending_kernels, kernels.size());
   limits.max_pending_calls = std::max(limits.max_pending_calls, calls.size());
@@ -841,6 +931,7 @@ struct step_call {
   agg.attribute_all();
   return agg.report();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Classification from sampled values
@@ -855,21 +946,25 @@ struct sampled_metric_columns {
   std::size_t warps_pct = none;   // sm__warps_active*pct*
   std::size_t clock_hz = none;    // gpc__cycles_elapsed.avg.per_second
 
-  [[nodiscard]] static sampled_metric_columns of(const std::vector<std::string>& metrics) {
-    sampled_metric_columns c;
-    for (std::size_t i = 0; i < metrics.size(); ++i) {
-      const std::string& m = metrics[i];
-      const bool pct = m.find("pct") != std::string::npos;
-      const auto has = [&m](const char* part) { return m.find(part) != std::string::npos; };
-      if (pct && has("sm__throughput") && c.sm_pct == none) c.sm_pct = i;
-      else if (pct && has("dram__throughput") && c.dram_pct == none) c.dram_pct = i;
-      else if (pct && has("pipe_tensor") && c.tensor_pct == none) c.tensor_pct = i;
-      else if (pct && has("sm__warps_active") && c.warps_pct == none) c.warps_pct = i;
-      else if (has("cycles_elapsed.avg.per_second") && c.clock_hz == none) c.clock_hz = i;
-    }
-    return c;
-  }
+  [[nodiscard]] static sampled_metric_columns of(const std::vector<std::string>& metrics);
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sampled_metric_columns sampled_metric_columns::of(const std::vector<std::string>& metrics) {
+  sampled_metric_columns c;
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    const std::string& m = metrics[i];
+    const bool pct = m.find("pct") != std::string::npos;
+    const auto has = [&m](const char* part) { return m.find(part) != std::string::npos; };
+    if (pct && has("sm__throughput") && c.sm_pct == none) c.sm_pct = i;
+    else if (pct && has("dram__throughput") && c.dram_pct == none) c.dram_pct = i;
+    else if (pct && has("pipe_tensor") && c.tensor_pct == none) c.tensor_pct = i;
+    else if (pct && has("sm__warps_active") && c.warps_pct == none) c.warps_pct = i;
+    else if (has("cycles_elapsed.avg.per_second") && c.clock_hz == none) c.clock_hz = i;
+  }
+  return c;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What limited a scope, from its sampled means: the classification of counters/metrics.hpp
 // on the values PM sampling gives (no replay, so no per-level bytes, instruction mix or
@@ -879,8 +974,12 @@ struct sampled_metric_columns {
 // compute- or memory-bound; both under → latency-bound. Every text names its numbers
 // and says "from sampling, N samples"; a verdict without its evidence is undetermined.
 //   kscope::finding f = kscope::classify_sampled(*report.find(node), report.metrics);
-[[nodiscard]] inline finding classify_sampled(const node_sampled_metrics& n, const std::vector<std::string>& metrics,
-                                              const classification_thresholds& t = {}) {
+[[nodiscard]] KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::vector<std::string>& metrics,
+                                              const classification_thresholds& t = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::vector<std::string>& metrics,
+                                              const classification_thresholds& t) {
   finding f;
   const sampled_metric_columns c = sampled_metric_columns::of(metrics);
   const auto mean = [&n](std::size_t i) {
@@ -936,5 +1035,6 @@ struct sampled_metric_columns {
            "and grid size, warp-stall sampling the reason warps wait)";
   return f;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -94,8 +94,12 @@ struct comparable_load {
   std::string error;   // why it cannot be compared; names the format it saw
   comparable_run run;
 
-  [[nodiscard]] bool ok() const noexcept { return status == load_status::ok; }
+  [[nodiscard]] bool ok() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool comparable_load::ok() const noexcept { return status == load_status::ok; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One compared time of one scope or benchmark.
 struct scope_comparison {
@@ -127,7 +131,10 @@ namespace detail {
 
 // Whether `name` matches `pattern`, '*' matching any run of characters (none included).
 // Iterative with one backtrack point, so hostile patterns cost O(name x pattern) at most.
-[[nodiscard]] inline bool threshold_pattern_matches(std::string_view pattern, std::string_view name) noexcept {
+[[nodiscard]] KSCOPE_DECL bool threshold_pattern_matches(std::string_view pattern, std::string_view name) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool threshold_pattern_matches(std::string_view pattern, std::string_view name) noexcept {
   std::size_t p = 0, n = 0, star = std::string_view::npos, resume = 0;
   while (n < name.size()) {
     if (p < pattern.size() && pattern[p] == '*') {
@@ -146,6 +153,7 @@ namespace detail {
   while (p < pattern.size() && pattern[p] == '*') ++p;
   return p == pattern.size();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -157,7 +165,10 @@ namespace detail {
 //   5%    gemm (n=*)
 //   kscope::threshold_rules_parse t = kscope::parse_thresholds(text);
 //   if (!t.ok()) std::fprintf(stderr, "%s\n", t.error.c_str());
-[[nodiscard]] inline threshold_rules_parse parse_thresholds(std::string_view text) {
+[[nodiscard]] KSCOPE_DECL threshold_rules_parse parse_thresholds(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL threshold_rules_parse parse_thresholds(std::string_view text) {
   threshold_rules_parse out;
   constexpr std::size_t max_rules = std::size_t{1} << 16;  // the file is small; bound it anyway
   std::size_t line_number = 0;
@@ -199,6 +210,7 @@ namespace detail {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // How compare_runs() judges.
 //   kscope::compare_settings s;
@@ -212,27 +224,33 @@ struct compare_settings {
 
   // The rule deciding `name`: an exact name before any pattern, then the longest pattern
   // (the most specific), then the first in the file; nullptr when none matches.
-  [[nodiscard]] const threshold_rule* rule_for(std::string_view name) const noexcept {
-    const threshold_rule* best = nullptr;
-    bool best_exact = false;
-    for (const threshold_rule& r : rules) {
-      const bool exact = r.pattern == name;
-      if (!exact && (r.pattern.find('*') == std::string::npos || !detail::threshold_pattern_matches(r.pattern, name)))
-        continue;
-      if (best == nullptr || (exact && !best_exact) ||
-          (exact == best_exact && !exact && r.pattern.size() > best->pattern.size())) {
-        best = &r;
-        best_exact = exact;
-      }
-    }
-    return best;
-  }
+  [[nodiscard]] const threshold_rule* rule_for(std::string_view name) const noexcept;
   // The threshold `name` is judged with.
-  [[nodiscard]] double threshold_for(std::string_view name) const noexcept {
-    const threshold_rule* r = rule_for(name);
-    return r != nullptr ? r->threshold : threshold;
-  }
+  [[nodiscard]] double threshold_for(std::string_view name) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const threshold_rule* compare_settings::rule_for(std::string_view name) const noexcept {
+  const threshold_rule* best = nullptr;
+  bool best_exact = false;
+  for (const threshold_rule& r : rules) {
+    const bool exact = r.pattern == name;
+    if (!exact && (r.pattern.find('*') == std::string::npos || !detail::threshold_pattern_matches(r.pattern, name)))
+      continue;
+    if (best == nullptr || (exact && !best_exact) ||
+        (exact == best_exact && !exact && r.pattern.size() > best->pattern.size())) {
+      best = &r;
+      best_exact = exact;
+    }
+  }
+  return best;
+}
+
+KSCOPE_DECL double compare_settings::threshold_for(std::string_view name) const noexcept {
+  const threshold_rule* r = rule_for(name);
+  return r != nullptr ? r->threshold : threshold;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What the gate decided, in order of precedence.
 enum class gate_result {
@@ -261,29 +279,16 @@ struct report_comparison {
   std::vector<std::string> unused_rules;       // "line 3: gemm (n=*)": a rule that matched no compared name
 
   // How many compared times got verdict `v`.
-  [[nodiscard]] std::size_t count(verdict v) const noexcept {
-    std::size_t n = 0;
-    for (const scope_comparison& s : scopes) n += s.result.result == v;
-    return n;
-  }
+  [[nodiscard]] std::size_t count(verdict v) const noexcept;
   // The baseline's times the candidate lacks (whole scopes and single times).
-  [[nodiscard]] std::size_t missing_count() const noexcept { return only_in_baseline.size() + missing_times.size(); }
+  [[nodiscard]] std::size_t missing_count() const noexcept;
   // The gate: slower before nothing_compared before missing before pass.
-  [[nodiscard]] gate_result gate() const noexcept {
-    if (count(verdict::slower) > 0) return gate_result::slower;
-    if (scopes.empty()) return gate_result::nothing_compared;
-    if (!allow_missing && missing_count() > 0) return gate_result::missing;
-    return gate_result::pass;
-  }
+  [[nodiscard]] gate_result gate() const noexcept;
   // One line saying why the gate failed ("" when it passed).
   [[nodiscard]] std::string failure() const;
   // How many compared times had no interval on one side (fewer than 6 samples at 95 %,
   // a Google Benchmark file without repetitions): those can only be inconclusive.
-  [[nodiscard]] std::size_t without_interval() const noexcept {
-    std::size_t n = 0;
-    for (const scope_comparison& s : scopes) n += !std::isfinite(s.result.ratio_ci.lo) || !std::isfinite(s.result.ratio_ci.hi);
-    return n;
-  }
+  [[nodiscard]] std::size_t without_interval() const noexcept;
   // The table `kscope compare` prints, ending in "PASS" or "FAIL" with the reason. Names
   // come from the compared files: each is printable_name()d (text_escape.hpp), so a scope
   // called "x\n... PASS" or one holding ESC sequences cannot forge or hide a line.
@@ -301,6 +306,31 @@ struct report_comparison {
   [[nodiscard]] std::string json() const;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t report_comparison::missing_count() const noexcept { return only_in_baseline.size() + missing_times.size(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t report_comparison::count(verdict v) const noexcept {
+  std::size_t n = 0;
+  for (const scope_comparison& s : scopes) n += s.result.result == v;
+  return n;
+}
+
+KSCOPE_DECL gate_result report_comparison::gate() const noexcept {
+  if (count(verdict::slower) > 0) return gate_result::slower;
+  if (scopes.empty()) return gate_result::nothing_compared;
+  if (!allow_missing && missing_count() > 0) return gate_result::missing;
+  return gate_result::pass;
+}
+
+KSCOPE_DECL std::size_t report_comparison::without_interval() const noexcept {
+  std::size_t n = 0;
+  for (const scope_comparison& s : scopes) n += !std::isfinite(s.result.ratio_ci.lo) || !std::isfinite(s.result.ratio_ci.hi);
+  return n;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // "pass", "slower", "nothing_compared" or "missing".
 [[nodiscard]] constexpr const char* to_string(gate_result g) noexcept {
   switch (g) {
@@ -315,7 +345,29 @@ struct report_comparison {
 namespace detail {
 
 // Names the devices of a report's "gpu" array (device_info JSON objects).
-inline void environment_from_devices(const json_value& gpus, run_environment& env) {
+KSCOPE_DECL void environment_from_devices(const json_value& gpus, run_environment& env);
+
+// "gemm (n=4096 dtype=bf16)": a benchmark's name with its parameters, as the bench tables
+// print it, so a sweep's points stay apart.
+KSCOPE_DECL std::string bench_entry_name(const json_value& b);
+
+// A benchmark's time_s summary (seconds) as a nanosecond summary for compare_summaries.
+KSCOPE_DECL summary bench_summary_ns(const json_value& t);
+
+// "#2", "#3" for the second and later uses of one name, so duplicates pair up in order.
+KSCOPE_DECL void make_names_unique(std::vector<std::string>& names);
+
+KSCOPE_DECL comparable_load load_bench(const json_value& doc);
+
+// A Google Benchmark document as a run for the gate: each benchmark's real time per
+// iteration, its repetitions summarized as samples (no warm-up removal: each repetition
+// is already warmed up by the library). A benchmark that failed, or has neither
+// repetitions nor an aggregate, is named but has no time, so a baseline time it lost is
+// "missing".
+KSCOPE_DECL comparable_load load_gbench(const json_value& doc);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void environment_from_devices(const json_value& gpus, run_environment& env) {
   if (!gpus.is_array()) return;  // null: the report says there was no GPU
   std::string names;
   for (const json_value& g : gpus.items) {
@@ -327,9 +379,7 @@ inline void environment_from_devices(const json_value& gpus, run_environment& en
   env.gpu = names.empty() ? "none" : names;
 }
 
-// "gemm (n=4096 dtype=bf16)": a benchmark's name with its parameters, as the bench tables
-// print it, so a sweep's points stay apart.
-inline std::string bench_entry_name(const json_value& b) {
+KSCOPE_DECL std::string bench_entry_name(const json_value& b) {
   std::string params;
   if (const json_value* p = b.find("params"); p && p->is_object()) {
     for (const auto& [key, value] : p->members) {
@@ -345,8 +395,7 @@ inline std::string bench_entry_name(const json_value& b) {
   return params.empty() ? name : name + " (" + params + ")";
 }
 
-// A benchmark's time_s summary (seconds) as a nanosecond summary for compare_summaries.
-inline summary bench_summary_ns(const json_value& t) {
+KSCOPE_DECL summary bench_summary_ns(const json_value& t) {
   summary s{};
   const double nan = stats_nan;
   // A count outside [0, 2^53] or not whole is not a count: read as 0 (no samples), which
@@ -367,8 +416,7 @@ inline summary bench_summary_ns(const json_value& t) {
   return s;
 }
 
-// "#2", "#3" for the second and later uses of one name, so duplicates pair up in order.
-inline void make_names_unique(std::vector<std::string>& names) {
+KSCOPE_DECL void make_names_unique(std::vector<std::string>& names) {
   std::unordered_map<std::string, std::size_t> seen;
   for (std::string& n : names) {
     const std::size_t k = ++seen[n];
@@ -376,7 +424,7 @@ inline void make_names_unique(std::vector<std::string>& names) {
   }
 }
 
-inline comparable_load load_bench(const json_value& doc) {
+KSCOPE_DECL comparable_load load_bench(const json_value& doc) {
   comparable_load out;
   out.schema = "kscope.bench/1";
   const json_value* benchmarks = doc.find("benchmarks");
@@ -422,12 +470,7 @@ inline comparable_load load_bench(const json_value& doc) {
   return out;
 }
 
-// A Google Benchmark document as a run for the gate: each benchmark's real time per
-// iteration, its repetitions summarized as samples (no warm-up removal: each repetition
-// is already warmed up by the library). A benchmark that failed, or has neither
-// repetitions nor an aggregate, is named but has no time, so a baseline time it lost is
-// "missing".
-inline comparable_load load_gbench(const json_value& doc) {
+KSCOPE_DECL comparable_load load_gbench(const json_value& doc) {
   comparable_load out;
   out.schema = gbench_format;
   const gbench_parse_result g = read_gbench_json(doc);
@@ -453,13 +496,17 @@ inline comparable_load load_gbench(const json_value& doc) {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
 // The times of a session report: each scope's host time when it had calls, its GPU time
 // when it had GPU-timed calls. The environment comes from its context.
 //   kscope::comparable_run run = kscope::comparable_from_report(kscope::session::global().report());
-[[nodiscard]] inline comparable_run comparable_from_report(const session_report& report) {
+[[nodiscard]] KSCOPE_DECL comparable_run comparable_from_report(const session_report& report);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL comparable_run comparable_from_report(const session_report& report) {
   comparable_run run;
   run.format = "kscope.report/1";
   run.item = "scope";
@@ -477,13 +524,17 @@ inline comparable_load load_gbench(const json_value& doc) {
   }
   return run;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Reads a kscope.report/1 or kscope.bench/1 document, or Google Benchmark JSON, for the
 // gate. Anything else gets a status and an error naming what it saw: not JSON, JSON of
 // another kind, a malformed document, or a merged report (refused: no intervals to judge with).
 //   kscope::comparable_load l = kscope::load_comparable(text);
 //   if (!l.ok()) std::fprintf(stderr, "%s\n", l.error.c_str());
-[[nodiscard]] inline comparable_load load_comparable(std::string_view json_text) {
+[[nodiscard]] KSCOPE_DECL comparable_load load_comparable(std::string_view json_text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL comparable_load load_comparable(std::string_view json_text) {
   comparable_load out;
   const detail::json_parse_result parsed = detail::parse_json(json_text);
   if (!parsed.ok()) {
@@ -531,11 +582,16 @@ inline comparable_load load_gbench(const json_value& doc) {
               "\" (it reads kscope.report/1, kscope.bench/1 and Google Benchmark JSON)";
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The warnings for two runs taken in different places: another GPU, driver or kscope
 // version makes a changed time a property of the machine as much as of the change.
 //   for (const std::string& w : kscope::environment_differences(a.environment, b.environment)) ...
-[[nodiscard]] inline std::vector<std::string> environment_differences(const run_environment& baseline,
+[[nodiscard]] KSCOPE_DECL std::vector<std::string> environment_differences(const run_environment& baseline,
+                                                                      const run_environment& candidate);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> environment_differences(const run_environment& baseline,
                                                                       const run_environment& candidate) {
   std::vector<std::string> out;
   const auto check = [&](const char* what, const std::string& b, const std::string& c) {
@@ -549,12 +605,17 @@ inline comparable_load load_gbench(const json_value& doc) {
   check("kscope version", baseline.kscope_version, candidate.kscope_version);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Compares every time both runs measured, by name and time. The runs should be of one
 // format (the `kscope` tool refuses two formats before calling this).
 //   kscope::report_comparison c = kscope::compare_runs(base.run, cand.run, {0.05, false});
-[[nodiscard]] inline report_comparison compare_runs(const comparable_run& baseline, const comparable_run& candidate,
-                                                    const compare_settings& settings = {}) {
+[[nodiscard]] KSCOPE_DECL report_comparison compare_runs(const comparable_run& baseline, const comparable_run& candidate,
+                                                    const compare_settings& settings = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL report_comparison compare_runs(const comparable_run& baseline, const comparable_run& candidate,
+                                                    const compare_settings& settings) {
   report_comparison out;
   out.threshold = settings.threshold;
   out.allow_missing = settings.allow_missing;
@@ -604,25 +665,39 @@ inline comparable_load load_gbench(const json_value& doc) {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Compares every scope path found in both reports: its host time when both have calls,
 // its GPU time when both have GPU calls. threshold is the relative change that matters
 // (0.02: a ratio within 1 +- 2 % is "same" when its interval stays inside that band).
 //   kscope::report_comparison c = kscope::compare_reports(baseline, candidate, 0.05);
-[[nodiscard]] inline report_comparison compare_reports(const session_report& baseline,
+[[nodiscard]] KSCOPE_DECL report_comparison compare_reports(const session_report& baseline,
+                                                       const session_report& candidate,
+                                                       const compare_settings& settings);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL report_comparison compare_reports(const session_report& baseline,
                                                        const session_report& candidate,
                                                        const compare_settings& settings) {
   return compare_runs(comparable_from_report(baseline), comparable_from_report(candidate), settings);
 }
-[[nodiscard]] inline report_comparison compare_reports(const session_report& baseline,
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+[[nodiscard]] KSCOPE_DECL report_comparison compare_reports(const session_report& baseline,
                                                        const session_report& candidate,
-                                                       double threshold = compare_options{}.threshold) {
+                                                       double threshold = compare_options{}.threshold);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL report_comparison compare_reports(const session_report& baseline,
+                                                       const session_report& candidate,
+                                                       double threshold) {
   compare_settings settings;
   settings.threshold = threshold;
   return compare_reports(baseline, candidate, settings);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
-inline std::string report_comparison::failure() const {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string report_comparison::failure() const {
   const std::string items = item + "s";
   switch (gate()) {
     case gate_result::pass: return "";
@@ -645,7 +720,7 @@ inline std::string report_comparison::failure() const {
   return "";
 }
 
-inline std::string report_comparison::text() const {
+KSCOPE_DECL std::string report_comparison::text() const {
   const std::string items = item + "s";
   std::string out = "kscope compare (" + format + "; threshold " + detail::format_fixed(threshold * 100, 1) + "%" +
                     (rules > 0 ? " and " + std::to_string(rules) + " per-name rule" + (rules == 1 ? "" : "s") : "") +
@@ -695,12 +770,16 @@ inline std::string report_comparison::text() const {
   else out += detail::wrap(failure() + ": FAIL", 98);
   return detail::printable_text(out);  // the last guard, as in session_report::text()
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // A name from a compared file as Markdown table text: printable, and with the characters
 // that would end a cell, start markup or open HTML written as entities or escaped.
-inline std::string markdown_cell(std::string_view text) {
+KSCOPE_DECL std::string markdown_cell(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string markdown_cell(std::string_view text) {
   const std::string printable = printable_name(text);
   std::string out;
   out.reserve(printable.size());
@@ -716,10 +795,12 @@ inline std::string markdown_cell(std::string_view text) {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
-inline std::string report_comparison::markdown() const {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string report_comparison::markdown() const {
   using detail::markdown_cell;
   const gate_result g = gate();
   std::string out = "### kscope compare: " + std::string(g == gate_result::pass ? "PASS" : "FAIL");
@@ -759,7 +840,7 @@ inline std::string report_comparison::markdown() const {
   return out;
 }
 
-inline std::string report_comparison::json() const {
+KSCOPE_DECL std::string report_comparison::json() const {
   std::string out;
   detail::json_writer w(out);
   const gate_result g = gate();
@@ -804,5 +885,6 @@ inline std::string report_comparison::json() const {
   out += '\n';
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

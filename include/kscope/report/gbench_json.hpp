@@ -59,23 +59,31 @@ inline constexpr std::size_t gbench_max_entries = std::size_t{1} << 16;
 
 // Whether a parsed JSON document looks like Google Benchmark output: an object without a
 // kscope "schema", with a "context" object and a "benchmarks" array.
-[[nodiscard]] inline bool is_gbench_json(const detail::json_value& doc) noexcept {
+[[nodiscard]] KSCOPE_DECL bool is_gbench_json(const detail::json_value& doc) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool is_gbench_json(const detail::json_value& doc) noexcept {
   if (!doc.is_object() || doc.find("schema") != nullptr) return false;
   const detail::json_value* context = doc.find("context");
   const detail::json_value* benchmarks = doc.find("benchmarks");
   return context != nullptr && context->is_object() && benchmarks != nullptr && benchmarks->is_array();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // Nanoseconds per unit of Google Benchmark's "time_unit"; 0 for a unit it never writes.
-[[nodiscard]] inline double gbench_unit_ns(std::string_view unit) noexcept {
+[[nodiscard]] KSCOPE_DECL double gbench_unit_ns(std::string_view unit) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double gbench_unit_ns(std::string_view unit) noexcept {
   if (unit == "ns") return 1.0;
   if (unit == "us") return 1e3;
   if (unit == "ms") return 1e6;
   if (unit == "s") return 1e9;
   return 0.0;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -83,7 +91,10 @@ namespace detail {
 // is checked: a name, a known time unit, a finite non-negative real_time; the first entry
 // that fails makes the whole result an error naming it, because a gate that silently
 // dropped a benchmark could pass without comparing it.
-[[nodiscard]] inline gbench_parse_result read_gbench_json(const detail::json_value& doc) {
+[[nodiscard]] KSCOPE_DECL gbench_parse_result read_gbench_json(const detail::json_value& doc);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL gbench_parse_result read_gbench_json(const detail::json_value& doc) {
   gbench_parse_result out;
   const auto fail = [&](const std::string& why) {
     out.error = "malformed Google Benchmark JSON: " + why;
@@ -138,9 +149,13 @@ namespace detail {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Parses Google Benchmark JSON text; `error` names a syntax error's byte offset.
-[[nodiscard]] inline gbench_parse_result parse_gbench_json(std::string_view text) {
+[[nodiscard]] KSCOPE_DECL gbench_parse_result parse_gbench_json(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL gbench_parse_result parse_gbench_json(std::string_view text) {
   const detail::json_parse_result parsed = detail::parse_json(text);
   if (!parsed.ok()) {
     gbench_parse_result out;
@@ -149,5 +164,6 @@ namespace detail {
   }
   return read_gbench_json(parsed.value);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

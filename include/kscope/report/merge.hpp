@@ -61,7 +61,11 @@ inline constexpr std::size_t report_max_values_per_entry = std::size_t{1} << 16;
 
 namespace detail {
 
-inline double nan_value() noexcept { return std::numeric_limits<double>::quiet_NaN(); }
+KSCOPE_DECL double nan_value() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double nan_value() noexcept { return std::numeric_limits<double>::quiet_NaN(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A member that counts or measures something, as its integer type: any value of the type
 // is accepted (the range check is what keeps the conversion defined), absent or null is 0.
@@ -70,7 +74,24 @@ template <class Integer>
   return v.member_integer<Integer>(key, std::numeric_limits<Integer>::min(), std::numeric_limits<Integer>::max(), 0);
 }
 
-inline summary summary_from_json(const json_value& v) {
+KSCOPE_DECL summary summary_from_json(const json_value& v);
+
+// Writes a parsed value back as JSON (numbers through the writer: '.' in any locale).
+KSCOPE_DECL void write_json_value(json_writer& w, const json_value& v);
+
+KSCOPE_DECL void copy_from_json(const json_value* v, copy_totals& c);
+
+KSCOPE_DECL node_gpu_activity gpu_activity_from_json(const json_value& v);
+
+KSCOPE_DECL void context_from_json(const json_value& c, report_context& context);
+
+KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k);
+
+// One element of "scopes"; `tags_read` counts tags over the whole report.
+KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL summary summary_from_json(const json_value& v) {
   summary s{};
   s.n = integer_member<std::size_t>(v, "n");
   s.warmup = integer_member<std::size_t>(v, "warmup");
@@ -93,8 +114,7 @@ inline summary summary_from_json(const json_value& v) {
   return s;
 }
 
-// Writes a parsed value back as JSON (numbers through the writer: '.' in any locale).
-inline void write_json_value(json_writer& w, const json_value& v) {
+KSCOPE_DECL void write_json_value(json_writer& w, const json_value& v) {
   switch (v.type) {
     case json_type::null: w.value(nullptr); return;
     case json_type::boolean: w.value(v.boolean); return;
@@ -116,14 +136,14 @@ inline void write_json_value(json_writer& w, const json_value& v) {
   }
 }
 
-inline void copy_from_json(const json_value* v, copy_totals& c) {
+KSCOPE_DECL void copy_from_json(const json_value* v, copy_totals& c) {
   if (v == nullptr) return;
   c.count = integer_member<std::uint64_t>(*v, "count");
   c.bytes = integer_member<std::uint64_t>(*v, "bytes");
   c.ns = integer_member<std::int64_t>(*v, "ns");
 }
 
-inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
+KSCOPE_DECL node_gpu_activity gpu_activity_from_json(const json_value& v) {
   node_gpu_activity a;
   const auto i64 = [](const json_value& o, const char* key) { return integer_member<std::int64_t>(o, key); };
   const auto u64 = [](const json_value& o, const char* key) { return integer_member<std::uint64_t>(o, key); };
@@ -172,7 +192,7 @@ inline node_gpu_activity gpu_activity_from_json(const json_value& v) {
   return a;
 }
 
-inline void context_from_json(const json_value& c, report_context& context) {
+KSCOPE_DECL void context_from_json(const json_value& c, report_context& context) {
   context.kscope_version = c.member_string("kscope_version");
   context.host_name = c.member_string("host");
   context.timestamp_utc = c.member_string("timestamp_utc");
@@ -201,7 +221,7 @@ inline void context_from_json(const json_value& c, report_context& context) {
   context.rank = c.member_integer<int>("rank", -1, std::numeric_limits<int>::max(), -1);
 }
 
-inline kernel_summary kernel_from_json(const json_value& k) {
+KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k) {
   kernel_summary s;
   s.name = k.member_string("name");
   s.mangled_name = k.member_string("mangled_name");
@@ -233,8 +253,7 @@ inline kernel_summary kernel_from_json(const json_value& k) {
   return s;
 }
 
-// One element of "scopes"; `tags_read` counts tags over the whole report.
-inline scope_report scope_from_json(const json_value& s, std::size_t& tags_read) {
+KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read) {
   if (!s.is_object()) throw json_field_error("a scope is not an object");
   const json_value* path = s.find("path");
   if (path == nullptr || !path->is_string()) throw json_field_error("a scope has no \"path\"");
@@ -271,6 +290,7 @@ inline scope_report scope_from_json(const json_value& s, std::size_t& tags_read)
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Reads a "kscope.report/1" document one part at a time (json_cursor): each scope, top
 // kernel and the context are read as a small tree, converted and dropped, and members it
@@ -279,63 +299,9 @@ inline scope_report scope_from_json(const json_value& s, std::size_t& tags_read)
 // json_field_error; parse_report turns them into its error messages.
 class report_reader {
  public:
-  explicit report_reader(std::string_view text) : cursor_(text, limits()) {}
+  explicit report_reader(std::string_view text);
 
-  session_report read() {
-    if (cursor_.peek() != json_type::object) {
-      cursor_.skip_value();  // invalid JSON is reported as such before "not an object"
-      cursor_.finish();
-      throw not_a_report("the document is not a JSON object");
-    }
-    cursor_.begin_object();
-    std::string key;
-    while (cursor_.next_member(key)) {
-      // As json_value::find, the first of duplicate members counts.
-      if (!first_time(key)) {
-        cursor_.skip_value();
-      } else if (key == "schema") {
-        json_value v;
-        cursor_.read_value(v, report_max_values_per_entry);
-        schema_ = v.string_or("");
-        if (schema_ != "kscope.report/1") throw wrong_schema();
-      } else if (key == "context") {
-        json_value v;
-        cursor_.read_value(v, report_max_values_per_entry);
-        in_part("context", [&] { if (v.is_object()) context_from_json(v, report_.context); });
-      } else if (key == "sample_cap" || key == "gpu_timing_skipped") {
-        json_value v;
-        cursor_.read_value(v, report_max_values_per_entry);
-        in_part(key, [&] {
-          if (v.is_null()) return;
-          if (key == "sample_cap") report_.sample_cap = json_integer<std::size_t>(v, key, 0, SIZE_MAX);
-          else report_.gpu_timing_skipped = json_integer<std::uint64_t>(v, key, 0, UINT64_MAX);
-        });
-      } else if (key == "warnings") {
-        read_list("warnings", report_max_list_entries, [&](const json_value& line) {
-          report_.warnings.push_back(line.string_or(""));
-        });
-      } else if (key == "cupti") {
-        read_cupti();
-      } else if (key == "scopes") {
-        if (cursor_.peek() != json_type::array) throw malformed("no \"scopes\" array");
-        saw_scopes_ = true;
-        std::size_t index = 0;
-        read_list("scopes", report_max_scopes, [&](const json_value& s) {
-          // Name the scope by its path when it has one: "scope 3 (\"step/allreduce\")".
-          const json_value* path = s.find("path");
-          std::string where = "scope " + std::to_string(index++);
-          if (path && path->is_string()) where += " (\"" + path->string + "\")";
-          in_part(where, [&] { report_.scopes.push_back(scope_from_json(s, tags_read_)); });
-        });
-      } else {
-        cursor_.skip_value();
-      }
-    }
-    cursor_.finish();
-    if (schema_ != "kscope.report/1") throw wrong_schema();
-    if (!saw_scopes_) throw malformed("no \"scopes\" array");
-    return std::move(report_);
-  }
+  session_report read();
 
   // "not a kscope report: ..." / "malformed kscope report: ...": parse_report's messages.
   struct not_a_report : std::runtime_error {
@@ -346,29 +312,11 @@ class report_reader {
   };
 
  private:
-  static json_limits limits() {
-    json_limits l;
-    l.max_input_bytes = report_max_input_bytes;
-    l.max_values = report_max_values_per_entry;
-    return l;
-  }
+  static json_limits limits();
 
-  not_a_report wrong_schema() const {
-    return not_a_report("schema is \"" + schema_ + "\", expected \"kscope.report/1\"");
-  }
+  not_a_report wrong_schema() const;
 
-  bool first_time(const std::string& key) {
-    static constexpr const char* known[] = {"schema",   "context", "sample_cap", "gpu_timing_skipped",
-                                            "warnings", "cupti",   "scopes"};
-    for (std::size_t i = 0; i < sizeof known / sizeof known[0]; ++i) {
-      if (key != known[i]) continue;
-      const unsigned bit = 1u << i;
-      const bool first = (seen_ & bit) == 0;
-      seen_ |= bit;
-      return first;
-    }
-    return true;
-  }
+  bool first_time(const std::string& key);
 
   // Runs `decode`, naming `where` in its field errors.
   template <class Decode>
@@ -400,31 +348,7 @@ class report_reader {
     }
   }
 
-  void read_cupti() {
-    if (cursor_.peek() != json_type::object) {
-      cursor_.skip_value();
-      return;
-    }
-    cursor_.begin_object();
-    std::string key;
-    bool saw_status = false, saw_kernels = false;
-    while (cursor_.next_member(key)) {
-      if (key == "status" && !saw_status) {
-        saw_status = true;
-        json_value v;
-        cursor_.read_value(v, report_max_values_per_entry);
-        report_.cupti_status = v.string_or("");
-      } else if (key == "top_kernels" && !saw_kernels) {
-        saw_kernels = true;
-        std::size_t index = 0;
-        read_list("top_kernels", report_max_list_entries, [&](const json_value& k) {
-          in_part("top kernel " + std::to_string(index++), [&] { report_.top_kernels.push_back(kernel_from_json(k)); });
-        });
-      } else {
-        cursor_.skip_value();
-      }
-    }
-  }
+  void read_cupti();
 
   json_cursor cursor_;
   session_report report_;
@@ -433,6 +357,116 @@ class report_reader {
   bool saw_scopes_ = false;
   std::size_t tags_read_ = 0;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL report_reader::report_reader(std::string_view text) : cursor_(text, limits()) {}
+
+KSCOPE_DECL session_report report_reader::read() {
+  if (cursor_.peek() != json_type::object) {
+    cursor_.skip_value();  // invalid JSON is reported as such before "not an object"
+    cursor_.finish();
+    throw not_a_report("the document is not a JSON object");
+  }
+  cursor_.begin_object();
+  std::string key;
+  while (cursor_.next_member(key)) {
+    // As json_value::find, the first of duplicate members counts.
+    if (!first_time(key)) {
+      cursor_.skip_value();
+    } else if (key == "schema") {
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry);
+      schema_ = v.string_or("");
+      if (schema_ != "kscope.report/1") throw wrong_schema();
+    } else if (key == "context") {
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry);
+      in_part("context", [&] { if (v.is_object()) context_from_json(v, report_.context); });
+    } else if (key == "sample_cap" || key == "gpu_timing_skipped") {
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry);
+      in_part(key, [&] {
+        if (v.is_null()) return;
+        if (key == "sample_cap") report_.sample_cap = json_integer<std::size_t>(v, key, 0, SIZE_MAX);
+        else report_.gpu_timing_skipped = json_integer<std::uint64_t>(v, key, 0, UINT64_MAX);
+      });
+    } else if (key == "warnings") {
+      read_list("warnings", report_max_list_entries, [&](const json_value& line) {
+        report_.warnings.push_back(line.string_or(""));
+      });
+    } else if (key == "cupti") {
+      read_cupti();
+    } else if (key == "scopes") {
+      if (cursor_.peek() != json_type::array) throw malformed("no \"scopes\" array");
+      saw_scopes_ = true;
+      std::size_t index = 0;
+      read_list("scopes", report_max_scopes, [&](const json_value& s) {
+        // Name the scope by its path when it has one: "scope 3 (\"step/allreduce\")".
+        const json_value* path = s.find("path");
+        std::string where = "scope " + std::to_string(index++);
+        if (path && path->is_string()) where += " (\"" + path->string + "\")";
+        in_part(where, [&] { report_.scopes.push_back(scope_from_json(s, tags_read_)); });
+      });
+    } else {
+      cursor_.skip_value();
+    }
+  }
+  cursor_.finish();
+  if (schema_ != "kscope.report/1") throw wrong_schema();
+  if (!saw_scopes_) throw malformed("no \"scopes\" array");
+  return std::move(report_);
+}
+
+KSCOPE_DECL json_limits report_reader::limits() {
+  json_limits l;
+  l.max_input_bytes = report_max_input_bytes;
+  l.max_values = report_max_values_per_entry;
+  return l;
+}
+
+KSCOPE_DECL auto report_reader::wrong_schema() const -> not_a_report {
+  return not_a_report("schema is \"" + schema_ + "\", expected \"kscope.report/1\"");
+}
+
+KSCOPE_DECL bool report_reader::first_time(const std::string& key) {
+  static constexpr const char* known[] = {"schema",   "context", "sample_cap", "gpu_timing_skipped",
+                                          "warnings", "cupti",   "scopes"};
+  for (std::size_t i = 0; i < sizeof known / sizeof known[0]; ++i) {
+    if (key != known[i]) continue;
+    const unsigned bit = 1u << i;
+    const bool first = (seen_ & bit) == 0;
+    seen_ |= bit;
+    return first;
+  }
+  return true;
+}
+
+KSCOPE_DECL void report_reader::read_cupti() {
+  if (cursor_.peek() != json_type::object) {
+    cursor_.skip_value();
+    return;
+  }
+  cursor_.begin_object();
+  std::string key;
+  bool saw_status = false, saw_kernels = false;
+  while (cursor_.next_member(key)) {
+    if (key == "status" && !saw_status) {
+      saw_status = true;
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry);
+      report_.cupti_status = v.string_or("");
+    } else if (key == "top_kernels" && !saw_kernels) {
+      saw_kernels = true;
+      std::size_t index = 0;
+      read_list("top_kernels", report_max_list_entries, [&](const json_value& k) {
+        in_part("top kernel " + std::to_string(index++), [&] { report_.top_kernels.push_back(kernel_from_json(k)); });
+      });
+    } else {
+      cursor_.skip_value();
+    }
+  }
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -448,8 +482,12 @@ class report_reader {
 //
 //   std::string error;
 //   if (auto r = kscope::parse_report(text, &error)) std::fputs(r->text().c_str(), stdout);
-[[nodiscard]] inline std::optional<session_report> parse_report(std::string_view json_text,
-                                                                std::string* error = nullptr) {
+[[nodiscard]] KSCOPE_DECL std::optional<session_report> parse_report(std::string_view json_text,
+                                                                std::string* error = nullptr);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<session_report> parse_report(std::string_view json_text,
+                                                                std::string* error) {
   const auto fail = [&](std::string message) -> std::optional<session_report> {
     if (error) *error = std::move(message);
     return std::nullopt;
@@ -468,6 +506,7 @@ class report_reader {
     return fail(std::string("malformed kscope report: ") + e.what());
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One rank's numbers for one scope.
 struct rank_scope_values {
@@ -523,23 +562,34 @@ struct merged_report {
   std::vector<merge_input> inputs;
   std::vector<merged_scope> scopes;  // in order of first appearance (depth-first per report)
 
-  [[nodiscard]] std::size_t merged_count() const noexcept {
-    std::size_t n = 0;
-    for (const merge_input& i : inputs) n += i.error.empty();
-    return n;
-  }
-  [[nodiscard]] const merged_scope* find(const std::string& path) const noexcept {
-    for (const merged_scope& s : scopes)
-      if (s.path == path) return &s;
-    return nullptr;
-  }
+  [[nodiscard]] std::size_t merged_count() const noexcept;
+  [[nodiscard]] const merged_scope* find(const std::string& path) const noexcept;
   [[nodiscard]] std::string text() const;
   [[nodiscard]] std::string json() const;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t merged_report::merged_count() const noexcept {
+  std::size_t n = 0;
+  for (const merge_input& i : inputs) n += i.error.empty();
+  return n;
+}
+
+KSCOPE_DECL const merged_scope* merged_report::find(const std::string& path) const noexcept {
+  for (const merged_scope& s : scopes)
+    if (s.path == path) return &s;
+  return nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 namespace detail {
 
-inline across_ranks summarize_ranks(const std::vector<std::pair<int, double>>& values) {
+KSCOPE_DECL across_ranks summarize_ranks(const std::vector<std::pair<int, double>>& values);
+
+KSCOPE_DECL void write_across_json(json_writer& w, const across_ranks& a);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL across_ranks summarize_ranks(const std::vector<std::pair<int, double>>& values) {
   across_ranks a;
   std::vector<double> v;
   for (const auto& [rank, x] : values) {
@@ -559,7 +609,7 @@ inline across_ranks summarize_ranks(const std::vector<std::pair<int, double>>& v
   return a;
 }
 
-inline void write_across_json(json_writer& w, const across_ranks& a) {
+KSCOPE_DECL void write_across_json(json_writer& w, const across_ranks& a) {
   w.begin_object();
   w.member("ranks", static_cast<unsigned long long>(a.ranks));
   w.member("min_ns", a.min_ns).member("median_ns", a.median_ns).member("max_ns", a.max_ns);
@@ -568,6 +618,7 @@ inline void write_across_json(json_writer& w, const across_ranks& a) {
   w.member("slowest_ratio", a.slowest_ratio);
   w.end_object();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -577,7 +628,10 @@ inline void write_across_json(json_writer& w, const across_ranks& a) {
 //
 //   auto m = kscope::merge_reports({doc0, doc1, doc2});
 //   for (const auto& in : m.inputs) if (!in.error.empty()) std::fprintf(stderr, "%s\n", in.error.c_str());
-[[nodiscard]] inline merged_report merge_reports(const std::vector<std::string>& json_documents) {
+[[nodiscard]] KSCOPE_DECL merged_report merge_reports(const std::vector<std::string>& json_documents);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL merged_report merge_reports(const std::vector<std::string>& json_documents) {
   merged_report out;
   std::vector<session_report> reports;
   std::vector<int> ranks;
@@ -644,22 +698,28 @@ inline void write_across_json(json_writer& w, const across_ranks& a) {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // The scope's name indented two columns per level under its parent, for a 30-column
 // table cell. The indentation stops at the cell's width: the cell looks the same (fit()
 // cuts it there) and a deep scope costs no more than a shallow one.
-inline std::string indented_name(const merged_scope& s) {
+KSCOPE_DECL std::string indented_name(const merged_scope& s);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string indented_name(const merged_scope& s) {
   constexpr std::size_t cell = 30;
   const std::size_t levels = s.depth > 0 ? s.depth - 1 : 0;
   std::string name(std::min(2 * levels, cell), ' ');
   return name + printable_name(s.name);  // a name from a file: never raw control characters
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
-inline std::string merged_report::text() const {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string merged_report::text() const {
   std::string out = "kscope merge: " + std::to_string(merged_count()) + " of " + std::to_string(inputs.size()) +
                     " rank reports merged\n";
   for (const merge_input& in : inputs)
@@ -712,7 +772,7 @@ inline std::string merged_report::text() const {
   return detail::printable_text(out);  // the inputs' errors quote file contents too
 }
 
-inline std::string merged_report::json() const {
+KSCOPE_DECL std::string merged_report::json() const {
   std::string out;
   detail::json_writer w(out);
   w.begin_object();
@@ -776,5 +836,6 @@ inline std::string merged_report::json() const {
   w.end_object();
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -87,7 +87,12 @@ namespace detail {
 // Appends text escaped for XML/HTML element content and attribute values. Characters
 // XML 1.0 forbids (control characters other than tab, LF, CR) and bytes that are not
 // valid UTF-8 become U+FFFD, so any label yields a well-formed document.
-inline void append_xml_escaped(std::string& out, std::string_view text) {
+KSCOPE_DECL void append_xml_escaped(std::string& out, std::string_view text);
+
+KSCOPE_DECL std::string xml_escaped(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void append_xml_escaped(std::string& out, std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     const utf8_char c = decode_utf8(text, i);  // the one UTF-8 decoder (text_escape.hpp)
     switch (c.valid ? c.code_point : 0xFFFD) {
@@ -108,17 +113,29 @@ inline void append_xml_escaped(std::string& out, std::string_view text) {
   }
 }
 
-inline std::string xml_escaped(std::string_view text) {
+KSCOPE_DECL std::string xml_escaped(std::string_view text) {
   std::string out;
   append_xml_escaped(out, text);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 inline std::string svg_number(double value) { return format_fixed(value, 2); }
 
 // The label of the decade 10^exponent: "0.01", "1", "100", "1k", "10 T" + unit...
 // Whole numbers with an SI prefix from 10^3 up, plain decimals below.
-inline std::string decade_label(int exponent, const char* unit = "") {
+KSCOPE_DECL std::string decade_label(int exponent, const char* unit = "");
+
+// Colours that stay apart for colour-blind readers (Okabe & Ito, 2008).
+KSCOPE_DECL const char* roof_colour(std::size_t index);
+
+KSCOPE_DECL const char* limiter_colour(bound b);
+
+// The roof label without the " (measured)" suffix, so both roofs of a type share a colour.
+KSCOPE_DECL std::string_view roof_family(std::string_view label);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string decade_label(int exponent, const char* unit) {
   static const char* const prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
   const std::string space = *unit != '\0' ? " " : "";
   if (exponent >= 0) {
@@ -129,13 +146,12 @@ inline std::string decade_label(int exponent, const char* unit = "") {
   return format_general(std::pow(10.0, exponent), 6) + space + unit;
 }
 
-// Colours that stay apart for colour-blind readers (Okabe & Ito, 2008).
-inline const char* roof_colour(std::size_t index) {
+KSCOPE_DECL const char* roof_colour(std::size_t index) {
   static const char* const palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"};
   return palette[index % (sizeof palette / sizeof palette[0])];
 }
 
-inline const char* limiter_colour(bound b) {
+KSCOPE_DECL const char* limiter_colour(bound b) {
   switch (b) {
     case bound::memory: return "#0072B2";
     case bound::compute: return "#D55E00";
@@ -144,25 +160,34 @@ inline const char* limiter_colour(bound b) {
   return "#7F7F7F";
 }
 
-// The roof label without the " (measured)" suffix, so both roofs of a type share a colour.
-inline std::string_view roof_family(std::string_view label) {
+KSCOPE_DECL std::string_view roof_family(std::string_view label) {
   constexpr std::string_view suffix = " (measured)";
   if (label.size() >= suffix.size() && label.substr(label.size() - suffix.size()) == suffix) {
     label.remove_suffix(suffix.size());
   }
   return label;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
-inline bool positive_finite(double v) { return v > 0 && std::isfinite(v); }
+KSCOPE_DECL bool positive_finite(double v);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool positive_finite(double v) { return v > 0 && std::isfinite(v); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
 // A standalone SVG document (no XML declaration, so it can also be inlined in HTML)
 // drawing the roofs and the points. See the top of this header for what is drawn.
 //   std::string svg = kscope::roofline_svg(roofs, points);
-[[nodiscard]] inline std::string roofline_svg(const std::vector<roof_line>& roofs,
+[[nodiscard]] KSCOPE_DECL std::string roofline_svg(const std::vector<roof_line>& roofs,
                                               const std::vector<roof_point>& points,
-                                              const plot_options& options = {}) {
+                                              const plot_options& options = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string roofline_svg(const std::vector<roof_line>& roofs,
+                                              const std::vector<roof_point>& points,
+                                              const plot_options& options) {
   using detail::append_xml_escaped;
   using detail::positive_finite;
   using detail::svg_number;
@@ -391,6 +416,7 @@ inline bool positive_finite(double v) { return v > 0 && std::isfinite(v); }
   s += "</g>\n</svg>\n";
   return s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---- sweeps: what each point measured, against the swept parameter ----------------------
 
@@ -411,7 +437,16 @@ struct sweep_plot_options {
 namespace detail {
 
 // A step of 1, 2, 2.5 or 5 x 10^k giving about `ticks` intervals over `range`.
-inline double sweep_nice_step(double range, int ticks) {
+KSCOPE_DECL double sweep_nice_step(double range, int ticks);
+
+// A linear tick label with just the decimals its step needs: "7.5", "0.25", "12.5k", "3M";
+// the prefix follows the axis' largest tick, so every tick of an axis has the same one.
+KSCOPE_DECL std::string sweep_tick_text(double v, double step, double largest);
+
+KSCOPE_DECL std::string sweep_value_text(const sweep_value& v, const std::string& unit);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double sweep_nice_step(double range, int ticks) {
   const double raw = range / ticks;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 2.5, 5.0})
@@ -419,9 +454,7 @@ inline double sweep_nice_step(double range, int ticks) {
   return 10 * magnitude;
 }
 
-// A linear tick label with just the decimals its step needs: "7.5", "0.25", "12.5k", "3M";
-// the prefix follows the axis' largest tick, so every tick of an axis has the same one.
-inline std::string sweep_tick_text(double v, double step, double largest) {
+KSCOPE_DECL std::string sweep_tick_text(double v, double step, double largest) {
   double scale = 1;
   const char* suffix = "";
   if (largest >= 1e6 && step >= 1e5) scale = 1e6, suffix = "M";
@@ -434,12 +467,13 @@ inline std::string sweep_tick_text(double v, double step, double largest) {
   return format_fixed(v / scale, decimals) + suffix;
 }
 
-inline std::string sweep_value_text(const sweep_value& v, const std::string& unit) {
+KSCOPE_DECL std::string sweep_value_text(const sweep_value& v, const std::string& unit) {
   std::string s = sweep_cell(v);
   if (!unit.empty()) s += " " + unit;
   if (v.samples > 0) s += ", " + std::to_string(v.samples) + " samples";
   return s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -455,7 +489,10 @@ inline std::string sweep_value_text(const sweep_value& v, const std::string& uni
 // missing one a <g class="kscope-sweep-missing">; all text is escaped for XML.
 //   std::string svg = kscope::sweep_svg(results, options);
 //   (void)kscope::write_text_file("sweep.svg", svg);
-[[nodiscard]] inline std::string sweep_svg(const sweep_results& results, const sweep_plot_options& options = {}) {
+[[nodiscard]] KSCOPE_DECL std::string sweep_svg(const sweep_results& results, const sweep_plot_options& options = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string sweep_svg(const sweep_results& results, const sweep_plot_options& options) {
   using detail::append_xml_escaped;
   using detail::svg_number;
   std::vector<std::string> notes;
@@ -736,11 +773,15 @@ inline std::string sweep_value_text(const sweep_value& v, const std::string& uni
   s += "</svg>\n";
   return s;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // An HTML <table> of plain-text cells, escaped. Numeric-looking cells are right-aligned
 // by the page's style (every column but the first).
 //   std::string html = kscope::to_html(table);
-[[nodiscard]] inline std::string to_html(const html_table& table) {
+[[nodiscard]] KSCOPE_DECL std::string to_html(const html_table& table);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string to_html(const html_table& table) {
   std::string out = "<table>\n";
   if (!table.caption.empty()) {
     out += "<caption>";
@@ -769,10 +810,14 @@ inline std::string sweep_value_text(const sweep_value& v, const std::string& uni
   out += "</tbody>\n</table>\n";
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A complete single-file HTML page (UTF-8, no JavaScript, no external resources).
 //   std::string html = kscope::render_html(page);
-[[nodiscard]] inline std::string render_html(const html_report& page) {
+[[nodiscard]] KSCOPE_DECL std::string render_html(const html_report& page);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string render_html(const html_report& page) {
   std::string out;
   out.reserve(page.svg.size() + 4096);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>";
@@ -808,5 +853,6 @@ inline std::string sweep_value_text(const sweep_value& v, const std::string& uni
   out += "</body>\n</html>\n";
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

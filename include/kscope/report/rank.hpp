@@ -32,7 +32,13 @@ namespace detail {
 
 // A rank is a decimal integer in [0, INT_MAX], surrounding blanks allowed. Anything else
 // ("", "-1", "3x", "1e3", "99999999999") is not a rank: the result is empty.
-[[nodiscard]] inline std::optional<int> parse_rank(const char* text) noexcept {
+[[nodiscard]] KSCOPE_DECL std::optional<int> parse_rank(const char* text) noexcept;
+
+// set_rank()'s value; -1: not set. Atomic because any thread may ask.
+KSCOPE_DECL std::atomic<int>& rank_override() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<int> parse_rank(const char* text) noexcept {
   if (text == nullptr) return std::nullopt;
   const char* p = text;
   while (*p == ' ' || *p == '\t') ++p;
@@ -48,11 +54,11 @@ namespace detail {
   return static_cast<int>(value);
 }
 
-// set_rank()'s value; -1: not set. Atomic because any thread may ask.
-inline std::atomic<int>& rank_override() noexcept {
+KSCOPE_DECL std::atomic<int>& rank_override() noexcept {
   static std::atomic<int> value{-1};
   return value;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -61,28 +67,42 @@ inline std::atomic<int>& rank_override() noexcept {
 // valid variable later in the order still counts).
 //
 //   if (auto r = kscope::detect_rank()) std::printf("rank %d\n", *r);
-[[nodiscard]] inline std::optional<int> detect_rank() noexcept {
+[[nodiscard]] KSCOPE_DECL std::optional<int> detect_rank() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<int> detect_rank() noexcept {
   for (const char* name : rank_environment_variables) {
     if (auto rank = detail::parse_rank(std::getenv(name))) return rank;
   }
   return std::nullopt;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Overrides the environment (e.g. with MPI_Comm_rank's or torch.distributed's rank). A
 // negative value clears the override.
 //
 //   kscope::set_rank(dist_rank);
-inline void set_rank(int rank) noexcept { detail::rank_override().store(rank < 0 ? -1 : rank); }
-inline void clear_rank() noexcept { detail::rank_override().store(-1); }
+KSCOPE_DECL void set_rank(int rank) noexcept;
+KSCOPE_DECL void clear_rank() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void set_rank(int rank) noexcept { detail::rank_override().store(rank < 0 ? -1 : rank); }
+
+KSCOPE_DECL void clear_rank() noexcept { detail::rank_override().store(-1); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // set_rank()'s value if set, else detect_rank().
 //
 //   auto r = kscope::current_rank();
-[[nodiscard]] inline std::optional<int> current_rank() noexcept {
+[[nodiscard]] KSCOPE_DECL std::optional<int> current_rank() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<int> current_rank() noexcept {
   const int forced = detail::rank_override().load();
   if (forced >= 0) return forced;
   return detect_rank();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // "run.json" -> "run.rank3.json": ".rank<N>" goes before the extension of the last path
 // component ("out/run" -> "out/run.rank3", "dir.d/run" -> "dir.d/run.rank3",
@@ -90,7 +110,10 @@ inline void clear_rank() noexcept { detail::rank_override().store(-1); }
 //
 //   std::string file = kscope::rank_file_name("run.json");            // current_rank()
 //   std::string file0 = kscope::rank_file_name("run.json", 0);        // "run.rank0.json"
-[[nodiscard]] inline std::string rank_file_name(std::string_view base, std::optional<int> rank) {
+[[nodiscard]] KSCOPE_DECL std::string rank_file_name(std::string_view base, std::optional<int> rank);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string rank_file_name(std::string_view base, std::optional<int> rank) {
   if (!rank || *rank < 0) return std::string(base);
   const std::size_t slash = base.find_last_of("/\\");
   const std::size_t name_start = slash == std::string_view::npos ? 0 : slash + 1;
@@ -102,9 +125,14 @@ inline void clear_rank() noexcept { detail::rank_override().store(-1); }
   out += base.substr(dot);
   return out;
 }
-[[nodiscard]] inline std::string rank_file_name(std::string_view base) {
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+[[nodiscard]] KSCOPE_DECL std::string rank_file_name(std::string_view base);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string rank_file_name(std::string_view base) {
   return rank_file_name(base, current_rank());
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Writes `report.write_json()` to rank_file_name(base); returns the file name written, or
 // "" when it could not be written (nothing thrown; *error, when given, says why:

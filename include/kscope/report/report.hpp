@@ -159,11 +159,7 @@ struct session_report {
   report_sort sort = report_sort::automatic;
 
   // The scope at `path` ("a/b/c"), or nullptr.
-  [[nodiscard]] const scope_report* find(const std::string& path) const noexcept {
-    for (const scope_report& s : scopes)
-      if (s.path == path) return &s;
-    return nullptr;
-  }
+  [[nodiscard]] const scope_report* find(const std::string& path) const noexcept;
 
   // The report for a terminal. Every user string in it (scope names and paths, tags,
   // kernel names, and anything read back from a report file) is printable_name()d: ESC
@@ -183,10 +179,21 @@ struct session_report {
   bool write_json(const std::string& path, std::string* error = nullptr) const noexcept;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const scope_report* session_report::find(const std::string& path) const noexcept {
+  for (const scope_report& s : scopes)
+    if (s.path == path) return &s;
+  return nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // A duration in nanoseconds as every kscope table prints it: 3 significant digits
 // with a time unit ("812 ns", "1.23 us", "45.6 ms", "2.50 s"); "-" when not finite.
 //   std::printf("%s\n", kscope::format_duration_ns(s.host_ns.median).c_str());
-[[nodiscard]] inline std::string format_duration_ns(double ns) {
+[[nodiscard]] KSCOPE_DECL std::string format_duration_ns(double ns);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string format_duration_ns(double ns) {
   if (!std::isfinite(ns)) return "-";
   const char* unit = "ns";
   double v = ns;
@@ -196,6 +203,7 @@ struct session_report {
   const int decimals = (std::fabs(v) >= 100 || unit[0] == 'n') ? 0 : std::fabs(v) >= 10 ? 1 : 2;
   return detail::format_fixed(v, decimals) + " " + unit;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 
 namespace detail {
@@ -204,14 +212,82 @@ namespace detail {
 using kscope::format_duration_ns;
 
 // The median CI as "±x.x%" of the median (half the interval's width), or "" without one.
-inline std::string format_ci_percent(const summary& s) {
+KSCOPE_DECL std::string format_ci_percent(const summary& s);
+
+// A scope's GPU work split by device, as a JSON array (report and merged report).
+KSCOPE_DECL void write_device_split_json(json_writer& w, const std::vector<device_gpu_activity>& devices);
+
+// The path of scope `id` in a report's own scope list (graph_capture names scopes by id);
+// "(unscoped)" for the root, "node N" when the report does not list it.
+KSCOPE_DECL std::string scope_path_of(const std::vector<scope_report>& scopes, node_id id);
+
+// One text line per scope that replayed CUDA graphs built elsewhere:
+// "graph kernels built in: prefill/attention (40 kernels, 1.20 ms), decode (3 kernels, 20.0 us)".
+KSCOPE_DECL std::string graph_capture_text(const std::vector<graph_capture_origin>& origins,
+                                      const std::vector<scope_report>& scopes);
+
+// One line on a scope's CUDA-graph replays when some were traced as one record: "graph
+// replays: 618 (60 traced node by node, 558 as one record); scaled: 4200 kernels, 12.3 ms
+// of kernel time, 11.9 ms busy".
+KSCOPE_DECL std::string graph_replays_text(const node_gpu_activity& a);
+
+// graph_capture as JSON: [{"captured_in": path, "kernels": n, "ns": t, ...}].
+KSCOPE_DECL void write_graph_capture_json(json_writer& w, const std::vector<graph_capture_origin>& origins,
+                                     const std::vector<scope_report>& scopes);
+
+// A fraction as a percentage with two significant digits or more: "38210%", "62%",
+// "3.5%", "0.42%" (what the roofline advice and the impossible line print; no space, so
+// wrapped text never puts the number and its "%" on two lines).
+KSCOPE_DECL std::string roofline_percent_text(double fraction);
+
+// Whether a placement must not be printed as true: flagged by the session, or (in a
+// report built by hand) above the roof by more than roofline_impossible_above.
+KSCOPE_DECL bool placement_impossible(const scope_report& s);
+
+// The line under the roofline table for a placed scope: why it is impossible, else the
+// session's evidence-based advice, else the placement's hint().
+KSCOPE_DECL std::string placement_advice(const scope_report& s);
+
+KSCOPE_DECL void write_summary_json(json_writer& w, const summary& s);
+
+// A scope's own GPU time: the busy union of its kernels plus its copies and memsets
+// (CUPTI, exclusive of its children); 0 without activity.
+KSCOPE_DECL double own_gpu_ns(const scope_report& s);
+
+// The sort actually used for `requested` (automatic decided, see report_sort).
+KSCOPE_DECL report_sort resolve_sort(const std::vector<scope_report>& scopes, report_sort requested);
+
+// The order in which text() lists `scopes` (indices): depth-first as recorded, siblings
+// sorted by the key of `sort` (largest first; ties keep their recorded order). Scopes
+// whose parent is not listed stay where they are, as top-level rows.
+KSCOPE_DECL std::vector<std::size_t> display_order(const std::vector<scope_report>& scopes, report_sort sort);
+
+// "34.2%" or "-".
+KSCOPE_DECL std::string share_text(double fraction);
+
+// The "GPU time" section of text(): the session's busy share, the longest idle gaps with
+// the scope the host was in, and per scope its GPU total, share, kernels and per-call
+// busy time and gaps; rows in `order`.
+KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vector<scope_report>& scopes,
+                                 const std::vector<std::size_t>& order);
+
+KSCOPE_DECL void write_gpu_time_json(json_writer& w, const gpu_time_report& t);
+
+// The "Requests" section: latency distributions of the cross-thread ranges ("request",
+// "ttft", "queue", ...), from each range's host samples (every call, no warm-up removed:
+// the session summarizes ranges whole). "" when there is none.
+KSCOPE_DECL std::string requests_text(const std::vector<scope_report>& scopes);
+
+KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_report>& scopes);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string format_ci_percent(const summary& s) {
   if (!std::isfinite(s.median_ci.lo) || !std::isfinite(s.median_ci.hi) || s.median == 0) return "";
   const double half = 0.5 * (s.median_ci.hi - s.median_ci.lo) / std::fabs(s.median) * 100.0;
   return "±" + format_fixed(half, half < 0.095 ? 2 : 1) + "%";
 }
 
-// A scope's GPU work split by device, as a JSON array (report and merged report).
-inline void write_device_split_json(json_writer& w, const std::vector<device_gpu_activity>& devices) {
+KSCOPE_DECL void write_device_split_json(json_writer& w, const std::vector<device_gpu_activity>& devices) {
   w.begin_array();
   for (const device_gpu_activity& d : devices) {
     w.begin_object();
@@ -226,17 +302,13 @@ inline void write_device_split_json(json_writer& w, const std::vector<device_gpu
   w.end_array();
 }
 
-// The path of scope `id` in a report's own scope list (graph_capture names scopes by id);
-// "(unscoped)" for the root, "node N" when the report does not list it.
-inline std::string scope_path_of(const std::vector<scope_report>& scopes, node_id id) {
+KSCOPE_DECL std::string scope_path_of(const std::vector<scope_report>& scopes, node_id id) {
   for (const scope_report& s : scopes)
     if (s.id == id) return s.path;
   return id == unscoped_node ? std::string(unscoped_node_name) : "node " + std::to_string(id);
 }
 
-// One text line per scope that replayed CUDA graphs built elsewhere:
-// "graph kernels built in: prefill/attention (40 kernels, 1.20 ms), decode (3 kernels, 20.0 us)".
-inline std::string graph_capture_text(const std::vector<graph_capture_origin>& origins,
+KSCOPE_DECL std::string graph_capture_text(const std::vector<graph_capture_origin>& origins,
                                       const std::vector<scope_report>& scopes) {
   std::string line = "graph kernels built in: ";
   for (std::size_t i = 0; i < origins.size(); ++i) {
@@ -256,10 +328,7 @@ inline std::string graph_capture_text(const std::vector<graph_capture_origin>& o
   return line;
 }
 
-// One line on a scope's CUDA-graph replays when some were traced as one record: "graph
-// replays: 618 (60 traced node by node, 558 as one record); scaled: 4200 kernels, 12.3 ms
-// of kernel time, 11.9 ms busy".
-inline std::string graph_replays_text(const node_gpu_activity& a) {
+KSCOPE_DECL std::string graph_replays_text(const node_gpu_activity& a) {
   std::string out = "graph replays: " + std::to_string(a.graph_replays) + " (" +
                     std::to_string(a.graph_replays_traced) + " traced node by node, " +
                     std::to_string(a.graph_replays - a.graph_replays_traced) + " as one record)";
@@ -272,8 +341,7 @@ inline std::string graph_replays_text(const node_gpu_activity& a) {
   return out;
 }
 
-// graph_capture as JSON: [{"captured_in": path, "kernels": n, "ns": t, ...}].
-inline void write_graph_capture_json(json_writer& w, const std::vector<graph_capture_origin>& origins,
+KSCOPE_DECL void write_graph_capture_json(json_writer& w, const std::vector<graph_capture_origin>& origins,
                                      const std::vector<scope_report>& scopes) {
   w.begin_array();
   for (const graph_capture_origin& o : origins) {
@@ -289,23 +357,16 @@ inline void write_graph_capture_json(json_writer& w, const std::vector<graph_cap
   w.end_array();
 }
 
-// A fraction as a percentage with two significant digits or more: "38210%", "62%",
-// "3.5%", "0.42%" (what the roofline advice and the impossible line print; no space, so
-// wrapped text never puts the number and its "%" on two lines).
-inline std::string roofline_percent_text(double fraction) {
+KSCOPE_DECL std::string roofline_percent_text(double fraction) {
   const double v = 100 * fraction;
   return format_fixed(v, std::fabs(v) >= 10 ? 0 : std::fabs(v) >= 1 ? 1 : 2) + "%";
 }
 
-// Whether a placement must not be printed as true: flagged by the session, or (in a
-// report built by hand) above the roof by more than roofline_impossible_above.
-inline bool placement_impossible(const scope_report& s) {
+KSCOPE_DECL bool placement_impossible(const scope_report& s) {
   return s.roofline && (s.roofline_impossible || s.roofline->fraction_of_roof > roofline_impossible_above);
 }
 
-// The line under the roofline table for a placed scope: why it is impossible, else the
-// session's evidence-based advice, else the placement's hint().
-inline std::string placement_advice(const scope_report& s) {
+KSCOPE_DECL std::string placement_advice(const scope_report& s) {
   const placement& p = *s.roofline;
   if (placement_impossible(s)) {
     std::string line = "impossible: " + roofline_percent_text(p.fraction_of_roof) +
@@ -328,7 +389,7 @@ inline std::string placement_advice(const scope_report& s) {
   return s.advice.empty() ? std::string(hint(p)) : s.advice;
 }
 
-inline void write_summary_json(json_writer& w, const summary& s) {
+KSCOPE_DECL void write_summary_json(json_writer& w, const summary& s) {
   w.begin_object();
   w.member("n", static_cast<unsigned long long>(s.n));
   w.member("warmup", static_cast<unsigned long long>(s.warmup));
@@ -343,9 +404,7 @@ inline void write_summary_json(json_writer& w, const summary& s) {
   w.end_object();
 }
 
-// A scope's own GPU time: the busy union of its kernels plus its copies and memsets
-// (CUPTI, exclusive of its children); 0 without activity.
-inline double own_gpu_ns(const scope_report& s) {
+KSCOPE_DECL double own_gpu_ns(const scope_report& s) {
   if (!s.gpu_activity) return 0;
   const node_gpu_activity& a = *s.gpu_activity;
   double ns = static_cast<double>(a.busy_ns + a.memset.ns);
@@ -353,8 +412,7 @@ inline double own_gpu_ns(const scope_report& s) {
   return ns;
 }
 
-// The sort actually used for `requested` (automatic decided, see report_sort).
-inline report_sort resolve_sort(const std::vector<scope_report>& scopes, report_sort requested) {
+KSCOPE_DECL report_sort resolve_sort(const std::vector<scope_report>& scopes, report_sort requested) {
   if (requested != report_sort::automatic) return requested;
   double gpu = 0, host = 0;
   for (const scope_report& s : scopes) {
@@ -364,10 +422,7 @@ inline report_sort resolve_sort(const std::vector<scope_report>& scopes, report_
   return gpu > host ? report_sort::gpu : report_sort::host;
 }
 
-// The order in which text() lists `scopes` (indices): depth-first as recorded, siblings
-// sorted by the key of `sort` (largest first; ties keep their recorded order). Scopes
-// whose parent is not listed stay where they are, as top-level rows.
-inline std::vector<std::size_t> display_order(const std::vector<scope_report>& scopes, report_sort sort) {
+KSCOPE_DECL std::vector<std::size_t> display_order(const std::vector<scope_report>& scopes, report_sort sort) {
   std::vector<std::size_t> order;
   order.reserve(scopes.size());
   sort = resolve_sort(scopes, sort);
@@ -403,15 +458,11 @@ inline std::vector<std::size_t> display_order(const std::vector<scope_report>& s
   return order;
 }
 
-// "34.2%" or "-".
-inline std::string share_text(double fraction) {
+KSCOPE_DECL std::string share_text(double fraction) {
   return std::isfinite(fraction) ? format_fixed(100 * fraction, 1) + "%" : std::string("-");
 }
 
-// The "GPU time" section of text(): the session's busy share, the longest idle gaps with
-// the scope the host was in, and per scope its GPU total, share, kernels and per-call
-// busy time and gaps; rows in `order`.
-inline std::string gpu_time_text(const gpu_time_report& t, const std::vector<scope_report>& scopes,
+KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vector<scope_report>& scopes,
                                  const std::vector<std::size_t>& order) {
   std::string out = "\n";
   if (std::isfinite(t.busy_share)) {
@@ -495,7 +546,7 @@ inline std::string gpu_time_text(const gpu_time_report& t, const std::vector<sco
   return out;
 }
 
-inline void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
+KSCOPE_DECL void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
   w.begin_object();
   w.member("window_start_ns", static_cast<long long>(t.window_start_ns));
   w.member("window_end_ns", static_cast<long long>(t.window_end_ns));
@@ -541,10 +592,7 @@ inline void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
   w.end_object();
 }
 
-// The "Requests" section: latency distributions of the cross-thread ranges ("request",
-// "ttft", "queue", ...), from each range's host samples (every call, no warm-up removed:
-// the session summarizes ranges whole). "" when there is none.
-inline std::string requests_text(const std::vector<scope_report>& scopes) {
+KSCOPE_DECL std::string requests_text(const std::vector<scope_report>& scopes) {
   std::string rows;
   for (const scope_report& s : scopes) {
     if (!s.cross_thread || s.host_ns.n == 0) continue;
@@ -566,7 +614,7 @@ inline std::string requests_text(const std::vector<scope_report>& scopes) {
   return out;
 }
 
-inline void write_requests_json(json_writer& w, const std::vector<scope_report>& scopes) {
+KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_report>& scopes) {
   w.begin_array();
   for (const scope_report& s : scopes) {
     if (!s.cross_thread || s.host_ns.n == 0) continue;
@@ -582,10 +630,12 @@ inline void write_requests_json(json_writer& w, const std::vector<scope_report>&
   }
   w.end_array();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
-inline std::string session_report::text() const {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string session_report::text() const {
   std::string out;
   using detail::printable_name;
   out += "kscope " + printable_name(context.kscope_version);
@@ -787,7 +837,7 @@ inline std::string session_report::text() const {
   return detail::printable_text(out);
 }
 
-inline std::string session_report::csv() const {
+KSCOPE_DECL std::string session_report::csv() const {
   using detail::csv_field;
   using detail::csv_number;
   std::string out =
@@ -839,7 +889,7 @@ inline std::string session_report::csv() const {
   return out;
 }
 
-inline std::string session_report::json() const {
+KSCOPE_DECL std::string session_report::json() const {
   std::string out;
   detail::json_writer w(out);
   w.begin_object();
@@ -1030,7 +1080,7 @@ inline std::string session_report::json() const {
   return out;
 }
 
-inline std::string session_report::html() const {
+KSCOPE_DECL std::string session_report::html() const {
   html_report page;
   page.title = "kscope report";
   page.context_lines.push_back("kscope " + context.kscope_version + " on " + context.host_name + ", " +
@@ -1112,7 +1162,7 @@ inline std::string session_report::html() const {
   return render_html(page);
 }
 
-inline bool session_report::write_html(const std::string& path, std::string* error) const noexcept {
+KSCOPE_DECL bool session_report::write_html(const std::string& path, std::string* error) const noexcept {
   try {
     return detail::write_file_atomically(path, html(), error);
   } catch (...) {  // out of memory building the page
@@ -1123,7 +1173,7 @@ inline bool session_report::write_html(const std::string& path, std::string* err
   }
 }
 
-inline bool session_report::write_json(const std::string& path, std::string* error) const noexcept {
+KSCOPE_DECL bool session_report::write_json(const std::string& path, std::string* error) const noexcept {
   try {
     return detail::write_file_atomically(path, json(), error);
   } catch (...) {  // out of memory building the document
@@ -1133,5 +1183,6 @@ inline bool session_report::write_json(const std::string& path, std::string* err
     return false;
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

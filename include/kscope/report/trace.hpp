@@ -88,7 +88,10 @@ struct trace_stats {
 namespace detail {
 
 // Microseconds with nanosecond resolution, exact (integer arithmetic, no float rounding).
-inline std::string trace_us(std::int64_t ns) {
+KSCOPE_DECL std::string trace_us(std::int64_t ns);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string trace_us(std::int64_t ns) {
   char buf[40];
   const bool negative = ns < 0;
   const std::uint64_t magnitude = negative ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
@@ -96,6 +99,7 @@ inline std::string trace_us(std::int64_t ns) {
                 magnitude % 1000);
   return buf;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Greedy track assignment. Host: nesting allowed (a stack per lane). GPU: strictly
 // sequential per lane, with jitter clamping on lane 0.
@@ -106,10 +110,27 @@ struct lane_state {
 }  // namespace detail
 
 // The whole trace as one JSON document ({"traceEvents": [...], "displayTimeUnit": "ns"}).
-[[nodiscard]] inline std::string chrome_trace_json(const std::vector<host_interval>& host,
+[[nodiscard]] KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host,
                                                    const std::vector<gpu_activity_event>& gpu,
                                                    const trace_options& options = {},
-                                                   trace_stats* stats_out = nullptr) {
+                                                   trace_stats* stats_out = nullptr);
+
+// Writes chrome_trace_json() to `path`, all or nothing (core/detail/atomic_file.hpp: a
+// temporary file renamed over `path` once complete, so a failed write leaves the previous
+// trace intact). Returns false, with *error = "cannot write PATH: <system's reason>", on
+// I/O failure; never throws for I/O.
+//
+//   std::string why;
+//   if (!kscope::write_chrome_trace("run.trace.json", host, gpu, {}, &why)) warn(why);
+KSCOPE_DECL bool write_chrome_trace(const std::string& path, const std::vector<host_interval>& host,
+                               const std::vector<gpu_activity_event>& gpu, const trace_options& options = {},
+                               std::string* error = nullptr);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host,
+                                                   const std::vector<gpu_activity_event>& gpu,
+                                                   const trace_options& options,
+                                                   trace_stats* stats_out) {
   trace_stats stats;
   std::int64_t origin = options.origin_ns;
   if (origin == std::numeric_limits<std::int64_t>::min()) {
@@ -404,17 +425,11 @@ struct lane_state {
   return out;
 }
 
-// Writes chrome_trace_json() to `path`, all or nothing (core/detail/atomic_file.hpp: a
-// temporary file renamed over `path` once complete, so a failed write leaves the previous
-// trace intact). Returns false, with *error = "cannot write PATH: <system's reason>", on
-// I/O failure; never throws for I/O.
-//
-//   std::string why;
-//   if (!kscope::write_chrome_trace("run.trace.json", host, gpu, {}, &why)) warn(why);
-inline bool write_chrome_trace(const std::string& path, const std::vector<host_interval>& host,
-                               const std::vector<gpu_activity_event>& gpu, const trace_options& options = {},
-                               std::string* error = nullptr) {
+KSCOPE_DECL bool write_chrome_trace(const std::string& path, const std::vector<host_interval>& host,
+                               const std::vector<gpu_activity_event>& gpu, const trace_options& options,
+                               std::string* error) {
   return detail::write_file_atomically(path, chrome_trace_json(host, gpu, options), error);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

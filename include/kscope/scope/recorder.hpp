@@ -70,23 +70,11 @@ class recorded_series {
   // Called once per closed scope when a thread's ring drains: no allocation past the cap.
   // `may_grow` false (the recorder's memory budget is spent) keeps the sample at the size
   // it has. Returns whether one more value is held than before.
-  bool add(double v, bool may_grow = true) noexcept {
-    if (kept_.seen() == 0 || v < min_) min_ = v;
-    if (kept_.seen() == 0 || v > max_) max_ = v;
-    sum_ += v;
-    const std::size_t held = kept_.kept().size();
-    kept_.offer(v, may_grow);
-    return kept_.kept().size() > held;
-  }
+  bool add(double v, bool may_grow = true) noexcept;
 
   // A reader's copy in two steps (recorder_snapshot.hpp): the exact count, sum and
   // extremes, then the first `count` values held.
-  void copy_counts_of(const recorded_series& live) {
-    kept_.copy_counts_of(live.kept_);
-    sum_ = live.sum_;
-    min_ = live.min_;
-    max_ = live.max_;
-  }
+  void copy_counts_of(const recorded_series& live);
   void copy_values_of(const recorded_series& live, std::size_t count) { kept_.copy_values_of(live.kept_, count); }
 
   // In arrival order until saturated(), then a uniform sample in slot order.
@@ -103,6 +91,24 @@ class recorded_series {
   detail::uniform_reservoir<double> kept_;
   double sum_ = 0, min_ = 0, max_ = 0;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool recorded_series::add(double v, bool may_grow) noexcept {
+  if (kept_.seen() == 0 || v < min_) min_ = v;
+  if (kept_.seen() == 0 || v > max_) max_ = v;
+  sum_ += v;
+  const std::size_t held = kept_.kept().size();
+  kept_.offer(v, may_grow);
+  return kept_.kept().size() > held;
+}
+
+KSCOPE_DECL void recorded_series::copy_counts_of(const recorded_series& live) {
+  kept_.copy_counts_of(live.kept_);
+  sum_ = live.sum_;
+  min_ = live.min_;
+  max_ = live.max_;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // How often a scope of one node was tagged key=value (scope::tag).
 struct recorded_tag {
@@ -217,29 +223,23 @@ class recorder {
   // Host intervals kept for the trace (default 65 536, the most recent; older ones are
   // counted in recorder_snapshot::trace_overwritten). Starts the ring (and that count)
   // afresh; 0 keeps none.
-  void set_trace_capacity(std::size_t intervals) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    trace_capacity_ = intervals;
-    trace_ring_.clear();
-    trace_next_ = 0;
-    trace_overwritten_ = 0;
-  }
+  void set_trace_capacity(std::size_t intervals);
 
   // ---- what readers call (the session); defined in recorder_snapshot.hpp ----------------
   // Waits, without holding the lock, for the GPU events of every scope closed so far, so
   // that the next snapshot() has their GPU times. Scopes closing meanwhile never wait.
-  inline void settle_gpu() noexcept;
+  void settle_gpu() noexcept;
 
   // Drains every thread's ring, reads the GPU events that have completed, and copies the
   // tree and its samples. Scopes still open are not included.
-  [[nodiscard]] inline recorder_snapshot snapshot();
+  [[nodiscard]] recorder_snapshot snapshot();
 
   // Drains every thread's ring and copies the trace ring (oldest first) with node names.
-  [[nodiscard]] inline recorder_trace trace_snapshot();
+  [[nodiscard]] recorder_trace trace_snapshot();
 
   // Forgets all samples, tags, trace intervals and counters (node ids stay valid: call
   // sites cache them). GPU timings of scopes closed before the call never land after it.
-  inline void reset() noexcept;
+  void reset() noexcept;
 
   // ---- used by scopes (kscope::scope, kscope::range); not for direct use -----------------
   node_id intern(node_id parent, std::string_view name, bool cross_thread = false);
@@ -263,23 +263,7 @@ class recorder {
   void retire(detail::thread_resources* resources) noexcept;
 
  private:
-  recorder() {
-    detail::tick_origin();  // start the tick calibration span as early as possible
-    nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_);
-    // Threads of the parent that were waiting for the lock at the fork do not exist in the
-    // child: their count must not make the child's reports wait for them.
-    detail::guard_across_fork(mutex_, detail::lock_rank::recorder, [](void* self) noexcept {
-      static_cast<recorder*>(self)->scope_waiters_.store(0, std::memory_order_relaxed);
-    }, this);
-#if KSCOPE_HAS_CUDA
-    events_.guard_across_fork();
-#endif
-#if KSCOPE_DETAIL_FORK_GUARD
-    // Without the key a thread's state is never freed (a bounded leak per thread), which
-    // is still safe.
-    thread_exit_key_ready_ = pthread_key_create(&thread_exit_key_, &on_thread_exit) == 0;
-#endif
-  }
+  recorder();
 #if KSCOPE_DETAIL_FORK_GUARD
   static void on_thread_exit(void* resources) noexcept {
     global().retire(static_cast<detail::thread_resources*>(resources));
@@ -318,7 +302,7 @@ class recorder {
   };
   // Between two steps of a reader's copy: waits (yielding, bounded) until no scope is
   // waiting for the lock.
-  inline void let_scopes_in() noexcept;
+  void let_scopes_in() noexcept;
 
   detail::thread_resources* this_thread_resources() noexcept;
   // A scope closing after its thread's state was freed (or could not be allocated):
@@ -360,9 +344,38 @@ class recorder {
 #endif
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void recorder::set_trace_capacity(std::size_t intervals) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  trace_capacity_ = intervals;
+  trace_ring_.clear();
+  trace_next_ = 0;
+  trace_overwritten_ = 0;
+}
+
+KSCOPE_DECL recorder::recorder() {
+  detail::tick_origin();  // start the tick calibration span as early as possible
+  nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_);
+  // Threads of the parent that were waiting for the lock at the fork do not exist in the
+  // child: their count must not make the child's reports wait for them.
+  detail::guard_across_fork(mutex_, detail::lock_rank::recorder, [](void* self) noexcept {
+    static_cast<recorder*>(self)->scope_waiters_.store(0, std::memory_order_relaxed);
+  }, this);
+#if KSCOPE_HAS_CUDA
+  events_.guard_across_fork();
+#endif
+#if KSCOPE_DETAIL_FORK_GUARD
+  // Without the key a thread's state is never freed (a bounded leak per thread), which
+  // is still safe.
+  thread_exit_key_ready_ = pthread_key_create(&thread_exit_key_, &on_thread_exit) == 0;
+#endif
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // ---- implementation ------------------------------------------------------------------
 
-inline node_id recorder::intern(node_id parent, std::string_view name, bool cross_thread) {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL node_id recorder::intern(node_id parent, std::string_view name, bool cross_thread) {
   std::string key;
   key.reserve(name.size() + 1);
   if (cross_thread) key += '\x01';  // a range and a scope of the same name stay apart
@@ -400,7 +413,7 @@ inline node_id recorder::intern(node_id parent, std::string_view name, bool cros
 }
 
 // Tags are few per node: a sorted vector, searched linearly, is all they need.
-inline void recorder::add_tag(node_id node, std::string_view key, std::string_view value) {
+KSCOPE_DECL void recorder::add_tag(node_id node, std::string_view key, std::string_view value) {
   scope_side_lock lock(*this);
   if (node >= nodes_.size()) return;
   std::vector<recorded_tag>& tags = nodes_[node].tags;
@@ -418,6 +431,7 @@ inline void recorder::add_tag(node_id node, std::string_view key, std::string_vi
     std::swap(a, b);
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 inline detail::thread_resources* recorder::this_thread_resources() noexcept {
   detail::thread_state& ts = detail::this_thread_state();
@@ -463,7 +477,8 @@ inline void recorder::log(const detail::scope_record& r) noexcept {
   log_full(&resources->log, r);
 }
 
-inline void recorder::log_locked_path(const detail::scope_record& r) noexcept {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void recorder::log_locked_path(const detail::scope_record& r) noexcept {
   try {
     scope_side_lock lock(*this);
     apply_locked(r, detail::this_thread_state().thread_index);
@@ -471,7 +486,7 @@ inline void recorder::log_locked_path(const detail::scope_record& r) noexcept {
   }
 }
 
-inline void recorder::log_full(detail::thread_log* log, const detail::scope_record& r) noexcept {
+KSCOPE_DECL void recorder::log_full(detail::thread_log* log, const detail::scope_record& r) noexcept {
   try {
     scope_side_lock lock(*this);
     drain_locked(*log);
@@ -482,7 +497,7 @@ inline void recorder::log_full(detail::thread_log* log, const detail::scope_reco
   if (!log->try_push(r)) log_locked_path(r);  // the lock failed (cannot happen): never lose it
 }
 
-inline void recorder::retire(detail::thread_resources* resources) noexcept {
+KSCOPE_DECL void recorder::retire(detail::thread_resources* resources) noexcept {
   if (!resources) return;
   detail::thread_state& ts = detail::this_thread_state();  // trivially destructible: valid here
   if (ts.resources == resources) {
@@ -504,16 +519,16 @@ inline void recorder::retire(detail::thread_resources* resources) noexcept {
   delete resources;
 }
 
-inline void recorder::drain_all_locked() {
+KSCOPE_DECL void recorder::drain_all_locked() {
   for (detail::thread_resources* t : threads_) drain_locked(t->log);
 }
 
-inline void recorder::drain_locked(detail::thread_log& log) {
+KSCOPE_DECL void recorder::drain_locked(detail::thread_log& log) {
   const std::uint32_t thread_index = log.thread_index();
   log.drain([this, thread_index](const detail::scope_record& r) { apply_locked(r, thread_index); });
 }
 
-inline void recorder::apply_locked(const detail::scope_record& r, std::uint32_t thread_index) {
+KSCOPE_DECL void recorder::apply_locked(const detail::scope_record& r, std::uint32_t thread_index) {
   if (r.node >= nodes_.size()) {  // cannot happen (nodes are never removed); never leak a pair
 #if KSCOPE_HAS_CUDA
     if (r.event_slot != detail::no_events) events_.release(r.event_slot);
@@ -546,6 +561,7 @@ inline void recorder::apply_locked(const detail::scope_record& r, std::uint32_t 
   }
   if (r.event_slot != detail::no_events) pending_.push_back(pending_gpu{r.node, r.event_slot});
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 inline void recorder::add_sample_locked(recorded_series& series, double value) noexcept {
   const bool may_grow = samples_held_ < sample_budget_ || series.samples().size() < min_series_samples;
@@ -553,7 +569,8 @@ inline void recorder::add_sample_locked(recorded_series& series, double value) n
 }
 
 // Reads every pending pair whose end event has completed, and frees it; never waits.
-inline void recorder::resolve_gpu_locked() noexcept {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void recorder::resolve_gpu_locked() noexcept {
 #if KSCOPE_HAS_CUDA
   if (pending_.empty()) return;
   try {
@@ -597,5 +614,6 @@ inline void recorder::resolve_gpu_locked() noexcept {
   pending_.clear();
 #endif
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -48,7 +48,8 @@ struct recorder_trace {
 
 // ---- recorder's readers -----------------------------------------------------------------
 
-inline void recorder::settle_gpu() noexcept {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void recorder::settle_gpu() noexcept {
 #if KSCOPE_HAS_CUDA
   try {
     std::vector<cudaEvent_t> in_flight;
@@ -82,7 +83,7 @@ inline void recorder::settle_gpu() noexcept {
 // Values are held in arrival order until a series saturates, so copying the first
 // `count` values read in the first hold gives exactly what that hold saw; a saturated
 // series may show a few slots replaced since, still a uniform sample.
-inline recorder_snapshot recorder::snapshot() {
+KSCOPE_DECL recorder_snapshot recorder::snapshot() {
   recorder_snapshot out;
   std::vector<std::size_t> host_held, gpu_held;
   std::uint64_t generation = 0;
@@ -156,7 +157,7 @@ inline recorder_snapshot recorder::snapshot() {
   return out;
 }
 
-inline void recorder::let_scopes_in() noexcept {
+KSCOPE_DECL void recorder::let_scopes_in() noexcept {
   // Bounded in time, not in rounds: on a loaded machine one yield can cost a scheduler
   // slice, and scopes that keep coming must not starve the report either.
   if (scope_waiters_.load(std::memory_order_acquire) <= 0) return;
@@ -164,7 +165,7 @@ inline void recorder::let_scopes_in() noexcept {
   while (scope_waiters_.load(std::memory_order_acquire) > 0 && detail::now_ns() < give_up) std::this_thread::yield();
 }
 
-inline recorder_trace recorder::trace_snapshot() {
+KSCOPE_DECL recorder_trace recorder::trace_snapshot() {
   recorder_trace out;
   std::lock_guard<std::mutex> lock(mutex_);
   drain_all_locked();
@@ -178,7 +179,7 @@ inline recorder_trace recorder::trace_snapshot() {
   return out;
 }
 
-inline void recorder::reset() noexcept {
+KSCOPE_DECL void recorder::reset() noexcept {
   settle_gpu();
   try {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -208,5 +209,6 @@ inline void recorder::reset() noexcept {
   } catch (...) {
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -126,17 +126,26 @@ struct gpu_time_report {
   // figures (counting them as calls with no GPU work drove the medians to 0).
   std::uint64_t calls_before_gpu_ring = 0;
 
-  [[nodiscard]] const scope_gpu_time* find(node_id id) const noexcept {
-    for (const scope_gpu_time& s : scopes)
-      if (s.id == id) return &s;
-    return nullptr;
-  }
+  [[nodiscard]] const scope_gpu_time* find(node_id id) const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const scope_gpu_time* gpu_time_report::find(node_id id) const noexcept {
+  for (const scope_gpu_time& s : scopes)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // The union of [start, end) intervals, sorted and merged in place.
-inline void merge_intervals(std::vector<std::pair<std::int64_t, std::int64_t>>& v) {
+KSCOPE_DECL void merge_intervals(std::vector<std::pair<std::int64_t, std::int64_t>>& v);
+
+KSCOPE_DECL double union_length(const std::vector<std::pair<std::int64_t, std::int64_t>>& merged);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void merge_intervals(std::vector<std::pair<std::int64_t, std::int64_t>>& v) {
   std::sort(v.begin(), v.end());
   std::size_t out = 0;
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -149,17 +158,21 @@ inline void merge_intervals(std::vector<std::pair<std::int64_t, std::int64_t>>& 
   v.resize(out);
 }
 
-inline double union_length(const std::vector<std::pair<std::int64_t, std::int64_t>>& merged) {
+KSCOPE_DECL double union_length(const std::vector<std::pair<std::int64_t, std::int64_t>>& merged) {
   double sum = 0;
   for (const auto& [s, e] : merged) sum += static_cast<double>(e - s);
   return sum;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
 // The accounting described at the top of this header. Cost: O((H + G) log H) for H host
 // intervals and G GPU events times the tree depth; memory: a few copies of the input.
-[[nodiscard]] inline gpu_time_report account_gpu_time(const gpu_time_input& in) {
+[[nodiscard]] KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   using span = std::pair<std::int64_t, std::int64_t>;
   gpu_time_report out;
   out.host_overwritten = in.host_overwritten;
@@ -388,5 +401,6 @@ inline double union_length(const std::vector<std::pair<std::int64_t, std::int64_
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

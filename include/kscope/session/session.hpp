@@ -80,17 +80,31 @@ class gpu_activity_source {
 //   kscope::session::global().set_gpu_activity_source(std::make_shared<kscope::cupti_activity_source>());
 class cupti_activity_source final : public gpu_activity_source {
  public:
-  bool start(const cupti_options& options) override { return cupti_collector::global().start(options); }
-  void flush() override {
-    cupti_collector& collector = cupti_collector::global();
-    if (collector.running()) collector.flush();
-  }
-  [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit) override {
-    return cupti_collector::global().snapshot(top_kernel_limit);
-  }
-  void reset() override { cupti_collector::global().reset(); }
-  [[nodiscard]] cupti_status status() const override { return cupti_collector::global().status(); }
+  bool start(const cupti_options& options) override;
+  void flush() override;
+  [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit) override;
+  void reset() override;
+  [[nodiscard]] cupti_status status() const override;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool cupti_activity_source::start(const cupti_options& options) { return cupti_collector::global().start(options); }
+
+KSCOPE_DECL cupti_snapshot cupti_activity_source::snapshot(std::size_t top_kernel_limit) {
+  return cupti_collector::global().snapshot(top_kernel_limit);
+}
+
+KSCOPE_DECL void cupti_activity_source::reset() { cupti_collector::global().reset(); }
+
+KSCOPE_DECL cupti_status cupti_activity_source::status() const { return cupti_collector::global().status(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void cupti_activity_source::flush() {
+  cupti_collector& collector = cupti_collector::global();
+  if (collector.running()) collector.flush();
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The production preset: what an engine can leave on while it serves (bench/RESULTS.md
 // measures its cost on examples/serving). Kept: every scope (host times, CUDA-event GPU
@@ -115,7 +129,10 @@ struct production_options {
 // The preset's values: one PM sample per millisecond of GPU time, sampled in 50 ms windows
 // while the decoder uses at most 5 % of one core (the default samples every 100 us and lets
 // it use 25 %).
-[[nodiscard]] inline production_options production_preset() {
+[[nodiscard]] KSCOPE_DECL production_options production_preset();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL production_options production_preset() {
   production_options p;
   p.cupti.graphs = graph_tracing::sampled;
   p.sampling.sampler.interval_ns = 1'000'000;
@@ -123,6 +140,7 @@ struct production_options {
   p.sampling.sampler.max_decoder_share = 0.05;
   return p;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The process-wide session. Like the recorder it is created on first use and never
 // destroyed, so a report can still be made from a static destructor.
@@ -131,28 +149,24 @@ class session {
   session(const session&) = delete;
   session& operator=(const session&) = delete;
 
-  [[nodiscard]] static session& global() noexcept {
-    // A fork never catches it half-built (core/detail/once.hpp). Leaked on purpose (above).
-    static detail::lazy_global<session> instance{detail::lock_rank::init};
-    return instance.get([] { return new session(); });
-  }
+  [[nodiscard]] static session& global() noexcept;
 
   static constexpr std::size_t max_nodes = recorder::max_nodes;
 
   // ---- the recorder's switches, here because users have always found them here ---------
   // Run-time switch; also set by KSCOPE=0 in the environment. Disabled scopes cost a
   // load and a branch.
-  void set_enabled(bool on) noexcept { recorder::global().set_enabled(on); }
-  [[nodiscard]] bool enabled() const noexcept { return recorder::global().enabled(); }
+  void set_enabled(bool on) noexcept;
+  [[nodiscard]] bool enabled() const noexcept;
   // NVTX ranges for scopes (on by default; with no tool attached they cost ~1 ns).
-  void set_nvtx(bool on) noexcept { recorder::global().set_nvtx(on); }
+  void set_nvtx(bool on) noexcept;
   // Samples kept per node and series before the reservoir takes over (default 10 000).
   // Applies to nodes' series created after the call, and to all after reset().
-  void set_sample_cap(std::size_t cap) noexcept { recorder::global().set_sample_cap(cap); }
-  [[nodiscard]] std::size_t sample_cap() noexcept { return recorder::global().sample_cap(); }
+  void set_sample_cap(std::size_t cap) noexcept;
+  [[nodiscard]] std::size_t sample_cap() noexcept;
   // Host intervals kept for the trace (default 65 536, the most recent; the report warns
   // how many older ones were overwritten). Starts the trace afresh.
-  void set_trace_capacity(std::size_t intervals) { recorder::global().set_trace_capacity(intervals); }
+  void set_trace_capacity(std::size_t intervals);
 
   // ---- reports --------------------------------------------------------------------------
   // Builds the report: flushes the GPU activity source, waits for the CUDA events of
@@ -168,11 +182,7 @@ class session {
   // theoretical roofs of device 0 (device.hpp's table); hand it measure_peaks() results
   // to place scopes against the measured roofs as well:
   //   kscope::session::global().set_peaks(kscope::measure_peaks());
-  void set_peaks(device_peaks peaks) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    peaks_ = std::move(peaks);
-    have_peaks_ = true;
-  }
+  void set_peaks(device_peaks peaks);
 
   // Starts the CUPTI collector (cupti.hpp): every kernel, copy and memset is then
   // attributed to the scope open on the launching thread, and report() adds the per-scope
@@ -181,24 +191,13 @@ class session {
   // (ncu, nsys), or disabled with KSCOPE_CUPTI=0; scopes then keep their CUDA-event times.
   // KSCOPE_CUPTI=1 in the environment starts it before main (see the end of this header).
   //   kscope::session::global().enable_cupti();
-  bool enable_cupti(const cupti_options& options = {}) {
-    const std::shared_ptr<gpu_activity_source> source = gpu_source();
-    const bool ok = source->start(options);
-    // A source that tried has a state, and the report prints its status line (with what
-    // remains, known only at report time); a copy taken now would be said twice.
-    if (!ok && source->status().state == cupti_state::not_started) warn(source->status().message);
-    return ok;
-  }
+  bool enable_cupti(const cupti_options& options = {});
 
   // The production preset (production_options says what it keeps and gives up): the
   // collector, then metric sampling at a low rate. True when the collector runs; a sampler
   // that cannot start says why in the report and the rest keeps working.
   //   kscope::session::global().enable_production();
-  bool enable_production(const production_options& options = production_preset()) {
-    const bool collecting = enable_cupti(options.cupti);
-    if (options.metric_sampling) (void)enable_metric_sampling(options.sampling, options.step_scopes);
-    return collecting;
-  }
+  bool enable_production(const production_options& options = production_preset());
 
   // Samples GPU-wide hardware counters while the program runs (CUPTI PM sampling: no
   // replay, no serialization; pm_sampling/sampler.hpp) and shares each sample among the
@@ -224,23 +223,12 @@ class session {
   // the profiled calls, whose times stay out of every statistic. False, with the reason
   // in the report, when counters cannot run here. KSCOPE_COUNTERS=1 does the same.
   //   kscope::session::global().enable_counters();
-  bool enable_counters(const scope_counter_options& options = {}) {
-    scope_counter_sampler& sampler = scope_counter_sampler::global();
-    const bool ok = sampler.start(options);
-    if (!ok) warn(sampler.snapshot().status);
-    std::lock_guard<std::mutex> lock(mutex_);
-    counters_requested_ = true;
-    return ok;
-  }
-  void disable_counters() noexcept { scope_counter_sampler::global().stop(); }
+  bool enable_counters(const scope_counter_options& options = {});
+  void disable_counters() noexcept;
 
   // Replaces where GPU activity comes from (nullptr: the CUPTI collector again). The
   // session keeps the source alive while a report uses it.
-  void set_gpu_activity_source(std::shared_ptr<gpu_activity_source> source) {
-    if (!source) source = std::make_shared<cupti_activity_source>();
-    std::lock_guard<std::mutex> lock(mutex_);
-    source_ = std::move(source);
-  }
+  void set_gpu_activity_source(std::shared_ptr<gpu_activity_source> source);
 
   // Writes a Chrome trace / Perfetto JSON file (trace.hpp): the most recent host scope
   // intervals per thread (up to the trace capacity), and the GPU records the activity
@@ -250,81 +238,27 @@ class session {
   bool write_trace(const std::string& path, std::string* error = nullptr);
 
   // A warning shown once in the report (deduplicated), e.g. from the CUPTI collector.
-  void warn(std::string message) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (std::find(warnings_.begin(), warnings_.end(), message) == warnings_.end())
-      warnings_.push_back(std::move(message));
-  }
+  void warn(std::string message);
 
   // KSCOPE_COUNTERS=1: enable_counters() with the defaults, before main; =kernel: with
   // kernel replay (every metric in each profiled call, at kernel replay's cost).
-  bool start_counters_from_environment() {
-    const char* v = std::getenv("KSCOPE_COUNTERS");
-    if (v != nullptr && detail::equals_word(v, "kernel")) {
-      scope_counter_options o;
-      o.kernel_replay = true;
-      return enable_counters(o);
-    }
-    switch (detail::parse_switch(v)) {
-      case detail::switch_value::on: return enable_counters();
-      case detail::switch_value::unrecognised:
-        warn(detail::switch_warning("KSCOPE_COUNTERS", v,
-                                    "per-scope counters not started (KSCOPE_COUNTERS=1 starts them, =kernel with "
-                                    "kernel replay)"));
-        return false;
-      default: return false;
-    }
-  }
+  bool start_counters_from_environment();
 
   // KSCOPE_PRODUCTION=1: enable_production() before main (with KSCOPE_CUPTI_OPTIONS applied
   // to its collector, as to any).
-  bool start_production_from_environment() {
-    const char* v = std::getenv("KSCOPE_PRODUCTION");
-    switch (detail::parse_switch(v)) {
-      case detail::switch_value::on: return enable_production();
-      case detail::switch_value::unrecognised:
-        warn(detail::switch_warning("KSCOPE_PRODUCTION", v,
-                                    "the production preset not started (KSCOPE_PRODUCTION=1 starts it)"));
-        return false;
-      default: return false;
-    }
-  }
+  bool start_production_from_environment();
 
   // KSCOPE_METRIC_SAMPLING=1: enable_metric_sampling() with the defaults, before main.
-  bool start_metric_sampling_from_environment() {
-    const char* v = std::getenv("KSCOPE_METRIC_SAMPLING");
-    switch (detail::parse_switch(v)) {
-      case detail::switch_value::on: return enable_metric_sampling();
-      case detail::switch_value::unrecognised:
-        warn(detail::switch_warning("KSCOPE_METRIC_SAMPLING", v,
-                                    "metric sampling not started (KSCOPE_METRIC_SAMPLING=1 starts it)"));
-        return false;
-      default: return false;
-    }
-  }
+  bool start_metric_sampling_from_environment();
 
   // KSCOPE_CUPTI=1: starts GPU activity collection as if enable_cupti() had been called.
   // Returns whether it started. Run once before main by the variable below.
-  bool start_cupti_from_environment() {
-    const char* v = std::getenv("KSCOPE_CUPTI");
-    switch (detail::parse_switch(v)) {
-      case detail::switch_value::on: return enable_cupti();
-      case detail::switch_value::unrecognised:
-        warn(detail::switch_warning("KSCOPE_CUPTI", v, "CUPTI not started (KSCOPE_CUPTI=1 starts it)"));
-        return false;
-      default: return false;
-    }
-  }
+  bool start_cupti_from_environment();
 
  private:
-  session() : source_(std::make_shared<cupti_activity_source>()) {
-    detail::guard_across_fork(mutex_, detail::lock_rank::session);
-  }
+  session();
 
-  std::shared_ptr<gpu_activity_source> gpu_source() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return source_;
-  }
+  std::shared_ptr<gpu_activity_source> gpu_source();
   // The peaks to place scopes against: set_peaks()'s, else device 0's theoretical ones.
   std::optional<device_peaks> peaks_for_report(bool have_device);
 
@@ -337,12 +271,166 @@ class session {
   bool counters_requested_ = false;                     // enable_counters() was called
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void session::set_enabled(bool on) noexcept { recorder::global().set_enabled(on); }
+
+KSCOPE_DECL bool session::enabled() const noexcept { return recorder::global().enabled(); }
+
+KSCOPE_DECL void session::set_nvtx(bool on) noexcept { recorder::global().set_nvtx(on); }
+
+KSCOPE_DECL void session::set_sample_cap(std::size_t cap) noexcept { recorder::global().set_sample_cap(cap); }
+
+KSCOPE_DECL std::size_t session::sample_cap() noexcept { return recorder::global().sample_cap(); }
+
+KSCOPE_DECL void session::set_trace_capacity(std::size_t intervals) { recorder::global().set_trace_capacity(intervals); }
+
+KSCOPE_DECL void session::disable_counters() noexcept { scope_counter_sampler::global().stop(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL session& session::global() noexcept {
+  // A fork never catches it half-built (core/detail/once.hpp). Leaked on purpose (above).
+  static detail::lazy_global<session> instance{detail::lock_rank::init};
+  return instance.get([] { return new session(); });
+}
+
+KSCOPE_DECL void session::set_peaks(device_peaks peaks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peaks_ = std::move(peaks);
+  have_peaks_ = true;
+}
+
+KSCOPE_DECL bool session::enable_cupti(const cupti_options& options) {
+  const std::shared_ptr<gpu_activity_source> source = gpu_source();
+  const bool ok = source->start(options);
+  // A source that tried has a state, and the report prints its status line (with what
+  // remains, known only at report time); a copy taken now would be said twice.
+  if (!ok && source->status().state == cupti_state::not_started) warn(source->status().message);
+  return ok;
+}
+
+KSCOPE_DECL bool session::enable_production(const production_options& options) {
+  const bool collecting = enable_cupti(options.cupti);
+  if (options.metric_sampling) (void)enable_metric_sampling(options.sampling, options.step_scopes);
+  return collecting;
+}
+
+KSCOPE_DECL bool session::enable_counters(const scope_counter_options& options) {
+  scope_counter_sampler& sampler = scope_counter_sampler::global();
+  const bool ok = sampler.start(options);
+  if (!ok) warn(sampler.snapshot().status);
+  std::lock_guard<std::mutex> lock(mutex_);
+  counters_requested_ = true;
+  return ok;
+}
+
+KSCOPE_DECL void session::set_gpu_activity_source(std::shared_ptr<gpu_activity_source> source) {
+  if (!source) source = std::make_shared<cupti_activity_source>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  source_ = std::move(source);
+}
+
+KSCOPE_DECL void session::warn(std::string message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (std::find(warnings_.begin(), warnings_.end(), message) == warnings_.end())
+    warnings_.push_back(std::move(message));
+}
+
+KSCOPE_DECL bool session::start_counters_from_environment() {
+  const char* v = std::getenv("KSCOPE_COUNTERS");
+  if (v != nullptr && detail::equals_word(v, "kernel")) {
+    scope_counter_options o;
+    o.kernel_replay = true;
+    return enable_counters(o);
+  }
+  switch (detail::parse_switch(v)) {
+    case detail::switch_value::on: return enable_counters();
+    case detail::switch_value::unrecognised:
+      warn(detail::switch_warning("KSCOPE_COUNTERS", v,
+                                  "per-scope counters not started (KSCOPE_COUNTERS=1 starts them, =kernel with "
+                                  "kernel replay)"));
+      return false;
+    default: return false;
+  }
+}
+
+KSCOPE_DECL bool session::start_production_from_environment() {
+  const char* v = std::getenv("KSCOPE_PRODUCTION");
+  switch (detail::parse_switch(v)) {
+    case detail::switch_value::on: return enable_production();
+    case detail::switch_value::unrecognised:
+      warn(detail::switch_warning("KSCOPE_PRODUCTION", v,
+                                  "the production preset not started (KSCOPE_PRODUCTION=1 starts it)"));
+      return false;
+    default: return false;
+  }
+}
+
+KSCOPE_DECL bool session::start_metric_sampling_from_environment() {
+  const char* v = std::getenv("KSCOPE_METRIC_SAMPLING");
+  switch (detail::parse_switch(v)) {
+    case detail::switch_value::on: return enable_metric_sampling();
+    case detail::switch_value::unrecognised:
+      warn(detail::switch_warning("KSCOPE_METRIC_SAMPLING", v,
+                                  "metric sampling not started (KSCOPE_METRIC_SAMPLING=1 starts it)"));
+      return false;
+    default: return false;
+  }
+}
+
+KSCOPE_DECL bool session::start_cupti_from_environment() {
+  const char* v = std::getenv("KSCOPE_CUPTI");
+  switch (detail::parse_switch(v)) {
+    case detail::switch_value::on: return enable_cupti();
+    case detail::switch_value::unrecognised:
+      warn(detail::switch_warning("KSCOPE_CUPTI", v, "CUPTI not started (KSCOPE_CUPTI=1 starts it)"));
+      return false;
+    default: return false;
+  }
+}
+
+KSCOPE_DECL session::session() : source_(std::make_shared<cupti_activity_source>()) {
+  detail::guard_across_fork(mutex_, detail::lock_rank::session);
+}
+
+KSCOPE_DECL std::shared_ptr<gpu_activity_source> session::gpu_source() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return source_;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // ---- implementation ------------------------------------------------------------------
 
 namespace detail {
 
 // Where and when the report was taken: host, process, time, devices, rank.
-inline void fill_host_context(report_context& context) {
+KSCOPE_DECL void fill_host_context(report_context& context);
+
+// A path joins names with '/', so a '/' inside a name is written "\/" (and a '\' as "\\"):
+// a top-level scope "a/b" and scope "b" under "a" must never share a path, or merge and
+// compare would add them up.
+KSCOPE_DECL std::string escape_path_part(const std::string& name);
+
+// Summarizes the recorder's data (no lock held: `data` is the session's own copy) into
+// out.scopes, depth-first with children in creation order, and adds the GPU activity of
+// each node. Nodes with nothing in their subtree are left out.
+KSCOPE_DECL void summarize_scopes(const recorder_snapshot& data, const gpu_activity_report& activity,
+                             const tick_map& clock, const device_peaks* peaks, session_report& out);
+
+// The per-scope counters into the report: the status, and per profiled scope its section
+// (roofs: the compute roof of the precision with the most measured FLOPs, DRAM bandwidth).
+KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks);
+
+// Where the GPU's time went (serving/gpu_time.hpp), from the recent host intervals of the
+// trace ring and the recent GPU events of the activity source, with the scopes' CUPTI
+// aggregates for the totals. Bounded by the two rings; says how much they covered.
+KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
+                                                const recorder_trace& trace, const tick_map& clock);
+
+KSCOPE_DECL void add_unique(std::vector<std::string>& lines, const std::string& line);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void fill_host_context(report_context& context) {
   char host[256] = {0};
 #if defined(__unix__) || defined(__APPLE__)
   if (gethostname(host, sizeof host - 1) == 0) context.host_name = host;
@@ -364,10 +452,7 @@ inline void fill_host_context(report_context& context) {
   }
 }
 
-// A path joins names with '/', so a '/' inside a name is written "\/" (and a '\' as "\\"):
-// a top-level scope "a/b" and scope "b" under "a" must never share a path, or merge and
-// compare would add them up.
-inline std::string escape_path_part(const std::string& name) {
+KSCOPE_DECL std::string escape_path_part(const std::string& name) {
   if (name.find_first_of("/\\") == std::string::npos) return name;
   std::string out;
   out.reserve(name.size() + 4);
@@ -378,10 +463,7 @@ inline std::string escape_path_part(const std::string& name) {
   return out;
 }
 
-// Summarizes the recorder's data (no lock held: `data` is the session's own copy) into
-// out.scopes, depth-first with children in creation order, and adds the GPU activity of
-// each node. Nodes with nothing in their subtree are left out.
-inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_report& activity,
+KSCOPE_DECL void summarize_scopes(const recorder_snapshot& data, const gpu_activity_report& activity,
                              const tick_map& clock, const device_peaks* peaks, session_report& out) {
   const std::vector<recorded_node>& nodes = data.nodes;
   std::vector<char> listed(nodes.size(), 0);
@@ -461,9 +543,7 @@ inline void summarize_scopes(const recorder_snapshot& data, const gpu_activity_r
   }
 }
 
-// The per-scope counters into the report: the status, and per profiled scope its section
-// (roofs: the compute roof of the precision with the most measured FLOPs, DRAM bandwidth).
-inline void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks) {
+KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks) {
   session_counters_status st;
   st.enabled = snap.enabled;
   st.status = snap.status;
@@ -502,10 +582,7 @@ inline void add_scope_counters(session_report& out, const scope_counters_snapsho
   }
 }
 
-// Where the GPU's time went (serving/gpu_time.hpp), from the recent host intervals of the
-// trace ring and the recent GPU events of the activity source, with the scopes' CUPTI
-// aggregates for the totals. Bounded by the two rings; says how much they covered.
-inline gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
+KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
                                                 const recorder_trace& trace, const tick_map& clock) {
   gpu_time_input in;
   in.nodes.reserve(out.scopes.size());
@@ -522,13 +599,15 @@ inline gpu_time_report account_session_gpu_time(const session_report& out, const
   return account_gpu_time(in);
 }
 
-inline void add_unique(std::vector<std::string>& lines, const std::string& line) {
+KSCOPE_DECL void add_unique(std::vector<std::string>& lines, const std::string& line) {
   if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
-inline std::optional<device_peaks> session::peaks_for_report(bool have_device) {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<device_peaks> session::peaks_for_report(bool have_device) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (have_peaks_) return peaks_.device.present ? std::optional<device_peaks>(peaks_) : std::nullopt;
@@ -543,7 +622,7 @@ inline std::optional<device_peaks> session::peaks_for_report(bool have_device) {
   return peaks_.device.present ? std::optional<device_peaks>(peaks_) : std::nullopt;
 }
 
-inline session_report session::report() {
+KSCOPE_DECL session_report session::report() {
   session_report out;
   // Whether there is a GPU, before any status is read: CUPTI's line says "no GPU times"
   // rather than "CUDA events only" when there is none (a cached CUDA query, made below
@@ -630,7 +709,7 @@ inline session_report session::report() {
   return out;
 }
 
-inline bool session::enable_metric_sampling(const metric_sampling_options& options,
+KSCOPE_DECL bool session::enable_metric_sampling(const metric_sampling_options& options,
                                             std::vector<std::string> step_scopes) {
   std::shared_ptr<live_metric_sampling> live;
   {
@@ -673,7 +752,7 @@ inline bool session::enable_metric_sampling(const metric_sampling_options& optio
   return ok;
 }
 
-inline void session::disable_metric_sampling() {
+KSCOPE_DECL void session::disable_metric_sampling() {
   std::shared_ptr<live_metric_sampling> live;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -682,7 +761,7 @@ inline void session::disable_metric_sampling() {
   if (live) live->stop();
 }
 
-inline bool session::write_trace(const std::string& path, std::string* error) {
+KSCOPE_DECL bool session::write_trace(const std::string& path, std::string* error) {
   const std::shared_ptr<gpu_activity_source> source = gpu_source();
   cupti_snapshot gpu;
   if (source->status().state != cupti_state::not_started) {
@@ -718,7 +797,7 @@ inline bool session::write_trace(const std::string& path, std::string* error) {
   return write_chrome_trace(path, host, gpu.activity.recent, options, error);
 }
 
-inline void session::reset() noexcept {
+KSCOPE_DECL void session::reset() noexcept {
   try {
     const std::shared_ptr<gpu_activity_source> source = gpu_source();
     if (source->status().state != cupti_state::not_started) {
@@ -734,6 +813,7 @@ inline void session::reset() noexcept {
   } catch (...) {
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 // KSCOPE_PRODUCTION=1 first: it starts the collector with its options, which a plain

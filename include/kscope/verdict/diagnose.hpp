@@ -76,7 +76,10 @@ enum class diagnosis_kind : std::uint8_t { cpu_launch_bound, host_sync, prefill_
 
 // "cpu/launch-bound", "host sync in step", "decode stalls behind prefill", "KV-cache
 // traffic", "communication".
-[[nodiscard]] inline const char* to_string(diagnosis_kind k) noexcept {
+[[nodiscard]] KSCOPE_DECL const char* to_string(diagnosis_kind k) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* to_string(diagnosis_kind k) noexcept {
   switch (k) {
     case diagnosis_kind::cpu_launch_bound: return "cpu/launch-bound";
     case diagnosis_kind::host_sync: return "host sync in step";
@@ -86,6 +89,7 @@ enum class diagnosis_kind : std::uint8_t { cpu_launch_bound, host_sync, prefill_
   }
   return "unknown";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One finding: `evidence` holds the numbers (counters/metrics.hpp's evidence: a name such as
 // "gpu_time.busy_share", a value, a unit); `text` names them; `suggestion` says what to try.
@@ -119,7 +123,16 @@ struct diagnose_options {
 
 namespace detail {
 
-inline bool plays_role(const scope_report& s, const std::vector<std::string>& names) {
+KSCOPE_DECL bool plays_role(const scope_report& s, const std::vector<std::string>& names);
+
+// Index one past the subtree of scopes[i] (depth-first order).
+KSCOPE_DECL std::size_t subtree_end(const std::vector<scope_report>& scopes, std::size_t i);
+
+// Own GPU time (busy + copies) of the subtree at i, from the CUPTI aggregates.
+KSCOPE_DECL double subtree_gpu_ns(const std::vector<scope_report>& scopes, std::size_t i);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool plays_role(const scope_report& s, const std::vector<std::string>& names) {
   for (const std::string& n : names) {
     if (s.name == n) return true;
     for (const tag_count& t : s.tags)
@@ -128,29 +141,36 @@ inline bool plays_role(const scope_report& s, const std::vector<std::string>& na
   return false;
 }
 
-// Index one past the subtree of scopes[i] (depth-first order).
-inline std::size_t subtree_end(const std::vector<scope_report>& scopes, std::size_t i) {
+KSCOPE_DECL std::size_t subtree_end(const std::vector<scope_report>& scopes, std::size_t i) {
   std::size_t j = i + 1;
   while (j < scopes.size() && scopes[j].depth > scopes[i].depth) ++j;
   return j;
 }
 
-// Own GPU time (busy + copies) of the subtree at i, from the CUPTI aggregates.
-inline double subtree_gpu_ns(const std::vector<scope_report>& scopes, std::size_t i) {
+KSCOPE_DECL double subtree_gpu_ns(const std::vector<scope_report>& scopes, std::size_t i) {
   double sum = 0;
   for (std::size_t j = i; j < subtree_end(scopes, i); ++j) sum += own_gpu_ns(scopes[j]);
   return sum;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
-inline double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+KSCOPE_DECL double finite_or(double v, double fallback);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The step scope with the most calls; npos when none.
-inline std::size_t find_role(const std::vector<scope_report>& scopes, const std::vector<std::string>& names) {
+KSCOPE_DECL std::size_t find_role(const std::vector<scope_report>& scopes, const std::vector<std::string>& names);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t find_role(const std::vector<scope_report>& scopes, const std::vector<std::string>& names) {
   std::size_t best = std::string::npos;
   for (std::size_t i = 0; i < scopes.size(); ++i)
     if (plays_role(scopes[i], names) && (best == std::string::npos || scopes[i].calls > scopes[best].calls)) best = i;
   return best;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 inline std::string pct(double share) { return share_text(share); }
 
@@ -158,7 +178,11 @@ inline std::string pct(double share) { return share_text(share); }
 // else its declared-work roofline placement (the first that decides; `source` says which).
 // False when the deciding verdict is another one, or when none decides.
 // `facts` receives the deciding verdict's numbers (counters or sampled metrics).
-inline bool memory_bound(const session_report& r, const scope_report& s, std::string& source, double& fraction,
+KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, std::string& source, double& fraction,
+                         std::vector<evidence>& facts);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, std::string& source, double& fraction,
                          std::vector<evidence>& facts) {
   fraction = std::numeric_limits<double>::quiet_NaN();
   facts.clear();
@@ -188,12 +212,16 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
   }
   return false;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
 // The findings for `r` (see the rules at the top), in rule order. Empty for a healthy report, an empty one, or one
 // without the data a rule needs (no CUPTI: rules 1, 3 and 4 need its timeline).
-[[nodiscard]] inline std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o = {}) {
+[[nodiscard]] KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o) {
   using detail::pct;
   std::vector<diagnosis> out;
   const std::vector<scope_report>& scopes = r.scopes;
@@ -488,10 +516,14 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The findings as text: one paragraph each (title, text, what to try); with none, "no
 // problem found" and the numbers that say so, or why nothing could be checked.
-[[nodiscard]] inline std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r) {
+[[nodiscard]] KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r) {
   std::string out = "\nDiagnosis\n";
   if (found.empty()) {
     if (r.gpu_time && std::isfinite(r.gpu_time->busy_share)) {
@@ -515,10 +547,14 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
   }
   return detail::printable_text(out);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The findings as JSON: {"schema": "kscope.diagnosis/1", "findings": [{"kind", "title",
 // "text", "suggestion", "evidence": [{"metric", "value", "unit"}]}]} (docs/report_schema.md).
-[[nodiscard]] inline std::string diagnosis_json(const std::vector<diagnosis>& found) {
+[[nodiscard]] KSCOPE_DECL std::string diagnosis_json(const std::vector<diagnosis>& found);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string diagnosis_json(const std::vector<diagnosis>& found) {
   std::string out;
   detail::json_writer w(out);
   w.begin_object();
@@ -537,5 +573,6 @@ inline bool memory_bound(const session_report& r, const scope_report& s, std::st
   w.end_object();
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -119,8 +119,16 @@ inline constexpr std::size_t warp_stall_max_source_lookups = 1024;
 // the collector and every pass). Beyond it the least recently used cubins are evicted and
 // their PCs say "dropped"; 0 keeps none (no source lines, nothing copied at module loads).
 //   kscope::set_cubin_store_budget_bytes(std::size_t{256} << 20);   // a program with big modules
-inline void set_cubin_store_budget_bytes(std::size_t bytes) { detail::cubin_store::global().set_budget_bytes(bytes); }
-[[nodiscard]] inline std::size_t cubin_store_budget_bytes() { return detail::cubin_store::global().budget_bytes(); }
+KSCOPE_DECL void set_cubin_store_budget_bytes(std::size_t bytes);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void set_cubin_store_budget_bytes(std::size_t bytes) { detail::cubin_store::global().set_budget_bytes(bytes); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+[[nodiscard]] KSCOPE_DECL std::size_t cubin_store_budget_bytes();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t cubin_store_budget_bytes() { return detail::cubin_store::global().budget_bytes(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The upper bound on max_pcs: two buffers of this many records with every stall reason
 // are about 200 MB of host memory.
@@ -143,13 +151,20 @@ struct warp_stall_result {
   std::uint64_t non_user_samples = 0;           // in kernels CUPTI gives no PCs for (its own, the driver's)
   std::uint32_t cupti_version = 0;
 
-  [[nodiscard]] bool ok() const noexcept { return state == counter_state::collected; }
+  [[nodiscard]] bool ok() const noexcept;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool warp_stall_result::ok() const noexcept { return state == counter_state::collected; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // "" when the options can be tried, else what is wrong with them.
-inline std::string warp_stall_request_error(const warp_stall_options& o) {
+KSCOPE_DECL std::string warp_stall_request_error(const warp_stall_options& o);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string warp_stall_request_error(const warp_stall_options& o) {
   if (o.sampling_period != 0 && (o.sampling_period < 5 || o.sampling_period > 31))
     return "warp_stall_options::sampling_period must be 0 (CUPTI's default) or between 5 and 31, got " +
            std::to_string(o.sampling_period);
@@ -158,29 +173,25 @@ inline std::string warp_stall_request_error(const warp_stall_options& o) {
            ", got " + std::to_string(o.max_pcs);
   return {};
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_HAS_PC_SAMPLING
 
 // The entry points, resolved once from the libcupti the counters loaded.
-inline pc_sampling_api& pc_sampling_state() {
+KSCOPE_DECL pc_sampling_api& pc_sampling_state();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL pc_sampling_api& pc_sampling_state() {
   static lazy_global<pc_sampling_api> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
   return state.get([] { return new pc_sampling_api(); });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A CUpti_PCSamplingData with room for max_pcs records of num_reasons reasons each, in
 // arrays it owns (CUPTI writes into them, never allocates them).
 class pc_sampling_buffer {
  public:
-  pc_sampling_buffer(std::size_t max_pcs, std::size_t num_reasons)
-      : stride_(std::max<std::size_t>(1, num_reasons)),
-        count_(max_pcs),
-        records_(new CUpti_PCSamplingPCData[max_pcs]()),
-        reasons_(new CUpti_PCSamplingStallReason[max_pcs * stride_]()) {
-    data_.size = sizeof(CUpti_PCSamplingData);
-    data_.collectNumPcs = max_pcs;
-    data_.pPcData = records_.get();
-    reset();
-  }
+  pc_sampling_buffer(std::size_t max_pcs, std::size_t num_reasons);
   pc_sampling_buffer(const pc_sampling_buffer&) = delete;
   pc_sampling_buffer& operator=(const pc_sampling_buffer&) = delete;
 
@@ -190,22 +201,7 @@ class pc_sampling_buffer {
 
   // Before each read: counts to zero, so a call that writes nothing reads as empty, and
   // correlation ids to zero, so a libcupti that does not fill them reads as "unknown".
-  void reset() noexcept {
-    data_.totalNumPcs = 0;
-    data_.remainingNumPcs = 0;
-    data_.totalSamples = 0;
-    data_.droppedSamples = 0;
-    data_.nonUsrKernelsTotalSamples = 0;
-    data_.hardwareBufferFull = 0;
-    for (std::size_t i = 0; i < count_; ++i) {
-      CUpti_PCSamplingPCData& r = records_[i];
-      r.size = sizeof(CUpti_PCSamplingPCData);
-      r.stallReason = &reasons_[i * stride_];
-      r.stallReasonCount = 0;
-      r.functionName = nullptr;
-      r.correlationId = 0;
-    }
-  }
+  void reset() noexcept;
 
  private:
   // Arrays, not std::vector: nvcc 13's front end fails (internal error) on a vector of
@@ -216,6 +212,35 @@ class pc_sampling_buffer {
   std::unique_ptr<CUpti_PCSamplingPCData[]> records_;
   std::unique_ptr<CUpti_PCSamplingStallReason[]> reasons_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL pc_sampling_buffer::pc_sampling_buffer(std::size_t max_pcs, std::size_t num_reasons) : stride_(std::max<std::size_t>(1, num_reasons)),
+      count_(max_pcs),
+      records_(new CUpti_PCSamplingPCData[max_pcs]()),
+      reasons_(new CUpti_PCSamplingStallReason[max_pcs * stride_]()) {
+  data_.size = sizeof(CUpti_PCSamplingData);
+  data_.collectNumPcs = max_pcs;
+  data_.pPcData = records_.get();
+  reset();
+}
+
+KSCOPE_DECL void pc_sampling_buffer::reset() noexcept {
+  data_.totalNumPcs = 0;
+  data_.remainingNumPcs = 0;
+  data_.totalSamples = 0;
+  data_.droppedSamples = 0;
+  data_.nonUsrKernelsTotalSamples = 0;
+  data_.hardwareBufferFull = 0;
+  for (std::size_t i = 0; i < count_; ++i) {
+    CUpti_PCSamplingPCData& r = records_[i];
+    r.size = sizeof(CUpti_PCSamplingPCData);
+    r.stallReason = &reasons_[i * stride_];
+    r.stallReasonCount = 0;
+    r.functionName = nullptr;
+    r.correlationId = 0;
+  }
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The records read so far, with names copied out of CUPTI's buffers.
 //
@@ -231,84 +256,105 @@ class pc_sampling_reader {
   std::vector<pc_stall_record> records;
   std::uint64_t total_samples = 0, dropped_samples = 0, non_user_samples = 0;
 
-  void read(const pc_sampling_buffer& buffer) {
-    const CUpti_PCSamplingData& d = buffer.data();
-    // A range's totals may come with each of several reads of it: the largest is kept.
-    const std::uint64_t range = d.rangeId, total = d.totalSamples, dropped = d.droppedSamples,
-                        non_user = d.nonUsrKernelsTotalSamples;
-    range_totals& t = ranges_[range];
-    total_samples += std::max(t.total, total) - t.total;
-    dropped_samples += std::max(t.dropped, dropped) - t.dropped;
-    non_user_samples += std::max(t.non_user, non_user) - t.non_user;
-    t.total = std::max(t.total, total);
-    t.dropped = std::max(t.dropped, dropped);
-    t.non_user = std::max(t.non_user, non_user);
-    // CUPTI's structs are packed: fields are copied out, never bound to references.
-    const std::size_t filled = d.totalNumPcs, capacity = d.collectNumPcs;
-    const std::size_t count = std::min(filled, capacity);
-    for (std::size_t i = 0; i < count; ++i) {
-      const CUpti_PCSamplingPCData& pc = d.pPcData[i];
-      pc_stall_record r;
-      r.function = function_name(pc.functionName);
-      r.pc_offset = pc.pcOffset;
-      r.correlation_id = pc.correlationId;
-      if (pc.functionName != nullptr) r.symbol = pc.functionName;  // the cubin's name, for source lines
-      r.cubin_crc = pc.cubinCrc;
-      const std::size_t listed = pc.stallReasonCount;
-      const std::size_t reasons = std::min(listed, buffer.reason_capacity());
-      for (std::size_t j = 0; j < reasons; ++j) {
-        const std::uint32_t index = pc.stallReason[j].pcSamplingStallReasonIndex;
-        const std::uint32_t samples = pc.stallReason[j].samples;
-        if (samples == 0) continue;
-        const auto name = reason_names.find(index);
-        r.stalls.emplace_back(name != reason_names.end() ? name->second : "stall reason #" + std::to_string(index),
-                              samples);
-      }
-      records.push_back(std::move(r));
-    }
-  }
+  void read(const pc_sampling_buffer& buffer);
 
  private:
   struct range_totals {
     std::uint64_t total = 0, dropped = 0, non_user = 0;
   };
 
-  std::string function_name(const char* cupti_name) {
-    if (cupti_name == nullptr) return "(unknown function)";
-    const auto it = demangled_.find(cupti_name);
-    if (it != demangled_.end()) return it->second;
-    return demangled_.emplace(cupti_name, demangle(cupti_name)).first->second;
-  }
+  std::string function_name(const char* cupti_name);
 
   std::unordered_map<const char*, std::string> demangled_;  // demangled once per name
   std::map<std::uint64_t, range_totals> ranges_;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void pc_sampling_reader::read(const pc_sampling_buffer& buffer) {
+  const CUpti_PCSamplingData& d = buffer.data();
+  // A range's totals may come with each of several reads of it: the largest is kept.
+  const std::uint64_t range = d.rangeId, total = d.totalSamples, dropped = d.droppedSamples,
+                      non_user = d.nonUsrKernelsTotalSamples;
+  range_totals& t = ranges_[range];
+  total_samples += std::max(t.total, total) - t.total;
+  dropped_samples += std::max(t.dropped, dropped) - t.dropped;
+  non_user_samples += std::max(t.non_user, non_user) - t.non_user;
+  t.total = std::max(t.total, total);
+  t.dropped = std::max(t.dropped, dropped);
+  t.non_user = std::max(t.non_user, non_user);
+  // CUPTI's structs are packed: fields are copied out, never bound to references.
+  const std::size_t filled = d.totalNumPcs, capacity = d.collectNumPcs;
+  const std::size_t count = std::min(filled, capacity);
+  for (std::size_t i = 0; i < count; ++i) {
+    const CUpti_PCSamplingPCData& pc = d.pPcData[i];
+    pc_stall_record r;
+    r.function = function_name(pc.functionName);
+    r.pc_offset = pc.pcOffset;
+    r.correlation_id = pc.correlationId;
+    if (pc.functionName != nullptr) r.symbol = pc.functionName;  // the cubin's name, for source lines
+    r.cubin_crc = pc.cubinCrc;
+    const std::size_t listed = pc.stallReasonCount;
+    const std::size_t reasons = std::min(listed, buffer.reason_capacity());
+    for (std::size_t j = 0; j < reasons; ++j) {
+      const std::uint32_t index = pc.stallReason[j].pcSamplingStallReasonIndex;
+      const std::uint32_t samples = pc.stallReason[j].samples;
+      if (samples == 0) continue;
+      const auto name = reason_names.find(index);
+      r.stalls.emplace_back(name != reason_names.end() ? name->second : "stall reason #" + std::to_string(index),
+                            samples);
+    }
+    records.push_back(std::move(r));
+  }
+}
+
+KSCOPE_DECL std::string pc_sampling_reader::function_name(const char* cupti_name) {
+  if (cupti_name == nullptr) return "(unknown function)";
+  const auto it = demangled_.find(cupti_name);
+  if (it != demangled_.end()) return it->second;
+  return demangled_.emplace(cupti_name, demangle(cupti_name)).first->second;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // PC sampling enabled on a context, disabled when it goes.
 class pc_sampling_session {
  public:
-  pc_sampling_session(const pc_sampling_api& api, CUcontext context) : api_(&api), context_(context) {}
+  pc_sampling_session(const pc_sampling_api& api, CUcontext context);
   pc_sampling_session(const pc_sampling_session&) = delete;
   pc_sampling_session& operator=(const pc_sampling_session&) = delete;
   ~pc_sampling_session() { (void)disable(); }
 
-  CUptiResult disable() noexcept {
-    if (context_ == nullptr) return CUPTI_SUCCESS;
-    CUpti_PCSamplingDisableParams p{};
-    p.size = CUpti_PCSamplingDisableParamsSize;
-    p.ctx = context_;
-    context_ = nullptr;
-    return api_->disable(&p);
-  }
+  CUptiResult disable() noexcept;
 
  private:
   const pc_sampling_api* api_;
   CUcontext context_;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL pc_sampling_session::pc_sampling_session(const pc_sampling_api& api, CUcontext context) : api_(&api), context_(context) {}
+
+KSCOPE_DECL CUptiResult pc_sampling_session::disable() noexcept {
+  if (context_ == nullptr) return CUPTI_SUCCESS;
+  CUpti_PCSamplingDisableParams p{};
+  p.size = CUpti_PCSamplingDisableParamsSize;
+  p.ctx = context_;
+  context_ = nullptr;
+  return api_->disable(&p);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // The hottest PCs of every profile and of the total get their source lines (or the reason
 // why not), and the notes say how many and why; cubin store losses are noted too.
-inline void add_source_lines(const warp_stall_options& options, module_watch watch, const cupti_api& api,
+KSCOPE_DECL void add_source_lines(const warp_stall_options& options, module_watch watch, const cupti_api& api,
+                             warp_stall_result& result);
+
+// The pass itself (see the top of this header). `user_error` receives an exception the
+// work threw; the caller rethrows it once sampling is disabled.
+KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_options& options,
+                                       warp_stall_result& result, std::exception_ptr& user_error);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void add_source_lines(const warp_stall_options& options, module_watch watch, const cupti_api& api,
                              warp_stall_result& result) {
   if (options.source_line_pcs == 0) return;
   std::vector<warp_stall_profile*> profiles;
@@ -345,9 +391,7 @@ inline void add_source_lines(const warp_stall_options& options, module_watch wat
                            " module loads not captured (no CRC or out of memory)");
 }
 
-// The pass itself (see the top of this header). `user_error` receives an exception the
-// work threw; the caller rethrows it once sampling is disabled.
-inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_options& options,
+KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_options& options,
                                        warp_stall_result& result, std::exception_ptr& user_error) {
   const auto refuse = [&result](counter_state s, std::string why) {
     result.state = s;
@@ -602,10 +646,14 @@ inline void run_warp_stall_pass_locked(counter_work_ref work, const warp_stall_o
   if (result.kernels.empty())
     result.message += "; no kernel was sampled (none launched, or all shorter than the period)";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #endif  // KSCOPE_HAS_PC_SAMPLING
 
-inline warp_stall_result run_warp_stall_pass(counter_work_ref work, const warp_stall_options& options) {
+KSCOPE_DECL warp_stall_result run_warp_stall_pass(counter_work_ref work, const warp_stall_options& options);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL warp_stall_result run_warp_stall_pass(counter_work_ref work, const warp_stall_options& options) {
   warp_stall_result result;
   result.total.name = options.scope;
   std::exception_ptr user_error;
@@ -641,6 +689,7 @@ inline warp_stall_result run_warp_stall_pass(counter_work_ref work, const warp_s
   if (user_error) std::rethrow_exception(user_error);
   return result;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 

@@ -89,7 +89,10 @@ struct stall_reason_info {
 
 // Every reason kscope describes, in the order tables list them when counts tie: the
 // issued state, the memory waits, synchronization, execution, fetch, the rest.
-[[nodiscard]] inline const std::vector<stall_reason_info>& stall_reason_table() {
+[[nodiscard]] KSCOPE_DECL const std::vector<stall_reason_info>& stall_reason_table();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const std::vector<stall_reason_info>& stall_reason_table() {
   // Kept by a lazy_global, not a function-local static, whose guard a fork could catch
   // held (core/detail/once.hpp). Built outside its lock: two first callers may both build
   // it, one copy is kept.
@@ -174,14 +177,19 @@ struct stall_reason_info {
     return built;
   });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // Names that spell a reason of the table differently (the metric form drops the "s").
-inline std::string_view stall_reason_alias(std::string_view key) noexcept {
+KSCOPE_DECL std::string_view stall_reason_alias(std::string_view key) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string_view stall_reason_alias(std::string_view key) noexcept {
   if (key == "no_instruction") return "no_instructions";
   return key;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 inline constexpr std::string_view unknown_stall_meaning =
     "a stall reason kscope's table does not describe (a newer GPU or CUPTI)";
@@ -202,7 +210,10 @@ struct stall_reason_name {
   bool known_prefix = false;  // one of CUPTI's PC-sampling prefixes was removed
 };
 
-[[nodiscard]] inline stall_reason_name parse_stall_reason_name(std::string_view name) {
+[[nodiscard]] KSCOPE_DECL stall_reason_name parse_stall_reason_name(std::string_view name);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL stall_reason_name parse_stall_reason_name(std::string_view name) {
   static constexpr std::string_view prefixes[] = {
       "smsp__pcsamp_warps_issue_stalled_",  // Volta to Hopper
       "smsp__pcsamp_warp_stall_",           // also listed by libnvperf_host of CUDA 13
@@ -224,6 +235,7 @@ struct stall_reason_name {
   out.key = std::string(detail::stall_reason_alias(name));
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 inline const stall_reason_info* find_stall_reason(std::string_view key_or_name) {
   const std::string key = parse_stall_reason_name(key_or_name).key;
@@ -233,15 +245,23 @@ inline const stall_reason_info* find_stall_reason(std::string_view key_or_name) 
 }
 
 // The label of a key: the table's, or the key itself when unknown.
-[[nodiscard]] inline std::string stall_reason_label(std::string_view key) {
+[[nodiscard]] KSCOPE_DECL std::string stall_reason_label(std::string_view key);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string stall_reason_label(std::string_view key) {
   const stall_reason_info* r = find_stall_reason(key);
   return r != nullptr ? std::string(r->label) : std::string(key);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
-[[nodiscard]] inline stall_category stall_reason_category(std::string_view key) {
+[[nodiscard]] KSCOPE_DECL stall_category stall_reason_category(std::string_view key);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL stall_category stall_reason_category(std::string_view key) {
   const stall_reason_info* r = find_stall_reason(key);
   return r != nullptr ? r->category : stall_category::other;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Samples
@@ -270,22 +290,41 @@ using stall_counts = std::map<std::string, reason_samples, std::less<>>;
 
 namespace detail {
 
-inline std::uint64_t sum_samples(const stall_counts& counts) noexcept {
+KSCOPE_DECL std::uint64_t sum_samples(const stall_counts& counts) noexcept;
+
+// Position in the table (ties), unknown reasons after every known one.
+KSCOPE_DECL std::size_t stall_rank(std::string_view key);
+
+// Whether reason a is listed before b: more samples first, then the table's order, then the name.
+KSCOPE_DECL bool stall_before(const std::pair<std::string, reason_samples>& a,
+                         const std::pair<std::string, reason_samples>& b);
+
+KSCOPE_DECL void add_counts(stall_counts& into, const stall_counts& from);
+
+KSCOPE_DECL void add_cupti_sample(stall_counts& into, std::string_view cupti_name, std::uint64_t samples);
+
+// 12345 -> "12,345": sample counts are read by people.
+KSCOPE_DECL std::string count_text(std::uint64_t n);
+
+KSCOPE_DECL double share_of(std::uint64_t part, std::uint64_t whole) noexcept;
+
+KSCOPE_DECL std::string hex_offset(std::uint64_t v);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::uint64_t sum_samples(const stall_counts& counts) noexcept {
   std::uint64_t n = 0;
   for (const auto& [key, c] : counts) n += c.samples;
   return n;
 }
 
-// Position in the table (ties), unknown reasons after every known one.
-inline std::size_t stall_rank(std::string_view key) {
+KSCOPE_DECL std::size_t stall_rank(std::string_view key) {
   const auto& t = stall_reason_table();
   for (std::size_t i = 0; i < t.size(); ++i)
     if (t[i].key == key) return i;
   return t.size();
 }
 
-// Whether reason a is listed before b: more samples first, then the table's order, then the name.
-inline bool stall_before(const std::pair<std::string, reason_samples>& a,
+KSCOPE_DECL bool stall_before(const std::pair<std::string, reason_samples>& a,
                          const std::pair<std::string, reason_samples>& b) {
   if (a.second.samples != b.second.samples) return a.second.samples > b.second.samples;
   const std::size_t ra = stall_rank(a.first), rb = stall_rank(b.first);
@@ -293,7 +332,7 @@ inline bool stall_before(const std::pair<std::string, reason_samples>& a,
   return a.first < b.first;
 }
 
-inline void add_counts(stall_counts& into, const stall_counts& from) {
+KSCOPE_DECL void add_counts(stall_counts& into, const stall_counts& from) {
   for (const auto& [key, c] : from) {
     reason_samples& r = into[key];
     r.samples += c.samples;
@@ -301,14 +340,13 @@ inline void add_counts(stall_counts& into, const stall_counts& from) {
   }
 }
 
-inline void add_cupti_sample(stall_counts& into, std::string_view cupti_name, std::uint64_t samples) {
+KSCOPE_DECL void add_cupti_sample(stall_counts& into, std::string_view cupti_name, std::uint64_t samples) {
   const stall_reason_name n = parse_stall_reason_name(cupti_name);
   reason_samples& r = into[n.key];
   (n.not_issued ? r.not_issued : r.samples) += samples;
 }
 
-// 12345 -> "12,345": sample counts are read by people.
-inline std::string count_text(std::uint64_t n) {
+KSCOPE_DECL std::string count_text(std::uint64_t n) {
   std::string digits = std::to_string(n);
   std::string out;
   const std::size_t first = digits.size() % 3 == 0 ? 3 : digits.size() % 3;
@@ -320,11 +358,11 @@ inline std::string count_text(std::uint64_t n) {
   return out;
 }
 
-inline double share_of(std::uint64_t part, std::uint64_t whole) noexcept {
+KSCOPE_DECL double share_of(std::uint64_t part, std::uint64_t whole) noexcept {
   return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
 }
 
-inline std::string hex_offset(std::uint64_t v) {
+KSCOPE_DECL std::string hex_offset(std::uint64_t v) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;
   do {
@@ -333,6 +371,7 @@ inline std::string hex_offset(std::uint64_t v) {
   } while (v != 0);
   return "0x" + out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -369,7 +408,10 @@ enum class source_line_status : std::uint8_t {
 // Why a PC has no source line, in words, with what to do; "" for resolved and not_looked_up.
 //   kscope::source_line_reason(kscope::source_line_status::no_line_info)
 //   // "no source line: kernel not built with -lineinfo (add nvcc -lineinfo)"
-[[nodiscard]] inline std::string_view source_line_reason(source_line_status s) noexcept {
+[[nodiscard]] KSCOPE_DECL std::string_view source_line_reason(source_line_status s) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string_view source_line_reason(source_line_status s) noexcept {
   switch (s) {
     case source_line_status::not_looked_up:
     case source_line_status::resolved: return {};
@@ -390,6 +432,7 @@ enum class source_line_status : std::uint8_t {
   }
   return {};
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One instruction: where it is, its samples per reason and, when known, its source line.
 struct warp_stall_pc {
@@ -402,37 +445,51 @@ struct warp_stall_pc {
   std::string symbol{};          // the function's name in its cubin (mangled); "" when unknown
   std::uint64_t cubin_crc = 0;   // CUPTI's CRC of its module's cubin; 0 when unknown
 
-  [[nodiscard]] std::uint64_t samples() const noexcept { return detail::sum_samples(reasons); }
+  [[nodiscard]] std::uint64_t samples() const noexcept;
 
   // The reason with the most samples at this PC ("" when none), "selected" included: at a
   // PC that mostly issues, that is the honest answer.
-  [[nodiscard]] std::string top_reason() const {
-    std::pair<std::string, reason_samples> best;
-    for (const auto& [key, c] : reasons) {
-      if (c.samples == 0) continue;
-      std::pair<std::string, reason_samples> candidate{key, c};
-      if (best.second.samples == 0 || detail::stall_before(candidate, best)) best = std::move(candidate);
-    }
-    return best.first;
-  }
+  [[nodiscard]] std::string top_reason() const;
 
   // "gemm+0x1a0"
-  [[nodiscard]] std::string where() const { return function + "+" + detail::hex_offset(pc_offset); }
+  [[nodiscard]] std::string where() const;
 
   // "kernels.cu:42" when the line is known, else "".
-  [[nodiscard]] std::string source() const { return file.empty() ? std::string() : file + ":" + std::to_string(line); }
+  [[nodiscard]] std::string source() const;
 
   // Takes the source line of another copy of this PC when it knows more (merges, lookups).
-  void adopt_source_line(const warp_stall_pc& other) {
-    if (symbol.empty()) symbol = other.symbol;
-    if (cubin_crc == 0) cubin_crc = other.cubin_crc;
-    if (line_status == source_line_status::resolved || other.line_status == source_line_status::not_looked_up) return;
-    if (line_status != source_line_status::not_looked_up && other.line_status != source_line_status::resolved) return;
-    file = other.file;
-    line = other.line;
-    line_status = other.line_status;
-  }
+  void adopt_source_line(const warp_stall_pc& other);
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::uint64_t warp_stall_pc::samples() const noexcept { return detail::sum_samples(reasons); }
+
+KSCOPE_DECL std::string warp_stall_pc::where() const { return function + "+" + detail::hex_offset(pc_offset); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string warp_stall_pc::top_reason() const {
+  std::pair<std::string, reason_samples> best;
+  for (const auto& [key, c] : reasons) {
+    if (c.samples == 0) continue;
+    std::pair<std::string, reason_samples> candidate{key, c};
+    if (best.second.samples == 0 || detail::stall_before(candidate, best)) best = std::move(candidate);
+  }
+  return best.first;
+}
+
+KSCOPE_DECL std::string warp_stall_pc::source() const { return file.empty() ? std::string() : file + ":" + std::to_string(line); }
+
+KSCOPE_DECL void warp_stall_pc::adopt_source_line(const warp_stall_pc& other) {
+  if (symbol.empty()) symbol = other.symbol;
+  if (cubin_crc == 0) cubin_crc = other.cubin_crc;
+  if (line_status == source_line_status::resolved || other.line_status == source_line_status::not_looked_up) return;
+  if (line_status != source_line_status::not_looked_up && other.line_status != source_line_status::resolved) return;
+  file = other.file;
+  line = other.line;
+  line_status = other.line_status;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The stall breakdown of one kernel launch, one kernel function, or one scope.
 //   auto rows = profile.breakdown();                  // largest first
@@ -444,76 +501,101 @@ struct warp_stall_profile {
   std::vector<warp_stall_pc> pcs;
 
   // All samples, "selected" included: the denominator of every share.
-  [[nodiscard]] std::uint64_t total_samples() const noexcept { return detail::sum_samples(reasons); }
-  [[nodiscard]] std::uint64_t issued_samples() const noexcept {
-    const auto it = reasons.find(std::string_view("selected"));
-    return it == reasons.end() ? 0 : it->second.samples;
-  }
-  [[nodiscard]] std::uint64_t stall_samples() const noexcept { return total_samples() - issued_samples(); }
-  [[nodiscard]] std::uint64_t samples_of(std::string_view key) const noexcept {
-    const auto it = reasons.find(key);
-    return it == reasons.end() ? 0 : it->second.samples;
-  }
+  [[nodiscard]] std::uint64_t total_samples() const noexcept;
+  [[nodiscard]] std::uint64_t issued_samples() const noexcept;
+  [[nodiscard]] std::uint64_t stall_samples() const noexcept;
+  [[nodiscard]] std::uint64_t samples_of(std::string_view key) const noexcept;
   // samples_of(key) / total_samples(), 0 when there are no samples.
-  [[nodiscard]] double share_of(std::string_view key) const noexcept {
-    return detail::share_of(samples_of(key), total_samples());
-  }
+  [[nodiscard]] double share_of(std::string_view key) const noexcept;
 
   // Reasons with samples, largest first (ties: table order).
-  [[nodiscard]] std::vector<std::pair<std::string, reason_samples>> breakdown() const {
-    std::vector<std::pair<std::string, reason_samples>> rows;
-    for (const auto& [key, c] : reasons)
-      if (c.samples > 0 || c.not_issued > 0) rows.emplace_back(key, c);
-    std::stable_sort(rows.begin(), rows.end(), detail::stall_before);
-    return rows;
-  }
+  [[nodiscard]] std::vector<std::pair<std::string, reason_samples>> breakdown() const;
 
   // The n PCs with the most samples (ties: function, then offset).
-  [[nodiscard]] std::vector<warp_stall_pc> hottest_pcs(std::size_t n) const {
-    std::vector<const warp_stall_pc*> order;
-    for (const warp_stall_pc& p : pcs) order.push_back(&p);
-    std::stable_sort(order.begin(), order.end(), [](const warp_stall_pc* a, const warp_stall_pc* b) {
-      const std::uint64_t sa = a->samples(), sb = b->samples();
-      if (sa != sb) return sa > sb;
-      if (a->function != b->function) return a->function < b->function;
-      return a->pc_offset < b->pc_offset;
-    });
-    std::vector<warp_stall_pc> out;
-    for (std::size_t i = 0; i < order.size() && i < n; ++i) out.push_back(*order[i]);
-    return out;
-  }
+  [[nodiscard]] std::vector<warp_stall_pc> hottest_pcs(std::size_t n) const;
 
   // Adds another profile's samples (same kernel again, or another kernel of a scope):
   // reasons add, PCs with the same function and offset add, launches add.
-  void merge(const warp_stall_profile& other) {
-    launches += other.launches;
-    detail::add_counts(reasons, other.reasons);
-    for (const warp_stall_pc& p : other.pcs) add_pc(p);
-  }
+  void merge(const warp_stall_profile& other);
 
   // Adds the samples of one PC (to an existing entry when function and offset match).
-  void add_pc(const warp_stall_pc& p) {
-    for (warp_stall_pc& mine : pcs) {
-      if (mine.pc_offset == p.pc_offset && mine.function == p.function) {
-        detail::add_counts(mine.reasons, p.reasons);
-        if (mine.file.empty() && !p.file.empty()) {
-          mine.file = p.file;
-          mine.line = p.line;
-        }
-        mine.adopt_source_line(p);
-        return;
-      }
-    }
-    pcs.push_back(p);
-  }
+  void add_pc(const warp_stall_pc& p);
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::uint64_t warp_stall_profile::total_samples() const noexcept { return detail::sum_samples(reasons); }
+
+KSCOPE_DECL std::uint64_t warp_stall_profile::stall_samples() const noexcept { return total_samples() - issued_samples(); }
+
+KSCOPE_DECL double warp_stall_profile::share_of(std::string_view key) const noexcept {
+  return detail::share_of(samples_of(key), total_samples());
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::uint64_t warp_stall_profile::issued_samples() const noexcept {
+  const auto it = reasons.find(std::string_view("selected"));
+  return it == reasons.end() ? 0 : it->second.samples;
+}
+
+KSCOPE_DECL std::uint64_t warp_stall_profile::samples_of(std::string_view key) const noexcept {
+  const auto it = reasons.find(key);
+  return it == reasons.end() ? 0 : it->second.samples;
+}
+
+KSCOPE_DECL std::vector<std::pair<std::string, reason_samples>> warp_stall_profile::breakdown() const {
+  std::vector<std::pair<std::string, reason_samples>> rows;
+  for (const auto& [key, c] : reasons)
+    if (c.samples > 0 || c.not_issued > 0) rows.emplace_back(key, c);
+  std::stable_sort(rows.begin(), rows.end(), detail::stall_before);
+  return rows;
+}
+
+KSCOPE_DECL std::vector<warp_stall_pc> warp_stall_profile::hottest_pcs(std::size_t n) const {
+  std::vector<const warp_stall_pc*> order;
+  for (const warp_stall_pc& p : pcs) order.push_back(&p);
+  std::stable_sort(order.begin(), order.end(), [](const warp_stall_pc* a, const warp_stall_pc* b) {
+    const std::uint64_t sa = a->samples(), sb = b->samples();
+    if (sa != sb) return sa > sb;
+    if (a->function != b->function) return a->function < b->function;
+    return a->pc_offset < b->pc_offset;
+  });
+  std::vector<warp_stall_pc> out;
+  for (std::size_t i = 0; i < order.size() && i < n; ++i) out.push_back(*order[i]);
+  return out;
+}
+
+KSCOPE_DECL void warp_stall_profile::merge(const warp_stall_profile& other) {
+  launches += other.launches;
+  detail::add_counts(reasons, other.reasons);
+  for (const warp_stall_pc& p : other.pcs) add_pc(p);
+}
+
+KSCOPE_DECL void warp_stall_profile::add_pc(const warp_stall_pc& p) {
+  for (warp_stall_pc& mine : pcs) {
+    if (mine.pc_offset == p.pc_offset && mine.function == p.function) {
+      detail::add_counts(mine.reasons, p.reasons);
+      if (mine.file.empty() && !p.file.empty()) {
+        mine.file = p.file;
+        mine.line = p.line;
+      }
+      mine.adopt_source_line(p);
+      return;
+    }
+  }
+  pcs.push_back(p);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Profiles from raw records: one per kernel launch (records with a correlation id, in
 // launch order), then one per function for records without one (continuous sampling,
 // launches = 0). A launch is named after the function with most samples among its
 // records (its kernel; a non-inlined device function it calls has its own PCs).
-[[nodiscard]] inline std::vector<warp_stall_profile> build_warp_stall_profiles(
-    const std::vector<pc_stall_record>& records) {
+[[nodiscard]] KSCOPE_DECL std::vector<warp_stall_profile> build_warp_stall_profiles(
+    const std::vector<pc_stall_record>& records);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<warp_stall_profile> build_warp_stall_profiles(const std::vector<pc_stall_record>& records) {
   std::map<std::uint32_t, warp_stall_profile> launches;       // ordered: launch order
   std::vector<warp_stall_profile> by_function;                // first-seen order
   std::map<std::uint32_t, std::map<std::string, std::uint64_t>> launch_functions;
@@ -553,6 +635,7 @@ struct warp_stall_profile {
   for (warp_stall_profile& p : by_function) out.push_back(std::move(p));
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What a lookup of one PC's source line answered.
 struct source_line {
@@ -600,7 +683,10 @@ std::size_t resolve_source_lines(const std::vector<warp_stall_profile*>& profile
 // One line for a result's notes: how many looked-up PCs of `p` have a line, and why the
 // others have none ("" when none was looked up).
 //   "source lines: 3 of 5 looked-up PCs resolved; 2 without: module loaded before kscope saw it; ..."
-[[nodiscard]] inline std::string source_line_note(const warp_stall_profile& p) {
+[[nodiscard]] KSCOPE_DECL std::string source_line_note(const warp_stall_profile& p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string source_line_note(const warp_stall_profile& p) {
   std::map<source_line_status, std::size_t> by_status;
   std::size_t looked_up = 0;
   for (const warp_stall_pc& pc : p.pcs) {
@@ -621,9 +707,13 @@ std::size_t resolve_source_lines(const std::vector<warp_stall_profile*>& profile
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Launches of the same kernel function merged into one profile each (first-seen order).
-[[nodiscard]] inline std::vector<warp_stall_profile> merge_by_kernel(const std::vector<warp_stall_profile>& profiles) {
+[[nodiscard]] KSCOPE_DECL std::vector<warp_stall_profile> merge_by_kernel(const std::vector<warp_stall_profile>& profiles);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<warp_stall_profile> merge_by_kernel(const std::vector<warp_stall_profile>& profiles) {
   std::vector<warp_stall_profile> out;
   for (const warp_stall_profile& p : profiles) {
     warp_stall_profile* into = nullptr;
@@ -638,16 +728,22 @@ std::size_t resolve_source_lines(const std::vector<warp_stall_profile*>& profile
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // One scope's profile: all the given kernels together, named after the scope.
 //   auto decode = kscope::aggregate_warp_stalls("decode", kernels_launched_in_decode);
-[[nodiscard]] inline warp_stall_profile aggregate_warp_stalls(std::string_view scope,
+[[nodiscard]] KSCOPE_DECL warp_stall_profile aggregate_warp_stalls(std::string_view scope,
+                                                              const std::vector<warp_stall_profile>& kernels);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL warp_stall_profile aggregate_warp_stalls(std::string_view scope,
                                                               const std::vector<warp_stall_profile>& kernels) {
   warp_stall_profile out;
   out.name = std::string(scope);
   for (const warp_stall_profile& k : kernels) out.merge(k);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A kernel profile and the scope (a caller-chosen name or id) it belongs to.
 struct scoped_warp_stalls {
@@ -656,8 +752,11 @@ struct scoped_warp_stalls {
 };
 
 // One profile per scope, in first-seen order.
-[[nodiscard]] inline std::vector<warp_stall_profile> aggregate_warp_stalls_by_scope(
-    const std::vector<scoped_warp_stalls>& kernels) {
+[[nodiscard]] KSCOPE_DECL std::vector<warp_stall_profile> aggregate_warp_stalls_by_scope(
+    const std::vector<scoped_warp_stalls>& kernels);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<warp_stall_profile> aggregate_warp_stalls_by_scope(const std::vector<scoped_warp_stalls>& kernels) {
   std::vector<warp_stall_profile> out;
   for (const scoped_warp_stalls& k : kernels) {
     warp_stall_profile* into = nullptr;
@@ -672,15 +771,20 @@ struct scoped_warp_stalls {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The stall shares classify() (counters/metrics.hpp) takes as evidence: every stall reason,
 // "selected" left out, as a share of all samples.
-[[nodiscard]] inline std::vector<stall_share> to_stall_shares(const warp_stall_profile& p) {
+[[nodiscard]] KSCOPE_DECL std::vector<stall_share> to_stall_shares(const warp_stall_profile& p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<stall_share> to_stall_shares(const warp_stall_profile& p) {
   std::vector<stall_share> out;
   for (const auto& [key, c] : p.breakdown())
     if (key != "selected" && c.samples > 0) out.push_back({key, p.share_of(key)});
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Findings
@@ -700,7 +804,10 @@ struct warp_stall_finding {
 
 namespace detail {
 
-inline warp_stall_finding stall_finding(const warp_stall_profile& p, const std::string& key, const reason_samples& c) {
+KSCOPE_DECL warp_stall_finding stall_finding(const warp_stall_profile& p, const std::string& key, const reason_samples& c);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL warp_stall_finding stall_finding(const warp_stall_profile& p, const std::string& key, const reason_samples& c) {
   warp_stall_finding f;
   f.found = true;
   f.reason = key;
@@ -717,6 +824,7 @@ inline warp_stall_finding stall_finding(const warp_stall_profile& p, const std::
            count_text(f.samples) + "): " + std::string(meaning) + "; try: " + std::string(advice);
   return f;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
@@ -724,7 +832,10 @@ inline warp_stall_finding stall_finding(const warp_stall_profile& p, const std::
 // with a text that says why there is none.
 //   auto d = kscope::dominant_stall(profile);
 //   if (d.found && d.reason == "barrier") ...
-[[nodiscard]] inline warp_stall_finding dominant_stall(const warp_stall_profile& p) {
+[[nodiscard]] KSCOPE_DECL warp_stall_finding dominant_stall(const warp_stall_profile& p);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL warp_stall_finding dominant_stall(const warp_stall_profile& p) {
   for (const auto& [key, c] : p.breakdown()) {
     if (key == "selected" || c.samples == 0) continue;
     return detail::stall_finding(p, key, c);  // breakdown() is sorted: the first stall wins
@@ -738,10 +849,15 @@ inline warp_stall_finding stall_finding(const warp_stall_profile& p, const std::
                         " samples found its warp issuing: no stall to explain";
   return none;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Every stall reason with at least min_percent of the samples, largest first.
-[[nodiscard]] inline std::vector<warp_stall_finding> stall_findings(const warp_stall_profile& p,
-                                                                    double min_percent = 5.0) {
+[[nodiscard]] KSCOPE_DECL std::vector<warp_stall_finding> stall_findings(const warp_stall_profile& p,
+                                                                    double min_percent = 5.0);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<warp_stall_finding> stall_findings(const warp_stall_profile& p,
+                                                                    double min_percent) {
   std::vector<warp_stall_finding> out;
   for (const auto& [key, c] : p.breakdown()) {
     if (key == "selected" || c.samples == 0) continue;
@@ -750,6 +866,7 @@ inline warp_stall_finding stall_finding(const warp_stall_profile& p, const std::
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // ---------------------------------------------------------------------------------------
 // Printers
@@ -766,8 +883,16 @@ struct warp_stall_print_options {
 
 // The table of one profile: header, one row per reason (samples, share, not-issued,
 // meaning), the dominant stall, advice for each large reason, the hottest PCs.
-[[nodiscard]] inline std::string format_warp_stalls(const warp_stall_profile& p,
-                                                    const warp_stall_print_options& o = {}) {
+[[nodiscard]] KSCOPE_DECL std::string format_warp_stalls(const warp_stall_profile& p,
+                                                    const warp_stall_print_options& o = {});
+
+// One profile as a JSON object (reasons largest first, the dominant stall or null, the
+// hottest PCs). Shares are 0..1 of all samples and never NaN.
+KSCOPE_DECL void write_warp_stalls_json(detail::json_writer& w, const warp_stall_profile& p, std::size_t top_pcs = 10);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string format_warp_stalls(const warp_stall_profile& p,
+                                                    const warp_stall_print_options& o) {
   std::string out;
   const auto line = [&out, &o](const std::string& text) {
     out += o.prefix;
@@ -819,9 +944,7 @@ struct warp_stall_print_options {
   return out;
 }
 
-// One profile as a JSON object (reasons largest first, the dominant stall or null, the
-// hottest PCs). Shares are 0..1 of all samples and never NaN.
-inline void write_warp_stalls_json(detail::json_writer& w, const warp_stall_profile& p, std::size_t top_pcs = 10) {
+KSCOPE_DECL void write_warp_stalls_json(detail::json_writer& w, const warp_stall_profile& p, std::size_t top_pcs) {
   const std::uint64_t total = p.total_samples();
   w.begin_object();
   w.member("name", p.name);
@@ -871,25 +994,34 @@ inline void write_warp_stalls_json(detail::json_writer& w, const warp_stall_prof
   w.end_array();
   w.end_object();
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
 
 // Text for a Markdown table cell: printable, '|' escaped; `code` puts it in a code span
 // (kernel names hold <, >, * that Markdown would read).
-inline std::string warp_stall_markdown_cell(std::string_view text, bool code) {
+KSCOPE_DECL std::string warp_stall_markdown_cell(std::string_view text, bool code);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string warp_stall_markdown_cell(std::string_view text, bool code) {
   std::string out = markdown_table_cell(text);
   if (!code) return out;
   const std::string fence = out.find('`') != std::string::npos ? "``" : "`";
   return fence + (fence.size() > 1 ? " " + out + " " : out) + fence;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 
 // The same as format_warp_stalls, as Markdown: a heading line, the reason table, the
 // dominant stall, and the hottest PCs with their source line (or why there is none).
 //   std::string md = kscope::format_warp_stalls_markdown(r.kernels[0]);
-[[nodiscard]] inline std::string format_warp_stalls_markdown(const warp_stall_profile& p,
-                                                             const warp_stall_print_options& o = {}) {
+[[nodiscard]] KSCOPE_DECL std::string format_warp_stalls_markdown(const warp_stall_profile& p,
+                                                             const warp_stall_print_options& o = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string format_warp_stalls_markdown(const warp_stall_profile& p,
+                                                             const warp_stall_print_options& o) {
   using detail::warp_stall_markdown_cell;
   const std::uint64_t total = p.total_samples();
   std::string out = "**warp stalls: " + warp_stall_markdown_cell(p.name, true) + "**: " + detail::count_text(total) +
@@ -918,11 +1050,16 @@ inline std::string warp_stall_markdown_cell(std::string_view text, bool code) {
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A JSON array of profiles.
 //   std::string json = kscope::warp_stalls_json(result.kernels);
-[[nodiscard]] inline std::string warp_stalls_json(const std::vector<warp_stall_profile>& profiles,
-                                                  std::size_t top_pcs = 10) {
+[[nodiscard]] KSCOPE_DECL std::string warp_stalls_json(const std::vector<warp_stall_profile>& profiles,
+                                                  std::size_t top_pcs = 10);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string warp_stalls_json(const std::vector<warp_stall_profile>& profiles,
+                                                  std::size_t top_pcs) {
   std::string out;
   detail::json_writer w(out);
   w.begin_array();
@@ -930,5 +1067,6 @@ inline std::string warp_stall_markdown_cell(std::string_view text, bool code) {
   w.end_array();
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace kscope

@@ -13,6 +13,7 @@
 // CUDA 12 are behind a CUPTI_API_VERSION check.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../cupti/detail/api.hpp"
 
 #if KSCOPE_HAS_CUPTI
@@ -22,7 +23,12 @@
 namespace kscope {
 namespace detail {
 
-inline const CUpti_CallbackId* cupti_runtime_launch_cbids(std::size_t& count) noexcept {
+KSCOPE_DECL const CUpti_CallbackId* cupti_runtime_launch_cbids(std::size_t& count) noexcept;
+
+KSCOPE_DECL const CUpti_CallbackId* cupti_driver_launch_cbids(std::size_t& count) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const CUpti_CallbackId* cupti_runtime_launch_cbids(std::size_t& count) noexcept {
   static const CUpti_CallbackId ids[] = {
       CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
       // Synchronizations: their CUPTI records (host waits) are attributed like launches.
@@ -116,7 +122,7 @@ inline const CUpti_CallbackId* cupti_runtime_launch_cbids(std::size_t& count) no
   return ids;
 }
 
-inline const CUpti_CallbackId* cupti_driver_launch_cbids(std::size_t& count) noexcept {
+KSCOPE_DECL const CUpti_CallbackId* cupti_driver_launch_cbids(std::size_t& count) noexcept {
   static const CUpti_CallbackId ids[] = {
       CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
       CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
@@ -246,6 +252,7 @@ inline const CUpti_CallbackId* cupti_driver_launch_cbids(std::size_t& count) noe
   count = sizeof(ids) / sizeof(ids[0]);
   return ids;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -15,6 +15,7 @@
 // would trust a field CUPTI documents only loosely for clones.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../cupti/detail/api.hpp"
 
 #if KSCOPE_HAS_CUPTI
@@ -39,7 +40,12 @@ enum class graph_node_event : std::uint8_t {
 // passes detail::current_node()); used for CREATED only.
 //
 //   detail::record_graph_node_event(table, cbid, *resource, api.get_graph_node_id, detail::current_node());
-inline graph_node_event record_graph_node_event(graph_node_table& table, CUpti_CallbackId cbid,
+KSCOPE_DECL graph_node_event record_graph_node_event(graph_node_table& table, CUpti_CallbackId cbid,
+                                                const CUpti_ResourceData& data, graph_node_id_function get_id,
+                                                node_id scope);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL graph_node_event record_graph_node_event(graph_node_table& table, CUpti_CallbackId cbid,
                                                 const CUpti_ResourceData& data, graph_node_id_function get_id,
                                                 node_id scope) {
   if (cbid != CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED && cbid != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
@@ -59,6 +65,7 @@ inline graph_node_event record_graph_node_event(graph_node_table& table, CUpti_C
   }
   return table.record_cloned(id, original) ? graph_node_event::recorded : graph_node_event::clone_of_unknown;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

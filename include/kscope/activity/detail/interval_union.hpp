@@ -5,6 +5,7 @@
 // activity, communication, compute) and per device. Memory is bounded per union.
 #pragma once
 
+#include "../../core/config.hpp"
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -27,69 +28,19 @@ namespace detail {
 //   u.total_ns();  // 30
 class interval_union {
  public:
-  explicit interval_union(std::size_t max_intervals = 256)
-      : max_intervals_(std::max<std::size_t>(max_intervals, 8)) {}
+  explicit interval_union(std::size_t max_intervals = 256);
 
-  void add(std::int64_t start, std::int64_t end) {
-    if (end <= start) return;
-    if (start < frontier_ns_) {
-      ++clipped_;
-      if (end <= frontier_ns_) return;
-      start = frontier_ns_;
-    }
-    // Fast path: in-order arrival extends the last interval or appends after it.
-    if (!intervals_.empty()) {
-      auto& last = intervals_.back();
-      if (start >= last.first && start <= last.second) {
-        if (end > last.second) last.second = end;
-        return;
-      }
-      if (start < last.first) sorted_ = false;
-    }
-    intervals_.emplace_back(start, end);
-    if (intervals_.size() > max_intervals_) compact(true);
-  }
+  void add(std::int64_t start, std::int64_t end);
 
   // Total covered time. Merges in place (amortized; no allocation).
-  [[nodiscard]] std::int64_t total_ns() {
-    compact(false);
-    std::int64_t sum = committed_ns_;
-    for (const auto& iv : intervals_) sum += iv.second - iv.first;
-    return sum;
-  }
+  [[nodiscard]] std::int64_t total_ns();
 
   [[nodiscard]] std::uint64_t clipped() const noexcept { return clipped_; }
   [[nodiscard]] std::size_t size() const noexcept { return intervals_.size(); }
-  [[nodiscard]] std::size_t memory_bytes() const noexcept {
-    return intervals_.capacity() * sizeof(intervals_[0]);
-  }
+  [[nodiscard]] std::size_t memory_bytes() const noexcept;
 
  private:
-  void compact(bool fold) {
-    if (!sorted_) {
-      std::sort(intervals_.begin(), intervals_.end());
-      sorted_ = true;
-    }
-    std::size_t out = 0;
-    for (std::size_t i = 0; i < intervals_.size(); ++i) {
-      if (out > 0 && intervals_[i].first <= intervals_[out - 1].second) {
-        intervals_[out - 1].second = std::max(intervals_[out - 1].second, intervals_[i].second);
-      } else {
-        intervals_[out++] = intervals_[i];
-      }
-    }
-    intervals_.resize(out);
-    if (fold && intervals_.size() > max_intervals_ / 2) {
-      // Fold the oldest three quarters: amortizes the sort over many adds.
-      const std::size_t keep = max_intervals_ / 4;
-      const std::size_t folded = intervals_.size() - keep;
-      for (std::size_t i = 0; i < folded; ++i) {
-        committed_ns_ += intervals_[i].second - intervals_[i].first;
-      }
-      frontier_ns_ = intervals_[folded - 1].second;
-      intervals_.erase(intervals_.begin(), intervals_.begin() + static_cast<std::ptrdiff_t>(folded));
-    }
-  }
+  void compact(bool fold);
 
   std::vector<std::pair<std::int64_t, std::int64_t>> intervals_;
   std::size_t max_intervals_;
@@ -98,6 +49,69 @@ class interval_union {
   std::uint64_t clipped_ = 0;
   bool sorted_ = true;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t interval_union::memory_bytes() const noexcept {
+  return intervals_.capacity() * sizeof(intervals_[0]);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL interval_union::interval_union(std::size_t max_intervals) : max_intervals_(std::max<std::size_t>(max_intervals, 8)) {}
+
+KSCOPE_DECL void interval_union::add(std::int64_t start, std::int64_t end) {
+  if (end <= start) return;
+  if (start < frontier_ns_) {
+    ++clipped_;
+    if (end <= frontier_ns_) return;
+    start = frontier_ns_;
+  }
+  // Fast path: in-order arrival extends the last interval or appends after it.
+  if (!intervals_.empty()) {
+    auto& last = intervals_.back();
+    if (start >= last.first && start <= last.second) {
+      if (end > last.second) last.second = end;
+      return;
+    }
+    if (start < last.first) sorted_ = false;
+  }
+  intervals_.emplace_back(start, end);
+  if (intervals_.size() > max_intervals_) compact(true);
+}
+
+KSCOPE_DECL std::int64_t interval_union::total_ns() {
+  compact(false);
+  std::int64_t sum = committed_ns_;
+  for (const auto& iv : intervals_) sum += iv.second - iv.first;
+  return sum;
+}
+
+KSCOPE_DECL void interval_union::compact(bool fold) {
+  if (!sorted_) {
+    std::sort(intervals_.begin(), intervals_.end());
+    sorted_ = true;
+  }
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < intervals_.size(); ++i) {
+    if (out > 0 && intervals_[i].first <= intervals_[out - 1].second) {
+      intervals_[out - 1].second = std::max(intervals_[out - 1].second, intervals_[i].second);
+    } else {
+      intervals_[out++] = intervals_[i];
+    }
+  }
+  intervals_.resize(out);
+  if (fold && intervals_.size() > max_intervals_ / 2) {
+    // Fold the oldest three quarters: amortizes the sort over many adds.
+    const std::size_t keep = max_intervals_ / 4;
+    const std::size_t folded = intervals_.size() - keep;
+    for (std::size_t i = 0; i < folded; ++i) {
+      committed_ns_ += intervals_[i].second - intervals_[i].first;
+    }
+    frontier_ns_ = intervals_[folded - 1].second;
+    intervals_.erase(intervals_.begin(), intervals_.begin() + static_cast<std::ptrdiff_t>(folded));
+  }
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

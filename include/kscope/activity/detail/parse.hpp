@@ -19,6 +19,7 @@
 // so a CUDA 12 libcupti (whose buffers hold the older structs) is read correctly too.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../cupti/detail/api.hpp"
 
 #if KSCOPE_HAS_CUPTI
@@ -86,11 +87,16 @@ KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, streamId
 
 // CUPTI timestamp (ns) -> kscope clock. 0 stays 0: "not timed" must survive so that the
 // attribution can count and drop it.
-inline std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept {
+KSCOPE_DECL std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept;
+
+KSCOPE_DECL memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept {
   return cupti_ns == 0 ? 0 : static_cast<std::int64_t>(cupti_ns) + offset_ns;
 }
 
-inline memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
+KSCOPE_DECL memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
   switch (copy_kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return memcpy_kind::h2d;
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return memcpy_kind::d2h;
@@ -105,6 +111,7 @@ inline memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
     default: return memcpy_kind::unknown;
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The fields every kind shares; CUPTI names them alike in each of its record structs.
 template <class CuptiRecord>
@@ -119,7 +126,10 @@ inline void copy_header(const CuptiRecord& from, activity_header& to, std::int64
   to.graph_node_id = from.graphNodeId;
 }
 
-inline sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept {
+KSCOPE_DECL sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept {
   switch (type) {
     case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return sync_kind::event;
     case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return sync_kind::stream_wait_event;
@@ -128,6 +138,7 @@ inline sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept {
     default: return sync_kind::unknown;
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Both CUPTI copy records (MEMCPY, MEMCPY2) -> one memcpy_record.
 template <class CuptiCopy>
@@ -147,7 +158,17 @@ inline bool parse_copy(const CuptiCopy& from, std::uint32_t runtime_correlation_
 //
 //   kscope::activity_record r;
 //   if (detail::parse_activity(record, r, 0)) attribution.add(r);
-inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
+KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& out,
+                           std::int64_t clock_offset_ns) noexcept;
+
+// Size of a record of `kind` in the compile-time headers; 0 for unknown kinds. Besides the
+// kinds kscope enables, the API and external-correlation kinds are known: activity kinds
+// are process-wide, so another CUPTI user in the process can put them in kscope's buffers,
+// and the walk steps over them (parse_activity counts them as `other`).
+KSCOPE_DECL std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& out,
                            std::int64_t clock_offset_ns) noexcept {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -218,11 +239,7 @@ inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
   }
 }
 
-// Size of a record of `kind` in the compile-time headers; 0 for unknown kinds. Besides the
-// kinds kscope enables, the API and external-correlation kinds are known: activity kinds
-// are process-wide, so another CUPTI user in the process can put them in kscope's buffers,
-// and the walk steps over them (parse_activity counts them as `other`).
-inline std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
+KSCOPE_DECL std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(cupti_kernel_record);
@@ -238,6 +255,7 @@ inline std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
     default: return 0;
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What one buffer walk saw.
 struct buffer_walk_result {
@@ -302,7 +320,12 @@ buffer_walk_result walk_activity_buffer_fallback(const std::uint8_t* buffer, std
 // attribution (note_malformed), and the records before it are kept.
 //
 //   detail::consume_activity_buffer(&api, buffer, valid_bytes, attribution, 0);
-inline buffer_walk_result consume_activity_buffer(const cupti_api* api, std::uint8_t* buffer,
+KSCOPE_DECL buffer_walk_result consume_activity_buffer(const cupti_api* api, std::uint8_t* buffer,
+                                                  std::size_t valid_bytes, gpu_attribution& attribution,
+                                                  std::int64_t clock_offset_ns);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL buffer_walk_result consume_activity_buffer(const cupti_api* api, std::uint8_t* buffer,
                                                   std::size_t valid_bytes, gpu_attribution& attribution,
                                                   std::int64_t clock_offset_ns) {
   buffer_walk_result result;
@@ -321,6 +344,7 @@ inline buffer_walk_result consume_activity_buffer(const cupti_api* api, std::uin
   attribution.end_of_buffer();
   return result;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -5,6 +5,7 @@
 // it synthetic passes through a fake counter source.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../counters/metrics.hpp"
 #include "../../core/roofline.hpp"
 #include "../../core/work.hpp"
@@ -35,17 +36,11 @@ struct counter_pass_context {
 
 // The benchmark's roofs for the measured point: its compute roof and DRAM bandwidth. No L2
 // or L1 bandwidth is known here, so those points get rates and intensities, no placement.
-inline std::optional<hierarchical_roofs> benchmark_roofs(const counter_pass_context& c) {
-  if (!(c.peak_flops_per_s > 0) || !(c.peak_bytes_per_s > 0)) return std::nullopt;
-  return hierarchical_roofs{roof_line{"benchmark roof", c.peak_flops_per_s, c.peak_bytes_per_s, false}};
-}
+KSCOPE_DECL std::optional<hierarchical_roofs> benchmark_roofs(const counter_pass_context& c);
 
 // Declared work with "not declared" (0) as NaN: compare_declared_work then says nothing
 // about an amount the benchmark never stated, instead of calling 0 bytes a mismatch.
-inline work declared_or_unknown(const work& w) {
-  const double unknown = std::numeric_limits<double>::quiet_NaN();
-  return work{w.flops > 0 ? w.flops : unknown, w.bytes > 0 ? w.bytes : unknown};
-}
+KSCOPE_DECL work declared_or_unknown(const work& w);
 
 // The classification input of the profiled call. The timeline (span and GPU busy time)
 // is given only when every node of the timed call is a profiled kernel: the graph the
@@ -53,7 +48,29 @@ inline work declared_or_unknown(const work& w) {
 // kernels profiled x launches shows that no copy or memset (which the kernel counters do
 // not see) shares the span. Otherwise a benchmark of copies would read as a GPU idling
 // between launches; without the timeline classify() names it as missing instead.
-inline classification_input classification_input_of(const metric_values& totals, std::size_t kernels,
+KSCOPE_DECL classification_input classification_input_of(const metric_values& totals, std::size_t kernels,
+                                                     const counter_pass_context& c);
+
+// The bench_counters of one profiled call. A pass that collected nothing keeps its state
+// and message (the one note the report prints) and no numbers.
+KSCOPE_DECL bench_counters counters_from_pass(const counter_result& pass, const std::vector<std::string>& requested,
+                                         const counter_pass_context& c);
+
+// The bench_counters of a pass that could not run because the call threw.
+KSCOPE_DECL bench_counters counters_not_collected(std::string why, const std::vector<std::string>& requested);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<hierarchical_roofs> benchmark_roofs(const counter_pass_context& c) {
+  if (!(c.peak_flops_per_s > 0) || !(c.peak_bytes_per_s > 0)) return std::nullopt;
+  return hierarchical_roofs{roof_line{"benchmark roof", c.peak_flops_per_s, c.peak_bytes_per_s, false}};
+}
+
+KSCOPE_DECL work declared_or_unknown(const work& w) {
+  const double unknown = std::numeric_limits<double>::quiet_NaN();
+  return work{w.flops > 0 ? w.flops : unknown, w.bytes > 0 ? w.bytes : unknown};
+}
+
+KSCOPE_DECL classification_input classification_input_of(const metric_values& totals, std::size_t kernels,
                                                      const counter_pass_context& c) {
   classification_input in;
   in.counters = totals;
@@ -68,9 +85,7 @@ inline classification_input classification_input_of(const metric_values& totals,
   return in;
 }
 
-// The bench_counters of one profiled call. A pass that collected nothing keeps its state
-// and message (the one note the report prints) and no numbers.
-inline bench_counters counters_from_pass(const counter_result& pass, const std::vector<std::string>& requested,
+KSCOPE_DECL bench_counters counters_from_pass(const counter_result& pass, const std::vector<std::string>& requested,
                                          const counter_pass_context& c) {
   bench_counters out;
   out.state = to_string(pass.state);
@@ -95,14 +110,14 @@ inline bench_counters counters_from_pass(const counter_result& pass, const std::
   return out;
 }
 
-// The bench_counters of a pass that could not run because the call threw.
-inline bench_counters counters_not_collected(std::string why, const std::vector<std::string>& requested) {
+KSCOPE_DECL bench_counters counters_not_collected(std::string why, const std::vector<std::string>& requested) {
   bench_counters out;
   out.state = to_string(counter_state::failed);
   out.message = "hardware counters not collected: " + std::move(why);
   out.requested = requested;
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace harness
 }  // namespace detail

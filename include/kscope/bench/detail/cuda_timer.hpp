@@ -43,21 +43,33 @@ namespace detail {
 namespace harness {
 
 // Not gmtime_r: its libc lock, held by a thread a fork leaves behind, hangs the child.
-inline std::string utc_timestamp() { return utc_timestamp_text(std::time(nullptr)); }
+KSCOPE_DECL std::string utc_timestamp();
 
-inline std::string host_name() {
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string utc_timestamp() { return utc_timestamp_text(std::time(nullptr)); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+KSCOPE_DECL std::string host_name();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string host_name() {
 #if defined(KSCOPE_DETAIL_HAS_UNISTD)
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) == 0) return buf;
 #endif
   return {};
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_HAS_CUDA
 
-inline std::string cuda_message(cudaError_t e, const char* what) {
+KSCOPE_DECL std::string cuda_message(cudaError_t e, const char* what);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string cuda_message(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The clock probe / hold kernel, in PTX so that it needs neither nvcc nor libcuda.
 //   kscope_clock_probe(flag, min_ns, timeout_ns, out)
@@ -148,7 +160,12 @@ struct clock_probe_kernel {
 // Loaded once per process and never unloaded: unloading from a static destructor could
 // run after the CUDA runtime has shut down. A fork during the load waits for it, and the
 // child never inherits it half-done (core/detail/once.hpp).
-inline const clock_probe_kernel& clock_probe() {
+KSCOPE_DECL const clock_probe_kernel& clock_probe();
+
+KSCOPE_DECL kernel_resources query_resources(const void* function, int block_threads, std::size_t dynamic_smem_bytes);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const clock_probe_kernel& clock_probe() {
   static lazy_global<const clock_probe_kernel> probe{lock_rank::init_code_loading};
   return probe.get([] {
     auto* kept = new clock_probe_kernel;
@@ -170,7 +187,7 @@ inline const clock_probe_kernel& clock_probe() {
   });
 }
 
-inline kernel_resources query_resources(const void* function, int block_threads, std::size_t dynamic_smem_bytes) {
+KSCOPE_DECL kernel_resources query_resources(const void* function, int block_threads, std::size_t dynamic_smem_bytes) {
   kernel_resources r;
   r.block_threads = block_threads;
   r.dynamic_smem_bytes = dynamic_smem_bytes;
@@ -207,6 +224,7 @@ inline kernel_resources query_resources(const void* function, int block_threads,
     r.occupancy = static_cast<double>(r.active_blocks_per_sm * warps_per_block) / r.max_warps_per_sm;
   return r;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The CUDA-event timer. Per sample, on one stream:
 //
@@ -226,48 +244,7 @@ class cuda_bench_timer final : public bench_timer {
  public:
   using function = std::function<void(cudaStream_t)>;
 
-  cuda_bench_timer(std::vector<function> targets, cudaStream_t stream, const bench_options& options)
-      : options_(options) {
-    for (auto& f : targets) {
-      targets_.emplace_back();
-      targets_.back().fn = std::move(f);
-    }
-    if (stream != nullptr) {
-      stream_ = stream;
-    } else if (!check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate")) {
-      return;
-    } else {
-      own_stream_ = true;
-    }
-    if (!check(cudaEventCreate(&start_), "cudaEventCreate") || !check(cudaEventCreate(&stop_), "cudaEventCreate"))
-      return;
-    void* host = nullptr;
-    if (!check(cudaHostAlloc(&host, 128, cudaHostAllocMapped), "cudaHostAlloc(mapped)")) return;
-    words_ = static_cast<volatile std::uint64_t*>(host);
-    void* device_words = nullptr;
-    if (!check(cudaHostGetDevicePointer(&device_words, host, 0), "cudaHostGetDevicePointer")) return;
-    device_words_ = reinterpret_cast<std::uint64_t>(device_words);
-    for (int i = 0; i < 16; ++i) words_[i] = 0;
-
-    if (options_.cache == cache_mode::cold) {
-      int device = 0, l2 = 0;
-      cudaGetDevice(&device);
-      cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
-      // Twice the L2 size, and at least 64 MiB in case the attribute under-reports.
-      flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), std::size_t{64} << 20);
-      if (!check(cudaMalloc(&flush_buffer_, flush_bytes_), "cudaMalloc(L2 flush buffer)")) return;
-    }
-    const clock_probe_kernel& probe = clock_probe();
-    probe_ = probe.kernel;
-    if (probe_ == nullptr) {
-      notes_.push_back("SM clock not sampled and launches not held (" + probe.error + ")");
-    } else {
-      // Load the probe into this context now, outside any timed sample.
-      launch_probe(0, 1000, words_index_post);
-      if (!check(cudaStreamSynchronize(stream_), "clock probe test launch")) return;
-    }
-    ready_ = true;
-  }
+  cuda_bench_timer(std::vector<function> targets, cudaStream_t stream, const bench_options& options);
 
   ~cuda_bench_timer() override {
     // Best effort, never throws: the context may already be gone at process exit.
@@ -286,108 +263,18 @@ class cuda_bench_timer final : public bench_timer {
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
   [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
 
-  std::string prepare(std::size_t which, std::size_t launches) override {
-    target& t = targets_.at(which);
-    t.capture = batch_capture{};
-    if (launches <= 1) return "none";
-    if (!options_.use_graphs || !ready_) return "loop";
-    if (t.exec != nullptr) {
-      cudaGraphExecDestroy(t.exec);
-      t.exec = nullptr;
-    }
-    cudaGraph_t graph = nullptr;
-    (void)cudaGetLastError();  // so that an error seen below comes from the calls captured
-    cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
-    cudaError_t first_launch_error = cudaSuccess;
-    if (e == cudaSuccess) {
-      try {
-        for (std::size_t i = 0; i < launches; ++i) {
-          t.fn(stream_);
-          // The call that broke the capture reports why (e.g. cudaErrorStreamCaptureImplicit
-          // for a launch on the legacy default stream); later calls only see "invalidated".
-          const cudaError_t launch_error = cudaPeekAtLastError();
-          if (first_launch_error == cudaSuccess && is_capture_error(launch_error)) first_launch_error = launch_error;
-        }
-      } catch (...) {
-        // End the capture below; the exception is reported by the first timed call.
-      }
-      e = cudaStreamEndCapture(stream_, &graph);
-    }
-    if (e == cudaSuccess && graph != nullptr) {
-      std::size_t nodes = 0;
-      if (cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess) {
-        t.capture.graph_nodes = static_cast<long long>(nodes);
-        if (nodes == 0)
-          t.capture.no_work = "the CUDA graph captured from " + std::to_string(launches) +
-                              " calls on the stream has no nodes";
-      }
-    }
-    // A capture the driver rejected because a call used the legacy default stream: the
-    // work went there, not to the stream the callable was given.
-    for (cudaError_t seen : {first_launch_error, e}) {
-      if (t.capture.no_work.empty() && seen == cudaErrorStreamCaptureImplicit)
-        t.capture.no_work = "capturing " + std::to_string(launches) + " calls into a CUDA graph failed with " +
-                            cuda_message(seen, "a launch") + ", which a launch on the legacy default stream causes";
-    }
-    if (!t.capture.no_work.empty()) {
-      // Nothing to time: leave the stream and the error state clean, build no graph.
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      cudaGetLastError();
-      cudaStreamSynchronize(stream_);
-      cudaGetLastError();
-      return "graph";
-    }
-    if (e == cudaSuccess && graph != nullptr) e = cudaGraphInstantiate(&t.exec, graph, 0);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    if (e == cudaSuccess) e = cudaGraphUpload(t.exec, stream_);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      if (t.exec != nullptr) cudaGraphExecDestroy(t.exec);
-      t.exec = nullptr;
-      t.graph_launches = 0;
-      notes_.push_back("target " + std::to_string(which) + ": CUDA graph capture failed (" +
-                       cuda_message(e, "capture") + "); batched with a loop of launches instead");
-      return "loop";
-    }
-    t.graph_launches = launches;
-    return "graph";
-  }
+  std::string prepare(std::size_t which, std::size_t launches) override;
 
-  batch_capture capture(std::size_t which) const override { return targets_.at(which).capture; }
+  batch_capture capture(std::size_t which) const override;
 
-  timed_sample time(std::size_t which, std::size_t launches) override {
-    if (!ready_) return {};
-    target& t = targets_.at(which);
-    // The first call of a target may load modules or allocate (cuBLAS workspaces),
-    // which can wait for the device: never hold the stream across it.
-    const bool hold = options_.hold_launches && hold_usable_ && t.called && probe_ != nullptr;
-    t.called = true;
-    return sample(&t, launches, hold);
-  }
+  timed_sample time(std::size_t which, std::size_t launches) override;
 
   // The median of empty_samples samples taken exactly as time() takes one (flush,
   // held start, events, post probe) with no call between the events, measured on the
   // first request and kept: the time this stream reads when no work reaches it.
-  double empty_stream_s() override {
-    if (empty_measured_) return empty_stream_s_;
-    empty_measured_ = true;
-    if (!ready_) return empty_stream_s_;
-    const bool hold = options_.hold_launches && hold_usable_ && probe_ != nullptr;
-    std::vector<double> times;
-    for (int i = 0; i < empty_samples; ++i) {
-      const timed_sample x = sample(nullptr, 0, hold);
-      if (x.total_s >= 0) times.push_back(x.total_s);
-    }
-    if (!times.empty()) empty_stream_s_ = quantile(times, 0.5);
-    return empty_stream_s_;
-  }
+  double empty_stream_s() override;
 
-  void execute(std::size_t which) override {
-    if (!ready_) return;
-    targets_.at(which).fn(stream_);
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-  }
+  void execute(std::size_t which) override;
 
   std::vector<std::string> notes() const override { return notes_; }
 
@@ -402,71 +289,10 @@ class cuda_bench_timer final : public bench_timer {
 
   // The errors a stream capture reports when a call did something a capture cannot
   // hold (used to find the call that broke it).
-  static bool is_capture_error(cudaError_t e) noexcept {
-    return e == cudaErrorStreamCaptureImplicit || e == cudaErrorStreamCaptureUnsupported ||
-           e == cudaErrorStreamCaptureInvalidated || e == cudaErrorStreamCaptureIsolation ||
-           e == cudaErrorStreamCaptureUnjoined || e == cudaErrorStreamCaptureUnmatched ||
-           e == cudaErrorStreamCaptureMerge || e == cudaErrorStreamCaptureWrongThread;
-  }
+  static bool is_capture_error(cudaError_t e) noexcept;
 
   // One sample of `launches` calls of `t` (none when t is null: the empty sample).
-  timed_sample sample(target* t, std::size_t launches, bool hold) {
-    timed_sample result;
-    for (int i = 0; i < 8; ++i) words_[i] = 0;
-    words_[flag_index] = 0;
-
-    if (options_.cache == cache_mode::cold && flush_buffer_ != nullptr) {
-      // The byte value changes per sample so no layer can skip a redundant write.
-      if (!check(cudaMemsetAsync(flush_buffer_, static_cast<int>(++flushes_ & 0xff), flush_bytes_, stream_),
-                 "L2 flush memset"))
-        return result;
-    }
-    if (probe_ != nullptr) launch_probe(hold ? device_words_ + flag_index * 8 : 0, hold_min_ns, words_index_pre);
-    bool launched = check(cudaEventRecord(start_, stream_), "cudaEventRecord(start)");
-    std::string failure;
-    if (launched && t != nullptr) {
-      try {
-        if (launches > 1 && t->exec != nullptr && t->graph_launches == launches) {
-          launched = check(cudaGraphLaunch(t->exec, stream_), "cudaGraphLaunch");
-        } else {
-          for (std::size_t i = 0; i < launches; ++i) t->fn(stream_);
-        }
-      } catch (const std::exception& ex) {
-        failure = std::string("the benchmark threw: ") + ex.what();
-      } catch (...) {
-        failure = "the benchmark threw an exception";
-      }
-    }
-    launched = check(cudaEventRecord(stop_, stream_), "cudaEventRecord(stop)") && launched;
-    if (probe_ != nullptr) launch_probe(0, post_probe_ns, words_index_post);
-    release_hold();
-    const bool synced = check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    if (!failure.empty()) {
-      error_ = failure;
-      note_once(failure);
-      return result;
-    }
-    if (!launched || !synced) return result;
-
-    float ms = 0;
-    if (!check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime")) return result;
-    if (hold && words_[words_index_pre + 2] != 0) {
-      // The host could not enqueue the sample within the timeout: the callable blocks on
-      // the stream (a synchronize, a blocking copy). Holding would only add timeouts, so
-      // stop holding, and drop this sample, which includes the wait.
-      hold_usable_ = false;
-      note_once("launches are not held: the benchmark blocks the host on its stream "
-                "(synchronize or blocking copy inside the callable); short kernels may include launch gaps");
-      return result;
-    }
-    result.total_s = static_cast<double>(ms) * 1e-3;
-    const double pre = probe_mhz(words_index_pre);
-    const double post = probe_mhz(words_index_post);
-    if (std::isfinite(pre) && std::isfinite(post)) result.sm_clock_mhz = std::min(pre, post);
-    else if (std::isfinite(post)) result.sm_clock_mhz = post;
-    else result.sm_clock_mhz = pre;
-    return result;
-  }
+  timed_sample sample(target* t, std::size_t launches, bool hold);
 
 
   // Word layout of the mapped host block: the pre probe writes words 0..2, the post
@@ -479,45 +305,14 @@ class cuda_bench_timer final : public bench_timer {
   static constexpr std::uint64_t hold_timeout_ns = 200000000;  // 200 ms
   static constexpr int empty_samples = 7;  // odd: the median is one of them
 
-  bool check(cudaError_t e, const char* what) {
-    if (e == cudaSuccess) return true;
-    error_ = cuda_message(e, what);
-    note_once(error_);
-    cudaGetLastError();
-    return false;
-  }
-  void note_once(const std::string& n) {
-    for (const std::string& x : notes_)
-      if (x == n) return;
-    notes_.push_back(n);
-  }
+  bool check(cudaError_t e, const char* what);
+  void note_once(const std::string& n);
 
-  void launch_probe(std::uint64_t flag_device_address, std::uint64_t min_ns, std::size_t out_index) {
-    std::uint64_t flag = flag_device_address;
-    std::uint64_t min = min_ns;
-    std::uint64_t timeout = hold_timeout_ns;
-    std::uint64_t out = device_words_ + out_index * 8;
-    void* args[] = {&flag, &min, &timeout, &out};
-    if (cudaLaunchKernel(reinterpret_cast<const void*>(probe_), dim3(1), dim3(1), args, 0, stream_) != cudaSuccess) {
-      cudaGetLastError();
-      probe_ = nullptr;
-      note_once("the clock-probe kernel failed to launch; SM clock not sampled, launches not held");
-    }
-  }
+  void launch_probe(std::uint64_t flag_device_address, std::uint64_t min_ns, std::size_t out_index);
 
-  void release_hold() noexcept {
-    // The probe polls this word through the mapped pointer; a volatile store after all
-    // enqueue calls returned is enough, since those calls already handed the work to
-    // the driver.
-    words_[flag_index] = 1;
-  }
+  void release_hold() noexcept;
 
-  double probe_mhz(std::size_t index) const noexcept {
-    const std::uint64_t cycles = words_[index];
-    const std::uint64_t ns = words_[index + 1];
-    if (words_[index + 2] != 0 || ns == 0 || cycles == 0) return std::numeric_limits<double>::quiet_NaN();
-    return static_cast<double>(cycles) * 1e3 / static_cast<double>(ns);
-  }
+  double probe_mhz(std::size_t index) const noexcept;
 
   bench_options options_;
   std::vector<target> targets_;
@@ -538,6 +333,258 @@ class cuda_bench_timer final : public bench_timer {
   std::string error_;
   std::vector<std::string> notes_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL batch_capture cuda_bench_timer::capture(std::size_t which) const { return targets_.at(which).capture; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL cuda_bench_timer::cuda_bench_timer(std::vector<function> targets, cudaStream_t stream, const bench_options& options) : options_(options) {
+  for (auto& f : targets) {
+    targets_.emplace_back();
+    targets_.back().fn = std::move(f);
+  }
+  if (stream != nullptr) {
+    stream_ = stream;
+  } else if (!check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate")) {
+    return;
+  } else {
+    own_stream_ = true;
+  }
+  if (!check(cudaEventCreate(&start_), "cudaEventCreate") || !check(cudaEventCreate(&stop_), "cudaEventCreate"))
+    return;
+  void* host = nullptr;
+  if (!check(cudaHostAlloc(&host, 128, cudaHostAllocMapped), "cudaHostAlloc(mapped)")) return;
+  words_ = static_cast<volatile std::uint64_t*>(host);
+  void* device_words = nullptr;
+  if (!check(cudaHostGetDevicePointer(&device_words, host, 0), "cudaHostGetDevicePointer")) return;
+  device_words_ = reinterpret_cast<std::uint64_t>(device_words);
+  for (int i = 0; i < 16; ++i) words_[i] = 0;
+
+  if (options_.cache == cache_mode::cold) {
+    int device = 0, l2 = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
+    // Twice the L2 size, and at least 64 MiB in case the attribute under-reports.
+    flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), std::size_t{64} << 20);
+    if (!check(cudaMalloc(&flush_buffer_, flush_bytes_), "cudaMalloc(L2 flush buffer)")) return;
+  }
+  const clock_probe_kernel& probe = clock_probe();
+  probe_ = probe.kernel;
+  if (probe_ == nullptr) {
+    notes_.push_back("SM clock not sampled and launches not held (" + probe.error + ")");
+  } else {
+    // Load the probe into this context now, outside any timed sample.
+    launch_probe(0, 1000, words_index_post);
+    if (!check(cudaStreamSynchronize(stream_), "clock probe test launch")) return;
+  }
+  ready_ = true;
+}
+
+KSCOPE_DECL std::string cuda_bench_timer::prepare(std::size_t which, std::size_t launches) {
+  target& t = targets_.at(which);
+  t.capture = batch_capture{};
+  if (launches <= 1) return "none";
+  if (!options_.use_graphs || !ready_) return "loop";
+  if (t.exec != nullptr) {
+    cudaGraphExecDestroy(t.exec);
+    t.exec = nullptr;
+  }
+  cudaGraph_t graph = nullptr;
+  (void)cudaGetLastError();  // so that an error seen below comes from the calls captured
+  cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+  cudaError_t first_launch_error = cudaSuccess;
+  if (e == cudaSuccess) {
+    try {
+      for (std::size_t i = 0; i < launches; ++i) {
+        t.fn(stream_);
+        // The call that broke the capture reports why (e.g. cudaErrorStreamCaptureImplicit
+        // for a launch on the legacy default stream); later calls only see "invalidated".
+        const cudaError_t launch_error = cudaPeekAtLastError();
+        if (first_launch_error == cudaSuccess && is_capture_error(launch_error)) first_launch_error = launch_error;
+      }
+    } catch (...) {
+      // End the capture below; the exception is reported by the first timed call.
+    }
+    e = cudaStreamEndCapture(stream_, &graph);
+  }
+  if (e == cudaSuccess && graph != nullptr) {
+    std::size_t nodes = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess) {
+      t.capture.graph_nodes = static_cast<long long>(nodes);
+      if (nodes == 0)
+        t.capture.no_work = "the CUDA graph captured from " + std::to_string(launches) +
+                            " calls on the stream has no nodes";
+    }
+  }
+  // A capture the driver rejected because a call used the legacy default stream: the
+  // work went there, not to the stream the callable was given.
+  for (cudaError_t seen : {first_launch_error, e}) {
+    if (t.capture.no_work.empty() && seen == cudaErrorStreamCaptureImplicit)
+      t.capture.no_work = "capturing " + std::to_string(launches) + " calls into a CUDA graph failed with " +
+                          cuda_message(seen, "a launch") + ", which a launch on the legacy default stream causes";
+  }
+  if (!t.capture.no_work.empty()) {
+    // Nothing to time: leave the stream and the error state clean, build no graph.
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    cudaStreamSynchronize(stream_);
+    cudaGetLastError();
+    return "graph";
+  }
+  if (e == cudaSuccess && graph != nullptr) e = cudaGraphInstantiate(&t.exec, graph, 0);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (e == cudaSuccess) e = cudaGraphUpload(t.exec, stream_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    if (t.exec != nullptr) cudaGraphExecDestroy(t.exec);
+    t.exec = nullptr;
+    t.graph_launches = 0;
+    notes_.push_back("target " + std::to_string(which) + ": CUDA graph capture failed (" +
+                     cuda_message(e, "capture") + "); batched with a loop of launches instead");
+    return "loop";
+  }
+  t.graph_launches = launches;
+  return "graph";
+}
+
+KSCOPE_DECL timed_sample cuda_bench_timer::time(std::size_t which, std::size_t launches) {
+  if (!ready_) return {};
+  target& t = targets_.at(which);
+  // The first call of a target may load modules or allocate (cuBLAS workspaces),
+  // which can wait for the device: never hold the stream across it.
+  const bool hold = options_.hold_launches && hold_usable_ && t.called && probe_ != nullptr;
+  t.called = true;
+  return sample(&t, launches, hold);
+}
+
+KSCOPE_DECL double cuda_bench_timer::empty_stream_s() {
+  if (empty_measured_) return empty_stream_s_;
+  empty_measured_ = true;
+  if (!ready_) return empty_stream_s_;
+  const bool hold = options_.hold_launches && hold_usable_ && probe_ != nullptr;
+  std::vector<double> times;
+  for (int i = 0; i < empty_samples; ++i) {
+    const timed_sample x = sample(nullptr, 0, hold);
+    if (x.total_s >= 0) times.push_back(x.total_s);
+  }
+  if (!times.empty()) empty_stream_s_ = quantile(times, 0.5);
+  return empty_stream_s_;
+}
+
+KSCOPE_DECL void cuda_bench_timer::execute(std::size_t which) {
+  if (!ready_) return;
+  targets_.at(which).fn(stream_);
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+KSCOPE_DECL bool cuda_bench_timer::is_capture_error(cudaError_t e) noexcept {
+  return e == cudaErrorStreamCaptureImplicit || e == cudaErrorStreamCaptureUnsupported ||
+         e == cudaErrorStreamCaptureInvalidated || e == cudaErrorStreamCaptureIsolation ||
+         e == cudaErrorStreamCaptureUnjoined || e == cudaErrorStreamCaptureUnmatched ||
+         e == cudaErrorStreamCaptureMerge || e == cudaErrorStreamCaptureWrongThread;
+}
+
+KSCOPE_DECL timed_sample cuda_bench_timer::sample(target* t, std::size_t launches, bool hold) {
+  timed_sample result;
+  for (int i = 0; i < 8; ++i) words_[i] = 0;
+  words_[flag_index] = 0;
+
+  if (options_.cache == cache_mode::cold && flush_buffer_ != nullptr) {
+    // The byte value changes per sample so no layer can skip a redundant write.
+    if (!check(cudaMemsetAsync(flush_buffer_, static_cast<int>(++flushes_ & 0xff), flush_bytes_, stream_),
+               "L2 flush memset"))
+      return result;
+  }
+  if (probe_ != nullptr) launch_probe(hold ? device_words_ + flag_index * 8 : 0, hold_min_ns, words_index_pre);
+  bool launched = check(cudaEventRecord(start_, stream_), "cudaEventRecord(start)");
+  std::string failure;
+  if (launched && t != nullptr) {
+    try {
+      if (launches > 1 && t->exec != nullptr && t->graph_launches == launches) {
+        launched = check(cudaGraphLaunch(t->exec, stream_), "cudaGraphLaunch");
+      } else {
+        for (std::size_t i = 0; i < launches; ++i) t->fn(stream_);
+      }
+    } catch (const std::exception& ex) {
+      failure = std::string("the benchmark threw: ") + ex.what();
+    } catch (...) {
+      failure = "the benchmark threw an exception";
+    }
+  }
+  launched = check(cudaEventRecord(stop_, stream_), "cudaEventRecord(stop)") && launched;
+  if (probe_ != nullptr) launch_probe(0, post_probe_ns, words_index_post);
+  release_hold();
+  const bool synced = check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  if (!failure.empty()) {
+    error_ = failure;
+    note_once(failure);
+    return result;
+  }
+  if (!launched || !synced) return result;
+
+  float ms = 0;
+  if (!check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime")) return result;
+  if (hold && words_[words_index_pre + 2] != 0) {
+    // The host could not enqueue the sample within the timeout: the callable blocks on
+    // the stream (a synchronize, a blocking copy). Holding would only add timeouts, so
+    // stop holding, and drop this sample, which includes the wait.
+    hold_usable_ = false;
+    note_once("launches are not held: the benchmark blocks the host on its stream "
+              "(synchronize or blocking copy inside the callable); short kernels may include launch gaps");
+    return result;
+  }
+  result.total_s = static_cast<double>(ms) * 1e-3;
+  const double pre = probe_mhz(words_index_pre);
+  const double post = probe_mhz(words_index_post);
+  if (std::isfinite(pre) && std::isfinite(post)) result.sm_clock_mhz = std::min(pre, post);
+  else if (std::isfinite(post)) result.sm_clock_mhz = post;
+  else result.sm_clock_mhz = pre;
+  return result;
+}
+
+KSCOPE_DECL bool cuda_bench_timer::check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  error_ = cuda_message(e, what);
+  note_once(error_);
+  cudaGetLastError();
+  return false;
+}
+
+KSCOPE_DECL void cuda_bench_timer::note_once(const std::string& n) {
+  for (const std::string& x : notes_)
+    if (x == n) return;
+  notes_.push_back(n);
+}
+
+KSCOPE_DECL void cuda_bench_timer::launch_probe(std::uint64_t flag_device_address, std::uint64_t min_ns, std::size_t out_index) {
+  std::uint64_t flag = flag_device_address;
+  std::uint64_t min = min_ns;
+  std::uint64_t timeout = hold_timeout_ns;
+  std::uint64_t out = device_words_ + out_index * 8;
+  void* args[] = {&flag, &min, &timeout, &out};
+  if (cudaLaunchKernel(reinterpret_cast<const void*>(probe_), dim3(1), dim3(1), args, 0, stream_) != cudaSuccess) {
+    cudaGetLastError();
+    probe_ = nullptr;
+    note_once("the clock-probe kernel failed to launch; SM clock not sampled, launches not held");
+  }
+}
+
+KSCOPE_DECL void cuda_bench_timer::release_hold() noexcept {
+  // The probe polls this word through the mapped pointer; a volatile store after all
+  // enqueue calls returned is enough, since those calls already handed the work to
+  // the driver.
+  words_[flag_index] = 1;
+}
+
+KSCOPE_DECL double cuda_bench_timer::probe_mhz(std::size_t index) const noexcept {
+  const std::uint64_t cycles = words_[index];
+  const std::uint64_t ns = words_[index + 1];
+  if (words_[index + 2] != 0 || ns == 0 || cycles == 0) return std::numeric_limits<double>::quiet_NaN();
+  return static_cast<double>(cycles) * 1e3 / static_cast<double>(ns);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #endif  // KSCOPE_HAS_CUDA
 

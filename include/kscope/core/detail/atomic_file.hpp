@@ -19,6 +19,7 @@
 //   if (!kscope::detail::write_file_atomically("run.json", doc, &why)) std::fprintf(stderr, "%s\n", why.c_str());
 #pragma once
 
+#include "../config.hpp"
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -41,19 +42,29 @@ namespace kscope {
 namespace detail {
 
 // "cannot write PATH: <strerror(error)>" (std::generic_category: thread-safe, unlike strerror).
-[[nodiscard]] inline std::string file_write_error(std::string_view path, int error, std::string_view step = {}) {
+[[nodiscard]] KSCOPE_DECL std::string file_write_error(std::string_view path, int error, std::string_view step = {});
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string file_write_error(std::string_view path, int error, std::string_view step) {
   std::string message = "cannot write " + std::string(path) + ": ";
   if (!step.empty()) message += std::string(step) + ": ";
   message += std::generic_category().message(error);
   return message;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_DETAIL_POSIX_FILES
 
 // Writes all of `content` to an open descriptor, through short writes and signals. 0 on
 // success, else the errno of the write that failed. Also what tests use on /dev/full.
 //   int fd = ::open("/dev/full", O_WRONLY); int e = kscope::detail::write_all(fd, "x");  // ENOSPC
-[[nodiscard]] inline int write_all(int fd, std::string_view content) noexcept {
+[[nodiscard]] KSCOPE_DECL int write_all(int fd, std::string_view content) noexcept;
+
+// Writes in place (a device, FIFO or other target that cannot be replaced).
+KSCOPE_DECL bool write_file_in_place(const std::string& path, std::string_view content, std::string* error) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL int write_all(int fd, std::string_view content) noexcept {
   std::size_t done = 0;
   while (done < content.size()) {
     const ::ssize_t n = ::write(fd, content.data() + done, content.size() - done);
@@ -67,8 +78,7 @@ namespace detail {
   return 0;
 }
 
-// Writes in place (a device, FIFO or other target that cannot be replaced).
-inline bool write_file_in_place(const std::string& path, std::string_view content, std::string* error) noexcept {
+KSCOPE_DECL bool write_file_in_place(const std::string& path, std::string_view content, std::string* error) noexcept {
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   int failure = fd < 0 ? errno : write_all(fd, content);
   if (fd >= 0 && ::close(fd) != 0 && failure == 0) failure = errno;
@@ -77,13 +87,18 @@ inline bool write_file_in_place(const std::string& path, std::string_view conten
   }
   return failure == 0;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #endif
 
 // Replaces `path` with `content`, completely or not at all (see the top of this header).
 // False, with *error = "cannot write PATH: why", on any failure; never throws.
-[[nodiscard]] inline bool write_file_atomically(const std::string& path, std::string_view content,
-                                                std::string* error = nullptr) noexcept {
+[[nodiscard]] KSCOPE_DECL bool write_file_atomically(const std::string& path, std::string_view content,
+                                                std::string* error = nullptr) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool write_file_atomically(const std::string& path, std::string_view content,
+                                                std::string* error) noexcept {
   const auto fail = [&](int failure, std::string_view step = {}) {
     if (error) {
       try { *error = file_write_error(path, failure, step); } catch (...) {}
@@ -153,6 +168,7 @@ inline bool write_file_in_place(const std::string& path, std::string_view conten
     return fail(ENOMEM);
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

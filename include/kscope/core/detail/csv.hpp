@@ -2,6 +2,7 @@
 // benchmark results (bench/format.hpp) and the session report (report/report.hpp).
 #pragma once
 
+#include "../config.hpp"
 #include "number_format.hpp"
 #include "text_escape.hpp"
 
@@ -16,7 +17,12 @@ namespace detail {
 // its printable form (\x1b, \0; a CSV is read in terminals and spreadsheets too); a field
 // with a comma, quote, CR or LF, or a blank at either end (which some readers trim), is
 // quoted, its quotes doubled.
-inline std::string csv_field(const std::string& s) {
+KSCOPE_DECL std::string csv_field(const std::string& s);
+// Full precision so a CSV reader gets the same doubles; empty for unknown (NaN).
+KSCOPE_DECL std::string csv_number(double v);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string csv_field(const std::string& s) {
   std::string clean;
   clean.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
@@ -38,11 +44,12 @@ inline std::string csv_field(const std::string& s) {
   }
   return q + "\"";
 }
-// Full precision so a CSV reader gets the same doubles; empty for unknown (NaN).
-inline std::string csv_number(double v) {
+
+KSCOPE_DECL std::string csv_number(double v) {
   if (!std::isfinite(v)) return "";
   return format_general(v, 17);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -19,6 +19,8 @@
 //   switch (kscope::detail::parse_switch(std::getenv("KSCOPE_CUPTI"))) { ... }
 #pragma once
 
+#include "../config.hpp"
+
 #include <cstddef>
 #include <cstring>
 
@@ -28,7 +30,10 @@ namespace detail {
 enum class switch_value { unset, off, on, unrecognised };
 
 // What an environment value says (nullptr: the variable is not set).
-[[nodiscard]] inline switch_value parse_switch(const char* text) noexcept {
+[[nodiscard]] KSCOPE_DECL switch_value parse_switch(const char* text) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL switch_value parse_switch(const char* text) noexcept {
   if (text == nullptr) return switch_value::unset;
   const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
   const char* begin = text;
@@ -53,10 +58,14 @@ enum class switch_value { unset, off, on, unrecognised };
     if (std::strcmp(word, w) == 0) return switch_value::on;
   return switch_value::unrecognised;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Whether an environment value is `word` (lower case), trimmed and in any case: the
 // switches that take a word besides on/off (KSCOPE_COUNTERS=kernel).
-[[nodiscard]] inline bool equals_word(const char* text, const char* word) noexcept {
+[[nodiscard]] KSCOPE_DECL bool equals_word(const char* text, const char* word) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool equals_word(const char* text, const char* word) noexcept {
   if (text == nullptr) return false;
   const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
   while (blank(*text)) ++text;
@@ -69,6 +78,7 @@ enum class switch_value { unset, off, on, unrecognised };
     if (!blank(*rest)) return false;
   return true;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The accepted values, for a message about one that was not.
 inline constexpr const char* accepted_switch_values =

@@ -23,6 +23,8 @@
 // its scopes keep host times only.
 #pragma once
 
+#include "../config.hpp"
+
 #include <atomic>
 #include <mutex>
 
@@ -94,18 +96,7 @@ class fork_lock_registry {
   // still held. Locks that live as long as the process only: kscope's singletons are
   // never destroyed.
   void add(pthread_mutex_t* m, lock_rank rank, const std::atomic<const void*>* owner = nullptr,
-           void (*in_child)(void*) = nullptr, void* context = nullptr) noexcept {
-    install_handlers();
-    pthread_mutex_lock(&mutex_);
-    bool known = false;
-    for (int i = 0; i < count_ && !known; ++i) known = entries_[i].mutex == m;
-    if (!known && count_ < capacity) {  // full cannot happen: kscope has fewer
-      int i = count_++;
-      for (; i > 0 && entries_[i - 1].rank > static_cast<int>(rank); --i) entries_[i] = entries_[i - 1];
-      entries_[i] = entry{m, owner, static_cast<int>(rank), in_child, context, false};
-    }
-    pthread_mutex_unlock(&mutex_);
-  }
+           void (*in_child)(void*) = nullptr, void* context = nullptr) noexcept;
 
  private:
   struct entry {
@@ -122,70 +113,19 @@ class fork_lock_registry {
   // pthread_atfork once per process, by the first registration. A fork that happens while
   // another thread installs the handlers leaves a child in which `installer_` names a
   // process that is not this one: the child installs them itself.
-  void install_handlers() noexcept {
-    if (installed_.load(std::memory_order_acquire)) return;
-    const long self = static_cast<long>(getpid());
-    long owner = installer_.load(std::memory_order_acquire);
-    for (;;) {
-      if (installed_.load(std::memory_order_acquire)) return;
-      if (owner == self) {  // another thread of this process is installing them now
-        sched_yield();
-        owner = installer_.load(std::memory_order_acquire);
-        continue;
-      }
-      if (installer_.compare_exchange_weak(owner, self, std::memory_order_acq_rel)) break;
-    }
-    if (pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child) == 0)
-      installed_.store(true, std::memory_order_release);
-    else
-      installer_.store(0, std::memory_order_release);  // out of memory: the next registration tries again
-  }
+  void install_handlers() noexcept;
 
   // Takes every registered lock, in rank order, holding the registry's own lock only to
   // read the list and, at the end, to check that nothing was registered meanwhile (a
   // constructor that registers its locks may be running inside an initialization this
   // handler waits for). Then it holds that lock too, until after the fork, so that no new
   // lock or initialization can start in between.
-  static void before_fork() noexcept {
-    fork_lock_registry& r = global();
-    const void* const self = this_thread_marker();
-    for (;;) {
-      pthread_mutex_lock(&r.mutex_);
-      const int count = r.count_;
-      entry seen[capacity];
-      for (int i = 0; i < count; ++i) seen[i] = r.entries_[i];
-      pthread_mutex_unlock(&r.mutex_);
-      for (int i = 0; i < count; ++i) {
-        seen[i].held = !(seen[i].owner != nullptr && seen[i].owner->load(std::memory_order_acquire) == self);
-        if (seen[i].held) pthread_mutex_lock(seen[i].mutex);
-      }
-      pthread_mutex_lock(&r.mutex_);
-      if (r.count_ == count) {  // the same list: entries are only ever added
-        for (int i = 0; i < count; ++i) r.entries_[i].held = seen[i].held;
-        return;
-      }
-      pthread_mutex_unlock(&r.mutex_);
-      for (int i = count; i-- > 0;)
-        if (seen[i].held) pthread_mutex_unlock(seen[i].mutex);
-    }
-  }
-  static void release_after_fork(fork_lock_registry& r) noexcept {
-    for (int i = r.count_; i-- > 0;) {
-      if (r.entries_[i].held) pthread_mutex_unlock(r.entries_[i].mutex);
-      r.entries_[i].held = false;
-    }
-    pthread_mutex_unlock(&r.mutex_);
-  }
+  static void before_fork() noexcept;
+  static void release_after_fork(fork_lock_registry& r) noexcept;
   static void after_fork_in_parent() noexcept { release_after_fork(global()); }
   // The forking thread holds every lock, so the child's state is consistent; threads that
   // were waiting for a lock do not exist here, which `in_child` tells their owner.
-  static void after_fork_in_child() noexcept {
-    fork_lock_registry& r = global();
-    r.installed_.store(true, std::memory_order_relaxed);
-    for (int i = 0; i < r.count_; ++i)
-      if (r.entries_[i].in_child != nullptr) r.entries_[i].in_child(r.entries_[i].context);
-    release_after_fork(r);
-  }
+  static void after_fork_in_child() noexcept;
 
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;  // guards count_ and entries_
   entry entries_[capacity] = {};
@@ -194,11 +134,91 @@ class fork_lock_registry {
   std::atomic<long> installer_{0};  // pid of the process whose thread installs the handlers
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void fork_lock_registry::add(pthread_mutex_t* m, lock_rank rank, const std::atomic<const void*>* owner,
+         void (*in_child)(void*), void* context) noexcept {
+  install_handlers();
+  pthread_mutex_lock(&mutex_);
+  bool known = false;
+  for (int i = 0; i < count_ && !known; ++i) known = entries_[i].mutex == m;
+  if (!known && count_ < capacity) {  // full cannot happen: kscope has fewer
+    int i = count_++;
+    for (; i > 0 && entries_[i - 1].rank > static_cast<int>(rank); --i) entries_[i] = entries_[i - 1];
+    entries_[i] = entry{m, owner, static_cast<int>(rank), in_child, context, false};
+  }
+  pthread_mutex_unlock(&mutex_);
+}
+
+KSCOPE_DECL void fork_lock_registry::install_handlers() noexcept {
+  if (installed_.load(std::memory_order_acquire)) return;
+  const long self = static_cast<long>(getpid());
+  long owner = installer_.load(std::memory_order_acquire);
+  for (;;) {
+    if (installed_.load(std::memory_order_acquire)) return;
+    if (owner == self) {  // another thread of this process is installing them now
+      sched_yield();
+      owner = installer_.load(std::memory_order_acquire);
+      continue;
+    }
+    if (installer_.compare_exchange_weak(owner, self, std::memory_order_acq_rel)) break;
+  }
+  if (pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child) == 0)
+    installed_.store(true, std::memory_order_release);
+  else
+    installer_.store(0, std::memory_order_release);  // out of memory: the next registration tries again
+}
+
+KSCOPE_DECL void fork_lock_registry::before_fork() noexcept {
+  fork_lock_registry& r = global();
+  const void* const self = this_thread_marker();
+  for (;;) {
+    pthread_mutex_lock(&r.mutex_);
+    const int count = r.count_;
+    entry seen[capacity];
+    for (int i = 0; i < count; ++i) seen[i] = r.entries_[i];
+    pthread_mutex_unlock(&r.mutex_);
+    for (int i = 0; i < count; ++i) {
+      seen[i].held = !(seen[i].owner != nullptr && seen[i].owner->load(std::memory_order_acquire) == self);
+      if (seen[i].held) pthread_mutex_lock(seen[i].mutex);
+    }
+    pthread_mutex_lock(&r.mutex_);
+    if (r.count_ == count) {  // the same list: entries are only ever added
+      for (int i = 0; i < count; ++i) r.entries_[i].held = seen[i].held;
+      return;
+    }
+    pthread_mutex_unlock(&r.mutex_);
+    for (int i = count; i-- > 0;)
+      if (seen[i].held) pthread_mutex_unlock(seen[i].mutex);
+  }
+}
+
+KSCOPE_DECL void fork_lock_registry::release_after_fork(fork_lock_registry& r) noexcept {
+  for (int i = r.count_; i-- > 0;) {
+    if (r.entries_[i].held) pthread_mutex_unlock(r.entries_[i].mutex);
+    r.entries_[i].held = false;
+  }
+  pthread_mutex_unlock(&r.mutex_);
+}
+
+KSCOPE_DECL void fork_lock_registry::after_fork_in_child() noexcept {
+  fork_lock_registry& r = global();
+  r.installed_.store(true, std::memory_order_relaxed);
+  for (int i = 0; i < r.count_; ++i)
+    if (r.entries_[i].in_child != nullptr) r.entries_[i].in_child(r.entries_[i].context);
+  release_after_fork(r);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // Registers a std::mutex that lives as long as the process.
-inline void guard_across_fork(std::mutex& m, lock_rank rank, void (*in_child)(void*) = nullptr,
-                              void* context = nullptr) noexcept {
+KSCOPE_DECL void guard_across_fork(std::mutex& m, lock_rank rank, void (*in_child)(void*) = nullptr,
+                              void* context = nullptr) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void guard_across_fork(std::mutex& m, lock_rank rank, void (*in_child)(void*),
+                              void* context) noexcept {
   fork_lock_registry::global().add(m.native_handle(), rank, nullptr, in_child, context);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A mutex usable as a function-local static or namespace-scope variable with no guard
 // (constant-initialized, trivially destructible, never destroyed), registered with the

@@ -27,6 +27,7 @@
 //   double v = parsed.value.find("a")->at(1).number;   // 2.5
 #pragma once
 
+#include "../config.hpp"
 #include "number_format.hpp"
 #include "once.hpp"
 #include "text_escape.hpp"
@@ -136,54 +137,84 @@ struct json_value {
   json_list<json_value> items;                             // array elements
   json_list<std::pair<std::string, json_value>> members;   // object members, in order
 
-  [[nodiscard]] bool is_null() const noexcept { return type == json_type::null; }
-  [[nodiscard]] bool is_bool() const noexcept { return type == json_type::boolean; }
-  [[nodiscard]] bool is_number() const noexcept { return type == json_type::number; }
-  [[nodiscard]] bool is_string() const noexcept { return type == json_type::string; }
-  [[nodiscard]] bool is_array() const noexcept { return type == json_type::array; }
-  [[nodiscard]] bool is_object() const noexcept { return type == json_type::object; }
+  [[nodiscard]] bool is_null() const noexcept;
+  [[nodiscard]] bool is_bool() const noexcept;
+  [[nodiscard]] bool is_number() const noexcept;
+  [[nodiscard]] bool is_string() const noexcept;
+  [[nodiscard]] bool is_array() const noexcept;
+  [[nodiscard]] bool is_object() const noexcept;
 
   // The first member named `key`, or nullptr (also when this is not an object).
-  [[nodiscard]] const json_value* find(std::string_view key) const noexcept {
-    if (type != json_type::object) return nullptr;
-    for (const auto& m : members)
-      if (m.first == key) return &m.second;
-    return nullptr;
-  }
+  [[nodiscard]] const json_value* find(std::string_view key) const noexcept;
   // Array element i; a shared null value when out of range or not an array.
-  [[nodiscard]] const json_value& at(std::size_t i) const noexcept {
-    if (type == json_type::array && i < items.size()) return items[i];
-    // Not a function-local static, whose guard a fork could catch held (once.hpp).
-    static lazy_global<const json_value> none{lock_rank::init};
-    return none.get([] { return new json_value; });
-  }
+  [[nodiscard]] const json_value& at(std::size_t i) const noexcept;
   // The number, or `fallback` when this is not a number (null included: kscope writes
   // NaN as null, so pass NaN to get it back).
-  [[nodiscard]] double number_or(double fallback) const noexcept {
-    return type == json_type::number ? number : fallback;
-  }
-  [[nodiscard]] std::string string_or(std::string fallback) const {
-    return type == json_type::string ? string : fallback;
-  }
+  [[nodiscard]] double number_or(double fallback) const noexcept;
+  [[nodiscard]] std::string string_or(std::string fallback) const;
   // The member's number / string / bool, or `fallback` when absent or of another type.
-  [[nodiscard]] double member_number(std::string_view key, double fallback) const noexcept {
-    const json_value* v = find(key);
-    return v ? v->number_or(fallback) : fallback;
-  }
-  [[nodiscard]] std::string member_string(std::string_view key, std::string fallback = {}) const {
-    const json_value* v = find(key);
-    return v ? v->string_or(std::move(fallback)) : fallback;
-  }
-  [[nodiscard]] bool member_bool(std::string_view key, bool fallback) const noexcept {
-    const json_value* v = find(key);
-    return (v && v->is_bool()) ? v->boolean : fallback;
-  }
+  [[nodiscard]] double member_number(std::string_view key, double fallback) const noexcept;
+  [[nodiscard]] std::string member_string(std::string_view key, std::string fallback = {}) const;
+  [[nodiscard]] bool member_bool(std::string_view key, bool fallback) const noexcept;
   // The member as an integer in [lo, hi] (see json_integer); `fallback` when the member
   // is absent or null. Throws json_field_error for anything else.
   //   std::size_t depth = scope.member_integer<std::size_t>("depth", 0, 4096, 1);
   template <class Integer>
   [[nodiscard]] Integer member_integer(std::string_view key, Integer lo, Integer hi, Integer fallback) const;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool json_value::is_null() const noexcept { return type == json_type::null; }
+
+KSCOPE_DECL bool json_value::is_bool() const noexcept { return type == json_type::boolean; }
+
+KSCOPE_DECL bool json_value::is_number() const noexcept { return type == json_type::number; }
+
+KSCOPE_DECL bool json_value::is_string() const noexcept { return type == json_type::string; }
+
+KSCOPE_DECL bool json_value::is_array() const noexcept { return type == json_type::array; }
+
+KSCOPE_DECL bool json_value::is_object() const noexcept { return type == json_type::object; }
+
+KSCOPE_DECL double json_value::number_or(double fallback) const noexcept {
+  return type == json_type::number ? number : fallback;
+}
+
+KSCOPE_DECL std::string json_value::string_or(std::string fallback) const {
+  return type == json_type::string ? string : fallback;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const json_value* json_value::find(std::string_view key) const noexcept {
+  if (type != json_type::object) return nullptr;
+  for (const auto& m : members)
+    if (m.first == key) return &m.second;
+  return nullptr;
+}
+
+KSCOPE_DECL const json_value& json_value::at(std::size_t i) const noexcept {
+  if (type == json_type::array && i < items.size()) return items[i];
+  // Not a function-local static, whose guard a fork could catch held (once.hpp).
+  static lazy_global<const json_value> none{lock_rank::init};
+  return none.get([] { return new json_value; });
+}
+
+KSCOPE_DECL double json_value::member_number(std::string_view key, double fallback) const noexcept {
+  const json_value* v = find(key);
+  return v ? v->number_or(fallback) : fallback;
+}
+
+KSCOPE_DECL std::string json_value::member_string(std::string_view key, std::string fallback) const {
+  const json_value* v = find(key);
+  return v ? v->string_or(std::move(fallback)) : fallback;
+}
+
+KSCOPE_DECL bool json_value::member_bool(std::string_view key, bool fallback) const noexcept {
+  const json_value* v = find(key);
+  return (v && v->is_bool()) ? v->boolean : fallback;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A value that is valid JSON but not what a document reader needs there: a count of -5, a
 // depth of 1e9, a size as a string. what() names the field and what was expected.
@@ -196,13 +227,16 @@ class json_field_error : public std::runtime_error {
 // "offset 17: expected ':' after an object key".
 class json_syntax_error : public std::runtime_error {
  public:
-  json_syntax_error(std::size_t offset, const std::string& message)
-      : std::runtime_error("offset " + std::to_string(offset) + ": " + message), offset_(offset) {}
+  json_syntax_error(std::size_t offset, const std::string& message);
   [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
 
  private:
   std::size_t offset_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL json_syntax_error::json_syntax_error(std::size_t offset, const std::string& message) : std::runtime_error("offset " + std::to_string(offset) + ": " + message), offset_(offset) {}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A document beyond a json_limits bound: too large, too deep, too many values. Valid
 // JSON, perhaps, but more than a reader of kscope's documents takes on.
@@ -212,7 +246,10 @@ class json_limit_error : public json_syntax_error {
 };
 
 // How to describe a JSON value in an error message: "-5", "1e+300", "a string".
-[[nodiscard]] inline std::string describe_json_value(const json_value& v) {
+[[nodiscard]] KSCOPE_DECL std::string describe_json_value(const json_value& v);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string describe_json_value(const json_value& v) {
   switch (v.type) {
     case json_type::null: return "null";
     case json_type::boolean: return v.boolean ? "true" : "false";
@@ -223,6 +260,7 @@ class json_limit_error : public json_syntax_error {
   }
   return "?";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // `v` as an Integer when it is a whole number in [lo, hi]; throws json_field_error
 // otherwise: field "depth" must be an integer in [0, 4096], got -5. The one place kscope
@@ -280,285 +318,56 @@ struct json_parse_result {
 // Throws json_syntax_error.
 class json_parser {
  public:
-  json_parser(std::string_view text, const json_limits& limits) : text_(text), limits_(limits) {
-    if (text.size() > limits.max_input_bytes)
-      throw json_limit_error(0, "the document is " + std::to_string(text.size()) + " bytes, over the limit of " +
-                                    std::to_string(limits.max_input_bytes) + " bytes");
-  }
+  json_parser(std::string_view text, const json_limits& limits);
 
   // Reads one value at nesting `depth` into `out`, counting it and its parts against
   // `max_values` (reset per call).
-  void read_tree(json_value& out, std::size_t depth, std::size_t max_values) {
-    values_ = 0;
-    max_values_ = max_values;
-    parse_value(out, depth);
-  }
+  void read_tree(json_value& out, std::size_t depth, std::size_t max_values);
   // Checks one value's syntax and moves past it, building nothing.
-  void skip(std::size_t depth) {
-    skip_whitespace();
-    if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
-    const char c = text_[pos_];
-    if (c == '{' || c == '[') {
-      const char close = c == '{' ? '}' : ']';
-      enter(depth + 1);
-      ++pos_;
-      skip_whitespace();
-      if (pos_ < text_.size() && text_[pos_] == close) { ++pos_; return; }
-      while (true) {
-        if (c == '{') {
-          skip_whitespace();
-          expect_key(nullptr);
-        }
-        skip(depth + 1);
-        if (!after_element(close)) return;
-      }
-    }
-    if (c == '"') { scan_string(nullptr); return; }
-    json_value scalar;  // a literal or a number: no allocation
-    parse_scalar(scalar);
-  }
+  void skip(std::size_t depth);
 
-  void skip_whitespace() noexcept {
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_];
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-      ++pos_;
-    }
-  }
-  [[nodiscard]] char peek_char() {
-    skip_whitespace();
-    if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
-    return text_[pos_];
-  }
-  void expect_char(char c, const char* what) {
-    skip_whitespace();
-    if (pos_ >= text_.size() || text_[pos_] != c) fail(what);
-    ++pos_;
-  }
+  void skip_whitespace() noexcept;
+  [[nodiscard]] char peek_char();
+  void expect_char(char c, const char* what);
   // At a key: reads `"key"` and the ':' after it (into `key` unless null).
-  void expect_key(std::string* key) {
-    if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected a string key in an object");
-    if (key) key->clear();
-    scan_string(key);
-    skip_whitespace();
-    if (pos_ >= text_.size() || text_[pos_] != ':') fail("expected ':' after an object key");
-    ++pos_;
-  }
+  void expect_key(std::string* key);
   // After an element of an array or object: true at ',' (another follows), false at the
   // closing bracket; both consumed.
-  bool after_element(char close) {
-    skip_whitespace();
-    if (pos_ >= text_.size())
-      fail(close == '}' ? "unexpected end of input inside an object" : "unexpected end of input inside an array");
-    if (text_[pos_] == ',') { ++pos_; return true; }
-    if (text_[pos_] == close) { ++pos_; return false; }
-    fail(close == '}' ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
-  }
+  bool after_element(char close);
   // True, consuming it, when the next character is `close` (an empty array or object).
-  bool consume_close(char close) {
-    skip_whitespace();
-    if (pos_ < text_.size() && text_[pos_] == close) { ++pos_; return true; }
-    return false;
-  }
-  void enter(std::size_t depth) const {
-    if (depth > limits_.max_depth)
-      throw json_limit_error(pos_, "nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
-  }
-  void finish() {
-    skip_whitespace();
-    if (pos_ != text_.size()) fail("trailing characters after the JSON value");
-  }
-  [[noreturn]] void fail(const std::string& message) const { throw json_syntax_error(pos_, message); }
+  bool consume_close(char close);
+  void enter(std::size_t depth) const;
+  void finish();
+  [[noreturn]] void fail(const std::string& message) const;
   [[nodiscard]] std::size_t offset() const noexcept { return pos_; }
 
  private:
-  void count_value() {
-    if (++values_ > max_values_)
-      throw json_limit_error(pos_, "more than " + std::to_string(max_values_) + " values (the JSON reader's limit)");
-  }
+  void count_value();
 
-  bool consume_literal(std::string_view word) noexcept {
-    if (text_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
+  bool consume_literal(std::string_view word) noexcept;
 
-  void parse_value(json_value& out, std::size_t depth) {
-    skip_whitespace();
-    if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
-    count_value();
-    switch (text_[pos_]) {
-      case '{': parse_object(out, depth + 1); return;
-      case '[': parse_array(out, depth + 1); return;
-      case '"':
-        out.type = json_type::string;
-        scan_string(&out.string);
-        return;
-      default: parse_scalar(out); return;
-    }
-  }
+  void parse_value(json_value& out, std::size_t depth);
 
   // A literal or a number.
-  void parse_scalar(json_value& out) {
-    const char c = text_[pos_];
-    switch (c) {
-      case 't':
-      case 'f':
-        if (consume_literal("true")) { out.type = json_type::boolean; out.boolean = true; return; }
-        if (consume_literal("false")) { out.type = json_type::boolean; out.boolean = false; return; }
-        fail("invalid literal");
-      case 'n':
-        if (consume_literal("null")) { out.type = json_type::null; return; }
-        fail("invalid literal");
-      default:
-        if (c == '-' || (c >= '0' && c <= '9')) {
-          parse_number(out);
-          return;
-        }
-        fail(std::string("unexpected character '") + printable(c) + "'");
-    }
-  }
+  void parse_scalar(json_value& out);
 
-  static std::string printable(char c) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) return std::string(1, c);
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "\\x%02x", u);
-    return buf;
-  }
+  static std::string printable(char c);
 
   // Elements are parsed into a local value and collected on one stack shared by all
   // levels (a nested container pushes above and takes its part off before returning),
   // then moved into a list of exactly their number: no spare capacity, no regrowth of
   // the finished tree, and the stack's capacity is reused by every later container.
-  void parse_array(json_value& out, std::size_t depth) {
-    enter(depth);
-    out.type = json_type::array;
-    ++pos_;  // '['
-    if (consume_close(']')) return;
-    const std::size_t base = item_stack_.size();
-    while (true) {
-      json_value item;
-      parse_value(item, depth);
-      item_stack_.push_back(std::move(item));
-      if (!after_element(']')) break;
-    }
-    out.items = json_list<json_value>::moved_from(item_stack_.data() + base, item_stack_.size() - base);
-    item_stack_.resize(base);
-  }
+  void parse_array(json_value& out, std::size_t depth);
 
-  void parse_object(json_value& out, std::size_t depth) {
-    enter(depth);
-    out.type = json_type::object;
-    ++pos_;  // '{'
-    if (consume_close('}')) return;
-    const std::size_t base = member_stack_.size();
-    while (true) {
-      skip_whitespace();
-      std::pair<std::string, json_value> member;
-      expect_key(&member.first);
-      parse_value(member.second, depth);
-      member_stack_.push_back(std::move(member));
-      if (!after_element('}')) break;
-    }
-    out.members = json_list<std::pair<std::string, json_value>>::moved_from(member_stack_.data() + base,
-                                                                           member_stack_.size() - base);
-    member_stack_.resize(base);
-  }
+  void parse_object(json_value& out, std::size_t depth);
 
-  unsigned read_hex4() {
-    if (pos_ + 4 > text_.size()) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = text_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-      else { --pos_; fail("invalid hex digit in \\u escape"); }
-    }
-    return v;
-  }
+  unsigned read_hex4();
 
 
   // Reads a string at the opening quote; appends it to `out` unless null (skip).
-  void scan_string(std::string* out) {
-    ++pos_;  // opening quote
-    while (true) {
-      // Runs of plain characters are copied at once: most strings have no escape.
-      const std::size_t run = pos_;
-      while (pos_ < text_.size()) {
-        const unsigned char c = static_cast<unsigned char>(text_[pos_]);
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        ++pos_;
-      }
-      if (out && pos_ > run) out->append(text_.data() + run, pos_ - run);
-      if (pos_ >= text_.size()) fail("unterminated string");
-      const char c = text_[pos_];
-      if (c == '"') { ++pos_; return; }
-      if (c != '\\') fail("unescaped control character in a string");
-      ++pos_;
-      if (pos_ >= text_.size()) fail("unterminated escape in a string");
-      const char e = text_[pos_++];
-      char plain = 0;
-      switch (e) {
-        case '"': plain = '"'; break;
-        case '\\': plain = '\\'; break;
-        case '/': plain = '/'; break;
-        case 'b': plain = '\b'; break;
-        case 'f': plain = '\f'; break;
-        case 'n': plain = '\n'; break;
-        case 'r': plain = '\r'; break;
-        case 't': plain = '\t'; break;
-        case 'u': {
-          unsigned cp = read_hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (text_.substr(pos_, 2) != "\\u") fail("high surrogate without its low surrogate");
-            pos_ += 2;
-            const unsigned low = read_hex4();
-            if (low < 0xDC00 || low > 0xDFFF) fail("high surrogate without its low surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          if (out) append_utf8(*out, static_cast<char32_t>(cp));  // text_escape.hpp
-          continue;
-        }
-        default: --pos_; fail(std::string("invalid escape '\\") + printable(e) + "'");
-      }
-      if (out) *out += plain;
-    }
-  }
+  void scan_string(std::string* out);
 
-  void parse_number(json_value& out) {
-    const std::size_t start = pos_;
-    const auto digit = [&]() { return pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9'; };
-    if (text_[pos_] == '-') ++pos_;
-    if (!digit()) fail("expected a digit in a number");
-    if (text_[pos_] == '0') {
-      ++pos_;
-      if (digit()) fail("leading zero in a number");
-    } else {
-      while (digit()) ++pos_;
-    }
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      if (!digit()) fail("expected a digit after the decimal point");
-      while (digit()) ++pos_;
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (!digit()) fail("expected a digit in the exponent");
-      while (digit()) ++pos_;
-    }
-    // The grammar is checked above; parse_double converts without the C locale (strtod
-    // would stop at the '.' once a host program set a comma-decimal locale). A value too
-    // small for a double reads as 0, as strtod gives; one too large is an error.
-    double v = 0;
-    if (!parse_double(text_.substr(start, pos_ - start), v)) { pos_ = start; fail("number out of range"); }
-    out.type = json_type::number;
-    out.number = v;
-  }
+  void parse_number(json_value& out);
 
   std::string_view text_;
   json_limits limits_;
@@ -569,12 +378,292 @@ class json_parser {
   std::vector<std::pair<std::string, json_value>> member_stack_;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void json_parser::fail(const std::string& message) const { throw json_syntax_error(pos_, message); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL json_parser::json_parser(std::string_view text, const json_limits& limits) : text_(text), limits_(limits) {
+  if (text.size() > limits.max_input_bytes)
+    throw json_limit_error(0, "the document is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                                  std::to_string(limits.max_input_bytes) + " bytes");
+}
+
+KSCOPE_DECL void json_parser::read_tree(json_value& out, std::size_t depth, std::size_t max_values) {
+  values_ = 0;
+  max_values_ = max_values;
+  parse_value(out, depth);
+}
+
+KSCOPE_DECL void json_parser::skip(std::size_t depth) {
+  skip_whitespace();
+  if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
+  const char c = text_[pos_];
+  if (c == '{' || c == '[') {
+    const char close = c == '{' ? '}' : ']';
+    enter(depth + 1);
+    ++pos_;
+    skip_whitespace();
+    if (pos_ < text_.size() && text_[pos_] == close) { ++pos_; return; }
+    while (true) {
+      if (c == '{') {
+        skip_whitespace();
+        expect_key(nullptr);
+      }
+      skip(depth + 1);
+      if (!after_element(close)) return;
+    }
+  }
+  if (c == '"') { scan_string(nullptr); return; }
+  json_value scalar;  // a literal or a number: no allocation
+  parse_scalar(scalar);
+}
+
+KSCOPE_DECL void json_parser::skip_whitespace() noexcept {
+  while (pos_ < text_.size()) {
+    const char c = text_[pos_];
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+    ++pos_;
+  }
+}
+
+KSCOPE_DECL char json_parser::peek_char() {
+  skip_whitespace();
+  if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
+  return text_[pos_];
+}
+
+KSCOPE_DECL void json_parser::expect_char(char c, const char* what) {
+  skip_whitespace();
+  if (pos_ >= text_.size() || text_[pos_] != c) fail(what);
+  ++pos_;
+}
+
+KSCOPE_DECL void json_parser::expect_key(std::string* key) {
+  if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected a string key in an object");
+  if (key) key->clear();
+  scan_string(key);
+  skip_whitespace();
+  if (pos_ >= text_.size() || text_[pos_] != ':') fail("expected ':' after an object key");
+  ++pos_;
+}
+
+KSCOPE_DECL bool json_parser::after_element(char close) {
+  skip_whitespace();
+  if (pos_ >= text_.size())
+    fail(close == '}' ? "unexpected end of input inside an object" : "unexpected end of input inside an array");
+  if (text_[pos_] == ',') { ++pos_; return true; }
+  if (text_[pos_] == close) { ++pos_; return false; }
+  fail(close == '}' ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
+}
+
+KSCOPE_DECL bool json_parser::consume_close(char close) {
+  skip_whitespace();
+  if (pos_ < text_.size() && text_[pos_] == close) { ++pos_; return true; }
+  return false;
+}
+
+KSCOPE_DECL void json_parser::enter(std::size_t depth) const {
+  if (depth > limits_.max_depth)
+    throw json_limit_error(pos_, "nesting deeper than " + std::to_string(limits_.max_depth) + " levels");
+}
+
+KSCOPE_DECL void json_parser::finish() {
+  skip_whitespace();
+  if (pos_ != text_.size()) fail("trailing characters after the JSON value");
+}
+
+KSCOPE_DECL void json_parser::count_value() {
+  if (++values_ > max_values_)
+    throw json_limit_error(pos_, "more than " + std::to_string(max_values_) + " values (the JSON reader's limit)");
+}
+
+KSCOPE_DECL bool json_parser::consume_literal(std::string_view word) noexcept {
+  if (text_.substr(pos_, word.size()) != word) return false;
+  pos_ += word.size();
+  return true;
+}
+
+KSCOPE_DECL void json_parser::parse_value(json_value& out, std::size_t depth) {
+  skip_whitespace();
+  if (pos_ >= text_.size()) fail("unexpected end of input, expected a value");
+  count_value();
+  switch (text_[pos_]) {
+    case '{': parse_object(out, depth + 1); return;
+    case '[': parse_array(out, depth + 1); return;
+    case '"':
+      out.type = json_type::string;
+      scan_string(&out.string);
+      return;
+    default: parse_scalar(out); return;
+  }
+}
+
+KSCOPE_DECL void json_parser::parse_scalar(json_value& out) {
+  const char c = text_[pos_];
+  switch (c) {
+    case 't':
+    case 'f':
+      if (consume_literal("true")) { out.type = json_type::boolean; out.boolean = true; return; }
+      if (consume_literal("false")) { out.type = json_type::boolean; out.boolean = false; return; }
+      fail("invalid literal");
+    case 'n':
+      if (consume_literal("null")) { out.type = json_type::null; return; }
+      fail("invalid literal");
+    default:
+      if (c == '-' || (c >= '0' && c <= '9')) {
+        parse_number(out);
+        return;
+      }
+      fail(std::string("unexpected character '") + printable(c) + "'");
+  }
+}
+
+KSCOPE_DECL std::string json_parser::printable(char c) {
+  const unsigned char u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return std::string(1, c);
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02x", u);
+  return buf;
+}
+
+KSCOPE_DECL void json_parser::parse_array(json_value& out, std::size_t depth) {
+  enter(depth);
+  out.type = json_type::array;
+  ++pos_;  // '['
+  if (consume_close(']')) return;
+  const std::size_t base = item_stack_.size();
+  while (true) {
+    json_value item;
+    parse_value(item, depth);
+    item_stack_.push_back(std::move(item));
+    if (!after_element(']')) break;
+  }
+  out.items = json_list<json_value>::moved_from(item_stack_.data() + base, item_stack_.size() - base);
+  item_stack_.resize(base);
+}
+
+KSCOPE_DECL void json_parser::parse_object(json_value& out, std::size_t depth) {
+  enter(depth);
+  out.type = json_type::object;
+  ++pos_;  // '{'
+  if (consume_close('}')) return;
+  const std::size_t base = member_stack_.size();
+  while (true) {
+    skip_whitespace();
+    std::pair<std::string, json_value> member;
+    expect_key(&member.first);
+    parse_value(member.second, depth);
+    member_stack_.push_back(std::move(member));
+    if (!after_element('}')) break;
+  }
+  out.members = json_list<std::pair<std::string, json_value>>::moved_from(member_stack_.data() + base,
+                                                                         member_stack_.size() - base);
+  member_stack_.resize(base);
+}
+
+KSCOPE_DECL unsigned json_parser::read_hex4() {
+  if (pos_ + 4 > text_.size()) fail("truncated \\u escape");
+  unsigned v = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char c = text_[pos_++];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
+    else { --pos_; fail("invalid hex digit in \\u escape"); }
+  }
+  return v;
+}
+
+KSCOPE_DECL void json_parser::scan_string(std::string* out) {
+  ++pos_;  // opening quote
+  while (true) {
+    // Runs of plain characters are copied at once: most strings have no escape.
+    const std::size_t run = pos_;
+    while (pos_ < text_.size()) {
+      const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"' || c == '\\' || c < 0x20) break;
+      ++pos_;
+    }
+    if (out && pos_ > run) out->append(text_.data() + run, pos_ - run);
+    if (pos_ >= text_.size()) fail("unterminated string");
+    const char c = text_[pos_];
+    if (c == '"') { ++pos_; return; }
+    if (c != '\\') fail("unescaped control character in a string");
+    ++pos_;
+    if (pos_ >= text_.size()) fail("unterminated escape in a string");
+    const char e = text_[pos_++];
+    char plain = 0;
+    switch (e) {
+      case '"': plain = '"'; break;
+      case '\\': plain = '\\'; break;
+      case '/': plain = '/'; break;
+      case 'b': plain = '\b'; break;
+      case 'f': plain = '\f'; break;
+      case 'n': plain = '\n'; break;
+      case 'r': plain = '\r'; break;
+      case 't': plain = '\t'; break;
+      case 'u': {
+        unsigned cp = read_hex4();
+        if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          if (text_.substr(pos_, 2) != "\\u") fail("high surrogate without its low surrogate");
+          pos_ += 2;
+          const unsigned low = read_hex4();
+          if (low < 0xDC00 || low > 0xDFFF) fail("high surrogate without its low surrogate");
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        }
+        if (out) append_utf8(*out, static_cast<char32_t>(cp));  // text_escape.hpp
+        continue;
+      }
+      default: --pos_; fail(std::string("invalid escape '\\") + printable(e) + "'");
+    }
+    if (out) *out += plain;
+  }
+}
+
+KSCOPE_DECL void json_parser::parse_number(json_value& out) {
+  const std::size_t start = pos_;
+  const auto digit = [&]() { return pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9'; };
+  if (text_[pos_] == '-') ++pos_;
+  if (!digit()) fail("expected a digit in a number");
+  if (text_[pos_] == '0') {
+    ++pos_;
+    if (digit()) fail("leading zero in a number");
+  } else {
+    while (digit()) ++pos_;
+  }
+  if (pos_ < text_.size() && text_[pos_] == '.') {
+    ++pos_;
+    if (!digit()) fail("expected a digit after the decimal point");
+    while (digit()) ++pos_;
+  }
+  if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+    ++pos_;
+    if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+    if (!digit()) fail("expected a digit in the exponent");
+    while (digit()) ++pos_;
+  }
+  // The grammar is checked above; parse_double converts without the C locale (strtod
+  // would stop at the '.' once a host program set a comma-decimal locale). A value too
+  // small for a double reads as 0, as strtod gives; one too large is an error.
+  double v = 0;
+  if (!parse_double(text_.substr(start, pos_ - start), v)) { pos_ = start; fail("number out of range"); }
+  out.type = json_type::number;
+  out.number = v;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // Parses one JSON document into a tree. Never throws for bad input: the result carries
 // the error, also for a document over `limits` (std::bad_alloc may still propagate).
 //
 //   auto r = kscope::detail::parse_json(text);
 //   if (!r.ok()) report(r.error);
-[[nodiscard]] inline json_parse_result parse_json(std::string_view text, const json_limits& limits) {
+[[nodiscard]] KSCOPE_DECL json_parse_result parse_json(std::string_view text, const json_limits& limits);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL json_parse_result parse_json(std::string_view text, const json_limits& limits) {
   json_parse_result result;
   try {
     json_parser parser(text, limits);
@@ -587,12 +676,18 @@ class json_parser {
   }
   return result;
 }
-[[nodiscard]] inline json_parse_result parse_json(std::string_view text,
-                                                  std::size_t max_depth = json_limits::default_max_depth) {
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+[[nodiscard]] KSCOPE_DECL json_parse_result parse_json(std::string_view text,
+                                                  std::size_t max_depth = json_limits::default_max_depth);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL json_parse_result parse_json(std::string_view text,
+                                                  std::size_t max_depth) {
   json_limits limits;
   limits.max_depth = max_depth;
   return parse_json(text, limits);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A pull reader: walks a document's objects and arrays in order, skipping what the
 // caller does not ask for (nothing is built for it) and reading the parts it asks for as
@@ -609,41 +704,23 @@ class json_parser {
 //   c.finish();
 class json_cursor {
  public:
-  explicit json_cursor(std::string_view text, const json_limits& limits = {}) : parser_(text, limits), limits_(limits) {}
+  explicit json_cursor(std::string_view text, const json_limits& limits = {});
 
   // The type of the next value (without consuming it).
-  [[nodiscard]] json_type peek() {
-    switch (parser_.peek_char()) {
-      case '{': return json_type::object;
-      case '[': return json_type::array;
-      case '"': return json_type::string;
-      case 't':
-      case 'f': return json_type::boolean;
-      case 'n': return json_type::null;
-      default: return json_type::number;  // or bad input, which the read reports
-    }
-  }
+  [[nodiscard]] json_type peek();
   // Enters the object that comes next; then call next_member until it returns false.
-  void begin_object() { open('{', "expected an object"); }
+  void begin_object();
   // Enters the array that comes next; then call next_item until it returns false.
-  void begin_array() { open('[', "expected an array"); }
+  void begin_array();
   // In an object: true with the next member's key (then read, skip or enter its value
   // before the next call), false after the closing '}'.
-  bool next_member(std::string& key) {
-    if (!next('}')) return false;
-    parser_.skip_whitespace();
-    parser_.expect_key(&key);
-    return true;
-  }
+  bool next_member(std::string& key);
   // In an array: true when another element follows (read, skip or enter it before the
   // next call), false after the closing ']'.
   bool next_item() { return next(']'); }
   // Reads the next value whole; at most `max_values` values in it.
-  void read_value(json_value& out, std::size_t max_values) {
-    out = json_value{};
-    parser_.read_tree(out, open_.size(), max_values);
-  }
-  void read_value(json_value& out) { read_value(out, limits_.max_values); }
+  void read_value(json_value& out, std::size_t max_values);
+  void read_value(json_value& out);
   void skip_value() { parser_.skip(open_.size()); }
   // After the top-level value: only whitespace may follow.
   void finish() { parser_.finish(); }
@@ -655,25 +732,65 @@ class json_cursor {
     char close;
     bool first;
   };
-  void open(char bracket, const char* what) {
-    if (parser_.peek_char() != bracket) parser_.fail(what);
-    parser_.enter(open_.size() + 1);
-    parser_.expect_char(bracket, what);
-    open_.push_back(open_container{bracket == '{' ? '}' : ']', true});
-  }
-  bool next(char close) {
-    if (open_.empty() || open_.back().close != close) parser_.fail("json_cursor: not inside that kind of container");
-    open_container& top = open_.back();
-    const bool more = top.first ? !parser_.consume_close(close) : parser_.after_element(close);
-    top.first = false;
-    if (!more) open_.pop_back();
-    return more;
-  }
+  void open(char bracket, const char* what);
+  bool next(char close);
 
   json_parser parser_;
   json_limits limits_;
   std::vector<open_container> open_;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void json_cursor::begin_object() { open('{', "expected an object"); }
+
+KSCOPE_DECL void json_cursor::begin_array() { open('[', "expected an array"); }
+
+KSCOPE_DECL void json_cursor::read_value(json_value& out) { read_value(out, limits_.max_values); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL json_cursor::json_cursor(std::string_view text, const json_limits& limits) : parser_(text, limits), limits_(limits) {}
+
+KSCOPE_DECL json_type json_cursor::peek() {
+  switch (parser_.peek_char()) {
+    case '{': return json_type::object;
+    case '[': return json_type::array;
+    case '"': return json_type::string;
+    case 't':
+    case 'f': return json_type::boolean;
+    case 'n': return json_type::null;
+    default: return json_type::number;  // or bad input, which the read reports
+  }
+}
+
+KSCOPE_DECL bool json_cursor::next_member(std::string& key) {
+  if (!next('}')) return false;
+  parser_.skip_whitespace();
+  parser_.expect_key(&key);
+  return true;
+}
+
+KSCOPE_DECL void json_cursor::read_value(json_value& out, std::size_t max_values) {
+  out = json_value{};
+  parser_.read_tree(out, open_.size(), max_values);
+}
+
+KSCOPE_DECL void json_cursor::open(char bracket, const char* what) {
+  if (parser_.peek_char() != bracket) parser_.fail(what);
+  parser_.enter(open_.size() + 1);
+  parser_.expect_char(bracket, what);
+  open_.push_back(open_container{bracket == '{' ? '}' : ']', true});
+}
+
+KSCOPE_DECL bool json_cursor::next(char close) {
+  if (open_.empty() || open_.back().close != close) parser_.fail("json_cursor: not inside that kind of container");
+  open_container& top = open_.back();
+  const bool more = top.first ? !parser_.consume_close(close) : parser_.after_element(close);
+  top.first = false;
+  if (!more) open_.pop_back();
+  return more;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

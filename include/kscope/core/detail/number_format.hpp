@@ -16,6 +16,7 @@
 //   bool ok = kscope::detail::parse_double("3135.92", v);           // true, whatever the locale
 #pragma once
 
+#include "../config.hpp"
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -60,7 +61,10 @@ inline std::string printf_c_locale(const char* format, int precision, double val
 
 // Like printf("%.*f", decimals, value) in the "C" locale: "3135.92", "-0.50", "nan", "inf".
 // decimals is clamped to [0, 40].
-[[nodiscard]] inline std::string format_fixed(double value, int decimals) {
+[[nodiscard]] KSCOPE_DECL std::string format_fixed(double value, int decimals);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string format_fixed(double value, int decimals) {
   if (decimals < 0) decimals = 0;
   if (decimals > 40) decimals = 40;
 #if KSCOPE_DETAIL_HAS_FLOAT_CHARCONV
@@ -72,10 +76,14 @@ inline std::string printf_c_locale(const char* format, int precision, double val
   return printf_c_locale("%.*f", decimals, value);
 #endif
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Like printf("%.*g", significant, value) in the "C" locale: "1e+05", "0.001", "3.14".
 // significant is clamped to [1, 17] (17 digits tell every double apart).
-[[nodiscard]] inline std::string format_general(double value, int significant) {
+[[nodiscard]] KSCOPE_DECL std::string format_general(double value, int significant);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string format_general(double value, int significant) {
   if (significant < 1) significant = 1;
   if (significant > 17) significant = 17;
 #if KSCOPE_DETAIL_HAS_FLOAT_CHARCONV
@@ -88,13 +96,17 @@ inline std::string printf_c_locale(const char* format, int precision, double val
   return printf_c_locale("%.*g", significant, value);
 #endif
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace number_format_detail {
 
 // The order of magnitude of a validated decimal token ("0.00012e-3" -> -7): the position
 // of its first non-zero digit relative to the point, plus the exponent. Used only to tell
 // underflow (a tiny number, read as 0 as strtod does) from overflow (an error).
-inline long decimal_magnitude(std::string_view token) noexcept {
+KSCOPE_DECL long decimal_magnitude(std::string_view token) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL long decimal_magnitude(std::string_view token) noexcept {
   std::size_t i = 0;
   if (i < token.size() && (token[i] == '-' || token[i] == '+')) ++i;
   long integer_digits = 0;     // digits before the point
@@ -128,6 +140,7 @@ inline long decimal_magnitude(std::string_view token) noexcept {
   if (first_fraction >= 0) return -first_fraction + exponent;
   return -100000;  // zero
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace number_format_detail
 
@@ -135,7 +148,10 @@ inline long decimal_magnitude(std::string_view token) noexcept {
 // as strtod would in the "C" locale. false when the text is not exactly one number or its
 // value overflows a double; a value too small for a double reads as (signed) zero, as
 // strtod gives.
-[[nodiscard]] inline bool parse_double(std::string_view text, double& out) noexcept {
+[[nodiscard]] KSCOPE_DECL bool parse_double(std::string_view text, double& out) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool parse_double(std::string_view text, double& out) noexcept {
   if (text.empty()) return false;
   // Accept only the decimal grammar, so both paths agree (from_chars takes no '+' and
   // no "0x"; strtod takes both, and blanks, and "inf").
@@ -191,16 +207,21 @@ inline long decimal_magnitude(std::string_view token) noexcept {
   return true;
 #endif
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The shortest of printf "%.15g" and "%.17g" that reads back to the same double: 15
 // significant digits keep 0.1 as "0.1", 17 tell every double apart. What kscope's JSON
 // and CSV files hold, so they read back bit for bit.
-[[nodiscard]] inline std::string format_round_trip(double value) {
+[[nodiscard]] KSCOPE_DECL std::string format_round_trip(double value);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string format_round_trip(double value) {
   std::string shorter = format_general(value, 15);
   double back = 0;
   if (!std::isfinite(value) || (parse_double(shorter, back) && back == value)) return shorter;
   return format_general(value, 17);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -8,6 +8,7 @@
 // Users include <kscope/core/stats.hpp>; other kscope layers may call quantile_sorted.
 #pragma once
 
+#include "../config.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -25,15 +26,7 @@ constexpr double stats_nan = std::numeric_limits<double>::quiet_NaN();
 // Neumaier's compensated sum: the mean of a million timings keeps all its digits.
 class compensated_sum {
  public:
-  void add(double x) noexcept {
-    const double t = sum_ + x;
-    if (std::fabs(sum_) >= std::fabs(x)) {
-      correction_ += (sum_ - t) + x;
-    } else {
-      correction_ += (x - t) + sum_;
-    }
-    sum_ = t;
-  }
+  void add(double x) noexcept;
   [[nodiscard]] double value() const noexcept { return sum_ + correction_; }
 
  private:
@@ -41,12 +34,38 @@ class compensated_sum {
   double correction_ = 0;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void compensated_sum::add(double x) noexcept {
+  const double t = sum_ + x;
+  if (std::fabs(sum_) >= std::fabs(x)) {
+    correction_ += (sum_ - t) + x;
+  } else {
+    correction_ += (x - t) + sum_;
+  }
+  sum_ = t;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // P(Z > z) for a standard normal Z; erfc keeps the far tail accurate.
-inline double normal_upper_tail(double z) noexcept { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+KSCOPE_DECL double normal_upper_tail(double z) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double normal_upper_tail(double z) noexcept { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Quantile of the standard normal: Acklam's rational approximation (relative error
 // 1.15e-9) polished by one Halley step on erfc, which brings it to ~1e-15.
-inline double normal_quantile(double p) noexcept {
+KSCOPE_DECL double normal_quantile(double p) noexcept;
+
+// Largest k (1-based) such that P(X <= k - 1) <= (1 - level) / 2 for X ~ Binomial(n, 1/2),
+// so that [x_(k), x_(n-k+1)] covers the median with probability >= level.
+// 0 means that no such interval exists (too few samples for the level).
+// Exact for n <= 1000; above, the continuity-corrected normal approximation, which
+// agrees with the exact ranks at n = 1000 for the usual levels.
+KSCOPE_DECL std::size_t median_interval_rank(std::size_t n, double level) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double normal_quantile(double p) noexcept {
   if (!(p > 0 && p < 1)) {
     if (p == 0) return -std::numeric_limits<double>::infinity();
     if (p == 1) return std::numeric_limits<double>::infinity();
@@ -82,12 +101,7 @@ inline double normal_quantile(double p) noexcept {
   return x - u / (1 + x * u / 2);
 }
 
-// Largest k (1-based) such that P(X <= k - 1) <= (1 - level) / 2 for X ~ Binomial(n, 1/2),
-// so that [x_(k), x_(n-k+1)] covers the median with probability >= level.
-// 0 means that no such interval exists (too few samples for the level).
-// Exact for n <= 1000; above, the continuity-corrected normal approximation, which
-// agrees with the exact ranks at n = 1000 for the usual levels.
-inline std::size_t median_interval_rank(std::size_t n, double level) noexcept {
+KSCOPE_DECL std::size_t median_interval_rank(std::size_t n, double level) noexcept {
   if (n == 0 || !(level > 0 && level < 1)) return 0;
   const double tail = (1 - level) / 2;
   std::size_t k = 0;
@@ -110,6 +124,7 @@ inline std::size_t median_interval_rank(std::size_t n, double level) noexcept {
   // Never cross the middle: the interval needs k <= n - k + 1.
   return std::min(k, (n + 1) / 2);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Ranks (1-based) of the distribution-free interval [x_(lo), x_(hi)] of the p-quantile:
 // lo the largest rank with P(B <= lo - 1) <= (1 - level) / 2 and hi the smallest with
@@ -124,7 +139,21 @@ struct quantile_interval_ranks {
   std::size_t lo = 0;
   std::size_t hi = 0;
 };
-inline quantile_interval_ranks quantile_interval_rank(std::size_t n, double p, double level) {
+KSCOPE_DECL quantile_interval_ranks quantile_interval_rank(std::size_t n, double p, double level);
+
+// Whether the exact null distribution of U for sizes (n1, n2) can be tabulated with
+// every count exact in a double: C(n1 + n2, n1) < 2^52 (e.g. 27 vs 27, 10 vs 160,
+// 5 vs 3500), and the table (n1 * n2 + 1 doubles) stays small.
+KSCOPE_DECL bool mann_whitney_exact_fits(std::size_t n1, std::size_t n2) noexcept;
+
+// Number of arrangements of n1 + n2 distinct values giving each U = 0 .. n1*n2: the
+// coefficients of the Gaussian binomial [n1 + n2 choose n1]_q, built as the product of
+// (1 - q^(large+i)) / (1 - q^i). Every intermediate is an integer below 2^53 when
+// mann_whitney_exact_fits() holds, so the doubles are exact.
+KSCOPE_DECL std::vector<double> mann_whitney_counts(std::size_t n1, std::size_t n2);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL quantile_interval_ranks quantile_interval_rank(std::size_t n, double p, double level) {
   if (n == 0 || !(p > 0 && p < 1) || !(level > 0 && level < 1)) return {};
   const double tail = (1 - level) / 2 * (1 + 1e-12);  // as median_interval_rank: ties at the cut are allowed
   const double nd = static_cast<double>(n);
@@ -149,10 +178,7 @@ inline quantile_interval_ranks quantile_interval_rank(std::size_t n, double p, d
   return r;
 }
 
-// Whether the exact null distribution of U for sizes (n1, n2) can be tabulated with
-// every count exact in a double: C(n1 + n2, n1) < 2^52 (e.g. 27 vs 27, 10 vs 160,
-// 5 vs 3500), and the table (n1 * n2 + 1 doubles) stays small.
-inline bool mann_whitney_exact_fits(std::size_t n1, std::size_t n2) noexcept {
+KSCOPE_DECL bool mann_whitney_exact_fits(std::size_t n1, std::size_t n2) noexcept {
   if (n1 == 0 || n2 == 0) return false;
   const std::size_t small = std::min(n1, n2), large = std::max(n1, n2);
   if (large > 1000000 / small) return false;
@@ -164,11 +190,7 @@ inline bool mann_whitney_exact_fits(std::size_t n1, std::size_t n2) noexcept {
   return true;
 }
 
-// Number of arrangements of n1 + n2 distinct values giving each U = 0 .. n1*n2: the
-// coefficients of the Gaussian binomial [n1 + n2 choose n1]_q, built as the product of
-// (1 - q^(large+i)) / (1 - q^i). Every intermediate is an integer below 2^53 when
-// mann_whitney_exact_fits() holds, so the doubles are exact.
-inline std::vector<double> mann_whitney_counts(std::size_t n1, std::size_t n2) {
+KSCOPE_DECL std::vector<double> mann_whitney_counts(std::size_t n1, std::size_t n2) {
   const std::size_t small = std::min(n1, n2), large = std::max(n1, n2);
   std::vector<double> c(n1 * n2 + large + 2, 0.0);
   c[0] = 1;
@@ -183,6 +205,7 @@ inline std::vector<double> mann_whitney_counts(std::size_t n1, std::size_t n2) {
   c.resize(n1 * n2 + 1);
   return c;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Mann-Whitney U test on two sorted samples, two-sided.
 struct mann_whitney_result {
@@ -192,7 +215,16 @@ struct mann_whitney_result {
   bool exact = false;          // p from the exact distribution (no ties, small sizes)
 };
 
-inline mann_whitney_result mann_whitney_sorted(const std::vector<double>& x, const std::vector<double>& y) {
+KSCOPE_DECL mann_whitney_result mann_whitney_sorted(const std::vector<double>& x, const std::vector<double>& y);
+
+// Puts the elements whose sorted positions are listed in [rank_first, rank_last)
+// (ascending, unique, relative to the whole array that starts `offset` elements before
+// `first`) at those positions: one nth_element per rank, each on a shrinking range.
+KSCOPE_DECL void select_ranks(double* first, double* last, const std::size_t* rank_first, const std::size_t* rank_last,
+                         std::size_t offset);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL mann_whitney_result mann_whitney_sorted(const std::vector<double>& x, const std::vector<double>& y) {
   mann_whitney_result r;
   const std::size_t n1 = x.size(), n2 = y.size();
   if (n1 == 0 || n2 == 0) return r;
@@ -236,10 +268,7 @@ inline mann_whitney_result mann_whitney_sorted(const std::vector<double>& x, con
   return r;
 }
 
-// Puts the elements whose sorted positions are listed in [rank_first, rank_last)
-// (ascending, unique, relative to the whole array that starts `offset` elements before
-// `first`) at those positions: one nth_element per rank, each on a shrinking range.
-inline void select_ranks(double* first, double* last, const std::size_t* rank_first, const std::size_t* rank_last,
+KSCOPE_DECL void select_ranks(double* first, double* last, const std::size_t* rank_first, const std::size_t* rank_last,
                          std::size_t offset) {
   while (rank_first != rank_last && first != last) {
     const std::size_t* mid = rank_first + (rank_last - rank_first) / 2;
@@ -252,6 +281,7 @@ inline void select_ranks(double* first, double* last, const std::size_t* rank_fi
     offset = *mid + 1;
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Type 7 quantile (Hyndman & Fan; numpy.percentile's default): h = (n - 1) p,
 // x_(floor h) + (h - floor h) (x_(floor h + 1) - x_(floor h)), 0-based order statistics.
@@ -260,18 +290,9 @@ struct type7_position {
   std::size_t hi;
   double fraction;
 };
-inline type7_position type7(std::size_t n, double p) noexcept {
-  const double h = static_cast<double>(n - 1) * p;
-  std::size_t lo = static_cast<std::size_t>(std::floor(h));
-  if (lo > n - 1) lo = n - 1;
-  const std::size_t hi = std::min(lo + 1, n - 1);
-  return {lo, hi, h - static_cast<double>(lo)};
-}
+KSCOPE_DECL type7_position type7(std::size_t n, double p) noexcept;
 // Interpolates between the two order statistics the way numpy does (exact at both ends).
-inline double type7_value(double lo, double hi, double fraction) noexcept {
-  if (fraction == 0 || lo == hi) return lo;
-  return fraction < 0.5 ? lo + fraction * (hi - lo) : hi - (1 - fraction) * (hi - lo);
-}
+KSCOPE_DECL double type7_value(double lo, double hi, double fraction) noexcept;
 
 // The one type 7 quantile (kscope::quantile's definition) of values already in order:
 // every median and percentile kscope prints goes through here or kscope::quantile, so a
@@ -281,11 +302,28 @@ inline double type7_value(double lo, double hi, double fraction) noexcept {
 // (after select_ranks) works as well as a sorted one. The values must be finite.
 //   std::sort(v.begin(), v.end());
 //   double median = kscope::detail::quantile_sorted(v.data(), v.size(), 0.5);
-inline double quantile_sorted(const double* sorted, std::size_t n, double p) noexcept {
+KSCOPE_DECL double quantile_sorted(const double* sorted, std::size_t n, double p) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL type7_position type7(std::size_t n, double p) noexcept {
+  const double h = static_cast<double>(n - 1) * p;
+  std::size_t lo = static_cast<std::size_t>(std::floor(h));
+  if (lo > n - 1) lo = n - 1;
+  const std::size_t hi = std::min(lo + 1, n - 1);
+  return {lo, hi, h - static_cast<double>(lo)};
+}
+
+KSCOPE_DECL double type7_value(double lo, double hi, double fraction) noexcept {
+  if (fraction == 0 || lo == hi) return lo;
+  return fraction < 0.5 ? lo + fraction * (hi - lo) : hi - (1 - fraction) * (hi - lo);
+}
+
+KSCOPE_DECL double quantile_sorted(const double* sorted, std::size_t n, double p) noexcept {
   if (n == 0 || !(p >= 0 && p <= 1)) return stats_nan;
   const type7_position at = type7(n, p);
   return type7_value(sorted[at.lo], sorted[at.hi], at.fraction);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The k-th smallest (0-based) of the n*m differences b[j] - a[i] of two ascending
 // arrays, without materialising them. The differences form a matrix sorted along
@@ -386,7 +424,11 @@ double kth_pairwise_difference_rows(const std::vector<double>& a, const std::vec
 }
 
 // k-th smallest (0-based) of { b[j] - a[i] }, a and b ascending; NaN when k is out of range.
-inline double kth_pairwise_difference(const std::vector<double>& a, const std::vector<double>& b,
+KSCOPE_DECL double kth_pairwise_difference(const std::vector<double>& a, const std::vector<double>& b,
+                                      std::uint64_t k);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double kth_pairwise_difference(const std::vector<double>& a, const std::vector<double>& b,
                                       std::uint64_t k) {
   const std::uint64_t total = static_cast<std::uint64_t>(a.size()) * b.size();
   if (a.empty() || b.empty() || k >= total) return stats_nan;
@@ -397,6 +439,7 @@ inline double kth_pairwise_difference(const std::vector<double>& a, const std::v
     return kth_pairwise_difference_rows<std::uint32_t>(a, b, k);
   return kth_pairwise_difference_rows<std::size_t>(a, b, k);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -19,6 +19,7 @@
 //   std::string line = kscope::detail::printable_name(scope.name);   // "step\x1b[2J" stays visible
 #pragma once
 
+#include "../config.hpp"
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -36,7 +37,13 @@ struct utf8_char {
 
 // Decodes the character at text[at] (at < text.size()).
 //   for (std::size_t i = 0; i < s.size();) { utf8_char c = decode_utf8(s, i); ...; i += c.length; }
-[[nodiscard]] inline utf8_char decode_utf8(std::string_view text, std::size_t at) noexcept {
+[[nodiscard]] KSCOPE_DECL utf8_char decode_utf8(std::string_view text, std::size_t at) noexcept;
+
+// Appends code point `cp` (<= U+10FFFF, not a surrogate) as UTF-8.
+KSCOPE_DECL void append_utf8(std::string& out, char32_t cp);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL utf8_char decode_utf8(std::string_view text, std::size_t at) noexcept {
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
   const unsigned char lead = byte(at);
   if (lead < 0x80) return {lead, 1, true};
@@ -69,8 +76,7 @@ struct utf8_char {
   return {code, length, true};
 }
 
-// Appends code point `cp` (<= U+10FFFF, not a surrogate) as UTF-8.
-inline void append_utf8(std::string& out, char32_t cp) {
+KSCOPE_DECL void append_utf8(std::string& out, char32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);
   } else if (cp < 0x800) {
@@ -87,22 +93,28 @@ inline void append_utf8(std::string& out, char32_t cp) {
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 inline constexpr std::string_view utf8_replacement_character = "\xEF\xBF\xBD";  // U+FFFD
 
 // Whether a valid code point is invisible yet changes how a terminal shows the line: C0
 // and C1 controls, DEL, the bidirectional embeddings, overrides, isolates and marks (the
 // "Trojan Source" characters), and the Unicode line and paragraph separators.
-[[nodiscard]] inline bool is_unprintable_code_point(char32_t cp) noexcept {
-  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
-         (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
-}
+[[nodiscard]] KSCOPE_DECL bool is_unprintable_code_point(char32_t cp) noexcept;
 
 // Appends `text` for a terminal: valid UTF-8 as it is, each invalid sequence as U+FFFD,
 // each unprintable code point in a visible form: \0, \x1b (C0 and DEL, two hex digits),
 // \u009b / \u202e (the others, four). keep_newlines: '\n' stays a line break (whole texts
 // whose lines kscope composed); otherwise it shows as \x0a (a name is one line).
-inline void append_printable(std::string& out, std::string_view text, bool keep_newlines = false) {
+KSCOPE_DECL void append_printable(std::string& out, std::string_view text, bool keep_newlines = false);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool is_unprintable_code_point(char32_t cp) noexcept {
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+         (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+KSCOPE_DECL void append_printable(std::string& out, std::string_view text, bool keep_newlines) {
   static constexpr char hex[] = "0123456789abcdef";
   for (std::size_t i = 0; i < text.size();) {
     const utf8_char c = decode_utf8(text, i);
@@ -123,23 +135,31 @@ inline void append_printable(std::string& out, std::string_view text, bool keep_
     i += c.length;
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A user string (scope, tag, kernel or benchmark name, a path in a message, one line read
 // from a report file) as one printable line.
 //   out += kscope::detail::printable_name(s.name);
-[[nodiscard]] inline std::string printable_name(std::string_view text) {
+[[nodiscard]] KSCOPE_DECL std::string printable_name(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string printable_name(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   append_printable(out, text, false);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A user string as one Markdown table cell: printable (a newline shows as \x0a and
 // cannot end the row) and no bare '|' (it would end the cell). Every markdown table
 // kscope prints goes through this; report/compare.hpp escapes markup as well, for names
 // read from files it did not write.
 //   line += " " + kscope::detail::markdown_table_cell(name) + " |";
-[[nodiscard]] inline std::string markdown_table_cell(std::string_view text) {
+[[nodiscard]] KSCOPE_DECL std::string markdown_table_cell(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string markdown_table_cell(std::string_view text) {
   std::string out;
   for (char c : printable_name(text)) {
     if (c == '|') out += "\\|";
@@ -147,19 +167,27 @@ inline void append_printable(std::string& out, std::string_view text, bool keep_
   }
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A whole text kscope composed, line breaks kept: the last guard of every terminal printer,
 // so that a string no printer escaped still cannot reach the terminal raw. Idempotent.
 //   return kscope::detail::printable_text(out);
-[[nodiscard]] inline std::string printable_text(std::string_view text) {
+[[nodiscard]] KSCOPE_DECL std::string printable_text(std::string_view text);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string printable_text(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   append_printable(out, text, true);
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Whether `text` is valid UTF-8 throughout.
-[[nodiscard]] inline bool is_valid_utf8(std::string_view text) noexcept {
+[[nodiscard]] KSCOPE_DECL bool is_valid_utf8(std::string_view text) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool is_valid_utf8(std::string_view text) noexcept {
   for (std::size_t i = 0; i < text.size();) {
     const utf8_char c = decode_utf8(text, i);
     if (!c.valid) return false;
@@ -167,6 +195,7 @@ inline void append_printable(std::string& out, std::string_view text, bool keep_
   }
   return true;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

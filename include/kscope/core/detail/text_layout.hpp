@@ -12,13 +12,21 @@ namespace detail {
 
 // Two spaces per level below the top, capped: a report read from a file may claim any
 // depth, and the name column is 30 wide anyway.
-inline std::size_t indent_width(std::size_t depth) noexcept {
+KSCOPE_DECL std::size_t indent_width(std::size_t depth) noexcept;
+
+// Pads (or cuts with "~") to a display width; "±" and "µ" count as one column.
+KSCOPE_DECL std::string fit(const std::string& s, std::size_t width, bool right = false);
+
+// Word-wraps one paragraph to `width` columns, continuation lines indented by 2.
+KSCOPE_DECL std::string wrap(const std::string& text, std::size_t width);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t indent_width(std::size_t depth) noexcept {
   const std::size_t levels = depth > 0 ? depth - 1 : 0;
   return levels < 15 ? 2 * levels : 30;
 }
 
-// Pads (or cuts with "~") to a display width; "±" and "µ" count as one column.
-inline std::string fit(const std::string& s, std::size_t width, bool right = false) {
+KSCOPE_DECL std::string fit(const std::string& s, std::size_t width, bool right) {
   std::size_t columns = 0;
   for (unsigned char c : s) columns += (c & 0xC0) != 0x80;
   std::string out = s;
@@ -35,8 +43,7 @@ inline std::string fit(const std::string& s, std::size_t width, bool right = fal
   return right ? pad + out : out + pad;
 }
 
-// Word-wraps one paragraph to `width` columns, continuation lines indented by 2.
-inline std::string wrap(const std::string& text, std::size_t width) {
+KSCOPE_DECL std::string wrap(const std::string& text, std::size_t width) {
   std::string out, line;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -54,6 +61,7 @@ inline std::string wrap(const std::string& text, std::size_t width) {
   if (!line.empty()) out += line + "\n";
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -10,6 +10,7 @@
 //   std::string stamp = kscope::detail::utc_timestamp_text(std::time(nullptr));
 #pragma once
 
+#include "../config.hpp"
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -19,7 +20,10 @@ namespace kscope {
 namespace detail {
 
 // ISO 8601 UTC to the second, 20 characters for years 0000 to 9999.
-[[nodiscard]] inline std::string utc_timestamp_text(std::time_t time) {
+[[nodiscard]] KSCOPE_DECL std::string utc_timestamp_text(std::time_t time);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string utc_timestamp_text(std::time_t time) {
   const std::int64_t seconds = static_cast<std::int64_t>(time);
   std::int64_t days = seconds / 86400;
   std::int64_t second_of_day = seconds % 86400;
@@ -43,6 +47,7 @@ namespace detail {
                 static_cast<long long>(second_of_day % 60));
   return text;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

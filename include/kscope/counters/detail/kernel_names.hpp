@@ -14,6 +14,7 @@
 // runtime entry point) underneath; only the outermost launch call on a thread is noted.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../core/detail/once.hpp"
 #include "../../cupti/detail/profiler_api.hpp"
 
@@ -30,7 +31,14 @@ namespace kscope {
 namespace detail {
 
 // The kernel-launch and graph-launch callback ids whose names the log records.
-inline const CUpti_CallbackId* profiler_runtime_kernel_cbids(std::size_t& count) noexcept {
+KSCOPE_DECL const CUpti_CallbackId* profiler_runtime_kernel_cbids(std::size_t& count) noexcept;
+
+KSCOPE_DECL const CUpti_CallbackId* profiler_driver_kernel_cbids(std::size_t& count) noexcept;
+
+KSCOPE_DECL bool is_graph_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const CUpti_CallbackId* profiler_runtime_kernel_cbids(std::size_t& count) noexcept {
   static const CUpti_CallbackId ids[] = {
       CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
       CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
@@ -51,7 +59,7 @@ inline const CUpti_CallbackId* profiler_runtime_kernel_cbids(std::size_t& count)
   return ids;
 }
 
-inline const CUpti_CallbackId* profiler_driver_kernel_cbids(std::size_t& count) noexcept {
+KSCOPE_DECL const CUpti_CallbackId* profiler_driver_kernel_cbids(std::size_t& count) noexcept {
   static const CUpti_CallbackId ids[] = {
       CUPTI_DRIVER_TRACE_CBID_cuLaunch,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
@@ -69,12 +77,13 @@ inline const CUpti_CallbackId* profiler_driver_kernel_cbids(std::size_t& count) 
   return ids;
 }
 
-inline bool is_graph_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
+KSCOPE_DECL bool is_graph_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
     return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
            cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
   return cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The names seen during one pass. Never destroyed (a late callback may still arrive).
 struct kernel_name_log {
@@ -84,18 +93,26 @@ struct kernel_name_log {
   std::size_t callback_errors = 0;
 };
 
-inline kernel_name_log& profiler_kernel_name_log() {
+KSCOPE_DECL kernel_name_log& profiler_kernel_name_log();
+
+// Depth of runtime launch calls on this thread: a driver launch inside one is the same kernel.
+KSCOPE_DECL int& runtime_launch_depth() noexcept;
+
+KSCOPE_DECL void CUPTIAPI on_profiler_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                        const void* cbdata);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL kernel_name_log& profiler_kernel_name_log() {
   static lazy_global<kernel_name_log> log{lock_rank::init};  // fork-safe (core/detail/once.hpp)
   return log.get([] { return new kernel_name_log(); });
 }
 
-// Depth of runtime launch calls on this thread: a driver launch inside one is the same kernel.
-inline int& runtime_launch_depth() noexcept {
+KSCOPE_DECL int& runtime_launch_depth() noexcept {
   thread_local int depth = 0;
   return depth;
 }
 
-inline void CUPTIAPI on_profiler_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+KSCOPE_DECL void CUPTIAPI on_profiler_launch(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                         const void* cbdata) {
   if (userdata == nullptr || cbdata == nullptr) return;
   auto& log = *static_cast<kernel_name_log*>(userdata);
@@ -126,40 +143,13 @@ inline void CUPTIAPI on_profiler_launch(void* userdata, CUpti_CallbackDomain dom
     ++log.callback_errors;
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Subscribes the launch callback for one pass; unsubscribes when destroyed. ok() false
 // (with why()) when CUPTI's subscriber slot is taken.
 class kernel_name_subscription {
  public:
-  explicit kernel_name_subscription(const cupti_api& api) : api_(api) {
-    kernel_name_log& log = profiler_kernel_name_log();
-    {
-      std::lock_guard<std::mutex> lock(log.mutex);
-      log.names.clear();
-      log.graph_launches = 0;
-      log.callback_errors = 0;
-    }
-    std::string holder;
-    const CUptiResult r = api_.subscribe_named(subscriber_, &on_profiler_launch, &log, "kscope counters", holder);
-    if (r != CUPTI_SUCCESS) {
-      why_ = "kernel names unavailable: cuptiSubscribe failed with " + api_.result_name(r) +
-             (holder.empty() ? std::string() : " (held by " + holder + ")") +
-             "; ranges are numbered in launch order";
-      return;
-    }
-    std::size_t enabled = 0, count = 0;
-    const CUpti_CallbackId* ids = profiler_runtime_kernel_cbids(count);
-    for (std::size_t i = 0; i < count; ++i)
-      enabled += api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) == CUPTI_SUCCESS;
-    ids = profiler_driver_kernel_cbids(count);
-    for (std::size_t i = 0; i < count; ++i)
-      enabled += api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) == CUPTI_SUCCESS;
-    if (enabled == 0) {
-      why_ = "kernel names unavailable: no launch callback could be enabled; ranges are numbered in launch order";
-      (void)api_.unsubscribe(subscriber_);
-      subscriber_ = nullptr;
-    }
-  }
+  explicit kernel_name_subscription(const cupti_api& api);
 
   ~kernel_name_subscription() {
     try {
@@ -171,32 +161,12 @@ class kernel_name_subscription {
   kernel_name_subscription& operator=(const kernel_name_subscription&) = delete;
 
   // Unsubscribes (the callbacks stop) and returns what was logged.
-  std::vector<std::string> stop() {
-    if (subscriber_ != nullptr) {
-      (void)api_.unsubscribe(subscriber_);
-      subscriber_ = nullptr;
-    }
-    kernel_name_log& log = profiler_kernel_name_log();
-    std::lock_guard<std::mutex> lock(log.mutex);
-    graph_launches_ = log.graph_launches;
-    callback_errors_ = log.callback_errors;
-    return std::move(log.names);
-  }
+  std::vector<std::string> stop();
 
   // How many launches are logged so far, and dropping those logged after `mark` (launches
   // between two runs of the work that are not the work's own).
-  [[nodiscard]] std::size_t logged() const {
-    kernel_name_log& log = profiler_kernel_name_log();
-    std::lock_guard<std::mutex> lock(log.mutex);
-    return log.names.size();
-  }
-  void forget_since(std::size_t mark) {
-    kernel_name_log& log = profiler_kernel_name_log();
-    std::lock_guard<std::mutex> lock(log.mutex);
-    for (std::size_t i = mark; i < log.names.size(); ++i)
-      if (log.names[i] == "(CUDA graph launch)" && log.graph_launches > 0) --log.graph_launches;
-    if (mark < log.names.size()) log.names.resize(mark);
-  }
+  [[nodiscard]] std::size_t logged() const;
+  void forget_since(std::size_t mark);
 
   [[nodiscard]] bool ok() const noexcept { return why_.empty(); }
   [[nodiscard]] const std::string& why() const noexcept { return why_; }
@@ -210,6 +180,64 @@ class kernel_name_subscription {
   std::size_t graph_launches_ = 0;
   std::size_t callback_errors_ = 0;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL kernel_name_subscription::kernel_name_subscription(const cupti_api& api) : api_(api) {
+  kernel_name_log& log = profiler_kernel_name_log();
+  {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    log.names.clear();
+    log.graph_launches = 0;
+    log.callback_errors = 0;
+  }
+  std::string holder;
+  const CUptiResult r = api_.subscribe_named(subscriber_, &on_profiler_launch, &log, "kscope counters", holder);
+  if (r != CUPTI_SUCCESS) {
+    why_ = "kernel names unavailable: cuptiSubscribe failed with " + api_.result_name(r) +
+           (holder.empty() ? std::string() : " (held by " + holder + ")") +
+           "; ranges are numbered in launch order";
+    return;
+  }
+  std::size_t enabled = 0, count = 0;
+  const CUpti_CallbackId* ids = profiler_runtime_kernel_cbids(count);
+  for (std::size_t i = 0; i < count; ++i)
+    enabled += api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]) == CUPTI_SUCCESS;
+  ids = profiler_driver_kernel_cbids(count);
+  for (std::size_t i = 0; i < count; ++i)
+    enabled += api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) == CUPTI_SUCCESS;
+  if (enabled == 0) {
+    why_ = "kernel names unavailable: no launch callback could be enabled; ranges are numbered in launch order";
+    (void)api_.unsubscribe(subscriber_);
+    subscriber_ = nullptr;
+  }
+}
+
+KSCOPE_DECL std::vector<std::string> kernel_name_subscription::stop() {
+  if (subscriber_ != nullptr) {
+    (void)api_.unsubscribe(subscriber_);
+    subscriber_ = nullptr;
+  }
+  kernel_name_log& log = profiler_kernel_name_log();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  graph_launches_ = log.graph_launches;
+  callback_errors_ = log.callback_errors;
+  return std::move(log.names);
+}
+
+KSCOPE_DECL std::size_t kernel_name_subscription::logged() const {
+  kernel_name_log& log = profiler_kernel_name_log();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  return log.names.size();
+}
+
+KSCOPE_DECL void kernel_name_subscription::forget_since(std::size_t mark) {
+  kernel_name_log& log = profiler_kernel_name_log();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  for (std::size_t i = mark; i < log.names.size(); ++i)
+    if (log.names[i] == "(CUDA graph launch)" && log.graph_launches > 0) --log.graph_launches;
+  if (mark < log.names.size()) log.names.resize(mark);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

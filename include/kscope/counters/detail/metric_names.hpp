@@ -16,6 +16,7 @@
 // one — early, with a suggestion.
 #pragma once
 
+#include "../../core/config.hpp"
 #include <algorithm>
 #include <cstddef>
 #include <string>
@@ -56,9 +57,17 @@ inline bool is_one_of(std::string_view word, const std::string_view (&list)[N]) 
   return false;
 }
 
-inline bool is_metric_rollup(std::string_view word) noexcept { return is_one_of(word, metric_rollups); }
-inline bool is_metric_ratio_suffix(std::string_view word) noexcept { return is_one_of(word, metric_ratio_suffixes); }
-inline bool is_metric_submetric(std::string_view word) noexcept { return is_one_of(word, metric_submetrics); }
+KSCOPE_DECL bool is_metric_rollup(std::string_view word) noexcept;
+KSCOPE_DECL bool is_metric_ratio_suffix(std::string_view word) noexcept;
+KSCOPE_DECL bool is_metric_submetric(std::string_view word) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool is_metric_rollup(std::string_view word) noexcept { return is_one_of(word, metric_rollups); }
+
+KSCOPE_DECL bool is_metric_ratio_suffix(std::string_view word) noexcept { return is_one_of(word, metric_ratio_suffixes); }
+
+KSCOPE_DECL bool is_metric_submetric(std::string_view word) noexcept { return is_one_of(word, metric_submetrics); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // A name cut into its base and the suffix after it (without the joining dot).
 //   split_metric_name("dram__bytes_read.sum.per_second") -> {"dram__bytes_read", "sum.per_second"}
@@ -69,7 +78,29 @@ struct metric_name_parts {
   std::string_view suffix;
 };
 
-inline metric_name_parts split_metric_name(std::string_view name) noexcept {
+KSCOPE_DECL metric_name_parts split_metric_name(std::string_view name) noexcept;
+
+// "" when `suffix` follows the grammar at the top of this header, else what is wrong.
+//   metric_suffix_error("sum")                    -> ""
+//   metric_suffix_error("avg.pct_of_peak_sustained_elapsed") -> ""
+//   metric_suffix_error("")                       -> "needs a rollup: ..."
+KSCOPE_DECL std::string metric_suffix_error(std::string_view suffix);
+
+// Levenshtein distance (insert, delete, substitute: cost 1 each), two rows of memory.
+//   edit_distance("dram__byte_read", "dram__bytes_read") == 1
+KSCOPE_DECL std::size_t edit_distance(std::string_view a, std::string_view b);
+
+KSCOPE_DECL std::size_t common_prefix_length(std::string_view a, std::string_view b) noexcept;
+
+// Whether `candidate` is close enough to `query` to be worth suggesting: a few edits
+// (a quarter of the query's length, at least 2: "dram__byte_read" for "dram__bytes_read",
+// "sm__pipe_tensor_op_hmma_cycles_active" for "sm__pipe_tensor_cycles_active"), or a long
+// shared beginning (two thirds of the query, at least 8 characters: a truncated name
+// such as "dram__bytes" for "dram__bytes_read").
+KSCOPE_DECL bool metric_names_close(std::string_view query, std::string_view candidate, std::size_t distance) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL metric_name_parts split_metric_name(std::string_view name) noexcept {
   std::size_t start = 0;
   while (true) {
     const std::size_t dot = name.find('.', start);
@@ -82,11 +113,7 @@ inline metric_name_parts split_metric_name(std::string_view name) noexcept {
   }
 }
 
-// "" when `suffix` follows the grammar at the top of this header, else what is wrong.
-//   metric_suffix_error("sum")                    -> ""
-//   metric_suffix_error("avg.pct_of_peak_sustained_elapsed") -> ""
-//   metric_suffix_error("")                       -> "needs a rollup: ..."
-inline std::string metric_suffix_error(std::string_view suffix) {
+KSCOPE_DECL std::string metric_suffix_error(std::string_view suffix) {
   if (suffix.empty())
     return "needs a rollup: .sum, .avg, .min or .max (a ratio metric: .pct, .ratio or .max_rate)";
   const std::size_t dot = suffix.find('.');
@@ -104,9 +131,7 @@ inline std::string metric_suffix_error(std::string_view suffix) {
          "pct_of_peak_sustained_*)";
 }
 
-// Levenshtein distance (insert, delete, substitute: cost 1 each), two rows of memory.
-//   edit_distance("dram__byte_read", "dram__bytes_read") == 1
-inline std::size_t edit_distance(std::string_view a, std::string_view b) {
+KSCOPE_DECL std::size_t edit_distance(std::string_view a, std::string_view b) {
   if (a.size() < b.size()) std::swap(a, b);  // b is the shorter: the rows are its length
   std::vector<std::size_t> previous(b.size() + 1), current(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) previous[j] = j;
@@ -121,23 +146,19 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
   return previous[b.size()];
 }
 
-inline std::size_t common_prefix_length(std::string_view a, std::string_view b) noexcept {
+KSCOPE_DECL std::size_t common_prefix_length(std::string_view a, std::string_view b) noexcept {
   std::size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
   return n;
 }
 
-// Whether `candidate` is close enough to `query` to be worth suggesting: a few edits
-// (a quarter of the query's length, at least 2: "dram__byte_read" for "dram__bytes_read",
-// "sm__pipe_tensor_op_hmma_cycles_active" for "sm__pipe_tensor_cycles_active"), or a long
-// shared beginning (two thirds of the query, at least 8 characters: a truncated name
-// such as "dram__bytes" for "dram__bytes_read").
-inline bool metric_names_close(std::string_view query, std::string_view candidate, std::size_t distance) noexcept {
+KSCOPE_DECL bool metric_names_close(std::string_view query, std::string_view candidate, std::size_t distance) noexcept {
   const std::size_t edits_allowed = std::max<std::size_t>(2, query.size() / 4);
   if (distance <= edits_allowed) return true;
   const std::size_t prefix_needed = std::max<std::size_t>(8, (2 * query.size() + 2) / 3);
   return common_prefix_length(query, candidate) >= prefix_needed;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -78,34 +78,41 @@ struct cupti_api {
   // taken `holder` receives the name its holder gave (empty when CUPTI does not say).
   // On failure `handle` is null.
   CUptiResult subscribe_named(CUpti_SubscriberHandle& handle, CUpti_CallbackFunc callback, void* userdata,
-                              const char* name, std::string& holder) const {
-    char held_by[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
-    CUptiResult result;
-    if (subscribe_v2 != nullptr) {
-      CUpti_SubscriberParams params{};
-      params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-      params.subscriberName = name;
-      params.oldSubscriberName = held_by;
-      params.oldSubscriberSize = sizeof(held_by) - 1;
-      result = subscribe_v2(&handle, callback, userdata, &params);
-    } else {
-      result = subscribe(&handle, callback, userdata);
-    }
-    if (result != CUPTI_SUCCESS) handle = nullptr;
-    holder = held_by;
-    return result;
-  }
+                              const char* name, std::string& holder) const;
 
   // "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", or the number when unknown.
-  [[nodiscard]] std::string result_name(CUptiResult result) const {
-    const char* text = nullptr;
-    if (get_result_string != nullptr && get_result_string(result, &text) == CUPTI_SUCCESS &&
-        text != nullptr) {
-      return text;
-    }
-    return "CUPTI error " + std::to_string(static_cast<int>(result));
-  }
+  [[nodiscard]] std::string result_name(CUptiResult result) const;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL CUptiResult cupti_api::subscribe_named(CUpti_SubscriberHandle& handle, CUpti_CallbackFunc callback, void* userdata,
+                            const char* name, std::string& holder) const {
+  char held_by[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+  CUptiResult result;
+  if (subscribe_v2 != nullptr) {
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = name;
+    params.oldSubscriberName = held_by;
+    params.oldSubscriberSize = sizeof(held_by) - 1;
+    result = subscribe_v2(&handle, callback, userdata, &params);
+  } else {
+    result = subscribe(&handle, callback, userdata);
+  }
+  if (result != CUPTI_SUCCESS) handle = nullptr;
+  holder = held_by;
+  return result;
+}
+
+KSCOPE_DECL std::string cupti_api::result_name(CUptiResult result) const {
+  const char* text = nullptr;
+  if (get_result_string != nullptr && get_result_string(result, &text) == CUPTI_SUCCESS &&
+      text != nullptr) {
+    return text;
+  }
+  return "CUPTI error " + std::to_string(static_cast<int>(result));
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 template <class F>
 inline bool resolve_symbol(void* handle, const char* name, F& out) noexcept {
@@ -115,7 +122,26 @@ inline bool resolve_symbol(void* handle, const char* name, F& out) noexcept {
 }
 
 // Resolves every entry point; returns the first required one missing, or "".
-inline std::string resolve_cupti_symbols(cupti_api& api) {
+KSCOPE_DECL std::string resolve_cupti_symbols(cupti_api& api);
+
+KSCOPE_DECL std::string directory_of(const std::string& path);
+
+// The directory of the libcudart this program uses (empty when cudart is static or the
+// symbol cannot be placed).
+KSCOPE_DECL std::string cudart_directory();
+
+KSCOPE_DECL const char* const* cupti_sonames() noexcept;
+
+// The candidate paths, in search order (step 0, RTLD_NOLOAD, is not listed).
+//
+//   for (auto& p : detail::cupti_library_candidates("")) std::puts(p.c_str());
+KSCOPE_DECL std::vector<std::string> cupti_library_candidates(const std::string& explicit_path);
+
+// Loads libcupti and resolves its entry points. On failure `why` says what was tried.
+KSCOPE_DECL bool load_cupti(cupti_api& api, const std::string& explicit_path, std::string& why);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string resolve_cupti_symbols(cupti_api& api) {
   void* h = api.handle;
   struct required {
     const char* name;
@@ -149,29 +175,24 @@ inline std::string resolve_cupti_symbols(cupti_api& api) {
   return "";
 }
 
-inline std::string directory_of(const std::string& path) {
+KSCOPE_DECL std::string directory_of(const std::string& path) {
   const auto slash = path.find_last_of('/');
   return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
-// The directory of the libcudart this program uses (empty when cudart is static or the
-// symbol cannot be placed).
-inline std::string cudart_directory() {
+KSCOPE_DECL std::string cudart_directory() {
   void* symbol = ::dlsym(RTLD_DEFAULT, "cudaGetDeviceCount");
   Dl_info info{};
   if (symbol == nullptr || ::dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "";
   return directory_of(info.dli_fname);
 }
 
-inline const char* const* cupti_sonames() noexcept {
+KSCOPE_DECL const char* const* cupti_sonames() noexcept {
   static const char* const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so", nullptr};
   return names;
 }
 
-// The candidate paths, in search order (step 0, RTLD_NOLOAD, is not listed).
-//
-//   for (auto& p : detail::cupti_library_candidates("")) std::puts(p.c_str());
-inline std::vector<std::string> cupti_library_candidates(const std::string& explicit_path) {
+KSCOPE_DECL std::vector<std::string> cupti_library_candidates(const std::string& explicit_path) {
   std::vector<std::string> out;
   auto add = [&out](const std::string& p) {
     if (p.empty()) return;
@@ -201,8 +222,7 @@ inline std::vector<std::string> cupti_library_candidates(const std::string& expl
   return out;
 }
 
-// Loads libcupti and resolves its entry points. On failure `why` says what was tried.
-inline bool load_cupti(cupti_api& api, const std::string& explicit_path, std::string& why) {
+KSCOPE_DECL bool load_cupti(cupti_api& api, const std::string& explicit_path, std::string& why) {
   if (api.loaded()) return true;
   std::vector<std::string> tried;
   std::string last_error;
@@ -250,6 +270,7 @@ inline bool load_cupti(cupti_api& api, const std::string& explicit_path, std::st
   if (!last_error.empty()) why += "; last dlopen error: " + last_error;
   return false;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

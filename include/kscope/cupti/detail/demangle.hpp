@@ -4,6 +4,7 @@
 // show them demangled ("gemm()"). abi::__cxa_demangle where the C++ runtime has it.
 #pragma once
 
+#include "../../core/config.hpp"
 #include <cstdlib>
 #include <string>
 
@@ -24,7 +25,10 @@ namespace detail {
 //
 //   detail::demangle("_Z4gemmv");     // "gemm()"
 //   detail::demangle("my_c_kernel");  // "my_c_kernel"
-inline std::string demangle(const char* name) {
+KSCOPE_DECL std::string demangle(const char* name);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string demangle(const char* name) {
   if (name == nullptr) return "(unknown kernel)";
 #if KSCOPE_DETAIL_HAS_CXXABI
   int status = 0;
@@ -38,6 +42,7 @@ inline std::string demangle(const char* name) {
 #endif
   return std::string(name);
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

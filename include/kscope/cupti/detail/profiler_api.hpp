@@ -17,6 +17,7 @@
 // using it.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "api.hpp"
 
 #if KSCOPE_HAS_CUPTI && defined(__has_include)
@@ -83,7 +84,21 @@ struct profiler_api {
 
 // Resolves every entry point from a loaded libcupti; returns the first required one
 // missing, or "" (then `out` is complete).
-inline std::string resolve_profiler_symbols(void* handle, profiler_api& out) {
+KSCOPE_DECL std::string resolve_profiler_symbols(void* handle, profiler_api& out);
+
+// Where libnvperf_host.so may be, in search order: the explicit path alone when given;
+// else beside the libcupti in use, the toolkit kscope was built against, the libcudart in
+// use, and finally the soname for the default search.
+KSCOPE_DECL std::vector<std::string> nvperf_host_candidates(const std::string& explicit_path,
+                                                       const std::string& cupti_path);
+
+// Loads libnvperf_host once per process (see the top of this header). On failure `why`
+// says what was tried. An explicit path that does not load is a failure even when another
+// copy is loaded already: the caller asked for that file.
+KSCOPE_DECL bool load_nvperf_host(const std::string& explicit_path, const std::string& cupti_path, std::string& why);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string resolve_profiler_symbols(void* handle, profiler_api& out) {
   profiler_api api;
   struct required {
     const char* name;
@@ -132,10 +147,7 @@ inline std::string resolve_profiler_symbols(void* handle, profiler_api& out) {
   return "";
 }
 
-// Where libnvperf_host.so may be, in search order: the explicit path alone when given;
-// else beside the libcupti in use, the toolkit kscope was built against, the libcudart in
-// use, and finally the soname for the default search.
-inline std::vector<std::string> nvperf_host_candidates(const std::string& explicit_path,
+KSCOPE_DECL std::vector<std::string> nvperf_host_candidates(const std::string& explicit_path,
                                                        const std::string& cupti_path) {
   if (!explicit_path.empty()) return {explicit_path};
   std::vector<std::string> out;
@@ -159,10 +171,7 @@ inline std::vector<std::string> nvperf_host_candidates(const std::string& explic
   return out;
 }
 
-// Loads libnvperf_host once per process (see the top of this header). On failure `why`
-// says what was tried. An explicit path that does not load is a failure even when another
-// copy is loaded already: the caller asked for that file.
-inline bool load_nvperf_host(const std::string& explicit_path, const std::string& cupti_path, std::string& why) {
+KSCOPE_DECL bool load_nvperf_host(const std::string& explicit_path, const std::string& cupti_path, std::string& why) {
   static void* loaded = nullptr;  // never closed: CUPTI uses it for the rest of the process
   if (explicit_path.empty()) {
     if (loaded != nullptr) return true;
@@ -187,6 +196,7 @@ inline bool load_nvperf_host(const std::string& explicit_path, const std::string
   if (!last_error.empty()) why += "; last dlopen error: " + last_error;
   return false;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Why CUPTI says a device cannot be profiled with `api` (range profiling, PM sampling),
 // from cuptiProfilerDeviceSupported: `unsupported` false when the library lacks the call,
@@ -197,7 +207,10 @@ struct device_support {
   bool unsupported = false;
   std::string reasons;
 };
-inline device_support read_device_support(const profiler_api& api, int device, CUpti_Profiler_API which) {
+KSCOPE_DECL device_support read_device_support(const profiler_api& api, int device, CUpti_Profiler_API which);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL device_support read_device_support(const profiler_api& api, int device, CUpti_Profiler_API which) {
   device_support out;
   if (api.device_supported == nullptr) return out;
   CUpti_Profiler_DeviceSupported_Params p{};
@@ -221,6 +234,7 @@ inline device_support read_device_support(const profiler_api& api, int device, C
   add(p.wsl, "WSL");
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

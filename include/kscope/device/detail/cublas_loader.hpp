@@ -16,6 +16,7 @@
 // its kernels is not worth the risk, and it is loaded at most once per process.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../core/detail/once.hpp"
 
 #include <cstdlib>
@@ -72,17 +73,35 @@ struct cublas_api {
   std::string path;   // the library that was opened
   std::string error;  // why none could be used (empty when ok())
 
-  [[nodiscard]] bool ok() const noexcept { return create && destroy && set_stream && gemm_ex; }
+  [[nodiscard]] bool ok() const noexcept;
 
   // "CUBLAS_STATUS_..." text for a status, or the number when the name is unknown.
-  [[nodiscard]] std::string describe(int status) const {
-    const char* text = status_string ? status_string(status) : nullptr;
-    return text ? std::string(text) : "cuBLAS status " + std::to_string(status);
-  }
+  [[nodiscard]] std::string describe(int status) const;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool cublas_api::ok() const noexcept { return create && destroy && set_stream && gemm_ex; }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string cublas_api::describe(int status) const {
+  const char* text = status_string ? status_string(status) : nullptr;
+  return text ? std::string(text) : "cuBLAS status " + std::to_string(status);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // Candidate file names in search order (see the top of this header).
-inline std::vector<std::string> cublas_candidates() {
+KSCOPE_DECL std::vector<std::string> cublas_candidates();
+
+// Opens cuBLAS once per process; later calls return the same result. A fork while another
+// thread is loading it waits for the load (hundreds of milliseconds) instead of leaving
+// the child a load it would wait on forever (core/detail/once.hpp).
+//   const auto& blas = kscope::detail::cublas();
+//   if (!blas.ok()) report(blas.error);
+KSCOPE_DECL const cublas_api& cublas();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> cublas_candidates() {
   std::vector<std::string> names;
   if (const char* env = std::getenv("KSCOPE_CUBLAS_LIBRARY"); env && *env) names.emplace_back(env);
 #ifdef KSCOPE_CUBLAS_LIBRARY
@@ -96,12 +115,7 @@ inline std::vector<std::string> cublas_candidates() {
   return names;
 }
 
-// Opens cuBLAS once per process; later calls return the same result. A fork while another
-// thread is loading it waits for the load (hundreds of milliseconds) instead of leaving
-// the child a load it would wait on forever (core/detail/once.hpp).
-//   const auto& blas = kscope::detail::cublas();
-//   if (!blas.ok()) report(blas.error);
-inline const cublas_api& cublas() {
+KSCOPE_DECL const cublas_api& cublas() {
   static lazy_global<const cublas_api> api{lock_rank::init_code_loading};  // never destroyed
   return api.get([] {
     // Built, then moved to the heap by assignment (nvcc 13.0's cicc aborts on some
@@ -143,6 +157,7 @@ inline const cublas_api& cublas() {
     return kept(std::move(result));
   });
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

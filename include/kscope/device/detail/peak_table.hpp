@@ -167,15 +167,23 @@ inline constexpr arch_rates arch_rate_table[] = {
 };
 
 // The row for a compute capability, or nullptr when kscope has none.
-[[nodiscard]] inline const arch_rates* find_arch_rates(int major, int minor) noexcept {
+[[nodiscard]] KSCOPE_DECL const arch_rates* find_arch_rates(int major, int minor) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const arch_rates* find_arch_rates(int major, int minor) noexcept {
   for (const arch_rates& row : arch_rate_table) {
     if (row.major == major && row.minor == minor) return &row;
   }
   return nullptr;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Dense ops per clock per SM; NaN when unknown or unsupported.
-[[nodiscard]] inline double dense_ops_per_clock_per_sm(int major, int minor, data_type type,
+[[nodiscard]] KSCOPE_DECL double dense_ops_per_clock_per_sm(int major, int minor, data_type type,
+                                                       core_kind cores) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double dense_ops_per_clock_per_sm(int major, int minor, data_type type,
                                                        core_kind cores) noexcept {
   const arch_rates* row = find_arch_rates(major, minor);
   const auto t = static_cast<unsigned>(type);
@@ -183,6 +191,7 @@ inline constexpr arch_rates arch_rate_table[] = {
   if (!row || t >= 7 || k >= 2) return unknown_rate;
   return row->ops[t][k];
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -10,6 +10,7 @@
 // resolve_pm_sampling_symbols() names the first one missing.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../cupti/detail/profiler_api.hpp"
 
 #if KSCOPE_HAS_RANGE_PROFILER && defined(__has_include)
@@ -47,7 +48,10 @@ struct pm_sampling_api {
 };
 
 // Resolves every entry point; returns the first one missing, or "" (then `out` is complete).
-inline std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_api& out) {
+KSCOPE_DECL std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_api& out);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_api& out) {
   pm_sampling_api api;
   struct required {
     const char* name;
@@ -76,6 +80,7 @@ inline std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_api& ou
   out = api;
   return "";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Every CUPTI parameter struct: zeroed, structSize from the header's <Type>_STRUCT_SIZE.
 #define KSCOPE_CUPTI_PARAMS(type, var) \

@@ -89,7 +89,7 @@ class event_pool {
 
   // Registers the pool's lock with the fork guard (fork_guard.hpp); the recorder's pool
   // lives as long as the process.
-  void guard_across_fork() noexcept { detail::guard_across_fork(mutex_, lock_rank::event_pool); }
+  void guard_across_fork() noexcept;
 
   void set_cap_pairs(std::uint32_t cap) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -114,52 +114,58 @@ class event_pool {
     event_pair pair_at(std::uint32_t index) const noexcept { return chunks[index / chunk_pairs][index % chunk_pairs]; }
   };
 
-  bool grow(int device, per_device& d) noexcept {
-    if (d.created + chunk_pairs > cap_pairs_) return false;
-    // Memory first, so that nothing can fail once the events exist.
-    event_pair* chunk = new (std::nothrow) event_pair[chunk_pairs];
-    if (chunk == nullptr) return false;
-    try {
-      d.chunks.reserve(d.chunks.size() + 1);
-      d.free.reserve(d.free.size() + chunk_pairs);
-    } catch (...) {
-      delete[] chunk;
-      return false;
-    }
-    int previous = 0;
-    if (cudaGetDevice(&previous) != cudaSuccess || (previous != device && cudaSetDevice(device) != cudaSuccess)) {
-      delete[] chunk;
-      return false;
-    }
-    bool ok = true;
-    for (std::uint32_t made = 0; made < chunk_pairs; ++made) {
-      event_pair& p = chunk[made];
-      if (cudaEventCreateWithFlags(&p.start, cudaEventDefault) != cudaSuccess ||
-          cudaEventCreateWithFlags(&p.end, cudaEventDefault) != cudaSuccess) {
-        ok = false;
-        break;
-      }
-    }
-    if (ok) {
-      for (std::uint32_t i = 0; i < chunk_pairs; ++i) d.free.push_back(d.created + chunk_pairs - 1 - i);
-      d.chunks.push_back(chunk);  // cannot throw: reserved above
-      d.created += chunk_pairs;
-    } else {
-      for (std::uint32_t i = 0; i < chunk_pairs; ++i) {
-        if (chunk[i].start) cudaEventDestroy(chunk[i].start);
-        if (chunk[i].end) cudaEventDestroy(chunk[i].end);
-      }
-      delete[] chunk;
-      cudaGetLastError();  // do not leave our failure for the host program to trip on
-    }
-    if (previous != device) cudaSetDevice(previous);
-    return ok;
-  }
+  bool grow(int device, per_device& d) noexcept;
 
   std::mutex mutex_;
   per_device devices_[max_devices];
   std::uint32_t cap_pairs_ = default_cap_pairs;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void event_pool::guard_across_fork() noexcept { detail::guard_across_fork(mutex_, lock_rank::event_pool); }
+
+KSCOPE_DECL bool event_pool::grow(int device, per_device& d) noexcept {
+  if (d.created + chunk_pairs > cap_pairs_) return false;
+  // Memory first, so that nothing can fail once the events exist.
+  event_pair* chunk = new (std::nothrow) event_pair[chunk_pairs];
+  if (chunk == nullptr) return false;
+  try {
+    d.chunks.reserve(d.chunks.size() + 1);
+    d.free.reserve(d.free.size() + chunk_pairs);
+  } catch (...) {
+    delete[] chunk;
+    return false;
+  }
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || (previous != device && cudaSetDevice(device) != cudaSuccess)) {
+    delete[] chunk;
+    return false;
+  }
+  bool ok = true;
+  for (std::uint32_t made = 0; made < chunk_pairs; ++made) {
+    event_pair& p = chunk[made];
+    if (cudaEventCreateWithFlags(&p.start, cudaEventDefault) != cudaSuccess ||
+        cudaEventCreateWithFlags(&p.end, cudaEventDefault) != cudaSuccess) {
+      ok = false;
+      break;
+    }
+  }
+  if (ok) {
+    for (std::uint32_t i = 0; i < chunk_pairs; ++i) d.free.push_back(d.created + chunk_pairs - 1 - i);
+    d.chunks.push_back(chunk);  // cannot throw: reserved above
+    d.created += chunk_pairs;
+  } else {
+    for (std::uint32_t i = 0; i < chunk_pairs; ++i) {
+      if (chunk[i].start) cudaEventDestroy(chunk[i].start);
+      if (chunk[i].end) cudaEventDestroy(chunk[i].end);
+    }
+    delete[] chunk;
+    cudaGetLastError();  // do not leave our failure for the host program to trip on
+  }
+  if (previous != device) cudaSetDevice(previous);
+  return ok;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -9,6 +9,7 @@
 //   if (n == detail::node_cache::invalid) { /* intern under the lock, then insert */ }
 #pragma once
 
+#include "../../core/config.hpp"
 #include "thread_state.hpp"
 
 #include <cstddef>
@@ -44,17 +45,7 @@ class node_cache {
       if (s.hash == hash && s.parent == parent && s.name == name) return s.node;
     }
   }
-  void insert(node_id parent, std::string_view name, std::uint64_t hash, node_id node) {
-    if ((used_ + 1) * 2 > slots_.size()) rehash(slots_.empty() ? 64 : slots_.size() * 2);
-    for (std::size_t i = hash & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
-      slot& s = slots_[i];
-      if (s.node == invalid) {
-        s = slot{hash, parent, node, std::string(name)};
-        ++used_;
-        return;
-      }
-    }
-  }
+  void insert(node_id parent, std::string_view name, std::uint64_t hash, node_id node);
   void clear() noexcept {
     slots_.clear();
     used_ = 0;
@@ -67,16 +58,32 @@ class node_cache {
     node_id node = invalid;
     std::string name;
   };
-  void rehash(std::size_t n) {
-    std::vector<slot> old = std::move(slots_);
-    slots_.assign(n, slot{});
-    used_ = 0;
-    for (slot& s : old)
-      if (s.node != invalid) insert(s.parent, s.name, s.hash, s.node);
-  }
+  void rehash(std::size_t n);
   std::vector<slot> slots_;
   std::size_t used_ = 0;
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void node_cache::insert(node_id parent, std::string_view name, std::uint64_t hash, node_id node) {
+  if ((used_ + 1) * 2 > slots_.size()) rehash(slots_.empty() ? 64 : slots_.size() * 2);
+  for (std::size_t i = hash & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+    slot& s = slots_[i];
+    if (s.node == invalid) {
+      s = slot{hash, parent, node, std::string(name)};
+      ++used_;
+      return;
+    }
+  }
+}
+
+KSCOPE_DECL void node_cache::rehash(std::size_t n) {
+  std::vector<slot> old = std::move(slots_);
+  slots_.assign(n, slot{});
+  used_ = 0;
+  for (slot& s : old)
+    if (s.node != invalid) insert(s.parent, s.name, s.hash, s.node);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

@@ -68,7 +68,23 @@ struct subtree_gpu_work {
   double work_ns = 0;         // busy_ns plus copy and memset durations
 };
 
-inline void add_gpu_work(subtree_gpu_work& sum, const node_gpu_activity& a) {
+KSCOPE_DECL void add_gpu_work(subtree_gpu_work& sum, const node_gpu_activity& a);
+
+// The GPU work of scopes[i] and of the scopes nested in it. `scopes` is depth-first, so a
+// subtree is the run of deeper scopes after it. Cross-thread ranges are left out with
+// their subtrees: they may run outside the parent's calls, like host_exclusive_ns does.
+KSCOPE_DECL subtree_gpu_work subtree_work(const std::vector<scope_report>& scopes, std::size_t i);
+
+// "stream 14 of GPU 0", "streams 13, 14 of GPU 0 and stream 7 of GPU 1": where the
+// node's kernels in CUPTI's recent-event ring ran; "" when the ring holds none of them.
+KSCOPE_DECL std::string kernel_streams_text(const std::set<std::pair<std::uint32_t, std::uint32_t>>& device_streams);
+
+// Per node: the (device, stream) pairs of its kernels in the recent-event ring.
+KSCOPE_DECL std::map<node_id, std::set<std::pair<std::uint32_t, std::uint32_t>>> kernel_streams_by_node(
+    const std::vector<gpu_activity_event>& recent);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void add_gpu_work(subtree_gpu_work& sum, const node_gpu_activity& a) {
   sum.seen = true;
   sum.kernels += a.kernel_count;
   sum.kernel_ns += static_cast<double>(a.kernel_ns);
@@ -78,10 +94,7 @@ inline void add_gpu_work(subtree_gpu_work& sum, const node_gpu_activity& a) {
   sum.work_ns += static_cast<double>(a.busy_ns) + copies_ns;
 }
 
-// The GPU work of scopes[i] and of the scopes nested in it. `scopes` is depth-first, so a
-// subtree is the run of deeper scopes after it. Cross-thread ranges are left out with
-// their subtrees: they may run outside the parent's calls, like host_exclusive_ns does.
-inline subtree_gpu_work subtree_work(const std::vector<scope_report>& scopes, std::size_t i) {
+KSCOPE_DECL subtree_gpu_work subtree_work(const std::vector<scope_report>& scopes, std::size_t i) {
   subtree_gpu_work sum;
   if (scopes[i].gpu_activity) add_gpu_work(sum, *scopes[i].gpu_activity);
   std::size_t skip_below = 0;  // depth of a cross-thread scope being skipped; 0: none
@@ -97,9 +110,7 @@ inline subtree_gpu_work subtree_work(const std::vector<scope_report>& scopes, st
   return sum;
 }
 
-// "stream 14 of GPU 0", "streams 13, 14 of GPU 0 and stream 7 of GPU 1": where the
-// node's kernels in CUPTI's recent-event ring ran; "" when the ring holds none of them.
-inline std::string kernel_streams_text(const std::set<std::pair<std::uint32_t, std::uint32_t>>& device_streams) {
+KSCOPE_DECL std::string kernel_streams_text(const std::set<std::pair<std::uint32_t, std::uint32_t>>& device_streams) {
   std::map<std::uint32_t, std::vector<std::uint32_t>> by_device;
   for (const auto& [device, stream] : device_streams) by_device[device].push_back(stream);
   std::string out;
@@ -119,28 +130,21 @@ inline std::string kernel_streams_text(const std::set<std::pair<std::uint32_t, s
   return out;
 }
 
-// Per node: the (device, stream) pairs of its kernels in the recent-event ring.
-inline std::map<node_id, std::set<std::pair<std::uint32_t, std::uint32_t>>> kernel_streams_by_node(
-    const std::vector<gpu_activity_event>& recent) {
+KSCOPE_DECL std::map<node_id, std::set<std::pair<std::uint32_t, std::uint32_t>>> kernel_streams_by_node(const std::vector<gpu_activity_event>& recent) {
   std::map<node_id, std::set<std::pair<std::uint32_t, std::uint32_t>>> out;
   for (const gpu_activity_event& e : recent)
     if (e.kind == activity_kind::kernel) out[e.node].insert({e.device, e.stream});
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // "40", "1", "2.5": a count per call.
 inline std::string per_call_count(double v) { return format_general(v, 3); }
 
 // "1000 FLOP/B", "12.5 FLOP/B", "0 FLOP/B", "inf FLOP/B" (no bytes declared).
-inline std::string intensity_text(double flop_per_byte) {
-  return (std::isfinite(flop_per_byte) && flop_per_byte >= 100 ? format_fixed(flop_per_byte, 0)
-                                                                : format_general(flop_per_byte, 3)) +
-         " FLOP/B";
-}
+KSCOPE_DECL std::string intensity_text(double flop_per_byte);
 
-inline std::string kernels_phrase(double kernels_per_call) {
-  return per_call_count(kernels_per_call) + (kernels_per_call == 1 ? " kernel" : " kernels") + " per call";
-}
+KSCOPE_DECL std::string kernels_phrase(double kernels_per_call);
 
 // Checks the scope's own time per call (events, or the host time of a scope without a
 // stream that declared work) against the busy time per call of the kernels CUPTI
@@ -148,7 +152,32 @@ inline std::string kernels_phrase(double kernels_per_call) {
 // the report's warnings) and, when peaks are known, places the scope again by the GPU
 // time of its subtree's kernels, copies and memsets per call. "" when they agree or
 // there is nothing to compare.
-inline std::string reconcile_gpu_time(scope_report& s, const subtree_gpu_work& subtree, const std::string& streams,
+KSCOPE_DECL std::string reconcile_gpu_time(scope_report& s, const subtree_gpu_work& subtree, const std::string& streams,
+                                      const device_peaks* peaks);
+
+// What to try next for a placed scope, naming the numbers it rests on; "" for a scope not
+// placed or placed impossibly (report.hpp then prints why, and nothing to try).
+// `timeline`: CUPTI was collecting, so a scope without activity really launched nothing.
+KSCOPE_DECL std::string scope_advice(const scope_report& s, const subtree_gpu_work& subtree, bool timeline);
+
+// The session's pass over a report's scopes once their CUPTI activity is attached: checks
+// each scope's time against its kernels (warnings go to out.warnings), places it again by
+// its kernels where its own time was contradicted, and writes each placed scope's advice.
+KSCOPE_DECL void reconcile_and_advise(session_report& out, const gpu_activity_report& activity, const device_peaks* peaks,
+                                 bool timeline);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string intensity_text(double flop_per_byte) {
+  return (std::isfinite(flop_per_byte) && flop_per_byte >= 100 ? format_fixed(flop_per_byte, 0)
+                                                                : format_general(flop_per_byte, 3)) +
+         " FLOP/B";
+}
+
+KSCOPE_DECL std::string kernels_phrase(double kernels_per_call) {
+  return per_call_count(kernels_per_call) + (kernels_per_call == 1 ? " kernel" : " kernels") + " per call";
+}
+
+KSCOPE_DECL std::string reconcile_gpu_time(scope_report& s, const subtree_gpu_work& subtree, const std::string& streams,
                                       const device_peaks* peaks) {
   s.gpu_time_disagreement.clear();
   if (!s.gpu_activity || s.calls == 0 || s.id == unscoped_node) return {};
@@ -201,10 +230,7 @@ inline std::string reconcile_gpu_time(scope_report& s, const subtree_gpu_work& s
   return line;
 }
 
-// What to try next for a placed scope, naming the numbers it rests on; "" for a scope not
-// placed or placed impossibly (report.hpp then prints why, and nothing to try).
-// `timeline`: CUPTI was collecting, so a scope without activity really launched nothing.
-inline std::string scope_advice(const scope_report& s, const subtree_gpu_work& subtree, bool timeline) {
+KSCOPE_DECL std::string scope_advice(const scope_report& s, const subtree_gpu_work& subtree, bool timeline) {
   if (!s.roofline || placement_impossible(s)) return {};
   const placement& p = *s.roofline;
   const std::string pct = roofline_percent_text(p.fraction_of_roof);
@@ -271,10 +297,7 @@ inline std::string scope_advice(const scope_report& s, const subtree_gpu_work& s
          ": kernels too short to fill the GPU — fuse them or batch the work into fewer, larger launches";
 }
 
-// The session's pass over a report's scopes once their CUPTI activity is attached: checks
-// each scope's time against its kernels (warnings go to out.warnings), places it again by
-// its kernels where its own time was contradicted, and writes each placed scope's advice.
-inline void reconcile_and_advise(session_report& out, const gpu_activity_report& activity, const device_peaks* peaks,
+KSCOPE_DECL void reconcile_and_advise(session_report& out, const gpu_activity_report& activity, const device_peaks* peaks,
                                  bool timeline) {
   const auto streams = kernel_streams_by_node(activity.recent);
   for (std::size_t i = 0; i < out.scopes.size(); ++i) {
@@ -288,6 +311,7 @@ inline void reconcile_and_advise(session_report& out, const gpu_activity_report&
     s.advice = scope_advice(s, subtree, timeline);
   }
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

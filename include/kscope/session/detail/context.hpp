@@ -20,7 +20,10 @@
 namespace kscope {
 namespace detail {
 
-inline void describe_devices(report_context& context) {
+KSCOPE_DECL void describe_devices(report_context& context);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void describe_devices(report_context& context) {
   const device_info first = query_device(0);
   if (!first.present) {
     context.no_device_reason = first.problem;
@@ -37,6 +40,7 @@ inline void describe_devices(report_context& context) {
   w.end_array();
   context.devices_json = json;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The time sources a placement can rest on (scope_report::roofline_time_source).
 inline constexpr const char* time_source_events = "events";
@@ -46,7 +50,24 @@ inline constexpr const char* time_source_kernels = "kernels (CUPTI)";
 // Why a placement above the roof happened, from what the scope knows about its time. A
 // time is wrong in one of a few ways, and which one depends on where it came from; when
 // the time was checked against the kernels, what is left is the declared work.
-inline std::string impossible_cause(const scope_report& s) {
+KSCOPE_DECL std::string impossible_cause(const scope_report& s);
+
+// Places the declared work per call done in `time_ns` per call (`time_ci_ns` its
+// interval, NaN when unknown), and records which time that was. A placement above the
+// roof by more than roofline_impossible_above is kept with its numbers and flagged
+// impossible, with its likely cause: printers then give it no limiter and no advice.
+KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, double time_ns, interval time_ci_ns,
+                           const char* source);
+
+// Fills s.roofline (and friends) from the declared work and the median time per call:
+// the median between the scope's CUDA events, or the host median for a scope without a
+// stream. session/detail/advice.hpp may place it again by its kernels' time.
+KSCOPE_DECL void place_scope(scope_report& s, const device_peaks& peaks);
+
+KSCOPE_DECL std::vector<std::string> describe_roofs(const device_peaks& peaks);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string impossible_cause(const scope_report& s) {
   if (s.roofline_time_source == time_source_kernels)
     return "even its kernels' busy time (CUPTI) is too short for the declared work, so the declared work is more "
            "than what its kernels did (set_work counts one call's work; work done outside this scope's kernels "
@@ -64,11 +85,7 @@ inline std::string impossible_cause(const scope_report& s) {
          "compare with the kernels' own time), or the declared work is more than what ran";
 }
 
-// Places the declared work per call done in `time_ns` per call (`time_ci_ns` its
-// interval, NaN when unknown), and records which time that was. A placement above the
-// roof by more than roofline_impossible_above is kept with its numbers and flagged
-// impossible, with its likely cause: printers then give it no limiter and no advice.
-inline void place_scope_at(scope_report& s, const device_peaks& peaks, double time_ns, interval time_ci_ns,
+KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, double time_ns, interval time_ci_ns,
                            const char* source) {
   s.roofline.reset();
   s.flops_per_s_ci = interval{std::nan(""), std::nan(""), time_ci_ns.level};
@@ -104,15 +121,12 @@ inline void place_scope_at(scope_report& s, const device_peaks& peaks, double ti
   }
 }
 
-// Fills s.roofline (and friends) from the declared work and the median time per call:
-// the median between the scope's CUDA events, or the host median for a scope without a
-// stream. session/detail/advice.hpp may place it again by its kernels' time.
-inline void place_scope(scope_report& s, const device_peaks& peaks) {
+KSCOPE_DECL void place_scope(scope_report& s, const device_peaks& peaks) {
   if (s.gpu_calls) place_scope_at(s, peaks, s.gpu_ns.median, s.gpu_ns.median_ci, time_source_events);
   else place_scope_at(s, peaks, s.host_ns.median, s.host_ns.median_ci, time_source_host);
 }
 
-inline std::vector<std::string> describe_roofs(const device_peaks& peaks) {
+KSCOPE_DECL std::vector<std::string> describe_roofs(const device_peaks& peaks) {
   std::vector<std::string> lines;
   const auto si = [](double v, const char* unit) { return format_si(v, unit); };
   std::string bw = "DRAM " + si(peaks.theoretical_bytes_per_s, "B/s") + " theoretical";
@@ -130,6 +144,7 @@ inline std::vector<std::string> describe_roofs(const device_peaks& peaks) {
   }
   return lines;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope

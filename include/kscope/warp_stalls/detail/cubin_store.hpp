@@ -74,7 +74,10 @@ enum class cubin_line_info : std::uint8_t { unknown, present, absent };
 
 // Reads the section names of an ELF64 cubin, every offset checked against `size`.
 //   cubin_line_table(cubin.data(), cubin.size()) == cubin_line_info::absent  // built without -lineinfo
-[[nodiscard]] inline cubin_line_info cubin_line_table(const void* data, std::size_t size) noexcept {
+[[nodiscard]] KSCOPE_DECL cubin_line_info cubin_line_table(const void* data, std::size_t size) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL cubin_line_info cubin_line_table(const void* data, std::size_t size) noexcept {
   const auto* b = static_cast<const unsigned char*>(data);
   if (b == nullptr || size < 64 || b[0] != 0x7f || b[1] != 'E' || b[2] != 'L' || b[3] != 'F') return cubin_line_info::unknown;
   if (b[4] != 2 || b[5] != 1) return cubin_line_info::unknown;  // ELFCLASS64, little endian: what nvcc writes
@@ -108,6 +111,7 @@ enum class cubin_line_info : std::uint8_t { unknown, present, absent };
   }
   return cubin_line_info::absent;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // What the store did and holds.
 struct cubin_store_counts {
@@ -139,102 +143,37 @@ class cubin_store {
   enum class outcome : std::uint8_t { stored, duplicate, dropped };
 
   // Never destroyed: CUPTI may report a module load during exit, after static destructors.
-  [[nodiscard]] static cubin_store& global() {
-    // A fork never catches it half-built (core/detail/once.hpp).
-    static lazy_global<cubin_store> instance{lock_rank::init};
-    return instance.get([] {
-      auto* s = new cubin_store();
-      // A leaf lock: no other kscope lock is taken while it is held, so a rank above every
-      // lock held when it is taken (a module load's callback may come inside a PTX load)
-      // keeps the fork handler's order (fork_guard.hpp).
-      guard_across_fork(s->mutex_, lock_rank::cubin_store);
-      return s;
-    });
-  }
+  [[nodiscard]] static cubin_store& global();
 
-  explicit cubin_store(std::size_t budget_bytes = default_budget_bytes) noexcept : budget_(budget_bytes) {}
+  explicit cubin_store(std::size_t budget_bytes = default_budget_bytes) noexcept;
   cubin_store(const cubin_store&) = delete;
   cubin_store& operator=(const cubin_store&) = delete;
 
   // Keeps a copy of `size` bytes at `data` under `crc`, evicting the least recently used
   // cubins until it fits. Throws std::bad_alloc only (the CUPTI callback counts it).
-  outcome add(std::uint64_t crc, const void* data, std::size_t size) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++counts_.added;
-      if (const auto it = entries_.find(crc); it != entries_.end()) {
-        ++counts_.duplicates;
-        it->second.last_use = ++uses_;
-        return outcome::duplicate;
-      }
-      if (size == 0 || size > budget_) return drop_locked(crc);
-    }
-    // Copied and checked outside the lock: a module load elsewhere does not wait for it.
-    auto copy = std::make_shared<const std::vector<char>>(static_cast<const char*>(data),
-                                                           static_cast<const char*>(data) + size);
-    const cubin_line_info line_info = cubin_line_table(copy->data(), copy->size());
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (const auto it = entries_.find(crc); it != entries_.end()) {  // another thread won the race
-      ++counts_.duplicates;
-      it->second.last_use = ++uses_;
-      return outcome::duplicate;
-    }
-    if (size > budget_) return drop_locked(crc);  // the budget shrank meanwhile
-    shrink_locked(budget_ - size);
-    entries_.emplace(crc, entry{std::move(copy), line_info, ++uses_});
-    bytes_ += size;
-    ++counts_.stored;
-    lost_.erase(crc);
-    return outcome::stored;
-  }
+  outcome add(std::uint64_t crc, const void* data, std::size_t size);
 
   // The cubin with this CRC (a hit counts as a use), or an empty ref.
-  [[nodiscard]] cubin_ref find(std::uint64_t crc) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++counts_.lookups;
-    const auto it = entries_.find(crc);
-    if (it == entries_.end()) return {};
-    ++counts_.hits;
-    it->second.last_use = ++uses_;
-    return {it->second.bytes, it->second.line_info};
-  }
+  [[nodiscard]] cubin_ref find(std::uint64_t crc);
 
   // Whether a cubin with this CRC was handed in and then evicted or dropped (the first
   // remembered_losses such CRCs are remembered; later ones are only counted).
-  [[nodiscard]] bool lost(std::uint64_t crc) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return lost_.count(crc) != 0;
-  }
+  [[nodiscard]] bool lost(std::uint64_t crc) const;
 
   // A new budget; cubins beyond it are evicted now. 0 keeps none.
-  void set_budget_bytes(std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    budget_ = bytes;
-    shrink_locked(bytes);
-  }
+  void set_budget_bytes(std::size_t bytes);
 
-  [[nodiscard]] std::size_t budget_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return budget_;
-  }
+  [[nodiscard]] std::size_t budget_bytes() const;
 
   // A module load that could not be captured (no CRC, no cubin, out of memory).
-  void note_error() noexcept { errors_.fetch_add(1, std::memory_order_relaxed); }
+  void note_error() noexcept;
 
-  [[nodiscard]] cubin_store_counts counts() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cubin_store_counts c = counts_;
-    c.errors = errors_.load(std::memory_order_relaxed);
-    c.cubins = entries_.size();
-    c.bytes = bytes_;
-    c.budget_bytes = budget_;
-    return c;
-  }
+  [[nodiscard]] cubin_store_counts counts() const;
 
   // Whether kscope's activity collector has its module-load callback on (then it feeds the
   // store, and a warp-stall pass need not, and cannot, subscribe its own).
-  void set_collector_watching(bool on) noexcept { collector_watching_.store(on, std::memory_order_release); }
-  [[nodiscard]] bool collector_watching() const noexcept { return collector_watching_.load(std::memory_order_acquire); }
+  void set_collector_watching(bool on) noexcept;
+  [[nodiscard]] bool collector_watching() const noexcept;
 
  private:
   struct entry {
@@ -243,29 +182,13 @@ class cubin_store {
     std::uint64_t last_use = 0;
   };
 
-  outcome drop_locked(std::uint64_t crc) {
-    ++counts_.dropped;
-    remember_loss_locked(crc);
-    return outcome::dropped;
-  }
+  outcome drop_locked(std::uint64_t crc);
 
-  void remember_loss_locked(std::uint64_t crc) {
-    if (lost_.size() < remembered_losses) lost_.insert(crc);
-  }
+  void remember_loss_locked(std::uint64_t crc);
 
   // Evicts the least recently used cubins until at most `limit` bytes are held. A scan per
   // eviction: the store holds tens to hundreds of cubins, and evictions are rare.
-  void shrink_locked(std::size_t limit) {
-    while (bytes_ > limit && !entries_.empty()) {
-      auto oldest = entries_.begin();
-      for (auto it = entries_.begin(); it != entries_.end(); ++it)
-        if (it->second.last_use < oldest->second.last_use) oldest = it;
-      bytes_ -= oldest->second.bytes->size();
-      remember_loss_locked(oldest->first);
-      entries_.erase(oldest);
-      ++counts_.evicted;
-    }
-  }
+  void shrink_locked(std::size_t limit);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, entry> entries_;
@@ -277,6 +200,119 @@ class cubin_store {
   std::atomic<std::uint64_t> errors_{0};
   std::atomic<bool> collector_watching_{false};
 };
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void cubin_store::note_error() noexcept { errors_.fetch_add(1, std::memory_order_relaxed); }
+
+KSCOPE_DECL void cubin_store::set_collector_watching(bool on) noexcept { collector_watching_.store(on, std::memory_order_release); }
+
+KSCOPE_DECL bool cubin_store::collector_watching() const noexcept { return collector_watching_.load(std::memory_order_acquire); }
+
+KSCOPE_DECL void cubin_store::remember_loss_locked(std::uint64_t crc) {
+  if (lost_.size() < remembered_losses) lost_.insert(crc);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL cubin_store& cubin_store::global() {
+  // A fork never catches it half-built (core/detail/once.hpp).
+  static lazy_global<cubin_store> instance{lock_rank::init};
+  return instance.get([] {
+    auto* s = new cubin_store();
+    // A leaf lock: no other kscope lock is taken while it is held, so a rank above every
+    // lock held when it is taken (a module load's callback may come inside a PTX load)
+    // keeps the fork handler's order (fork_guard.hpp).
+    guard_across_fork(s->mutex_, lock_rank::cubin_store);
+    return s;
+  });
+}
+
+KSCOPE_DECL cubin_store::cubin_store(std::size_t budget_bytes) noexcept : budget_(budget_bytes) {}
+
+KSCOPE_DECL auto cubin_store::add(std::uint64_t crc, const void* data, std::size_t size) -> outcome {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counts_.added;
+    if (const auto it = entries_.find(crc); it != entries_.end()) {
+      ++counts_.duplicates;
+      it->second.last_use = ++uses_;
+      return outcome::duplicate;
+    }
+    if (size == 0 || size > budget_) return drop_locked(crc);
+  }
+  // Copied and checked outside the lock: a module load elsewhere does not wait for it.
+  auto copy = std::make_shared<const std::vector<char>>(static_cast<const char*>(data),
+                                                         static_cast<const char*>(data) + size);
+  const cubin_line_info line_info = cubin_line_table(copy->data(), copy->size());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const auto it = entries_.find(crc); it != entries_.end()) {  // another thread won the race
+    ++counts_.duplicates;
+    it->second.last_use = ++uses_;
+    return outcome::duplicate;
+  }
+  if (size > budget_) return drop_locked(crc);  // the budget shrank meanwhile
+  shrink_locked(budget_ - size);
+  entries_.emplace(crc, entry{std::move(copy), line_info, ++uses_});
+  bytes_ += size;
+  ++counts_.stored;
+  lost_.erase(crc);
+  return outcome::stored;
+}
+
+KSCOPE_DECL cubin_ref cubin_store::find(std::uint64_t crc) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++counts_.lookups;
+  const auto it = entries_.find(crc);
+  if (it == entries_.end()) return {};
+  ++counts_.hits;
+  it->second.last_use = ++uses_;
+  return {it->second.bytes, it->second.line_info};
+}
+
+KSCOPE_DECL bool cubin_store::lost(std::uint64_t crc) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lost_.count(crc) != 0;
+}
+
+KSCOPE_DECL void cubin_store::set_budget_bytes(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  budget_ = bytes;
+  shrink_locked(bytes);
+}
+
+KSCOPE_DECL std::size_t cubin_store::budget_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return budget_;
+}
+
+KSCOPE_DECL cubin_store_counts cubin_store::counts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cubin_store_counts c = counts_;
+  c.errors = errors_.load(std::memory_order_relaxed);
+  c.cubins = entries_.size();
+  c.bytes = bytes_;
+  c.budget_bytes = budget_;
+  return c;
+}
+
+KSCOPE_DECL auto cubin_store::drop_locked(std::uint64_t crc) -> outcome {
+  ++counts_.dropped;
+  remember_loss_locked(crc);
+  return outcome::dropped;
+}
+
+KSCOPE_DECL void cubin_store::shrink_locked(std::size_t limit) {
+  while (bytes_ > limit && !entries_.empty()) {
+    auto oldest = entries_.begin();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->second.last_use < oldest->second.last_use) oldest = it;
+    bytes_ -= oldest->second.bytes->size();
+    remember_loss_locked(oldest->first);
+    entries_.erase(oldest);
+    ++counts_.evicted;
+  }
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // How module loads were watched while a pass ran.
 enum class module_watch : std::uint8_t {
@@ -331,13 +367,17 @@ template <class Correlate>
 }
 
 // A file name from CUPTI's two parts: the directory is prepended to a relative file.
-[[nodiscard]] inline std::string join_source_path(const char* dir, const char* file) {
+[[nodiscard]] KSCOPE_DECL std::string join_source_path(const char* dir, const char* file);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string join_source_path(const char* dir, const char* file) {
   if (file == nullptr || *file == '\0') return {};
   if (*file == '/' || dir == nullptr || *dir == '\0') return file;
   std::string out = dir;
   if (out.back() != '/') out += '/';
   return out + file;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_HAS_CUBIN_CAPTURE
 
@@ -348,13 +388,25 @@ struct cubin_capture_api {
   std::atomic<decltype(&::cuptiGetSassToSourceCorrelation)> sass_to_source{nullptr};
 };
 
-inline cubin_capture_api& cubin_capture_state() {
+KSCOPE_DECL cubin_capture_api& cubin_capture_state();
+
+// true when both entry points are known (resolved now or earlier).
+KSCOPE_DECL bool resolve_cubin_capture(void* handle) noexcept;
+
+// Inside CUPTI's MODULE_LOADED callback (the cubin is valid only there): the cubin's CRC,
+// then a copy into the store. Never throws into CUDA; what goes wrong is counted.
+KSCOPE_DECL void capture_loaded_module(const CUpti_ResourceData& resource) noexcept;
+
+// The callback of the pass's own subscription: module loads only.
+KSCOPE_DECL void CUPTIAPI on_module_loaded(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL cubin_capture_api& cubin_capture_state() {
   static lazy_global<cubin_capture_api> state{lock_rank::init};  // never destroyed; fork-safe (once.hpp)
   return state.get([] { return new cubin_capture_api(); });
 }
 
-// true when both entry points are known (resolved now or earlier).
-inline bool resolve_cubin_capture(void* handle) noexcept {
+KSCOPE_DECL bool resolve_cubin_capture(void* handle) noexcept {
   cubin_capture_api& api = cubin_capture_state();
   if (handle != nullptr) {
     decltype(&::cuptiGetCubinCrc) crc = nullptr;
@@ -369,9 +421,7 @@ inline bool resolve_cubin_capture(void* handle) noexcept {
          api.sass_to_source.load(std::memory_order_acquire) != nullptr;
 }
 
-// Inside CUPTI's MODULE_LOADED callback (the cubin is valid only there): the cubin's CRC,
-// then a copy into the store. Never throws into CUDA; what goes wrong is counted.
-inline void capture_loaded_module(const CUpti_ResourceData& resource) noexcept {
+KSCOPE_DECL void capture_loaded_module(const CUpti_ResourceData& resource) noexcept {
   cubin_store& store = cubin_store::global();
   try {
     if (store.budget_bytes() == 0) return;  // the store is off: no CRC, no copy
@@ -390,60 +440,24 @@ inline void capture_loaded_module(const CUpti_ResourceData& resource) noexcept {
   }
 }
 
-// The callback of the pass's own subscription: module loads only.
-inline void CUPTIAPI on_module_loaded(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
+KSCOPE_DECL void CUPTIAPI on_module_loaded(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
   if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED || cbdata == nullptr) return;
   capture_loaded_module(*static_cast<const CUpti_ResourceData*>(cbdata));
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Module loads watched for one warp-stall pass: by the collector when it has its callback
 // on, else by a subscription of the pass's own (MODULE_LOADED only), ended by stop() or
 // the destructor. how() says which, or why neither.
 class module_load_subscription {
  public:
-  explicit module_load_subscription(const cupti_api& api) : api_(api) {
-    cubin_store& store = cubin_store::global();
-    if (!resolve_cubin_capture(api_.handle)) {
-      watch_ = module_watch::unavailable;
-      how_ = api_.path + " has no cuptiGetCubinCrc / cuptiGetSassToSourceCorrelation";
-      return;
-    }
-    if (store.budget_bytes() == 0) {
-      watch_ = module_watch::unavailable;
-      how_ = "kscope keeps no cubins (kscope::set_cubin_store_budget_bytes(0))";
-      return;
-    }
-    if (store.collector_watching()) {
-      watch_ = module_watch::watched;
-      how_ = "module loads watched by kscope's activity collector";
-      return;
-    }
-    std::string holder;
-    CUptiResult r = api_.subscribe_named(subscriber_, &on_module_loaded, nullptr, "kscope warp-stall pass", holder);
-    if (r != CUPTI_SUCCESS) {
-      how_ = "module loads not watched: cuptiSubscribe failed with " + api_.result_name(r) +
-             (holder.empty() ? std::string() : " (held by " + holder + ")");
-      return;
-    }
-    r = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
-    if (r != CUPTI_SUCCESS) {
-      how_ = "module loads not watched: cuptiEnableCallback(MODULE_LOADED) failed with " + api_.result_name(r);
-      stop();
-      return;
-    }
-    watch_ = module_watch::watched;
-    how_ = "module loads watched during the pass";
-  }
+  explicit module_load_subscription(const cupti_api& api);
   ~module_load_subscription() { stop(); }
   module_load_subscription(const module_load_subscription&) = delete;
   module_load_subscription& operator=(const module_load_subscription&) = delete;
 
   // Unsubscribes (the callback stops); the watch state stays what it was during the work.
-  void stop() noexcept {
-    if (subscriber_ == nullptr) return;
-    (void)api_.unsubscribe(subscriber_);
-    subscriber_ = nullptr;
-  }
+  void stop() noexcept;
 
   [[nodiscard]] module_watch watch() const noexcept { return watch_; }
   [[nodiscard]] const std::string& how() const noexcept { return how_; }
@@ -455,8 +469,54 @@ class module_load_subscription {
   std::string how_;
 };
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL module_load_subscription::module_load_subscription(const cupti_api& api) : api_(api) {
+  cubin_store& store = cubin_store::global();
+  if (!resolve_cubin_capture(api_.handle)) {
+    watch_ = module_watch::unavailable;
+    how_ = api_.path + " has no cuptiGetCubinCrc / cuptiGetSassToSourceCorrelation";
+    return;
+  }
+  if (store.budget_bytes() == 0) {
+    watch_ = module_watch::unavailable;
+    how_ = "kscope keeps no cubins (kscope::set_cubin_store_budget_bytes(0))";
+    return;
+  }
+  if (store.collector_watching()) {
+    watch_ = module_watch::watched;
+    how_ = "module loads watched by kscope's activity collector";
+    return;
+  }
+  std::string holder;
+  CUptiResult r = api_.subscribe_named(subscriber_, &on_module_loaded, nullptr, "kscope warp-stall pass", holder);
+  if (r != CUPTI_SUCCESS) {
+    how_ = "module loads not watched: cuptiSubscribe failed with " + api_.result_name(r) +
+           (holder.empty() ? std::string() : " (held by " + holder + ")");
+    return;
+  }
+  r = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
+  if (r != CUPTI_SUCCESS) {
+    how_ = "module loads not watched: cuptiEnableCallback(MODULE_LOADED) failed with " + api_.result_name(r);
+    stop();
+    return;
+  }
+  watch_ = module_watch::watched;
+  how_ = "module loads watched during the pass";
+}
+
+KSCOPE_DECL void module_load_subscription::stop() noexcept {
+  if (subscriber_ == nullptr) return;
+  (void)api_.unsubscribe(subscriber_);
+  subscriber_ = nullptr;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 // cuptiGetSassToSourceCorrelation on a stored cubin; CUPTI's strings are freed here.
-inline sass_source cupti_sass_to_source(const cupti_api& api, const std::vector<char>& cubin, const std::string& symbol,
+KSCOPE_DECL sass_source cupti_sass_to_source(const cupti_api& api, const std::vector<char>& cubin, const std::string& symbol,
+                                        std::uint64_t pc_offset);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL sass_source cupti_sass_to_source(const cupti_api& api, const std::vector<char>& cubin, const std::string& symbol,
                                         std::uint64_t pc_offset) {
   sass_source out;
   const auto correlate = cubin_capture_state().sass_to_source.load(std::memory_order_acquire);
@@ -485,6 +545,7 @@ inline sass_source cupti_sass_to_source(const cupti_api& api, const std::vector<
   out.line = p.lineNumber;
   return out;
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #elif KSCOPE_HAS_CUPTI
 

@@ -12,6 +12,7 @@
 // the activity collector needs the first one too, in toolkits without the range profiler.
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../cupti/detail/profiler_api.hpp"
 
 #if KSCOPE_HAS_RANGE_PROFILER && defined(__has_include)
@@ -45,7 +46,10 @@ struct pc_sampling_api {
 };
 
 // Resolves every entry point; returns the first one missing, or "" (then `out` is complete).
-inline std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_api& out) {
+KSCOPE_DECL std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_api& out);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_api& out) {
   pc_sampling_api api;
   struct required {
     const char* name;
@@ -69,6 +73,7 @@ inline std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_api& ou
   out = api;
   return "";
 }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
 }  // namespace kscope
