@@ -1,0 +1,215 @@
+// kscope/report/text.hpp — session_report::text(): the report for a terminal, as an indented
+// call-path tree that fits 100 columns, then the sections of each feature that ran.
+#pragma once
+
+#include "../core/config.hpp"
+#include "data.hpp"
+#include "detail/printing.hpp"
+
+namespace kscope {
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string session_report::text() const {
+  std::string out;
+  using detail::printable_name;
+  out += "kscope " + printable_name(context.kscope_version);
+  if (!context.host_name.empty()) out += " on " + printable_name(context.host_name);
+  if (!context.timestamp_utc.empty()) out += ", " + printable_name(context.timestamp_utc);
+  out += "\n";
+  if (context.devices.empty()) {
+    out += detail::wrap("GPU: " + (context.cuda_compiled
+                                       ? printable_name(context.no_device_reason) + "; host times only"
+                                       : std::string("kscope built without CUDA; GPU timing needs a CUDA build and a device")),
+                        98);
+  } else {
+    for (const std::string& d : context.devices) out += detail::wrap("GPU: " + printable_name(d), 98);
+    for (const std::string& r : context.roofs) out += detail::wrap("roof: " + printable_name(r), 98);
+  }
+  out += "\n";
+  // name 30 | calls 8 | host median 9, ci 7 | gpu median 9, ci 7 | total 9 | % parent 7
+  out += detail::fit("scope", 30) + detail::fit("calls", 8, true) + "  " +
+         detail::fit("host med", 9, true) + " " + detail::fit("CI95", 7) +
+         detail::fit("gpu med", 9, true) + " " + detail::fit("CI95", 7) +
+         detail::fit("total", 9, true) + detail::fit("%par", 7, true) + "\n";
+  out += std::string(96, '-') + "\n";
+  bool any_unsteady = false, any_capped = false, any_contradicted = false;
+  const std::vector<std::size_t> order = detail::display_order(scopes, sort);
+  for (std::size_t row : order) {
+    const scope_report& s = scopes[row];
+    // Event times that the scope's own kernels (CUPTI) contradict are shown, never as true.
+    const bool contradicted = s.gpu_calls && !s.gpu_time_disagreement.empty();
+    any_contradicted = any_contradicted || contradicted;
+    std::string name(detail::indent_width(s.depth), ' ');
+    name += printable_name(s.name);
+    if (s.cross_thread) name += " ~";
+    std::string flags;
+    if (!s.host_ns.steady && s.host_ns.n > 0) { flags += "!"; any_unsteady = true; }
+    if (s.samples_capped) { flags += "*"; any_capped = true; }
+    std::string share = "-";
+    if (std::isfinite(s.share_of_parent)) share = detail::format_fixed(100.0 * s.share_of_parent, 1) + "%";
+    out += detail::fit(name, 30) + detail::fit(std::to_string(s.calls) + flags, 8, true) + "  " +
+           detail::fit(format_duration_ns(s.host_ns.median), 9, true) + " " +
+           detail::fit(detail::format_ci_percent(s.host_ns), 7) +
+           detail::fit(s.gpu_calls ? format_duration_ns(s.gpu_ns.median) : "-", 9, true) + " " +
+           detail::fit(contradicted ? "≠CUPTI" : s.gpu_calls ? detail::format_ci_percent(s.gpu_ns) : "", 7) +
+           detail::fit(format_duration_ns(s.host_inclusive_ns), 9, true) +
+           detail::fit(share, 7, true) + "\n";
+  }
+  if (scopes.empty()) out += "(no scopes recorded)\n";
+  std::string legend =
+      "med: median per call; CI95: half-width of its 95% interval; total: host time over all calls; "
+      "%par: share of the parent's total";
+  if (any_unsteady) legend += "; !: no steady state found (all samples after the first used)";
+  if (any_capped) legend += "; *: samples capped at " + std::to_string(sample_cap) + " (reservoir)";
+  legend += "; ~: cross-thread range";
+  if (any_contradicted)
+    legend += "; ≠CUPTI: the scope's events disagree with its kernels' time (see the warnings); not its GPU time";
+  const report_sort used = detail::resolve_sort(scopes, sort);
+  if (!scopes.empty() && used != report_sort::recorded)
+    legend += used == report_sort::gpu ? "; siblings sorted by GPU time" : "; siblings sorted by host time";
+  out += "\n" + detail::wrap(legend, 98);
+  out += detail::requests_text(scopes);
+  if (gpu_time) out += detail::gpu_time_text(*gpu_time, scopes, order);
+  bool any_placed = false;
+  for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
+  if (any_placed) {
+    out += "\n" + detail::fit("roofline (median call)", 30) + detail::fit("FLOP/s", 10, true) +
+           detail::fit("B/s", 10, true) + detail::fit("FLOP/B", 8, true) + detail::fit("%roof", 7, true) +
+           detail::fit("%meas", 7, true) + "  " + detail::fit("limiter", 11) + detail::fit("roof", 12) + "\n";
+    out += std::string(98, '-') + "\n";
+    std::string hints;
+    for (const scope_report& s : scopes) {
+      if (!s.roofline) continue;
+      const placement& p = *s.roofline;
+      const std::string intensity = detail::format_fixed(p.intensity, p.intensity < 10 ? 2 : 0);
+      const std::string roof_pct = detail::format_fixed(100 * p.fraction_of_roof, 0) + "%";
+      const std::string measured_pct = std::isfinite(s.fraction_of_measured_roof)
+                                           ? detail::format_fixed(100 * s.fraction_of_measured_roof, 0) + "%"
+                                           : std::string("-");
+      std::string name(detail::indent_width(s.depth), ' ');
+      name += printable_name(s.name);
+      out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
+             detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
+             detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
+             detail::fit(detail::placement_impossible(s) ? "impossible" : to_string(p.limiter), 11) +
+             detail::fit(printable_name(s.roof), 12) + "\n";
+      // Said with the advice when the placement is not timed by the scope's events.
+      const std::string timed = s.roofline_time_source.empty() || s.roofline_time_source == "events"
+                                    ? std::string()
+                                    : " [timed by " + s.roofline_time_source + "]";
+      hints += detail::wrap(printable_name(s.path + timed + ": " + detail::placement_advice(s)), 98);
+    }
+    out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
+  }
+  bool any_activity = false;
+  for (const scope_report& s : scopes) any_activity = any_activity || s.gpu_activity.has_value();
+  if (any_activity) {
+    // name 26 | kernels 8 | kern time 10 | comm 10 | busy 10 | idle 10 | H2D, D2H, D2D 8 = 98
+    bool any_comm = false, any_multi_device = false, any_graph_scaled = false;
+    for (const scope_report& s : scopes) {
+      if (!s.gpu_activity) continue;
+      any_comm = any_comm || s.gpu_activity->comm_kernel_count > 0;
+      any_multi_device = any_multi_device || s.gpu_activity->devices.size() > 1;
+    }
+    out += "\n" + detail::fit("GPU activity (CUPTI)", 26) + detail::fit("kernels", 8, true) +
+           detail::fit("kern time", 10, true) + detail::fit("comm", 10, true) + detail::fit("busy", 10, true) +
+           detail::fit("idle", 10, true) + detail::fit("H2D", 8, true) + detail::fit("D2H", 8, true) +
+           detail::fit("D2D", 8, true) + "\n";
+    out += std::string(98, '-') + "\n";
+    for (const scope_report& s : scopes) {
+      if (!s.gpu_activity) continue;
+      const node_gpu_activity& a = *s.gpu_activity;
+      const std::string indent(detail::indent_width(s.depth), ' ');
+      const std::string name = indent + printable_name(s.name);
+      const auto bytes = [&](copy_direction d) {
+        const copy_totals& c = a.copies(d);
+        return c.count ? detail::format_si(static_cast<double>(c.bytes), "B") : std::string("-");
+      };
+      const auto comm_text = [](std::uint64_t count, std::int64_t ns) {
+        return count ? format_duration_ns(static_cast<double>(ns)) : std::string("-");
+      };
+      out += detail::fit(name, 26) + detail::fit(std::to_string(a.kernel_count), 8, true) +
+             detail::fit(format_duration_ns(static_cast<double>(a.kernel_ns)), 10, true) +
+             detail::fit(comm_text(a.comm_kernel_count, a.comm_ns), 10, true) +
+             detail::fit(format_duration_ns(static_cast<double>(a.busy_ns)), 10, true) +
+             detail::fit(format_duration_ns(static_cast<double>(a.idle_ns)), 10, true) +
+             detail::fit(bytes(copy_direction::h2d), 8, true) + detail::fit(bytes(copy_direction::d2h), 8, true) +
+             detail::fit(bytes(copy_direction::d2d), 8, true) + "\n";
+      if (a.devices.size() > 1) {  // one row per device, under the scope
+        for (const device_gpu_activity& d : a.devices) {
+          out += detail::fit(indent + "  @GPU " + std::to_string(d.device), 26) +
+                 detail::fit(std::to_string(d.kernel_count), 8, true) +
+                 detail::fit(format_duration_ns(static_cast<double>(d.kernel_ns)), 10, true) +
+                 detail::fit(comm_text(d.comm_kernel_count, d.comm_ns), 10, true) +
+                 detail::fit(format_duration_ns(static_cast<double>(d.busy_ns)), 10, true) + "\n";
+        }
+      }
+      // CUDA graphs replayed here but built in another scope: which phase built them.
+      if (!a.graph_capture.empty())
+        out += indent + "  " + printable_name(detail::graph_capture_text(a.graph_capture, scopes)) + "\n";
+      // Replays traced as one record: how much of the row is scaled, and from what.
+      if (a.graph_scaled()) {
+        any_graph_scaled = true;
+        out += detail::wrap(indent + "  " + detail::graph_replays_text(a), 98);
+      }
+    }
+    std::string activity_legend =
+        "kern time: sum of kernel durations; busy: union of the node's kernel intervals; "
+        "idle: its GPU span with none of its work running";
+    if (any_comm) activity_legend += "; comm: NCCL kernels' time (part of kern time)";
+    if (any_multi_device) activity_legend += "; @GPU n: the scope's kernels on device n";
+    if (any_graph_scaled)
+      activity_legend += "; graph replays traced as one record count their kernels and time scaled from the replays "
+                         "of the same graph traced node by node";
+    out += detail::wrap(activity_legend, 98);
+  }
+  if (!top_kernels.empty()) {
+    bool any_kernel_scaled = false;
+    out += "\n" + detail::fit("top kernels", 40) + detail::fit("calls", 7, true) + detail::fit("total", 10, true) +
+           detail::fit("median", 10, true) + "  " + detail::fit("grid", 11) + detail::fit("block", 9) +
+           detail::fit("regs", 5, true) + detail::fit("smem", 8, true) + "\n";
+    out += std::string(100, '-') + "\n";
+    std::size_t shown = 0;
+    for (const kernel_summary& k : top_kernels) {
+      if (++shown > 15) break;
+      const auto dims = [](const std::array<std::int32_t, 3>& d) {
+        std::string t = std::to_string(d[0]);
+        if (d[1] > 1 || d[2] > 1) t += "x" + std::to_string(d[1]);
+        if (d[2] > 1) t += "x" + std::to_string(d[2]);
+        return t;
+      };
+      any_kernel_scaled = any_kernel_scaled || k.scaled_calls > 0;
+      out += detail::fit(printable_name(k.name) + (k.scaled_calls > 0 ? " ~" : ""), 40) +
+             detail::fit(std::to_string(k.calls), 7, true) +
+             detail::fit(format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
+             detail::fit(format_duration_ns(k.median_ns), 10, true) + "  " +
+             detail::fit(dims(k.grid) + (k.launch_config_varies ? "*" : ""), 11) + detail::fit(dims(k.block), 9) +
+             detail::fit(std::to_string(k.registers_per_thread), 5, true) +
+             detail::fit(detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B"), 8, true) +
+             "\n";
+    }
+    if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
+    if (any_kernel_scaled)
+      out += detail::wrap("~: calls and total include replays of CUDA graphs traced as one record, scaled from the "
+                          "replays traced node by node; median from traced calls only",
+                          98);
+  }
+  if (counters) out += detail::scope_counters_text(*counters, scopes);
+  if (sampled_metrics) out += detail::sampled_metrics_text(*sampled_metrics, scopes);
+  if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + printable_name(cupti_status), 98);
+  if (gpu_timing_skipped)
+    out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";
+  for (const std::string& w : warnings) {
+    // A status already printed as its own line above is not said again (the JSON keeps
+    // it in both places: `warnings` lists everything kscope could not do).
+    if (w == cupti_status || (sampled_metrics && w == sampled_metrics->status) || (counters && w == counters->status))
+      continue;
+    out += "warning: " + printable_name(w) + "\n";
+  }
+  // The last guard: whatever a line above let through still reaches no terminal raw (and
+  // holds no NUL that would cut the text short in fputs).
+  return detail::printable_text(out);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+}  // namespace kscope
