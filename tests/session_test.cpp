@@ -465,3 +465,83 @@ TEST_CASE("environment words: trimmed, any case, nothing else") {
   CHECK_FALSE(equals_word(nullptr, "kernel"));
   CHECK_FALSE(equals_word("kernel x", "kernel"));
 }
+
+namespace {
+// A feature of the program's own (session/feature.hpp): counts its snapshots and adds one
+// warning line per report, with what it saw of the scopes.
+struct queue_depth_feature final : kscope::session_feature {
+  struct section final : kscope::feature_section {
+    int depth = 0;
+    std::int64_t taken_ns = 0;
+    void add_to(kscope::session_report& out, const kscope::report_evidence& evidence) override {
+      REQUIRE(evidence.scopes != nullptr);
+      REQUIRE(evidence.activity != nullptr);
+      REQUIRE(evidence.clock != nullptr);
+      // Step 2 runs after the scopes are summarized: the report already holds them.
+      out.warnings.push_back("queue depth " + std::to_string(depth) + " (" + std::to_string(out.scopes.size()) +
+                             " scopes summarized)");
+    }
+  };
+  explicit queue_depth_feature(std::string feature_name) : name_(std::move(feature_name)) {}
+  const char* name() const noexcept override { return name_.c_str(); }
+  std::unique_ptr<kscope::feature_section> snapshot(std::int64_t now_ns) override {
+    ++snapshots;
+    auto s = std::make_unique<section>();
+    s->depth = depth;
+    s->taken_ns = now_ns;
+    return s;
+  }
+  std::string name_;
+  int depth = 0;
+  int snapshots = 0;
+};
+
+// Registered but with nothing to say in this report.
+struct silent_feature final : kscope::session_feature {
+  const char* name() const noexcept override { return "silent"; }
+  std::unique_ptr<kscope::feature_section> snapshot(std::int64_t) override { return nullptr; }
+};
+}  // namespace
+
+TEST_CASE("a registered feature adds its section to every report; same name replaces") {
+  auto& session = kscope::session::global();
+  session.reset();
+  auto first = std::make_shared<queue_depth_feature>("queue_depth");
+  first->depth = 3;
+  session.add_feature(first);
+  session.add_feature(nullptr);  // ignored
+  session.add_feature(std::make_shared<silent_feature>());
+  CHECK(session.find_feature("queue_depth") == first);
+  CHECK(session.find_feature("no_such_feature") == nullptr);
+  CHECK(session.find_feature("gpu_time") != nullptr);  // the session's own, always there
+  {
+    KSCOPE_SCOPE("feature_scope");
+  }
+  kscope::session_report r = session.report();
+  CHECK(first->snapshots == 1);
+  const auto has = [&](const std::string& line) {
+    return std::find(r.warnings.begin(), r.warnings.end(), line) != r.warnings.end();
+  };
+  CHECK(has("queue depth 3 (" + std::to_string(r.scopes.size()) + " scopes summarized)"));
+  CHECK(r.text().find("queue depth 3") != std::string::npos);
+
+  // A second feature of the same name replaces the first: one section, the new one's.
+  auto second = std::make_shared<queue_depth_feature>("queue_depth");
+  second->depth = 7;
+  session.add_feature(second);
+  CHECK(session.find_feature("queue_depth") == second);
+  r = session.report();
+  CHECK(first->snapshots == 1);
+  CHECK(second->snapshots == 1);
+  CHECK(std::count_if(r.warnings.begin(), r.warnings.end(),
+                      [](const std::string& w) { return w.rfind("queue depth", 0) == 0; }) == 1);
+  CHECK(has("queue depth 7 (" + std::to_string(r.scopes.size()) + " scopes summarized)"));
+  // Unregistered, it is asked no more.
+  CHECK(session.remove_feature("queue_depth"));
+  CHECK_FALSE(session.remove_feature("queue_depth"));
+  CHECK(session.remove_feature("silent"));
+  r = session.report();
+  CHECK(second->snapshots == 1);
+  CHECK(std::none_of(r.warnings.begin(), r.warnings.end(),
+                     [](const std::string& w) { return w.rfind("queue depth", 0) == 0; }));
+}

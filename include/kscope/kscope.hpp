@@ -42,6 +42,7 @@
 #include "report/report.hpp"
 #include "report/trace.hpp"
 #include "verdict/diagnose.hpp"
+#include "verdict/scope_verdict.hpp"
 
 #include "session/session.hpp"
 

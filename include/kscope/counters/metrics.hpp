@@ -32,6 +32,7 @@
 #pragma once
 
 #include "detail/metric_names.hpp"
+#include "../core/finding.hpp"
 #include "../core/detail/once.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/dtype.hpp"
@@ -1331,41 +1332,7 @@ struct classification_thresholds {
   double busy_pipe_pct = counters_busy_pipe_pct;
 };
 
-// What limits a scope or kernel.
-enum class bottleneck : std::uint8_t { memory, compute, latency, launch, undetermined };
-
-// "memory-bound", "compute-bound", "latency-bound", "launch/CPU-bound", "undetermined".
-[[nodiscard]] KSCOPE_DECL const char* to_string(bottleneck b) noexcept;
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL const char* to_string(bottleneck b) noexcept {
-  switch (b) {
-    case bottleneck::memory: return "memory-bound";
-    case bottleneck::compute: return "compute-bound";
-    case bottleneck::latency: return "latency-bound";
-    case bottleneck::launch: return "launch/CPU-bound";
-    case bottleneck::undetermined: return "undetermined";
-  }
-  return "unknown";
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
-
-// One number a finding rests on: a counter (its metric name) or a timeline / launch fact
-// ("timeline.gpu_idle_share", "launch.grid_blocks", "device.sm_count", "stall.barrier").
-struct evidence {
-  std::string metric;
-  double value = std::numeric_limits<double>::quiet_NaN();
-  std::string unit;  // "%", "share", "ns", "blocks", "SMs", "bytes"
-};
-
-// A conclusion, where it applies (a memory level, a pipe), the numbers behind it and one
-// line of text that names them and says what to try.
-struct finding {
-  bottleneck kind = bottleneck::undetermined;
-  std::string where;  // "DRAM", "L2", "L1", "FP32 pipe", "tensor pipe", ... ; "" when none
-  std::vector<evidence> facts;
-  std::string text;
-};
+// bottleneck, evidence and finding: the verdict vocabulary every feature shares (core/finding.hpp).
 
 // The share of the sampled warps stalled for one reason (PC sampling), 0..1.
 struct stall_share {

@@ -185,6 +185,8 @@ KSCOPE_DECL std::string session_report::json() const {
     w.member("profiled_calls", static_cast<unsigned long long>(s.profiled_calls));
     w.key("counters");
     if (s.counters) detail::write_scope_counters_json(w, *s.counters); else w.value(nullptr);
+    w.key("verdict");
+    if (s.verdict) detail::write_verdict_json(w, *s.verdict); else w.value(nullptr);
     w.member("samples_kept", static_cast<unsigned long long>(s.samples_kept));
     w.member("samples_capped", s.samples_capped);
     w.key("tags").begin_array();

@@ -90,6 +90,9 @@ KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k);
 // One element of "scopes"; `tags_read` counts tags over the whole report.
 KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read);
 
+KSCOPE_DECL finding finding_from_json(const json_value& f);
+KSCOPE_DECL std::optional<scope_verdict> verdict_from_json(const json_value& v);
+
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL summary summary_from_json(const json_value& v) {
   summary s{};
@@ -253,6 +256,38 @@ KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k) {
   return s;
 }
 
+KSCOPE_DECL finding finding_from_json(const json_value& f) {
+  finding out;
+  if (!f.is_object()) return out;
+  out.kind = bottleneck_from_string(f.member_string("kind"));
+  out.where = f.member_string("where");
+  out.text = f.member_string("text");
+  if (const json_value* facts = f.find("evidence"); facts && facts->is_array())
+    for (const json_value& e : facts->items)
+      out.facts.push_back(evidence{e.member_string("metric"), e.member_number("value", nan_value()), e.member_string("unit")});
+  return out;
+}
+
+KSCOPE_DECL std::optional<scope_verdict> verdict_from_json(const json_value& v) {
+  if (!v.is_object()) return std::nullopt;  // null: the scope had no verdict
+  scope_verdict out;
+  out.basis = v.member_string("basis");
+  if (const json_value* f = v.find("verdict")) out.verdict = finding_from_json(*f);
+  if (const json_value* others = v.find("others"); others && others->is_array()) {
+    for (const json_value& o : others->items) {
+      scope_verdict::other_evidence e;
+      e.basis = o.member_string("basis");
+      e.agrees = o.member_bool("agrees", false);
+      if (const json_value* said = o.find("said")) e.said = finding_from_json(*said);
+      out.others.push_back(std::move(e));
+    }
+  }
+  if (const json_value* missing = v.find("missing"); missing && missing->is_array())
+    for (const json_value& m : missing->items)
+      if (m.is_string()) out.missing.push_back(m.string);
+  return out;
+}
+
 KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read) {
   if (!s.is_object()) throw json_field_error("a scope is not an object");
   const json_value* path = s.find("path");
@@ -279,6 +314,7 @@ KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_
     out.work_calls = integer_member<std::uint64_t>(*w, "calls");
   }
   if (const json_value* a = s.find("gpu_activity"); a && a->is_object()) out.gpu_activity = gpu_activity_from_json(*a);
+  if (const json_value* v = s.find("verdict")) out.verdict = verdict_from_json(*v);
   out.samples_kept = integer_member<std::size_t>(s, "samples_kept");
   out.samples_capped = s.member_bool("samples_capped", false);
   if (const json_value* tags = s.find("tags")) {

@@ -196,6 +196,16 @@ KSCOPE_DECL std::string session_report::text() const {
   }
   if (counters) out += detail::scope_counters_text(*counters, scopes);
   if (sampled_metrics) out += detail::sampled_metrics_text(*sampled_metrics, scopes);
+  // One verdict per scope (verdict/scope_verdict.hpp), from the strongest evidence, with
+  // whether the rest agrees: the sections above show the evidence it rests on.
+  bool any_verdict = false;
+  for (const scope_report& s : scopes) any_verdict = any_verdict || s.verdict.has_value();
+  if (any_verdict) {
+    out += "\nverdict per scope (counters, then sampled metrics, then declared work decide)\n";
+    out += std::string(98, '-') + "\n";
+    for (const scope_report& s : scopes)
+      if (s.verdict) out += detail::wrap(printable_name(s.path + ": " + detail::verdict_text(*s.verdict)), 98);
+  }
   if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + printable_name(cupti_status), 98);
   if (gpu_timing_skipped)
     out += "note: " + std::to_string(gpu_timing_skipped) + " stream scopes ran without GPU timing (event pool cap)\n";

@@ -25,6 +25,7 @@
 #include "../report/rank.hpp"
 #include "../report/report.hpp"
 #include "../report/trace.hpp"
+#include "../verdict/scope_verdict.hpp"
 #include "../scope/recorder.hpp"
 #include "../scope/recorder_snapshot.hpp"
 #include "../core/detail/once.hpp"
@@ -32,6 +33,8 @@
 #include "../scope/detail/switch_warnings.hpp"
 #include "detail/advice.hpp"
 #include "detail/context.hpp"
+#include "detail/features.hpp"
+#include "feature.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -240,6 +243,15 @@ class session {
   // A warning shown once in the report (deduplicated), e.g. from the CUPTI collector.
   void warn(std::string message);
 
+  // Registers a feature (session/feature.hpp): every later report asks it for its section,
+  // write_trace() for its tracks. One with the same name() is replaced; nullptr is ignored.
+  // enable_metric_sampling() and enable_counters() register the built-in ones.
+  void add_feature(std::shared_ptr<session_feature> feature);
+  // The registered feature called `name`, or nullptr.
+  [[nodiscard]] std::shared_ptr<session_feature> find_feature(const std::string& name);
+  // Unregisters it: later reports have no section from it. False when none is registered.
+  bool remove_feature(const std::string& name);
+
   // KSCOPE_COUNTERS=1: enable_counters() with the defaults, before main; =kernel: with
   // kernel replay (every metric in each profiled call, at kernel replay's cost).
   bool start_counters_from_environment();
@@ -267,8 +279,10 @@ class session {
   device_peaks peaks_;
   bool have_peaks_ = false;
   std::shared_ptr<gpu_activity_source> source_;
-  std::shared_ptr<live_metric_sampling> live_metrics_;  // created by enable_metric_sampling
-  bool counters_requested_ = false;                     // enable_counters() was called
+  // In registration order: GPU-time accounting (always), then what was enabled.
+  std::vector<std::shared_ptr<session_feature>> features_;
+  std::shared_ptr<detail::pm_sampling_feature> sampling_feature();  // created on first use
+  std::vector<std::shared_ptr<session_feature>> features_copy();
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -319,8 +333,7 @@ KSCOPE_DECL bool session::enable_counters(const scope_counter_options& options) 
   scope_counter_sampler& sampler = scope_counter_sampler::global();
   const bool ok = sampler.start(options);
   if (!ok) warn(sampler.snapshot().status);
-  std::lock_guard<std::mutex> lock(mutex_);
-  counters_requested_ = true;
+  if (find_feature("counters") == nullptr) add_feature(std::make_shared<detail::counters_feature>());
   return ok;
 }
 
@@ -389,7 +402,9 @@ KSCOPE_DECL bool session::start_cupti_from_environment() {
   }
 }
 
-KSCOPE_DECL session::session() : source_(std::make_shared<cupti_activity_source>()) {
+KSCOPE_DECL session::session()
+    : source_(std::make_shared<cupti_activity_source>()),
+      features_{std::make_shared<detail::gpu_time_feature>()} {
   detail::guard_across_fork(mutex_, detail::lock_rank::session);
 }
 
@@ -416,16 +431,6 @@ KSCOPE_DECL std::string escape_path_part(const std::string& name);
 // each node. Nodes with nothing in their subtree are left out.
 KSCOPE_DECL void summarize_scopes(const recorder_snapshot& data, const gpu_activity_report& activity,
                              const tick_map& clock, const device_peaks* peaks, session_report& out);
-
-// The per-scope counters into the report: the status, and per profiled scope its section
-// (roofs: the compute roof of the precision with the most measured FLOPs, DRAM bandwidth).
-KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks);
-
-// Where the GPU's time went (serving/gpu_time.hpp), from the recent host intervals of the
-// trace ring and the recent GPU events of the activity source, with the scopes' CUPTI
-// aggregates for the totals. Bounded by the two rings; says how much they covered.
-KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
-                                                const recorder_trace& trace, const tick_map& clock);
 
 KSCOPE_DECL void add_unique(std::vector<std::string>& lines, const std::string& line);
 
@@ -543,62 +548,6 @@ KSCOPE_DECL void summarize_scopes(const recorder_snapshot& data, const gpu_activ
   }
 }
 
-KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks) {
-  session_counters_status st;
-  st.enabled = snap.enabled;
-  st.status = snap.status;
-  st.metrics = snap.metrics;
-  st.notes = snap.notes;
-  st.passes = snap.passes;
-  st.skipped_busy = snap.skipped_busy;
-  out.counters = std::move(st);
-  for (scope_report& s : out.scopes) {
-    const scope_counter_totals* t = snap.find(s.id);
-    if (t == nullptr || s.id == unscoped_node) continue;
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    const double calls = static_cast<double>(s.work_calls);
-    // A zero in declared work means "not declared" (set_work({flops, 0})): never a mismatch.
-    const work declared_per_call =
-        s.work_calls > 0 ? work{s.declared.flops > 0 ? s.declared.flops / calls : nan,
-                                s.declared.bytes > 0 ? s.declared.bytes / calls : nan}
-                         : work{nan, nan};
-    const double span = s.host_ns.n > 0 ? s.host_ns.median : nan;
-    const double busy = s.gpu_activity && s.calls > 0
-                            ? static_cast<double>(s.gpu_activity->busy_ns) / static_cast<double>(s.calls)
-                            : nan;
-    std::optional<hierarchical_roofs> roofs;
-    if (peaks != nullptr) {
-      const flop_count f = count_flops(t->aggregate.totals());
-      const data_type type = f.precisions.empty() ? data_type::fp32 : f.precisions.front();
-      const compute_roof* r = peaks->find(type, core_kind::plain);
-      if (r == nullptr) r = peaks->find(data_type::fp32, core_kind::plain);
-      if (r != nullptr && std::isfinite(r->theoretical_flops_per_s) && std::isfinite(peaks->theoretical_bytes_per_s))
-        roofs = hierarchical_roofs{roof_line{std::string(to_string(type)) + " " + to_string(core_kind::plain),
-                                             r->theoretical_flops_per_s, peaks->theoretical_bytes_per_s, false}};
-    }
-    s.counters = make_scope_counter_report(t->aggregate, t->profiled_calls, t->failed_calls, t->kernels,
-                                           t->kernels_dropped, declared_per_call, span, busy, roofs ? &*roofs : nullptr,
-                                           t->groups);
-  }
-}
-
-KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
-                                                const recorder_trace& trace, const tick_map& clock) {
-  gpu_time_input in;
-  in.nodes.reserve(out.scopes.size());
-  for (const scope_report& s : out.scopes)
-    in.nodes.push_back(gpu_time_node{s.id, s.id == unscoped_node ? node_id{0} : s.parent, s.depth, s.cross_thread,
-                                     s.path, s.gpu_activity ? &*s.gpu_activity : nullptr});
-  in.host.reserve(trace.intervals.size());
-  for (const recorded_interval& e : trace.intervals)
-    in.host.push_back(host_interval{e.node < trace.names.size() ? std::string_view(trace.names[e.node]) : std::string_view(),
-                                    e.node, e.thread_index, clock.to_ns(e.start_ticks), clock.to_ns(e.end_ticks)});
-  in.gpu = activity.recent;
-  in.host_overwritten = trace.overwritten;
-  in.gpu_overwritten = activity.counters.recent_overwritten;
-  return account_gpu_time(in);
-}
-
 KSCOPE_DECL void add_unique(std::vector<std::string>& lines, const std::string& line) {
   if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(line);
 }
@@ -639,31 +588,13 @@ KSCOPE_DECL session_report session::report() {
     out.top_kernels = gpu.activity.top_kernels;
     out.cupti_counters = gpu.activity.counters;
   }
-  std::shared_ptr<live_metric_sampling> live;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live = live_metrics_;
-  }
-  if (live) {
-    // The collector was flushed above: kernels that ended before now are attributed.
-    const live_metrics_snapshot m = live->snapshot(detail::now_ns());
-    session_sampled_metrics section;
-    section.status = m.status.message;
-    section.notes = m.status.notes;
-    section.running = m.status.ok();
-    section.interval_ns = m.status.interval_ns;
-    section.mean_interval_ns = m.status.mean_interval_ns;
-    section.windows = m.status.windows;
-    section.coverage = m.status.coverage();
-    section.samples = m.status.samples;
-    section.samples_lost = m.status.samples_dropped + m.status.samples_lost_at_reset + m.status.samples_unusable +
-                           m.status.samples_missing;
-    section.hardware_overflows = m.status.hardware_overflows;
-    section.folded_until_ns = m.folded_until_ns;
-    section.attributed = m.attributed;
-    section.data = m.report;
-    out.sampled_metrics = std::move(section);
-  }
+  // Step 1 of every feature (session/feature.hpp), before the recorder is copied. The
+  // collector was flushed above: kernels that ended before now are attributed.
+  const std::vector<std::shared_ptr<session_feature>> features = features_copy();
+  std::vector<std::unique_ptr<feature_section>> sections;
+  sections.reserve(features.size());
+  const std::int64_t now = detail::now_ns();
+  for (const std::shared_ptr<session_feature>& f : features) sections.push_back(f->snapshot(now));
   recorder& rec = recorder::global();
   rec.settle_gpu();
   const recorder_snapshot data = rec.snapshot();  // the one step under the recorder's lock
@@ -696,27 +627,23 @@ KSCOPE_DECL session_report session::report() {
   // after collecting still gave a timeline of what it saw.
   const bool timeline = gpu.status.state == cupti_state::running || gpu.status.state == cupti_state::stopped;
   detail::reconcile_and_advise(out, gpu.activity, peaks ? &*peaks : nullptr, timeline);
-  if (timeline && (!gpu.activity.nodes.empty() || !gpu.activity.recent.empty())) {
-    const recorder_trace trace = rec.trace_snapshot();
-    out.gpu_time = detail::account_session_gpu_time(out, gpu.activity, trace, clock);
-  }
-  bool counters_requested = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    counters_requested = counters_requested_;
-  }
-  if (counters_requested) detail::add_scope_counters(out, scope_counter_sampler::global().snapshot(), peaks ? &*peaks : nullptr);
+  // Step 2: each feature's section, from what it took and the evidence every feature reads.
+  report_evidence evidence;
+  evidence.scopes = &data;
+  evidence.activity = &gpu.activity;
+  evidence.clock = &clock;
+  evidence.peaks = peaks ? &*peaks : nullptr;
+  evidence.timeline = timeline;
+  for (const std::unique_ptr<feature_section>& section : sections)
+    if (section) section->add_to(out, evidence);
+  // One verdict per scope from all of it (verdict/scope_verdict.hpp).
+  decide_verdicts(out);
   return out;
 }
 
 KSCOPE_DECL bool session::enable_metric_sampling(const metric_sampling_options& options,
                                             std::vector<std::string> step_scopes) {
-  std::shared_ptr<live_metric_sampling> live;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!live_metrics_) live_metrics_ = std::make_shared<live_metric_sampling>();
-    live = live_metrics_;
-  }
+  const std::shared_ptr<live_metric_sampling> live = sampling_feature()->sampling();
   // The scopes of the sampled kernels come from the activity collector.
   if (gpu_source()->status().state == cupti_state::not_started) (void)enable_cupti();
   cupti_collector::global().set_interval_sink(live);
@@ -753,12 +680,52 @@ KSCOPE_DECL bool session::enable_metric_sampling(const metric_sampling_options& 
 }
 
 KSCOPE_DECL void session::disable_metric_sampling() {
-  std::shared_ptr<live_metric_sampling> live;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live = live_metrics_;
+  const auto f = std::dynamic_pointer_cast<detail::pm_sampling_feature>(find_feature("pm_sampling"));
+  if (f) f->sampling()->stop();
+}
+
+KSCOPE_DECL void session::add_feature(std::shared_ptr<session_feature> feature) {
+  if (!feature) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::shared_ptr<session_feature>& f : features_) {
+    if (std::strcmp(f->name(), feature->name()) == 0) {
+      f = std::move(feature);
+      return;
+    }
   }
-  if (live) live->stop();
+  features_.push_back(std::move(feature));
+}
+
+KSCOPE_DECL std::shared_ptr<session_feature> session::find_feature(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::shared_ptr<session_feature>& f : features_)
+    if (name == f->name()) return f;
+  return nullptr;
+}
+
+KSCOPE_DECL bool session::remove_feature(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = features_.begin(); it != features_.end(); ++it) {
+    if (name == (*it)->name()) {
+      features_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+KSCOPE_DECL std::shared_ptr<detail::pm_sampling_feature> session::sampling_feature() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::shared_ptr<session_feature>& f : features_)
+    if (auto pm = std::dynamic_pointer_cast<detail::pm_sampling_feature>(f)) return pm;
+  auto pm = std::make_shared<detail::pm_sampling_feature>();
+  features_.push_back(pm);
+  return pm;
+}
+
+KSCOPE_DECL std::vector<std::shared_ptr<session_feature>> session::features_copy() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return features_;
 }
 
 KSCOPE_DECL bool session::write_trace(const std::string& path, std::string* error) {
@@ -776,24 +743,8 @@ KSCOPE_DECL bool session::write_trace(const std::string& path, std::string* erro
     host.push_back(host_interval{trace.names[e.node], e.node, e.thread_index, clock.to_ns(e.start_ticks),
                                  clock.to_ns(e.end_ticks)});
   trace_options options;
-  std::shared_ptr<live_metric_sampling> live;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live = live_metrics_;
-  }
-  if (live) {  // sampled GPU metrics as counter tracks beside the kernels
-    const live_metrics_snapshot m = live->snapshot(detail::now_ns(), /*with_recent=*/true);
-    const std::vector<std::string>& metrics = m.status.metrics;
-    for (std::size_t i = 0; i < metrics.size(); ++i) {
-      trace_counter_track track;
-      track.name = "sampled " + detail::sampled_metric_label(metrics[i]);
-      track.device = m.status.device;
-      track.points.reserve(m.recent.size());
-      for (const metric_sample& sample : m.recent)
-        if (i < sample.values.size()) track.points.emplace_back(sample.start_ns, sample.values[i]);
-      options.counter_tracks.push_back(std::move(track));
-    }
-  }
+  // Each feature's tracks beside the kernels (sampled GPU metrics as counters).
+  for (const std::shared_ptr<session_feature>& f : features_copy()) f->add_trace_tracks(options, detail::now_ns());
   return write_chrome_trace(path, host, gpu.activity.recent, options, error);
 }
 

@@ -82,6 +82,12 @@ KSCOPE_DECL std::string requests_text(const std::vector<scope_report>& scopes);
 
 KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_report>& scopes);
 
+// A scope's verdict in one line: "memory-bound (DRAM), from hardware counters; sampled
+// metrics agree; declared work say latency-bound", then its text.
+KSCOPE_DECL std::string verdict_text(const scope_verdict& v);
+KSCOPE_DECL void write_finding_json(json_writer& w, const finding& f);
+KSCOPE_DECL void write_verdict_json(json_writer& w, const scope_verdict& v);
+
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string format_ci_percent(const summary& s) {
   if (!std::isfinite(s.median_ci.lo) || !std::isfinite(s.median_ci.hi) || s.median == 0) return "";
@@ -431,6 +437,47 @@ KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_rep
     w.end_object();
   }
   w.end_array();
+}
+KSCOPE_DECL std::string verdict_text(const scope_verdict& v) {
+  std::string line = to_string(v.verdict.kind);
+  if (!v.verdict.where.empty()) line += " (" + v.verdict.where + ")";
+  line += ", from " + v.basis;
+  for (const scope_verdict::other_evidence& o : v.others) {
+    line += "; " + o.basis + (o.agrees ? std::string(" agree") : " say " + std::string(to_string(o.said.kind)));
+    if (!o.agrees && !o.said.where.empty()) line += " (" + o.said.where + ")";
+  }
+  if (!v.verdict.text.empty()) line += ": " + v.verdict.text;
+  return line;
+}
+
+KSCOPE_DECL void write_finding_json(json_writer& w, const finding& f) {
+  w.begin_object();
+  w.member("kind", to_string(f.kind));
+  w.member("where", f.where);
+  w.member("text", f.text);
+  w.key("evidence").begin_array();
+  for (const evidence& e : f.facts) w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
+  w.end_array();
+  w.end_object();
+}
+
+KSCOPE_DECL void write_verdict_json(json_writer& w, const scope_verdict& v) {
+  w.begin_object();
+  w.member("basis", v.basis);
+  w.key("verdict");
+  write_finding_json(w, v.verdict);
+  w.key("others").begin_array();
+  for (const scope_verdict::other_evidence& o : v.others) {
+    w.begin_object().member("basis", o.basis).member("agrees", o.agrees);
+    w.key("said");
+    write_finding_json(w, o.said);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("missing").begin_array();
+  for (const std::string& m : v.missing) w.value(m);
+  w.end_array();
+  w.end_object();
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
