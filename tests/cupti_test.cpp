@@ -11,6 +11,11 @@
 
 #include "support/cupti_synth.hpp"
 
+#include <kscope/core/detail/symbol_table.hpp>
+#include <kscope/cupti/detail/profiler_api.hpp>
+#include <kscope/pm_sampling/detail/pm_sampling_api.hpp>
+#include <kscope/warp_stalls/detail/pc_sampling_api.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -636,6 +641,76 @@ TEST_CASE("library search order: environment, explicit path, toolkit dir, soname
     CHECK_FALSE(ok);
     CHECK(why.find("/nonexistent/libcupti.so.99") != std::string::npos);
   }
+}
+
+TEST_CASE("a symbol table fills every entry and names the first required one missing") {
+  void* libm = ::dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);  // any library: cos is there, the rest is not
+  REQUIRE(libm != nullptr);
+  using unary_fn = double (*)(double);
+  unary_fn cosine = nullptr, absent = nullptr, first = nullptr, second = nullptr;
+  // A target found missing is reset, whatever it held.
+  absent = first = second = [](double x) { return x; };
+  const kscope::detail::symbol_entry entries[] = {
+      kscope::detail::required_symbol("cos", cosine),
+      kscope::detail::optional_symbol("kscope_no_such_optional", absent),
+      kscope::detail::required_symbol("kscope_no_such_first", first),
+      kscope::detail::required_symbol("kscope_no_such_second", second),
+  };
+  const char* missing = kscope::detail::resolve_symbols(libm, entries);
+  REQUIRE(missing != nullptr);
+  CHECK(std::string(missing) == "kscope_no_such_first");
+  REQUIRE_UNARY(cosine != nullptr);
+  CHECK(cosine(0.0) == 1.0);
+  CHECK_UNARY(absent == nullptr);
+  CHECK_UNARY(first == nullptr);
+  CHECK_UNARY(second == nullptr);
+
+  // Only optional ones missing: nothing is named.
+  const kscope::detail::symbol_entry complete[] = {
+      kscope::detail::required_symbol("cos", cosine),
+      kscope::detail::optional_symbol("kscope_no_such_optional", absent),
+  };
+  CHECK(kscope::detail::resolve_symbols(libm, complete) == nullptr);
+  unary_fn single = nullptr;
+  CHECK(kscope::detail::resolve_symbol(libm, "cos", single));
+  CHECK_UNARY(single == cosine);
+  CHECK_FALSE(kscope::detail::resolve_symbol(libm, "kscope_no_such_optional", single));
+  CHECK_UNARY(single == nullptr);
+  ::dlclose(libm);
+}
+
+TEST_CASE("the libcupti found here resolves every required entry of each CUPTI table") {
+  const auto* api = cupti();
+  if (api == nullptr) {
+    MESSAGE("libcupti not loadable here: the tables are checked only against libm");
+    return;
+  }
+  MESSAGE("tables resolved from " << api->path << " (CUPTI " << api->version << ")");
+  // The activity table: load_cupti() resolved it; once more on the same handle.
+  kscope::detail::cupti_api again;
+  again.handle = api->handle;
+  CHECK(kscope::detail::resolve_cupti_symbols(again) == "");
+  CHECK_UNARY(again.activity_enable == api->activity_enable);
+  CHECK_UNARY(again.get_version != nullptr);  // optional, but every CUPTI since 4.0 has it
+#if KSCOPE_HAS_RANGE_PROFILER
+  kscope::detail::profiler_api profiler;
+  CHECK(kscope::detail::resolve_profiler_symbols(api->handle, profiler) == "");
+  CHECK(profiler.resolved());
+  CHECK_UNARY(profiler.host_evaluate_to_gpu_values != nullptr);
+  MESSAGE("cuptiProfilerDeviceSupported (optional) " << std::string(profiler.device_supported ? "present" : "absent"));
+#endif
+#if KSCOPE_HAS_PM_SAMPLING
+  kscope::detail::pm_sampling_api pm;
+  CHECK(kscope::detail::resolve_pm_sampling_symbols(api->handle, pm) == "");
+  CHECK(pm.resolved());
+  CHECK_UNARY(pm.get_sample_info != nullptr);
+#endif
+#if KSCOPE_HAS_PC_SAMPLING
+  kscope::detail::pc_sampling_api pc;
+  CHECK(kscope::detail::resolve_pc_sampling_symbols(api->handle, pc) == "");
+  CHECK(pc.resolved());
+  CHECK_UNARY(pc.get_stall_reasons != nullptr);
+#endif
 }
 
 #else  // !KSCOPE_HAS_CUPTI

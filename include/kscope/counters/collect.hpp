@@ -82,6 +82,7 @@
 #include "../scope/detail/counter_hook.hpp"  // profiled_depth: the L2 sweep's launch is not the program's
 #include "../cupti/detail/api.hpp"
 #include "../cupti/detail/profiler_api.hpp"
+#include "../cupti/detail/profiler_host.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -324,22 +325,6 @@ KSCOPE_DECL counter_libraries& counter_library_state() {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// A profiler host object, deinitialized when it goes.
-struct profiler_host_handle {
-  const profiler_api* api = nullptr;
-  CUpti_Profiler_Host_Object* object = nullptr;
-  profiler_host_handle() = default;
-  profiler_host_handle(const profiler_host_handle&) = delete;
-  profiler_host_handle& operator=(const profiler_host_handle&) = delete;
-  ~profiler_host_handle() {
-    if (object == nullptr) return;
-    CUpti_Profiler_Host_Deinitialize_Params p{};
-    p.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
-    p.pHostObject = object;
-    (void)api->host_deinitialize(&p);
-  }
-};
-
 // The range profiler enabled on a context, disabled when it goes.
 struct range_profiler_handle {
   const profiler_api* api = nullptr;
@@ -399,7 +384,7 @@ class counter_setup {
   CUcontext context = nullptr;
   std::string chip;
   std::vector<std::uint8_t> availability;
-  profiler_host_handle host;
+  profiler_host host;  // a range-profiler host object (cupti/detail/profiler_host.hpp)
 
   bool open(const counter_options& options);
 
@@ -408,7 +393,7 @@ class counter_setup {
 
   // A fresh host object for this chip (a host object keeps every metric added to it, so a
   // question about one set needs its own); false when the host API refuses.
-  bool throwaway_host(profiler_host_handle& out);
+  bool throwaway_host(profiler_host& out);
 
   // The host API's word on one full metric name: whether a config with it alone can be
   // built for this chip, the test the PM-sampling probe used (an unknown name fails with
@@ -473,75 +458,39 @@ KSCOPE_DECL bool counter_setup::open(const counter_options& options) {
   }
   if (!device_supported()) return false;
 
-  CUpti_Device_GetChipName_Params name{};
-  name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
-  name.deviceIndex = static_cast<std::size_t>(device);
-  if (!cupti_ok(p.get_chip_name(&name), "cuptiDeviceGetChipName")) return false;
-  chip = name.pChipName != nullptr ? name.pChipName : "";
+  if (!cupti_ok(read_chip_name(p, device, chip), "cuptiDeviceGetChipName")) return false;
 
   // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
   CUpti_Profiler_GetCounterAvailability_Params avail{};
   avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
   avail.ctx = context;
-  if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
-  availability.assign(avail.counterAvailabilityImageSize, 0);
-  avail.pCounterAvailabilityImage = availability.data();
-  if (!cupti_ok(p.get_counter_availability(&avail), "cuptiProfilerGetCounterAvailability")) return false;
+  if (!cupti_ok(read_counter_availability(p.get_counter_availability, avail, availability),
+                "cuptiProfilerGetCounterAvailability"))
+    return false;
 
-  CUpti_Profiler_Host_Initialize_Params host_init{};
-  host_init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-  host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-  host_init.pChipName = chip.c_str();
-  host_init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
-  if (!cupti_ok(p.host_initialize(&host_init), "cuptiProfilerHostInitialize")) return false;
-  host.api = &p;
-  host.object = host_init.pHostObject;
-  return true;
+  return cupti_ok(host.initialize(p, CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability),
+                  "cuptiProfilerHostInitialize");
 }
 
 KSCOPE_DECL std::vector<std::string> counter_setup::base_metrics() const {
-  std::vector<std::string> out;
-  for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
-    CUpti_Profiler_Host_GetBaseMetrics_Params p{};
-    p.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
-    p.pHostObject = host.object;
-    p.metricType = type;
-    if (libs->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
-    for (std::size_t i = 0; i < p.numMetrics; ++i)
-      if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
-  }
+  std::vector<std::string> out = host.base_metrics();
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
-KSCOPE_DECL bool counter_setup::throwaway_host(profiler_host_handle& out) {
-  const profiler_api& p = libs->profiler;
-  CUpti_Profiler_Host_Initialize_Params init{};
-  init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
-  init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-  init.pChipName = chip.c_str();
-  init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
-  if (p.host_initialize(&init) != CUPTI_SUCCESS) return false;
-  out.api = &p;
-  out.object = init.pHostObject;
-  return true;
+KSCOPE_DECL bool counter_setup::throwaway_host(profiler_host& out) {
+  return out.initialize(libs->profiler, CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability) == CUPTI_SUCCESS;
 }
 
 KSCOPE_DECL bool counter_setup::config_accepts(const std::string& name) {
   const std::string key = chip + '\n' + name;
   const auto cached = libs->metric_accepted.find(key);
   if (cached != libs->metric_accepted.end()) return cached->second;
-  const profiler_api& p = libs->profiler;
-  profiler_host_handle probe;
+  profiler_host probe;
   if (!throwaway_host(probe)) return false;  // not cached: not the name's fault
   const char* one[] = {name.c_str()};
-  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-  add.pHostObject = probe.object;
-  add.ppMetricNames = one;
-  add.numMetrics = 1;
-  const bool accepted = p.host_config_add_metrics(&add) == CUPTI_SUCCESS;
+  const bool accepted = probe.add_metrics(one, 1) == CUPTI_SUCCESS;
   libs->metric_accepted.emplace(key, accepted);
   return accepted;
 }
@@ -551,34 +500,13 @@ KSCOPE_DECL std::size_t counter_setup::count_passes(const std::vector<std::strin
   for (const std::string& n : names) key += '\n' + n;
   const auto cached = libs->passes_needed.find(key);
   if (cached != libs->passes_needed.end()) return cached->second;
-  const profiler_api& p = libs->profiler;
-  profiler_host_handle probe;
+  profiler_host probe;
   if (!throwaway_host(probe)) return 0;
   std::vector<const char*> pointers;
   for (const std::string& n : names) pointers.push_back(n.c_str());
-  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-  add.pHostObject = probe.object;
-  add.ppMetricNames = pointers.data();
-  add.numMetrics = pointers.size();
-  CUpti_Profiler_Host_GetConfigImageSize_Params size{};
-  size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-  size.pHostObject = probe.object;
-  std::size_t passes = 0;
-  if (p.host_config_add_metrics(&add) == CUPTI_SUCCESS && p.host_get_config_image_size(&size) == CUPTI_SUCCESS) {
-    std::vector<std::uint8_t> image(size.configImageSize);
-    CUpti_Profiler_Host_GetConfigImage_Params get{};
-    get.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-    get.pHostObject = probe.object;
-    get.configImageSize = image.size();
-    get.pConfigImage = image.data();
-    CUpti_Profiler_Host_GetNumOfPasses_Params count{};
-    count.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-    count.configImageSize = image.size();
-    count.pConfigImage = image.data();
-    if (p.host_get_config_image(&get) == CUPTI_SUCCESS && p.host_get_num_of_passes(&count) == CUPTI_SUCCESS)
-      passes = count.numOfPasses;
-  }
+  std::size_t passes = 0;  // stays 0 when a call refuses
+  std::vector<std::uint8_t> image;
+  if (probe.add_metrics(pointers.data(), pointers.size()) == CUPTI_SUCCESS) (void)probe.config_image(image, &passes);
   libs->passes_needed.emplace(key, passes);
   return passes;
 }
@@ -738,31 +666,12 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   for (const std::string& m : result.metrics) names_.push_back(m.c_str());
 
   // Config image and the number of passes it needs.
-  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
-  add.pHostObject = setup_.host.object;
-  add.ppMetricNames = names_.data();
-  add.numMetrics = names_.size();
-  CUpti_Profiler_Host_GetConfigImageSize_Params size{};
-  size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
-  size.pHostObject = setup_.host.object;
-  if (!setup_.cupti_ok(p.host_config_add_metrics(&add), "cuptiProfilerHostConfigAddMetrics") ||
-      !setup_.cupti_ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize"))
+  if (!setup_.cupti_ok(setup_.host.add_metrics(names_.data(), names_.size()), "cuptiProfilerHostConfigAddMetrics"))
     return give_up(result);
-  config_.assign(size.configImageSize, 0);
-  CUpti_Profiler_Host_GetConfigImage_Params image{};
-  image.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
-  image.pHostObject = setup_.host.object;
-  image.configImageSize = config_.size();
-  image.pConfigImage = config_.data();
-  CUpti_Profiler_Host_GetNumOfPasses_Params passes{};
-  passes.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-  if (!setup_.cupti_ok(p.host_get_config_image(&image), "cuptiProfilerHostGetConfigImage")) return give_up(result);
-  passes.configImageSize = config_.size();
-  passes.pConfigImage = config_.data();
-  if (!setup_.cupti_ok(p.host_get_num_of_passes(&passes), "cuptiProfilerHostGetNumOfPasses"))
+  std::size_t passes = 0;
+  if (const profiler_host_step step = setup_.host.config_image(config_, &passes); !setup_.cupti_ok(step.result, step.call))
     return give_up(result);
-  result.passes = passes.numOfPasses;
+  result.passes = passes;
 
   // The range profiler on the context, its counter-data image and its configuration.
   per_kernel_ = options.ranges == counter_ranges::per_kernel;
@@ -932,16 +841,8 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
   bool present = trailing_sweep_ && total > first;  // the last range is the trailing sweep, if not full
   bool identified = true;
   const auto evaluate = [&](std::size_t index, metric_values& into) {
-    CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
-    eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
-    eval.pHostObject = setup_.host.object;
-    eval.pCounterDataImage = counter_data_.data();
-    eval.counterDataImageSize = counter_data_.size();
-    eval.rangeIndex = index;
-    eval.ppMetricNames = names_.data();
-    eval.numMetrics = names_.size();
-    eval.pMetricValues = values.data();
-    if (p.host_evaluate_to_gpu_values(&eval) != CUPTI_SUCCESS) return false;
+    if (setup_.host.evaluate(counter_data_, index, names_.data(), names_.size(), values.data()) != CUPTI_SUCCESS)
+      return false;
     for (std::size_t m = 0; m < names_.size(); ++m) into.emplace(result.metrics[m], values[m]);
     return true;
   };

@@ -83,6 +83,7 @@
 #if KSCOPE_HAS_PM_SAMPLING
 #  include "../core/detail/clock.hpp"
 #  include "../counters/collect.hpp"
+#  include "../cupti/detail/profiler_host.hpp"
 #endif
 
 namespace kscope {
@@ -381,19 +382,17 @@ class pm_sampling_run {
   // cuptiProfilerDeviceSupported for the PM sampling API, where the library has it.
   bool device_supported();
 
-  bool new_host(profiler_host_handle& out);
+  bool new_host(profiler_host& out);
 
   // Adds `names` to `host`, builds the config image (into *image when given) and its pass
   // count (into *passes when given). A failure to add is left to the caller to explain when
   // `passes` is given (the metric checks), else refused here.
-  bool build_config(profiler_host_handle& host, std::vector<const char*> names, std::vector<std::uint8_t>* image,
+  bool build_config(profiler_host& host, std::vector<const char*> names, std::vector<std::uint8_t>* image,
                     std::size_t* passes, CUptiResult* add_result = nullptr);
 
   // Every metric known and single-pass alone, then the set in one pass; else one message
   // naming the metric (and its pass count, or its close names).
   bool check_metrics();
-
-  std::vector<std::string> base_metrics(const profiler_host_handle& host) const;
 
   // The counter-data image's size for `samples` samples.
   bool counter_data_size(std::size_t samples, std::size_t& bytes);
@@ -408,7 +407,6 @@ class pm_sampling_run {
   void evaluate(std::size_t completed, metric_sampler_status& status, std::vector<std::string>& notes, Sink& sink) {
     if (completed <= read_) return;
     const clock_reading now = read_clocks();
-    const profiler_api& p = libs_->profiler;
     std::int64_t previous_start = 0;
     bool have_previous = false;
     for (std::size_t i = read_; i < completed; ++i) {
@@ -422,15 +420,7 @@ class pm_sampling_run {
         ++status.samples_unusable;
         continue;
       }
-      KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params, eval);
-      eval.pHostObject = host_.object;
-      eval.pCounterDataImage = counter_data_.data();
-      eval.counterDataImageSize = counter_data_.size();
-      eval.rangeIndex = i;
-      eval.ppMetricNames = names_.data();
-      eval.numMetrics = names_.size();
-      eval.pMetricValues = values_.data();
-      if (p.host_evaluate_to_gpu_values(&eval) != CUPTI_SUCCESS) {
+      if (host_.evaluate(counter_data_, i, names_.data(), names_.size(), values_.data()) != CUPTI_SUCCESS) {
         ++status.samples_unusable;
         continue;
       }
@@ -480,7 +470,7 @@ class pm_sampling_run {
   std::vector<std::uint8_t> availability_;
   std::vector<std::string> metrics_;
   std::vector<const char*> names_;  // into metrics_
-  profiler_host_handle host_;
+  profiler_host host_;  // a PM-sampling host object (cupti/detail/profiler_host.hpp)
   std::vector<std::uint8_t> config_;
   CUpti_PmSampling_Object* object_ = nullptr;
   bool started_ = false;
@@ -526,10 +516,9 @@ KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, me
   // Counter availability for PM sampling (where missing permission shows first).
   KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, avail);
   avail.deviceIndex = static_cast<std::size_t>(device_);
-  if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
-  availability_.assign(avail.counterAvailabilityImageSize, 0);
-  avail.pCounterAvailabilityImage = availability_.data();
-  if (!ok(pm.get_counter_availability(&avail), "cuptiPmSamplingGetCounterAvailability")) return false;
+  if (!ok(read_counter_availability(pm.get_counter_availability, avail, availability_),
+          "cuptiPmSamplingGetCounterAvailability"))
+    return false;
 
   metrics_ = options.metrics.empty() ? default_sampling_metrics() : options.metrics;
   status.metrics = metrics_;
@@ -673,51 +662,26 @@ KSCOPE_DECL bool pm_sampling_run::device_supported() {
                     (support.reasons.empty() ? std::string() : " (" + support.reasons + ")"));
 }
 
-KSCOPE_DECL bool pm_sampling_run::new_host(profiler_host_handle& out) {
-  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params, init);
-  init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-  init.pChipName = chip_.c_str();
-  init.pCounterAvailabilityImage = availability_.empty() ? nullptr : availability_.data();
-  if (!ok(libs_->profiler.host_initialize(&init), "cuptiProfilerHostInitialize")) return false;
-  out.api = &libs_->profiler;
-  out.object = init.pHostObject;
-  return true;
+KSCOPE_DECL bool pm_sampling_run::new_host(profiler_host& out) {
+  return ok(out.initialize(libs_->profiler, CUPTI_PROFILER_TYPE_PM_SAMPLING, chip_, availability_),
+            "cuptiProfilerHostInitialize");
 }
 
-KSCOPE_DECL bool pm_sampling_run::build_config(profiler_host_handle& host, std::vector<const char*> names, std::vector<std::uint8_t>* image,
+KSCOPE_DECL bool pm_sampling_run::build_config(profiler_host& host, std::vector<const char*> names, std::vector<std::uint8_t>* image,
                   std::size_t* passes, CUptiResult* add_result) {
-  const profiler_api& p = libs_->profiler;
-  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params, add);
-  add.pHostObject = host.object;
-  add.ppMetricNames = names.data();
-  add.numMetrics = names.size();
-  const CUptiResult added = p.host_config_add_metrics(&add);
+  const CUptiResult added = host.add_metrics(names.data(), names.size());
   if (add_result != nullptr) *add_result = added;
   if (added != CUPTI_SUCCESS && add_result != nullptr) return false;
   if (!ok(added, "cuptiProfilerHostConfigAddMetrics")) return false;
-  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, size);
-  size.pHostObject = host.object;
-  if (!ok(p.host_get_config_image_size(&size), "cuptiProfilerHostGetConfigImageSize")) return false;
-  std::vector<std::uint8_t> config(size.configImageSize);
-  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, get);
-  get.pHostObject = host.object;
-  get.configImageSize = config.size();
-  get.pConfigImage = config.data();
-  if (!ok(p.host_get_config_image(&get), "cuptiProfilerHostGetConfigImage")) return false;
-  if (passes != nullptr) {
-    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, count);
-    count.configImageSize = config.size();
-    count.pConfigImage = config.data();
-    if (!ok(p.host_get_num_of_passes(&count), "cuptiProfilerHostGetNumOfPasses")) return false;
-    *passes = count.numOfPasses;
-  }
+  std::vector<std::uint8_t> config;
+  if (const profiler_host_step step = host.config_image(config, passes); !ok(step.result, step.call)) return false;
   if (image != nullptr) image->swap(config);
   return true;
 }
 
 KSCOPE_DECL bool pm_sampling_run::check_metrics() {
   {  // The usual case first: the whole set is known and fits one pass (one host object).
-    profiler_host_handle probe;
+    profiler_host probe;
     if (!new_host(probe)) return false;
     std::size_t passes = 0;
     CUptiResult added = CUPTI_SUCCESS;
@@ -727,13 +691,13 @@ KSCOPE_DECL bool pm_sampling_run::check_metrics() {
   std::string unknown, multi_pass;
   std::vector<std::string> bases;
   for (const char* name : names_) {
-    profiler_host_handle probe;
+    profiler_host probe;
     if (!new_host(probe)) return false;
     std::size_t passes = 0;
     CUptiResult added = CUPTI_SUCCESS;
     if (!build_config(probe, {name}, nullptr, &passes, &added)) {
       if (added == CUPTI_SUCCESS) return false;  // a later call failed: message set
-      if (bases.empty()) bases = base_metrics(probe);
+      if (bases.empty()) bases = probe.base_metrics();
       const metric_name_check c = check_metric_name(name, bases);
       unknown += (unknown.empty() ? "" : "; ") +
                  (c.known || c.message.empty() ? "'" + std::string(name) + "' is not offered for PM sampling on " + chip_
@@ -753,7 +717,7 @@ KSCOPE_DECL bool pm_sampling_run::check_metrics() {
   std::vector<const char*> prefix;
   for (const char* name : names_) {
     prefix.push_back(name);
-    profiler_host_handle probe;
+    profiler_host probe;
     if (!new_host(probe)) return false;
     std::size_t passes = 0;
     if (!build_config(probe, prefix, nullptr, &passes)) return false;
@@ -765,19 +729,6 @@ KSCOPE_DECL bool pm_sampling_run::check_metrics() {
     if (prefix.size() == names_.size()) break;
   }
   return true;
-}
-
-KSCOPE_DECL std::vector<std::string> pm_sampling_run::base_metrics(const profiler_host_handle& host) const {
-  std::vector<std::string> out;
-  for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
-    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetBaseMetrics_Params, p);
-    p.pHostObject = host.object;
-    p.metricType = type;
-    if (libs_->profiler.host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
-    for (std::size_t i = 0; i < p.numMetrics; ++i)
-      if (p.ppMetricNames[i] != nullptr) out.emplace_back(p.ppMetricNames[i]);
-  }
-  return out;
 }
 
 KSCOPE_DECL bool pm_sampling_run::counter_data_size(std::size_t samples, std::size_t& bytes) {

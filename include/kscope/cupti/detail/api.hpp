@@ -18,6 +18,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../core/detail/symbol_table.hpp"
 
 #if KSCOPE_HAS_CUDA && defined(__has_include)
 #  if __has_include(<cupti.h>)
@@ -114,14 +115,8 @@ KSCOPE_DECL std::string cupti_api::result_name(CUptiResult result) const {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-template <class F>
-inline bool resolve_symbol(void* handle, const char* name, F& out) noexcept {
-  void* symbol = ::dlsym(handle, name);
-  out = reinterpret_cast<F>(symbol);
-  return symbol != nullptr;
-}
-
-// Resolves every entry point; returns the first required one missing, or "".
+// Resolves every entry point from api.handle (one table, core/detail/symbol_table.hpp);
+// returns the first required one missing, or "".
 KSCOPE_DECL std::string resolve_cupti_symbols(cupti_api& api);
 
 KSCOPE_DECL std::string directory_of(const std::string& path);
@@ -142,37 +137,26 @@ KSCOPE_DECL bool load_cupti(cupti_api& api, const std::string& explicit_path, st
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string resolve_cupti_symbols(cupti_api& api) {
-  void* h = api.handle;
-  struct required {
-    const char* name;
-    bool ok;
+  const symbol_entry entries[] = {
+      required_symbol("cuptiGetResultString", api.get_result_string),
+      required_symbol("cuptiActivityRegisterCallbacks", api.activity_register_callbacks),
+      required_symbol("cuptiActivityEnable", api.activity_enable),
+      required_symbol("cuptiActivityDisable", api.activity_disable),
+      required_symbol("cuptiActivityFlushAll", api.activity_flush_all),
+      required_symbol("cuptiActivityGetNextRecord", api.activity_get_next_record),
+      required_symbol("cuptiActivityGetNumDroppedRecords", api.activity_get_num_dropped_records),
+      required_symbol("cuptiSubscribe", api.subscribe),
+      required_symbol("cuptiUnsubscribe", api.unsubscribe),
+      required_symbol("cuptiEnableCallback", api.enable_callback),
+      optional_symbol("cuptiSubscribe_v2", api.subscribe_v2),
+      optional_symbol("cuptiGetVersion", api.get_version),
+      optional_symbol("cuptiGetTimestamp", api.get_timestamp),
+      optional_symbol("cuptiActivityRegisterTimestampCallback", api.activity_register_timestamp_callback),
+      optional_symbol("cuptiActivityFlushPeriod", api.activity_flush_period),
+      optional_symbol("cuptiGetGraphNodeId", api.get_graph_node_id),
   };
-  const required list[] = {
-      {"cuptiGetResultString", resolve_symbol(h, "cuptiGetResultString", api.get_result_string)},
-      {"cuptiActivityRegisterCallbacks",
-       resolve_symbol(h, "cuptiActivityRegisterCallbacks", api.activity_register_callbacks)},
-      {"cuptiActivityEnable", resolve_symbol(h, "cuptiActivityEnable", api.activity_enable)},
-      {"cuptiActivityDisable", resolve_symbol(h, "cuptiActivityDisable", api.activity_disable)},
-      {"cuptiActivityFlushAll", resolve_symbol(h, "cuptiActivityFlushAll", api.activity_flush_all)},
-      {"cuptiActivityGetNextRecord",
-       resolve_symbol(h, "cuptiActivityGetNextRecord", api.activity_get_next_record)},
-      {"cuptiActivityGetNumDroppedRecords",
-       resolve_symbol(h, "cuptiActivityGetNumDroppedRecords", api.activity_get_num_dropped_records)},
-      {"cuptiSubscribe", resolve_symbol(h, "cuptiSubscribe", api.subscribe)},
-      {"cuptiUnsubscribe", resolve_symbol(h, "cuptiUnsubscribe", api.unsubscribe)},
-      {"cuptiEnableCallback", resolve_symbol(h, "cuptiEnableCallback", api.enable_callback)},
-  };
-  (void)resolve_symbol(h, "cuptiSubscribe_v2", api.subscribe_v2);
-  (void)resolve_symbol(h, "cuptiGetVersion", api.get_version);
-  (void)resolve_symbol(h, "cuptiGetTimestamp", api.get_timestamp);
-  (void)resolve_symbol(h, "cuptiActivityRegisterTimestampCallback",
-                       api.activity_register_timestamp_callback);
-  (void)resolve_symbol(h, "cuptiActivityFlushPeriod", api.activity_flush_period);
-  (void)resolve_symbol(h, "cuptiGetGraphNodeId", api.get_graph_node_id);
-  for (const required& r : list) {
-    if (!r.ok) return r.name;
-  }
-  return "";
+  const char* missing = resolve_symbols(api.handle, entries);
+  return missing != nullptr ? missing : "";
 }
 
 KSCOPE_DECL std::string directory_of(const std::string& path) {

@@ -82,8 +82,8 @@ struct profiler_api {
   [[nodiscard]] bool resolved() const noexcept { return initialize != nullptr; }
 };
 
-// Resolves every entry point from a loaded libcupti; returns the first required one
-// missing, or "" (then `out` is complete).
+// Resolves every entry point from a loaded libcupti (one table, core/detail/symbol_table.hpp);
+// returns the first required one missing, or "" (then `out` is complete; else untouched).
 KSCOPE_DECL std::string resolve_profiler_symbols(void* handle, profiler_api& out);
 
 // Where libnvperf_host.so may be, in search order: the explicit path alone when given;
@@ -100,49 +100,32 @@ KSCOPE_DECL bool load_nvperf_host(const std::string& explicit_path, const std::s
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string resolve_profiler_symbols(void* handle, profiler_api& out) {
   profiler_api api;
-  struct required {
-    const char* name;
-    bool ok;
+  const symbol_entry entries[] = {
+      required_symbol("cuptiProfilerInitialize", api.initialize),
+      required_symbol("cuptiProfilerGetCounterAvailability", api.get_counter_availability),
+      required_symbol("cuptiDeviceGetChipName", api.get_chip_name),
+      required_symbol("cuptiProfilerHostInitialize", api.host_initialize),
+      required_symbol("cuptiProfilerHostDeinitialize", api.host_deinitialize),
+      required_symbol("cuptiProfilerHostGetBaseMetrics", api.host_get_base_metrics),
+      required_symbol("cuptiProfilerHostConfigAddMetrics", api.host_config_add_metrics),
+      required_symbol("cuptiProfilerHostGetConfigImageSize", api.host_get_config_image_size),
+      required_symbol("cuptiProfilerHostGetConfigImage", api.host_get_config_image),
+      required_symbol("cuptiProfilerHostGetNumOfPasses", api.host_get_num_of_passes),
+      required_symbol("cuptiProfilerHostEvaluateToGpuValues", api.host_evaluate_to_gpu_values),
+      required_symbol("cuptiRangeProfilerEnable", api.range_enable),
+      required_symbol("cuptiRangeProfilerDisable", api.range_disable),
+      required_symbol("cuptiRangeProfilerGetCounterDataSize", api.range_get_counter_data_size),
+      required_symbol("cuptiRangeProfilerCounterDataImageInitialize", api.range_counter_data_image_initialize),
+      required_symbol("cuptiRangeProfilerSetConfig", api.range_set_config),
+      required_symbol("cuptiRangeProfilerStart", api.range_start),
+      required_symbol("cuptiRangeProfilerStop", api.range_stop),
+      required_symbol("cuptiRangeProfilerPushRange", api.range_push),
+      required_symbol("cuptiRangeProfilerPopRange", api.range_pop),
+      required_symbol("cuptiRangeProfilerDecodeData", api.range_decode_data),
+      required_symbol("cuptiRangeProfilerGetCounterDataInfo", api.range_get_counter_data_info),
+      optional_symbol("cuptiProfilerDeviceSupported", api.device_supported),
   };
-  const required list[] = {
-      {"cuptiProfilerInitialize", resolve_symbol(handle, "cuptiProfilerInitialize", api.initialize)},
-      {"cuptiProfilerGetCounterAvailability",
-       resolve_symbol(handle, "cuptiProfilerGetCounterAvailability", api.get_counter_availability)},
-      {"cuptiDeviceGetChipName", resolve_symbol(handle, "cuptiDeviceGetChipName", api.get_chip_name)},
-      {"cuptiProfilerHostInitialize", resolve_symbol(handle, "cuptiProfilerHostInitialize", api.host_initialize)},
-      {"cuptiProfilerHostDeinitialize",
-       resolve_symbol(handle, "cuptiProfilerHostDeinitialize", api.host_deinitialize)},
-      {"cuptiProfilerHostGetBaseMetrics",
-       resolve_symbol(handle, "cuptiProfilerHostGetBaseMetrics", api.host_get_base_metrics)},
-      {"cuptiProfilerHostConfigAddMetrics",
-       resolve_symbol(handle, "cuptiProfilerHostConfigAddMetrics", api.host_config_add_metrics)},
-      {"cuptiProfilerHostGetConfigImageSize",
-       resolve_symbol(handle, "cuptiProfilerHostGetConfigImageSize", api.host_get_config_image_size)},
-      {"cuptiProfilerHostGetConfigImage",
-       resolve_symbol(handle, "cuptiProfilerHostGetConfigImage", api.host_get_config_image)},
-      {"cuptiProfilerHostGetNumOfPasses",
-       resolve_symbol(handle, "cuptiProfilerHostGetNumOfPasses", api.host_get_num_of_passes)},
-      {"cuptiProfilerHostEvaluateToGpuValues",
-       resolve_symbol(handle, "cuptiProfilerHostEvaluateToGpuValues", api.host_evaluate_to_gpu_values)},
-      {"cuptiRangeProfilerEnable", resolve_symbol(handle, "cuptiRangeProfilerEnable", api.range_enable)},
-      {"cuptiRangeProfilerDisable", resolve_symbol(handle, "cuptiRangeProfilerDisable", api.range_disable)},
-      {"cuptiRangeProfilerGetCounterDataSize",
-       resolve_symbol(handle, "cuptiRangeProfilerGetCounterDataSize", api.range_get_counter_data_size)},
-      {"cuptiRangeProfilerCounterDataImageInitialize",
-       resolve_symbol(handle, "cuptiRangeProfilerCounterDataImageInitialize",
-                      api.range_counter_data_image_initialize)},
-      {"cuptiRangeProfilerSetConfig", resolve_symbol(handle, "cuptiRangeProfilerSetConfig", api.range_set_config)},
-      {"cuptiRangeProfilerStart", resolve_symbol(handle, "cuptiRangeProfilerStart", api.range_start)},
-      {"cuptiRangeProfilerStop", resolve_symbol(handle, "cuptiRangeProfilerStop", api.range_stop)},
-      {"cuptiRangeProfilerPushRange", resolve_symbol(handle, "cuptiRangeProfilerPushRange", api.range_push)},
-      {"cuptiRangeProfilerPopRange", resolve_symbol(handle, "cuptiRangeProfilerPopRange", api.range_pop)},
-      {"cuptiRangeProfilerDecodeData", resolve_symbol(handle, "cuptiRangeProfilerDecodeData", api.range_decode_data)},
-      {"cuptiRangeProfilerGetCounterDataInfo",
-       resolve_symbol(handle, "cuptiRangeProfilerGetCounterDataInfo", api.range_get_counter_data_info)},
-  };
-  (void)resolve_symbol(handle, "cuptiProfilerDeviceSupported", api.device_supported);
-  for (const required& r : list)
-    if (!r.ok) return r.name;
+  if (const char* missing = resolve_symbols(handle, entries)) return missing;
   out = api;
   return "";
 }

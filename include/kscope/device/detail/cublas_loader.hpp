@@ -18,21 +18,12 @@
 
 #include "../../core/config.hpp"
 #include "../../core/detail/once.hpp"
+#include "../../core/detail/symbol_table.hpp"  // its entry points; dlfcn.h and KSCOPE_DETAIL_HAS_DLOPEN
 
 #include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
-
-#if defined(__has_include)
-#  if __has_include(<dlfcn.h>)
-#    include <dlfcn.h>
-#    define KSCOPE_DETAIL_HAS_DLOPEN 1
-#  endif
-#endif
-#ifndef KSCOPE_DETAIL_HAS_DLOPEN
-#  define KSCOPE_DETAIL_HAS_DLOPEN 0
-#endif
 
 namespace kscope {
 namespace detail {
@@ -136,13 +127,14 @@ KSCOPE_DECL const cublas_api& cublas() {
         continue;
       }
       cublas_api candidate;
-      candidate.create = reinterpret_cast<cublas_api::create_fn>(::dlsym(library, "cublasCreate_v2"));
-      candidate.destroy = reinterpret_cast<cublas_api::destroy_fn>(::dlsym(library, "cublasDestroy_v2"));
-      candidate.set_stream = reinterpret_cast<cublas_api::set_stream_fn>(::dlsym(library, "cublasSetStream_v2"));
-      candidate.gemm_ex = reinterpret_cast<cublas_api::gemm_ex_fn>(::dlsym(library, "cublasGemmEx"));
-      candidate.status_string =
-          reinterpret_cast<cublas_api::status_string_fn>(::dlsym(library, "cublasGetStatusString"));
-      if (!candidate.ok()) {
+      const symbol_entry entries[] = {
+          required_symbol("cublasCreate_v2", candidate.create),
+          required_symbol("cublasDestroy_v2", candidate.destroy),
+          required_symbol("cublasSetStream_v2", candidate.set_stream),
+          required_symbol("cublasGemmEx", candidate.gemm_ex),
+          optional_symbol("cublasGetStatusString", candidate.status_string),
+      };
+      if (resolve_symbols(library, entries) != nullptr) {  // candidate.ok() is false
         tried += "\n  " + name + ": opened, but cublasCreate_v2/cublasDestroy_v2/cublasSetStream_v2/cublasGemmEx missing";
         ::dlclose(library);
         continue;

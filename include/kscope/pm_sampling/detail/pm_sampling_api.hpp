@@ -47,36 +47,27 @@ struct pm_sampling_api {
   [[nodiscard]] bool resolved() const noexcept { return enable != nullptr; }
 };
 
-// Resolves every entry point; returns the first one missing, or "" (then `out` is complete).
+// Resolves every entry point (one table, core/detail/symbol_table.hpp); returns the first one
+// missing, or "" (then `out` is complete; else untouched).
 KSCOPE_DECL std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_api& out);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_api& out) {
   pm_sampling_api api;
-  struct required {
-    const char* name;
-    bool ok;
+  const symbol_entry entries[] = {
+      required_symbol("cuptiPmSamplingGetCounterAvailability", api.get_counter_availability),
+      required_symbol("cuptiPmSamplingEnable", api.enable),
+      required_symbol("cuptiPmSamplingDisable", api.disable),
+      required_symbol("cuptiPmSamplingSetConfig", api.set_config),
+      required_symbol("cuptiPmSamplingStart", api.start),
+      required_symbol("cuptiPmSamplingStop", api.stop),
+      required_symbol("cuptiPmSamplingDecodeData", api.decode_data),
+      required_symbol("cuptiPmSamplingGetCounterDataSize", api.get_counter_data_size),
+      required_symbol("cuptiPmSamplingCounterDataImageInitialize", api.counter_data_image_initialize),
+      required_symbol("cuptiPmSamplingGetCounterDataInfo", api.get_counter_data_info),
+      required_symbol("cuptiPmSamplingCounterDataGetSampleInfo", api.get_sample_info),
   };
-  const required list[] = {
-      {"cuptiPmSamplingGetCounterAvailability",
-       resolve_symbol(handle, "cuptiPmSamplingGetCounterAvailability", api.get_counter_availability)},
-      {"cuptiPmSamplingEnable", resolve_symbol(handle, "cuptiPmSamplingEnable", api.enable)},
-      {"cuptiPmSamplingDisable", resolve_symbol(handle, "cuptiPmSamplingDisable", api.disable)},
-      {"cuptiPmSamplingSetConfig", resolve_symbol(handle, "cuptiPmSamplingSetConfig", api.set_config)},
-      {"cuptiPmSamplingStart", resolve_symbol(handle, "cuptiPmSamplingStart", api.start)},
-      {"cuptiPmSamplingStop", resolve_symbol(handle, "cuptiPmSamplingStop", api.stop)},
-      {"cuptiPmSamplingDecodeData", resolve_symbol(handle, "cuptiPmSamplingDecodeData", api.decode_data)},
-      {"cuptiPmSamplingGetCounterDataSize",
-       resolve_symbol(handle, "cuptiPmSamplingGetCounterDataSize", api.get_counter_data_size)},
-      {"cuptiPmSamplingCounterDataImageInitialize",
-       resolve_symbol(handle, "cuptiPmSamplingCounterDataImageInitialize", api.counter_data_image_initialize)},
-      {"cuptiPmSamplingGetCounterDataInfo",
-       resolve_symbol(handle, "cuptiPmSamplingGetCounterDataInfo", api.get_counter_data_info)},
-      {"cuptiPmSamplingCounterDataGetSampleInfo",
-       resolve_symbol(handle, "cuptiPmSamplingCounterDataGetSampleInfo", api.get_sample_info)},
-  };
-  for (const required& r : list)
-    if (!r.ok) return r.name;
+  if (const char* missing = resolve_symbols(handle, entries)) return missing;
   out = api;
   return "";
 }

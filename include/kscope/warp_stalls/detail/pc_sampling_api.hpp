@@ -45,31 +45,23 @@ struct pc_sampling_api {
   [[nodiscard]] bool resolved() const noexcept { return enable != nullptr; }
 };
 
-// Resolves every entry point; returns the first one missing, or "" (then `out` is complete).
+// Resolves every entry point (one table, core/detail/symbol_table.hpp); returns the first one
+// missing, or "" (then `out` is complete; else untouched).
 KSCOPE_DECL std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_api& out);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_api& out) {
   pc_sampling_api api;
-  struct required {
-    const char* name;
-    bool ok;
+  const symbol_entry entries[] = {
+      required_symbol("cuptiPCSamplingEnable", api.enable),
+      required_symbol("cuptiPCSamplingDisable", api.disable),
+      required_symbol("cuptiPCSamplingSetConfigurationAttribute", api.set_configuration),
+      required_symbol("cuptiPCSamplingGetConfigurationAttribute", api.get_configuration),
+      required_symbol("cuptiPCSamplingGetData", api.get_data),
+      required_symbol("cuptiPCSamplingGetNumStallReasons", api.get_num_stall_reasons),
+      required_symbol("cuptiPCSamplingGetStallReasons", api.get_stall_reasons),
   };
-  const required list[] = {
-      {"cuptiPCSamplingEnable", resolve_symbol(handle, "cuptiPCSamplingEnable", api.enable)},
-      {"cuptiPCSamplingDisable", resolve_symbol(handle, "cuptiPCSamplingDisable", api.disable)},
-      {"cuptiPCSamplingSetConfigurationAttribute",
-       resolve_symbol(handle, "cuptiPCSamplingSetConfigurationAttribute", api.set_configuration)},
-      {"cuptiPCSamplingGetConfigurationAttribute",
-       resolve_symbol(handle, "cuptiPCSamplingGetConfigurationAttribute", api.get_configuration)},
-      {"cuptiPCSamplingGetData", resolve_symbol(handle, "cuptiPCSamplingGetData", api.get_data)},
-      {"cuptiPCSamplingGetNumStallReasons",
-       resolve_symbol(handle, "cuptiPCSamplingGetNumStallReasons", api.get_num_stall_reasons)},
-      {"cuptiPCSamplingGetStallReasons",
-       resolve_symbol(handle, "cuptiPCSamplingGetStallReasons", api.get_stall_reasons)},
-  };
-  for (const required& r : list)
-    if (!r.ok) return r.name;
+  if (const char* missing = resolve_symbols(handle, entries)) return missing;
   out = api;
   return "";
 }
