@@ -1,7 +1,7 @@
 // kscope — the command-line tool: merge per-rank reports, print a report, compare two runs.
 //
 //   kscope merge out.json run.rank0.json run.rank1.json ...   merged table + kscope.merged/1 JSON
-//   kscope report run.json                                     the report's text tables
+//   kscope report run.json [--format text|markdown|json]       the report's text tables
 //   kscope compare baseline.json candidate.json [--threshold 0.02] [--thresholds FILE]
 //                  [--allow-missing] [--format text|markdown|json]
 //                                                              CI gate on scope / benchmark medians
@@ -9,7 +9,8 @@
 //
 // Options follow the common conventions: "--name value" and "--name=value" are the same,
 // "--" ends the options (a file named "-x" can follow it), and options may come before,
-// between or after the files.
+// between or after the files. "-" as an input file is standard input. A usage error is
+// one line on stderr that names the mistake and points at the command's --help.
 //
 // Exit codes (also printed by `kscope --help`; docs/multi_gpu.md lists them too):
 //   0  success; for compare: something was compared, no time is slower, none is missing
@@ -66,13 +67,14 @@ const char* const exit_codes_text =
 const char* const usage_text =
     "usage: kscope COMMAND [ARGS...]\n"
     "  kscope merge OUT.json RANK0.json [RANK1.json ...]   merge per-rank reports\n"
-    "  kscope report FILE.json                             print a report as text tables\n"
+    "  kscope report FILE.json [--format F]                print a report (text, markdown, json)\n"
     "  kscope compare BASELINE.json CANDIDATE.json [...]   CI gate: exit 1 when slower\n"
     "  kscope help [COMMAND]                               this text, or a command's\n"
     "  kscope --version                                    the kscope version\n"
     "'kscope help COMMAND' or 'kscope COMMAND --help' describes a command and its options.\n"
     "Options take their value as '--name value' or '--name=value'; '--' ends the options.\n"
-    "inputs: at most 256 MiB each; larger files are refused before they are read\n";
+    "inputs: at most 256 MiB each; larger files are refused before they are read; '-' reads\n"
+    "  standard input\n";
 
 const char* const merge_help =
     "usage: kscope merge OUT.json RANK0.json [RANK1.json ...]\n"
@@ -81,8 +83,12 @@ const char* const merge_help =
     "  OUT.json. An unreadable input is reported (exit 3) and the others are still merged.\n";
 
 const char* const report_help =
-    "usage: kscope report FILE.json\n"
-    "  Prints a kscope.report/1 file as the text tables a running program prints.\n";
+    "usage: kscope report FILE.json [--format F]\n"
+    "  Prints a kscope.report/1 file ('-': standard input) as a running program prints it.\n"
+    "options:\n"
+    "  --format F           text (default: the tables), markdown (the tables in a fenced block,\n"
+    "                       for a pull-request comment) or json (the report again, as kscope\n"
+    "                       writes it: what this version reads of the file)\n";
 
 const char* const compare_help =
     "usage: kscope compare BASELINE.json CANDIDATE.json [options]\n"
@@ -100,7 +106,8 @@ const char* const compare_help =
     "  kscope version is a warning. Merged reports (kscope.merged/1) are refused: they keep\n"
     "  no intervals.\n"
     "options:\n"
-    "  --threshold X        the relative change that matters, a fraction (default 0.02)\n"
+    "  --threshold X        the relative change that matters: a fraction (0.02, the default)\n"
+    "                       or a percentage (2%)\n"
     "  --thresholds FILE    per-name thresholds, one 'THRESHOLD NAME' per line: THRESHOLD a\n"
     "                       fraction (0.05) or percentage (5%), NAME a scope path or benchmark\n"
     "                       name where '*' matches anything ('gemm (n=*)'); '#' starts a\n"
@@ -122,20 +129,30 @@ std::string mebibytes(double bytes) {
 // passes the limit, so a huge or endless input never costs more than the limit.
 bool read_file(const std::string& path, std::string& out, std::string& error) {
   constexpr std::size_t limit = kscope::report_max_input_bytes;
+  const bool from_stdin = path == "-";
+  const std::string shown = from_stdin ? std::string("standard input") : kscope::printable_text(path);
   const auto too_large = [&](const std::string& what) {
-    error = path + ": " + what + " (the limit for a kscope document is " + mebibytes(static_cast<double>(limit)) + ")";
+    error = shown + ": " + what + " (the limit for a kscope document is " + mebibytes(static_cast<double>(limit)) + ")";
     return false;
   };
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    error = path + ": cannot open: " + std::strerror(errno);
+  struct stat named {};
+  if (!from_stdin && ::stat(path.c_str(), &named) == 0 && S_ISDIR(named.st_mode)) {
+    error = shown + ": is a directory, not a file (name a report file inside it)";
     return false;
   }
+  std::FILE* f = from_stdin ? stdin : std::fopen(path.c_str(), "rb");
+  if (!f) {
+    error = shown + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  const auto close = [&] {
+    if (!from_stdin) std::fclose(f);
+  };
   out.clear();
   struct stat info {};
   if (::fstat(::fileno(f), &info) == 0 && S_ISREG(info.st_mode)) {
     if (static_cast<unsigned long long>(info.st_size) > limit) {
-      std::fclose(f);
+      close();
       return too_large(mebibytes(static_cast<double>(info.st_size)) + ", too large: refused without reading it");
     }
     out.reserve(static_cast<std::size_t>(info.st_size));  // one allocation, no doubling
@@ -151,14 +168,15 @@ bool read_file(const std::string& path, std::string& out, std::string& error) {
     out.append(buf, n);
   }
   const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
+  const int read_errno = errno;
+  close();
   if (over) {
     out.clear();
     out.shrink_to_fit();
     return too_large("more than " + mebibytes(static_cast<double>(limit)) + " of input: too large, reading stopped");
   }
   if (failed) {
-    error = path + ": read error";
+    error = shown + ": read error: " + std::strerror(read_errno != 0 ? read_errno : EIO);
     return false;
   }
   return true;
@@ -192,18 +210,6 @@ bool write_file(const std::string& path, const std::string& text, std::string& e
   return kscope::write_text_file(path, text, &error);
 }
 
-std::optional<kscope::session_report> load_report(const std::string& path) {
-  std::string text, error;
-  if (!read_file(path, text, error)) {
-    std::fprintf(stderr, "kscope: %s\n", error.c_str());
-    return std::nullopt;
-  }
-  auto r = kscope::parse_report(text, &error);
-  if (!r) std::fprintf(stderr, "kscope: %s: %s\n", kscope::printable_text(path).c_str(),
-                      kscope::printable_text(error).c_str());
-  return r;
-}
-
 // The help text of a command, nullptr for an unknown one.
 const char* help_for(const std::string& command) {
   if (command == "merge") return merge_help;
@@ -212,10 +218,10 @@ const char* help_for(const std::string& command) {
   return nullptr;
 }
 
-// A command's usage error: the reason, then that command's help, on stderr.
+// A command's usage error: the reason and where the help is, on stderr (the help itself is
+// one command away, and a long text would push the reason off the screen).
 int usage_error(const char* command, const std::string& why) {
-  std::fprintf(stderr, "kscope %s: %s\n", command, why.c_str());
-  std::fputs(help_for(command), stderr);
+  std::fprintf(stderr, "kscope %s: %s (kscope %s --help for its usage)\n", command, why.c_str(), command);
   return exit_usage;
 }
 
@@ -313,18 +319,45 @@ int run_merge(const std::vector<std::string>& raw_args) {
 }
 
 int run_report(const std::vector<std::string>& raw_args) {
-  const parsed_arguments parsed = parse_arguments(raw_args, {});
+  const parsed_arguments parsed = parse_arguments(raw_args, {{"--format", true}});
   if (parsed.help) {
     print(report_help);
     print(exit_codes_text);
     return exit_ok;
   }
   if (!parsed.error.empty()) return usage_error("report", parsed.error);
+  std::string format = "text";
+  for (const auto& [name, value] : parsed.options) {
+    if (name != "--format") continue;
+    if (value != "text" && value != "markdown" && value != "json")
+      return usage_error("report", "bad format '" + kscope::printable_text(value) + "' (text, markdown or json)");
+    format = value;
+  }
   const std::vector<std::string>& args = parsed.files;
   if (args.size() != 1) return usage_error("report", "needs exactly one report file");
-  const auto r = load_report(args[0]);
-  if (!r) return exit_bad_input;
-  print(r->text());
+  const std::string shown = args[0] == "-" ? std::string("standard input") : kscope::printable_text(args[0]);
+  std::string text, error;
+  if (!read_file(args[0], text, error)) {
+    std::fprintf(stderr, "kscope report: %s\n", error.c_str());
+    return exit_bad_input;
+  }
+  const auto r = kscope::parse_report(text, &error);
+  if (!r) {
+    // Another document kscope reads: say which command reads it rather than the schema.
+    const kscope::comparable_load other = kscope::load_comparable(text);
+    if (other.ok() && other.run.format != "kscope.report/1") {
+      std::fprintf(stderr,
+                   "kscope report: %s is %s, not a kscope.report/1 session report: kscope compare reads it "
+                   "(kscope compare BASELINE CANDIDATE)\n",
+                   shown.c_str(), other.run.format.c_str());
+    } else {
+      std::fprintf(stderr, "kscope report: %s: %s\n", shown.c_str(), kscope::printable_text(error).c_str());
+    }
+    return exit_bad_input;
+  }
+  if (format == "json") print(r->json());
+  else if (format == "markdown") print("```text\n" + r->text() + "```\n");
+  else print(r->text());
   return exit_ok;
 }
 
@@ -360,10 +393,15 @@ int run_compare(const std::vector<std::string>& args) {
   for (const auto& [name, value] : parsed.options) {
     if (name == "--threshold") {
       double threshold = 0;
-      // parse_double reads '.' as the decimal point in any locale, as everything the tool prints.
-      if (!kscope::parse_number(value, threshold) || !(threshold >= 0) || !(threshold < 10))
+      // A percentage ("2%") as the thresholds file takes it, or a fraction. parse_number reads
+      // '.' as the decimal point in any locale, as everything the tool prints.
+      const bool percent = !value.empty() && value.back() == '%';
+      const std::string number = percent ? value.substr(0, value.size() - 1) : value;
+      const bool parsed_number = kscope::parse_number(number, threshold);
+      if (percent) threshold /= 100;
+      if (!parsed_number || !(threshold >= 0) || !(threshold < 10))
         return usage_error("compare", "bad threshold '" + kscope::printable_text(value) +
-                                          "' (a fraction in [0, 10), e.g. 0.02)");
+                                          "' (a fraction in [0, 10) or a percentage, e.g. 0.02 or 2%)");
       settings.threshold = threshold;
     } else if (name == "--thresholds") {
       thresholds_path = value;
@@ -433,7 +471,7 @@ int run_compare(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   try {
     if (argc < 2) {
-      std::fputs(usage_text, stderr);
+      std::fputs("usage: kscope COMMAND [ARGS...] (merge, report, compare; kscope --help for more)\n", stderr);
       return exit_usage;
     }
     const std::string command = argv[1];
@@ -461,8 +499,8 @@ int main(int argc, char** argv) {
     if (command == "merge") return finish_output(run_merge(args));
     if (command == "report") return finish_output(run_report(args));
     if (command == "compare") return finish_output(run_compare(args));
-    std::fprintf(stderr, "kscope: unknown command '%s'\n", kscope::printable_text(command).c_str());
-    std::fputs(usage_text, stderr);
+    std::fprintf(stderr, "kscope: unknown command '%s' (merge, report, compare; kscope --help for more)\n",
+                 kscope::printable_text(command).c_str());
     return exit_usage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kscope: internal error: %s\n", e.what());

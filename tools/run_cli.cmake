@@ -4,6 +4,7 @@
 # NOT_REGEX is given, that they do not match it (a failing gate must never print PASS).
 # Options for the hostile-input cases (tools/CMakeLists.txt):
 #   -DSTDOUT_FILE=/dev/full   stdout goes to that file (REGEX then sees stderr only)
+#   -DINPUT_FILE=path         standard input comes from that file ('-' as an input)
 #   -DMEMORY_LIMIT_MB=512     run under `ulimit -v` (sh), so that a reader that allocates
 #                             without bound fails the case instead of swapping
 #   -DGENERATE=kind -DGENERATED=path   write an input first, at test time, so that large
@@ -38,6 +39,9 @@ endif()
 if(DEFINED STDOUT_FILE AND NOT STDOUT_FILE STREQUAL "")
   execute_process(COMMAND ${command} RESULT_VARIABLE code OUTPUT_FILE "${STDOUT_FILE}" ERROR_VARIABLE err)
   set(out "")
+elseif(DEFINED INPUT_FILE AND NOT INPUT_FILE STREQUAL "")
+  execute_process(COMMAND ${command} RESULT_VARIABLE code INPUT_FILE "${INPUT_FILE}" OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
 else()
   execute_process(COMMAND ${command} RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
 endif()
