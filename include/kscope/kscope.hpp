@@ -2,10 +2,14 @@
 //
 // The library is layered (docs/architecture.md): the base (core → device → scope → cupti),
 // one folder per feature (counters → warp_stalls → activity → pm_sampling → serving), then
-// report → verdict → session → bench, each folder including only the folders before it. Each module header
-// also stands alone (tests/headers compiles every one of them first in its own translation
-// unit). bench/gbench.hpp is not included here: it needs Google Benchmark, which kscope
-// does not force on its users.
+// report → verdict → session → bench, each folder including only the folders before it.
+// Each public header's declarations stand alone (tests/headers compiles every one of them
+// first in its own translation unit, in the compiled mode); their definitions are compiled
+// header-only through this header. bench/gbench.hpp is not included here: it needs Google
+// Benchmark, which kscope does not force on its users.
+//
+// Header-only by default; KSCOPE_SEPARATE_COMPILATION and kscope::compiled compile the
+// heavy definitions once (core/config.hpp, src/kscope_compiled.cpp).
 #pragma once
 
 // Pure core: no CUDA headers, testable anywhere.
