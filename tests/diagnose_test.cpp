@@ -304,6 +304,27 @@ TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
                       std::string::npos,
                   by_counters[0].text);
   }
+  SUBCASE("the scope's one verdict decides, as a report read back from JSON holds it (no counters section)") {
+    kscope::scope_verdict v;
+    v.basis = "hardware counters";
+    v.verdict.kind = kscope::bottleneck::memory;
+    v.verdict.where = "DRAM";
+    v.verdict.facts = {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 83.5, "%"}};
+    r.scopes[2].verdict = v;
+    const std::vector<kscope::diagnosis> by_verdict = kscope::diagnose(r);
+    REQUIRE(kinds(by_verdict) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    CHECK(has_evidence(by_verdict[0], "dram__throughput.avg.pct_of_peak_sustained_elapsed"));
+    CHECK_MESSAGE(by_verdict[0].text.find("memory-bound (hardware counters, ") != std::string::npos, by_verdict[0].text);
+    // A verdict of another kind outranks the memory-side placement of the declared work.
+    r.scopes[2].verdict->verdict.kind = kscope::bottleneck::compute;
+    CHECK(kscope::diagnose(r).empty());
+    // Decided by declared work: the same at-the-roof bar as without a verdict.
+    r.scopes[2].verdict->basis = "declared work";
+    r.scopes[2].verdict->verdict.kind = kscope::bottleneck::memory;
+    const std::vector<kscope::diagnosis> by_declared = kscope::diagnose(r);
+    REQUIRE(kinds(by_declared) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    CHECK_MESSAGE(by_declared[0].text.find("declared-work roofline") != std::string::npos, by_declared[0].text);
+  }
   SUBCASE("declared work under the ridge but far from the roof: no finding (healthy serving, H200: 54 %)") {
     // 1 FLOP/B at 2.6 TB/s of a 4.8 TB/s roof: memory-side of the ridge, 54 % of the roof.
     r.scopes[2].roofline = kscope::place(kscope::work{1e9, 1e9}, 1e9 / 2.6e12, 989e12, 4.8e12);

@@ -174,8 +174,10 @@ KSCOPE_DECL std::size_t find_role(const std::vector<scope_report>& scopes, const
 
 inline std::string pct(double share) { return share_text(share); }
 
-// Whether a scope is memory-bound: by its counters' verdict, else its sampled metrics',
-// else its declared-work roofline placement (the first that decides; `source` says which).
+// Whether a scope is memory-bound: by its one verdict (scope_report::verdict, decided by
+// scope_verdict.hpp: its counters', else its sampled metrics', else its declared-work
+// roofline placement); for a report built without verdicts, by the same evidence in the
+// same order (`source` says which decided).
 // False when the deciding verdict is another one, or when none decides.
 // `facts` receives the deciding verdict's numbers (counters or sampled metrics).
 KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, std::string& source, double& fraction,
@@ -186,6 +188,20 @@ KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, st
                          std::vector<evidence>& facts) {
   fraction = std::numeric_limits<double>::quiet_NaN();
   facts.clear();
+  // The declared-work placement counts as memory-bound only at the roof by the same measure
+  // as counters and samples (counters_at_roof_pct): under the ridge is not yet "memory
+  // traffic sets the pace" (the healthy serving loop's decode sat at 54 % of the roof).
+  const auto declared_memory_bound = [&] {
+    source = "declared-work roofline";
+    fraction = s.roofline->fraction_of_roof;
+    return s.roofline->limiter == bound::memory && std::isfinite(fraction) && fraction * 100 >= counters_at_roof_pct;
+  };
+  if (s.verdict) {
+    if (s.verdict->basis == "declared work" && s.roofline) return declared_memory_bound();
+    source = s.verdict->basis;
+    facts = s.verdict->verdict.facts;
+    return s.verdict->verdict.kind == bottleneck::memory;
+  }
   if (s.counters && s.counters->classified.verdict.kind != bottleneck::undetermined) {
     source = "hardware counters";
     facts = s.counters->classified.verdict.facts;
@@ -201,15 +217,7 @@ KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, st
       }
     }
   }
-  if (s.roofline && !placement_impossible(s)) {
-    // Under the ridge is not yet "memory traffic sets the pace": the achieved bandwidth
-    // must be at the roof by the same measure as counters and samples (counters_at_roof_pct).
-    // The healthy serving loop's decode sat under the ridge at 54 % of the roof on an H200.
-    source = "declared-work roofline";
-    fraction = s.roofline->fraction_of_roof;
-    return s.roofline->limiter == bound::memory && std::isfinite(fraction) &&
-           fraction * 100 >= counters_at_roof_pct;
-  }
+  if (s.roofline && !placement_impossible(s)) return declared_memory_bound();
   return false;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS

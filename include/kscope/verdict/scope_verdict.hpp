@@ -58,7 +58,7 @@ KSCOPE_DECL std::optional<finding> declared_work_finding(const scope_report& s);
 namespace detail {
 
 KSCOPE_DECL std::optional<finding> declared_work_finding(const scope_report& s) {
-  if (!s.roofline || s.roofline_impossible) return std::nullopt;
+  if (!s.roofline || placement_impossible(s)) return std::nullopt;
   const placement& p = *s.roofline;
   finding f;
   switch (p.limiter) {
@@ -101,8 +101,11 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
   }
   if (std::optional<finding> f = detail::declared_work_finding(s)) {
     decided.push_back({"declared work", std::move(*f)});
-  } else if (s.roofline && s.roofline_impossible) {
-    missing.push_back("declared work: its placement cannot be true (" + s.roofline_impossible_reason + ")");
+  } else if (detail::placement_impossible(s)) {
+    missing.push_back("declared work: its placement cannot be true (" +
+                      (s.roofline_impossible_reason.empty() ? std::string("above every roof")
+                                                            : s.roofline_impossible_reason) +
+                      ")");
   } else if (s.work_calls == 0) {
     missing.push_back("declared work: none (scope::set_work)");
   }
