@@ -1,6 +1,7 @@
 // diagnose() (verdict/diagnose.hpp) on synthetic reports: each pathology is named, and no
 // other; a healthy report gives no finding; bad input (empty, NaN, no CUPTI) gives a
 // defined, empty result; the text and JSON printers carry the evidence.
+#include <kscope/report/merge.hpp>
 #include <kscope/verdict/diagnose.hpp>
 
 #include <doctest/doctest.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -405,5 +407,49 @@ TEST_CASE("diagnose: bad input gives a defined result") {
     r.scopes.push_back(prefill);  // its host time is the launches only: no GPU time to explain the tail
     CHECK(kscope::diagnose(r).empty());
     CHECK(kscope::diagnosis_text({}, r).find("without a GPU timeline") != std::string::npos);
+  }
+}
+
+TEST_CASE("diagnose: a report saved as JSON and read back gives the same findings (kscope diagnose)") {
+  kscope::session_report r = serving_loop();
+  r.scopes.push_back(token_copy());
+  r.gpu_time = timeline(0.2, {{"step/decode", 3'000'000}, {"step/decode", 2'000'000}, {"step/schedule", 500'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 2e6, 7e6, 50, 1), gpu_entry(3, "step/decode", 100, 2e6, 6e6, 50, 0),
+                        gpu_entry(5, "step/d2h", 100, 0.002e6, 0, 0, 1)};
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE_FALSE(found.empty());
+
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(r.json(), &error);
+  REQUIRE_MESSAGE(back, error);
+  REQUIRE(back->gpu_time);
+  const kscope::gpu_time_report& t = *back->gpu_time;
+  CHECK(t.busy_share == doctest::Approx(r.gpu_time->busy_share));
+  CHECK(t.wall_ns == doctest::Approx(r.gpu_time->wall_ns));
+  REQUIRE(t.idle_gaps.size() == r.gpu_time->idle_gaps.size());
+  CHECK(t.idle_gaps[0].open_path == r.gpu_time->idle_gaps[0].open_path);
+  CHECK(t.idle_gaps[0].ns == r.gpu_time->idle_gaps[0].ns);
+  REQUIRE(t.idle_by_scope.size() == r.gpu_time->idle_by_scope.size());
+  REQUIRE(t.scopes.size() == 3);
+  const kscope::scope_gpu_time* decode = t.find(3);
+  REQUIRE(decode != nullptr);
+  CHECK(decode->path == "step/decode");
+  CHECK(decode->calls_seen == 100);
+  CHECK(decode->kernels_per_call == doctest::Approx(50));
+  CHECK(decode->busy_per_call_ns.median == doctest::Approx(r.gpu_time->find(3)->busy_per_call_ns.median));
+
+  const std::vector<kscope::diagnosis> again = kscope::diagnose(*back);
+  CHECK(kinds(again) == kinds(found));
+  REQUIRE(again.size() == found.size());
+  CHECK(again[0].text == found[0].text);
+  CHECK(kscope::diagnosis_text(again, *back) == kscope::diagnosis_text(found, r));
+
+  SUBCASE("a gpu_time section of the wrong type is a clear error, not a crash") {
+    std::string json = r.json();
+    const std::size_t at = json.find("\"gpu_time\":");
+    REQUIRE(at != std::string::npos);
+    json.insert(at + std::string("\"gpu_time\":").size(), " 7, \"gpu_time_was\":");
+    CHECK_FALSE(kscope::parse_report(json, &error));
+    CHECK_MESSAGE(error.find("gpu_time") != std::string::npos, error);
   }
 }

@@ -5,6 +5,7 @@
 //   kscope compare baseline.json candidate.json [--threshold 0.02] [--thresholds FILE]
 //                  [--allow-missing] [--format text|markdown|json]
 //                                                              CI gate on scope / benchmark medians
+//   kscope diagnose run.json                                   the serving diagnosis of a saved report
 //   kscope help [COMMAND], kscope COMMAND --help, kscope --version
 //
 // Options follow the common conventions: "--name value" and "--name=value" are the same,
@@ -34,6 +35,7 @@
 #include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
 #include <kscope/report/report.hpp>
+#include <kscope/verdict/diagnose.hpp>
 
 #include <sys/stat.h>
 
@@ -69,6 +71,7 @@ const char* const usage_text =
     "  kscope merge OUT.json RANK0.json [RANK1.json ...]   merge per-rank reports\n"
     "  kscope report FILE.json [--format F]                print a report (text, markdown, json)\n"
     "  kscope compare BASELINE.json CANDIDATE.json [...]   CI gate: exit 1 when slower\n"
+    "  kscope diagnose FILE.json                           a serving loop's findings\n"
     "  kscope help [COMMAND]                               this text, or a command's\n"
     "  kscope --version                                    the kscope version\n"
     "'kscope help COMMAND' or 'kscope COMMAND --help' describes a command and its options.\n"
@@ -89,6 +92,14 @@ const char* const report_help =
     "  --format F           text (default: the tables), markdown (the tables in a fenced block,\n"
     "                       for a pull-request comment) or json (the report again, as kscope\n"
     "                       writes it: what this version reads of the file)\n";
+
+const char* const diagnose_help =
+    "usage: kscope diagnose FILE.json\n"
+    "  Prints the serving diagnosis of a saved kscope.report/1 file ('-': standard input), as\n"
+    "  kscope::diagnose() gives it in the running program: each finding with the numbers it\n"
+    "  rests on and what to try. It reads the scopes, their GPU activity and verdicts and the\n"
+    "  GPU-time section; a report without a GPU-time section (no CUPTI) gets only the\n"
+    "  findings that need none, and says so.\n";
 
 const char* const compare_help =
     "usage: kscope compare BASELINE.json CANDIDATE.json [options]\n"
@@ -215,6 +226,7 @@ const char* help_for(const std::string& command) {
   if (command == "merge") return merge_help;
   if (command == "report") return report_help;
   if (command == "compare") return compare_help;
+  if (command == "diagnose") return diagnose_help;
   return nullptr;
 }
 
@@ -361,6 +373,36 @@ int run_report(const std::vector<std::string>& raw_args) {
   return exit_ok;
 }
 
+int run_diagnose(const std::vector<std::string>& raw_args) {
+  const parsed_arguments parsed = parse_arguments(raw_args, {});
+  if (parsed.help) {
+    print(diagnose_help);
+    print(exit_codes_text);
+    return exit_ok;
+  }
+  if (!parsed.error.empty()) return usage_error("diagnose", parsed.error);
+  if (parsed.files.size() != 1) return usage_error("diagnose", "needs exactly one report file");
+  const std::string& path = parsed.files[0];
+  const std::string shown = path == "-" ? std::string("standard input") : kscope::printable_text(path);
+  std::string text, error;
+  if (!read_file(path, text, error)) {
+    std::fprintf(stderr, "kscope diagnose: %s\n", error.c_str());
+    return exit_bad_input;
+  }
+  const auto r = kscope::parse_report(text, &error);
+  if (!r) {
+    std::fprintf(stderr, "kscope diagnose: %s: %s\n", shown.c_str(), kscope::printable_text(error).c_str());
+    return exit_bad_input;
+  }
+  if (!r->gpu_time)
+    std::fprintf(stderr,
+                 "kscope diagnose: %s has no GPU-time section (the program ran without CUPTI): findings that "
+                 "need the GPU timeline are not evaluated\n",
+                 shown.c_str());
+  print(kscope::diagnosis_text(kscope::diagnose(*r), *r));
+  return exit_ok;
+}
+
 // Reads one compare input; on failure prints why and sets the exit code it deserves.
 std::optional<kscope::comparable_run> load_comparable_file(const std::string& path, const char* role, int& code) {
   std::string text, error;
@@ -471,7 +513,7 @@ int run_compare(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   try {
     if (argc < 2) {
-      std::fputs("usage: kscope COMMAND [ARGS...] (merge, report, compare; kscope --help for more)\n", stderr);
+      std::fputs("usage: kscope COMMAND [ARGS...] (merge, report, compare, diagnose; kscope --help for more)\n", stderr);
       return exit_usage;
     }
     const std::string command = argv[1];
@@ -484,7 +526,7 @@ int main(int argc, char** argv) {
       if (command == "help" && !args.empty()) {
         const char* help = help_for(args[0]);
         if (help == nullptr) {
-          std::fprintf(stderr, "kscope help: unknown command '%s' (merge, report, compare)\n",
+          std::fprintf(stderr, "kscope help: unknown command '%s' (merge, report, compare, diagnose)\n",
                        kscope::printable_text(args[0]).c_str());
           return exit_usage;
         }
@@ -499,7 +541,8 @@ int main(int argc, char** argv) {
     if (command == "merge") return finish_output(run_merge(args));
     if (command == "report") return finish_output(run_report(args));
     if (command == "compare") return finish_output(run_compare(args));
-    std::fprintf(stderr, "kscope: unknown command '%s' (merge, report, compare; kscope --help for more)\n",
+    if (command == "diagnose") return finish_output(run_diagnose(args));
+    std::fprintf(stderr, "kscope: unknown command '%s' (merge, report, compare, diagnose; kscope --help for more)\n",
                  kscope::printable_text(command).c_str());
     return exit_usage;
   } catch (const std::exception& e) {

@@ -90,6 +90,9 @@ KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k);
 // One element of "scopes"; `tags_read` counts tags over the whole report.
 KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read);
 
+// The "gpu_time" section (serving/gpu_time.hpp) as the JSON printer writes it.
+KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t);
+
 KSCOPE_DECL finding finding_from_json(const json_value& f);
 KSCOPE_DECL std::optional<scope_verdict> verdict_from_json(const json_value& v);
 
@@ -254,6 +257,56 @@ KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k) {
   s.scaled_calls = k.member_integer<std::uint64_t>("scaled_calls", 0, s.calls, 0);
   s.scaled_ns = k.member_integer<std::int64_t>("scaled_ns", 0, std::max<std::int64_t>(s.total_ns, 0), 0);
   return s;
+}
+
+KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t) {
+  if (!t.is_object()) throw json_field_error("\"gpu_time\" is not an object");
+  gpu_time_report out;
+  out.window_start_ns = integer_member<std::int64_t>(t, "window_start_ns");
+  out.window_end_ns = integer_member<std::int64_t>(t, "window_end_ns");
+  out.wall_ns = t.member_number("wall_ns", 0);
+  out.busy_ns = t.member_number("busy_ns", 0);
+  out.busy_share = t.member_number("busy_share", nan_value());
+  out.host_intervals = integer_member<std::size_t>(t, "host_intervals");
+  out.host_overwritten = integer_member<std::uint64_t>(t, "host_intervals_overwritten");
+  out.gpu_events = integer_member<std::size_t>(t, "gpu_events");
+  out.gpu_overwritten = integer_member<std::uint64_t>(t, "gpu_events_overwritten");
+  out.gpu_events_unmatched = integer_member<std::size_t>(t, "gpu_events_unmatched");
+  out.calls_before_gpu_ring = integer_member<std::uint64_t>(t, "calls_before_gpu_ring");
+  // Bounded like every list the reader keeps: the printer writes at most a few per scope.
+  const auto list = [&](const char* key) -> const decltype(json_value::items)* {
+    const json_value* v = t.find(key);
+    if (v == nullptr || !v->is_array()) return nullptr;
+    if (v->items.size() > report_max_scopes)
+      throw json_field_error(std::string("more than ") + std::to_string(report_max_scopes) + " entries in gpu_time." + key);
+    return &v->items;
+  };
+  if (const auto* gaps = list("idle_gaps"))
+    for (const json_value& g : *gaps)
+      out.idle_gaps.push_back(gpu_idle_gap{integer_member<std::int64_t>(g, "start_ns"), integer_member<std::int64_t>(g, "ns"),
+                                           integer_member<node_id>(g, "open_scope_id"), g.member_string("open_scope")});
+  if (const auto* by_scope = list("idle_by_scope"))
+    for (const json_value& g : *by_scope)
+      out.idle_by_scope.push_back(gpu_idle_by_scope{integer_member<node_id>(g, "scope_id"), g.member_string("scope"),
+                                                    g.member_number("ns", 0), integer_member<std::uint64_t>(g, "gaps")});
+  if (const auto* scopes = list("scopes")) {
+    for (const json_value& s : *scopes) {
+      scope_gpu_time g;
+      g.id = integer_member<node_id>(s, "id");
+      g.path = s.member_string("path");
+      g.gpu_ns = s.member_number("gpu_ns", 0);
+      g.share_of_gpu = s.member_number("share_of_gpu", nan_value());
+      g.kernel_count = integer_member<std::uint64_t>(s, "kernel_count");
+      g.calls_seen = integer_member<std::uint64_t>(s, "calls_seen");
+      if (const json_value* b = s.find("busy_per_call_ns"); b && b->is_object()) g.busy_per_call_ns = summary_from_json(*b);
+      if (const json_value* b = s.find("gaps_per_call_ns"); b && b->is_object()) g.gaps_per_call_ns = summary_from_json(*b);
+      g.kernels_per_call = s.member_number("kernels_per_call", nan_value());
+      g.d2h_per_call = s.member_number("d2h_per_call", nan_value());
+      g.max_gap_ns = s.member_number("max_gap_ns", nan_value());
+      out.scopes.push_back(std::move(g));
+    }
+  }
+  return out;
 }
 
 KSCOPE_DECL finding finding_from_json(const json_value& f) {
@@ -432,6 +485,11 @@ KSCOPE_DECL session_report report_reader::read() {
       });
     } else if (key == "cupti") {
       read_cupti();
+    } else if (key == "gpu_time") {
+      // One entry that grows with the scopes (about 40 values each): the scopes' own bound.
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry * 64);
+      in_part("gpu_time", [&] { if (!v.is_null()) report_.gpu_time = gpu_time_from_json(v); });
     } else if (key == "scopes") {
       if (cursor_.peek() != json_type::array) throw malformed("no \"scopes\" array");
       saw_scopes_ = true;
