@@ -41,12 +41,14 @@
 #include "../counters/metrics.hpp"
 #include "../pm_sampling/samples.hpp"
 #include "../report/report.hpp"
+#include "scope_verdict.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -196,29 +198,23 @@ KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, st
     fraction = s.roofline->fraction_of_roof;
     return s.roofline->limiter == bound::memory && std::isfinite(fraction) && fraction * 100 >= counters_at_roof_pct;
   };
-  if (s.verdict) {
-    if (s.verdict->basis == "declared work" && s.roofline) return declared_memory_bound();
-    source = s.verdict->basis;
-    facts = s.verdict->verdict.facts;
-    return s.verdict->verdict.kind == bottleneck::memory;
-  }
-  if (s.counters && s.counters->classified.verdict.kind != bottleneck::undetermined) {
-    source = "hardware counters";
-    facts = s.counters->classified.verdict.facts;
-    return s.counters->classified.verdict.kind == bottleneck::memory;
-  }
-  if (r.sampled_metrics) {
-    if (const node_sampled_metrics* n = r.sampled_metrics->data.find(static_cast<sampled_node>(s.id))) {
-      const finding f = classify_sampled(*n, r.sampled_metrics->data.metrics);
-      if (f.kind != bottleneck::undetermined) {
-        source = "sampled metrics";
-        facts = f.facts;
-        return f.kind == bottleneck::memory;
-      }
+  // The scope's one verdict; a report built without verdicts gets it decided here, by the
+  // same rules (scope_verdict.hpp), so there is one place that weighs the evidence.
+  std::optional<scope_verdict> decided = s.verdict;
+  if (!decided) {
+    scope_evidence e;
+    e.scope = &s;
+    if (r.sampled_metrics) {
+      e.sampled = r.sampled_metrics->data.find(static_cast<sampled_node>(s.id));
+      if (e.sampled != nullptr) e.sampled_metrics = &r.sampled_metrics->data.metrics;
     }
+    decided = decide_verdict(e);
   }
-  if (s.roofline && !placement_impossible(s)) return declared_memory_bound();
-  return false;
+  if (!decided) return false;
+  if (decided->basis == "declared work" && s.roofline) return declared_memory_bound();
+  source = decided->basis;
+  facts = decided->verdict.facts;
+  return decided->verdict.kind == bottleneck::memory;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
