@@ -255,8 +255,20 @@ TEST_CASE("report_comparison::markdown: verdict heading, table, and names that c
         std::string::npos);
   CHECK(md.find("| ok | host | 1.00 us | 1.00 us | 1.000 | [0.980, 1.020] |") != std::string::npos);
   CHECK(md.find("<script>") == std::string::npos);
+  // The header names the level the ratio's interval was formed at (0.95 x 0.95), not 95 %.
+  CHECK(c.scopes[0].result.ratio_ci.level == doctest::Approx(0.9025));
+  CHECK(md.find("| ratio CI (90.25 %) | verdict |") != std::string::npos);
+  CHECK(md.find("95 % CI") == std::string::npos);
   const kscope::report_comparison pass = kscope::compare_runs(base, base);
   CHECK(pass.markdown().rfind("### kscope compare: PASS\n", 0) == 0);
+  // A row whose interval was formed at another level says its own.
+  kscope::comparable_run wide = cand;
+  kscope::summary s99 = s;
+  s99.median_ci.level = 0.99;
+  wide.entries = {{hostile, "host", slow}, {"ok", "host", s99}};
+  const std::string mixed = kscope::compare_runs(base, wide).markdown();
+  CHECK(mixed.find("| ratio CI (90.25 %) |") != std::string::npos);
+  CHECK(mixed.find("[0.980, 1.020] (94.05 %)") != std::string::npos);
 }
 
 TEST_CASE("report_comparison::json: a kscope.compare/1 document that reads back") {

@@ -40,6 +40,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -812,7 +813,18 @@ KSCOPE_DECL std::string report_comparison::markdown() const {
   for (const std::string& r : unused_rules)
     out += "> warning: threshold rule \"" + markdown_cell(r) + "\" matched no compared " + item + "\n";
   if (!environment_warnings.empty() || !unused_rules.empty()) out += "\n";
-  out += "| " + item + " | time | baseline | candidate | ratio | ratio 95 % CI | verdict |\n";
+  // The ratio's interval carries the level it was formed at (the product of the two median
+  // intervals' levels, 90.25 % for two 95 % intervals): the header prints that level, and a
+  // row formed at another level (a report with other intervals) says its own.
+  double common_level = std::numeric_limits<double>::quiet_NaN();
+  for (const scope_comparison& s : scopes)
+    if (std::isfinite(s.result.ratio_ci.level)) {
+      common_level = s.result.ratio_ci.level;
+      break;
+    }
+  const auto level_text = [](double level) { return detail::format_general(100 * level, 4) + " %"; };
+  out += "| " + item + " | time | baseline | candidate | ratio | ratio CI" +
+         (std::isfinite(common_level) ? " (" + level_text(common_level) + ")" : std::string()) + " | verdict |\n";
   out += "|---|---|---:|---:|---:|---|---|\n";
   for (const scope_comparison& s : scopes) {
     const bool has_ci = std::isfinite(s.result.ratio_ci.lo) && std::isfinite(s.result.ratio_ci.hi);
@@ -821,7 +833,10 @@ KSCOPE_DECL std::string report_comparison::markdown() const {
            " | " + format_duration_ns(s.candidate_median_ns) + " | " +
            (std::isfinite(s.result.ratio) ? detail::format_fixed(s.result.ratio, 3) : "-") + " | " +
            (has_ci ? "[" + detail::format_fixed(s.result.ratio_ci.lo, 3) + ", " +
-                         detail::format_fixed(s.result.ratio_ci.hi, 3) + "]"
+                         detail::format_fixed(s.result.ratio_ci.hi, 3) + "]" +
+                         (std::isfinite(s.result.ratio_ci.level) && s.result.ratio_ci.level != common_level
+                              ? " (" + level_text(s.result.ratio_ci.level) + ")"
+                              : std::string())
                    : "-") +
            " | " + (s.result.result == verdict::slower ? "**" + v + "**" : v) +
            (s.threshold != threshold ? " (threshold " + detail::format_fixed(s.threshold * 100, 1) + " %)" : "") +
@@ -835,7 +850,8 @@ KSCOPE_DECL std::string report_comparison::markdown() const {
            " compared times have no interval and can only be inconclusive" +
            (format == gbench_format ? " (run the benchmarks with `--benchmark_repetitions=10`)." : " (fewer than 6 samples).") +
            "\n";
-  out += "\nratio: candidate / baseline median; slower (faster) when its interval lies above 1 + threshold "
+  out += "\nratio: candidate / baseline median; its interval is formed from the two median intervals and holds "
+         "at least the product of their levels; slower (faster) when it lies above 1 + threshold "
          "(below 1 - threshold).\n";
   return out;
 }
