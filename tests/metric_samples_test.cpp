@@ -530,26 +530,48 @@ TEST_CASE("sampled columns: found by what they measure") {
   CHECK(user.sm_pct == 1);
   CHECK(user.dram_pct == user.none);
   CHECK(kscope::sampled_metric_columns::of({}).sm_pct == kscope::sampled_metric_columns::none);
+  // The optional on-chip units, in any of their spellings.
+  std::vector<std::string> with_units = kscope::default_sampling_metrics();
+  for (const kscope::optional_sampling_unit& u : kscope::optional_sampling_units()) {
+    REQUIRE(!u.spellings.empty());
+    with_units.push_back(u.spellings.front());
+  }
+  const auto units = kscope::sampled_metric_columns::of(with_units);
+  CHECK(units.l2_pct == 7);
+  CHECK(units.l1_pct == 8);
+  CHECK(kscope::sampled_metric_columns::of({"lts__throughput.avg.pct_of_peak_sustained_elapsed"}).l2_pct == 0);
+  CHECK(kscope::sampled_metric_columns::of({"lts__t_bytes.sum"}).l2_pct == kscope::sampled_metric_columns::none);
 }
 
 namespace {
 // A node with the default metrics' means and an idle share.
+// L2 and L1/shared in columns 7 and 8 (sampled_metrics_with_units()); NaN: not sampled.
 kscope::node_sampled_metrics sampled_node_with(double sm, double dram, double tensor, double idle,
-                                               std::uint64_t samples = 40) {
+                                               std::uint64_t samples = 40, double l2 = 20, double l1 = 20) {
   kscope::node_sampled_metrics n;
   n.samples = samples;
   n.touched_sample_ns = 1e6;
   n.touched_idle_ns = idle * 1e6;
-  n.values.resize(7);
+  n.values.resize(9);
   n.values[0].mean = sm;
   n.values[1].mean = dram;
   n.values[4].mean = tensor;
+  n.values[7].mean = l2;
+  n.values[8].mean = l1;
   return n;
+}
+
+// The metric names of a default sampling run on GH100: the default set and both units.
+std::vector<std::string> sampled_metrics_with_units() {
+  std::vector<std::string> metrics = kscope::default_sampling_metrics();
+  for (const kscope::optional_sampling_unit& u : kscope::optional_sampling_units())
+    metrics.push_back(u.spellings.front());
+  return metrics;
 }
 }  // namespace
 
 TEST_CASE("classify_sampled: each verdict with the numbers it rests on") {
-  const std::vector<std::string> metrics = kscope::default_sampling_metrics();
+  const std::vector<std::string> metrics = sampled_metrics_with_units();
   SUBCASE("memory-bound: DRAM at the roof, above SM") {
     const kscope::finding f = kscope::classify_sampled(sampled_node_with(12, 82, 0, 0.05), metrics);
     CHECK(f.kind == kscope::bottleneck::memory);
@@ -584,6 +606,36 @@ TEST_CASE("classify_sampled: each verdict with the numbers it rests on") {
     CHECK(kscope::classify_sampled(sampled_node_with(10, 60, 0, 0.49), metrics).kind == kscope::bottleneck::memory);
     CHECK(kscope::classify_sampled(sampled_node_with(10, 59.9, 0, 0.49), metrics).kind == kscope::bottleneck::latency);
     CHECK(kscope::classify_sampled(sampled_node_with(10, 90, 0, 0.5), metrics).kind == kscope::bottleneck::launch);
+  }
+  SUBCASE("an L2-bound kernel (L2 78 % in counters): memory-bound at L2, not latency-bound") {
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(35, 40, 0, 0.05, 40, 78, 30), metrics);
+    CHECK(f.kind == kscope::bottleneck::memory);
+    CHECK(f.where == "L2");
+    CHECK(contains(f.text, "L2 78%"));
+    CHECK(contains(f.text, "keep reused data in L1 / shared memory"));
+    // DRAM at its roof with L2 within a quarter of it: DRAM (L2 counts its fills).
+    CHECK(kscope::classify_sampled(sampled_node_with(20, 70, 0, 0.05, 40, 80, 30), metrics).where == "DRAM");
+    // L1/shared the busiest.
+    CHECK(kscope::classify_sampled(sampled_node_with(40, 10, 0, 0.05, 40, 20, 90), metrics).where == "L1");
+  }
+  SUBCASE("a tensor pipe at its roof is compute-bound whatever L1 reads") {
+    const kscope::finding f = kscope::classify_sampled(sampled_node_with(60, 15, 91, 0.0, 40, 35, 97), metrics);
+    CHECK(f.kind == kscope::bottleneck::compute);
+    CHECK(f.where == "tensor pipe");
+  }
+  SUBCASE("L2 or L1 not sampled: under the roofs is undetermined, naming the unit not seen") {
+    const kscope::finding both = kscope::classify_sampled(sampled_node_with(30, 25, 0, 0.1),
+                                                          kscope::default_sampling_metrics());
+    CHECK(both.kind == kscope::bottleneck::undetermined);
+    CHECK(contains(both.text, "L2 and L1/shared throughput were not sampled"));
+    CHECK(!contains(both.text, "latency-bound:"));
+    const kscope::finding l1_only =
+        kscope::classify_sampled(sampled_node_with(30, 25, 0, 0.1, 40, 30, std::nan("")), metrics);
+    CHECK(l1_only.kind == kscope::bottleneck::undetermined);
+    CHECK(contains(l1_only.text, "L1/shared throughput was not sampled"));
+    // A verdict at a roof needs no unseen unit.
+    CHECK(kscope::classify_sampled(sampled_node_with(12, 82, 0, 0.05), kscope::default_sampling_metrics()).kind ==
+          kscope::bottleneck::memory);
   }
   SUBCASE("no evidence: undetermined, never a guess") {
     CHECK(kscope::classify_sampled(sampled_node_with(50, 50, 0, 0.1, 0), metrics).kind ==

@@ -26,9 +26,16 @@
 //   (DRAM, L2, L1) whose bytes were measured; declared and measured work that differ by
 //   more than 10 % get one line ("declared 201 MB, DRAM moved 448 MB: 2.2×").
 // - Classification: launch/CPU-bound when the GPU idled at least half the scope's span
-//   (timeline); else, from the two speed-of-light throughputs, memory-bound or
-//   compute-bound when the higher one is at a roof (>= 60 % of peak), latency-bound when
-//   both are under it. Missing evidence is named, never guessed.
+//   (timeline); else from the top units: the memory side is the highest of the memory
+//   speed-of-light rollup and every measured level (DRAM, L2, L1), the SM side the highest
+//   of the SM rollup and every measured pipe. Memory-bound or compute-bound when the higher
+//   one is at a roof (>= 60 % of peak), latency-bound when both are under it. A tensor
+//   pipe at the roof makes the kernel compute-bound (tensor) whatever L1 reads: an MMA
+//   kernel's L1 / shared-memory figure is its operands' traffic, shown beside, not advice.
+//   Warp-stall shares explain, never decide: a reason with over half the samples names
+//   the cause of a latency-bound verdict; long scoreboard alone is not DRAM saturation;
+//   "not selected" means the schedulers had warps to spare. Missing evidence is named,
+//   never guessed.
 #pragma once
 
 #include "detail/metric_names.hpp"
@@ -1334,11 +1341,21 @@ struct classification_thresholds {
 
 // bottleneck, evidence and finding: the verdict vocabulary every feature shares (core/finding.hpp).
 
-// The share of the sampled warps stalled for one reason (PC sampling), 0..1.
+// The share of the sampled warps stalled for one reason (PC sampling), 0..1, with what the
+// reason means (warp_stalls/: to_stall_shares fills it; empty when not known).
 struct stall_share {
   std::string reason;  // "long_scoreboard", "barrier", ...
   double share = 0;
+  std::string meaning;  // "warps wait at a block barrier (__syncthreads, ...) for the other warps"
+
+  stall_share() = default;
+  stall_share(std::string reason_key, double share_of_samples, std::string what_it_means = {})
+      : reason(std::move(reason_key)), share(share_of_samples), meaning(std::move(what_it_means)) {}
 };
+
+// A stall reason with more than this share of the samples is the dominant one: it names
+// the cause of a latency-bound verdict.
+inline constexpr double counters_dominant_stall_share = 0.5;
 
 // Everything classify() may use. Only `counters` is needed for the kernel-level verdict;
 // the timeline decides launch/CPU-bound, the launch shape and stalls explain latency.
@@ -1381,8 +1398,21 @@ KSCOPE_DECL std::optional<evidence> counter_evidence(const metric_values& values
 
 KSCOPE_DECL std::string level_advice(memory_level level);
 
-KSCOPE_DECL finding memory_finding(const classification_input& in, const evidence& sm, const evidence& mem,
-                              std::vector<std::string>& missing);
+KSCOPE_DECL finding memory_finding(const classification_input& in, const classification_thresholds& t,
+                                   const evidence& sm, const evidence& mem, bool beside_tensor_roof,
+                                   std::vector<std::string>& missing);
+
+// The highest of a speed-of-light rollup and the measured units it rolls up: the top unit
+// (a rollup can read lower than one of its units: gpu__compute_memory_throughput 46 %
+// beside lts__throughput 66 % for a stencil on an H200, where Nsight Compute names L2).
+KSCOPE_DECL evidence top_unit(const metric_values& values, const evidence& rollup,
+                              std::initializer_list<counter_metric> units);
+
+// The stall evidence as text and facts: the dominant reason or the top two; nullopt-like
+// empty text when no stall shares were given.
+KSCOPE_DECL std::string stall_text(const classification_input& in, const evidence& mem,
+                                   const classification_thresholds& t, std::vector<evidence>& facts,
+                                   bool& dominant_found);
 
 KSCOPE_DECL finding compute_finding(const classification_input& in, const classification_thresholds& t,
                                const evidence& sm, const evidence& mem, std::vector<std::string>& missing);
@@ -1421,8 +1451,57 @@ KSCOPE_DECL std::string level_advice(memory_level level) {
   return {};
 }
 
-KSCOPE_DECL finding memory_finding(const classification_input& in, const evidence& sm, const evidence& mem,
-                              std::vector<std::string>& missing) {
+KSCOPE_DECL evidence top_unit(const metric_values& values, const evidence& rollup,
+                              std::initializer_list<counter_metric> units) {
+  evidence top = rollup;
+  for (counter_metric id : units)
+    if (const auto e = counter_evidence(values, id); e && e->value > top.value) top = *e;
+  return top;
+}
+
+KSCOPE_DECL std::string stall_text(const classification_input& in, const evidence& mem,
+                                   const classification_thresholds& t, std::vector<evidence>& facts,
+                                   bool& dominant_found) {
+  dominant_found = false;
+  std::vector<stall_share> stalls;
+  for (const stall_share& s : in.stalls)
+    if (std::isfinite(s.share) && s.share > 0 && s.reason != "selected") stalls.push_back(s);
+  if (stalls.empty()) return {};
+  std::stable_sort(stalls.begin(), stalls.end(),
+                   [](const stall_share& a, const stall_share& b) { return a.share > b.share; });
+  const stall_share& top = stalls.front();
+  const auto label = [](const std::string& key) {
+    std::string out = key;
+    std::replace(out.begin(), out.end(), '_', ' ');
+    return out;
+  };
+  std::string text;
+  if (top.share > counters_dominant_stall_share) {
+    dominant_found = true;
+    facts.push_back({"stall." + top.reason, top.share, "share"});
+    text = "dominant stall: " + label(top.reason) + " " + pct_text(100 * top.share) + " of the warp samples" +
+           (top.meaning.empty() ? std::string() : " (" + top.meaning + ")");
+  } else {
+    text = "top stalls: ";
+    for (std::size_t i = 0; i < stalls.size() && i < 2; ++i) {
+      facts.push_back({"stall." + stalls[i].reason, stalls[i].share, "share"});
+      text += (i ? ", " : "") + label(stalls[i].reason) + " " + pct_text(100 * stalls[i].share);
+    }
+    text += " (no reason holds half the samples)";
+  }
+  // What a reason does not prove.
+  if (top.reason == "long_scoreboard" && mem.value < t.at_roof_pct)
+    text += "; long scoreboard is waiting on memory results, not proof of saturation: memory throughput is " +
+            pct_text(mem.value) + ", so memory latency with too few loads in flight, or local-memory spills";
+  else if (top.reason == "not_selected")
+    text += "; not selected means ready warps waited for a busy scheduler: there were eligible warps to spare, "
+            "nothing to remove";
+  return text;
+}
+
+KSCOPE_DECL finding memory_finding(const classification_input& in, const classification_thresholds& t,
+                                   const evidence& sm, const evidence& mem, bool beside_tensor_roof,
+                                   std::vector<std::string>& missing) {
   finding f;
   f.kind = bottleneck::memory;
   f.facts = {mem, sm};
@@ -1435,29 +1514,28 @@ KSCOPE_DECL finding memory_finding(const classification_input& in, const evidenc
   static constexpr level_candidate levels[] = {{memory_level::dram, counter_metric::dram_throughput},
                                                {memory_level::l2, counter_metric::l2_throughput},
                                                {memory_level::l1, counter_metric::l1_throughput}};
-  // The memory speed-of-light value is the one unit NVIDIA's own breakdown takes as the
-  // busiest; when a level's throughput equals it (within half a point), that level is the
-  // limit, as Nsight Compute reads it. lts__throughput can read higher than that value for
-  // a streaming copy (it also counts the L2's tag lookups and DRAM fills: 72 % beside DRAM's
-  // 63 % for a 256 MiB copy on an H200, whose memory throughput read 63 %), so the plain
-  // maximum would blame L2 for a DRAM-bound kernel. Without a match, the highest level.
-  std::optional<evidence> best;
+  // The top unit: the highest measured level. Except that every DRAM byte also passes
+  // through L2 (and, for loads, L1), whose throughput counts those fills and its own tag
+  // lookups: a streaming copy on an H200 read lts__throughput 72 % beside DRAM's 63 %, and
+  // DRAM is its limit. So DRAM at its roof stays the limit while the level above reads
+  // within a quarter of it; an L2 or L1 figure further ahead (or DRAM under its roof, as a
+  // stencil's 46 % beside L2's 66 %) names that level.
+  std::optional<evidence> best, dram;
   memory_level best_level = memory_level::dram;
   for (const level_candidate& c : levels) {
     const auto e = counter_evidence(in.counters, c.pct);
-    if (e && std::fabs(e->value - mem.value) <= 0.5) {
+    if (!e) continue;
+    if (c.level == memory_level::dram) dram = e;
+    if (!best || e->value > best->value) {
       best = e;
       best_level = c.level;
-      break;
     }
   }
-  for (const level_candidate& c : levels) {
-    if (best && std::fabs(best->value - mem.value) <= 0.5) break;
-    const auto e = counter_evidence(in.counters, c.pct);
-    if (e && (!best || e->value > best->value)) {
-      best = e;
-      best_level = c.level;
-    }
+  constexpr double fills_margin = 1.25;
+  if (best && dram && best_level != memory_level::dram && dram->value >= t.at_roof_pct &&
+      dram->value * fills_margin >= best->value) {
+    best = dram;
+    best_level = memory_level::dram;
   }
   std::string level_text;
   if (best) {
@@ -1485,8 +1563,17 @@ KSCOPE_DECL finding memory_finding(const classification_input& in, const evidenc
              "), SM throughput " + pct_text(sm.value) + "; the limiting level was not measured";
     return f;
   }
+  if (beside_tensor_roof && best_level != memory_level::dram) {
+    // The tensor pipe is at its roof: the on-chip traffic is what feeds the MMAs.
+    f.text = "memory traffic beside the tensor roof: " + level_text +
+             ": the operand traffic of the tensor-core MMAs (shared memory / " + f.where +
+             " feeding the tensor pipe), expected for a kernel at the tensor roof, not a separate limit";
+    return f;
+  }
   f.text = "memory-bound: " + level_text + "; memory throughput " + pct_text(mem.value) + ", SM throughput " +
            pct_text(sm.value) + " of peak: " + level_advice(best_level);
+  bool dominant = false;
+  if (const std::string stalls = stall_text(in, mem, t, f.facts, dominant); !stalls.empty()) f.text += "; " + stalls;
   return f;
 }
 
@@ -1519,7 +1606,12 @@ KSCOPE_DECL finding compute_finding(const classification_input& in, const classi
     }
   }
   const std::optional<evidence> tensor = counter_evidence(in.counters, counter_metric::tensor_pipe_active);
-  if (pipes_measured > 1 && busiest) {
+  const bool tensor_at_roof = tensor && tensor->value >= t.at_roof_pct;
+  if (tensor_at_roof) {
+    f.where = "tensor pipe";
+    f.facts.push_back(*tensor);
+    pipe_text = "tensor pipe busy " + pct_text(tensor->value) + " of its peak (" + counter_fact_text(*tensor) + ")";
+  } else if (pipes_measured > 1 && busiest) {
     f.where = busiest_name;
     f.facts.push_back(*busiest);
     pipe_text = "busiest pipe: " + f.where + " " + pct_text(busiest->value) + " (" + counter_fact_text(*busiest) + ")";
@@ -1553,7 +1645,12 @@ KSCOPE_DECL finding compute_finding(const classification_input& in, const classi
   }
   f.text = "compute-bound: SM throughput " + pct_text(sm.value) + " of peak (" + counter_fact_text(sm) +
            "), memory " + pct_text(mem.value) + "; " + pipe_text +
-           ": do fewer operations or use a faster path (lower precision, tensor cores)";
+           (f.where == "tensor pipe" ? std::string(": the tensor cores are the limit; fewer or cheaper MMAs (a lower "
+                                                   "precision, no padded tiles) are what is left")
+                                     : std::string(": do fewer operations or use a faster path (lower precision, "
+                                                   "tensor cores)"));
+  bool dominant = false;
+  if (const std::string stalls = stall_text(in, mem, t, f.facts, dominant); !stalls.empty()) f.text += "; " + stalls;
   return f;
 }
 
@@ -1587,20 +1684,18 @@ KSCOPE_DECL finding latency_finding(const classification_input& in, const classi
   } else {
     missing.push_back("grid size and SM count (launch.grid_blocks, device.sm_count)");
   }
-  std::vector<stall_share> stalls;
-  for (const stall_share& s : in.stalls)
-    if (std::isfinite(s.share) && s.share > 0) stalls.push_back(s);
-  if (!stalls.empty()) {
-    std::stable_sort(stalls.begin(), stalls.end(),
-                     [](const stall_share& a, const stall_share& b) { return a.share > b.share; });
-    std::string top = "top stalls: ";
-    for (std::size_t i = 0; i < stalls.size() && i < 2; ++i) {
-      f.facts.push_back({"stall." + stalls[i].reason, stalls[i].share, "share"});
-      top += (i ? ", " : "") + stalls[i].reason + " " + pct_text(100 * stalls[i].share);
-    }
-    reasons.push_back(top);
+  if (const auto issue = counter_evidence(in.counters, counter_metric::issue_active)) {
+    f.facts.push_back(*issue);
+    reasons.push_back("the schedulers issued in " + pct_text(issue->value) + " of active cycles (" +
+                      counter_fact_text(*issue) + ")");
+  }
+  bool dominant = false;
+  if (std::string stalls = stall_text(in, mem, t, f.facts, dominant); !stalls.empty()) {
+    // The dominant stall is the cause: it goes first, before occupancy and grid.
+    if (dominant) reasons.insert(reasons.begin(), std::move(stalls));
+    else reasons.push_back(std::move(stalls));
   } else {
-    missing.push_back("warp stall reasons (PC sampling)");
+    missing.push_back("warp stall reasons (PC sampling: kscope::profile_warp_stalls)");
   }
   f.text = "latency-bound: SM throughput " + pct_text(sm.value) + " and memory throughput " + pct_text(mem.value) +
            " of peak, both under " + pct_text(t.at_roof_pct) + " (" + counter_fact_text(sm) + ", " +
@@ -1653,15 +1748,30 @@ KSCOPE_DECL finding classify_kernels(const classification_input& in, const class
       if (e) f.facts.push_back(*e);
     return f;
   }
-  const bool memory_at_roof = mem->value >= t.at_roof_pct;
-  const bool compute_at_roof = sm->value >= t.at_roof_pct;
-  if (!memory_at_roof && !compute_at_roof) return latency_finding(in, t, *sm, *mem, missing);
-  if (mem->value >= sm->value) {
-    if (compute_at_roof) also.push_back(compute_finding(in, t, *sm, *mem, missing));
-    return memory_finding(in, *sm, *mem, missing);
+  // The top units: a rollup that reads under one of its measured units is raised to it.
+  const evidence mem_top = top_unit(in.counters, *mem,
+                                    {counter_metric::dram_throughput, counter_metric::l2_throughput,
+                                     counter_metric::l1_throughput});
+  const evidence sm_top = top_unit(in.counters, *sm,
+                                   {counter_metric::tensor_pipe_active, counter_metric::fma_pipe_active,
+                                    counter_metric::alu_pipe_active, counter_metric::fp64_pipe_active,
+                                    counter_metric::lsu_pipe_active});
+  const auto tensor = counter_evidence(in.counters, counter_metric::tensor_pipe_active);
+  const bool tensor_at_roof = tensor && tensor->value >= t.at_roof_pct;
+  const bool memory_at_roof = mem_top.value >= t.at_roof_pct;
+  const bool compute_at_roof = sm_top.value >= t.at_roof_pct;
+  if (!memory_at_roof && !compute_at_roof) return latency_finding(in, t, sm_top, mem_top, missing);
+  if (tensor_at_roof) {
+    // A tensor pipe near its peak is the limit of an MMA kernel, whatever L1 reads.
+    if (memory_at_roof) also.push_back(memory_finding(in, t, sm_top, mem_top, true, missing));
+    return compute_finding(in, t, sm_top, mem_top, missing);
   }
-  if (memory_at_roof) also.push_back(memory_finding(in, *sm, *mem, missing));
-  return compute_finding(in, t, *sm, *mem, missing);
+  if (mem_top.value >= sm_top.value) {
+    if (compute_at_roof) also.push_back(compute_finding(in, t, sm_top, mem_top, missing));
+    return memory_finding(in, t, sm_top, mem_top, false, missing);
+  }
+  if (memory_at_roof) also.push_back(memory_finding(in, t, sm_top, mem_top, false, missing));
+  return compute_finding(in, t, sm_top, mem_top, missing);
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 

@@ -138,8 +138,35 @@ KSCOPE_DECL std::vector<std::string> default_sampling_metrics() {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+// The on-chip units the default set adds when the device offers them in the same single
+// pass: L2 and L1/shared throughput, so a verdict from sampling can tell an L2- or
+// L1-bound kernel from a latency-bound one. Each entry lists the spellings tried, first
+// first (the single-pass "Triage" variants are what GH100 offers for PM sampling); a unit
+// none of whose spellings fits is left out and a note names it.
+struct optional_sampling_unit {
+  std::string unit;                   // "L2", "L1/shared"
+  std::vector<std::string> spellings;
+};
+
+[[nodiscard]] KSCOPE_DECL std::vector<optional_sampling_unit> optional_sampling_units();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<optional_sampling_unit> optional_sampling_units() {
+  return {
+      {"L2",
+       {"LTS.TriageCompute.lts__throughput.avg.pct_of_peak_sustained_elapsed",
+        "TriageCompute.lts__throughput.avg.pct_of_peak_sustained_elapsed",
+        "lts__throughput.avg.pct_of_peak_sustained_elapsed"}},
+      {"L1/shared",
+       {"SM_A.TriageCompute.l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+        "TriageCompute.l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+        "l1tex__throughput.avg.pct_of_peak_sustained_elapsed"}},
+  };
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 struct metric_sampler_options {
-  std::vector<std::string> metrics;              // empty: default_sampling_metrics()
+  std::vector<std::string> metrics;              // empty: default_sampling_metrics() + optional_sampling_units()
   std::uint64_t interval_ns = 100'000;           // GPU time between samples
   std::chrono::milliseconds window{50};          // sampling time per window; 0: continuous
   double max_decoder_share = 0.25;               // decoder CPU time / wall time, one core
@@ -394,6 +421,10 @@ class pm_sampling_run {
   // naming the metric (and its pass count, or its close names).
   bool check_metrics();
 
+  // Adds each optional unit's first spelling that keeps metrics_ in one pass; a note for
+  // each unit left out. Never refuses: the default set alone still samples.
+  void add_optional_units(std::vector<std::string>& notes);
+
   // The counter-data image's size for `samples` samples.
   bool counter_data_size(std::size_t samples, std::size_t& bytes);
 
@@ -521,6 +552,7 @@ KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, me
     return false;
 
   metrics_ = options.metrics.empty() ? default_sampling_metrics() : options.metrics;
+  if (options.metrics.empty()) add_optional_units(status.notes);
   status.metrics = metrics_;
   for (const std::string& m : metrics_) names_.push_back(m.c_str());
   if (!check_metrics()) return false;
@@ -677,6 +709,30 @@ KSCOPE_DECL bool pm_sampling_run::build_config(profiler_host& host, std::vector<
   if (const profiler_host_step step = host.config_image(config, passes); !ok(step.result, step.call)) return false;
   if (image != nullptr) image->swap(config);
   return true;
+}
+
+KSCOPE_DECL void pm_sampling_run::add_optional_units(std::vector<std::string>& notes) {
+  for (const optional_sampling_unit& unit : optional_sampling_units()) {
+    bool taken = false;
+    for (const std::string& name : unit.spellings) {
+      std::vector<const char*> trial;
+      for (const std::string& m : metrics_) trial.push_back(m.c_str());
+      trial.push_back(name.c_str());
+      profiler_host probe;
+      if (probe.initialize(libs_->profiler, CUPTI_PROFILER_TYPE_PM_SAMPLING, chip_, availability_) != CUPTI_SUCCESS)
+        return;  // the default set's own checks will say why
+      if (probe.add_metrics(trial.data(), trial.size()) != CUPTI_SUCCESS) continue;
+      std::vector<std::uint8_t> config;
+      std::size_t passes = 0;
+      if (probe.config_image(config, &passes).result != CUPTI_SUCCESS || passes != 1) continue;
+      metrics_.push_back(name);
+      taken = true;
+      break;
+    }
+    if (!taken)
+      note_once(notes, unit.unit + " throughput is not sampled: none of its spellings fits the one pass on " + chip_ +
+                           " (" + unit.spellings.front() + ", ...); a verdict from sampling cannot see " + unit.unit);
+  }
 }
 
 KSCOPE_DECL bool pm_sampling_run::check_metrics() {

@@ -944,6 +944,8 @@ struct sampled_metric_columns {
   std::size_t dram_pct = none;    // dram__throughput*pct*
   std::size_t tensor_pct = none;  // *pipe_tensor*pct*
   std::size_t warps_pct = none;   // sm__warps_active*pct*
+  std::size_t l2_pct = none;      // *lts__throughput*pct* (LTS.TriageCompute.lts__throughput... on GH100)
+  std::size_t l1_pct = none;      // *l1tex__throughput*pct*
   std::size_t clock_hz = none;    // gpc__cycles_elapsed.avg.per_second
 
   [[nodiscard]] static sampled_metric_columns of(const std::vector<std::string>& metrics);
@@ -960,6 +962,8 @@ KSCOPE_DECL sampled_metric_columns sampled_metric_columns::of(const std::vector<
     else if (pct && has("dram__throughput") && c.dram_pct == none) c.dram_pct = i;
     else if (pct && has("pipe_tensor") && c.tensor_pct == none) c.tensor_pct = i;
     else if (pct && has("sm__warps_active") && c.warps_pct == none) c.warps_pct = i;
+    else if (pct && has("lts__throughput") && c.l2_pct == none) c.l2_pct = i;
+    else if (pct && has("l1tex__throughput") && c.l1_pct == none) c.l1_pct = i;
     else if (has("cycles_elapsed.avg.per_second") && c.clock_hz == none) c.clock_hz = i;
   }
   return c;
@@ -968,11 +972,13 @@ KSCOPE_DECL sampled_metric_columns sampled_metric_columns::of(const std::vector<
 
 // What limited a scope, from its sampled means: the classification of counters/metrics.hpp
 // on the values PM sampling gives (no replay, so no per-level bytes, instruction mix or
-// occupancy: the verdict names DRAM or the SM, never L1 / L2 or a pipe other than the
-// tensor pipe). Same thresholds: idle ≥ launch_idle_share of the samples its kernels
-// touched → launch/CPU-bound; else the higher of SM % and DRAM % at ≥ at_roof_pct →
-// compute- or memory-bound; both under → latency-bound. Every text names its numbers
-// and says "from sampling, N samples"; a verdict without its evidence is undetermined.
+// occupancy). Same thresholds: idle ≥ launch_idle_share of the samples its kernels
+// touched → launch/CPU-bound; a tensor pipe at the roof → compute-bound (tensor); else
+// the top memory unit sampled (DRAM, L2, L1/shared) against SM %, the higher at
+// ≥ at_roof_pct → memory- or compute-bound. Both under → latency-bound only when L2 and
+// L1 were sampled too: otherwise undetermined, naming the unit it could not see (an L2-bound
+// kernel looks latency-bound to SM and DRAM alone). Every text names its numbers and
+// says "from sampling, N samples"; a verdict without its evidence is undetermined.
 //   kscope::finding f = kscope::classify_sampled(*report.find(node), report.metrics);
 [[nodiscard]] KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::vector<std::string>& metrics,
                                               const classification_thresholds& t = {});
@@ -994,6 +1000,7 @@ KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::v
   f.facts.push_back({"sampled.idle_share", idle, "share"});
   f.facts.push_back({"sampled.samples", static_cast<double>(n.samples), "samples"});
   const double sm = mean(c.sm_pct), dram = mean(c.dram_pct), tensor = mean(c.tensor_pct);
+  const double l2 = mean(c.l2_pct), l1 = mean(c.l1_pct);
   if (idle >= t.launch_idle_share) {
     f.kind = bottleneck::launch;
     f.text = "launch/CPU-bound (" + basis + "): the GPU ran nothing for " + detail::pct_text(100 * idle) +
@@ -1008,14 +1015,35 @@ KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::v
   f.facts.push_back({metrics[c.sm_pct], sm, "%"});
   f.facts.push_back({metrics[c.dram_pct], dram, "%"});
   if (std::isfinite(tensor)) f.facts.push_back({metrics[c.tensor_pct], tensor, "%"});
+  if (std::isfinite(l2)) f.facts.push_back({metrics[c.l2_pct], l2, "%"});
+  if (std::isfinite(l1)) f.facts.push_back({metrics[c.l1_pct], l1, "%"});
   const std::string numbers = "SM " + detail::pct_text(sm) + ", DRAM " + detail::pct_text(dram) +
+                              (std::isfinite(l2) ? ", L2 " + detail::pct_text(l2) : std::string()) +
+                              (std::isfinite(l1) ? ", L1/shared " + detail::pct_text(l1) : std::string()) +
                               (std::isfinite(tensor) ? ", tensor pipe " + detail::pct_text(tensor) : std::string()) +
                               " of peak";
-  if (std::max(sm, dram) >= t.at_roof_pct) {
-    if (dram >= sm) {
+  // The top memory unit sampled; DRAM at its roof stays the limit while L2 reads within a
+  // quarter of it (L2 counts DRAM's fills too), as classify() reads counters.
+  std::string level = "DRAM";
+  double memory = dram;
+  memory_level memory_at = memory_level::dram;
+  if (std::isfinite(l2) && l2 > memory && !(dram >= t.at_roof_pct && dram * 1.25 >= l2)) {
+    level = "L2";
+    memory = l2;
+    memory_at = memory_level::l2;
+  }
+  if (std::isfinite(l1) && l1 > memory && !(dram >= t.at_roof_pct && dram * 1.25 >= l1)) {
+    level = "L1";
+    memory = l1;
+    memory_at = memory_level::l1;
+  }
+  const bool tensor_at_roof = std::isfinite(tensor) && tensor >= t.at_roof_pct;
+  if (tensor_at_roof || std::max(sm, memory) >= t.at_roof_pct) {
+    if (!tensor_at_roof && memory >= sm) {
       f.kind = bottleneck::memory;
-      f.where = "DRAM";
-      f.text = "memory-bound (" + basis + "): " + numbers + ": " + detail::level_advice(memory_level::dram);
+      f.where = level;
+      f.text = "memory-bound (" + basis + "): " + numbers + "; " + level + " is the busiest unit sampled: " +
+               detail::level_advice(memory_at);
     } else {
       f.kind = bottleneck::compute;
       const bool tensor_busy = std::isfinite(tensor) && tensor >= t.busy_pipe_pct;
@@ -1028,8 +1056,17 @@ KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::v
     }
     return f;
   }
+  std::string unseen;
+  if (!std::isfinite(l2)) unseen = "L2";
+  if (!std::isfinite(l1)) unseen += std::string(unseen.empty() ? "" : " and ") + "L1/shared";
+  if (!unseen.empty()) {
+    f.text = "undetermined (" + basis + "): " + numbers + ", both under " + detail::pct_text(t.at_roof_pct) +
+             ", but " + unseen + " throughput " + (unseen.find(" and ") != std::string::npos ? "were" : "was") +
+             " not sampled: a kernel bound by " + unseen + " looks the same, so this is not called latency-bound";
+    return f;
+  }
   f.kind = bottleneck::latency;
-  f.text = "latency-bound (" + basis + "): " + numbers + ", both under " + detail::pct_text(t.at_roof_pct) +
+  f.text = "latency-bound (" + basis + "): " + numbers + ", all under " + detail::pct_text(t.at_roof_pct) +
            " while the GPU was busy " + detail::pct_text(100 * (1 - idle)) +
            " of the time: too little parallel work or dependent memory accesses (a counter pass gives occupancy "
            "and grid size, warp-stall sampling the reason warps wait)";

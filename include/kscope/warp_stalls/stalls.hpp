@@ -781,7 +781,10 @@ KSCOPE_DECL std::vector<warp_stall_profile> aggregate_warp_stalls_by_scope(const
 KSCOPE_DECL std::vector<stall_share> to_stall_shares(const warp_stall_profile& p) {
   std::vector<stall_share> out;
   for (const auto& [key, c] : p.breakdown())
-    if (key != "selected" && c.samples > 0) out.push_back({key, p.share_of(key)});
+    if (key != "selected" && c.samples > 0) {
+      const stall_reason_info* info = find_stall_reason(key);
+      out.emplace_back(key, p.share_of(key), info != nullptr ? std::string(info->meaning) : std::string());
+    }
   return out;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
