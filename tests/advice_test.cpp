@@ -188,6 +188,7 @@ TEST_CASE("above 110% of the theoretical roof a placement is impossible and gets
   const double event_ns = 1e6;
   SUBCASE("150%: flagged, cause named, no limiter or advice in text and JSON") {
     kscope::scope_report s = event_scope("fast", 10, event_ns, 1.5 * fp32_peak() * event_ns * 1e-9);
+    s.tags = {{"dtype", "fp32", 10}};  // tagged: the fp32 roof is the one roof that counts
     const kscope::session_report r = advised(s, {}, false);
     const kscope::scope_report& out = r.scopes[0];
     REQUIRE(out.roofline);
@@ -218,6 +219,7 @@ TEST_CASE("above 110% of the theoretical roof a placement is impossible and gets
   }
   SUBCASE("with CUPTI agreeing, the cause is the declared work") {
     kscope::scope_report s = event_scope("overdeclared", 10, event_ns, 3 * fp32_peak() * event_ns * 1e-9);
+    s.tags = {{"dtype", "float", 10}};
     s.gpu_activity = kernels(10, 0.9 * event_ns);
     const kscope::session_report r = advised(s, {}, true);
     CHECK(r.warnings.empty());
@@ -234,6 +236,68 @@ TEST_CASE("above 110% of the theoretical roof a placement is impossible and gets
     r.scopes = {s};
     CHECK_MESSAGE(contains(r.text(), "by_hand: impossible: 2985% of the theoretical roof"), r.text());
     CHECK(nlohmann::json::parse(r.json())["scopes"][0]["roofline"]["limiter"].is_null());
+  }
+}
+
+TEST_CASE("untagged work above the fp32 roof: roof unknown while a faster roof allows it, never impossible") {
+  // A cuBLAS half-precision GEMM at 894 TFLOP/s in an untagged scope: 13x the fp32 plain
+  // roof, under the H200's bf16 tensor roof.
+  const double event_ns = 1e6;
+  const double rate = 894e12;
+  kscope::scope_report s = event_scope("hgemm", 10, event_ns, rate * event_ns * 1e-9);
+  kscope::session_report r = advised(s, {}, false);
+  const kscope::scope_report& out = r.scopes[0];
+  REQUIRE(out.roofline);
+  CHECK_FALSE(out.roofline_impossible);
+  CHECK_FALSE(kscope::detail::placement_impossible(out));
+  CHECK(kscope::detail::placement_roof_unknown(out));
+  CHECK_FALSE(kscope::detail::placement_has_limiter(out));
+  CHECK_MESSAGE(contains(out.roofline_roof_unknown, "above the fp32 plain roof"), out.roofline_roof_unknown);
+  CHECK_MESSAGE(contains(out.roofline_roof_unknown, "tag the dtype"), out.roofline_roof_unknown);
+  CHECK(out.advice.empty());
+  const std::string text = r.text();
+  CHECK_MESSAGE(!contains(text, "impossible"), text);
+  CHECK_MESSAGE(contains(text, "roof?"), text);
+  const auto doc = nlohmann::json::parse(r.json());
+  CHECK(doc["scopes"][0]["roofline"]["impossible"] == false);
+  CHECK(doc["scopes"][0]["roofline"]["limiter"].is_null());
+  CHECK(contains(doc["scopes"][0]["roofline"]["roof_unknown"].get<std::string>(), "tag the dtype"));
+  CHECK(!contains(r.html(), "impossible"));
+
+  SUBCASE("the tensor pipe busy in its counters: placed under the half-precision tensor roof, saying why") {
+    r.scopes[0].counters = kscope::scope_counter_report{};
+    r.scopes[0].counters->totals = {{"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 93.0}};
+    kscope::detail::place_by_evidence(r, peaks());
+    const kscope::scope_report& placed = r.scopes[0];
+    REQUIRE(placed.roofline);
+    CHECK(placed.roof == "bf16 tensor");
+    CHECK(kscope::detail::placement_has_limiter(placed));
+    CHECK(placed.roofline->fraction_of_roof < 1.1);
+    CHECK(placed.roofline->fraction_of_roof > 0.5);
+    CHECK_MESSAGE(contains(placed.roof_basis, "tensor pipe 93% busy (counters)"), placed.roof_basis);
+    CHECK_MESSAGE(contains(r.text(), "[roof from the kernels: tensor pipe 93% busy (counters)"), r.text());
+  }
+  SUBCASE("a quiet tensor pipe is no evidence: the roof stays unknown") {
+    r.scopes[0].counters = kscope::scope_counter_report{};
+    r.scopes[0].counters->totals = {{"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 2.0}};
+    kscope::detail::place_by_evidence(r, peaks());
+    CHECK(kscope::detail::placement_roof_unknown(r.scopes[0]));
+  }
+  SUBCASE("a tagged scope keeps its tag's roof, whatever the pipe") {
+    r.scopes[0].tags = {{"dtype", "fp32", 10}};
+    kscope::detail::place_scope(r.scopes[0], peaks());
+    CHECK(r.scopes[0].roofline_impossible);
+    r.scopes[0].counters = kscope::scope_counter_report{};
+    r.scopes[0].counters->totals = {{"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", 93.0}};
+    kscope::detail::place_by_evidence(r, peaks());
+    CHECK(r.scopes[0].roof == "fp32 plain");
+    CHECK(r.scopes[0].roofline_impossible);
+  }
+  SUBCASE("above every roof of the device: impossible, tagged or not") {
+    kscope::scope_report far = event_scope("far", 10, event_ns, 50 * rate * event_ns * 1e-9);
+    const kscope::session_report fr = advised(far, {}, false);
+    CHECK(fr.scopes[0].roofline_impossible);
+    CHECK(fr.scopes[0].roofline_roof_unknown.empty());
   }
 }
 

@@ -105,6 +105,14 @@ struct scope_report {
   // be true: it carries the likely cause and is printed without limiter or advice.
   bool roofline_impossible = false;
   std::string roofline_impossible_reason;
+  // Not impossible, not placed: the rate is above `roof` (the untagged fp32 plain roof),
+  // some faster roof of the device allows it, and neither a dtype tag nor the scope's
+  // kernels (tensor-pipe activity) said which. The reason says so and how to tag; printers
+  // give it no limiter and no advice, and no verdict rests on it. "" otherwise.
+  std::string roofline_roof_unknown;
+  // Why `roof` was chosen when no dtype tag chose it: "tensor pipe 93% busy (counters) ...".
+  // "" when the dtype tag (or its absence: fp32 plain) chose it.
+  std::string roof_basis;
   // What to try next, naming the measurements it rests on (the session fills it from the
   // scope's kernel timeline, session/detail/advice.hpp). Empty: printers fall back to
   // the evidence-free hint() of the placement.

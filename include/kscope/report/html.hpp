@@ -42,11 +42,14 @@ KSCOPE_DECL std::string session_report::html() const {
     // An impossible point would be drawn above the roof as if it were real: the table says
     // why it is left out of the picture.
     const bool impossible = detail::placement_impossible(s);
-    if (!impossible) points.push_back(to_roof_point(s.path, p));
+    if (detail::placement_has_limiter(s)) points.push_back(to_roof_point(s.path, p));
     const std::string intensity = detail::format_general(p.intensity, 3);
     roof_table.rows.push_back({s.path, detail::format_si(p.flops_per_s, "FLOP/s"), detail::format_si(p.bytes_per_s, "B/s"),
                                intensity, percent(p.fraction_of_roof), percent(s.fraction_of_measured_roof),
-                               impossible ? "impossible" : to_string(p.limiter), s.roof, detail::placement_advice(s)});
+                               impossible                            ? "impossible"
+                               : detail::placement_roof_unknown(s) ? "roof?"
+                                                                   : to_string(p.limiter),
+                               s.roof, detail::placement_advice(s)});
   }
   // Measured points (per-scope counters): one per memory level beside the declared one,
   // labelled "path (DRAM)", "path (L2)"; a measured point is what the kernels did.

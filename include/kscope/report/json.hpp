@@ -121,12 +121,15 @@ KSCOPE_DECL std::string session_report::json() const {
       // An impossible placement keeps its numbers (they show what was measured) but has
       // no limiter and no advice: both would rest on a time that cannot be right.
       const bool impossible = detail::placement_impossible(s);
+      const bool limiter = detail::placement_has_limiter(s);
       w.member("impossible", impossible);
       w.member("impossible_reason", impossible ? detail::placement_advice(s) : std::string());
+      w.member("roof_unknown", s.roofline_roof_unknown);
+      w.member("roof_basis", s.roof_basis);
       w.key("limiter");
-      if (impossible) w.value(nullptr); else w.value(to_string(p.limiter));
+      if (!limiter) w.value(nullptr); else w.value(to_string(p.limiter));
       w.key("hint");
-      if (impossible) w.value(nullptr); else w.value(detail::placement_advice(s));
+      if (!limiter) w.value(nullptr); else w.value(detail::placement_advice(s));
       w.key("flops_per_s_ci").begin_object();
       w.member("lo", s.flops_per_s_ci.lo).member("hi", s.flops_per_s_ci.hi).member("level", s.flops_per_s_ci.level);
       w.end_object();

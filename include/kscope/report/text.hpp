@@ -91,13 +91,17 @@ KSCOPE_DECL std::string session_report::text() const {
       out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
              detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
              detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
-             detail::fit(detail::placement_impossible(s) ? "impossible" : to_string(p.limiter), 11) +
+             detail::fit(detail::placement_impossible(s)     ? "impossible"
+                         : detail::placement_roof_unknown(s) ? "roof?"
+                                                             : to_string(p.limiter),
+                         11) +
              detail::fit(printable_name(s.roof), 12) + "\n";
       // Said with the advice when the placement is not timed by the scope's events.
       const std::string timed = s.roofline_time_source.empty() || s.roofline_time_source == "events"
                                     ? std::string()
                                     : " [timed by " + s.roofline_time_source + "]";
-      hints += detail::wrap(printable_name(s.path + timed + ": " + detail::placement_advice(s)), 98);
+      const std::string basis = s.roof_basis.empty() ? std::string() : " [" + s.roof_basis + "]";
+      hints += detail::wrap(printable_name(s.path + timed + basis + ": " + detail::placement_advice(s)), 98);
     }
     out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
   }

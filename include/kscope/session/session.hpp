@@ -636,6 +636,8 @@ KSCOPE_DECL session_report session::report() {
   evidence.timeline = timeline;
   for (const std::unique_ptr<feature_section>& section : sections)
     if (section) section->add_to(out, evidence);
+  // An untagged scope whose kernels ran on the tensor pipe is placed under a tensor roof.
+  if (peaks) detail::place_by_evidence(out, *peaks);
   // One verdict per scope from all of it (verdict/scope_verdict.hpp).
   decide_verdicts(out);
   return out;

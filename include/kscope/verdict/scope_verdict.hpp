@@ -58,7 +58,7 @@ KSCOPE_DECL std::optional<finding> declared_work_finding(const scope_report& s);
 namespace detail {
 
 KSCOPE_DECL std::optional<finding> declared_work_finding(const scope_report& s) {
-  if (!s.roofline || placement_impossible(s)) return std::nullopt;
+  if (!placement_has_limiter(s)) return std::nullopt;
   const placement& p = *s.roofline;
   finding f;
   switch (p.limiter) {
@@ -71,7 +71,8 @@ KSCOPE_DECL std::optional<finding> declared_work_finding(const scope_report& s) 
   f.facts.push_back(evidence{"roofline.fraction_of_roof", p.fraction_of_roof, "share"});
   f.text = std::string(to_string(f.kind)) + " (declared work: " + format_si(p.flops_per_s, "FLOP/s") + ", " +
            format_si(p.bytes_per_s, "B/s") + ", " + roofline_percent_text(p.fraction_of_roof) + " of the " +
-           s.roof + " roof): " + placement_advice(s);
+           s.roof + " roof" + (s.roof_basis.empty() ? std::string() : ", " + s.roof_basis) +
+           "): " + placement_advice(s);
   return f;
 }
 
@@ -106,6 +107,8 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
                       (s.roofline_impossible_reason.empty() ? std::string("above every roof")
                                                             : s.roofline_impossible_reason) +
                       ")");
+  } else if (detail::placement_roof_unknown(s)) {
+    missing.push_back("declared work: " + s.roofline_roof_unknown);
   } else if (s.work_calls == 0) {
     missing.push_back("declared work: none (scope::set_work)");
   }

@@ -46,6 +46,14 @@ KSCOPE_DECL std::string roofline_percent_text(double fraction);
 // report built by hand) above the roof by more than roofline_impossible_above.
 KSCOPE_DECL bool placement_impossible(const scope_report& s);
 
+// Whether the placement's roof is unknown (scope_report::roofline_roof_unknown): above the
+// untagged roof, within a faster one the evidence did not name.
+KSCOPE_DECL bool placement_roof_unknown(const scope_report& s);
+
+// Whether the placement may be printed with a limiter and advice: placed, possible, its
+// roof known.
+KSCOPE_DECL bool placement_has_limiter(const scope_report& s);
+
 // The line under the roofline table for a placed scope: why it is impossible, else the
 // session's evidence-based advice, else the placement's hint().
 KSCOPE_DECL std::string placement_advice(const scope_report& s);
@@ -171,11 +179,21 @@ KSCOPE_DECL std::string roofline_percent_text(double fraction) {
 }
 
 KSCOPE_DECL bool placement_impossible(const scope_report& s) {
-  return s.roofline && (s.roofline_impossible || s.roofline->fraction_of_roof > roofline_impossible_above);
+  return s.roofline && s.roofline_roof_unknown.empty() &&
+         (s.roofline_impossible || s.roofline->fraction_of_roof > roofline_impossible_above);
+}
+
+KSCOPE_DECL bool placement_roof_unknown(const scope_report& s) {
+  return s.roofline && !s.roofline_roof_unknown.empty();
+}
+
+KSCOPE_DECL bool placement_has_limiter(const scope_report& s) {
+  return s.roofline && !placement_impossible(s) && !placement_roof_unknown(s);
 }
 
 KSCOPE_DECL std::string placement_advice(const scope_report& s) {
   const placement& p = *s.roofline;
+  if (placement_roof_unknown(s)) return s.roofline_roof_unknown;
   if (placement_impossible(s)) {
     std::string line = "impossible: " + roofline_percent_text(p.fraction_of_roof) +
                        " of the theoretical roof — the time measured";

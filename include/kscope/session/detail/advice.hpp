@@ -231,7 +231,7 @@ KSCOPE_DECL std::string reconcile_gpu_time(scope_report& s, const subtree_gpu_wo
 }
 
 KSCOPE_DECL std::string scope_advice(const scope_report& s, const subtree_gpu_work& subtree, bool timeline) {
-  if (!s.roofline || placement_impossible(s)) return {};
+  if (!placement_has_limiter(s)) return {};
   const placement& p = *s.roofline;
   const std::string pct = roofline_percent_text(p.fraction_of_roof);
   const std::string at_intensity = intensity_text(p.intensity);

@@ -56,8 +56,24 @@ KSCOPE_DECL std::string impossible_cause(const scope_report& s);
 // interval, NaN when unknown), and records which time that was. A placement above the
 // roof by more than roofline_impossible_above is kept with its numbers and flagged
 // impossible, with its likely cause: printers then give it no limiter and no advice.
+//
+// The roof: the dtype tag's (device/roof_choice.hpp), or `evidence_roof` when the
+// evidence named one for an untagged scope (place_by_evidence). An untagged placement
+// above the fp32 plain roof is impossible only when no roof of the device allows the rate;
+// otherwise its roof is unknown (scope_report::roofline_roof_unknown), never "impossible".
 KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, double time_ns, interval time_ci_ns,
-                           const char* source);
+                           const char* source, const roof_choice* evidence_roof = nullptr);
+
+// The tensor pipe this busy (% of its peak) in a scope's kernels says they ran on tensor
+// cores: an untagged scope is then placed under a tensor roof.
+inline constexpr double tensor_roof_evidence_pct = 10.0;
+
+// Places again, under a tensor roof, every untagged scope whose kernels kept the tensor
+// pipe busy (per-scope counters first, else sampled metrics): the half-precision tensor
+// roof (bf16 / fp16, one rate on every tensor-core generation), or fp8's where only that
+// allows the rate. The scope's roof_basis names the evidence and says the precision was
+// not tagged. Called once the features' sections are in, before the verdicts.
+KSCOPE_DECL void place_by_evidence(session_report& out, const device_peaks& peaks);
 
 // Fills s.roofline (and friends) from the declared work and the median time per call:
 // the median between the scope's CUDA events, or the host median for a scope without a
@@ -86,7 +102,7 @@ KSCOPE_DECL std::string impossible_cause(const scope_report& s) {
 }
 
 KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, double time_ns, interval time_ci_ns,
-                           const char* source) {
+                           const char* source, const roof_choice* evidence_roof) {
   s.roofline.reset();
   s.flops_per_s_ci = interval{std::nan(""), std::nan(""), time_ci_ns.level};
   s.fraction_of_measured_roof = std::nan("");
@@ -94,6 +110,8 @@ KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, doub
   s.roofline_time_ns = std::nan("");
   s.roofline_impossible = false;
   s.roofline_impossible_reason.clear();
+  s.roofline_roof_unknown.clear();
+  if (evidence_roof == nullptr) s.roof_basis.clear();
   if (s.work_calls == 0 || !(time_ns > 0)) return;
   const work per_call{s.declared.flops / static_cast<double>(s.work_calls),
                       s.declared.bytes / static_cast<double>(s.work_calls)};
@@ -101,7 +119,7 @@ KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, doub
   for (const tag_count& t : s.tags)
     if (t.key == "dtype") dtype = dtype.empty() || dtype == t.value ? t.value : std::string("(mixed)");
   // The one dtype -> roof rule (device/roof_choice.hpp), shared with the benchmarks.
-  const roof_choice roof = choose_roof(peaks, dtype);
+  const roof_choice roof = evidence_roof != nullptr ? *evidence_roof : choose_roof(peaks, dtype);
   s.roof = roof.label;
   s.roofline = try_place(per_call, time_ns * 1e-9, roof.theoretical_flops_per_s, peaks.theoretical_bytes_per_s);
   if (!s.roofline) return;
@@ -116,8 +134,88 @@ KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, doub
     if (const auto m = try_place(per_call, time_ns * 1e-9, pf, pb)) s.fraction_of_measured_roof = m->fraction_of_roof;
   }
   if (s.roofline->fraction_of_roof > roofline_impossible_above) {
-    s.roofline_impossible = true;
-    s.roofline_impossible_reason = impossible_cause(s);
+    // Untagged: a faster roof of the device may allow the rate (tensor cores, a lower
+    // precision). Then the roof is unknown, not the number impossible.
+    double fastest = std::nan("");
+    std::string fastest_label;
+    for (const compute_roof& r : peaks.compute)
+      if (std::isfinite(r.theoretical_flops_per_s) && !(r.theoretical_flops_per_s <= fastest)) {
+        fastest = r.theoretical_flops_per_s;
+        fastest_label = std::string(to_string(r.type)) + " " + to_string(r.cores);
+      }
+    const std::optional<placement> under_fastest =
+        std::isfinite(fastest) ? try_place(per_call, time_ns * 1e-9, fastest, peaks.theoretical_bytes_per_s)
+                               : std::nullopt;
+    if (!roof.dtype_known && evidence_roof == nullptr && under_fastest &&
+        under_fastest->fraction_of_roof <= roofline_impossible_above) {
+      s.roofline_roof_unknown =
+          "above the " + roof.label + " roof (" + roofline_percent_text(s.roofline->fraction_of_roof) + " of it at " +
+          format_si(s.roofline->flops_per_s, "FLOP/s") + "), which only a faster roof of this device allows (up to " +
+          fastest_label + ", " + format_si(fastest, "FLOP/s") +
+          "); no dtype tag or tensor-pipe activity says which: tag the dtype (the scope's \"dtype\" tag, e.g. "
+          "\"bf16\") to place it";
+    } else {
+      s.roofline_impossible = true;
+      s.roofline_impossible_reason = impossible_cause(s);
+    }
+  }
+}
+
+KSCOPE_DECL void place_by_evidence(session_report& out, const device_peaks& peaks) {
+  const sampled_metrics_report* sampled = out.sampled_metrics ? &out.sampled_metrics->data : nullptr;
+  const sampled_metric_columns columns =
+      sampled != nullptr ? sampled_metric_columns::of(sampled->metrics) : sampled_metric_columns{};
+  for (scope_report& s : out.scopes) {
+    if (!s.roofline || s.work_calls == 0) continue;
+    bool tagged = false;
+    for (const tag_count& t : s.tags) tagged = tagged || t.key == "dtype";
+    if (tagged) continue;
+    // The tensor pipe's activity in the scope's kernels: counters, else sampled.
+    double tensor = std::nan("");
+    std::string source;
+    if (s.counters) {
+      tensor = metric_value(s.counters->totals, counter_metric::tensor_pipe_active);
+      source = "counters";
+    }
+    if (!std::isfinite(tensor) && sampled != nullptr && columns.tensor_pct != sampled_metric_columns::none) {
+      if (const node_sampled_metrics* n = sampled->find(static_cast<sampled_node>(s.id));
+          n != nullptr && columns.tensor_pct < n->values.size()) {
+        tensor = n->values[columns.tensor_pct].mean;
+        source = "sampled metrics";
+      }
+    }
+    if (!std::isfinite(tensor) || tensor < tensor_roof_evidence_pct) continue;
+    // Half precision first; fp8 only where the half roof cannot hold the rate.
+    const double rate = s.roofline->flops_per_s;
+    std::optional<roof_choice> chosen;
+    for (data_type type : {data_type::bf16, data_type::fp16, data_type::fp8}) {
+      const compute_roof* r = peaks.find(type, core_kind::tensor);
+      if (r == nullptr || !std::isfinite(r->theoretical_flops_per_s)) continue;
+      roof_choice c;
+      c.type = type;
+      c.cores = core_kind::tensor;
+      c.dtype_known = true;
+      c.label = std::string(to_string(type)) + " tensor";
+      c.theoretical_flops_per_s = r->theoretical_flops_per_s;
+      c.measured_flops_per_s = r->measured_flops_per_s;
+      if (!chosen) chosen = c;
+      if (rate <= r->theoretical_flops_per_s * roofline_impossible_above) {
+        chosen = c;
+        break;
+      }
+    }
+    if (!chosen) continue;
+    const double time_ns = s.roofline_time_ns;
+    const std::string time_source = s.roofline_time_source;
+    interval ci{std::nan(""), std::nan(""), 0.95};
+    if (time_source == time_source_events) ci = s.gpu_ns.median_ci;
+    else if (time_source == time_source_host) ci = s.host_ns.median_ci;
+    s.roof_basis = "roof from the kernels: tensor pipe " + format_fixed(tensor, 0) + "% busy (" + source +
+                   "), precision not tagged";
+    const char* source_name = time_source == time_source_events ? time_source_events
+                              : time_source == time_source_host ? time_source_host
+                                                                : time_source_kernels;
+    place_scope_at(s, peaks, time_ns, ci, source_name, &*chosen);
   }
 }
 
