@@ -1235,6 +1235,15 @@ struct fake_counter_source final : kscope::bench_counter_source {
     call();
     return prepared;
   }
+
+  // The warp-stall pass: what `stalls` holds (nullopt: this source takes none).
+  std::optional<kscope::bench_warp_stalls> stalls;
+  std::size_t stall_passes = 0;
+  std::optional<kscope::bench_warp_stalls> warp_stalls(const std::function<void()>& call) override {
+    ++stall_passes;
+    if (stalls) call();  // a source that samples runs the call; one that cannot does not
+    return stalls;
+  }
 };
 
 // One kernel's counters under the default set's names: `dram` bytes each way, no FP
@@ -1358,6 +1367,61 @@ TEST_CASE("counters: one profiled call after the timed samples, its kernels aggr
   }
 }
 
+TEST_CASE("counters: the warp-stall pass joins the classification, on by default, off when asked") {
+  // A call whose kernels sit under both roofs, 31 of 32 warps waiting at a barrier.
+  kscope::counter_result pass = two_copy_kernels();
+  for (kscope::counter_values& k : pass.kernels) {
+    k.values["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"] = 20;
+    k.values["dram__throughput.avg.pct_of_peak_sustained_elapsed"] = 20;
+    k.values["lts__throughput.avg.pct_of_peak_sustained_elapsed"] = 12;
+    k.values["l1tex__throughput.avg.pct_of_peak_sustained_active"] = 6;
+  }
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared = pass;
+  kscope::bench_warp_stalls stalls;
+  stalls.collected = true;
+  stalls.message = "warp stalls: 40000 samples in 2 kernel launches";
+  stalls.samples = 40000;
+  stalls.shares = {{"barrier", 0.73, "warps wait at a block barrier"}, {"long_scoreboard", 0.1}};
+  source->stalls = stalls;
+
+  fake_timer timer(noisy(1e-3, 0.002));
+  kscope::bench b = make_bench("barrier");
+  b.counter_source(source);
+  const kscope::bench_result r = b.run(timer);
+  CHECK(source->stall_passes == 1);
+  REQUIRE(r.counters);
+  REQUIRE(r.counters->warp_stalls);
+  REQUIRE(r.counters->classified);
+  CHECK(r.counters->classified->verdict.kind == kscope::bottleneck::latency);
+  CHECK(contains(r.counters->classified->verdict.text, "dominant stall: barrier 73% of the warp samples"));
+  const std::string md = kscope::bench_report{{}, {r}}.markdown();
+  CHECK(contains(md, "- warp stalls (one more call, PC sampling, never timed): warp stalls: 40000 samples"));
+  const nlohmann::json j = nlohmann::json::parse(kscope::bench_report{{}, {r}}.json());
+  CHECK(j["benchmarks"][0]["counters"]["warp_stalls"]["samples"] == 40000);
+  CHECK(j["benchmarks"][0]["counters"]["warp_stalls"]["shares"][0]["reason"] == "barrier");
+
+  SUBCASE("a pass that sampled nothing is named as missing evidence") {
+    kscope::bench_warp_stalls none;
+    none.message = "warp stalls unavailable: no permission";
+    source->stalls = none;
+    fake_timer t2(noisy(1e-3, 0.002));
+    const kscope::bench_result q = make_bench("barrier").counter_source(source).run(t2);
+    REQUIRE(q.counters->classified);
+    bool named = false;
+    for (const std::string& m : q.counters->classified->missing)
+      named |= contains(m, "warp stalls: warp stalls unavailable: no permission");
+    CHECK(named);
+  }
+  SUBCASE("off when asked: no extra call") {
+    fake_timer t2(noisy(1e-3, 0.002));
+    const std::size_t before = source->stall_passes;
+    const kscope::bench_result q = make_bench("barrier").counter_source(source).warp_stalls(false).run(t2);
+    CHECK(source->stall_passes == before);
+    CHECK_FALSE(q.counters->warp_stalls);
+  }
+}
+
 TEST_CASE("counters: declared work that differs from the measured by more than 10 % gets one line") {
   fake_timer timer(noisy(1e-3, 0.002));
   auto source = std::make_shared<fake_counter_source>();
@@ -1413,6 +1477,11 @@ TEST_CASE("counters: markdown columns and notes, JSON object, CSV columns") {
   CHECK(contains(md, "of the roof (" ));
   CHECK(contains(md, "from the declared work; the bound is the measured one below"));
   CHECK_FALSE(contains(md, "- roofline: intensity 0 flop/B, 52.1 % of the roof (0 FLOP/s at this intensity), memory-bound"));
+  // One row, one verdict: the roof column shows the declared point's share, not a limiter
+  // beside the measured bound.
+  CHECK_MESSAGE(contains(md, "% of roof (declared) |"), md);
+  CHECK_FALSE(contains(md, "% memory |"));
+  CHECK_FALSE(contains(md, "% latency |"));
 
   const nlohmann::json j = nlohmann::json::parse(report.json());
   const nlohmann::json& c = j["benchmarks"][0]["counters"];

@@ -165,6 +165,34 @@ TEST_CASE("FLOPs: add and mul count 1, fma counts 2, per precision") {
   CHECK(f.precision_text() == "fp32+fp64+fp16 (fp32 84%)");  // 90 / 107 = 84.1 %
 }
 
+TEST_CASE("FLOPs: the tensor pipe's ops per source type join the total, named apart") {
+  // A cuBLAS fp16 GEMM, n = 4096, on an H200: sm__ops_path_tensor_src_fp16.sum = 2 n^3
+  // exactly, and a few CUDA-core FLOPs of its epilogue.
+  const double n = 4096;
+  kscope::metric_values v = fp_counters(0, 0, 1000);  // fp32: 2000
+  v["sm__ops_path_tensor_src_fp16.sum"] = 2 * n * n * n;
+  v["sm__ops_path_tensor_src_bf16_dst_fp32.sum"] = 0;
+  const kscope::flop_count f = kscope::count_flops(v);
+  CHECK(f.tensor == 2 * n * n * n);
+  REQUIRE(f.tensor_by_type.size() == 1);
+  CHECK(f.tensor_by_type[0].first == kscope::data_type::fp16);
+  CHECK(f.total == 2 * n * n * n + 2000);
+  CHECK(f.precision_text() == "fp16 tensor");  // the epilogue's fp32 is under 1 %
+  // Declared 2 n^3: agrees, no line; declared half: the line counts tensor ops.
+  kscope::metric_values measured = v;
+  measured["gpu__time_duration.sum"] = 1e6;
+  const kscope::work_check ok = kscope::compare_declared_work({2 * n * n * n, std::nan("")}, measured, 1);
+  CHECK_FALSE(ok.flops_differ);
+  const kscope::work_check off = kscope::compare_declared_work({n * n * n, std::nan("")}, measured, 1);
+  CHECK(off.flops_differ);
+  CHECK(contains(off.text, "SASS FP instructions and tensor ops"));
+  CHECK(!contains(off.text, "its FLOPs are not in these counts"));
+  // No tensor counter: NaN, not zero, and the CUDA-core text as before.
+  const kscope::flop_count plain = kscope::count_flops(fp_counters(0, 0, 1000));
+  CHECK(std::isnan(plain.tensor));
+  CHECK(plain.precision_text() == "fp32");
+}
+
 TEST_CASE("FLOPs of a naive fp32 GEMM are exactly 2 n^3") {
   const double n = 512;
   const kscope::flop_count f = kscope::count_flops(fp_counters(0, 0, n * n * n));  // one FFMA per (i, j, k)
@@ -1057,6 +1085,28 @@ TEST_CASE("one-pass plan: stand-ins for multi-pass metrics, first-fit groups, du
   CHECK(plan.notes[3].find("not.offered cannot be configured") == 0);
   // Nothing collectable: one group with the duration alone.
   CHECK(kscope::plan_one_pass_groups({"not.offered"}, passes).groups.size() == 1);
+}
+
+TEST_CASE("one-pass plan: a metric that needs a second pass beside the duration gets a group without it") {
+  // As GH100's SASS instruction counters: one pass alone, two beside gpu__time_duration.sum
+  // or beside each other.
+  const auto passes = [](const std::vector<std::string>& names) -> std::size_t {
+    std::size_t sass = 0, others = 0;
+    for (const std::string& n : names) (n.find("sass") != std::string::npos ? sass : others) += 1;
+    return sass == 0 || (sass == 1 && others == 0) ? 1 : 2;
+  };
+  const std::vector<std::string> wanted = {"gpu__time_duration.sum", "dram__bytes_read.sum",
+                                           "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
+                                           "sm__sass_thread_inst_executed_op_fadd_pred_on.sum"};
+  const kscope::one_pass_plan plan = kscope::plan_one_pass_groups(wanted, passes);
+  REQUIRE(plan.groups.size() == 3);
+  CHECK(plan.groups[0] == std::vector<std::string>{"gpu__time_duration.sum", "dram__bytes_read.sum"});
+  CHECK(plan.groups[1] == std::vector<std::string>{"sm__sass_thread_inst_executed_op_ffma_pred_on.sum"});
+  CHECK(plan.groups[2] == std::vector<std::string>{"sm__sass_thread_inst_executed_op_fadd_pred_on.sum"});
+  for (const auto& g : plan.groups) CHECK(passes(g) == 1);  // every group one pass, as collected
+  bool said = false;
+  for (const std::string& n : plan.notes) said |= n.find("does not fit one pass beside gpu__time_duration.sum") != std::string::npos;
+  CHECK(said);
 }
 
 TEST_CASE("classify without the speed-of-light rollups: the busiest measured unit stands in, and says so") {

@@ -177,6 +177,15 @@ TEST_CASE("decide_verdicts finds each scope's sampled node; printers and the rea
   const std::string text = r.text();
   CHECK(contains(text, "verdict per scope"));
   CHECK(contains(text, "decode: compute-bound (tensor pipe), from sampled metrics; declared work say memory-bound"));
+  // The roofline table keeps the declared point, marked as outweighed: never a second verdict.
+  CHECK_MESSAGE(contains(text, "~memory"), text);
+  CHECK_MESSAGE(contains(text, "[outweighed: the scope's verdict is compute-bound"), text);
+  CHECK_MESSAGE(contains(text, "pipe), from sampled metrics]"), text);
+  CHECK(contains(text, "~: the declared work's limiter, outweighed by the scope's measured verdict"));
+  const std::string html = r.html();
+  const bool html_says = contains(html, "[outweighed: the scope&#39;s verdict is compute-bound") ||
+                         contains(html, "[outweighed: the scope's verdict is compute-bound");
+  CHECK(html_says);
 
   const std::string json = r.json();
   const auto doc = nlohmann::json::parse(json);
@@ -204,6 +213,20 @@ TEST_CASE("decide_verdicts finds each scope's sampled node; printers and the rea
   CHECK_FALSE(back->scopes[1].verdict);
   // The report read back prints the same verdict line.
   CHECK(contains(back->text(), "decode: compute-bound (tensor pipe), from sampled metrics"));
+}
+
+TEST_CASE("outweighed_note: silent when it agrees, decided, or there is no verdict") {
+  kscope::scope_report s = placed_scope(kscope::bound::memory);
+  CHECK(kscope::outweighed_note(s, kscope::bottleneck::latency, "sampled metrics").empty());  // no verdict
+  kscope::scope_verdict v;
+  v.basis = "hardware counters";
+  v.verdict = counters_said(kscope::bottleneck::memory, "L2");
+  s.verdict = v;
+  CHECK(kscope::outweighed_note(s, kscope::bottleneck::memory, "sampled metrics").empty());       // agrees
+  CHECK(kscope::outweighed_note(s, kscope::bottleneck::latency, "hardware counters").empty());    // decided
+  CHECK(kscope::outweighed_note(s, kscope::bottleneck::undetermined, "sampled metrics").empty()); // no conclusion
+  CHECK(kscope::outweighed_note(s, kscope::bottleneck::latency, "sampled metrics") ==
+        " [outweighed: the scope's verdict is memory-bound (L2), from hardware counters]");
 }
 
 TEST_CASE("bottleneck names read back; anything else is undetermined") {

@@ -188,6 +188,15 @@ class gpu_attribution {
     };
     std::vector<kernel_share> kernels;  // per kernel name, node-level replays only
     static constexpr std::size_t max_kernel_names = 256;
+    // The node-level replays' kernels built in another scope, per capture scope: the
+    // replays traced as one record are scaled into the node's graph_capture from these.
+    struct capture_share {
+      node_id captured_in = 0;
+      std::uint64_t kernels = 0;
+      std::int64_t ns = 0;
+    };
+    std::vector<capture_share> captured;
+    static constexpr std::size_t max_capture_shares = 8;
 
     void add_traced_kernel(std::uint32_t correlation_id, std::int64_t start, std::int64_t end,
                            const detail::kernel_stats* stats);
@@ -241,7 +250,8 @@ class gpu_attribution {
   // A graph-launched record: which scope built its node (graph_nodes_), and, when that is
   // not the launch-time node (after the node cap: the node the record really went to),
   // its share in that node's graph_capture breakdown. Counted whatever the answer.
-  void note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
+  // Returns the capture scope when it is another than the launching one (0 otherwise).
+  node_id note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
                           std::int64_t ns);
 
   // The replays of each graph traced as one record, scaled from the node-level replays of
@@ -609,7 +619,7 @@ KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_or
   node_accumulator& acc = account(k, origin);
   const std::int64_t ns = k.end_ns - k.start_ns;
   if (interval_sink_ != nullptr) interval_sink_->add_interval({k.start_ns, k.end_ns, origin.node, k.device});
-  note_graph_capture(acc, k.graph_node_id, origin.node, true, ns);
+  const node_id captured_in = note_graph_capture(acc, k.graph_node_id, origin.node, true, ns);
   acc.totals.kernel_count += 1;
   acc.totals.kernel_ns += ns;
   acc.kernel_union.add(k.start_ns, k.end_ns);
@@ -622,6 +632,19 @@ KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_or
       const std::uint64_t before = ga->traced;
       ga->add_traced_kernel(k.correlation_id, k.start_ns, k.end_ns, &stats);
       counters_.graph_replays_traced += ga->traced - before;
+      if (captured_in != 0) {
+        graph_accumulator::capture_share* share = nullptr;
+        for (auto& c : ga->captured)
+          if (c.captured_in == captured_in) share = &c;
+        if (share == nullptr && ga->captured.size() < graph_accumulator::max_capture_shares) {
+          ga->captured.push_back({captured_in, 0, 0});
+          share = &ga->captured.back();
+        }
+        if (share != nullptr) {
+          share->kernels += 1;
+          share->ns += ns;
+        }
+      }
     }
   }
   const bool communication = stats.communication;
@@ -652,16 +675,16 @@ KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_or
   }
 }
 
-KSCOPE_DECL void gpu_attribution::note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
+KSCOPE_DECL node_id gpu_attribution::note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
                         std::int64_t ns) {
-  if (graph_node_id == 0) return;
+  if (graph_node_id == 0) return 0;
   ++counters_.graph_records;
   const graph_node_table::lookup_result built = graph_nodes_.find(graph_node_id);
   if (!built.found) {
     ++counters_.graph_capture_unknown;
-    return;
+    return 0;
   }
-  if (built.node == launch_node) return;
+  if (built.node == launch_node) return 0;
   ++counters_.graph_built_elsewhere;
   std::vector<graph_capture_origin>& origins = acc.totals.graph_capture;
   graph_capture_origin* o = nullptr;
@@ -674,7 +697,7 @@ KSCOPE_DECL void gpu_attribution::note_graph_capture(node_accumulator& acc, std:
   if (o == nullptr) {
     if (origins.size() >= max_capture_origins_per_node) {
       ++counters_.graph_capture_over_cap;
-      return;
+      return built.node;
     }
     origins.push_back(graph_capture_origin{});
     o = &origins.back();
@@ -687,6 +710,7 @@ KSCOPE_DECL void gpu_attribution::note_graph_capture(node_accumulator& acc, std:
     o->copy_count += 1;
     o->copy_ns += ns;
   }
+  return built.node;
 }
 
 KSCOPE_DECL void gpu_attribution::add_graph_estimates(const node_accumulator& acc, node_gpu_activity& a,
@@ -709,6 +733,15 @@ KSCOPE_DECL void gpu_attribution::add_graph_estimates(const node_accumulator& ac
         auto& share = scaled[k.stats];
         share.first += static_cast<std::uint64_t>(std::llround(static_cast<double>(k.calls) * per_replay));
         share.second += std::llround(static_cast<double>(k.ns) * per_span_ns);
+      }
+      // The graph's kernels built in another scope: their share of the scaled replays.
+      for (const graph_accumulator::capture_share& c : g.captured) {
+        for (graph_capture_origin& o : a.graph_capture) {
+          if (o.captured_in != c.captured_in) continue;
+          o.kernel_count += static_cast<std::uint64_t>(std::llround(static_cast<double>(c.kernels) * per_replay));
+          o.kernel_ns += std::llround(static_cast<double>(c.ns) * per_span_ns);
+          break;
+        }
       }
     } else {
       a.graph_replays_unsampled += g.untraced;

@@ -53,6 +53,7 @@
 #include "../counters/metrics.hpp"
 #include "../counters/collect.hpp"
 #include "../device/device.hpp"
+#include "../warp_stalls/collect.hpp"
 #include "detail/counter_pass.hpp"
 #include "detail/cuda_timer.hpp"
 #include "format.hpp"
@@ -156,6 +157,13 @@ class bench_counter_source {
   // default set) and returns the values of each kernel it launched, or why there are
   // none. May rethrow what `call` throws; the bench catches it.
   virtual counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) = 0;
+  // Samples the warps of one more call (PC sampling) for the stall reasons the
+  // classification takes as evidence. The default takes none (nullopt): a source that
+  // cannot sample says so by not overriding it.
+  virtual std::optional<bench_warp_stalls> warp_stalls(const std::function<void()>& call) {
+    (void)call;
+    return std::nullopt;
+  }
 };
 
 // The default source: profile_counters with one range per kernel and user replay: the
@@ -178,6 +186,8 @@ class cupti_counter_source final : public bench_counter_source {
   // kernel whatever they say (the values are reported per kernel).
   explicit cupti_counter_source(counter_options options = bench_counter_options());
   counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override;
+  // profile_warp_stalls on one call (kernel-serialized, CUPTI's default period).
+  std::optional<bench_warp_stalls> warp_stalls(const std::function<void()>& call) override;
 
  private:
   counter_options options_;
@@ -186,6 +196,20 @@ class cupti_counter_source final : public bench_counter_source {
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL counter_result cupti_counter_source::profile(const std::vector<std::string>& metrics, const std::function<void()>& call) {
   return profile_counters(metrics, call, options_);
+}
+
+KSCOPE_DECL std::optional<bench_warp_stalls> cupti_counter_source::warp_stalls(const std::function<void()>& call) {
+  warp_stall_options o;
+  o.cupti_library = options_.cupti_library;
+  const warp_stall_result r = profile_warp_stalls(call, o);
+  bench_warp_stalls out;
+  out.message = r.message;
+  out.collected = r.ok() && r.total.total_samples() > 0;
+  if (out.collected) {
+    out.shares = to_stall_shares(r.total);
+    out.samples = r.total.total_samples();
+  }
+  return out;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -536,6 +560,9 @@ class bench {
   // the metrics given there, or the default set.
   bench& counter_source(std::shared_ptr<bench_counter_source> source);
   [[nodiscard]] bool counters_enabled() const noexcept { return counters_; }
+  // With counters, one more call sampled for its warp stalls (PC sampling, one extra call,
+  // kernels serialized): the classification then names why warps wait. On by default.
+  bench& warp_stalls(bool on = true);
 
 #if KSCOPE_HAS_CUDA
   // The kernel the callable launches, with its launch configuration: its registers,
@@ -603,6 +630,7 @@ class bench {
   int block_threads_ = 0;
   std::size_t dynamic_smem_bytes_ = 0;
   bool counters_ = false;
+  bool warp_stalls_ = true;
   std::vector<std::string> counter_metrics_;
   std::shared_ptr<bench_counter_source> counter_source_;
 };
@@ -674,6 +702,11 @@ KSCOPE_DECL bench& bench::counters(std::vector<std::string> metrics) {
   return *this;
 }
 
+KSCOPE_DECL bench& bench::warp_stalls(bool on) {
+  warp_stalls_ = on;
+  return *this;
+}
+
 KSCOPE_DECL bench& bench::counter_source(std::shared_ptr<bench_counter_source> source) {
   counters_ = true;
   counter_source_ = std::move(source);
@@ -732,7 +765,10 @@ KSCOPE_DECL void bench::profile_counters_into(bench_result& r, bench_stream stre
   try {
     if (!counter_source_) counter_source_ = std::make_shared<cupti_counter_source>();
     const counter_result pass = counter_source_->profile(counter_metrics_, call);
-    r.counters = detail::harness::counters_from_pass(pass, counter_metrics_, context);
+    // The stall pass only where the counters collected: it explains their verdict.
+    std::optional<bench_warp_stalls> stalls;
+    if (warp_stalls_ && pass.ok()) stalls = counter_source_->warp_stalls(call);
+    r.counters = detail::harness::counters_from_pass(pass, counter_metrics_, context, stalls);
   } catch (const std::exception& e) {
     r.counters = detail::harness::counters_not_collected(std::string("the profiled call threw: ") + e.what(),
                                                          counter_metrics_);

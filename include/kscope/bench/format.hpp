@@ -274,6 +274,8 @@ KSCOPE_DECL void append_counter_notes(const bench_counters& c, std::vector<std::
   }
   if (c.declared_vs_measured && !c.declared_vs_measured->text.empty())
     notes.push_back("declared vs measured (per call, over 10 % apart): " + c.declared_vs_measured->text);
+  if (c.warp_stalls)
+    notes.push_back("warp stalls (one more call, PC sampling, never timed): " + c.warp_stalls->message);
   if (c.classified) {
     notes.push_back("bound (measured): " + c.classified->verdict.text);
     for (const finding& f : c.classified->also) notes.push_back("also: " + f.text);
@@ -468,8 +470,16 @@ KSCOPE_DECL std::string to_markdown(const bench_context& context, const std::vec
       continue;
     }
     const summary& st = r.analysis.stats;
+    // One row, one verdict: with a measured bound (the counters' classification) the roof
+    // column shows the declared point as what it is, its share of the roof, and no limiter
+    // of its own beside the measured one.
+    const bench_counters* counted = collected_counters(r);
+    const bool measured_bound = counted != nullptr && counted->classified &&
+                                counted->classified->verdict.kind != bottleneck::undetermined;
     std::string roof;
-    if (r.roofline) roof = format_percent(r.roofline->fraction_of_roof, 0) + " " + to_string(r.roofline->limiter);
+    if (r.roofline)
+      roof = format_percent(r.roofline->fraction_of_roof, 0) +
+             (measured_bound ? std::string(" of roof (declared)") : " " + std::string(to_string(r.roofline->limiter)));
     else if (std::isfinite(r.fraction_of_peak_bandwidth)) roof = format_percent(r.fraction_of_peak_bandwidth, 0) + " of BW";
     std::string clock = std::isfinite(r.analysis.median_sm_clock_mhz)
                             ? printf_string("%.0f MHz", r.analysis.median_sm_clock_mhz)
@@ -668,6 +678,19 @@ KSCOPE_DECL void write_counters(json_writer& w, const bench_counters& c) {
     w.end_array();
     w.key("missing").begin_array();
     for (const std::string& m : k.missing) w.value(m);
+    w.end_array();
+    w.end_object();
+  } else {
+    w.value(nullptr);
+  }
+  w.key("warp_stalls");
+  if (c.warp_stalls) {
+    const bench_warp_stalls& s = *c.warp_stalls;
+    w.begin_object();
+    w.member("collected", s.collected).member("message", s.message).member("samples", s.samples);
+    w.key("shares").begin_array();
+    for (const stall_share& share : s.shares)
+      w.begin_object().member("reason", share.reason).member("share", share.share).end_object();
     w.end_array();
     w.end_object();
   } else {

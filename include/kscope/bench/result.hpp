@@ -125,6 +125,15 @@ struct reference_result {
 //   } else if (r.counters) {
 //     std::puts(r.counters->message.c_str());                     // why there are none
 //   }
+// The warp-stall pass of the profiled call (PC sampling): the stall shares the
+// classification takes as evidence of why warps wait, or why there are none.
+struct bench_warp_stalls {
+  bool collected = false;
+  std::string message;              // one line: what was sampled, or why not
+  std::vector<stall_share> shares;  // every reason but "selected", as a share of all samples
+  std::uint64_t samples = 0;
+};
+
 struct bench_counters {
   // kscope::to_string(counter_state) of the pass: "collected", "no permission",
   // "unavailable", "disabled", "busy", "unknown metric", "failed", ...
@@ -143,6 +152,9 @@ struct bench_counters {
   // when they agree within 10 % or nothing was declared.
   std::optional<work_check> declared_vs_measured;
   std::optional<classification> classified;
+  // One PC-sampling pass of the call (bench::warp_stalls, on with counters()); nullopt when
+  // not taken.
+  std::optional<bench_warp_stalls> warp_stalls;
 
   [[nodiscard]] bool collected() const noexcept { return state == "collected"; }
 };

@@ -62,4 +62,18 @@ struct finding {
   std::string text;
 };
 
+// What a section prints beside its own conclusion for a scope whose one verdict
+// (scope_report::verdict, verdict/scope_verdict.hpp) rests on stronger evidence and says
+// otherwise: "" when it agrees, when the section's evidence decided, or when there is no
+// verdict. A report never shows two conclusions for one scope without saying which holds.
+//   details += path + ": " + f.text + kscope::outweighed_note(s, f.kind, "sampled metrics");
+template <class Scope>
+[[nodiscard]] std::string outweighed_note(const Scope& s, bottleneck said, const std::string& basis) {
+  if (!s.verdict || said == bottleneck::undetermined || s.verdict->basis == basis || s.verdict->verdict.kind == said)
+    return {};
+  std::string where = s.verdict->verdict.where.empty() ? std::string() : " (" + s.verdict->verdict.where + ")";
+  return " [outweighed: the scope's verdict is " + std::string(to_string(s.verdict->verdict.kind)) + where +
+         ", from " + s.verdict->basis + "]";
+}
+
 }  // namespace kscope

@@ -183,8 +183,13 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
            fit(counter_cell(c.per_call(c.measured.flops.total), ""), 11, true) +
            fit(std::isfinite(sm) ? format_fixed(sm, 1) : "-", 7, true) +
            fit(std::isfinite(mem) ? format_fixed(mem, 1) : "-", 7, true) + "  " +
-           fit(to_string(c.classified.verdict.kind), 18) + "\n";
-    details += wrap(printable_name(s.path) + ": " + c.classified.verdict.text, 98);
+           fit((outweighed_note(s, c.classified.verdict.kind, "hardware counters").empty() ? "" : "~") +
+                   std::string(to_string(c.classified.verdict.kind)),
+               18) +
+           "\n";
+    details += wrap(printable_name(s.path) + ": " + c.classified.verdict.text +
+                        outweighed_note(s, c.classified.verdict.kind, "hardware counters"),
+                    98);
     if (c.declared_vs_measured && !c.declared_vs_measured->text.empty())
       details += wrap("  " + printable_name(s.path) + ": " + c.declared_vs_measured->text, 98);
     const std::string measured = describe(c.measured);

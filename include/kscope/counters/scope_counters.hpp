@@ -168,12 +168,27 @@ class scope_counter_sampler {
         // One pass, run once: user replay with a one-pass group (no memory save/restore).
         if (!ensure_plan(pass->options)) return false;
         const std::uint32_t nth = profiled_[node].load(std::memory_order_relaxed);
-        metrics = plan_.groups[nth % plan_.groups.size()];
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (plan_.groups.empty()) return false;
+          metrics = plan_.groups[nth % plan_.groups.size()];
+        }
         pass->options.replay = counter_replay::user;
       } else if (metrics.empty()) {
         metrics = default_metric_names();
       }
-      if (!pass->run.begin(metrics, pass->options, pass->result) || !pass->run.start_run(pass->result)) {
+      if (!pass->run.begin(metrics, pass->options, pass->result)) {
+        refused(pass->result);
+        return false;
+      }
+      if (!options_.kernel_replay && pass->result.passes > 1) {
+        // The plan's estimate was wrong for this context: the call runs once, so a group
+        // that needs more passes would only fail after costing the call. Split it (or
+        // drop a lone metric) before running anything; this call goes unprofiled.
+        split_group(metrics, pass->result.passes);
+        return false;
+      }
+      if (!pass->run.start_run(pass->result)) {
         refused(pass->result);
         return false;
       }
@@ -204,7 +219,7 @@ class scope_counter_sampler {
       }
       if (metrics_.empty()) metrics_ = r.metrics;
       for (const std::string& n : r.notes) note(n);
-      t.groups = options_.kernel_replay ? 1 : plan_.groups.size();
+      t.groups = options_.kernel_replay ? 1 : plan_.groups.size();  // under mutex_, as split_group
       ++t.profiled_calls;
       t.kernels += r.kernels.size();
       t.kernels_dropped += r.ranges_dropped;
@@ -246,6 +261,32 @@ class scope_counter_sampler {
   }
 
   // A pass that could not begin: a permanent reason switches the hook off, with one line.
+  // A planned group that needs `passes` passes when configured on the context: each of
+  // its metrics gets a group of its own (the duration stays out: it may be what the others
+  // do not fit beside), a lone metric is dropped, and a note names both.
+  void split_group(const std::vector<std::string>& group, std::size_t passes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = std::find(plan_.groups.begin(), plan_.groups.end(), group);
+    if (it == plan_.groups.end()) return;  // another thread split it already
+    plan_.groups.erase(it);
+    const std::string duration(metric_info_of(counter_metric::duration).name());
+    std::vector<std::string> members;
+    for (const std::string& m : group)
+      if (m != duration) members.push_back(m);
+    std::string names;
+    for (const std::string& m : group) names += (names.empty() ? "" : ", ") + m;
+    if (members.size() > 1 || (members.size() == 1 && group.size() > 1)) {
+      for (const std::string& m : members) plan_.groups.push_back({m});
+      note("a metric group needed " + std::to_string(passes) + " passes on this context though planned as one (" +
+           names + "): split into one group per metric, without the kernels' time");
+    } else {
+      note("not collected per scope without kernel replay: " + names + " needs " + std::to_string(passes) +
+           " passes on this context (scope_counter_options::kernel_replay, KSCOPE_COUNTERS=kernel)");
+    }
+    if (plan_.groups.empty()) plan_.groups.push_back({duration});
+    groups_planned_.store(static_cast<std::uint32_t>(plan_.groups.size()), std::memory_order_relaxed);
+  }
+
   void refused(const counter_result& r) {
     const bool permanent = r.state == counter_state::disabled || r.state == counter_state::unavailable ||
                            r.state == counter_state::no_permission || r.state == counter_state::unsupported_device ||

@@ -111,7 +111,8 @@ std::string sampled_metrics_text(const session_sampled_metrics& m, const Scopes&
     if (n == nullptr || n->samples == 0) continue;
     const std::string name = std::string(indent_width(s.depth), ' ') + printable_name(s.name);
     out += row(name, n->samples, n->idle_share(), n->values);
-    verdicts += wrap(printable_name(s.path) + ": " + classify_sampled(*n, d.metrics).text, 98);
+    const finding f = classify_sampled(*n, d.metrics);
+    verdicts += wrap(printable_name(s.path) + ": " + f.text + outweighed_note(s, f.kind, "sampled metrics"), 98);
   }
   if (!m.attributed)
     out += "(no kernel activity reached the sampler: per-scope rows need the CUPTI collector running)\n";

@@ -48,8 +48,12 @@ KSCOPE_DECL std::string session_report::html() const {
                                intensity, percent(p.fraction_of_roof), percent(s.fraction_of_measured_roof),
                                impossible                            ? "impossible"
                                : detail::placement_roof_unknown(s) ? "roof?"
-                                                                   : to_string(p.limiter),
-                               s.roof, detail::placement_advice(s)});
+                                                                   : std::string(to_string(p.limiter)),
+                               s.roof,
+                               detail::placement_advice(s) +
+                                   (detail::placement_has_limiter(s)
+                                        ? outweighed_note(s, detail::bottleneck_of(p.limiter), "declared work")
+                                        : std::string())});
   }
   // Measured points (per-scope counters): one per memory level beside the declared one,
   // labelled "path (DRAM)", "path (L2)"; a measured point is what the kernels did.

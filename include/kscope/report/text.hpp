@@ -78,6 +78,7 @@ KSCOPE_DECL std::string session_report::text() const {
            detail::fit("%meas", 7, true) + "  " + detail::fit("limiter", 11) + detail::fit("roof", 12) + "\n";
     out += std::string(98, '-') + "\n";
     std::string hints;
+    bool any_outweighed = false;
     for (const scope_report& s : scopes) {
       if (!s.roofline) continue;
       const placement& p = *s.roofline;
@@ -88,12 +89,18 @@ KSCOPE_DECL std::string session_report::text() const {
                                            : std::string("-");
       std::string name(detail::indent_width(s.depth), ' ');
       name += printable_name(s.name);
+      // The declared point's limiter, marked when the scope's measured verdict outweighs it.
+      const std::string outweighed =
+          detail::placement_has_limiter(s) ? outweighed_note(s, detail::bottleneck_of(p.limiter), "declared work")
+                                           : std::string();
+      any_outweighed = any_outweighed || !outweighed.empty();
       out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
              detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
              detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
              detail::fit(detail::placement_impossible(s)     ? "impossible"
                          : detail::placement_roof_unknown(s) ? "roof?"
-                                                             : to_string(p.limiter),
+                                                             : (outweighed.empty() ? "" : "~") +
+                                                                   std::string(to_string(p.limiter)),
                          11) +
              detail::fit(printable_name(s.roof), 12) + "\n";
       // Said with the advice when the placement is not timed by the scope's events.
@@ -101,9 +108,12 @@ KSCOPE_DECL std::string session_report::text() const {
                                     ? std::string()
                                     : " [timed by " + s.roofline_time_source + "]";
       const std::string basis = s.roof_basis.empty() ? std::string() : " [" + s.roof_basis + "]";
-      hints += detail::wrap(printable_name(s.path + timed + basis + ": " + detail::placement_advice(s)), 98);
+      hints += detail::wrap(printable_name(s.path + timed + basis + ": " + detail::placement_advice(s) + outweighed), 98);
     }
-    out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof\n" + hints;
+    out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof" +
+           std::string(any_outweighed ? "; ~: the declared work's limiter, outweighed by the scope's measured verdict"
+                                      : "") +
+           "\n" + hints;
   }
   bool any_activity = false;
   for (const scope_report& s : scopes) any_activity = any_activity || s.gpu_activity.has_value();

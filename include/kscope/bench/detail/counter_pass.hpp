@@ -53,8 +53,10 @@ KSCOPE_DECL classification_input classification_input_of(const metric_values& to
 
 // The bench_counters of one profiled call. A pass that collected nothing keeps its state
 // and message (the one note the report prints) and no numbers.
+// `stalls`: the call's warp-stall pass, when taken; its shares join the classification.
 KSCOPE_DECL bench_counters counters_from_pass(const counter_result& pass, const std::vector<std::string>& requested,
-                                         const counter_pass_context& c);
+                                         const counter_pass_context& c,
+                                         const std::optional<bench_warp_stalls>& stalls = std::nullopt);
 
 // The bench_counters of a pass that could not run because the call threw.
 KSCOPE_DECL bench_counters counters_not_collected(std::string why, const std::vector<std::string>& requested);
@@ -86,7 +88,8 @@ KSCOPE_DECL classification_input classification_input_of(const metric_values& to
 }
 
 KSCOPE_DECL bench_counters counters_from_pass(const counter_result& pass, const std::vector<std::string>& requested,
-                                         const counter_pass_context& c) {
+                                         const counter_pass_context& c,
+                                         const std::optional<bench_warp_stalls>& stalls) {
   bench_counters out;
   out.state = to_string(pass.state);
   out.message = pass.message;
@@ -106,7 +109,13 @@ KSCOPE_DECL bench_counters counters_from_pass(const counter_result& pass, const 
   out.measured = measure_roofline(out.metrics, roofs ? &*roofs : nullptr);
   if (c.declared.flops > 0 || c.declared.bytes > 0)
     out.declared_vs_measured = compare_declared_work(declared_or_unknown(c.declared), out.metrics, 1);
-  out.classified = classify(classification_input_of(out.metrics, out.kernels, c));
+  out.warp_stalls = stalls;
+  classification_input in = classification_input_of(out.metrics, out.kernels, c);
+  if (stalls && stalls->collected) in.stalls = stalls->shares;
+  out.classified = classify(in);
+  if (stalls && !stalls->collected)
+    out.classified->missing.push_back("warp stalls: " + (stalls->message.empty() ? std::string("not sampled")
+                                                                                 : stalls->message));
   return out;
 }
 

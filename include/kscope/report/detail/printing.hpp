@@ -54,6 +54,11 @@ KSCOPE_DECL bool placement_roof_unknown(const scope_report& s);
 // roof known.
 KSCOPE_DECL bool placement_has_limiter(const scope_report& s);
 
+// The roofline limiter in the verdict vocabulary.
+[[nodiscard]] constexpr bottleneck bottleneck_of(bound b) noexcept {
+  return b == bound::memory ? bottleneck::memory : b == bound::compute ? bottleneck::compute : bottleneck::latency;
+}
+
 // The line under the roofline table for a placed scope: why it is impossible, else the
 // session's evidence-based advice, else the placement's hint().
 KSCOPE_DECL std::string placement_advice(const scope_report& s);
