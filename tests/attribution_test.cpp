@@ -497,6 +497,52 @@ TEST_CASE("memcpy directions and the runtime correlation id fallback") {
   CHECK(r.counters.unattributed == 0);
 }
 
+TEST_CASE("pageable and synchronous copies: their own buckets, no copy counted twice") {
+  gpu_attribution a;
+  a.launches().record_launch(1, 2, 0);
+  using kscope::memory_kind;
+  auto pageable = make_copy(1, memcpy_kind::d2h, 2 << 20, 10, 610);  // cudaMemcpy into malloc'ed memory
+  pageable.src_kind = memory_kind::device;
+  pageable.dst_kind = memory_kind::pageable;
+  pageable.synchronous = true;
+  a.add_memcpy(pageable);
+  auto pageable_async = make_copy(1, memcpy_kind::h2d, 1000, 700, 800);  // cudaMemcpyAsync from malloc'ed memory
+  pageable_async.src_kind = memory_kind::pageable;
+  pageable_async.dst_kind = memory_kind::device;
+  a.add_memcpy(pageable_async);
+  auto pinned_sync = make_copy(1, memcpy_kind::h2d, 64, 900, 910);
+  pinned_sync.src_kind = memory_kind::pinned;
+  pinned_sync.synchronous = true;
+  a.add_memcpy(pinned_sync);
+  a.add_memcpy(make_copy(1, memcpy_kind::d2d, 4096, 920, 930));  // async, device: no bucket
+  kscope::memset_record set;
+  set.correlation_id = 1;
+  set.bytes = 128;
+  set.start_ns = 940;
+  set.end_ns = 945;
+  set.synchronous = true;
+  a.add_memset(set);
+  set.synchronous = false;
+  a.add_memset(set);
+  const auto r = a.report();
+  const auto* n = r.find(2);
+  REQUIRE(n != nullptr);
+  using d = kscope::copy_direction;
+  const auto at = [](d dir) { return static_cast<std::size_t>(dir); };
+  CHECK(n->memcpy_pageable[at(d::d2h)].count == 1);
+  CHECK(n->memcpy_pageable[at(d::d2h)].bytes == (2u << 20));
+  CHECK(n->memcpy_pageable[at(d::d2h)].ns == 600);
+  CHECK(n->memcpy_pageable[at(d::h2d)].count == 1);
+  CHECK(n->pageable_copies().count == 2);
+  CHECK(n->pageable_copies().ns == 700);
+  CHECK(n->memcpy_sync.count == 1);  // the pinned one: the pageable cudaMemcpy is counted as pageable only
+  CHECK(n->memcpy_sync.bytes == 64);
+  CHECK(n->memset_sync.count == 1);
+  CHECK(n->memset_sync.ns == 5);
+  CHECK(n->memset.count == 2);
+  CHECK(n->copies(d::h2d).count == 2);  // the direction totals hold every copy
+}
+
 TEST_CASE("top kernels: sorted by total time, demangled, median, launch config") {
   kscope::attribution_options o;
   o.median_samples = 1000;

@@ -277,6 +277,133 @@ TEST_CASE("parse_activity copies every field kscope uses, on kscope's clock") {
   CHECK(to_memcpy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN) == kscope::memcpy_kind::unknown);
 }
 
+// Issue 28: a copy's memory kinds and the async flag, read from the real CUPTI structs and
+// carried into the node's pageable and synchronous buckets.
+TEST_CASE("copy records carry their memory kinds and the async flag into the node's buckets") {
+  using kscope::memory_kind;
+  const auto parse_copy = [](const synth_memcpy& m) {
+    cupti_buffer b;
+    b.memcpy(m);
+    kscope::activity_record r;
+    REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+    REQUIRE(r.kind == kscope::activity_kind::memcpy);
+    return r.memcpy;
+  };
+  synth_memcpy m;
+  m.correlation = 61;
+  m.start = 100;
+  m.end = 700;
+  m.bytes = 2u << 20;
+  m.copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.src_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  m.flags = 0;  // cudaMemcpy
+  kscope::memcpy_record c = parse_copy(m);
+  CHECK(c.src_kind == memory_kind::device);
+  CHECK(c.dst_kind == memory_kind::pageable);
+  CHECK(c.pageable());
+  CHECK(c.synchronous);
+  m.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;  // cudaMemcpyAsync: still pageable, not "synchronous API"
+  c = parse_copy(m);
+  CHECK(c.pageable());
+  CHECK_FALSE(c.synchronous);
+  m.dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  m.flags = 0;
+  c = parse_copy(m);
+  CHECK(c.dst_kind == memory_kind::pinned);
+  CHECK_FALSE(c.pageable());
+  CHECK(c.synchronous);
+  m.graph_id = 5;  // a graph's copy node is never a blocking call
+  CHECK_FALSE(parse_copy(m).synchronous);
+  m.graph_id = 0;
+
+  using kscope::detail::to_memory_kind;
+  CHECK(to_memory_kind(CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN) == memory_kind::unknown);
+  CHECK(to_memory_kind(CUPTI_ACTIVITY_MEMORY_KIND_ARRAY) == memory_kind::array);
+  CHECK(to_memory_kind(CUPTI_ACTIVITY_MEMORY_KIND_MANAGED) == memory_kind::managed);
+  CHECK(to_memory_kind(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC) == memory_kind::device_static);
+  CHECK(to_memory_kind(CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC) == memory_kind::managed_static);
+  CHECK(to_memory_kind(200) == memory_kind::unknown);
+
+  // A peer copy carries no async flag CUPTI documents: never called synchronous.
+  {
+    cupti_buffer b;
+    b.peer_memcpy(62, 10, 20, 1024).flags = 0;
+    kscope::activity_record r;
+    REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+    CHECK(r.memcpy.kind == kscope::memcpy_kind::p2p);
+    CHECK_FALSE(r.memcpy.synchronous);
+  }
+
+  // Memsets: the flag, and graph nodes never.
+  {
+    cupti_buffer b;
+    synth_memset s;
+    s.correlation = 63;
+    s.start = 10;
+    s.end = 30;
+    s.bytes = 4096;
+    s.flags = 0;
+    b.memset(s);
+    kscope::activity_record r;
+    REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+    CHECK(r.memset.synchronous);
+    b.clear();
+    s.flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;
+    b.memset(s);
+    REQUIRE(kscope::detail::parse_activity(reinterpret_cast<const CUpti_Activity*>(b.data()), r, 0));
+    CHECK_FALSE(r.memset.synchronous);
+  }
+
+  // Through the whole path into one node: a pageable D2H cudaMemcpy, a pinned H2D cudaMemcpy,
+  // a pinned cudaMemcpyAsync and a synchronous cudaMemset.
+  cupti_buffer b;
+  synth_memcpy pageable = m;
+  pageable.correlation = 71;
+  pageable.dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  pageable.flags = 0;
+  b.memcpy(pageable);
+  synth_memcpy pinned_sync;
+  pinned_sync.correlation = 72;
+  pinned_sync.start = 800;
+  pinned_sync.end = 900;
+  pinned_sync.bytes = 4096;
+  pinned_sync.copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  pinned_sync.src_kind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  pinned_sync.dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  pinned_sync.flags = 0;
+  b.memcpy(pinned_sync);
+  synth_memcpy pinned_async = pinned_sync;
+  pinned_async.correlation = 73;
+  pinned_async.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+  b.memcpy(pinned_async);
+  synth_memset set;
+  set.correlation = 74;
+  set.start = 1000;
+  set.end = 1040;
+  set.bytes = 256;
+  set.flags = 0;
+  b.memset(set);
+  kscope::gpu_attribution a;
+  for (std::uint32_t id = 71; id <= 74; ++id) a.launches().record_launch(id, 9, 0);
+  CHECK(consume(b, a) == 4);
+  const auto report = a.report();
+  const kscope::node_gpu_activity* node = report.find(9);
+  REQUIRE(node != nullptr);
+  const auto d2h = static_cast<std::size_t>(kscope::copy_direction::d2h);
+  CHECK(node->memcpy[d2h].count == 1);
+  CHECK(node->memcpy_pageable[d2h].count == 1);
+  CHECK(node->memcpy_pageable[d2h].bytes == (2u << 20));
+  CHECK(node->memcpy_pageable[d2h].ns == 600);
+  CHECK(node->pageable_copies().count == 1);
+  CHECK(node->memcpy_sync.count == 1);  // the pinned cudaMemcpy; the pageable one is not counted twice
+  CHECK(node->memcpy_sync.bytes == 4096);
+  CHECK(node->memcpy_sync.ns == 100);
+  CHECK(node->memset_sync.count == 1);
+  CHECK(node->memset_sync.ns == 40);
+  CHECK(node->memcpy[static_cast<std::size_t>(kscope::copy_direction::h2d)].count == 2);
+}
+
 TEST_CASE("4 threads x 2 streams x nested scopes, graphs, copies, out-of-order buffers") {
   kscope::gpu_attribution a;
   kscope::correlation_table& table = a.launches();

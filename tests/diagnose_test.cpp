@@ -152,6 +152,10 @@ TEST_CASE("diagnose: launch-bound — gaps between decode's own kernels") {
   CHECK_MESSAGE(d.text.find("50 kernel launches per step") != std::string::npos, d.text);
   CHECK_MESSAGE(d.text.find("3.00 ms in step/decode") != std::string::npos, d.text);
   CHECK(d.suggestion.find("CUDA graph") != std::string::npos);
+  // Cost: all of the GPU's idle time (5.5 ms of 1 s), per 10 ms step.
+  CHECK(d.cost_basis == "wall time");
+  CHECK(d.cost_share == doctest::Approx(5.5e6 / 1e9));
+  CHECK(d.cost_ms_per_step == doctest::Approx(0.055));
 }
 
 TEST_CASE("diagnose: CPU-bound — the GPU idles while the host schedules") {
@@ -215,6 +219,8 @@ TEST_CASE("diagnose: host sync with a busy GPU — decode synchronizes 9 times p
                 d.text);
   CHECK_MESSAGE(d.text.find("the host waiting 3.00 ms per call") != std::string::npos, d.text);
   CHECK_MESSAGE(d.text.find("the GPU idled 120 ms (12.0% of 1.00 s, 2 gaps)") != std::string::npos, d.text);
+  CHECK_MESSAGE(d.text.find("; cost: 1.20 ms per step (12.0% of the wall time)") != std::string::npos, d.text);
+  CHECK(has_evidence(d, "cost.share_of_wall_time"));
 
   SUBCASE("the GPU hardly idles in the synchronizing scope: no finding") {
     r.gpu_time = timeline(0.75, {{"step/decode", 10'000'000}, {"step/d2h", 90'000'000}});
@@ -278,7 +284,7 @@ TEST_CASE("diagnose: decode stalls behind prefill — a step tail that the prefi
   }
 }
 
-TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
+TEST_CASE("diagnose: decode memory-bound — busy GPU; the KV cache named only on evidence") {
   kscope::session_report r = serving_loop();
   r.gpu_time = timeline(0.96, {{"step/schedule", 100'000}});
   // 1 FLOP/B at 3 TB/s of a 4.8 TB/s roof: memory-bound.
@@ -286,10 +292,83 @@ TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
   r.scopes[2].roof = "bf16 tensor";
   REQUIRE(r.scopes[2].roofline->limiter == kscope::bound::memory);
   const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
-  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::decode_memory_bound});
   CHECK(has_evidence(found[0], "decode.share_of_gpu"));
   CHECK(has_evidence(found[0], "roofline.fraction_of_roof"));
   CHECK_MESSAGE(found[0].text.find("declared-work roofline") != std::string::npos, found[0].text);
+  // Nothing separates the weights' bytes from the KV cache's: both are named, and how to
+  // declare them apart.
+  CHECK(found[0].title == "decode memory-bound (weights and KV cache)");
+  CHECK_MESSAGE(found[0].text.find("reads the weights and the KV cache") != std::string::npos, found[0].text);
+  CHECK(found[0].text.find("step reads the KV cache from DRAM") == std::string::npos);
+  CHECK_MESSAGE(found[0].suggestion.find("kscope::scope kv{\"kv\", stream}; kv.set_work(") != std::string::npos,
+                found[0].suggestion);
+  CHECK_FALSE(has_evidence(found[0], "decode.kv_share_of_declared_bytes"));
+  // Its cost: the memory-bound scope's GPU time, as a share of the wall time.
+  CHECK(found[0].cost_basis == "wall time");
+  CHECK(found[0].cost_share == doctest::Approx(0.96));
+  CHECK(found[0].cost_ms_per_step == doctest::Approx(0.96 * 10));
+  CHECK(has_evidence(found[0], "cost.share_of_wall_time"));
+  CHECK_MESSAGE(found[0].text.find("; cost: 9.60 ms per step (96.0% of the wall time), GPU time at the memory roof") !=
+                    std::string::npos,
+                found[0].text);
+
+  // A "kv" child of decode declaring its bytes; decode declares the whole step's.
+  r.scopes[2].declared = kscope::work{100e9, 100e9};
+  kscope::scope_report kv = scope(9, 3, "kv", "step/decode/kv", 3, 3200, 0.1e6, 0.12e6);
+  SUBCASE("declared: the KV cache is 70 % of decode's bytes — KV-cache traffic") {
+    kv.declared = kscope::work{1e9, 70e9};
+    r.scopes.insert(r.scopes.begin() + 3, kv);
+    const std::vector<kscope::diagnosis> kv_found = kscope::diagnose(r);
+    REQUIRE(kinds(kv_found) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    CHECK(kv_found[0].title == "decode is memory-bound: KV-cache traffic sets the pace");
+    CHECK_MESSAGE(kv_found[0].text.find("the KV cache is 70.0% of decode's declared bytes (70.0 GB of 100 GB)") !=
+                      std::string::npos,
+                  kv_found[0].text);
+    CHECK(has_evidence(kv_found[0], "decode.kv_share_of_declared_bytes"));
+    CHECK(kv_found[0].suggestion.find("quantized KV cache") != std::string::npos);
+  }
+  SUBCASE("declared: the KV cache is 20 % — the weights set the pace") {
+    kv.declared = kscope::work{1e9, 20e9};
+    r.scopes.insert(r.scopes.begin() + 3, kv);
+    const std::vector<kscope::diagnosis> w_found = kscope::diagnose(r);
+    REQUIRE(kinds(w_found) == std::vector<diagnosis_kind>{diagnosis_kind::decode_memory_bound});
+    CHECK(w_found[0].title == "decode is memory-bound: weight reads set the pace");
+    CHECK_MESSAGE(w_found[0].text.find("the KV cache is only 20.0% of decode's declared bytes") != std::string::npos,
+                  w_found[0].text);
+    CHECK(w_found[0].suggestion.find("larger decode batches") != std::string::npos);
+  }
+  SUBCASE("declared on a \"weights\" and a \"kv\" scope, decode declaring nothing") {
+    r.scopes[2].declared = kscope::work{};
+    kv.declared = kscope::work{1e9, 30e9};
+    kscope::scope_report weights = scope(10, 3, "weights", "step/decode/weights", 3, 3200, 0.1e6, 0.12e6);
+    weights.declared = kscope::work{1e9, 10e9};
+    r.scopes.insert(r.scopes.begin() + 3, kv);
+    r.scopes.insert(r.scopes.begin() + 4, weights);
+    const std::vector<kscope::diagnosis> both = kscope::diagnose(r);
+    REQUIRE(kinds(both) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    CHECK_MESSAGE(both[0].text.find("75.0% of decode's declared bytes (30.0 GB of 40.0 GB)") != std::string::npos,
+                  both[0].text);
+  }
+  SUBCASE("a kv scope without declared bytes separates nothing") {
+    r.scopes.insert(r.scopes.begin() + 3, kv);
+    const std::vector<kscope::diagnosis> none = kscope::diagnose(r);
+    REQUIRE(kinds(none) == std::vector<diagnosis_kind>{diagnosis_kind::decode_memory_bound});
+    CHECK(none[0].title == "decode memory-bound (weights and KV cache)");
+  }
+  SUBCASE("the memory-bound scope is decode's attention: it reads the KV cache") {
+    r.scopes[2].roofline.reset();
+    kscope::scope_report attention = scope(11, 3, "attention", "step/decode/attention", 3, 3200, 0.1e6, 0.12e6);
+    attention.roofline = kscope::place(kscope::work{1e9, 1e9}, 1e9 / 3e12, 989e12, 4.8e12);
+    attention.gpu_activity = kernels(3200, 300e6);
+    r.scopes.insert(r.scopes.begin() + 3, attention);
+    const std::vector<kscope::diagnosis> att = kscope::diagnose(r);
+    REQUIRE(kinds(att) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    CHECK_MESSAGE(att[0].text.find("'step/decode/attention' is memory-bound") != std::string::npos, att[0].text);
+    CHECK_MESSAGE(att[0].text.find("each decode step reads the KV cache from DRAM") != std::string::npos, att[0].text);
+    // Its cost is attention's GPU time: 300 of the 1100 ms the scopes ran, at 96 % busy.
+    CHECK(att[0].cost_share == doctest::Approx(300.0 / 1100 * 0.96));
+  }
 
   SUBCASE("decided by hardware counters: the text carries their numbers") {
     kscope::scope_counter_report c;
@@ -299,7 +378,7 @@ TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
                                   {"sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.0, "%"}};
     r.scopes[2].counters = c;
     const std::vector<kscope::diagnosis> by_counters = kscope::diagnose(r);
-    REQUIRE(kinds(by_counters) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    REQUIRE(kinds(by_counters) == std::vector<diagnosis_kind>{diagnosis_kind::decode_memory_bound});
     CHECK(has_evidence(by_counters[0], "dram__throughput.avg.pct_of_peak_sustained_elapsed"));
     CHECK_MESSAGE(by_counters[0].text.find("memory-bound (hardware counters, "
                                            "dram__throughput.avg.pct_of_peak_sustained_elapsed = 83.5 %") !=
@@ -314,7 +393,7 @@ TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
     v.verdict.facts = {{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 83.5, "%"}};
     r.scopes[2].verdict = v;
     const std::vector<kscope::diagnosis> by_verdict = kscope::diagnose(r);
-    REQUIRE(kinds(by_verdict) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    REQUIRE(kinds(by_verdict) == std::vector<diagnosis_kind>{diagnosis_kind::decode_memory_bound});
     CHECK(has_evidence(by_verdict[0], "dram__throughput.avg.pct_of_peak_sustained_elapsed"));
     CHECK_MESSAGE(by_verdict[0].text.find("memory-bound (hardware counters, ") != std::string::npos, by_verdict[0].text);
     // A verdict of another kind outranks the memory-side placement of the declared work.
@@ -324,7 +403,7 @@ TEST_CASE("diagnose: KV-cache traffic — busy GPU, memory-bound decode") {
     r.scopes[2].verdict->basis = "declared work";
     r.scopes[2].verdict->verdict.kind = kscope::bottleneck::memory;
     const std::vector<kscope::diagnosis> by_declared = kscope::diagnose(r);
-    REQUIRE(kinds(by_declared) == std::vector<diagnosis_kind>{diagnosis_kind::kv_cache_traffic});
+    REQUIRE(kinds(by_declared) == std::vector<diagnosis_kind>{diagnosis_kind::decode_memory_bound});
     CHECK_MESSAGE(by_declared[0].text.find("declared-work roofline") != std::string::npos, by_declared[0].text);
   }
   SUBCASE("declared work under the ridge but far from the roof: no finding (healthy serving, H200: 54 %)") {
@@ -451,5 +530,295 @@ TEST_CASE("diagnose: a report saved as JSON and read back gives the same finding
     json.insert(at + std::string("\"gpu_time\":").size(), " 7, \"gpu_time_was\":");
     CHECK_FALSE(kscope::parse_report(json, &error));
     CHECK_MESSAGE(error.find("gpu_time") != std::string::npos, error);
+  }
+}
+
+namespace {
+
+constexpr std::size_t d2h_index = static_cast<std::size_t>(kscope::copy_direction::d2h);
+
+// A scope inside the step that copies 2 MiB device to host per step from malloc'ed memory
+// (CUPTI: dstKind PAGEABLE), 650 us each: 3.23 GB/s.
+kscope::scope_report pageable_copy_scope(const std::string& name) {
+  kscope::scope_report copy = scope(9, 1, name, "step/" + name, 2, 100, 0.7e6, 0.8e6);
+  copy.gpu_activity = kscope::node_gpu_activity{};
+  const kscope::copy_totals copies{100, 100ull << 21, 65'000'000};
+  copy.gpu_activity->memcpy[d2h_index] = copies;
+  copy.gpu_activity->memcpy_pageable[d2h_index] = copies;
+  return copy;
+}
+
+// The loop of the issue: a busy-enough GPU, the copy scope blocking the host every step
+// (1 D2H copy per call in the rings) while the GPU idles 8 % of the wall time.
+kscope::session_report pageable_loop(const std::string& name = "copy_out") {
+  kscope::session_report r = serving_loop();
+  r.scopes.push_back(pageable_copy_scope(name));
+  r.gpu_time = timeline(0.6, {{"step/" + name, 40'000'000}, {"step/" + name, 40'000'000}, {"step/schedule", 5'000'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 6e6, 1e6, 50, 1), gpu_entry(3, "step/decode", 100, 5.3e6, 0.1e6, 50, 0),
+                        gpu_entry(9, "step/" + name, 100, 0.65e6, 0, 0, 1)};
+  return r;
+}
+
+const kscope::evidence* find_evidence(const kscope::diagnosis& d, const std::string& metric) {
+  for (const kscope::evidence& e : d.evidence)
+    if (e.metric == metric) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("diagnose: pageable copies — the loop gets exactly this finding, with rate, bytes per call and cost") {
+  kscope::session_report r = pageable_loop();
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+  const kscope::diagnosis& d = found[0];
+  CHECK_MESSAGE(d.text.find("'step/copy_out' copies 2.10 MB per call (1 copy of 2.10 MB), device-to-host, to or "
+                            "from pageable host memory (100 copies, 210 MB in all), at 3.23 GB/s (650 us per call)") !=
+                    std::string::npos,
+                d.text);
+  CHECK_MESSAGE(d.text.find("pinned memory (cudaHostAlloc / cudaHostRegister) lets the copy run asynchronously at the "
+                            "link's rate") != std::string::npos,
+                d.text);
+  CHECK_MESSAGE(d.text.find("the GPU idled 80.0 ms (8.0% of 1.00 s) while the host was in it") != std::string::npos, d.text);
+  CHECK(d.text.find("GB/s the copy would take") == std::string::npos);  // no link rate invented
+  REQUIRE(find_evidence(d, "scope.pageable_bytes_per_s") != nullptr);
+  CHECK(find_evidence(d, "scope.pageable_bytes_per_s")->value == doctest::Approx(2097152 / 650e-6));
+  CHECK(find_evidence(d, "scope.pageable_bytes_per_call")->value == doctest::Approx(2097152));
+  CHECK(find_evidence(d, "host_link.bytes_per_s") == nullptr);
+  CHECK(d.suggestion.find("cudaHostRegister") != std::string::npos);
+  // Cost: 65 ms of copies over 100 steps of 10 ms.
+  CHECK(d.cost_ms_per_step == doctest::Approx(0.65));
+  CHECK(d.cost_share == doctest::Approx(0.065));
+  CHECK(d.cost_basis == "step time");
+  CHECK(has_evidence(d, "cost.ms_per_step"));
+  CHECK(has_evidence(d, "cost.share_of_step_time"));
+  CHECK_MESSAGE(d.text.find("; cost: 650 us per step (6.5% of the step time)") != std::string::npos, d.text);
+
+  SUBCASE("a host-link rate given: what pinned memory would take") {
+    kscope::diagnose_options o;
+    o.host_link_bytes_per_s = 50e9;
+    const std::vector<kscope::diagnosis> linked = kscope::diagnose(r, o);
+    REQUIRE(kinds(linked) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+    CHECK_MESSAGE(linked[0].text.find("pinned host memory typically reaches the host link's rate: at 50.0 GB/s the copy "
+                                      "would take about 41.9 us per call, asynchronously") != std::string::npos,
+                  linked[0].text);
+    CHECK(has_evidence(linked[0], "host_link.bytes_per_s"));
+  }
+  SUBCASE("in the token copy's own scope (a sync point): still a finding, and the only one") {
+    kscope::session_report named = pageable_loop("d2h");
+    CHECK(kinds(kscope::diagnose(named)) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+    named.gpu_time->busy_share = 0.3;  // the GPU idles, mostly while the host is in 'step/d2h'
+    named.gpu_time->scopes[0].busy_per_call_ns = per_call(3e6);
+    CHECK(kinds(kscope::diagnose(named)) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+  }
+  SUBCASE("an idle GPU waiting in the copy scope: the pageable finding, not a host sync or launch-bound one") {
+    r.gpu_time->busy_share = 0.3;
+    r.gpu_time->scopes[0].busy_per_call_ns = per_call(3e6);
+    CHECK(kinds(kscope::diagnose(r)) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+  }
+  SUBCASE("the same copies into pinned memory: the host sync they still are, and no pageable finding") {
+    r.scopes.back().gpu_activity->memcpy_pageable = {};
+    CHECK(kinds(kscope::diagnose(r)) == std::vector<diagnosis_kind>{diagnosis_kind::host_sync});
+  }
+  SUBCASE("pageable copies outside the step (loading the model) are not the loop's") {
+    kscope::scope_report load = pageable_copy_scope("load_model");
+    load.id = 12;
+    load.parent = 0;
+    load.depth = 1;
+    load.path = "load_model";
+    load.calls = 1;
+    r.scopes.back().gpu_activity->memcpy_pageable = {};
+    r.scopes.push_back(load);
+    CHECK(kinds(kscope::diagnose(r)) == std::vector<diagnosis_kind>{diagnosis_kind::host_sync});
+  }
+}
+
+TEST_CASE("diagnose: synchronous cudaMemcpy / cudaMemset inside the step") {
+  kscope::session_report r = serving_loop();
+  r.gpu_time = timeline(0.9, {{"step/schedule", 100'000}});
+  kscope::scope_report upload = scope(13, 2, "upload", "step/schedule/upload", 3, 100, 0.1e6, 0.12e6);
+  upload.gpu_activity = kscope::node_gpu_activity{};
+  upload.gpu_activity->memcpy[0] = kscope::copy_totals{100, 409'600, 2'000'000};
+  upload.gpu_activity->memcpy_sync = kscope::copy_totals{100, 409'600, 2'000'000};
+  upload.gpu_activity->memset = kscope::copy_totals{200, 25'600, 1'000'000};
+  upload.gpu_activity->memset_sync = kscope::copy_totals{200, 25'600, 1'000'000};
+  r.scopes.insert(r.scopes.begin() + 2, upload);
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::sync_copy});
+  const kscope::diagnosis& d = found[0];
+  CHECK_MESSAGE(d.text.find("'step/schedule/upload' issues 1 synchronous cudaMemcpy per step (4.10 kB each) and 2 "
+                            "synchronous cudaMemset per step, 30.0 us per step of GPU time") != std::string::npos,
+                d.text);
+  CHECK(has_evidence(d, "scope.sync_memcpy_per_step"));
+  CHECK(d.cost_ms_per_step == doctest::Approx(0.03));
+  CHECK(d.cost_share == doctest::Approx(3e6 / 1e9));
+  CHECK(d.suggestion.find("cudaMemcpyAsync") != std::string::npos);
+
+  SUBCASE("fewer than one per step: no finding") {
+    r.scopes[2].gpu_activity->memcpy_sync.count = 30;
+    r.scopes[2].gpu_activity->memset_sync.count = 30;
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("in a sync point: no finding") {
+    r.scopes[2].name = "sampling";
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("a scope the host-sync rule already names is not named twice") {
+    r.scopes[2].gpu_activity->host_sync = kscope::host_sync_totals{900, 300'000'000, 0, 0, 900};
+    r.gpu_time = timeline(0.75, {{"step/schedule/upload", 120'000'000}});
+    CHECK(kinds(kscope::diagnose(r)) == std::vector<diagnosis_kind>{diagnosis_kind::host_sync});
+  }
+}
+
+// The same inline-prefill stall with a tail of 3x and of 10x the median: the cost says
+// which is worse, and the findings come largest cost first.
+TEST_CASE("diagnose: severity — a 3x tail reads milder than a 10x one, findings ordered by cost") {
+  const auto report = [](double tail) {
+    kscope::session_report r = serving_loop();
+    r.scopes[0].host_ns = times(5e6, tail * 5e6);
+    kscope::scope_report prefill = scope(6, 1, "prefill", "step/prefill", 2, 10, 30e6, 31e6);
+    prefill.gpu_activity = kernels(40, 10 * 30e6);
+    r.scopes.insert(r.scopes.begin() + 2, prefill);
+    r.gpu_time = timeline(0.95, {{"step/schedule", 100'000}});
+    return r;
+  };
+  const std::vector<kscope::diagnosis> mild = kscope::diagnose(report(3));
+  const std::vector<kscope::diagnosis> bad = kscope::diagnose(report(10));
+  REQUIRE(kinds(mild) == std::vector<diagnosis_kind>{diagnosis_kind::prefill_stall});
+  REQUIRE(kinds(bad) == std::vector<diagnosis_kind>{diagnosis_kind::prefill_stall});
+  CHECK(mild[0].cost_basis == "step p99");
+  CHECK(mild[0].cost_ms_per_step == doctest::Approx(10));
+  CHECK(mild[0].cost_share == doctest::Approx(2.0 / 3));
+  CHECK(bad[0].cost_ms_per_step == doctest::Approx(45));
+  CHECK(bad[0].cost_share == doctest::Approx(0.9));
+  CHECK_MESSAGE(mild[0].text.find("; cost: 10.0 ms in a p99 step (66.7% of it)") != std::string::npos, mild[0].text);
+  CHECK_MESSAGE(bad[0].text.find("; cost: 45.0 ms in a p99 step (90.0% of it)") != std::string::npos, bad[0].text);
+  CHECK(has_evidence(mild[0], "cost.share_of_step_p99"));
+  CHECK(find_evidence(mild[0], "step.p99_over_p50")->value == doctest::Approx(3));
+
+  // Beside them, communication costing 76 % of the wall time: after the 10x tail, before the 3x one.
+  const auto with_comm = [&](double tail) {
+    kscope::session_report r = report(tail);
+    kscope::scope_report ar = scope(7, 1, "allreduce", "step/allreduce", 2, 100, 3e6, 3.2e6);
+    ar.gpu_activity = kernels(100, 3920e6);
+    ar.gpu_activity->comm_kernel_count = 100;
+    ar.gpu_activity->comm_ns = 3'920'000'000;
+    ar.gpu_activity->comm_busy_ns = 3'920'000'000;
+    r.scopes.push_back(ar);
+    return kscope::diagnose(r);
+  };
+  const std::vector<kscope::diagnosis> mild_comm = with_comm(3), bad_comm = with_comm(10);
+  CHECK(kinds(mild_comm) == std::vector<diagnosis_kind>{diagnosis_kind::communication, diagnosis_kind::prefill_stall});
+  CHECK(kinds(bad_comm) == std::vector<diagnosis_kind>{diagnosis_kind::prefill_stall, diagnosis_kind::communication});
+  REQUIRE(mild_comm.size() == 2);
+  CHECK(mild_comm[0].cost_share == doctest::Approx(3920.0 / 5020 * 0.95));
+  CHECK(mild_comm[0].cost_basis == "wall time");
+  CHECK(mild_comm[0].cost_ms_per_step == doctest::Approx(39.2));  // 3.92 s of NCCL over 100 steps, none overlapped
+
+  const auto doc = nlohmann::json::parse(kscope::diagnosis_json(mild_comm));
+  CHECK(doc["findings"][0]["kind"] == "communication");
+  CHECK(doc["findings"][0]["cost_share"].get<double>() == doctest::Approx(mild_comm[0].cost_share));
+  CHECK(doc["findings"][1]["cost_ms_per_step"].get<double>() == doctest::Approx(10));
+  CHECK(doc["findings"][1]["cost_basis"] == "step p99");
+}
+
+TEST_CASE("diagnose: the new copy fields survive JSON, and a report read back gives the same findings") {
+  kscope::session_report r = pageable_loop();
+  kscope::node_gpu_activity& a = *r.scopes.back().gpu_activity;
+  a.memcpy_pageable[0] = kscope::copy_totals{3, 300, 30};
+  a.memcpy_sync = kscope::copy_totals{4, 400, 40};
+  a.memset_sync = kscope::copy_totals{5, 500, 50};
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(r.json(), &error);
+  REQUIRE_MESSAGE(back, error);
+  const kscope::scope_report* copy = back->find("step/copy_out");
+  REQUIRE(copy != nullptr);
+  REQUIRE(copy->gpu_activity);
+  const kscope::node_gpu_activity& b = *copy->gpu_activity;
+  CHECK(b.memcpy_pageable[d2h_index].count == 100);
+  CHECK(b.memcpy_pageable[d2h_index].bytes == (100ull << 21));
+  CHECK(b.memcpy_pageable[d2h_index].ns == 65'000'000);
+  CHECK(b.memcpy_pageable[0].bytes == 300);
+  CHECK(b.memcpy_sync.count == 4);
+  CHECK(b.memcpy_sync.ns == 40);
+  CHECK(b.memset_sync.bytes == 500);
+  const auto doc = nlohmann::json::parse(r.json());
+  const auto& written = doc["scopes"][4]["gpu_activity"];
+  CHECK(written["memcpy_pageable"]["d2h"]["count"] == 100);
+  CHECK(written["memset_sync"]["ns"] == 50);
+
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r), again = kscope::diagnose(*back);
+  CHECK(kinds(again) == kinds(found));
+  REQUIRE(again.size() == found.size());
+  for (std::size_t i = 0; i < found.size(); ++i) CHECK(again[i].text == found[i].text);
+
+  SUBCASE("a report from before these fields: none known, none claimed") {
+    nlohmann::json old = doc;
+    for (auto& s : old["scopes"])
+      if (s["gpu_activity"].is_object()) {
+        s["gpu_activity"].erase("memcpy_pageable");
+        s["gpu_activity"].erase("memcpy_sync");
+        s["gpu_activity"].erase("memset_sync");
+      }
+    const std::optional<kscope::session_report> older = kscope::parse_report(old.dump(), &error);
+    REQUIRE_MESSAGE(older, error);
+    CHECK(older->find("step/copy_out")->gpu_activity->pageable_copies().count == 0);
+    CHECK(kinds(kscope::diagnose(*older)) == std::vector<diagnosis_kind>{diagnosis_kind::host_sync});
+  }
+}
+
+TEST_CASE("diagnose: bad copy input gives a defined result") {
+  SUBCASE("zero copies: no finding") {
+    kscope::session_report r = pageable_loop();
+    r.scopes.back().gpu_activity->memcpy_pageable = {};
+    r.scopes.back().gpu_activity->memcpy_pageable[d2h_index].bytes = 1 << 20;  // bytes without a copy: nothing
+    r.gpu_time = timeline(0.9, {{"step/schedule", 100'000}});
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("copies timed at 0 ns: the finding, no rate, no cost") {
+    kscope::session_report r = pageable_loop();
+    r.scopes.back().gpu_activity->memcpy_pageable[d2h_index].ns = 0;
+    const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+    REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+    CHECK_MESSAGE(found[0].text.find("at a rate CUPTI could not time") != std::string::npos, found[0].text);
+    CHECK(find_evidence(found[0], "scope.pageable_bytes_per_s") == nullptr);
+    CHECK(found[0].cost_ms_per_step == 0);
+    CHECK(found[0].cost_share == 0);
+  }
+  SUBCASE("negative times read from a damaged file: clamped, never a negative cost") {
+    kscope::session_report r = pageable_loop();
+    r.scopes.back().gpu_activity->memcpy_pageable[d2h_index].ns = -5;
+    const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].cost_ms_per_step == 0);
+  }
+  SUBCASE("NaN step times: the finding stands, its cost is unknown (null in JSON)") {
+    kscope::session_report r = pageable_loop();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    r.scopes[0].host_ns = times(nan, nan);
+    r.scopes[0].host_inclusive_ns = nan;
+    r.gpu_time->wall_ns = nan;
+    r.gpu_time->busy_share = nan;
+    const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+    REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+    CHECK(found[0].cost_ms_per_step == doctest::Approx(0.65));  // copies over step calls: still known
+    CHECK(std::isnan(found[0].cost_share));
+    CHECK(found[0].cost_basis.empty());
+    CHECK(found[0].text.find("the GPU idled") == std::string::npos);
+    const auto doc = nlohmann::json::parse(kscope::diagnosis_json(found));
+    CHECK(doc["findings"][0]["cost_share"].is_null());
+    CHECK(doc["findings"][0]["cost_basis"] == "");
+  }
+  SUBCASE("no step scope: repeated copies only, costs unknown, order defined") {
+    kscope::session_report r = pageable_loop();
+    r.scopes[0].name = r.scopes[0].path = "iteration";
+    std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+    REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::pageable_copy});
+    CHECK(std::isnan(found[0].cost_ms_per_step));
+    CHECK(std::isnan(found[0].cost_share));
+    r.scopes.back().gpu_activity->memcpy_pageable[d2h_index].count = 3;  // three copies: no loop
+    found = kscope::diagnose(r);
+    CHECK(std::none_of(found.begin(), found.end(),
+                       [](const kscope::diagnosis& d) { return d.kind == diagnosis_kind::pageable_copy; }));
   }
 }

@@ -52,6 +52,10 @@ struct synth_memcpy {
   std::uint32_t context = 1;
   std::uint32_t graph_id = 0;
   std::uint64_t graph_node_id = 0;
+  // Where each side lives, and the flags: cudaMemcpyAsync between unknown kinds by default.
+  CUpti_ActivityMemoryKind src_kind = CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN;
+  CUpti_ActivityMemoryKind dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN;
+  std::uint8_t flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
 };
 
 struct synth_memset {
@@ -62,6 +66,8 @@ struct synth_memset {
   std::uint64_t bytes = 0;
   std::uint32_t device = 0;
   std::uint32_t context = 1;
+  std::uint16_t flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;  // cudaMemsetAsync by default
+  std::uint32_t graph_id = 0;
 };
 
 // A growable, 8-byte aligned activity buffer (CUPTI's alignment requirement).
@@ -111,6 +117,9 @@ class cupti_buffer {
     r.graphId = m.graph_id;
     r.graphNodeId = m.graph_node_id;
     r.copyCount = 1;
+    r.srcKind = static_cast<std::uint8_t>(m.src_kind);
+    r.dstKind = static_cast<std::uint8_t>(m.dst_kind);
+    r.flags = m.flags;
     return r;
   }
 
@@ -124,6 +133,24 @@ class cupti_buffer {
     r.bytes = s.bytes;
     r.deviceId = s.device;
     r.contextId = s.context;
+    r.flags = s.flags;
+    r.graphId = s.graph_id;
+    return r;
+  }
+
+  // A peer-to-peer copy (CUPTI_ACTIVITY_KIND_MEMCPY2).
+  CUpti_ActivityMemcpyPtoP4& peer_memcpy(std::uint32_t correlation, std::uint64_t start, std::uint64_t end,
+                                         std::uint64_t bytes) {
+    auto& r = append<CUpti_ActivityMemcpyPtoP4>();
+    r.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+    r.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    r.srcKind = r.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    r.correlationId = correlation;
+    r.start = start;
+    r.end = end;
+    r.bytes = bytes;
+    r.contextId = 1;
+    r.streamId = 7;
     return r;
   }
 

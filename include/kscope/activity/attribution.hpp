@@ -21,8 +21,9 @@
 // consume an entry, so every kernel of a CUDA-graph launch is attributed.
 //
 // Per node: kernel count and time, GPU busy time (union of kernel intervals over all
-// streams), idle time inside the node's GPU span, memcpy per direction, memset, the
-// communication share and a per-device split. Per kernel name: a top-kernels table like
+// streams), idle time inside the node's GPU span, memcpy per direction (and, of them, the
+// copies to or from pageable host memory and the synchronous ones), memset (and the
+// synchronous ones), the communication share and a per-device split. Per kernel name: a top-kernels table like
 // torch.profiler's key_averages().table().
 //
 // CUDA graphs: a replayed kernel belongs to the scope that LAUNCHED the graph (above).
@@ -261,9 +262,18 @@ class gpu_attribution {
   static void add_graph_estimates(const node_accumulator& acc, node_gpu_activity& a,
                                   detail::kernel_table::scaled_shares& scaled);
 
-  // Copies (per direction) and memsets: count, bytes and time in their bucket.
-  void apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy, std::uint64_t bytes,
-                      launch_origin origin);
+  // Copies (per direction) and memsets: count, bytes and time in their bucket. Returns the
+  // totals of the node the record went to (the caller adds the pageable and synchronous
+  // buckets there).
+  node_gpu_activity& apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy,
+                                    std::uint64_t bytes, launch_origin origin);
+
+  // One record into one bucket: count, bytes, duration.
+  static void add_copy(copy_totals& t, const activity_header& r, std::uint64_t bytes) noexcept {
+    t.count += 1;
+    t.bytes += bytes;
+    t.ns += r.end_ns - r.start_ns;
+  }
 
   static std::string_view memcpy_label(memcpy_kind kind) noexcept;
 
@@ -333,7 +343,13 @@ KSCOPE_DECL void gpu_attribution::add_memcpy(const memcpy_record& m) {
   ++counters_.memcpy_records;
   const launch_origin origin = origin_of(m.correlation_id, m.runtime_correlation_id);
   if (profiled(origin)) return;
-  apply_transfer(m, activity_kind::memcpy, m.kind, m.bytes, origin);
+  node_gpu_activity& totals = apply_transfer(m, activity_kind::memcpy, m.kind, m.bytes, origin);
+  // A pageable copy is synchronous for the host whatever the API: counted there only.
+  if (m.pageable()) {
+    add_copy(totals.memcpy_pageable[static_cast<std::size_t>(direction_of(m.kind))], m, m.bytes);
+  } else if (m.synchronous) {
+    add_copy(totals.memcpy_sync, m, m.bytes);
+  }
 }
 
 KSCOPE_DECL void gpu_attribution::add_memset(const memset_record& s) {
@@ -342,7 +358,8 @@ KSCOPE_DECL void gpu_attribution::add_memset(const memset_record& s) {
   ++counters_.memset_records;
   const launch_origin origin = origin_of(s.correlation_id, 0);
   if (profiled(origin)) return;
-  apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin);
+  node_gpu_activity& totals = apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin);
+  if (s.synchronous) add_copy(totals.memset_sync, s, s.bytes);
 }
 
 KSCOPE_DECL void gpu_attribution::add_sync(const sync_record& y) {
@@ -764,16 +781,15 @@ KSCOPE_DECL void gpu_attribution::add_graph_estimates(const node_accumulator& ac
   }
 }
 
-KSCOPE_DECL void gpu_attribution::apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy, std::uint64_t bytes,
-                    launch_origin origin) {
+KSCOPE_DECL node_gpu_activity& gpu_attribution::apply_transfer(const activity_header& r, activity_kind kind,
+                                                              memcpy_kind copy, std::uint64_t bytes,
+                                                              launch_origin origin) {
   node_accumulator& acc = account(r, origin);
   if (interval_sink_ != nullptr) interval_sink_->add_interval({r.start_ns, r.end_ns, origin.node, r.device});
   note_graph_capture(acc, r.graph_node_id, origin.node, false, r.end_ns - r.start_ns);
-  copy_totals& t = kind == activity_kind::memset ? acc.totals.memset
-                                                 : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))];
-  t.count += 1;
-  t.bytes += bytes;
-  t.ns += r.end_ns - r.start_ns;
+  add_copy(kind == activity_kind::memset ? acc.totals.memset
+                                         : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))],
+           r, bytes);
   if (options_.recent_capacity > 0) {
     gpu_activity_event e = event_of(r, kind, origin);
     e.name = kind == activity_kind::memset ? std::string_view("Memset") : memcpy_label(copy);
@@ -781,6 +797,7 @@ KSCOPE_DECL void gpu_attribution::apply_transfer(const activity_header& r, activ
     e.bytes = bytes;
     push_recent(e);
   }
+  return acc.totals;
 }
 
 KSCOPE_DECL std::string_view gpu_attribution::memcpy_label(memcpy_kind kind) noexcept {

@@ -54,6 +54,28 @@ inline constexpr std::size_t copy_direction_count = 4;
   }
 }
 
+// Where one side of a copy lives, as CUPTI says (CUpti_ActivityMemoryKind). `pageable`
+// is host memory that is not page-locked (malloc, new, std::vector): the driver copies it
+// through a pinned staging buffer of its own, and the host waits for the copy whatever API
+// was called. `pinned` is page-locked host memory (cudaHostAlloc, cudaMallocHost,
+// cudaHostRegister), which the copy engines reach directly.
+//
+//   if (m.src_kind == kscope::memory_kind::pageable || m.dst_kind == kscope::memory_kind::pageable) ...
+enum class memory_kind : std::uint8_t { unknown, pageable, pinned, device, array, managed, device_static, managed_static };
+
+[[nodiscard]] constexpr const char* to_string(memory_kind kind) noexcept {
+  switch (kind) {
+    case memory_kind::pageable: return "pageable";
+    case memory_kind::pinned: return "pinned";
+    case memory_kind::device: return "device";
+    case memory_kind::array: return "array";
+    case memory_kind::managed: return "managed";
+    case memory_kind::device_static: return "device static";
+    case memory_kind::managed_static: return "managed static";
+    default: return "unknown";
+  }
+}
+
 // "HtoD"-style label, as Nsight and torch.profiler print it.
 //
 //   std::string label = std::string("Memcpy ") + kscope::to_string(rec.kind);
@@ -111,22 +133,38 @@ struct kernel_record : activity_header {
 
 // One memory copy. For copies CUPTI keeps the driver and the runtime correlation ids
 // apart; correlation_table::find_launch tries correlation_id first, then
-// runtime_correlation_id.
+// runtime_correlation_id. `src_kind` / `dst_kind` say where each side lives (a pageable
+// side makes the copy synchronous for the host and staged); `synchronous` is true when
+// the copy came from the synchronous API (cudaMemcpy, not cudaMemcpyAsync: CUPTI's
+// CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC absent). A copy node of a CUDA graph, or a peer copy
+// (whose record carries no such flag), is never marked synchronous.
 //
 //   kscope::memcpy_record m;
-//   m.correlation_id = 43; m.kind = kscope::memcpy_kind::h2d; m.bytes = 1 << 20;
+//   m.correlation_id = 43; m.kind = kscope::memcpy_kind::d2h; m.bytes = 2 << 20;
+//   m.src_kind = kscope::memory_kind::device; m.dst_kind = kscope::memory_kind::pageable;
 struct memcpy_record : activity_header {
   std::uint32_t runtime_correlation_id = 0;
   memcpy_kind kind = memcpy_kind::unknown;
+  memory_kind src_kind = memory_kind::unknown;
+  memory_kind dst_kind = memory_kind::unknown;
+  bool synchronous = false;
   std::uint64_t bytes = 0;
+
+  // Either side in pageable host memory.
+  [[nodiscard]] constexpr bool pageable() const noexcept {
+    return src_kind == memory_kind::pageable || dst_kind == memory_kind::pageable;
+  }
 };
 
-// One memset.
+// One memset. `synchronous`: issued by the synchronous API (cudaMemset, not
+// cudaMemsetAsync: CUPTI's CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC absent); never for a memset
+// node of a CUDA graph.
 //
 //   kscope::memset_record s;
 //   s.correlation_id = 44; s.bytes = 4096; s.start_ns = t0; s.end_ns = t0 + 300;
 struct memset_record : activity_header {
   std::uint64_t bytes = 0;
+  bool synchronous = false;
 };
 
 // What a synchronization record waited for. stream_wait_event makes a stream wait on the

@@ -95,6 +95,15 @@ struct node_gpu_activity {
   std::int64_t last_end_ns = 0;
   std::array<copy_totals, copy_direction_count> memcpy{};  // index: copy_direction
   copy_totals memset{};
+  // Of the copies above, those with a side in pageable host memory (CUPTI's srcKind or
+  // dstKind PAGEABLE), by direction: staged by the driver through a pinned buffer, and
+  // synchronous for the host whatever API issued them.
+  std::array<copy_totals, copy_direction_count> memcpy_pageable{};
+  // Of the copies above, those issued by the synchronous API (cudaMemcpy: CUPTI's async
+  // flag absent) that are NOT in memcpy_pageable, so that no copy counts in both; and the
+  // memsets issued by the synchronous API (cudaMemset). Graph nodes are never counted.
+  copy_totals memcpy_sync{};
+  copy_totals memset_sync{};
   host_sync_totals host_sync{};  // host waits in this node (not GPU work)
 
   // Communication (NCCL kernels, see is_communication_kernel) as a SUBSET of the kernel
@@ -139,6 +148,8 @@ struct node_gpu_activity {
   [[nodiscard]] const device_gpu_activity* find_device(std::uint32_t device) const noexcept;
 
   [[nodiscard]] const copy_totals& copies(copy_direction d) const noexcept;
+  // All pageable copies, every direction together.
+  [[nodiscard]] copy_totals pageable_copies() const noexcept;
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -148,6 +159,16 @@ KSCOPE_DECL std::uint64_t node_gpu_activity::compute_kernel_count() const noexce
 
 KSCOPE_DECL const copy_totals& node_gpu_activity::copies(copy_direction d) const noexcept {
   return memcpy[static_cast<std::size_t>(d)];
+}
+
+KSCOPE_DECL copy_totals node_gpu_activity::pageable_copies() const noexcept {
+  copy_totals sum;
+  for (const copy_totals& c : memcpy_pageable) {
+    sum.count += c.count;
+    sum.bytes += c.bytes;
+    sum.ns += c.ns;
+  }
+  return sum;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 

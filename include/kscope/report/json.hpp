@@ -140,6 +140,15 @@ KSCOPE_DECL std::string session_report::json() const {
       w.value(nullptr);
     } else {
       const node_gpu_activity& a = *s.gpu_activity;
+      const auto totals = [&w](const copy_totals& c) {
+        w.begin_object();
+        w.member("count", static_cast<unsigned long long>(c.count))
+            .member("bytes", static_cast<unsigned long long>(c.bytes))
+            .member("ns", static_cast<long long>(c.ns));
+        w.end_object();
+      };
+      constexpr copy_direction directions[] = {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d,
+                                               copy_direction::other};
       w.begin_object();
       w.member("kernel_count", static_cast<unsigned long long>(a.kernel_count));
       w.member("kernel_ns", static_cast<long long>(a.kernel_ns));
@@ -147,18 +156,22 @@ KSCOPE_DECL std::string session_report::json() const {
       w.member("idle_ns", static_cast<long long>(a.idle_ns));
       w.member("first_start_ns", static_cast<long long>(a.first_start_ns));
       w.member("last_end_ns", static_cast<long long>(a.last_end_ns));
-      for (copy_direction d : {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d, copy_direction::other}) {
-        const copy_totals& copies = a.copies(d);
-        w.key(std::string("memcpy_") + to_string(d)).begin_object();
-        w.member("count", static_cast<unsigned long long>(copies.count))
-            .member("bytes", static_cast<unsigned long long>(copies.bytes));
-        w.member("ns", static_cast<long long>(copies.ns)).end_object();
+      for (copy_direction d : directions) {
+        w.key(std::string("memcpy_") + to_string(d));
+        totals(a.copies(d));
       }
-      w.key("memset").begin_object();
-      w.member("count", static_cast<unsigned long long>(a.memset.count))
-          .member("bytes", static_cast<unsigned long long>(a.memset.bytes))
-          .member("ns", static_cast<long long>(a.memset.ns));
+      w.key("memset");
+      totals(a.memset);
+      w.key("memcpy_pageable").begin_object();
+      for (copy_direction d : directions) {
+        w.key(to_string(d));
+        totals(a.memcpy_pageable[static_cast<std::size_t>(d)]);
+      }
       w.end_object();
+      w.key("memcpy_sync");
+      totals(a.memcpy_sync);
+      w.key("memset_sync");
+      totals(a.memset_sync);
       w.key("host_sync").begin_object();
       w.member("count", static_cast<unsigned long long>(a.host_sync.count))
           .member("ns", static_cast<long long>(a.host_sync.ns))

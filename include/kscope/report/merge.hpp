@@ -162,6 +162,13 @@ KSCOPE_DECL node_gpu_activity gpu_activity_from_json(const json_value& v) {
   for (copy_direction d : {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d, copy_direction::other})
     copy_from_json(v.find(std::string("memcpy_") + to_string(d)), a.memcpy[static_cast<std::size_t>(d)]);
   copy_from_json(v.find("memset"), a.memset);
+  // Absent in reports from before the memory kinds were read: no pageable or synchronous
+  // copy is then known, and none is claimed.
+  if (const json_value* p = v.find("memcpy_pageable"); p != nullptr && p->is_object())
+    for (copy_direction d : {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d, copy_direction::other})
+      copy_from_json(p->find(to_string(d)), a.memcpy_pageable[static_cast<std::size_t>(d)]);
+  copy_from_json(v.find("memcpy_sync"), a.memcpy_sync);
+  copy_from_json(v.find("memset_sync"), a.memset_sync);
   if (const json_value* h = v.find("host_sync")) {  // absent in reports from before it existed
     a.host_sync.count = u64(*h, "count");
     a.host_sync.ns = i64(*h, "ns");

@@ -2,8 +2,9 @@
 //
 // diagnose() reads a session_report (plain data: a report made by the session, read back,
 // or built by hand) and returns findings, each with the numbers it rests on, a sentence
-// that names them, and what to try. Nothing is said without evidence: a rule whose inputs
-// are missing or not finite stays silent, and a healthy report gives no finding.
+// that names them, what to try, and what it costs. Nothing is said without evidence: a
+// rule whose inputs are missing or not finite stays silent, and a healthy report gives no
+// finding.
 //
 //   const kscope::session_report r = kscope::session::global().report();
 //   const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
@@ -14,28 +15,55 @@
 //      fills less than that share of its host time. The scope open on the host during
 //      most of the GPU's idle time (gpu_time.idle_by_scope) says why:
 //      - host_sync: that scope copies device to host in every call (≥ 1 D2H copy per
-//        call) or has a sync role: the host blocked there until the GPU drained, then the
-//        GPU waited for the host's next launches;
+//        call, pageable copies left to rule 5) or has a sync role: the host blocked there
+//        until the GPU drained, then the GPU waited for the host's next launches;
 //      - cpu_launch_bound: otherwise (host work, or launches slower than the kernels):
 //        the scope, its idle time, the gaps between its own kernels, launches per step.
-//      A synchronize shows through its CUPTI synchronization record (host_sync).
+//      A synchronize shows through its CUPTI synchronization record (host_sync). A scope
+//      that blocks only through pageable copies is rule 5's finding, not this one.
 //   1b. host_sync, whatever the busy share: a scope inside the step that is not a sync
 //      point (diagnose_options::sync_names) blocks the host in every call — ≥ 1
-//      synchronize (CUPTI synchronization records) or D2H copy per call — and the GPU idled
-//      while the host was in it for ≥ diagnose_sync_idle_share of the wall time. The one
-//      sync per step that hands sampled tokens to the host belongs to a sync point and is
-//      not a finding; a synchronize after every layer is.
+//      synchronize (CUPTI synchronization records) or non-pageable D2H copy per call — and
+//      the GPU idled while the host was in it for ≥ diagnose_sync_idle_share of the wall
+//      time. The one sync per step that hands sampled tokens to the host belongs to a sync
+//      point and is not a finding; a synchronize after every layer is.
 //   2. prefill_stall: a step's p99 ≥ diagnose_step_tail_ratio × its p50, a prefill scope
 //      inside the step ran in at most diagnose_prefill_max_step_share of the steps, and
 //      its GPU time per call (the p90 of its calls' GPU busy time when the rings hold at
 //      least min_step_calls of them, else the mean) explains at least
 //      diagnose_prefill_explains of p99 − p50.
-//   3. kv_cache_traffic: the GPU busy ≥ diagnose_busy_share_high, a decode scope (or a
+//   3. decode memory-bound: the GPU busy ≥ diagnose_busy_share_high, a decode scope (or a
 //      scope inside it) with ≥ diagnose_decode_min_gpu_share of the GPU time is
 //      memory-bound — by its hardware counters when profiled, else by its sampled
 //      metrics, else by its declared-work roofline placement (under the ridge and at
-//      ≥ counters_at_roof_pct of the memory roof).
+//      ≥ counters_at_roof_pct of the memory roof). Decode at small batch is memory-bound
+//      from its weights alone, so the KV cache is named only on evidence:
+//      - kv_cache_traffic when the memory-bound scope reads the KV cache (a kv role,
+//        diagnose_options::kv_names: "kv", "kv_cache", "attention"), or when declared
+//        bytes put the KV cache at ≥ diagnose_kv_bytes_share of decode's bytes;
+//      - decode_memory_bound otherwise: "weight reads set the pace" when declared bytes
+//        say so, else "(weights and KV cache)" with how to declare them apart.
+//      Declared bytes separate them when scopes in decode's subtree with a kv role
+//      declare bytes (set_work) and either scopes with a weights role declare the rest or
+//      the decode scope declares its whole work (as its roofline placement needs):
+//        { kscope::scope decode{"decode", stream}; decode.set_work({flops, all_bytes});
+//          ...  { kscope::scope kv{"kv", stream}; kv.set_work({attn_flops, kv_bytes}); attention(); } }
 //   4. communication: NCCL kernels ≥ diagnose_comm_share of all kernel time.
+//   5. pageable_copy: every scope in the step (every scope with ≥ min_step_calls of them,
+//      without a step scope) whose copies have a side in pageable host memory (CUPTI's
+//      srcKind / dstKind): bytes per call, the achieved rate (bytes / copy time) and what
+//      pinned memory gives (diagnose_options::host_link_bytes_per_s when known).
+//   6. sync_copy: a scope in the step that is not a sync point issues ≥
+//      diagnose_sync_copies_per_step synchronous cudaMemcpy / cudaMemset per step (CUPTI's
+//      async flag absent; pageable copies are rule 5's), unless rule 1 or 1b named it.
+//
+// Severity: every finding states what it costs (diagnosis::cost_ms_per_step, cost_share,
+// cost_basis), as evidence ("cost.ms_per_step", "cost.share_of_…") and at the end of its
+// text: the GPU's idle time for rules 1 and 1b and the memory-bound scope's GPU time for
+// rule 3 (shares of the wall time, × the step's mean host time per step); p99 − p50 for
+// rule 2 (share of the step's p99); the NCCL time not overlapped with compute for rule 4;
+// the copies' time for rules 5 and 6 (shares of the step's total host time). diagnose()
+// returns the findings by cost_share, largest first (then cost_ms_per_step; unknown last).
 #pragma once
 
 #include "../counters/metrics.hpp"
@@ -44,6 +72,7 @@
 #include "scope_verdict.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -73,11 +102,27 @@ inline constexpr double diagnose_comm_share = 0.3;
 // The GPU idle, while the host sits in a synchronizing scope, for at least this share of
 // the wall time: the synchronizations cost the GPU real time.
 inline constexpr double diagnose_sync_idle_share = 0.05;
+// Synchronous cudaMemcpy / cudaMemset calls per step (per call of the scope without a
+// step scope) from which a scope is a finding: one in every step is a habit, not an accident.
+inline constexpr double diagnose_sync_copies_per_step = 1.0;
+// The KV cache's share of decode's declared bytes from which it, not the weights, sets the pace.
+inline constexpr double diagnose_kv_bytes_share = 0.5;
 
-enum class diagnosis_kind : std::uint8_t { cpu_launch_bound, host_sync, prefill_stall, kv_cache_traffic, communication };
+// The kinds keep their JSON names (to_string) once published; new kinds are added at the end.
+enum class diagnosis_kind : std::uint8_t {
+  cpu_launch_bound,
+  host_sync,
+  prefill_stall,
+  kv_cache_traffic,
+  communication,
+  decode_memory_bound,
+  pageable_copy,
+  sync_copy,
+};
 
 // "cpu/launch-bound", "host sync in step", "decode stalls behind prefill", "KV-cache
-// traffic", "communication".
+// traffic", "communication", "decode memory-bound", "pageable copies", "synchronous
+// memcpy/memset".
 [[nodiscard]] KSCOPE_DECL const char* to_string(diagnosis_kind k) noexcept;
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -88,6 +133,9 @@ KSCOPE_DECL const char* to_string(diagnosis_kind k) noexcept {
     case diagnosis_kind::prefill_stall: return "decode stalls behind prefill";
     case diagnosis_kind::kv_cache_traffic: return "KV-cache traffic";
     case diagnosis_kind::communication: return "communication";
+    case diagnosis_kind::decode_memory_bound: return "decode memory-bound";
+    case diagnosis_kind::pageable_copy: return "pageable copies";
+    case diagnosis_kind::sync_copy: return "synchronous memcpy/memset";
   }
   return "unknown";
 }
@@ -95,23 +143,38 @@ KSCOPE_DECL const char* to_string(diagnosis_kind k) noexcept {
 
 // One finding: `evidence` holds the numbers (counters/metrics.hpp's evidence: a name such as
 // "gpu_time.busy_share", a value, a unit); `text` names them; `suggestion` says what to try.
+// What it costs: `cost_ms_per_step`, milliseconds per step (for a tail finding, what a step
+// at the p99 pays over the median one), and `cost_share`, the share of `cost_basis` it
+// takes: "wall time" (the GPU-time window), "step time" (the step scope's total host
+// time), "step p99" or "kernel time". NaN (basis "") when the report lacks the numbers.
+//
+//   for (const kscope::diagnosis& d : kscope::diagnose(r))
+//     std::printf("%s: %.2f ms per step\n", d.title.c_str(), d.cost_ms_per_step);
 struct diagnosis {
   diagnosis_kind kind = diagnosis_kind::cpu_launch_bound;
   std::string title;
   std::vector<kscope::evidence> evidence;
   std::string text;
   std::string suggestion;
+  double cost_ms_per_step = std::numeric_limits<double>::quiet_NaN();
+  double cost_share = std::numeric_limits<double>::quiet_NaN();
+  std::string cost_basis;
 };
 
 // Which scopes play which role: a scope whose name, or whose "phase" tag, equals one of
 // the names. Thresholds default to the constants above.
 //   kscope::diagnose_options o;
 //   o.step_names = {"iteration"};
+//   o.host_link_bytes_per_s = 53e9;  // measured: pinned cudaMemcpyAsync of 64 MB, PCIe Gen5 x16
 struct diagnose_options {
   std::vector<std::string> step_names{"step"};
   std::vector<std::string> prefill_names{"prefill"};
   std::vector<std::string> decode_names{"decode"};
   std::vector<std::string> sync_names{"d2h", "sampling"};
+  // Scopes (inside decode) whose memory traffic is the KV cache, and those whose traffic
+  // is the weights; their declared bytes tell the two apart (rule 3).
+  std::vector<std::string> kv_names{"kv", "kv_cache", "attention"};
+  std::vector<std::string> weight_names{"weights"};
   double low_busy_share = diagnose_low_busy_share;
   double step_tail_ratio = diagnose_step_tail_ratio;
   double prefill_max_step_share = diagnose_prefill_max_step_share;
@@ -121,6 +184,13 @@ struct diagnose_options {
   double decode_min_gpu_share = diagnose_decode_min_gpu_share;
   double comm_share = diagnose_comm_share;
   double sync_idle_share = diagnose_sync_idle_share;
+  double sync_copies_per_step = diagnose_sync_copies_per_step;
+  double kv_bytes_share = diagnose_kv_bytes_share;
+  // The host link's rate (bytes/s) that a copy from pinned memory reaches, measured (a
+  // pinned cudaMemcpyAsync of tens of MB) or rated (PCIe, NVLink-C2C). The report's device
+  // description holds no host-link bandwidth, so only this sets it; NaN: unknown, and the
+  // pageable-copy finding names no pinned rate.
+  double host_link_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
 };
 
 namespace detail {
@@ -218,25 +288,186 @@ KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, st
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+// The step's mean host time per call (its median when the mean is unknown); NaN when neither is known.
+KSCOPE_DECL double step_time_ns(const scope_report& step);
+
+// Pageable copies over the subtree at i: every direction, and device to host alone.
+KSCOPE_DECL copy_totals subtree_pageable(const std::vector<scope_report>& scopes, std::size_t i, bool d2h_only);
+
+// The GPU's idle time (and its gaps) while the host was in `s` (gpu_time.idle_by_scope).
+KSCOPE_DECL double idle_in_scope(const gpu_time_report& t, const scope_report& s, std::uint64_t* gaps = nullptr);
+
+// Whether declared bytes tell decode's KV-cache traffic from the rest (rule 3): kv-role
+// scopes inside decode (at `dec`) declared `kv_bytes` > 0, and either weight-role scopes
+// declared the rest or the decode scope declared its whole work (≥ kv_bytes), whose
+// remainder is the rest. `other_bytes` is NaN when they are not told apart.
+KSCOPE_DECL bool declared_kv_split(const std::vector<scope_report>& scopes, std::size_t dec,
+                                   const diagnose_options& o, double& kv_bytes, double& other_bytes);
+
+// Sets d's cost (see diagnosis); a non-finite or negative value stays unknown (NaN).
+KSCOPE_DECL void set_cost(diagnosis& d, double ms_per_step, double share, const char* basis);
+
+// The cost as evidence entries and as the closing clause of d.text ("" when unknown).
+KSCOPE_DECL void state_cost(diagnosis& d);
+
+// "device-to-host", "host-to-device and device-to-host": the directions with copies.
+KSCOPE_DECL std::string directions_text(const std::array<copy_totals, copy_direction_count>& by_direction);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL double step_time_ns(const scope_report& step) {
+  if (std::isfinite(step.host_ns.mean) && step.host_ns.mean > 0) return step.host_ns.mean;
+  if (std::isfinite(step.host_ns.median) && step.host_ns.median > 0) return step.host_ns.median;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+KSCOPE_DECL copy_totals subtree_pageable(const std::vector<scope_report>& scopes, std::size_t i, bool d2h_only) {
+  copy_totals sum;
+  for (std::size_t j = i; j < subtree_end(scopes, i); ++j) {
+    if (!scopes[j].gpu_activity) continue;
+    const node_gpu_activity& a = *scopes[j].gpu_activity;
+    const copy_totals c =
+        d2h_only ? a.memcpy_pageable[static_cast<std::size_t>(copy_direction::d2h)] : a.pageable_copies();
+    sum.count += c.count;
+    sum.bytes += c.bytes;
+    sum.ns += c.ns;
+  }
+  return sum;
+}
+
+KSCOPE_DECL double idle_in_scope(const gpu_time_report& t, const scope_report& s, std::uint64_t* gaps) {
+  double idle = 0;
+  std::uint64_t n = 0;
+  for (const gpu_idle_by_scope& b : t.idle_by_scope)
+    if (b.scope == s.id || (b.scope == 0 && !b.path.empty() && b.path == s.path)) {
+      idle += b.ns;
+      n += b.gaps;
+    }
+  if (gaps != nullptr) *gaps = n;
+  return idle;
+}
+
+KSCOPE_DECL bool declared_kv_split(const std::vector<scope_report>& scopes, std::size_t dec,
+                                   const diagnose_options& o, double& kv_bytes, double& other_bytes) {
+  kv_bytes = 0;
+  other_bytes = std::numeric_limits<double>::quiet_NaN();
+  double weight_bytes = 0;
+  for (std::size_t j = dec + 1; j < subtree_end(scopes, dec); ++j) {
+    const double b = scopes[j].declared.bytes;
+    if (!std::isfinite(b) || !(b > 0)) continue;
+    if (plays_role(scopes[j], o.kv_names)) kv_bytes += b;
+    else if (plays_role(scopes[j], o.weight_names)) weight_bytes += b;
+  }
+  if (!(kv_bytes > 0)) return false;
+  if (weight_bytes > 0) {
+    other_bytes = weight_bytes;
+    return true;
+  }
+  const double whole = scopes[dec].declared.bytes;
+  if (std::isfinite(whole) && whole >= kv_bytes) {
+    other_bytes = whole - kv_bytes;
+    return true;
+  }
+  return false;
+}
+
+KSCOPE_DECL void set_cost(diagnosis& d, double ms_per_step, double share, const char* basis) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  d.cost_ms_per_step = std::isfinite(ms_per_step) && ms_per_step >= 0 ? ms_per_step : nan;
+  d.cost_share = std::isfinite(share) && share >= 0 ? share : nan;
+  d.cost_basis = std::isfinite(d.cost_share) ? basis : "";
+}
+
+KSCOPE_DECL void state_cost(diagnosis& d) {
+  const bool ms = std::isfinite(d.cost_ms_per_step), share = std::isfinite(d.cost_share);
+  if (ms) d.evidence.push_back({"cost.ms_per_step", d.cost_ms_per_step, "ms"});
+  if (share) {
+    std::string name = "cost.share_of_" + d.cost_basis;
+    std::replace(name.begin(), name.end(), ' ', '_');
+    d.evidence.push_back({name, d.cost_share, "share"});
+  }
+  if (!ms && !share) return;
+  const std::string duration = ms ? format_duration_ns(d.cost_ms_per_step * 1e6) : std::string();
+  std::string clause = "; cost: ";
+  if (d.cost_basis == "step p99") {
+    clause += (ms ? duration + " in a p99 step" : std::string("a share of the p99 step")) +
+              (share ? " (" + pct(d.cost_share) + " of it)" : std::string());
+  } else if (ms) {
+    clause += duration + " per step" +
+              (share ? " (" + pct(d.cost_share) + " of the " + d.cost_basis + ")" : std::string());
+  } else {
+    clause += pct(d.cost_share) + " of the " + d.cost_basis;
+  }
+  // A memory-bound decode wastes nothing by itself: its cost is the time the bytes take.
+  if (d.kind == diagnosis_kind::kv_cache_traffic || d.kind == diagnosis_kind::decode_memory_bound)
+    clause += ", GPU time at the memory roof";
+  d.text += clause;
+}
+
+KSCOPE_DECL std::string directions_text(const std::array<copy_totals, copy_direction_count>& by_direction) {
+  static const char* const words[copy_direction_count] = {"host-to-device", "device-to-host", "device-to-device",
+                                                          "host-to-host or other"};
+  std::vector<std::string> seen;
+  for (std::size_t d = 0; d < copy_direction_count; ++d)
+    if (by_direction[d].count > 0) seen.emplace_back(words[d]);
+  std::string out;
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == seen.size() ? " and " : ", ") + seen[i];
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 }  // namespace detail
 
-// The findings for `r` (see the rules at the top), in rule order. Empty for a healthy report, an empty one, or one
-// without the data a rule needs (no CUPTI: rules 1, 3 and 4 need its timeline).
+// The findings for `r` (see the rules at the top), by cost, largest first. Empty for a
+// healthy report, an empty one, or one without the data a rule needs (no CUPTI: rules 1,
+// 3, 4, 5 and 6 need its records).
 [[nodiscard]] KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o = {});
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o) {
   using detail::pct;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<diagnosis> out;
   const std::vector<scope_report>& scopes = r.scopes;
   const std::size_t step = detail::find_role(scopes, o.step_names);
   const gpu_time_report* t = r.gpu_time ? &*r.gpu_time : nullptr;
+  // What a share of the wall time costs per step: that share of the step's time.
+  const double step_ns = step != std::string::npos ? detail::step_time_ns(scopes[step]) : nan;
+  const double step_calls =
+      step != std::string::npos && scopes[step].calls > 0 ? static_cast<double>(scopes[step].calls) : nan;
+  const double step_total_ns = step != std::string::npos && std::isfinite(scopes[step].host_inclusive_ns) &&
+                                       scopes[step].host_inclusive_ns > 0
+                                   ? scopes[step].host_inclusive_ns
+                                   : nan;
+  const auto wall_cost = [&](diagnosis& d, double share) {
+    detail::set_cost(d, share * step_ns / 1e6, share, "wall time");
+  };
+  // The scopes inside the loop: the step's subtree, or every scope without a step.
+  const std::size_t loop_first = step != std::string::npos ? step : 0;
+  const std::size_t loop_last = step != std::string::npos ? detail::subtree_end(scopes, step) : scopes.size();
+
+  // Rule 5's scopes, decided first: rules 1 and 1b leave a scope that blocks only through
+  // pageable copies to it (one cause, one finding).
+  std::vector<bool> pageable_found(scopes.size(), false);
+  for (std::size_t j = loop_first; j < loop_last; ++j) {
+    const scope_report& s = scopes[j];
+    if (!s.gpu_activity) continue;
+    const std::uint64_t n = s.gpu_activity->pageable_copies().count;
+    pageable_found[j] = n > 0 && (step != std::string::npos || n >= o.min_step_calls);
+  }
+  const auto pageable_in_subtree = [&](std::size_t i) {
+    for (std::size_t j = i; j < detail::subtree_end(scopes, i); ++j)
+      if (pageable_found[j]) return true;
+    return false;
+  };
+  // Scopes rule 1 or 1b named: rule 6 does not name them again.
+  std::vector<const scope_report*> blocking;
 
   // ---- 1. the GPU waits: launch/CPU-bound or a host sync ----
   if (t != nullptr && std::isfinite(t->busy_share) && t->busy_share < o.low_busy_share && t->wall_ns > 0) {
     // The step's own GPU share, when there is a step: its busy per call over its host time.
-    double step_busy = std::numeric_limits<double>::quiet_NaN(), step_host = std::numeric_limits<double>::quiet_NaN();
-    double kernels_per_step = std::numeric_limits<double>::quiet_NaN();
+    double step_busy = nan, step_host = nan;
+    double kernels_per_step = nan;
     const scope_gpu_time* step_gpu = step != std::string::npos ? t->find(scopes[step].id) : nullptr;
     if (step != std::string::npos) {
       step_host = scopes[step].host_ns.median;
@@ -254,8 +485,19 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
     if (step_waits && top != nullptr && top->ns > 0 && std::isfinite(idle_total)) {
       const std::string waits_in = top->path.empty() ? std::string("(no scope)") : top->path;
       const scope_report* waiting = top->path.empty() ? nullptr : r.find(top->path);
+      const std::size_t waiting_at = waiting != nullptr ? static_cast<std::size_t>(waiting - scopes.data()) : 0;
       const scope_gpu_time* wg = waiting ? t->find(waiting->id) : nullptr;
-      const double waiting_d2h = wg != nullptr && wg->calls_seen > 0 ? detail::finite_or(wg->d2h_per_call, 0) : 0;
+      // Its D2H copies per call, less the pageable ones (rule 5's).
+      const double calls = waiting != nullptr && waiting->calls > 0 ? static_cast<double>(waiting->calls) : nan;
+      const auto pageable_per_call = [&](bool d2h_only) {
+        return std::isfinite(calls)
+                   ? static_cast<double>(detail::subtree_pageable(scopes, waiting_at, d2h_only).count) / calls
+                   : 0.0;
+      };
+      const double pageable_d2h = pageable_per_call(true), pageable_any = pageable_per_call(false);
+      const double waiting_d2h = wg != nullptr && wg->calls_seen > 0
+                                     ? std::max(0.0, detail::finite_or(wg->d2h_per_call, 0) - pageable_d2h)
+                                     : 0;
       // The host blocks in the scope where the GPU idles: it copies device to host in
       // every call (the copy, or the synchronize before it, waits for the GPU to drain),
       // or it is a scope the user marked as a sync point.
@@ -265,6 +507,10 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                                        : 0;
       const bool syncs = waiting_d2h >= 1 || waiting_syncs >= 1 ||
                          (waiting != nullptr && detail::plays_role(*waiting, o.sync_names));
+      // Blocked only by its pageable copies (a sync point's role says where the host waits,
+      // not why): rule 5 names the scope, with this idle time.
+      const bool pageable_only = waiting_d2h < 1 && waiting_syncs < 1 && pageable_any >= 1 && waiting != nullptr &&
+                                 pageable_in_subtree(waiting_at);
       const bool gaps_between_own_kernels = wg != nullptr && wg->calls_seen > 0 && wg->kernels_per_call >= 2 &&
                                             wg->gaps_per_call_ns.median >= wg->busy_per_call_ns.median;
       diagnosis d;
@@ -287,7 +533,9 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
               " of its idle time, " + std::to_string(top->gaps) + (top->gaps == 1 ? " gap" : " gaps") +
               ") while the host was in '" + waits_in + "'";
       if (!gaps_text.empty()) base += "; longest idle gaps: " + gaps_text;
-      if (syncs) {
+      if (pageable_only) {
+        // No finding here: see above.
+      } else if (syncs) {
         d.kind = diagnosis_kind::host_sync;
         d.title = "the host blocks on the GPU inside the step, then the GPU waits for the host";
         d.evidence.push_back({"waiting_scope.d2h_copies_per_call", waiting_d2h, "copies"});
@@ -302,6 +550,10 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
         d.suggestion = "take the synchronization out of the step: copy asynchronously into pinned memory "
                        "(cudaMemcpyAsync, an event to wait on only when the data is needed), drop debugging "
                        "synchronizes, overlap the copy with the next step's launches";
+        // The GPU's idle time while the host was blocked there.
+        wall_cost(d, top->ns / t->wall_ns);
+        if (waiting != nullptr) blocking.push_back(waiting);
+        out.push_back(std::move(d));
       } else {
         d.kind = diagnosis_kind::cpu_launch_bound;
         d.title = "the GPU waits for the CPU: launch/CPU-bound";
@@ -318,8 +570,10 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
         d.suggestion = "launch less from the CPU and keep host work off the critical path: capture the step in a "
                        "CUDA graph, fuse small kernels, batch more requests per step, move host work (scheduling, "
                        "detokenizing) to another thread or overlap it with the GPU";
+        // All of the GPU's idle time: the host, not the GPU, sets the pace.
+        wall_cost(d, idle_total / t->wall_ns);
+        out.push_back(std::move(d));
       }
-      out.push_back(std::move(d));
     }
   }
 
@@ -338,15 +592,13 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
       const double syncs = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.count) / calls : 0;
       const double wait = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.ns) / calls : 0;
       const scope_gpu_time* g = t->find(s.id);
-      const double d2h = g != nullptr && g->calls_seen > 0 ? detail::finite_or(g->d2h_per_call, 0) : 0;
+      // Pageable D2H copies are rule 5's: only the others count here.
+      const double pageable_d2h = static_cast<double>(detail::subtree_pageable(scopes, j, true).count) / calls;
+      const double d2h =
+          g != nullptr && g->calls_seen > 0 ? std::max(0.0, detail::finite_or(g->d2h_per_call, 0) - pageable_d2h) : 0;
       if (syncs < 1 && d2h < 1) continue;
-      double idle = 0;
       std::uint64_t gaps = 0;
-      for (const gpu_idle_by_scope& b : t->idle_by_scope)
-        if (b.scope == s.id || (b.scope == 0 && !b.path.empty() && b.path == s.path)) {
-          idle += b.ns;
-          gaps += b.gaps;
-        }
+      const double idle = detail::idle_in_scope(*t, s, &gaps);
       if (!(idle >= o.sync_idle_share * t->wall_ns) || idle <= worst_idle) continue;
       worst = &s;
       worst_idle = idle;
@@ -383,6 +635,8 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
       d.suggestion = "take the synchronization out of the step: drop debugging synchronizes, wait on an event only "
                      "where the data is needed, copy asynchronously into pinned memory (cudaMemcpyAsync) and "
                      "overlap the copy with the next step's launches";
+      wall_cost(d, worst_idle / t->wall_ns);
+      blocking.push_back(worst);
       out.push_back(std::move(d));
     }
   }
@@ -397,7 +651,7 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
         const scope_report& p = scopes[j];
         if (!detail::plays_role(p, o.prefill_names) || p.calls == 0) continue;
         const double share = static_cast<double>(p.calls) / static_cast<double>(s.calls);
-        double per_call = std::numeric_limits<double>::quiet_NaN();
+        double per_call = nan;
         const double gpu = detail::subtree_gpu_ns(scopes, j);
         if (gpu > 0) per_call = gpu / static_cast<double>(p.calls);
         else if (p.gpu_calls > 0) per_call = p.gpu_ns.median;
@@ -421,6 +675,7 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
         d.title = "decode steps stall behind long prefills";
         d.evidence = {{"step.p50_ns", p50, "ns"},
                       {"step.p99_ns", p99, "ns"},
+                      {"step.p99_over_p50", p99 / p50, "ratio"},
                       {"prefill.steps_share", share, "share"},
                       {basis == "p90" ? "prefill.gpu_busy_per_call_p90_ns" : "prefill.gpu_ns_per_call", per_call, "ns"}};
         d.text = "step '" + s.path + "': p99 " + format_duration_ns(p99) + " is " +
@@ -431,13 +686,16 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                  "), enough to explain the tail: decode waits while a whole prompt is prefilled";
         d.suggestion = "cap the tokens per step (a token budget) and split long prompts into chunks (chunked "
                        "prefill) so every step's prefill share is small";
+        // What a step at the p99 pays over the median one: a tail of 3x p50 costs it 2/3
+        // of its time, one of 10x 9/10.
+        detail::set_cost(d, (p99 - p50) / 1e6, (p99 - p50) / p99, "step p99");
         out.push_back(std::move(d));
         break;
       }
     }
   }
 
-  // ---- 3. KV-cache traffic in decode ----
+  // ---- 3. decode memory-bound: the KV cache named only on evidence ----
   if (t != nullptr && std::isfinite(t->busy_share) && t->busy_share >= o.busy_share_high) {
     double total = 0;
     for (const scope_report& s : scopes) total += detail::own_gpu_ns(s);
@@ -445,26 +703,29 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
     if (dec != std::string::npos && total > 0) {
       const double share = detail::subtree_gpu_ns(scopes, dec) / total;
       std::string source;
-      double fraction = std::numeric_limits<double>::quiet_NaN();
+      double fraction = nan;
       std::vector<evidence> facts;
-      const scope_report* bound_scope = nullptr;
+      std::size_t bound_at = std::string::npos;
       if (share >= o.decode_min_gpu_share) {
-        for (std::size_t j = dec; j < detail::subtree_end(scopes, dec) && bound_scope == nullptr; ++j) {
+        for (std::size_t j = dec; j < detail::subtree_end(scopes, dec) && bound_at == std::string::npos; ++j) {
           std::string src;
-          double f = std::numeric_limits<double>::quiet_NaN();
+          double f = nan;
           std::vector<evidence> found_facts;
           if (detail::memory_bound(r, scopes[j], src, f, found_facts)) {
-            bound_scope = &scopes[j];
+            bound_at = j;
             source = src;
             fraction = f;
             facts = std::move(found_facts);
           }
         }
       }
-      if (bound_scope != nullptr) {
+      if (bound_at != std::string::npos) {
+        const scope_report& bound_scope = scopes[bound_at];
+        double kv_bytes = 0, other_bytes = nan;
+        const bool separated = detail::declared_kv_split(scopes, dec, o, kv_bytes, other_bytes);
+        const double kv_share = separated ? kv_bytes / (kv_bytes + other_bytes) : nan;
+        const bool reads_kv = detail::plays_role(bound_scope, o.kv_names);
         diagnosis d;
-        d.kind = diagnosis_kind::kv_cache_traffic;
-        d.title = "decode is memory-bound: KV-cache traffic sets the pace";
         d.evidence = {{"gpu_time.busy_share", t->busy_share, "share"}, {"decode.share_of_gpu", share, "share"}};
         if (std::isfinite(fraction)) d.evidence.push_back({"roofline.fraction_of_roof", fraction, "share"});
         std::string numbers;
@@ -475,12 +736,50 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
           else if (e.unit == "samples" && std::isfinite(e.value))
             numbers += ", " + detail::format_general(e.value, 6) + " samples";
         }
+        if (separated) {
+          d.evidence.push_back({"decode.kv_declared_bytes", kv_bytes, "bytes"});
+          d.evidence.push_back({"decode.other_declared_bytes", other_bytes, "bytes"});
+          d.evidence.push_back({"decode.kv_share_of_declared_bytes", kv_share, "share"});
+        }
+        const std::string declared =
+            separated ? pct(kv_share) + " of decode's declared bytes (" + detail::format_si(kv_bytes, "B") + " of " +
+                            detail::format_si(kv_bytes + other_bytes, "B") + ")"
+                      : std::string();
+        std::string why;
+        const std::string kv_suggestion =
+            "move fewer KV bytes per token: grouped-query attention, a quantized KV cache (fp8/int8), shorter "
+            "context or a sliding window, larger decode batches to reuse weights";
+        if (reads_kv || (separated && kv_share >= o.kv_bytes_share)) {
+          d.kind = diagnosis_kind::kv_cache_traffic;
+          d.title = "decode is memory-bound: KV-cache traffic sets the pace";
+          why = reads_kv ? ": each decode step reads the KV cache from DRAM"
+                         : ": the KV cache is " + declared + ", so each decode step's KV-cache reads set its pace";
+          d.suggestion = kv_suggestion;
+        } else if (separated) {
+          d.kind = diagnosis_kind::decode_memory_bound;
+          d.title = "decode is memory-bound: weight reads set the pace";
+          why = ": the KV cache is only " + declared + "; the weights, read once per step whatever the batch, set "
+                "the pace";
+          d.suggestion = "read the weights for more tokens at once: larger decode batches (more requests per "
+                         "step), weight quantization (fp8, int4), speculative decoding";
+        } else {
+          d.kind = diagnosis_kind::decode_memory_bound;
+          d.title = "decode memory-bound (weights and KV cache)";
+          why = ": each decode step reads the weights and the KV cache from DRAM, and the report does not say which "
+                "dominates (at small batch the weights alone make decode memory-bound)";
+          d.suggestion = "larger decode batches amortize the weight reads; a quantized KV cache (fp8/int8), "
+                         "grouped-query attention or a shorter context cut the KV reads. To see which dominates, "
+                         "declare the KV bytes inside decode (whose set_work declares the whole step): "
+                         "{ kscope::scope kv{\"kv\", stream}; kv.set_work({attention_flops, kv_bytes}); "
+                         "attention(...); } (or name the attention scope \"attention\", or give the weight GEMMs "
+                         "a \"weights\" scope with their bytes)";
+        }
         d.text = "GPU busy " + pct(t->busy_share) + " of the wall time; '" + scopes[dec].path + "' takes " +
-                 pct(share) + " of the GPU time and '" + bound_scope->path + "' is memory-bound (" + source +
-                 numbers + (std::isfinite(fraction) ? ", " + pct(fraction) + " of the roof" : std::string()) +
-                 "): each decode step reads the KV cache from DRAM";
-        d.suggestion = "move fewer KV bytes per token: grouped-query attention, a quantized KV cache (fp8/int8), "
-                       "shorter context or a sliding window, larger decode batches to reuse weights";
+                 pct(share) + " of the GPU time and '" + bound_scope.path + "' is memory-bound (" + source +
+                 numbers + (std::isfinite(fraction) ? ", " + pct(fraction) + " of the roof" : std::string()) + ")" +
+                 why;
+        // The memory-bound scope's GPU time: what moving fewer bytes shortens.
+        wall_cost(d, total > 0 ? detail::subtree_gpu_ns(scopes, bound_at) / total * t->busy_share : nan);
         out.push_back(std::move(d));
       }
     }
@@ -488,26 +787,34 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
 
   // ---- 4. communication ----
   {
-    double kernel_ns = 0, comm_ns = 0;
+    double kernel_ns = 0, comm_ns = 0, exposed_ns = 0;
     const scope_report* top = nullptr;
     for (const scope_report& s : scopes) {
       if (!s.gpu_activity) continue;
-      kernel_ns += static_cast<double>(s.gpu_activity->kernel_ns);
-      comm_ns += static_cast<double>(s.gpu_activity->comm_ns);
-      if (s.gpu_activity->comm_ns > 0 && (top == nullptr || s.gpu_activity->comm_ns > top->gpu_activity->comm_ns))
-        top = &s;
+      const node_gpu_activity& a = *s.gpu_activity;
+      kernel_ns += static_cast<double>(a.kernel_ns);
+      comm_ns += static_cast<double>(a.comm_ns);
+      // The part not overlapped with this scope's compute: what communication adds.
+      const double overlapped =
+          a.comm_busy_ns > 0 ? std::clamp(static_cast<double>(a.comm_busy_ns + a.compute_busy_ns - a.busy_ns) /
+                                              static_cast<double>(a.comm_busy_ns),
+                                          0.0, 1.0)
+                             : 0.0;
+      exposed_ns += static_cast<double>(a.comm_ns) * (1 - overlapped);
+      if (a.comm_ns > 0 && (top == nullptr || a.comm_ns > top->gpu_activity->comm_ns)) top = &s;
     }
     if (kernel_ns > 0 && top != nullptr && comm_ns / kernel_ns >= o.comm_share) {
       const node_gpu_activity& a = *top->gpu_activity;
       const double overlap = a.comm_busy_ns > 0
                                  ? static_cast<double>(a.comm_busy_ns + a.compute_busy_ns - a.busy_ns) /
                                        static_cast<double>(a.comm_busy_ns)
-                                 : std::numeric_limits<double>::quiet_NaN();
+                                 : nan;
       diagnosis d;
       d.kind = diagnosis_kind::communication;
       d.title = "communication takes a large share of the GPU time";
       d.evidence = {{"comm_share_of_kernel_time", comm_ns / kernel_ns, "share"},
                     {"comm_ns", comm_ns, "ns"},
+                    {"comm_not_overlapped_ns", exposed_ns, "ns"},
                     {"top_scope.comm_ns", static_cast<double>(a.comm_ns), "ns"}};
       if (std::isfinite(overlap)) d.evidence.push_back({"top_scope.comm_overlap_share", overlap, "share"});
       d.text = "NCCL kernels are " + pct(comm_ns / kernel_ns) + " of all kernel time (" + format_duration_ns(comm_ns) +
@@ -515,9 +822,136 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                (std::isfinite(overlap) ? ", " + pct(overlap) + " of it overlapped with compute" : std::string());
       d.suggestion = "overlap collectives with compute (separate streams, bucketed all-reduce), send fewer or "
                      "larger messages, check the parallel layout (tensor vs pipeline parallel) and the links";
+      // NCCL time not overlapped with compute: of the wall time when the timeline says how
+      // busy the GPU was, else of the kernel time.
+      const double ms = exposed_ns / step_calls / 1e6;
+      if (t != nullptr && std::isfinite(t->busy_share))
+        detail::set_cost(d, ms, exposed_ns / kernel_ns * t->busy_share, "wall time");
+      else
+        detail::set_cost(d, ms, exposed_ns / kernel_ns, "kernel time");
       out.push_back(std::move(d));
     }
   }
+
+  // ---- 5. copies to or from pageable host memory ----
+  for (std::size_t j = loop_first; j < loop_last; ++j) {
+    if (!pageable_found[j]) continue;
+    const scope_report& s = scopes[j];
+    const node_gpu_activity& a = *s.gpu_activity;
+    const copy_totals c = a.pageable_copies();
+    const double count = static_cast<double>(c.count), bytes = static_cast<double>(c.bytes);
+    const double copy_ns = std::max(0.0, static_cast<double>(c.ns));
+    const double calls = s.calls > 0 ? static_cast<double>(s.calls) : nan;
+    const double bytes_per_call = bytes / calls, ns_per_call = copy_ns / calls;
+    // Bytes over copy time; a copy timed at 0 ns has no rate.
+    const double rate = copy_ns > 0 ? bytes / (copy_ns / 1e9) : nan;
+    const double link =
+        std::isfinite(o.host_link_bytes_per_s) && o.host_link_bytes_per_s > 0 ? o.host_link_bytes_per_s : nan;
+    std::uint64_t idle_gaps = 0;
+    const double idle = t != nullptr ? detail::idle_in_scope(*t, s, &idle_gaps) : 0;
+    diagnosis d;
+    d.kind = diagnosis_kind::pageable_copy;
+    d.title = "copies to or from pageable host memory block the host";
+    d.evidence = {{"scope.pageable_copies", count, "copies"},
+                  {"scope.pageable_bytes", bytes, "bytes"},
+                  {"scope.pageable_copy_ns", copy_ns, "ns"},
+                  {"scope.pageable_bytes_per_copy", bytes / count, "bytes"}};
+    if (std::isfinite(calls)) {
+      d.evidence.push_back({"scope.pageable_copies_per_call", count / calls, "copies"});
+      d.evidence.push_back({"scope.pageable_bytes_per_call", bytes_per_call, "bytes"});
+      d.evidence.push_back({"scope.pageable_copy_ns_per_call", ns_per_call, "ns"});
+    }
+    if (std::isfinite(rate)) d.evidence.push_back({"scope.pageable_bytes_per_s", rate, "bytes/s"});
+    if (std::isfinite(link)) d.evidence.push_back({"host_link.bytes_per_s", link, "bytes/s"});
+    if (idle > 0) d.evidence.push_back({"scope.gpu_idle_ns", idle, "ns"});
+    std::string per_call;
+    if (std::isfinite(calls))
+      per_call = detail::format_si(bytes_per_call, "B") + " per call (" + detail::format_general(count / calls, 3) +
+                 (count == calls ? " copy" : " copies") + " of " + detail::format_si(bytes / count, "B") + "), ";
+    d.text = "'" + s.path + "' copies " + per_call + detail::directions_text(a.memcpy_pageable) +
+             ", to or from pageable host memory (" + std::to_string(c.count) + " copies, " +
+             detail::format_si(bytes, "B") + " in all)" +
+             (std::isfinite(rate) ? ", at " + detail::format_si(rate, "B/s") + " (" +
+                                        format_duration_ns(std::isfinite(calls) ? ns_per_call : copy_ns) +
+                                        (std::isfinite(calls) ? " per call)" : " in all)")
+                                  : std::string(", at a rate CUPTI could not time (copies of 0 ns)")) +
+             "; the driver stages a pageable copy through a pinned buffer of its own and the host waits for it, "
+             "so it cannot overlap the GPU's work" +
+             (idle > 0 && t->wall_ns > 0 ? "; the GPU idled " + format_duration_ns(idle) + " (" +
+                                               pct(idle / t->wall_ns) + " of " + format_duration_ns(t->wall_ns) +
+                                               ") while the host was in it"
+                                         : std::string());
+    if (std::isfinite(link)) {
+      const double pinned_ns = bytes_per_call / link * 1e9;
+      d.evidence.push_back({"scope.pinned_copy_ns_per_call", pinned_ns, "ns"});
+      d.text += "; pinned host memory typically reaches the host link's rate: at " + detail::format_si(link, "B/s") +
+                (std::isfinite(pinned_ns) ? " the copy would take about " + format_duration_ns(pinned_ns) +
+                                                " per call, asynchronously"
+                                          : std::string(", asynchronously"));
+    } else {
+      d.text += "; pinned memory (cudaHostAlloc / cudaHostRegister) lets the copy run asynchronously at the link's "
+                "rate (PCIe or NVLink-C2C)";
+    }
+    d.suggestion = "allocate the host buffer pinned (cudaHostAlloc / cudaMallocHost, or cudaHostRegister the "
+                   "existing buffer once at start-up), copy with cudaMemcpyAsync on the step's stream and wait on "
+                   "an event only where the host reads the data";
+    // The copies' own time: what the host waits for in every step.
+    detail::set_cost(d, copy_ns / step_calls / 1e6, copy_ns / step_total_ns, "step time");
+    out.push_back(std::move(d));
+  }
+
+  // ---- 6. synchronous memcpy / memset inside the step ----
+  for (std::size_t j = loop_first; j < loop_last; ++j) {
+    const scope_report& s = scopes[j];
+    if (!s.gpu_activity || s.calls == 0 || detail::plays_role(s, o.sync_names)) continue;
+    if (std::find(blocking.begin(), blocking.end(), &s) != blocking.end()) continue;
+    const node_gpu_activity& a = *s.gpu_activity;
+    const double copies = static_cast<double>(a.memcpy_sync.count), sets = static_cast<double>(a.memset_sync.count);
+    // Per step, or per call of the scope without a step scope.
+    const double per = std::isfinite(step_calls) ? step_calls : static_cast<double>(s.calls);
+    if (!((copies + sets) / per >= o.sync_copies_per_step) ||
+        (step == std::string::npos && a.memcpy_sync.count + a.memset_sync.count < o.min_step_calls))
+      continue;
+    const double sync_ns = std::max(0.0, static_cast<double>(a.memcpy_sync.ns + a.memset_sync.ns));
+    const char* unit = std::isfinite(step_calls) ? " per step" : " per call";
+    diagnosis d;
+    d.kind = diagnosis_kind::sync_copy;
+    d.title = "synchronous cudaMemcpy / cudaMemset inside the step";
+    d.evidence = {{"scope.sync_memcpy_per_step", copies / per, "copies"},
+                  {"scope.sync_memset_per_step", sets / per, "memsets"},
+                  {"scope.sync_bytes_per_step", static_cast<double>(a.memcpy_sync.bytes + a.memset_sync.bytes) / per,
+                   "bytes"},
+                  {"scope.sync_ns_per_step", sync_ns / per, "ns"}};
+    std::uint64_t idle_gaps = 0;
+    const double idle = t != nullptr ? detail::idle_in_scope(*t, s, &idle_gaps) : 0;
+    if (idle > 0) d.evidence.push_back({"scope.gpu_idle_ns", idle, "ns"});
+    std::string what;
+    if (copies > 0)
+      what = detail::format_general(copies / per, 3) + " synchronous cudaMemcpy" + unit + " (" +
+             detail::format_si(static_cast<double>(a.memcpy_sync.bytes) / copies, "B") + " each)";
+    if (sets > 0)
+      what += (what.empty() ? "" : " and ") + detail::format_general(sets / per, 3) + " synchronous cudaMemset" + unit;
+    d.text = "'" + s.path + "' issues " + what + ", " + format_duration_ns(sync_ns / per) + unit +
+             " of GPU time; the synchronous API runs on the default stream, and a copy to or from host memory "
+             "returns only when it is done, so the host cannot run ahead of the GPU" +
+             (idle > 0 && t->wall_ns > 0 ? "; the GPU idled " + format_duration_ns(idle) + " (" +
+                                               pct(idle / t->wall_ns) + " of " + format_duration_ns(t->wall_ns) +
+                                               ") while the host was in it"
+                                         : std::string());
+    d.suggestion = "use cudaMemcpyAsync / cudaMemsetAsync on the step's stream (with pinned host buffers for host "
+                   "copies) and synchronize only where the host needs the result";
+    // Their own time, a lower bound: the host also waits for the work queued before them.
+    detail::set_cost(d, sync_ns / step_calls / 1e6, sync_ns / step_total_ns, "step time");
+    out.push_back(std::move(d));
+  }
+
+  // ---- what each costs, largest first ----
+  for (diagnosis& d : out) detail::state_cost(d);
+  std::stable_sort(out.begin(), out.end(), [](const diagnosis& a, const diagnosis& b) {
+    const auto key = [](double v) { return std::isfinite(v) ? v : -1.0; };
+    if (key(a.cost_share) != key(b.cost_share)) return key(a.cost_share) > key(b.cost_share);
+    return key(a.cost_ms_per_step) > key(b.cost_ms_per_step);
+  });
   return out;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
@@ -533,13 +967,15 @@ KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, cons
     if (r.gpu_time && std::isfinite(r.gpu_time->busy_share)) {
       out += detail::wrap("no problem found: GPU busy " + detail::share_text(r.gpu_time->busy_share) + " of " +
                               format_duration_ns(r.gpu_time->wall_ns) +
-                              "; no step tail explained by prefill, no memory-bound decode, no dominant communication",
+                              "; no step tail explained by prefill, no memory-bound decode, no dominant "
+                              "communication, no pageable or synchronous copy in the step",
                           98);
     } else if (r.scopes.empty()) {
       out += "nothing to diagnose: no scopes recorded\n";
     } else {
       out += detail::wrap("no problem found from the host times; without a GPU timeline (CUPTI: KSCOPE_CUPTI=1 or "
-                          "session::enable_cupti()) the launch, sync, KV-cache and communication checks cannot run",
+                          "session::enable_cupti()) the launch, sync, copy, memory-bound decode and communication "
+                          "checks cannot run",
                           98);
     }
     return detail::printable_text(out);
@@ -554,7 +990,9 @@ KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, cons
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The findings as JSON: {"schema": "kscope.diagnosis/1", "findings": [{"kind", "title",
-// "text", "suggestion", "evidence": [{"metric", "value", "unit"}]}]} (docs/report_schema.md).
+// "text", "suggestion", "cost_ms_per_step", "cost_share", "cost_basis", "evidence":
+// [{"metric", "value", "unit"}]}]}, largest cost first (docs/report_schema.md). An unknown
+// cost is null.
 [[nodiscard]] KSCOPE_DECL std::string diagnosis_json(const std::vector<diagnosis>& found);
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -568,6 +1006,8 @@ KSCOPE_DECL std::string diagnosis_json(const std::vector<diagnosis>& found) {
     w.begin_object();
     w.member("kind", to_string(d.kind)).member("title", d.title).member("text", d.text);
     w.member("suggestion", d.suggestion);
+    w.member("cost_ms_per_step", d.cost_ms_per_step).member("cost_share", d.cost_share);
+    w.member("cost_basis", d.cost_basis);
     w.key("evidence").begin_array();
     for (const evidence& e : d.evidence) w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
     w.end_array();

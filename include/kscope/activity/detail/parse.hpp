@@ -65,6 +65,9 @@ KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, correlatio
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, runtimeCorrelationId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, graphNodeId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, graphId);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, srcKind);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, dstKind);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_memcpy_record, CUpti_ActivityMemcpy5, flags);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, type);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, start);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_sync_record, CUpti_ActivitySynchronization, end);
@@ -75,6 +78,7 @@ KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, start);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, correlationId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, graphNodeId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, graphId);
+KSCOPE_DETAIL_SAME_OFFSET(cupti_memset_record, CUpti_ActivityMemset3, flags);
 // CUDA 12.x delivers graph-level trace as CUpti_ActivityGraphTrace (no end device/context).
 KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, correlationId);
 KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, start);
@@ -90,6 +94,9 @@ KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, streamId
 KSCOPE_DECL std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept;
 
 KSCOPE_DECL memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept;
+
+// CUpti_ActivityMemoryKind (a copy record's srcKind / dstKind) -> memory_kind.
+KSCOPE_DECL memory_kind to_memory_kind(std::uint8_t kind) noexcept;
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept {
@@ -109,6 +116,19 @@ KSCOPE_DECL memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
     case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return memcpy_kind::array;
     default: return memcpy_kind::unknown;
+  }
+}
+
+KSCOPE_DECL memory_kind to_memory_kind(std::uint8_t kind) noexcept {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return memory_kind::pageable;
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return memory_kind::pinned;
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return memory_kind::device;
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return memory_kind::array;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return memory_kind::managed;
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return memory_kind::device_static;
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return memory_kind::managed_static;
+    default: return memory_kind::unknown;
   }
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
@@ -140,14 +160,21 @@ KSCOPE_DECL sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexc
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// Both CUPTI copy records (MEMCPY, MEMCPY2) -> one memcpy_record.
+// Both CUPTI copy records (MEMCPY, MEMCPY2) -> one memcpy_record. `flags_valid`: the
+// record's flags carry CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC (CUPTI documents it for MEMCPY
+// only, so a peer copy is never called synchronous); a graph's copy node is launched with
+// the graph, not by a blocking call, and is never synchronous either.
 template <class CuptiCopy>
 inline bool parse_copy(const CuptiCopy& from, std::uint32_t runtime_correlation_id, memcpy_kind kind,
-                       activity_record& out, std::int64_t clock_offset_ns) noexcept {
+                       bool flags_valid, activity_record& out, std::int64_t clock_offset_ns) noexcept {
   out.kind = activity_kind::memcpy;
   copy_header(from, out.memcpy, clock_offset_ns);
   out.memcpy.runtime_correlation_id = runtime_correlation_id;
   out.memcpy.kind = kind;
+  out.memcpy.src_kind = to_memory_kind(from.srcKind);
+  out.memcpy.dst_kind = to_memory_kind(from.dstKind);
+  out.memcpy.synchronous =
+      flags_valid && from.graphId == 0 && (from.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) == 0;
   out.memcpy.bytes = from.bytes;
   return true;
 }
@@ -191,11 +218,11 @@ KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& o
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = *reinterpret_cast<const cupti_memcpy_record*>(record);
-      return parse_copy(m, m.runtimeCorrelationId, to_memcpy_kind(m.copyKind), out, clock_offset_ns);
+      return parse_copy(m, m.runtimeCorrelationId, to_memcpy_kind(m.copyKind), true, out, clock_offset_ns);
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {  // peer copies: no runtime correlation id of their own
       const auto& m = *reinterpret_cast<const cupti_memcpy_p2p_record*>(record);
-      return parse_copy(m, 0, memcpy_kind::p2p, out, clock_offset_ns);
+      return parse_copy(m, 0, memcpy_kind::p2p, false, out, clock_offset_ns);
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* s = reinterpret_cast<const cupti_memset_record*>(record);
@@ -203,6 +230,7 @@ KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& o
       out.kind = activity_kind::memset;
       copy_header(*s, r, clock_offset_ns);
       r.bytes = s->bytes;
+      r.synchronous = s->graphId == 0 && (s->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) == 0;
       return true;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
