@@ -643,8 +643,17 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
                    (continuous ? " kernel functions" : " kernel launches") + " (" + to_string(options.collection) +
                    period + ", " + std::to_string(reason_count) + " stall reasons, CUPTI " +
                    std::to_string(result.cupti_version) + ")";
-  if (result.kernels.empty())
-    result.message += "; no kernel was sampled (none launched, or all shorter than the period)";
+  if (result.kernels.empty()) {
+    // Samples taken in code CUPTI cannot name are not "no kernel": say where they went.
+    const std::uint64_t unnamed = result.non_user_samples + result.dropped_samples;
+    if (unnamed > 0 || result.cupti_total_samples > 0)
+      result.message += "; " + count_text(std::max(unnamed, result.cupti_total_samples)) +
+                        " samples were taken but none in a kernel CUPTI gives PCs for (code loaded before the "
+                        "first warp-stall pass or between passes, or driver and library internals): none can be "
+                        "attributed";
+    else
+      result.message += "; no kernel was sampled (none launched, or all shorter than the period)";
+  }
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
