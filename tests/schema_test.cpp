@@ -624,7 +624,12 @@ std::string bench_report_json() {
   counted.peak_flops_per_s = r.peak_flops_per_s;
   counted.peak_bytes_per_s = r.peak_bytes_per_s;
   counted.median_s = 1.05e-3;
-  r.counters = kscope::detail::harness::counters_from_pass(pass, {"gpu__time_duration.sum"}, counted);
+  kscope::bench_warp_stalls stalls;
+  stalls.collected = true;
+  stalls.message = "warp stalls: 1,000 samples in 1 kernel launches";
+  stalls.samples = 1000;
+  stalls.shares = {{"math_pipe_throttle", 0.4}, {"wait", 0.2}};
+  r.counters = kscope::detail::harness::counters_from_pass(pass, {"gpu__time_duration.sum"}, counted, stalls);
   r.warnings.push_back("fixture");
   return kscope::bench_report{c, {r}}.json();
 }
