@@ -18,10 +18,11 @@ jobs=$(nproc)
 
 # The demo needs a compiler and the build tools only; the tests also need doctest, Google
 # Benchmark, nlohmann/json and xmllint (cross-checks of kscope's JSON and SVG), locales
-# (a comma-decimal locale test) and pkg-config (the kscope.pc test).
+# (a comma-decimal locale test), pkg-config (the kscope.pc test) and prometheus_client
+# (its OpenMetrics parser reads kscope's live metrics, tests/process/openmetrics_check.py).
 packages=(cmake g++ ninja-build)
 if [ "$mode" = test ]; then
-  packages+=(doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales pkg-config)
+  packages+=(doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales pkg-config python3-prometheus-client)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -34,6 +34,7 @@
 #include "detail/advice.hpp"
 #include "detail/context.hpp"
 #include "detail/features.hpp"
+#include "detail/metrics_writer.hpp"
 #include "feature.hpp"
 
 #include <algorithm>
@@ -176,6 +177,11 @@ class session {
   // every scope closed so far, copies the recorder's data and summarizes each node.
   // Scopes still open are not included.
   [[nodiscard]] session_report report();
+  // The report as live metrics in the OpenMetrics text format (report/openmetrics.hpp,
+  // docs/openmetrics.md), for a /metrics endpoint; KSCOPE_METRICS=path writes it to a file
+  // every KSCOPE_METRICS_INTERVAL seconds.
+  //   http_reply(kscope::session::global().openmetrics());
+  [[nodiscard]] std::string openmetrics();
 
   // Forgets all samples, tags, trace intervals, warnings and GPU activity (node ids stay
   // valid: call sites cache them).
@@ -643,6 +649,8 @@ KSCOPE_DECL session_report session::report() {
   return out;
 }
 
+KSCOPE_DECL std::string session::openmetrics() { return kscope::openmetrics(report()); }
+
 KSCOPE_DECL bool session::enable_metric_sampling(const metric_sampling_options& options,
                                             std::vector<std::string> step_scopes) {
   const std::shared_ptr<live_metric_sampling> live = sampling_feature()->sampling();
@@ -783,6 +791,9 @@ inline const bool counters_started_from_environment = session::global().start_co
 // KSCOPE_METRIC_SAMPLING=1 likewise (after the collector, which it would start anyway).
 inline const bool metric_sampling_started_from_environment =
     session::global().start_metric_sampling_from_environment();
+// KSCOPE_METRICS=path likewise, last: its first file then shows what the others started.
+inline const bool metrics_started_from_environment =
+    start_metrics_from_environment([] { return session::global().openmetrics(); });
 }  // namespace detail
 
 }  // namespace kscope
