@@ -270,10 +270,10 @@ KSCOPE_DECL std::string openmetrics(const session_report& r) {
                    [](om_family& f, const node_gpu_activity& a) { f.count("_total", a.kernel_count); });
   activity_counter("kscope_scope_kernel_seconds", "seconds",
                    "Sum of the durations of the scope's kernels (overlapping kernels count twice).", always,
-                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", a.kernel_ns / 1e9); });
+                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", static_cast<double>(a.kernel_ns) / 1e9); });
   activity_counter("kscope_scope_gpu_busy_seconds", "seconds",
                    "Time at least one of the scope's kernels ran (union over streams and devices).", always,
-                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", a.busy_ns / 1e9); });
+                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", static_cast<double>(a.busy_ns) / 1e9); });
   // Copies: one series per direction the scope copied in.
   const auto copy_counter = [&](const char* name, const char* unit, const char* help, auto write) {
     om_family f(out, common, name, "counter", unit, help);
@@ -291,21 +291,21 @@ KSCOPE_DECL std::string openmetrics(const session_report& r) {
   copy_counter("kscope_scope_copy_bytes", "bytes", "Bytes the scope's memory copies moved, by direction.",
                [](om_family& f, const copy_totals& c) { f.count("_total", c.bytes); });
   copy_counter("kscope_scope_copy_seconds", "seconds", "Sum of the durations of the scope's memory copies, by direction.",
-               [](om_family& f, const copy_totals& c) { f.value("_total", c.ns / 1e9); });
+               [](om_family& f, const copy_totals& c) { f.value("_total", static_cast<double>(c.ns) / 1e9); });
   const auto has_memsets = [](const node_gpu_activity& a) { return a.memset.count > 0; };
   activity_counter("kscope_scope_memsets", "", "Memsets the scope issued.", has_memsets,
                    [](om_family& f, const node_gpu_activity& a) { f.count("_total", a.memset.count); });
   activity_counter("kscope_scope_memset_bytes", "bytes", "Bytes the scope's memsets wrote.", has_memsets,
                    [](om_family& f, const node_gpu_activity& a) { f.count("_total", a.memset.bytes); });
   activity_counter("kscope_scope_memset_seconds", "seconds", "Sum of the durations of the scope's memsets.", has_memsets,
-                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", a.memset.ns / 1e9); });
+                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", static_cast<double>(a.memset.ns) / 1e9); });
   const auto has_waits = [](const node_gpu_activity& a) { return a.host_sync.count > 0; };
   activity_counter("kscope_scope_host_waits", "",
                    "Host waits for the GPU (stream, event, context synchronizations) in the scope.", has_waits,
                    [](om_family& f, const node_gpu_activity& a) { f.count("_total", a.host_sync.count); });
   activity_counter("kscope_scope_host_wait_seconds", "seconds",
                    "Time the scope's threads waited for the GPU in synchronizations.", has_waits,
-                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", a.host_sync.ns / 1e9); });
+                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", static_cast<double>(a.host_sync.ns) / 1e9); });
 
   // ---- where the GPU's time went (the recent window the rings hold) --------------------------
   if (r.gpu_time) {

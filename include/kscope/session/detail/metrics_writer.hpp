@@ -9,8 +9,9 @@
 //     trying at every interval (the directory may appear later) and the program goes on.
 //   - A value of KSCOPE_METRICS_INTERVAL that is not a number of seconds in [0.1, 86400]
 //     gives one line on stderr naming it, and the default is used.
-//   - The thread blocks every signal, so a signal meant for the program's own threads
-//     (sigwait, a handler it expects on the main thread) is never delivered to it.
+//   - The thread blocks every signal but the faults it could raise itself, so a signal
+//     meant for the program's own threads (sigwait, a handler it expects on the main
+//     thread) is never delivered to it.
 //   - Exit: an atexit handler stops the thread, joins it and writes the file once more,
 //     so the last file holds the whole run. It is registered after the CUDA runtime's
 //     first call (probe_gpu()), so it runs before the runtime's own teardown, as the
@@ -201,9 +202,12 @@ KSCOPE_DECL bool metrics_file_writer::start(std::string path, std::chrono::nanos
   }
 #if KSCOPE_DETAIL_METRICS_POSIX
   owner_pid_.store(static_cast<long>(::getpid()), std::memory_order_release);
-  // The thread inherits the creator's signal mask: every signal blocked while it is made.
+  // The thread inherits the creator's signal mask: every signal blocked while it is made,
+  // but the faults a thread raises itself (a blocked one would skip the program's crash
+  // handler: the kernel resets it to the default action).
   sigset_t all, previous;
   sigfillset(&all);
+  for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS}) sigdelset(&all, fault);
   const bool masked = pthread_sigmask(SIG_SETMASK, &all, &previous) == 0;
 #endif
   try {
