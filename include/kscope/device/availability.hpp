@@ -25,6 +25,7 @@
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/detail/cuda_start_hook.hpp"
 #include "../core/detail/once.hpp"
 #include "device_info.hpp"  // detail::cuda_version_text
 
@@ -292,6 +293,8 @@ KSCOPE_DECL const gpu_availability& probe_gpu() {
     auto* a = new gpu_availability;
     *a = classify_gpu_availability(detail::gather_gpu_probe());
     detail::probed_gpu_slot().store(a, std::memory_order_release);
+    // The runtime has registered its teardown by now (core/detail/cuda_start_hook.hpp).
+    if (a->available()) detail::notify_cuda_started();
     return a;
   });
 }

@@ -33,6 +33,7 @@
 #include "../scope/detail/switch_warnings.hpp"
 #include "detail/advice.hpp"
 #include "detail/context.hpp"
+#include "detail/exit_report.hpp"
 #include "detail/features.hpp"
 #include "detail/metrics_writer.hpp"
 #include "feature.hpp"
@@ -175,7 +176,8 @@ class session {
   // ---- reports --------------------------------------------------------------------------
   // Builds the report: flushes the GPU activity source, waits for the CUDA events of
   // every scope closed so far, copies the recorder's data and summarizes each node.
-  // Scopes still open are not included.
+  // Scopes still open are not included. KSCOPE_REPORT=path in the environment writes it
+  // when the program exits (detail/exit_report.hpp).
   [[nodiscard]] session_report report();
   // The report as live metrics in the OpenMetrics text format (report/openmetrics.hpp,
   // docs/openmetrics.md), for a /metrics endpoint; KSCOPE_METRICS=path writes it to a file
@@ -791,9 +793,22 @@ inline const bool counters_started_from_environment = session::global().start_co
 // KSCOPE_METRIC_SAMPLING=1 likewise (after the collector, which it would start anyway).
 inline const bool metric_sampling_started_from_environment =
     session::global().start_metric_sampling_from_environment();
-// KSCOPE_METRICS=path likewise, last: its first file then shows what the others started.
+// KSCOPE_METRICS=path likewise, after them: its first file then shows what they started.
 inline const bool metrics_started_from_environment =
     start_metrics_from_environment([] { return session::global().openmetrics(); });
+
+// session::global().report() as a plain function, for the exit report.
+KSCOPE_DECL session_report global_session_report();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL session_report global_session_report() { return session::global().report(); }
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+// KSCOPE_REPORT=path: the report written when the program exits (detail/exit_report.hpp).
+// Last: its exit handler then runs before those of what the switches above started (the
+// collector's, the metrics writer's).
+inline const bool exit_report_registered_from_environment =
+    register_exit_report(std::getenv(exit_report_variable), &global_session_report);
 }  // namespace detail
 
 }  // namespace kscope

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../core/detail/cuda_start_hook.hpp"
 #include "../../core/detail/fork_guard.hpp"
 
 #if KSCOPE_HAS_CUDA
@@ -154,6 +155,8 @@ KSCOPE_DECL bool event_pool::grow(int device, per_device& d) noexcept {
     for (std::uint32_t i = 0; i < chunk_pairs; ++i) d.free.push_back(d.created + chunk_pairs - 1 - i);
     d.chunks.push_back(chunk);  // cannot throw: reserved above
     d.created += chunk_pairs;
+    // The device's first events: the runtime is up (core/detail/cuda_start_hook.hpp).
+    if (d.created == chunk_pairs) notify_cuda_started();
   } else {
     for (std::uint32_t i = 0; i < chunk_pairs; ++i) {
       if (chunk[i].start) cudaEventDestroy(chunk[i].start);
