@@ -1027,12 +1027,12 @@ KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::v
   std::string level = "DRAM";
   double memory = dram;
   memory_level memory_at = memory_level::dram;
-  if (std::isfinite(l2) && l2 > memory && !(dram >= t.at_roof_pct && dram * 1.25 >= l2)) {
+  if (std::isfinite(l2) && l2 > memory && !dram_explains_level(dram, l2, t.at_roof_pct)) {
     level = "L2";
     memory = l2;
     memory_at = memory_level::l2;
   }
-  if (std::isfinite(l1) && l1 > memory && !(dram >= t.at_roof_pct && dram * 1.25 >= l1)) {
+  if (std::isfinite(l1) && l1 > memory && !dram_explains_level(dram, l1, t.at_roof_pct)) {
     level = "L1";
     memory = l1;
     memory_at = memory_level::l1;
