@@ -22,7 +22,9 @@ compiled with KSCOPE_DISABLE):
   production  KSCOPE_PRODUCTION=1 (the production preset)
   name:VAR=value[;VAR=value]   any other configuration (a name starting with bare- runs the
               uninstrumented binary) (configurations are separated by
-              blanks), e.g. 'lean:KSCOPE_CUPTI_OPTIONS=sync=0,memcpy=0'
+              blanks), e.g. 'lean:KSCOPE_CUPTI_OPTIONS=sync=0,memcpy=0'; a bare- one with
+              CUPTI_ALONE=kinds runs CUPTI alone through bench/cupti_alone_injection.cpp,
+              e.g. 'bare-kernel:CUPTI_ALONE=kernel' (the library from $CUPTI_ALONE_LIB)
 """
 import argparse
 import csv
@@ -81,6 +83,14 @@ def parse_config(text):
         env[key] = value
     if bare:
         env.setdefault("KSCOPE_CUPTI", "0")
+        # CUPTI alone (bench/cupti_alone_injection.cpp): serving_overhead.sh builds the
+        # injection library and names it in CUPTI_ALONE_LIB.
+        if "CUPTI_ALONE" in env and "CUDA_INJECTION64_PATH" not in env:
+            lib = os.environ.get("CUPTI_ALONE_LIB", "")
+            if not lib:
+                raise SystemExit(f"serving_overhead: '{text}' sets CUPTI_ALONE but CUPTI_ALONE_LIB names no library "
+                                 "(bench/serving_overhead.sh builds it)")
+            env["CUDA_INJECTION64_PATH"] = lib
     return name, env, bare
 
 

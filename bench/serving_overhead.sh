@@ -10,6 +10,8 @@
 #   BEFORE=.before/include bash bench/serving_overhead.sh  # old headers too
 #   BEFORE_CONFIGS=scopes+collector ONCE='before:counters:eager'   # which ones the old build runs
 #   VARIANTS=eager CONFIGS='none collector nosync:KSCOPE_CUPTI_OPTIONS=sync=0' ROUNDS=3 bash bench/serving_overhead.sh
+#   CONFIGS='none collector bare-kernel:CUPTI_ALONE=kernel bare-kinds:CUPTI_ALONE=kernel,memcpy,memset,sync'
+#                                                       # CUPTI alone beside kscope
 #
 # The before/after copy of include/ is made where git is: `git archive <commit> include |
 # tar -x -C .before` (and carried to the GPU machine).
@@ -35,8 +37,15 @@ if [ -n "${BEFORE:-}" ]; then
   build_pair before "$BEFORE"
   builds=(--build "before=$work/before${BEFORE_CONFIGS:+@$BEFORE_CONFIGS}" "${builds[@]}")
 fi
+# CUPTI alone, for the bare-...:CUPTI_ALONE=... configurations (bench/cupti_alone_injection.cpp).
+cupti_lib=$(dirname "$(find /usr/local/cuda/ -name 'libcupti.so' 2>/dev/null | head -1)")
+g++ -O2 -std=c++17 -shared -fPIC -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include \
+  "$root/bench/cupti_alone_injection.cpp" -L"$cupti_lib" -Wl,-rpath,"$cupti_lib" -lcupti \
+  -o "$work/libcupti_alone.so" > "$work/cupti_alone_build.log" 2>&1 &
+export CUPTI_ALONE_LIB=$work/libcupti_alone.so
 wait
 echo "build: $(( $(date +%s) - start )) s"
+[ -f "$CUPTI_ALONE_LIB" ] || { echo "libcupti_alone.so did not build:"; tail -20 "$work/cupti_alone_build.log"; }
 for b in after ${BEFORE:+before}; do
   for exe in serving serving_uninstrumented; do
     [ -x "$work/$b/$exe" ] || { echo "$b/$exe did not build:"; tail -20 "$work/$b/build"*.log; }

@@ -1294,9 +1294,10 @@ TEST_CASE("KSCOPE_CUPTI_OPTIONS: every key, bad values named, the rest applied")
   CHECK(o.graphs == kscope::graph_tracing::sampled);
   auto problems = kscope::apply_cupti_options_text(
       " sync=off, memcpy=0 ,memset=no,driver_api=1,runtime_api=false,graphs=node,graph_first=5,graph_every=0,"
-      "buffer_mb=4,buffers=16,flush_ms=250",
+      "buffer_mb=4,buffers=16,flush_ms=250,timestamp_callback=off",
       o);
   CHECK(problems.empty());
+  CHECK_FALSE(o.timestamp_callback);
   CHECK_FALSE(o.collect_sync);
   CHECK_FALSE(o.collect_memcpy);
   CHECK_FALSE(o.collect_memset);

@@ -117,8 +117,10 @@ TEST_CASE("counters section: per-call numbers, verdict, declared vs measured, JS
   CHECK(contains(text, "2.00 GB"));  // DRAM per call
   CHECK(contains(text, "copy: memory-bound"));
   CHECK(contains(text, "1 due calls not profiled"));
+  CHECK_FALSE(contains(text, "each profiled call cost"));  // no call timed: no cost line
   const nlohmann::json j = nlohmann::json::parse(r.json());
   CHECK(j.at("counters").at("passes") == 2);
+  CHECK(j.at("counters").at("cost").at("calls") == 0);
   const nlohmann::json& sc = j.at("scopes").at(0).at("counters");
   CHECK(sc.at("profiled_calls") == 2);
   CHECK(sc.at("verdict").at("kind") == "memory-bound");
@@ -158,3 +160,61 @@ TEST_CASE("counters section: measured points in the HTML roofline picture") {
   CHECK(contains(html, "copy (DRAM)"));
   CHECK(contains(html, "Hardware counters per scope"));
 }
+
+TEST_CASE("the cost of profiled calls: cold and re-armed calls told apart, averages per call") {
+  kscope::scope_counter_cost c;
+  CHECK(kscope::describe_cost(c).empty());
+  // 2 calls set CUPTI up (40 ms before the work in all), 8 re-armed a kept pass (4 ms in
+  // all), 10 ms after the work over the 10 calls.
+  c.calls = 10;
+  c.cold_calls = 2;
+  c.cold_before_ns = 40e6;
+  c.warm_before_ns = 4e6;
+  c.after_ns = 10e6;
+  const std::string line = kscope::describe_cost(c);
+  INFO(line);
+  CHECK(contains(line, "0.500 ms before its work (8 calls re-armed a kept pass)"));
+  CHECK(contains(line, "20.000 ms on the 2 that set CUPTI up"));
+  CHECK(contains(line, "1.000 ms after it"));
+  // Every call cold (keeping refused): no re-armed average is invented.
+  c.cold_calls = 10;
+  c.cold_before_ns = 100e6;
+  c.warm_before_ns = 0;
+  const std::string cold = kscope::describe_cost(c);
+  INFO(cold);
+  CHECK(contains(cold, "10.000 ms before its work (10 calls, each setting CUPTI up)"));
+  CHECK_FALSE(contains(cold, "re-armed"));
+
+  kscope::session_report r;
+  kscope::session_counters_status st;
+  st.enabled = true;
+  st.status = "per-scope counters";
+  st.passes = 10;
+  st.cost = c;
+  r.counters = st;
+  CHECK(contains(r.text(), "each profiled call cost"));
+  const nlohmann::json j = nlohmann::json::parse(r.json());
+  CHECK(j.at("counters").at("cost").at("cold_calls") == 10);
+  CHECK(j.at("counters").at("cost").at("after_ns").get<double>() == doctest::Approx(10e6));
+}
+
+#if KSCOPE_HAS_RANGE_PROFILER
+namespace {
+std::atomic<int> releases{0};
+void count_release() noexcept { ++releases; }
+}  // namespace
+
+TEST_CASE("a pass that needs the counters lets a kept range profiler go first") {
+  // The per-scope counters keep the range profiler enabled between their calls; a
+  // profile_counters pass (or PC or PM sampling) must release it before it begins, even
+  // when it then fails (here: no GPU, or whatever this machine lacks).
+  auto& releaser = kscope::detail::kept_range_profiler_releaser();
+  const kscope::detail::kept_range_profiler_release before = releaser.load();
+  releaser.store(&count_release);
+  releases = 0;
+  const kscope::counter_result r = kscope::profile_counters({"dram__bytes_read.sum"}, [] {});
+  CHECK(releases.load() == 1);
+  CHECK_FALSE(r.message.empty());
+  releaser.store(before);
+}
+#endif

@@ -168,6 +168,28 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
   if (gc.declared_vs_measured) CHECK_FALSE(gc.declared_vs_measured->bytes_differ);
   CHECK(r.json().find("\"profiled_calls\":" + std::to_string(cc.profiled_calls)) != std::string::npos);
 
+  // What profiling cost: every profiled call timed; a group's first call sets CUPTI up, its
+  // later calls re-arm the kept pass (the range profiler stays enabled between calls).
+  const kscope::scope_counter_cost& cost = r.counters->cost;
+  CHECK(cost.calls == cc.profiled_calls + cc.failed_calls + gc.profiled_calls + gc.failed_calls);
+  CHECK(cost.cold_calls >= 1);
+  CHECK(cost.cold_calls <= cost.calls);
+  if (cc.profiled_calls + gc.profiled_calls > 2 * cc.groups) CHECK(cost.cold_calls < cost.calls);
+  std::vector<double> sorted_copy = copy_ms;
+  std::sort(sorted_copy.begin(), sorted_copy.end());
+  const double unprofiled_ms = sorted_copy[sorted_copy.size() / 2];  // most calls are not profiled
+  const std::uint64_t warm = cost.calls - cost.cold_calls;
+  std::printf("SCOUNT cost: %s; unprofiled sc_copy call %.3f ms (median), slowest call %.3f ms; warm calls "
+              "%llu: %.3f ms added per call = %.2fx the unprofiled call\n",
+              kscope::describe_cost(cost).c_str(), unprofiled_ms, sorted_copy.back(),
+              static_cast<unsigned long long>(warm),
+              warm ? (cost.warm_before_ns / static_cast<double>(warm) + cost.after_ns / static_cast<double>(cost.calls)) / 1e6
+                   : 0.0,
+              warm ? 1.0 + (cost.warm_before_ns / static_cast<double>(warm) + cost.after_ns / static_cast<double>(cost.calls)) /
+                               1e6 / unprofiled_ms
+                   : 0.0);
+  CHECK(text.find("each profiled call cost") != std::string::npos);
+
   for (void* p : {static_cast<void*>(src), static_cast<void*>(dst), static_cast<void*>(a), static_cast<void*>(b),
                   static_cast<void*>(c)})
     (void)cudaFree(p);

@@ -415,7 +415,7 @@ class cupti_collector {
 
     // 3. One clock, before any activity kind is enabled (CUPTI's requirement).
     if (clock_ == cupti_clock::none || clock_ == cupti_clock::cupti_native) {
-      if (api_.activity_register_timestamp_callback != nullptr &&
+      if (options_.timestamp_callback && api_.activity_register_timestamp_callback != nullptr &&
           api_.activity_register_timestamp_callback(&steady_timestamp) == CUPTI_SUCCESS) {
         clock_ = cupti_clock::timestamp_callback;
         clock_offset_ns_.store(0, std::memory_order_relaxed);

@@ -82,6 +82,11 @@ struct cupti_options {
   std::uint32_t graph_first = 2;    // sampled: each graph's first replays traced per node
   std::uint32_t graph_every = 100;  // sampled: then every k-th replay (0: no more)
   std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
+  // GPU timestamps put on kscope's clock by CUPTI calling kscope's clock (exact); off: CUPTI's
+  // own clock plus an offset measured from paired samples at start (drifts by microseconds
+  // over hours). A switch so that the overhead bench can tell whether the callback costs
+  // anything per launch; it applies before the first start (CUPTI keeps it registered).
+  bool timestamp_callback = true;
   std::string library_path;           // explicit libcupti (after $KSCOPE_CUPTI_LIBRARY)
   attribution_options attribution{};  // used by the first start() only
 };
@@ -166,11 +171,13 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     const std::string_view key = detail::trim_option(item.substr(0, eq));
     const std::string_view value = detail::trim_option(item.substr(eq + 1));
     std::uint64_t n = 0;
-    if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api") {
+    if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api" ||
+        key == "timestamp_callback") {
       bool& target = key == "memcpy"       ? options.collect_memcpy
                      : key == "memset"     ? options.collect_memset
                      : key == "sync"       ? options.collect_sync
                      : key == "driver_api" ? options.driver_api_callbacks
+                     : key == "timestamp_callback" ? options.timestamp_callback
                                            : options.runtime_api_callbacks;
       if (!detail::parse_option_switch(value, target)) refuse(item, "on or off");
     } else if (key == "graphs") {
@@ -193,8 +200,8 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
       if (detail::parse_option_count(value, 0, 3600000, n)) options.flush_period_ms = static_cast<std::uint32_t>(n);
       else refuse(item, "milliseconds from 0 to 3600000");
     } else {
-      refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, graphs, graph_first, graph_every, buffer_mb, buffers, "
-                   "flush_ms");
+      refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, timestamp_callback, graphs, graph_first, "
+                   "graph_every, buffer_mb, buffers, flush_ms");
     }
   }
   return problems;

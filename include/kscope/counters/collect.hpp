@@ -85,6 +85,7 @@
 #include "../cupti/detail/profiler_host.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -242,6 +243,16 @@ KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& me
 // pass gets counter_state::busy from its own passes instead of a deadlock.
 KSCOPE_DECL std::mutex& counter_pass_mutex();
 
+// A range profiler kept enabled between passes (the per-scope counters keep one, so that a
+// profiled call does not pay for enabling it: counters/scope_counters.hpp) holds the
+// context's counters while no pass runs, and another range-profiler pass, PC sampling or
+// PM sampling could not start. Its keeper registers how to let it go; every other pass
+// calls release_kept_range_profiler() first, with counter_pass_mutex() held (so no kept
+// pass is running), and the keeper enables a new one at its next call.
+using kept_range_profiler_release = void (*)() noexcept;
+KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_range_profiler_releaser() noexcept;
+KSCOPE_DECL void release_kept_range_profiler() noexcept;
+
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
   if (o.ranges == counter_ranges::per_kernel && (o.max_kernels == 0 || o.max_kernels > counter_max_kernels_limit))
@@ -257,6 +268,16 @@ KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& me
 KSCOPE_DECL std::mutex& counter_pass_mutex() {
   static lazy_global<std::mutex> m{lock_rank::init};  // built fork-safely (core/detail/once.hpp)
   return m.get([] { return new std::mutex(); });
+}
+
+KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_range_profiler_releaser() noexcept {
+  static std::atomic<kept_range_profiler_release> release{nullptr};  // constant-initialized
+  return release;
+}
+
+KSCOPE_DECL void release_kept_range_profiler() noexcept {
+  if (const kept_range_profiler_release release = kept_range_profiler_releaser().load(std::memory_order_acquire))
+    release();
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -325,10 +346,12 @@ KSCOPE_DECL counter_libraries& counter_library_state() {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// The range profiler enabled on a context, disabled when it goes.
+// The range profiler enabled on a context, disabled when it goes. Shared (through a
+// shared_ptr) by the runs of one keeper that holds it enabled between passes.
 struct range_profiler_handle {
   const profiler_api* api = nullptr;
   CUpti_RangeProfiler_Object* object = nullptr;
+  CUcontext context = nullptr;  // the context it was enabled on
   range_profiler_handle() = default;
   range_profiler_handle(const range_profiler_handle&) = delete;
   range_profiler_handle& operator=(const range_profiler_handle&) = delete;
@@ -561,7 +584,22 @@ KSCOPE_DECL bool counter_setup::device_supported() {
 // replay: one per pass), finish() decodes and evaluates. The first failure is the result.
 class counter_pass_run {
  public:
-  bool begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result);
+  // Everything up to the first run. `options` must outlive the run. `kept`: a range profiler
+  // shared by the runs of a keeper that holds it enabled between passes (the per-scope
+  // counters): enabled here when it is not yet, reused when it is, on this context (on
+  // another, this run enables its own). Null: the run enables its own and disables it when
+  // it goes.
+  bool begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result,
+             std::shared_ptr<range_profiler_handle> kept = nullptr);
+
+  // Readies a finished run for another pass over the same metrics with the same options:
+  // the host object, config image, counter-data image and range profiler are kept, so only
+  // the image's initialization, SetConfig and a synchronization are paid again. `result`
+  // starts as begin() left it. False (result says why) when CUPTI refuses: the run is spent.
+  bool rearm(counter_result& result);
+
+  // The context the run profiles (null before begin()).
+  [[nodiscard]] CUcontext context() const noexcept { return setup_.context; }
 
   // The launches the name callback has logged so far, and forgetting those after a mark:
   // the before_each_run hook's launches are not the work's.
@@ -588,6 +626,10 @@ class counter_pass_run {
  private:
   bool give_up(counter_result& result);
 
+  // Initializes the counter-data image and sets the config on the range profiler, then
+  // synchronizes so that earlier work does not run into the first range.
+  bool arm();
+
   // The launch callback saw every run's launches; under user replay each run must launch
   // the same kernels, and the names are the first run's. False when they do not line up.
   static bool keep_first_run(std::vector<std::string>& launched, std::size_t runs, std::size_t per_run);
@@ -607,7 +649,8 @@ class counter_pass_run {
   const counter_options* options_ = nullptr;
   std::vector<const char*> names_;
   std::vector<std::uint8_t> config_;
-  range_profiler_handle range_;
+  std::shared_ptr<range_profiler_handle> range_;
+  counter_result prepared_;  // the result as begin() left it, for rearm()
   std::vector<std::uint8_t> counter_data_;
   std::optional<kernel_name_subscription> kernel_names_;
   l2_sweep sweep_;
@@ -638,7 +681,8 @@ KSCOPE_DECL void counter_pass_run::fail_run(std::string why) {
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result) {
+KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result,
+                                         std::shared_ptr<range_profiler_handle> kept) {
   options_ = &options;
   // The setup's first failure, as the pass's outcome.
   const bool opened = setup_.open(options);
@@ -692,15 +736,24 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
   const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
   max_ranges_ = max_ranges;
-  range_.api = &p;
-  CUpti_RangeProfiler_Enable_Params enable{};
-  enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
-  enable.ctx = setup_.context;
-  if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
-  range_.object = enable.pRangeProfilerObject;
+  // A kept profiler enabled on this context is reused: enabling it is the costliest CUPTI
+  // step of a pass after the host's config image (which a kept run keeps too).
+  if (kept && (kept->object == nullptr || kept->context == setup_.context))
+    range_ = std::move(kept);
+  else
+    range_ = std::make_shared<range_profiler_handle>();
+  if (range_->object == nullptr) {
+    CUpti_RangeProfiler_Enable_Params enable{};
+    enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    enable.ctx = setup_.context;
+    if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
+    range_->api = &p;
+    range_->object = enable.pRangeProfilerObject;
+    range_->context = setup_.context;
+  }
   CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
   data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
-  data_size.pRangeProfilerObject = range_.object;
+  data_size.pRangeProfilerObject = range_->object;
   data_size.pMetricNames = names_.data();
   data_size.numMetrics = names_.size();
   data_size.maxNumOfRanges = max_ranges;
@@ -708,21 +761,30 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   if (!setup_.cupti_ok(p.range_get_counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize"))
     return give_up(result);
   counter_data_.assign(data_size.counterDataSize, 0);
+  if (!arm()) return give_up(result);
+  if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
+  max_runs_ = user_replay_ ? std::max<std::size_t>(1, result.passes) + 1 : 1;
+  prepared_ = result;
+  return true;
+}
+
+KSCOPE_DECL bool counter_pass_run::arm() {
+  const profiler_api& p = setup_.libs->profiler;
   CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
   data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
-  data_init.pRangeProfilerObject = range_.object;
+  data_init.pRangeProfilerObject = range_->object;
   data_init.counterDataSize = counter_data_.size();
   data_init.pCounterData = counter_data_.data();
   CUpti_RangeProfiler_SetConfig_Params set{};
   set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
-  set.pRangeProfilerObject = range_.object;
+  set.pRangeProfilerObject = range_->object;
   set.configSize = config_.size();
   set.pConfig = config_.data();
   set.counterDataImageSize = counter_data_.size();
   set.pCounterDataImage = counter_data_.data();
   set.range = per_kernel_ ? CUPTI_AutoRange : CUPTI_UserRange;
   set.replayMode = user_replay_ ? CUPTI_UserReplay : CUPTI_KernelReplay;  // kernel replay: auto range only
-  set.maxRangesPerPass = max_ranges;
+  set.maxRangesPerPass = max_ranges_;
   set.numNestingLevels = 1;
   set.minNestingLevel = 1;
   set.passIndex = 0;
@@ -730,12 +792,23 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   if (!setup_.cupti_ok(p.range_counter_data_image_initialize(&data_init),
                        "cuptiRangeProfilerCounterDataImageInitialize") ||
       !setup_.cupti_ok(p.range_set_config(&set), "cuptiRangeProfilerSetConfig"))
-    return give_up(result);
-
+    return false;
   // Earlier work must not run into the first range.
-  if (!setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return give_up(result);
-  if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
-  max_runs_ = user_replay_ ? std::max<std::size_t>(1, result.passes) + 1 : 1;
+  return setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)");
+}
+
+KSCOPE_DECL bool counter_pass_run::rearm(counter_result& result) {
+  if (options_ == nullptr || range_ == nullptr || range_->object == nullptr || !setup_.message.empty()) {
+    result.state = counter_state::failed;
+    result.message = "hardware counters not collected: the kept pass cannot run again";
+    return false;
+  }
+  result = prepared_;
+  started_ = pushed_ = all_submitted_ = false;
+  sweep_range_ = trailing_sweep_ = false;
+  run_error_.clear();
+  if (!arm()) return give_up(result);
+  if (per_kernel_ && options_->name_kernels) kernel_names_.emplace(setup_.libs->cupti);
   return true;
 }
 
@@ -747,7 +820,7 @@ KSCOPE_DECL bool counter_pass_run::start_run(counter_result& result) {
   const profiler_api& p = setup_.libs->profiler;
   CUpti_RangeProfiler_Start_Params start{};
   start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
-  start.pRangeProfilerObject = range_.object;
+  start.pRangeProfilerObject = range_->object;
   if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
   started_ = true;
   pushed_ = false;
@@ -820,7 +893,7 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
   // Decode, then evaluate every range.
   CUpti_RangeProfiler_DecodeData_Params decode{};
   decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
-  decode.pRangeProfilerObject = range_.object;
+  decode.pRangeProfilerObject = range_->object;
   CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
   info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
   info.pCounterDataImage = counter_data_.data();
@@ -1004,7 +1077,7 @@ KSCOPE_DECL std::string counter_pass_run::run_sweep() {
 KSCOPE_DECL bool counter_pass_run::push_range(const char* name) {
   CUpti_RangeProfiler_PushRange_Params push{};
   push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
-  push.pRangeProfilerObject = range_.object;
+  push.pRangeProfilerObject = range_->object;
   push.pRangeName = name;
   return setup_.cupti_ok(setup_.libs->profiler.range_push(&push), "cuptiRangeProfilerPushRange");
 }
@@ -1012,7 +1085,7 @@ KSCOPE_DECL bool counter_pass_run::push_range(const char* name) {
 KSCOPE_DECL void counter_pass_run::pop_range() {
   CUpti_RangeProfiler_PopRange_Params pop{};
   pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
-  pop.pRangeProfilerObject = range_.object;
+  pop.pRangeProfilerObject = range_->object;
   (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
 }
 
@@ -1020,7 +1093,7 @@ KSCOPE_DECL void counter_pass_run::stop_range() {
   if (!started_) return;
   CUpti_RangeProfiler_Stop_Params stop{};
   stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
-  stop.pRangeProfilerObject = range_.object;
+  stop.pRangeProfilerObject = range_->object;
   started_ = false;
   if (!setup_.cupti_ok(setup_.libs->profiler.range_stop(&stop), "cuptiRangeProfilerStop")) return;
   all_submitted_ = stop.isAllPassSubmitted != 0;
@@ -1035,6 +1108,7 @@ KSCOPE_DECL void run_counter_pass_locked(const std::vector<std::string>& request
 KSCOPE_DECL void run_counter_pass_locked(const std::vector<std::string>& requested, counter_work_ref work,
                                     const counter_options& options, counter_result& result,
                                     std::exception_ptr& user_error) {
+  release_kept_range_profiler();  // the per-scope counters' profiler, enabled between their calls
   counter_pass_run pass;
   if (!pass.begin(requested, options, result)) return;
   while (pass.wants_run(result) && !user_error) {

@@ -14,7 +14,12 @@
 // counter-pass lock from the scope's open to its close.
 //
 // What a profiled call costs, and why its time is never reported: its kernels run one at a
-// time (one range each) between two device synchronizations and two L2 sweeps; with
+// time (one range each) between two device synchronizations and two L2 sweeps. CUPTI's
+// setup (host object, config image, enabling the range profiler on the context: hundreds
+// of milliseconds) is paid once per one-pass group: the profiler stays enabled between
+// calls and each group's pass is kept and re-armed (keep_profiler), so a group's later calls
+// pay for SetConfig and a synchronization only. The report says what the calls cost
+// (scope_counter_cost: before and after the work, set-up and re-armed calls apart); with
 // kernel_replay each kernel also runs once per pass (tens for the default set) with device
 // memory saved and restored around each replay, which is why the default is one pass per
 // call. Metrics that need several passes alone are replaced by one-pass stand-ins or left
@@ -34,8 +39,10 @@
 #include "metrics.hpp"
 #include "../scope/detail/counter_hook.hpp"
 #include "../core/detail/once.hpp"
+#include "../core/detail/clock.hpp"
 #include "../scope/node_id.hpp"
 #include "collect.hpp"
+#include "report.hpp"  // scope_counter_cost
 
 #include <algorithm>
 #include <atomic>
@@ -63,6 +70,11 @@ struct scope_counter_options {
   std::uint32_t every = 100;                 // then every k-th call (0: no more)
   std::uint32_t max_calls_per_scope = 16;    // at most this many profiled calls per scope
   std::size_t max_kernels = 256;             // kernels per profiled call (more: counted)
+  // One-pass groups: keep the range profiler enabled on the context between profiled calls,
+  // and each group's host object, config image and counter-data image, so that a group's
+  // later calls pay only for re-arming (SetConfig, a synchronization) instead of CUPTI's
+  // whole setup. Another pass (profile_counters, warp stalls, PM sampling) releases it first.
+  bool keep_profiler = true;
   std::string cupti_library;                 // as counter_options
   std::string nvperf_host_library;
 };
@@ -85,6 +97,7 @@ struct scope_counters_snapshot {
   std::vector<std::string> notes;       // fallbacks, failures, other threads' kernels
   std::uint64_t passes = 0;             // profiled calls, all scopes
   std::uint64_t skipped_busy = 0;       // due calls not profiled: another pass was running
+  scope_counter_cost cost;              // what the profiled calls cost the program
   std::vector<scope_counter_totals> scopes;  // by node id
 
   [[nodiscard]] const scope_counter_totals* find(node_id n) const noexcept;
@@ -121,13 +134,22 @@ class scope_counter_sampler {
   scope_counter_sampler();
 
 #if KSCOPE_HAS_RANGE_PROFILER
-  // The pass of the profiled call open on this thread (at most one: nested scopes inside
-  // a profiled call never profile).
+  // A group's pass, kept between its calls (one-pass groups only): the options the run
+  // points at, the run with its host object, config and counter-data images.
+  struct kept_pass {
+    counter_options options;
+    detail::counter_pass_run run;
+    std::uint64_t generation = 0;  // kept_generation_ when it was begun
+  };
+  // The profiled call open on this thread (at most one: nested scopes inside a profiled
+  // call never profile).
   struct pass_state {
     std::unique_lock<std::mutex> pass_lock;
-    counter_options options;
+    std::unique_ptr<kept_pass> pass;
+    std::vector<std::string> group;  // its key in kept_ (empty: not kept)
     counter_result result;
-    detail::counter_pass_run run;
+    bool cold = true;                // CUPTI was set up for this call
+    std::int64_t opened_ns = 0;      // when the hook was entered
   };
   static pass_state*& this_thread_pass() noexcept {
     static thread_local pass_state* pass = nullptr;  // trivial: no thread-exit cost
@@ -152,66 +174,130 @@ class scope_counter_sampler {
   bool open_call(node_id node) noexcept {
     try {
       if (this_thread_pass() != nullptr || !due(node)) return false;
-      auto pass = std::make_unique<pass_state>();
-      pass->pass_lock = std::unique_lock<std::mutex>(detail::counter_pass_mutex(), std::try_to_lock);
-      if (!pass->pass_lock.owns_lock()) {
+      auto state = std::make_unique<pass_state>();
+      state->opened_ns = detail::now_ns();
+      state->pass_lock = std::unique_lock<std::mutex>(detail::counter_pass_mutex(), std::try_to_lock);
+      if (!state->pass_lock.owns_lock()) {
         skipped_busy_.fetch_add(1, std::memory_order_relaxed);
         return false;
       }
-      pass->options.ranges = counter_ranges::per_kernel;
-      pass->options.max_kernels = options_.max_kernels;
-      pass->options.name_kernels = false;  // the collector may hold CUPTI's one subscriber
-      pass->options.cupti_library = options_.cupti_library;
-      pass->options.nvperf_host_library = options_.nvperf_host_library;
-      std::vector<std::string> metrics = options_.metrics;
-      if (!options_.kernel_replay) {
-        // One pass, run once: user replay with a one-pass group (no memory save/restore).
-        if (!ensure_plan(pass->options)) return false;
-        const std::uint32_t nth = profiled_[node].load(std::memory_order_relaxed);
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          if (plan_.groups.empty()) return false;
-          metrics = plan_.groups[nth % plan_.groups.size()];
-        }
-        pass->options.replay = counter_replay::user;
-      } else if (metrics.empty()) {
-        metrics = default_metric_names();
-      }
-      if (!pass->run.begin(metrics, pass->options, pass->result)) {
-        refused(pass->result);
-        return false;
-      }
-      if (!options_.kernel_replay && pass->result.passes > 1) {
-        // The plan's estimate was wrong for this context: the call runs once, so a group
-        // that needs more passes would only fail after costing the call. Split it (or
-        // drop a lone metric) before running anything; this call goes unprofiled.
-        split_group(metrics, pass->result.passes);
-        return false;
-      }
-      if (!pass->run.start_run(pass->result)) {
-        refused(pass->result);
+      if (!begin_call(node, *state)) return false;
+      if (!state->pass->run.start_run(state->result)) {
+        refused(state->result);
         return false;
       }
       profiled_[node].fetch_add(1, std::memory_order_relaxed);
-      this_thread_pass() = pass.release();
+      const double before = static_cast<double>(detail::now_ns() - state->opened_ns);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        (state->cold ? cost_.cold_before_ns : cost_.warm_before_ns) += before;
+        if (state->cold) ++cost_.cold_calls;
+      }
+      this_thread_pass() = state.release();
       return true;
     } catch (...) {
       return false;
     }
   }
 
+  // The pass for this call, ready to start: a kept group's pass re-armed, or one begun now.
+  // False when the call goes unprofiled (why is noted or switches the hook off).
+  bool begin_call(node_id node, pass_state& state) {
+    std::vector<std::string> metrics = options_.metrics;
+    if (!options_.kernel_replay) {
+      // One pass, run once: user replay with a one-pass group (no memory save/restore).
+      counter_options plan_options = pass_options();
+      plan_options.replay = counter_replay::user;
+      if (!ensure_plan(plan_options)) return false;
+      const std::uint32_t nth = profiled_[node].load(std::memory_order_relaxed);
+      std::shared_ptr<detail::range_profiler_handle> keep;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (plan_.groups.empty()) return false;
+        metrics = plan_.groups[nth % plan_.groups.size()];
+        if (keep_profiler_) {
+          state.group = metrics;
+          const auto kept = kept_.find(metrics);
+          if (kept != kept_.end()) {
+            state.pass = std::move(kept->second);
+            kept_.erase(kept);
+          }
+          if (!kept_range_) kept_range_ = std::make_shared<detail::range_profiler_handle>();
+          keep = kept_range_;
+        }
+      }
+      if (state.pass) {
+        CUcontext current = nullptr;
+        std::string why;
+        if (detail::current_cuda_context(current, why) && current == state.pass->run.context()) {
+          state.cold = false;
+          if (state.pass->run.rearm(state.result)) return true;
+          stop_keeping("a kept range profiler could not be set up again (" + state.result.message + ")");
+          keep = nullptr;
+          state.group.clear();
+        }
+        state.pass.reset();  // another context, or spent: begun afresh below
+      }
+      state.cold = true;
+      state.pass = std::make_unique<kept_pass>();
+      state.pass->options = pass_options();
+      state.pass->options.replay = counter_replay::user;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        state.pass->generation = kept_generation_;
+      }
+      if (!state.pass->run.begin(metrics, state.pass->options, state.result, std::move(keep))) {
+        refused(state.result);
+        return false;
+      }
+      if (state.result.passes > 1) {
+        // The plan's estimate was wrong for this context: the call runs once, so a group
+        // that needs more passes would only fail after costing the call. Split it (or
+        // drop a lone metric) before running anything; this call goes unprofiled.
+        split_group(metrics, state.result.passes);
+        return false;
+      }
+      return true;
+    }
+    if (metrics.empty()) metrics = default_metric_names();
+    state.pass = std::make_unique<kept_pass>();
+    state.pass->options = pass_options();
+    if (!state.pass->run.begin(metrics, state.pass->options, state.result)) {
+      refused(state.result);
+      return false;
+    }
+    return true;
+  }
+
+  counter_options pass_options() const {
+    counter_options o;
+    o.ranges = counter_ranges::per_kernel;
+    o.max_kernels = options_.max_kernels;
+    o.name_kernels = false;  // the collector may hold CUPTI's one subscriber
+    o.cupti_library = options_.cupti_library;
+    o.nvperf_host_library = options_.nvperf_host_library;
+    return o;
+  }
+
   void close_call(node_id node) noexcept {
-    std::unique_ptr<pass_state> pass(this_thread_pass());
+    std::unique_ptr<pass_state> state(this_thread_pass());
     this_thread_pass() = nullptr;
-    if (!pass) return;
+    if (!state) return;
     try {
-      pass->run.end_run(false);
-      pass->run.finish(pass->result, false);
-      const counter_result& r = pass->result;
+      const std::int64_t closed_ns = detail::now_ns();
+      state->pass->run.end_run(false);
+      state->pass->run.finish(state->result, false);
+      const counter_result& r = state->result;
       std::lock_guard<std::mutex> lock(mutex_);
       ++passes_;
+      // A pass that collected is kept for its group's next call, unless the kept profiler
+      // was let go meanwhile (another pass needed the counters) or keeping was given up.
+      if (r.ok() && !state->group.empty() && keep_profiler_ && state->pass->generation == kept_generation_)
+        kept_.emplace(std::move(state->group), std::move(state->pass));
       scope_counter_totals& t = scopes_[node];
       t.node = node;
+      ++cost_.calls;
+      cost_.after_ns += static_cast<double>(detail::now_ns() - closed_ns);
       if (!r.ok()) {
         ++t.failed_calls;
         note(r.message);
@@ -228,9 +314,37 @@ class scope_counter_sampler {
     }
   }
 
+  // Lets the kept range profiler go (another pass needs the counters, the options changed,
+  // or stop()): the kept passes are dropped, and the profiler is disabled once no pass in
+  // flight holds it. Their groups' next calls set CUPTI up again.
+  static void release_kept() noexcept { global().drop_kept(); }
+
+  void drop_kept() noexcept {
+    std::map<std::vector<std::string>, std::unique_ptr<kept_pass>> dropped;
+    std::shared_ptr<detail::range_profiler_handle> range;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      dropped.swap(kept_);
+      range.swap(kept_range_);
+      ++kept_generation_;
+    }
+    // Destroyed outside mutex_: disabling the profiler is a CUPTI call.
+  }
+
+  // Keeping the profiler enabled between calls failed once: every later call enables its
+  // own (the cost before the work then includes it), with a note that says why.
+  void stop_keeping(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      keep_profiler_ = false;
+      note(why + ": each profiled call now enables the range profiler itself");
+    }
+    drop_kept();
+  }
+
   // The one-pass groups, planned once (first profiled call: a device context exists by
   // then), with the counter-pass lock held. False when planning failed: the hook is off.
-  bool ensure_plan(const counter_options& pass_options) {
+  bool ensure_plan(const counter_options& plan_options) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (plan_ready_) return true;
@@ -239,7 +353,7 @@ class scope_counter_sampler {
     counter_state state = counter_state::failed;
     std::string why;
     const std::vector<std::string> wanted = options_.metrics.empty() ? scope_metric_names() : options_.metrics;
-    if (!detail::plan_counter_groups(wanted, pass_options, plan, state, why)) {
+    if (!detail::plan_counter_groups(wanted, plan_options, plan, state, why)) {
       counter_result r;
       r.state = state;
       r.message = why;
@@ -306,6 +420,12 @@ class scope_counter_sampler {
   }
 
   const detail::counter_hook hook_{&hook_open, &hook_close};
+
+  // The kept range profiler and each one-pass group's kept pass (under mutex_).
+  bool keep_profiler_ = true;
+  std::shared_ptr<detail::range_profiler_handle> kept_range_;
+  std::map<std::vector<std::string>, std::unique_ptr<kept_pass>> kept_;
+  std::uint64_t kept_generation_ = 0;
 #else
   const detail::counter_hook hook_{nullptr, nullptr};
 #endif
@@ -322,6 +442,7 @@ class scope_counter_sampler {
   std::uint64_t passes_ = 0;
   std::map<node_id, scope_counter_totals> scopes_;
   std::atomic<std::uint64_t> skipped_busy_{0};
+  scope_counter_cost cost_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> calls_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> profiled_;
 };
@@ -342,6 +463,13 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
   }
 #if KSCOPE_HAS_RANGE_PROFILER
   enabled_ = true;
+  // New options: a kept profiler from earlier ones is let go (its passes' options differ),
+  // and keeping is tried again. Registered here, where it can first matter.
+  keep_profiler_ = options_.keep_profiler && !options_.kernel_replay;
+  ++kept_generation_;
+  kept_.clear();
+  kept_range_.reset();
+  detail::kept_range_profiler_releaser().store(&release_kept, std::memory_order_release);
   plan_ = one_pass_plan{};
   plan_ready_ = false;
   groups_planned_.store(0, std::memory_order_relaxed);
@@ -363,8 +491,13 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
 KSCOPE_DECL void scope_counter_sampler::stop() noexcept {
   detail::active_counter_hook.store(nullptr, std::memory_order_release);
   try {
-    std::lock_guard<std::mutex> lock(mutex_);
-    enabled_ = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      enabled_ = false;
+    }
+#if KSCOPE_HAS_RANGE_PROFILER
+    drop_kept();  // the counters are free for other tools again
+#endif
   } catch (...) {
   }
 }
@@ -378,6 +511,7 @@ KSCOPE_DECL scope_counters_snapshot scope_counter_sampler::snapshot() const {
   out.notes = notes_;
   out.passes = passes_;
   out.skipped_busy = skipped_busy_.load(std::memory_order_relaxed);
+  out.cost = cost_;
   out.scopes.reserve(scopes_.size());
   for (const auto& entry : scopes_) out.scopes.push_back(entry.second);
   return out;
@@ -388,6 +522,7 @@ KSCOPE_DECL void scope_counter_sampler::reset() {
   scopes_.clear();
   notes_.clear();
   passes_ = 0;
+  cost_ = scope_counter_cost{};
   skipped_busy_.store(0, std::memory_order_relaxed);
   for (std::size_t i = 0; i < max_nodes; ++i) {
     calls_[i].store(0, std::memory_order_relaxed);

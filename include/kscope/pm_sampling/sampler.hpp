@@ -939,6 +939,7 @@ KSCOPE_DECL bool metric_sampler::start(const metric_sampler_options& options) no
     if (!pass.owns_lock())
       return finish_start(fresh, metric_sampler_state::busy,
                           "metric sampling not started: a counter pass is running in this process");
+    detail::release_kept_range_profiler();  // the per-scope counters' range profiler, kept between calls
     auto run = std::make_unique<detail::pm_sampling_run>();
     if (!run->open(options, fresh)) return finish_start(fresh, run->state, run->message);
     pass.unlock();

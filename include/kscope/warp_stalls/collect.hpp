@@ -681,6 +681,7 @@ KSCOPE_DECL warp_stall_result run_warp_stall_pass(counter_work_ref work, const w
       result.message = "warp stalls not collected: a counter or warp-stall pass is already running in this process";
       return result;
     }
+    release_kept_range_profiler();  // PC sampling cannot share the counters with a kept range profiler
     run_warp_stall_pass_locked(work, options, result, user_error);
 #else
     (void)work;

@@ -73,6 +73,7 @@ KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_sn
   st.notes = snap.notes;
   st.passes = snap.passes;
   st.skipped_busy = snap.skipped_busy;
+  st.cost = snap.cost;
   out.counters = std::move(st);
   for (scope_report& s : out.scopes) {
     const scope_counter_totals* t = snap.find(s.id);
