@@ -59,7 +59,7 @@ const char* const exit_codes_text =
     "exit codes:\n"
     "  0  success; compare: something was compared, and no time is slower or missing\n"
     "  1  compare: a time is slower than the baseline (the CI gate failed)\n"
-    "  2  usage error: an unknown command or option, missing or bad arguments, a malformed\n"
+    "  2  usage error: a wrong command or option, missing or bad arguments, a malformed\n"
     "     thresholds file, or a trace and a report given to one merge\n"
     "  3  an input is unreadable, not JSON, not a document the command reads, or over a\n"
     "     limit (merge: the other inputs are still merged and written)\n"
@@ -324,8 +324,13 @@ int run_merge_traces(const std::vector<std::string>& args, std::vector<std::stri
   bool bad = false;
   for (std::size_t i = 0; i < merged.inputs.size(); ++i) {
     kscope::merged_trace_input& in = merged.inputs[i];
-    // An unreadable file is an empty text to merge_traces; say why it really failed.
-    if (!read_errors[i].empty()) in.error = read_errors[i];
+    // An unreadable file is an empty text to merge_traces; say why it really failed (the
+    // reader's message starts with the file's name, which the lines below print already).
+    if (!read_errors[i].empty()) {
+      const std::string named = (args[i + 1] == "-" ? std::string("standard input")
+                                                    : kscope::printable_text(args[i + 1])) + ": ";
+      in.error = read_errors[i].rfind(named, 0) == 0 ? read_errors[i].substr(named.size()) : read_errors[i];
+    }
     if (in.error.empty()) continue;
     bad = true;
     std::fprintf(stderr, "kscope merge: %s: %s\n", kscope::printable_text(args[i + 1]).c_str(),
