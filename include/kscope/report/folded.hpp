@@ -160,8 +160,8 @@ KSCOPE_DECL folded_stacks fold_stacks(const session_report& report, folded_time 
       // work that ran past the parent's events. Their time is theirs; the parent gets 0.
       if (++clamped <= 10)
         out.notes.push_back("'" + detail::printable_name(s.path) + "': its children's " + (time == folded_time::host ? "host" : "GPU") +
-                            " time exceeds its own by " + detail::format_fixed(-self / 1e6, 3) +
-                            " ms (work on other threads or streams): its self time is 0");
+                            " time exceeds its own by " + std::to_string(std::llround(-self)) +
+                            " ns (work on other threads or streams): its self time is 0");
       self = 0;
     }
     const std::int64_t value = static_cast<std::int64_t>(std::llround(self));
