@@ -429,7 +429,12 @@ int run_report(const std::vector<std::string>& raw_args) {
   if (!r) {
     // Another document kscope reads: say which command reads it rather than the schema.
     const kscope::comparable_load other = kscope::load_comparable(text);
-    if (other.ok() && other.run.format != "kscope.report/1") {
+    if (kscope::identify_document(text) == kscope::document_kind::chrome_trace) {
+      std::fprintf(stderr,
+                   "kscope report: %s is a Chrome trace, not a kscope.report/1 session report: open it in "
+                   "https://ui.perfetto.dev, or merge the traces of several ranks with kscope merge\n",
+                   shown.c_str());
+    } else if (other.ok() && other.run.format != "kscope.report/1") {
       std::fprintf(stderr,
                    "kscope report: %s is %s, not a kscope.report/1 session report: kscope compare reads it "
                    "(kscope compare BASELINE CANDIDATE)\n",
