@@ -316,7 +316,7 @@ TEST_CASE("GPU activity from an injected source lands on its scopes in the repor
   int host_events = 0, gpu_events = 0;
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] != "X") continue;
-    if (e["pid"] == kscope::trace_host_pid) ++host_events;
+    if (e["pid"] == kscope::trace_host_pid(kscope::this_trace_process())) ++host_events;
     else if (e["name"] == "fake_gemm") ++gpu_events;
   }
   CHECK(host_events == 3);
@@ -347,7 +347,8 @@ TEST_CASE("host intervals pushed out of the trace ring are reported, not silentl
   const auto trace = nlohmann::json::parse(slurp(path));
   std::remove(path.c_str());
   int host_events = 0;
-  for (const auto& e : trace["traceEvents"]) host_events += e["ph"] == "X" && e["pid"] == kscope::trace_host_pid;
+  const std::int64_t host_pid = kscope::trace_host_pid(kscope::this_trace_process());
+  for (const auto& e : trace["traceEvents"]) host_events += e["ph"] == "X" && e["pid"] == host_pid;
   CHECK(host_events == 10);
 
   session.set_trace_capacity(65536);

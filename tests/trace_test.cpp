@@ -1,8 +1,10 @@
 // Tests for kscope/report/trace.hpp: the Chrome trace / Perfetto JSON is parsed back with
 // nlohmann-json and its structure checked: tracks, nesting, no overlapping complete
-// events on a track, flow arrows from the launching scope to its GPU work.
+// events on a track, flow arrows from the launching scope to its GPU work, pids per rank,
+// process and device, and the metadata a merge of ranks relies on.
 #include <kscope/report/trace.hpp>
 #include <kscope/activity/attribution.hpp>  // the trace is also written straight from an attribution
+#include <kscope/report/rank.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +22,24 @@
 namespace {
 
 using json = nlohmann::json;
+
+// A fixed writer, so that pids, names and the clock offset are known answers: rank 0 has
+// the pids 1000 (host) and 1001 + device.
+kscope::trace_process test_process(int rank = 0) {
+  kscope::trace_process p;
+  p.rank = rank;
+  p.process_id = 4242 + rank;
+  p.host_name = "node1";
+  p.wall_clock_offset_ns = 1'700'000'000'000'000'000;
+  return p;
+}
+
+kscope::trace_options fixed(kscope::trace_options options = {}) {
+  options.process = test_process();
+  return options;
+}
+constexpr std::int64_t host_pid = 1000;
+constexpr std::int64_t gpu0_pid = 1001;
 
 kscope::gpu_activity_event kernel_event(kscope::node_id node, std::uint32_t thread, std::uint32_t stream,
                                         std::int64_t start, std::int64_t end,
@@ -93,7 +114,7 @@ TEST_CASE("trace: structure, tracks, nesting, names, exact timestamps") {
   gpu.push_back(copy);
 
   kscope::trace_stats stats;
-  const std::string text = kscope::chrome_trace_json(host, gpu, {}, &stats);
+  const std::string text = kscope::chrome_trace_json(host, gpu, fixed(), &stats);
   const json doc = json::parse(text);
   REQUIRE(doc.contains("traceEvents"));
   CHECK(doc.at("displayTimeUnit") == "ns");
@@ -110,13 +131,14 @@ TEST_CASE("trace: structure, tracks, nesting, names, exact timestamps") {
   }
   // Host scope on the host pid, thread track; microseconds with nanosecond digits.
   const json& request = by_name.at("request@0");
-  CHECK(request.at("pid") == kscope::trace_host_pid);
+  CHECK(request.at("pid") == host_pid);
+  CHECK(kscope::trace_host_pid(test_process()) == host_pid);
   CHECK(request.at("ts").get<double>() == doctest::Approx(0.0));
   CHECK(request.at("dur").get<double>() == doctest::Approx(100.0));
   CHECK(text.find("\"ts\":10.000") != std::string::npos);  // decode: 10 000 ns -> "10.000"
-  // Kernel: pid = device, tid = stream, demangled, launch configuration in args.
+  // Kernel: pid = the device's, tid = stream, demangled, launch configuration in args.
   const json& attention = by_name.at("kscope::attention(float*, int)@7");
-  CHECK(attention.at("pid") == 0);
+  CHECK(attention.at("pid") == gpu0_pid);
   CHECK(attention.at("cat") == "kernel");
   CHECK(attention.at("args").at("node") == 3);
   CHECK(attention.at("args").at("scope") == "attention");
@@ -130,9 +152,10 @@ TEST_CASE("trace: structure, tracks, nesting, names, exact timestamps") {
   bool gpu_named = false, stream_named = false, thread_named = false;
   for (const auto& e : doc.at("traceEvents")) {
     if (e.at("ph") != "M") continue;
-    if (e.at("name") == "process_name" && e.at("pid") == 0) gpu_named = e.at("args").at("name") == "GPU 0";
-    if (e.at("name") == "thread_name" && e.at("pid") == 0 && e.at("tid") == 7) stream_named = e.at("args").at("name") == "stream 7";
-    if (e.at("name") == "thread_name" && e.at("pid") == kscope::trace_host_pid && e.at("tid") == 1) thread_named = true;
+    if (e.at("name") == "process_name" && e.at("pid") == gpu0_pid)
+      gpu_named = e.at("args").at("name") == "rank 0: GPU 0 (pid 4242 on node1)";
+    if (e.at("name") == "thread_name" && e.at("pid") == gpu0_pid && e.at("tid") == 7) stream_named = e.at("args").at("name") == "stream 7";
+    if (e.at("name") == "thread_name" && e.at("pid") == host_pid && e.at("tid") == 1) thread_named = true;
   }
   CHECK(gpu_named);
   CHECK(stream_named);
@@ -140,7 +163,7 @@ TEST_CASE("trace: structure, tracks, nesting, names, exact timestamps") {
 
   for (const auto& entry : tracks_of(doc)) {
     const auto& track = entry.first;
-    CHECK_MESSAGE(well_formed(entry.second, track.first == kscope::trace_host_pid),
+    CHECK_MESSAGE(well_formed(entry.second, track.first == host_pid),
                   "track " << track.first << "/" << track.second);
   }
 }
@@ -161,7 +184,7 @@ TEST_CASE("trace: flow arrows bind the launching scope instance to its GPU work"
       kernel_event(5, kscope::unknown_thread, 3, t0 + 33'000, t0 + 34'000),
   };
   kscope::trace_stats stats;
-  const json doc = json::parse(kscope::chrome_trace_json(host, gpu, {}, &stats));
+  const json doc = json::parse(kscope::chrome_trace_json(host, gpu, fixed(), &stats));
   CHECK(stats.flows == 3);
   CHECK(stats.flows_without_scope == 2);
 
@@ -177,8 +200,8 @@ TEST_CASE("trace: flow arrows bind the launching scope instance to its GPU work"
     REQUIRE(finishes.count(id) == 1);
     const json& f = finishes.at(id);
     CHECK(f.at("bp") == "e");
-    CHECK(s.at("pid") == kscope::trace_host_pid);
-    CHECK(f.at("pid") == 0);
+    CHECK(s.at("pid") == host_pid);
+    CHECK(f.at("pid") == gpu0_pid);
     CHECK(f.at("tid") == 3);
     CHECK(f.at("ts").get<double>() >= s.at("ts").get<double>());
     start_ts.push_back(s.at("ts").get<double>());
@@ -205,7 +228,7 @@ TEST_CASE("trace: overlapping GPU events on one stream are clamped or moved, nev
       kernel_event(1, 0, 4, 5000, 6000, "_Z4stepv", /*device*/ 1),  // other device: own track
   };
   kscope::trace_stats stats;
-  const json doc = json::parse(kscope::chrome_trace_json({}, gpu, {}, &stats));
+  const json doc = json::parse(kscope::chrome_trace_json({}, gpu, fixed(), &stats));
   CHECK(stats.gpu_events == 6);
   CHECK(stats.clamped == 2);
   CHECK(stats.overflow_events == 2);
@@ -213,11 +236,11 @@ TEST_CASE("trace: overlapping GPU events on one stream are clamped or moved, nev
   for (const auto& entry : tracks) {
     CHECK_MESSAGE(well_formed(entry.second, false), "track " << entry.first.first << "/" << entry.first.second);
   }
-  REQUIRE(tracks.count({0, 4}) == 1);
-  REQUIRE(tracks.count({0, 4 + kscope::trace_overflow_tid_stride}) == 1);
-  REQUIRE(tracks.count({1, 4}) == 1);
+  REQUIRE(tracks.count({gpu0_pid, 4}) == 1);
+  REQUIRE(tracks.count({gpu0_pid, 4 + kscope::trace_overflow_tid_stride}) == 1);
+  REQUIRE(tracks.count({gpu0_pid + 1, 4}) == 1);  // device 1
   // Times are relative to the earliest event (1000 ns).
-  const auto& lane0 = tracks.at({0, 4});
+  const auto& lane0 = tracks.at({gpu0_pid, 4});
   REQUIRE(lane0.size() == 3);
   CHECK(lane0[0] == std::make_pair<std::int64_t, std::int64_t>(0, 1000));
   CHECK(lane0[1] == std::make_pair<std::int64_t, std::int64_t>(1000, 2000));  // clamped start
@@ -262,7 +285,7 @@ TEST_CASE("trace: empty input, attribution output, and writing a file") {
   a.add_kernel(k);
   std::vector<kscope::host_interval> host = {{"scope", 7, 0, 1000, 4000}};
   kscope::trace_stats stats;
-  const json doc = json::parse(kscope::chrome_trace_json(host, a.recent_events(), {}, &stats));
+  const json doc = json::parse(kscope::chrome_trace_json(host, a.recent_events(), fixed(), &stats));
   CHECK(stats.flows == 1);
   bool found = false;
   for (const auto& e : doc.at("traceEvents")) found = found || (e.at("ph") == "X" && e.at("name") == "kernel()");
@@ -270,7 +293,7 @@ TEST_CASE("trace: empty input, attribution output, and writing a file") {
 
   const std::string path = "kscope_trace_test.json";
   std::string why;
-  REQUIRE(kscope::write_chrome_trace(path, host, a.recent_events(), {}, &why));
+  REQUIRE(kscope::write_chrome_trace(path, host, a.recent_events(), fixed(), &why));
   std::FILE* f = std::fopen(path.c_str(), "rb");
   REQUIRE(f != nullptr);
   std::string contents;
@@ -287,7 +310,7 @@ TEST_CASE("trace: empty input, attribution output, and writing a file") {
 TEST_CASE("trace: sampled GPU metrics as counter tracks, NaN points left out") {
   std::vector<kscope::host_interval> host;
   host.push_back(kscope::host_interval{"step", 1, 0, 1000, 301000});
-  kscope::trace_options options;
+  kscope::trace_options options = fixed();
   options.origin_ns = 1000;
   kscope::trace_counter_track dram;
   dram.name = "sampled DRAM %";
@@ -301,11 +324,145 @@ TEST_CASE("trace: sampled GPU metrics as counter tracks, NaN points left out") {
   for (const nlohmann::json& e : j.at("traceEvents")) {
     if (e.value("ph", "") != "C") continue;
     CHECK(e.at("name") == "sampled DRAM %");
-    CHECK(e.at("pid") == 0);
+    CHECK(e.at("pid") == gpu0_pid);
     values.push_back(e.at("args").at("value").get<double>());
     times.push_back(std::stod(e.at("ts").dump()));
   }
   REQUIRE(values.size() == 3);
   CHECK(values[1] == 82.0);
   CHECK(times[1] == doctest::Approx(100.0));  // µs from the origin
+}
+
+namespace {
+
+// Every metadata event of a trace as name@pid -> args.
+std::map<std::string, json> metadata_of(const json& doc) {
+  std::map<std::string, json> out;
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.at("ph") == "M" && !e.contains("tid"))
+      out[e.at("name").get<std::string>() + "@" + std::to_string(e.at("pid").get<long long>())] = e.at("args");
+  return out;
+}
+
+std::set<long long> pids_of(const json& doc) {
+  std::set<long long> out;
+  for (const auto& e : doc.at("traceEvents")) out.insert(e.at("pid").get<long long>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("trace: two ranks get their own pids, names, labels and metadata (known answers)") {
+  const std::int64_t t0 = 7'000'000'000;
+  const std::vector<kscope::host_interval> host = {{"step", 1, 0, t0, t0 + 50'000}};
+  const std::vector<kscope::gpu_activity_event> gpu = {
+      kernel_event(1, 0, 7, t0 + 1'000, t0 + 2'000, "_Z4stepv", 0),
+      kernel_event(1, 0, 9, t0 + 3'000, t0 + 4'000, "_Z4stepv", 1),
+  };
+  kscope::trace_options rank0;
+  rank0.process = test_process(0);
+  rank0.process->device_names = {"NVIDIA H100 80GB HBM3", ""};  // device 1's name not known
+  kscope::trace_options rank1;
+  rank1.process = test_process(1);
+  rank1.process->host_name = "node2";
+  rank1.process->device_names = {"NVIDIA H200"};
+  rank1.process->wall_clock_offset_ns.reset();
+  const json a = json::parse(kscope::chrome_trace_json(host, gpu, rank0));
+  const json b = json::parse(kscope::chrome_trace_json(host, {gpu[0]}, rank1));
+
+  // Rank 0: block 1 (host 1000, GPU 0 1001, GPU 1 1002); rank 1: block 2.
+  CHECK(pids_of(a) == std::set<long long>{1000, 1001, 1002});
+  CHECK(pids_of(b) == std::set<long long>{2000, 2001});
+  CHECK(kscope::trace_device_pid(*rank1.process, 0) == 2001);
+
+  const auto ma = metadata_of(a);
+  CHECK(ma.at("process_name@1000").at("name") == "rank 0: kscope host threads (pid 4242 on node1)");
+  CHECK(ma.at("process_name@1001").at("name") == "rank 0: GPU 0 NVIDIA H100 80GB HBM3 (pid 4242 on node1)");
+  CHECK(ma.at("process_name@1002").at("name") == "rank 0: GPU 1 (pid 4242 on node1)");
+  CHECK(ma.at("process_labels@1000").at("labels") == "rank 0,node1,pid 4242");
+  CHECK(ma.at("process_labels@1002").at("labels") == "rank 0,node1,pid 4242");
+  // The sort index is the pid: a rank's processes together, host first, ranks in order.
+  CHECK(ma.at("process_sort_index@1000").at("sort_index") == 1000);
+  CHECK(ma.at("process_sort_index@1002").at("sort_index") == 1002);
+  const auto mb = metadata_of(b);
+  CHECK(mb.at("process_name@2000").at("name") == "rank 1: kscope host threads (pid 4243 on node2)");
+  CHECK(mb.at("process_name@2001").at("name") == "rank 1: GPU 0 NVIDIA H200 (pid 4243 on node2)");
+  CHECK(mb.at("process_labels@2001").at("labels") == "rank 1,node2,pid 4243");
+  CHECK(mb.at("process_sort_index@2001").at("sort_index") == 2001);
+
+  const json& other = a.at("otherData");
+  CHECK(other.at("schema") == "kscope.trace/1");
+  CHECK(other.at("kscope_version") == KSCOPE_VERSION_STRING);
+  CHECK(other.at("clock") == "steady_clock");
+  CHECK(other.at("time_origin_ns") == t0);
+  CHECK(other.at("wall_clock_offset_ns") == 1'700'000'000'000'000'000);
+  CHECK(other.at("rank") == 0);
+  CHECK(other.at("process_id") == 4242);
+  CHECK(other.at("host_name") == "node1");
+  CHECK(other.at("host_pid") == 1000);
+  REQUIRE(other.at("devices").size() == 2);
+  CHECK(other.at("devices")[0] == json({{"device", 0}, {"name", "NVIDIA H100 80GB HBM3"}, {"pid", 1001}}));
+  CHECK(other.at("devices")[1] == json({{"device", 1}, {"name", ""}, {"pid", 1002}}));
+  CHECK(b.at("otherData").at("rank") == 1);
+  CHECK_FALSE(b.at("otherData").contains("wall_clock_offset_ns"));  // not known: left out
+
+  // The events themselves moved with their process.
+  for (const auto& e : b.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    CHECK(e.at("pid") == (e.at("cat") == "scope" ? 2000 : 2001));
+  }
+}
+
+TEST_CASE("trace: a process without a rank, and pids that stay below 2^31") {
+  kscope::trace_process no_rank;
+  no_rank.process_id = 4242;
+  CHECK(kscope::trace_pid_slot(no_rank) == 4242);  // the OS pid picks the block
+  CHECK(kscope::trace_host_pid(no_rank) == 4'242'000);
+  CHECK(kscope::trace_device_pid(no_rank, 3) == 4'242'004);
+  no_rank.process_id = 0;
+  CHECK(kscope::trace_host_pid(no_rank) == 1000);  // nothing known: block 1, never pid 0
+  // A large OS pid or rank wraps around instead of leaving the signed 32-bit range.
+  no_rank.process_id = 4'194'304;  // Linux's largest pid_max
+  CHECK(kscope::trace_device_pid(no_rank, 998) <= 2147483647);
+  CHECK(kscope::trace_host_pid(no_rank) >= 1000);
+  kscope::trace_process big;
+  big.rank = 2147483647;
+  CHECK(kscope::trace_host_pid(big) >= 1000);
+  CHECK(kscope::trace_device_pid(big, 998) <= 2147483647);
+  CHECK(kscope::trace_pid_slot(big) <= kscope::trace_max_pid_slot);
+  // The largest rank that keeps its own block.
+  big.rank = static_cast<int>(kscope::trace_max_pid_slot - 1);
+  CHECK(kscope::trace_pid_slot(big) == kscope::trace_max_pid_slot);
+  // Device numbers wrap inside the block: never the next rank's host pid.
+  kscope::trace_process rank0 = test_process(0);
+  CHECK(kscope::trace_device_pid(rank0, 998) == 1999);
+  CHECK(kscope::trace_device_pid(rank0, 999) == 1001);
+
+  const json doc = json::parse(kscope::chrome_trace_json({{"a", 1, 0, 0, 10}}, {}, [] {
+    kscope::trace_options o;
+    o.process = kscope::trace_process{};
+    return o;
+  }()));
+  const auto m = metadata_of(doc);
+  CHECK(m.at("process_name@1000").at("name") == "kscope host threads");  // no rank, pid or host: no suffix
+  CHECK(m.count("process_labels@1000") == 0);
+  CHECK(doc.at("otherData").at("rank").is_null());
+}
+
+TEST_CASE("trace: this_trace_process takes the rank, the pid, the host and the clock offset") {
+  kscope::set_rank(5);
+  const kscope::trace_process p = kscope::this_trace_process();
+  kscope::clear_rank();
+  CHECK(p.rank == 5);
+  CHECK(p.process_id > 0);
+  CHECK_FALSE(p.host_name.empty());
+  REQUIRE(p.wall_clock_offset_ns.has_value());
+  CHECK(*p.wall_clock_offset_ns > 1'500'000'000'000'000'000);  // system_clock is after 2017, steady far less
+  // The default writer is this process.
+  kscope::set_rank(5);
+  const json doc = json::parse(kscope::chrome_trace_json({{"a", 1, 0, 0, 10}}, {}));
+  kscope::clear_rank();
+  CHECK(doc.at("otherData").at("rank") == 5);
+  CHECK(doc.at("otherData").at("host_pid") == 6000);
+  CHECK(doc.at("otherData").at("process_id") == p.process_id);
 }

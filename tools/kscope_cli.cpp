@@ -1,7 +1,9 @@
-// kscope — the command-line tool: merge per-rank reports, print a report, compare two runs.
+// kscope — the command-line tool: merge per-rank reports or traces, print a report, compare two runs.
 //
 //   kscope merge out.json run.rank0.json run.rank1.json ...   merged table + kscope.merged/1 JSON
-//   kscope report run.json [--format text|markdown|json]       the report's text tables
+//   kscope merge out.trace.json r0.trace.json r1.trace.json   one Chrome trace, a process group per rank
+//   kscope report run.json [--format text|markdown|json|folded-host|folded-gpu]
+//                                                              the report's text tables, or flame-graph input
 //   kscope compare baseline.json candidate.json [--threshold 0.02] [--thresholds FILE]
 //                  [--allow-missing] [--format text|markdown|json]
 //                                                              CI gate on scope / benchmark medians
@@ -13,19 +15,9 @@
 // between or after the files. "-" as an input file is standard input. A usage error is
 // one line on stderr that names the mistake and points at the command's --help.
 //
-// Exit codes (also printed by `kscope --help`; docs/multi_gpu.md lists them too):
-//   0  success; for compare: something was compared, no time is slower, none is missing
-//   1  compare: at least one time is slower than the baseline (the CI gate failed)
-//   2  usage error (unknown command, missing or bad arguments, a malformed thresholds file)
-//   3  an input could not be read (a thresholds file too), is not JSON, or is not a document kscope reads
-//      (merge: the other inputs are still merged and the output still written)
-//   4  the output could not be written: the merged file, or standard output (a full disk,
-//      a closed pipe, `> /dev/full`)
-//   5  compare: the comparison is incomplete: the two runs share no timed scope or
-//      benchmark (an empty KSCOPE=0 report, renamed scopes, unrelated runs), or a time
-//      of the baseline is missing in the candidate (without --allow-missing)
-//   6  compare: the inputs cannot be gated: a merged report (kscope.merged/1 keeps no
-//      intervals), or a report and a bench file (two formats)
+// Exit codes: exit_codes_text below, printed by `kscope --help`; README.md has the same
+// table ("Command-line tool"), and ctest's cli_exit_codes checks that the two agree and that
+// each code is what the tool returns for a case (tools/exit_codes.cmake).
 // A different GPU, driver or kscope version between baseline and candidate is a warning
 // (stderr and the table), not a failure. Errors go to stderr; results to stdout. Bad
 // files never crash the tool: an input over 256 MiB (kscope::report_max_input_bytes) is
@@ -34,7 +26,9 @@
 #include <kscope/core/text.hpp>  // printable_text, parse_number, write_text_file
 #include <kscope/report/compare.hpp>
 #include <kscope/report/merge.hpp>
+#include <kscope/report/folded.hpp>
 #include <kscope/report/report.hpp>
+#include <kscope/report/trace_merge.hpp>
 #include <kscope/verdict/diagnose.hpp>
 
 #include <sys/stat.h>
@@ -59,17 +53,28 @@ constexpr int exit_write_failed = 4;
 constexpr int exit_incomplete = 5;
 constexpr int exit_not_comparable = 6;
 
+// One line per code (continued lines indented further); README.md's table says the same
+// words, and tools/exit_codes.cmake compares them.
 const char* const exit_codes_text =
-    "exit codes: 0 ok; 1 compare found a slower time; 2 usage (also a malformed thresholds\n"
-    "  file); 3 input unreadable, not JSON, not a document kscope reads or over a limit;\n"
-    "  4 cannot write the output (file or standard output); 5 compare incomplete: no shared\n"
-    "  scope or benchmark, or a baseline time missing in the candidate; 6 compare refused: a\n"
-    "  merged report, or two different formats\n";
+    "exit codes:\n"
+    "  0  success; compare: something was compared, and no time is slower or missing\n"
+    "  1  compare: a time is slower than the baseline (the CI gate failed)\n"
+    "  2  usage error: a wrong command or option, missing or bad arguments, a malformed\n"
+    "     thresholds file, or a trace and a report given to one merge\n"
+    "  3  an input is unreadable, not JSON, not a document the command reads, or over a\n"
+    "     limit (merge: the other inputs are still merged and written)\n"
+    "  4  the output could not be written: the merged file, or standard output (a full\n"
+    "     disk, a closed pipe)\n"
+    "  5  compare incomplete: the runs share no timed scope or benchmark, or a baseline time\n"
+    "     is missing in the candidate (without --allow-missing)\n"
+    "  6  compare refused: a merged report (it keeps no intervals), or two documents of\n"
+    "     different formats\n";
 
 const char* const usage_text =
     "usage: kscope COMMAND [ARGS...]\n"
-    "  kscope merge OUT.json RANK0.json [RANK1.json ...]   merge per-rank reports\n"
-    "  kscope report FILE.json [--format F]                print a report (text, markdown, json)\n"
+    "  kscope merge OUT.json RANK0.json [RANK1.json ...]   merge per-rank reports, or traces\n"
+    "  kscope report FILE.json [--format F]                print a report (text, markdown, json),\n"
+    "                                                      or its folded stacks (flame graphs)\n"
     "  kscope compare BASELINE.json CANDIDATE.json [...]   CI gate: exit 1 when slower\n"
     "  kscope diagnose FILE.json                           a serving loop's findings\n"
     "  kscope help [COMMAND]                               this text, or a command's\n"
@@ -80,18 +85,30 @@ const char* const usage_text =
     "  standard input\n";
 
 const char* const merge_help =
-    "usage: kscope merge OUT.json RANK0.json [RANK1.json ...]\n"
-    "  Merges per-rank kscope.report/1 files (kscope::write_json_for_rank): prints per-rank\n"
-    "  and across-rank tables (the slowest rank per scope) and writes kscope.merged/1 JSON to\n"
-    "  OUT.json. An unreadable input is reported (exit 3) and the others are still merged.\n";
+    "usage: kscope merge OUT.json RANK0.json [RANK1.json ...] [--wall-clock]\n"
+    "  Reports: merges per-rank kscope.report/1 files (kscope::write_json_for_rank): prints\n"
+    "  per-rank and across-rank tables (the slowest rank per scope) and writes kscope.merged/1\n"
+    "  JSON to OUT.json.\n"
+    "  Traces: merges per-rank Chrome traces (session::write_trace; any {\"traceEvents\": ...}\n"
+    "  file) into one trace that Perfetto opens, one group of processes per rank: colliding\n"
+    "  pids and flow ids are moved apart, the traces of one host are placed on its one clock,\n"
+    "  and each host's time line starts at 0 (steady clocks differ between hosts).\n"
+    "  Which of the two is told by the files' contents; a trace and a report together are a\n"
+    "  usage error. An unreadable input is reported (exit 3) and the others are still merged.\n"
+    "options:\n"
+    "  --wall-clock         traces: line up the hosts by their wall clocks (as close as the\n"
+    "                       hosts' clocks agree: NTP keeps them within about a millisecond)\n";
 
 const char* const report_help =
     "usage: kscope report FILE.json [--format F]\n"
     "  Prints a kscope.report/1 file ('-': standard input) as a running program prints it.\n"
     "options:\n"
     "  --format F           text (default: the tables), markdown (the tables in a fenced block,\n"
-    "                       for a pull-request comment) or json (the report again, as kscope\n"
-    "                       writes it: what this version reads of the file)\n";
+    "                       for a pull-request comment), json (the report again, as kscope\n"
+    "                       writes it: what this version reads of the file), folded-host or\n"
+    "                       folded-gpu (the scope tree as folded stacks, 'a;b;c self_ns' per\n"
+    "                       line, for flamegraph.pl, inferno or speedscope: host time, or GPU\n"
+    "                       time: CUPTI's kernels, else the CUDA events'; notes on stderr)\n";
 
 const char* const diagnose_help =
     "usage: kscope diagnose FILE.json\n"
@@ -294,16 +311,56 @@ parsed_arguments parse_arguments(const std::vector<std::string>& args, std::init
   return out;
 }
 
+// Merges per-rank traces (docs[i] is args[i + 1]; read_errors[i] why it could not be read).
+int run_merge_traces(const std::vector<std::string>& args, std::vector<std::string>& docs,
+                     const std::vector<std::string>& read_errors, bool wall_clock) {
+  std::vector<kscope::trace_merge_input> inputs;
+  for (std::size_t i = 1; i < args.size(); ++i)
+    inputs.push_back({args[i] == "-" ? std::string("standard input") : args[i], std::move(docs[i - 1])});
+  kscope::trace_merge_options options;
+  options.align_hosts_by_wall_clock = wall_clock;
+  kscope::merged_trace merged = kscope::merge_traces(inputs, options);
+  inputs.clear();  // the texts are no longer needed; the merged trace may be as large
+  bool bad = false;
+  for (std::size_t i = 0; i < merged.inputs.size(); ++i) {
+    kscope::merged_trace_input& in = merged.inputs[i];
+    // An unreadable file is an empty text to merge_traces; say why it really failed (the
+    // reader's message starts with the file's name, which the lines below print already).
+    if (!read_errors[i].empty()) {
+      const std::string named = (args[i + 1] == "-" ? std::string("standard input")
+                                                    : kscope::printable_text(args[i + 1])) + ": ";
+      in.error = read_errors[i].rfind(named, 0) == 0 ? read_errors[i].substr(named.size()) : read_errors[i];
+    }
+    if (in.error.empty()) continue;
+    bad = true;
+    std::fprintf(stderr, "kscope merge: %s: %s\n", kscope::printable_text(args[i + 1]).c_str(),
+                 kscope::printable_text(in.error).c_str());
+  }
+  print(merged.text());
+  if (merged.merged_count() == 0) {
+    std::fprintf(stderr, "kscope merge: no trace could be merged: %s not written\n",
+                 kscope::printable_text(args[0]).c_str());
+    return exit_bad_input;
+  }
+  std::string write_error;
+  if (!write_file(args[0], merged.json, write_error)) {
+    std::fprintf(stderr, "kscope: %s\n", kscope::printable_text(write_error).c_str());
+    return exit_write_failed;
+  }
+  return bad ? exit_bad_input : exit_ok;
+}
+
 int run_merge(const std::vector<std::string>& raw_args) {
-  const parsed_arguments parsed = parse_arguments(raw_args, {});
+  const parsed_arguments parsed = parse_arguments(raw_args, {{"--wall-clock", false}});
   if (parsed.help) {
     print(merge_help);
     print(exit_codes_text);
     return exit_ok;
   }
   if (!parsed.error.empty()) return usage_error("merge", parsed.error);
+  const bool wall_clock = !parsed.options.empty();  // --wall-clock is the only option
   const std::vector<std::string>& args = parsed.files;
-  if (args.size() < 2) return usage_error("merge", "needs an output file and at least one rank report");
+  if (args.size() < 2) return usage_error("merge", "needs an output file and at least one rank report or trace");
   std::vector<std::string> docs;
   std::vector<std::string> read_errors(args.size() - 1);
   for (std::size_t i = 1; i < args.size(); ++i) {
@@ -311,6 +368,20 @@ int run_merge(const std::vector<std::string>& raw_args) {
     if (!read_file(args[i], text, read_errors[i - 1])) text.clear();  // kept in place: positions stay
     docs.push_back(std::move(text));
   }
+  // Traces or reports, told by their contents; one merge takes one kind.
+  std::size_t first_trace = docs.size(), first_report = docs.size();
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    if (!read_errors[i].empty()) continue;
+    const kscope::document_kind kind = kscope::identify_document(docs[i]);
+    if (kind == kscope::document_kind::chrome_trace && first_trace == docs.size()) first_trace = i;
+    if (kind == kscope::document_kind::kscope_document && first_report == docs.size()) first_report = i;
+  }
+  if (first_trace < docs.size() && first_report < docs.size())
+    return usage_error("merge", kscope::printable_text(args[first_trace + 1]) + " is a trace and " +
+                                    kscope::printable_text(args[first_report + 1]) +
+                                    " a kscope document: merge traces with traces, reports with reports");
+  if (first_trace < docs.size()) return run_merge_traces(args, docs, read_errors, wall_clock);
+  if (wall_clock) return usage_error("merge", "--wall-clock applies to traces, and no input is a trace");
   kscope::merged_report merged = kscope::merge_reports(docs);
   bool bad = false;
   for (kscope::merge_input& in : merged.inputs) {
@@ -341,8 +412,9 @@ int run_report(const std::vector<std::string>& raw_args) {
   std::string format = "text";
   for (const auto& [name, value] : parsed.options) {
     if (name != "--format") continue;
-    if (value != "text" && value != "markdown" && value != "json")
-      return usage_error("report", "bad format '" + kscope::printable_text(value) + "' (text, markdown or json)");
+    if (value != "text" && value != "markdown" && value != "json" && value != "folded-host" && value != "folded-gpu")
+      return usage_error("report", "bad format '" + kscope::printable_text(value) +
+                                       "' (text, markdown, json, folded-host or folded-gpu)");
     format = value;
   }
   const std::vector<std::string>& args = parsed.files;
@@ -357,7 +429,12 @@ int run_report(const std::vector<std::string>& raw_args) {
   if (!r) {
     // Another document kscope reads: say which command reads it rather than the schema.
     const kscope::comparable_load other = kscope::load_comparable(text);
-    if (other.ok() && other.run.format != "kscope.report/1") {
+    if (kscope::identify_document(text) == kscope::document_kind::chrome_trace) {
+      std::fprintf(stderr,
+                   "kscope report: %s is a Chrome trace, not a kscope.report/1 session report: open it in "
+                   "https://ui.perfetto.dev, or merge the traces of several ranks with kscope merge\n",
+                   shown.c_str());
+    } else if (other.ok() && other.run.format != "kscope.report/1") {
       std::fprintf(stderr,
                    "kscope report: %s is %s, not a kscope.report/1 session report: kscope compare reads it "
                    "(kscope compare BASELINE CANDIDATE)\n",
@@ -366,6 +443,15 @@ int run_report(const std::vector<std::string>& raw_args) {
       std::fprintf(stderr, "kscope report: %s: %s\n", shown.c_str(), kscope::printable_text(error).c_str());
     }
     return exit_bad_input;
+  }
+  if (format == "folded-host" || format == "folded-gpu") {
+    const kscope::folded_stacks folded =
+        kscope::fold_stacks(*r, format == "folded-host" ? kscope::folded_time::host : kscope::folded_time::gpu);
+    // The notes on stderr: standard output is the flame-graph tool's input, lines only.
+    for (const std::string& note : folded.notes)
+      std::fprintf(stderr, "kscope report: note: %s\n", kscope::printable_text(note).c_str());
+    print(folded.text);
+    return exit_ok;
   }
   if (format == "json") print(r->json());
   else if (format == "markdown") print("```text\n" + r->text() + "```\n");

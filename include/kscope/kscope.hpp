@@ -40,11 +40,13 @@
 // Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks,
 // compare; the conclusions drawn from a report.
 #include "report/compare.hpp"
+#include "report/folded.hpp"
 #include "report/merge.hpp"
 #include "report/plot.hpp"
 #include "report/rank.hpp"
 #include "report/report.hpp"
 #include "report/trace.hpp"
+#include "report/trace_merge.hpp"
 #include "verdict/diagnose.hpp"
 #include "verdict/scope_verdict.hpp"
 

@@ -114,7 +114,7 @@ TEST_CASE("with CUPTI on, the report shows each scope's kernels and copies") {
   int host_events = 0, kernel_events = 0;
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] != "X") continue;
-    if (e["pid"] == kscope::trace_host_pid) ++host_events;
+    if (e["pid"] == kscope::trace_host_pid(kscope::this_trace_process())) ++host_events;
     else if (e.contains("name") && e["name"].get<std::string>().find("add_one") != std::string::npos) ++kernel_events;
   }
   CHECK(host_events >= 20);

@@ -10,8 +10,15 @@
 //   kscope::write_chrome_trace("run.trace.json", host_intervals, snapshot.activity.recent);
 //
 // Layout:
-//   - host scopes: complete ("X") events, pid = trace_host_pid, tid = kscope thread index;
-//   - kernels, copies, memsets: "X" events, pid = device, tid = stream;
+//   - every process id (pid) is unique per writing process: its rank (rank.hpp) or, without
+//     one, its OS process id picks a block of trace_pid_block pids (trace_pid_slot); the
+//     host threads are the block's first pid, GPU d the pid after it plus d
+//     (trace_host_pid, trace_device_pid), so the traces of several ranks never overlay each
+//     other when they are merged (kscope merge, trace_merge.hpp);
+//   - host scopes: complete ("X") events, pid = the host pid, tid = kscope thread index;
+//   - kernels, copies, memsets: "X" events, pid = the device's pid, tid = stream;
+//   - metadata names every process after its rank, host and OS pid, and "otherData" holds
+//     who wrote the trace and its clock base (trace_process);
 //   - a flow arrow ("s" on the launching scope -> "f" with "bp":"e" on the GPU event) from
 //     the scope that launched each GPU event (same node, same thread, the latest instance
 //     that started before the GPU event) to the event;
@@ -32,14 +39,23 @@
 #include "../core/detail/atomic_file.hpp"
 #include "../core/detail/json_writer.hpp"  // every string of the trace: escaped, invalid UTF-8 repaired
 #include "../scope/detail/thread_state.hpp"
+#include "../core/detail/clock.hpp"
+#include "rank.hpp"
+
+#if defined(__unix__) || defined(__APPLE__)
+#  include <unistd.h>
+#endif
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -48,8 +64,82 @@
 
 namespace kscope {
 
-// pid of the host process track (GPU tracks use the device number as pid).
-inline constexpr std::int64_t trace_host_pid = 1 << 20;
+// Who wrote a trace: which rank and process, on which host, with which GPUs. The trace's
+// pids and metadata carry it, so that the traces of several ranks merged into one (kscope
+// merge, trace_merge.hpp) stay apart and their clocks can be aligned. Left out of
+// trace_options, it is this_trace_process().
+//
+//   kscope::trace_process me = kscope::this_trace_process();  // rank, pid, host, clock offset
+//   me.device_names = {"NVIDIA H100 80GB HBM3"};
+struct trace_process {
+  int rank = -1;                          // -1: not known (set_rank, RANK, ...: rank.hpp)
+  long long process_id = 0;               // the OS process id; 0: not known
+  std::string host_name;                  // "": not known
+  std::vector<std::string> device_names;  // by CUDA device number; "" or absent: not known
+  // system_clock minus steady_clock in ns, taken when the trace is written: the wall-clock
+  // time of kscope's clock, so that traces of different hosts (each steady clock counts
+  // from its own boot) can be lined up as well as the hosts' clocks agree (NTP). Empty:
+  // not known.
+  std::optional<std::int64_t> wall_clock_offset_ns;
+};
+
+// This process: current_rank(), the OS process id, the host name, the clock offset now.
+// Device names are left empty (this module is CUDA-free; the session fills them).
+[[nodiscard]] KSCOPE_DECL trace_process this_trace_process();
+
+// pids come in blocks of this many: the host threads first, then one per GPU.
+inline constexpr std::int64_t trace_pid_block = 1000;
+// The largest block whose pids stay below 2^31 (some viewers read a pid as a signed
+// 32-bit number).
+inline constexpr std::int64_t trace_max_pid_slot = (std::int64_t{2147483647} - (trace_pid_block - 1)) / trace_pid_block;
+
+// The block of a process's pids: rank + 1 when the rank is known (rank 0 -> 1, so pid 0,
+// which viewers treat as the kernel's, is never used), else the OS process id (1 when that
+// is not known either); a slot beyond trace_max_pid_slot wraps around (a merge remaps any
+// pid that then collides).
+//   kscope::trace_pid_slot({3});  // 4
+[[nodiscard]] KSCOPE_DECL std::int64_t trace_pid_slot(const trace_process& process) noexcept;
+// pid of the process's host threads: slot * trace_pid_block (rank 3: 4000).
+[[nodiscard]] KSCOPE_DECL std::int64_t trace_host_pid(const trace_process& process) noexcept;
+// pid of a GPU: the host pid + 1 + device (rank 3, GPU 1: 4002); a device number beyond
+// the block wraps around.
+[[nodiscard]] KSCOPE_DECL std::int64_t trace_device_pid(const trace_process& process, std::uint32_t device) noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL trace_process this_trace_process() {
+  trace_process p;
+  if (const std::optional<int> rank = current_rank()) p.rank = *rank;
+#if defined(__unix__) || defined(__APPLE__)
+  p.process_id = static_cast<long long>(::getpid());
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) == 0) p.host_name = host;
+#endif
+  const std::int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+  p.wall_clock_offset_ns = wall_ns - detail::now_ns();
+  return p;
+}
+
+KSCOPE_DECL std::int64_t trace_pid_slot(const trace_process& process) noexcept {
+  std::int64_t slot = process.rank >= 0 ? std::int64_t{process.rank} + 1
+                      : process.process_id > 0 ? static_cast<std::int64_t>(process.process_id)
+                                               : 1;
+  if (slot > trace_max_pid_slot) slot = 1 + (slot - 1) % trace_max_pid_slot;
+  return slot;
+}
+
+KSCOPE_DECL std::int64_t trace_host_pid(const trace_process& process) noexcept {
+  return trace_pid_slot(process) * trace_pid_block;
+}
+
+KSCOPE_DECL std::int64_t trace_device_pid(const trace_process& process, std::uint32_t device) noexcept {
+  return trace_host_pid(process) + 1 + static_cast<std::int64_t>(device % static_cast<std::uint32_t>(trace_pid_block - 1));
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+// otherData.schema of a trace kscope wrote: what a merger recognizes (trace_merge.hpp).
+inline constexpr const char* trace_schema = "kscope.trace/1";
 // Overflow tracks: tid = base tid + lane * stride.
 inline constexpr std::int64_t trace_overflow_tid_stride = 100000;
 
@@ -71,6 +161,7 @@ struct trace_options {
   bool demangle = true;                    // kernel names as C++ signatures
   std::int64_t overlap_tolerance_ns = 1000;  // on one stream: clamp up to this, else overflow
   std::vector<trace_counter_track> counter_tracks;  // sampled GPU metrics (may be empty)
+  std::optional<trace_process> process;    // who wrote it; empty: this_trace_process()
 };
 
 // What the export did, for tests and for a line in the report.
@@ -139,6 +230,9 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
     for (const auto& g : gpu) origin = std::min(origin, g.start_ns);
     if (origin == std::numeric_limits<std::int64_t>::max()) origin = 0;
   }
+
+  const trace_process process = options.process ? *options.process : this_trace_process();
+  const std::int64_t host_pid = trace_host_pid(process);
 
   // ---- host tracks: per thread, parents before children, partial overlaps to overflow.
   struct placed_host {
@@ -289,17 +383,48 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
     w.key("args").begin_object().member("sort_index", index).end_object();
     w.end_object();
   };
-  metadata("process_name", trace_host_pid, -1, options.process_name + " host threads");
-  sort_index(trace_host_pid, 0);
-  for (const auto& [tid, name] : host_track_names) metadata("thread_name", trace_host_pid, tid, name);
-  std::uint32_t last_device = std::numeric_limits<std::uint32_t>::max();
-  for (const auto& [key, name] : gpu_track_names) {
-    if (key.first != last_device) {
-      last_device = key.first;
-      metadata("process_name", key.first, -1, "GPU " + std::to_string(key.first));
-      sort_index(key.first, 1 + static_cast<long long>(key.first));
-    }
-    metadata("thread_name", key.first, key.second, name);
+  auto labels = [&w](std::int64_t pid, const std::string& text) {
+    if (text.empty()) return;
+    w.begin_object();
+    w.member("name", "process_labels").member("ph", "M").member("pid", static_cast<long long>(pid));
+    w.key("args").begin_object().member("labels", text).end_object();
+    w.end_object();
+  };
+  // Every process is named after its rank, host and OS pid ("rank 3: GPU 0 NVIDIA H100
+  // (pid 4242 on node1)"): in a merged trace the processes of one rank read, and sort (the
+  // sort index is the pid: a rank's block, host first), together.
+  const std::string rank_prefix = process.rank >= 0 ? "rank " + std::to_string(process.rank) + ": " : std::string();
+  std::string where;
+  if (process.process_id > 0) where = "pid " + std::to_string(process.process_id);
+  if (!process.host_name.empty()) where += (where.empty() ? "on " : " on ") + process.host_name;
+  const std::string where_suffix = where.empty() ? std::string() : " (" + where + ")";
+  std::string label_text;
+  if (process.rank >= 0) label_text = "rank " + std::to_string(process.rank);
+  if (!process.host_name.empty()) label_text += (label_text.empty() ? "" : ",") + process.host_name;
+  if (process.process_id > 0) label_text += (label_text.empty() ? "pid " : ",pid ") + std::to_string(process.process_id);
+  const auto device_name = [&process](std::uint32_t device) {
+    return device < process.device_names.size() ? process.device_names[device] : std::string();
+  };
+  std::set<std::uint32_t> devices;  // every device with a track or a name
+  for (const auto& entry : gpu_track_names) devices.insert(entry.first.first);
+  for (const trace_counter_track& track : options.counter_tracks) devices.insert(static_cast<std::uint32_t>(track.device));
+  for (std::size_t d = 0; d < process.device_names.size(); ++d)
+    if (!process.device_names[d].empty()) devices.insert(static_cast<std::uint32_t>(d));
+
+  metadata("process_name", host_pid, -1, rank_prefix + options.process_name + " host threads" + where_suffix);
+  labels(host_pid, label_text);
+  sort_index(host_pid, static_cast<long long>(host_pid));
+  for (const auto& [tid, name] : host_track_names) metadata("thread_name", host_pid, tid, name);
+  for (const std::uint32_t device : devices) {
+    const std::int64_t pid = trace_device_pid(process, device);
+    const std::string name = device_name(device);
+    metadata("process_name", pid, -1,
+             rank_prefix + "GPU " + std::to_string(device) + (name.empty() ? "" : " " + name) + where_suffix);
+    labels(pid, label_text);
+    sort_index(pid, static_cast<long long>(pid));
+    for (auto it = gpu_track_names.lower_bound({device, std::numeric_limits<std::int64_t>::min()});
+         it != gpu_track_names.end() && it->first.first == device; ++it)
+      metadata("thread_name", pid, it->first.second, it->second);
   }
 
   for (const placed_host& p : host_placed) {
@@ -308,7 +433,7 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
     w.member("name", h.name).member("cat", "scope").member("ph", "X");
     w.key("ts").raw(detail::trace_us(h.start_ns - origin));
     w.key("dur").raw(detail::trace_us(h.end_ns - h.start_ns));
-    w.member("pid", static_cast<long long>(trace_host_pid)).member("tid", static_cast<long long>(p.tid));
+    w.member("pid", static_cast<long long>(host_pid)).member("tid", static_cast<long long>(p.tid));
     w.key("args").begin_object().member("node", static_cast<unsigned long long>(h.node)).end_object();
     w.end_object();
     ++stats.host_events;
@@ -337,7 +462,8 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
     w.member("name", name).member("cat", category).member("ph", "X");
     w.key("ts").raw(detail::trace_us(p.start_ns - origin));
     w.key("dur").raw(detail::trace_us(g.end_ns - p.start_ns));
-    w.member("pid", static_cast<long long>(g.device)).member("tid", static_cast<long long>(p.tid));
+    w.member("pid", static_cast<long long>(trace_device_pid(process, g.device)))
+        .member("tid", static_cast<long long>(p.tid));
     w.key("args").begin_object();
     w.member("node", static_cast<unsigned long long>(g.node));
     auto scope_name = node_names.find(g.node);
@@ -388,13 +514,14 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
     w.member("name", "launch").member("cat", "launch").member("ph", "s");
     w.member("id", static_cast<unsigned long long>(flow_id));
     w.key("ts").raw(detail::trace_us(s_ts - origin));
-    w.member("pid", static_cast<long long>(trace_host_pid)).member("tid", static_cast<long long>(launcher->tid));
+    w.member("pid", static_cast<long long>(host_pid)).member("tid", static_cast<long long>(launcher->tid));
     w.end_object();
     w.begin_object();
     w.member("name", "launch").member("cat", "launch").member("ph", "f").member("bp", "e");
     w.member("id", static_cast<unsigned long long>(flow_id));
     w.key("ts").raw(detail::trace_us(f_ts - origin));
-    w.member("pid", static_cast<long long>(g.device)).member("tid", static_cast<long long>(p.tid));
+    w.member("pid", static_cast<long long>(trace_device_pid(process, g.device)))
+        .member("tid", static_cast<long long>(p.tid));
     w.end_object();
     ++stats.flows;
   }
@@ -405,7 +532,7 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
       w.begin_object();
       w.member("name", track.name).member("ph", "C");
       w.key("ts").raw(detail::trace_us(ns - origin));
-      w.member("pid", static_cast<long long>(track.device));
+      w.member("pid", static_cast<long long>(trace_device_pid(process, static_cast<std::uint32_t>(track.device))));
       w.key("args").begin_object().member("value", value).end_object();
       w.end_object();
       ++stats.counter_points;
@@ -413,10 +540,31 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
   }
   w.end_array();
   w.member("displayTimeUnit", "ns");
+  // Who wrote the trace and its clock base, for a merger (trace_merge.hpp): kscope's clock
+  // is the host's steady clock, shared by every process of one host; wall_clock_offset_ns
+  // puts it on the wall clock, for hosts that share only that.
   w.key("otherData").begin_object();
+  w.member("schema", trace_schema);
   w.member("producer", "kscope " KSCOPE_VERSION_STRING);
+  w.member("kscope_version", KSCOPE_VERSION_STRING);
   w.member("clock", "steady_clock");
   w.member("time_origin_ns", static_cast<long long>(origin));
+  if (process.wall_clock_offset_ns)
+    w.member("wall_clock_offset_ns", static_cast<long long>(*process.wall_clock_offset_ns));
+  if (process.rank >= 0) w.member("rank", process.rank);
+  else w.key("rank").value(nullptr);
+  w.member("process_id", process.process_id);
+  w.member("host_name", process.host_name);
+  w.member("host_pid", static_cast<long long>(host_pid));
+  w.key("devices").begin_array();
+  for (const std::uint32_t device : devices) {
+    w.begin_object();
+    w.member("device", static_cast<unsigned long long>(device));
+    w.member("name", device_name(device));
+    w.member("pid", static_cast<long long>(trace_device_pid(process, device)));
+    w.end_object();
+  }
+  w.end_array();
   w.member("clamped_gpu_events", static_cast<unsigned long long>(stats.clamped));
   w.member("overflow_track_events", static_cast<unsigned long long>(stats.overflow_events));
   w.end_object();

@@ -757,6 +757,21 @@ KSCOPE_DECL bool session::write_trace(const std::string& path, std::string* erro
   trace_options options;
   // Each feature's tracks beside the kernels (sampled GPU metrics as counters).
   for (const std::shared_ptr<session_feature>& f : features_copy()) f->add_trace_tracks(options, detail::now_ns());
+  // Rank, pid, host and clock base, and the name of each GPU in the trace (a CUDA query
+  // each, on this cold path), for the trace's metadata and a later merge of ranks.
+  options.process = this_trace_process();
+  std::vector<std::string>& device_names = options.process->device_names;
+  std::vector<bool> asked;
+  for (const gpu_activity_event& e : gpu.activity.recent) {
+    if (e.device >= 64 || (e.device < asked.size() && asked[e.device])) continue;
+    if (e.device >= asked.size()) {
+      asked.resize(e.device + 1);
+      device_names.resize(e.device + 1);
+    }
+    asked[e.device] = true;
+    const device_info info = query_device(static_cast<int>(e.device));
+    if (info.present) device_names[e.device] = info.name;
+  }
   return write_chrome_trace(path, host, gpu.activity.recent, options, error);
 }
 
