@@ -120,7 +120,8 @@ struct thread_scopes {
   std::uint64_t thread_tag = 0;
   std::uint64_t next_sequence = 1;
 
-  thread_scopes() : thread_tag((next_thread_tag.fetch_add(1, std::memory_order_relaxed) & 0xffffff) | 0) {
+  // Tags wrap after 16 M threads; 0 is skipped so that no handle is 0.
+  thread_scopes() : thread_tag(next_thread_tag.fetch_add(1, std::memory_order_relaxed) & 0xffffff) {
     if (thread_tag == 0) thread_tag = 1;
   }
   thread_scopes(const thread_scopes&) = delete;
@@ -287,7 +288,6 @@ bool read_diagnose_options(const char* text, kscope::diagnose_options& o, kscope
   if (!parse_object(text, what, doc, status)) return false;
   for (const auto& [key, v] : doc.members) {
     bool ok = true;
-    double count = 0;
     if (key == "step_names") ok = read_names(v, key, what, o.step_names, status);
     else if (key == "prefill_names") ok = read_names(v, key, what, o.prefill_names, status);
     else if (key == "decode_names") ok = read_names(v, key, what, o.decode_names, status);
@@ -309,7 +309,6 @@ bool read_diagnose_options(const char* text, kscope::diagnose_options& o, kscope
       std::size_t n = 0;
       ok = read_count(v, key, what, n, status);
       if (ok) o.min_step_calls = n;
-      (void)count;
     } else {
       *status = fail(KSCOPE_ERROR_INVALID_ARGUMENT,
                      unknown_key(what, key,
@@ -393,6 +392,7 @@ struct kscope_bench {
   double tolerance = std::numeric_limits<double>::quiet_NaN();
   bool has_stream = false;
   uintptr_t stream = 0;
+  int device = -1;  // -1: the runtime's current device
   // The reference's definition, copied when it was set (kscope::bench::reference copies too).
   std::shared_ptr<const kscope_bench> reference;
 };
@@ -485,6 +485,43 @@ class host_bench_timer final : public kscope::bench_timer {
   }
   std::vector<std::function<void(kscope::bench_stream)>> targets_;
   std::vector<std::string> notes_;
+};
+
+// Makes `device` this runtime's current device for the life of the object, then sets the
+// previous one back. The program's device (torch's current one, for Python) may not be this
+// runtime's: the harness's events and stream must be on the device the work runs on. A
+// device < 0 changes nothing.
+class device_switch {
+ public:
+  explicit device_switch(int device) noexcept {
+#if KSCOPE_HAS_CUDA
+    if (device < 0 || cudaGetDevice(&previous_) != cudaSuccess || previous_ == device) {
+      (void)cudaGetLastError();  // no driver: the harness says so itself
+      previous_ = -1;
+      return;
+    }
+    if (cudaSetDevice(device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      previous_ = -1;
+      ok_ = false;
+    }
+#else
+    (void)device;
+#endif
+  }
+  ~device_switch() {
+#if KSCOPE_HAS_CUDA
+    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+    (void)cudaGetLastError();
+#endif
+  }
+  device_switch(const device_switch&) = delete;
+  device_switch& operator=(const device_switch&) = delete;
+  [[nodiscard]] bool ok() const noexcept { return ok_; }
+
+ private:
+  int previous_ = -1;
+  bool ok_ = true;
 };
 
 bool read_bench_spec(const char* text, kscope_bench& b, kscope_status* status) {
@@ -888,6 +925,13 @@ kscope_status kscope_bench_set_stream(kscope_bench* bench, uintptr_t stream) {
   return KSCOPE_OK;
 }
 
+kscope_status kscope_bench_set_device(kscope_bench* bench, int device) {
+  if (bench == nullptr) return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_set_device: null bench");
+  if (device < 0) return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_set_device: negative device");
+  bench->device = device;
+  return KSCOPE_OK;
+}
+
 kscope_status kscope_bench_set_output(kscope_bench* bench, kscope_bench_read_output read, void* user,
                                       double tolerance) {
   if (bench == nullptr) return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_set_output: null bench");
@@ -918,13 +962,17 @@ kscope_status kscope_bench_run(kscope_bench* bench, int timer, char** json, size
     kscope::bench b = make_bench(*bench);
     if (bench->reference) b.reference(make_bench(*bench->reference));
     kscope::bench_report report;
-    report.context = kscope::describe_bench_context();
     if (timer == KSCOPE_TIMER_HOST) {
+      report.context = kscope::describe_bench_context();
       std::vector<std::function<void(kscope::bench_stream)>> targets{call_of(*bench)};
       if (bench->reference) targets.push_back(call_of(*bench->reference));
       host_bench_timer host(std::move(targets));
       report.results.push_back(b.run(host));
     } else {
+      device_switch on_device(bench->device);
+      if (!on_device.ok())
+        return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_run: cannot use CUDA device " + std::to_string(bench->device));
+      report.context = kscope::describe_bench_context();
       report.results.push_back(b.run());
     }
     const std::string as_json = json ? report.json(true) : std::string();

@@ -204,6 +204,9 @@ KSCOPE_C_API kscope_status kscope_bench_create(const char* spec, kscope_bench_ca
                                                kscope_bench** bench);
 /* The stream the CUDA timer runs on (default: a non-blocking stream it creates). */
 KSCOPE_C_API kscope_status kscope_bench_set_stream(kscope_bench* bench, uintptr_t stream);
+/* The CUDA device the CUDA timer runs on (default: the runtime's current device); the
+ * calling thread's current device is set back afterwards. */
+KSCOPE_C_API kscope_status kscope_bench_set_device(kscope_bench* bench, int device);
 /* The output reader for the check against the reference; tolerance NaN: report only. */
 KSCOPE_C_API kscope_status kscope_bench_set_output(kscope_bench* bench, kscope_bench_read_output read, void* user,
                                                    double tolerance);
