@@ -81,19 +81,39 @@ std::string_view view_of(const char* data, std::size_t size) noexcept {
 
 constexpr std::uint32_t max_sites = 65536;
 
-// Constant-initialized (no guard a fork could catch half-built); the names are leaked on
+// Names up to this length open like a string literal in C++ (KSCOPE_SCOPE("decode")):
+// through a call site that caches the node per parent and the registered NVTX string. A
+// kscope::scope takes that path for a constant character array, which `literal` is when
+// read through a pointer to const: the name is kept in it with its terminating NUL, so
+// reading it is reading an array of known size. Longer names (and names holding a NUL
+// byte) are looked up by their text at each opening: correct, a little slower.
+constexpr std::size_t max_literal_name = 255;
+
+struct site_entry {
+  std::string name;
+  kscope::detail::call_site call;
+  char literal[max_literal_name + 1] = {};
+  bool is_literal = false;
+};
+
+// Constant-initialized (no guard a fork could catch half-built); the entries are leaked on
 // purpose, like kscope's recorder: a scope may close in a static destructor.
 struct site_registry {
   kscope::detail::fork_guarded_mutex mutex{kscope::detail::lock_rank::init};  // a leaf
   std::unordered_map<std::string, std::uint32_t>* ids = nullptr;                 // under mutex
-  std::atomic<const std::string*> names[max_sites + 1];                          // [0] unused
+  std::atomic<site_entry*> entries[max_sites + 1];                               // [0] unused
   std::atomic<std::uint32_t> count{0};
 };
 site_registry sites;
 
-const std::string* site_name(std::uint32_t site) noexcept {
+site_entry* site_of(std::uint32_t site) noexcept {
   if (site == 0 || site > max_sites) return nullptr;
-  return sites.names[site].load(std::memory_order_acquire);
+  return sites.entries[site].load(std::memory_order_acquire);
+}
+
+const std::string* site_name(std::uint32_t site) noexcept {
+  const site_entry* e = site_of(site);
+  return e ? &e->name : nullptr;
 }
 
 // ---- the scopes open on this thread ------------------------------------------------------
@@ -104,24 +124,28 @@ constexpr std::size_t max_open_scopes_per_thread = 4096;
 
 std::atomic<std::uint32_t> next_thread_tag{1};
 
-// handle = thread tag (24 bits) << 40 | opening number on that thread (40 bits).
-constexpr int handle_thread_shift = 40;
-constexpr std::uint64_t handle_sequence_mask = (std::uint64_t{1} << handle_thread_shift) - 1;
+// handle = thread tag (11 bits) << 20 | opening number on that thread (20 bits): positive
+// and under 2^31, an int for callers without prototypes (kscope_scope_handle). The number
+// wraps after 2^20 - 1 openings; the tag after 2047 threads (a handle used on the wrong
+// thread is then "not open" rather than "another thread").
+constexpr int handle_thread_shift = 20;
+constexpr std::uint32_t handle_sequence_mask = (std::uint32_t{1} << handle_thread_shift) - 1;
+constexpr std::uint32_t handle_thread_mask = 0x7ff;
 
 struct open_scope {
   alignas(kscope::scope) unsigned char storage[sizeof(kscope::scope)];
-  std::uint64_t handle = 0;
+  kscope_scope_handle handle = 0;
   std::uint32_t site = 0;  // 0: opened by name
   kscope::scope& get() noexcept { return *std::launder(reinterpret_cast<kscope::scope*>(storage)); }
 };
 
 struct thread_scopes {
   std::deque<open_scope> stack;
-  std::uint64_t thread_tag = 0;
-  std::uint64_t next_sequence = 1;
+  std::uint32_t thread_tag = 0;
+  std::uint32_t next_sequence = 1;
 
-  // Tags wrap after 16 M threads; 0 is skipped so that no handle is 0.
-  thread_scopes() : thread_tag(next_thread_tag.fetch_add(1, std::memory_order_relaxed) & 0xffffff) {
+  // Tag 0 is skipped so that no handle is 0.
+  thread_scopes() : thread_tag(next_thread_tag.fetch_add(1, std::memory_order_relaxed) & handle_thread_mask) {
     if (thread_tag == 0) thread_tag = 1;
   }
   thread_scopes(const thread_scopes&) = delete;
@@ -137,11 +161,10 @@ struct thread_scopes {
     stack.pop_back();
   }
 
-  std::uint64_t next_handle() noexcept {
-    const std::uint64_t h = (thread_tag << handle_thread_shift) | (next_sequence & handle_sequence_mask);
-    ++next_sequence;
-    if ((next_sequence & handle_sequence_mask) == 0) next_sequence = 1;
-    return h;
+  kscope_scope_handle next_handle() noexcept {
+    const std::uint32_t h = (thread_tag << handle_thread_shift) | next_sequence;
+    next_sequence = next_sequence == handle_sequence_mask ? 1 : next_sequence + 1;
+    return static_cast<kscope_scope_handle>(h);
   }
 };
 
@@ -155,9 +178,10 @@ std::string quoted_name_of(const open_scope& s) {
   return name ? "'" + kscope::printable_text(*name) + "'" : std::string("(a scope opened by name)");
 }
 
-// Opens a scope in a new slot; the name's text must outlive the call only (the scope
-// copies what it keeps).
-uint64_t open_in_slot(std::uint32_t site, std::string_view name, const uintptr_t* stream) noexcept {
+// Opens a scope in a new slot: at the site's call site when it has a literal name, else by
+// `name`, whose text must outlive the call only (the scope copies what it keeps).
+kscope_scope_handle open_in_slot(std::uint32_t site, site_entry* entry, std::string_view name,
+                                 const uintptr_t* stream) noexcept {
   if (!kscope::is_enabled()) return 0;
   try {
     thread_scopes& scopes = this_thread_scopes();
@@ -168,10 +192,17 @@ uint64_t open_in_slot(std::uint32_t site, std::string_view name, const uintptr_t
       return 0;
     }
     open_scope& slot = scopes.stack.emplace_back();
-    if (stream != nullptr)
+    if (entry != nullptr && entry->is_literal) {
+      const site_entry& fixed = *entry;  // fixed.literal: const char[256], a constant name
+      if (stream != nullptr)
+        new (slot.storage) kscope::scope(entry->call, fixed.literal, reinterpret_cast<kscope::stream_t>(*stream));
+      else
+        new (slot.storage) kscope::scope(entry->call, fixed.literal);
+    } else if (stream != nullptr) {
       new (slot.storage) kscope::scope(name, reinterpret_cast<kscope::stream_t>(*stream));
-    else
+    } else {
       new (slot.storage) kscope::scope(name);
+    }
     slot.site = site;
     slot.handle = scopes.next_handle();
     return slot.handle;
@@ -183,19 +214,19 @@ uint64_t open_in_slot(std::uint32_t site, std::string_view name, const uintptr_t
   return 0;
 }
 
-uint64_t open_site(std::uint32_t site, const uintptr_t* stream) noexcept {
-  const std::string* name = site_name(site);
-  if (name == nullptr) {
+kscope_scope_handle open_site(std::uint32_t site, const uintptr_t* stream) noexcept {
+  site_entry* entry = site_of(site);
+  if (entry == nullptr) {
     fail(KSCOPE_ERROR_NOT_FOUND, "site " + std::to_string(site) + " was never registered (kscope_site_register)");
     return 0;
   }
-  return open_in_slot(site, *name, stream);
+  return open_in_slot(site, entry, entry->name, stream);
 }
 
 // The open scope of `handle` on this thread, or null (with the reason set).
-open_scope* find_open(std::uint64_t handle, kscope_status* status) {
+open_scope* find_open(kscope_scope_handle handle, kscope_status* status) {
   thread_scopes& scopes = this_thread_scopes();
-  if ((handle >> handle_thread_shift) != scopes.thread_tag) {
+  if (handle <= 0 || (static_cast<std::uint32_t>(handle) >> handle_thread_shift) != scopes.thread_tag) {
     *status = fail(KSCOPE_ERROR_NOT_FOUND,
                    "scope handle used on another thread than the one that opened it: a scope opens and closes on one "
                    "thread (kscope.start_range is for work that ends elsewhere)");
@@ -636,28 +667,31 @@ kscope_status kscope_site_register(const char* name, size_t size, uint32_t* site
       return fail(KSCOPE_ERROR_LIMIT, "more than " + std::to_string(max_sites) +
                                           " distinct scope names: names made from data (request ids, sizes) belong "
                                           "in tags; open this one by name");
-    const std::string* stored = new std::string(text);
+    auto entry = std::make_unique<site_entry>();
+    entry->name = text;
+    entry->is_literal = text.size() <= max_literal_name && text.find('\0') == std::string::npos;
+    if (entry->is_literal) std::memcpy(entry->literal, text.data(), text.size());
     sites.ids->emplace(std::move(text), id);
-    sites.names[id].store(stored, std::memory_order_release);
+    sites.entries[id].store(entry.release(), std::memory_order_release);
     sites.count.store(id, std::memory_order_relaxed);
     *site = id;
     return KSCOPE_OK;
   });
 }
 
-uint64_t kscope_scope_open(uint32_t site) { return open_site(site, nullptr); }
+kscope_scope_handle kscope_scope_open(uint32_t site) { return open_site(site, nullptr); }
 
-uint64_t kscope_scope_open_stream(uint32_t site, uintptr_t stream) { return open_site(site, &stream); }
+kscope_scope_handle kscope_scope_open_stream(uint32_t site, uintptr_t stream) { return open_site(site, &stream); }
 
-uint64_t kscope_scope_open_named(const char* name, size_t size, int has_stream, uintptr_t stream) {
+kscope_scope_handle kscope_scope_open_named(const char* name, size_t size, int has_stream, uintptr_t stream) {
   if (name == nullptr && size != 0) {
     fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_scope_open_named: null name");
     return 0;
   }
-  return open_in_slot(0, view_of(name, size), has_stream ? &stream : nullptr);
+  return open_in_slot(0, nullptr, view_of(name, size), has_stream ? &stream : nullptr);
 }
 
-kscope_status kscope_scope_close(uint64_t scope) {
+kscope_status kscope_scope_close(kscope_scope_handle scope) {
   if (scope == 0) return KSCOPE_OK;
   return guarded("kscope_scope_close", [&] {
     thread_scopes& scopes = this_thread_scopes();
@@ -683,7 +717,7 @@ kscope_status kscope_scope_close(uint64_t scope) {
   });
 }
 
-kscope_status kscope_scope_set_work(uint64_t scope, double flops, double bytes) {
+kscope_status kscope_scope_set_work(kscope_scope_handle scope, double flops, double bytes) {
   return guarded("kscope_scope_set_work", [&] {
     kscope_status status = KSCOPE_OK;
     open_scope* s = find_open(scope, &status);
@@ -693,7 +727,7 @@ kscope_status kscope_scope_set_work(uint64_t scope, double flops, double bytes) 
   });
 }
 
-kscope_status kscope_scope_tag(uint64_t scope, const char* key, size_t key_size, const char* value,
+kscope_status kscope_scope_tag(kscope_scope_handle scope, const char* key, size_t key_size, const char* value,
                                size_t value_size) {
   return guarded("kscope_scope_tag", [&] {
     if ((key == nullptr && key_size != 0) || (value == nullptr && value_size != 0))

@@ -18,8 +18,7 @@ import sys
 import threading
 import warnings
 from typing import Optional
-from ctypes import (POINTER, c_char_p, c_double, c_int, c_size_t, c_uint32, c_uint64,
-                    c_void_p)
+from ctypes import POINTER, c_char_p, c_double, c_int, c_size_t, c_uint32, c_void_p
 
 # The C interface version this package speaks (KSCOPE_C_ABI_VERSION in kscope_c.h).
 ABI_VERSION = 1
@@ -121,12 +120,12 @@ _PROTOTYPES = [
     ("kscope_last_error", c_char_p, ()),
     ("kscope_free", None, (c_void_p,)),
     ("kscope_site_register", c_int, (c_char_p, c_size_t, POINTER(c_uint32))),
-    ("kscope_scope_open", c_uint64, (c_uint32,)),
-    ("kscope_scope_open_stream", c_uint64, (c_uint32, c_size_t)),
-    ("kscope_scope_open_named", c_uint64, (c_char_p, c_size_t, c_int, c_size_t)),
-    ("kscope_scope_close", c_int, (c_uint64,)),
-    ("kscope_scope_set_work", c_int, (c_uint64, c_double, c_double)),
-    ("kscope_scope_tag", c_int, (c_uint64, c_char_p, c_size_t, c_char_p, c_size_t)),
+    ("kscope_scope_open", c_int, (c_uint32,)),
+    ("kscope_scope_open_stream", c_int, (c_uint32, c_size_t)),
+    ("kscope_scope_open_named", c_int, (c_char_p, c_size_t, c_int, c_size_t)),
+    ("kscope_scope_close", c_int, (c_int,)),
+    ("kscope_scope_set_work", c_int, (c_int, c_double, c_double)),
+    ("kscope_scope_tag", c_int, (c_int, c_char_p, c_size_t, c_char_p, c_size_t)),
     ("kscope_range_start", c_int, (c_uint32, POINTER(c_void_p))),
     ("kscope_range_set_work", c_int, (c_void_p, c_double, c_double)),
     ("kscope_range_end", c_int, (c_void_p,)),
@@ -161,7 +160,7 @@ _PROTOTYPES = [
 
 
 def _load():
-    """(library, path, None) or (None, None, why)."""
+    """(library, hot library, path, None) or (None, None, None, why)."""
     problems = []
     for path in _library_candidates():
         if not os.path.exists(path):
@@ -180,18 +179,31 @@ def _load():
                 fn.restype = restype
                 fn.argtypes = argtypes
         except AttributeError as e:
-            return None, None, f"{path} lacks a function this package needs ({e}): rebuild kscope"
+            return None, None, None, f"{path} lacks a function this package needs ({e}): rebuild kscope"
         version = lib.kscope_c_abi_version()
         if version != ABI_VERSION:
-            return None, None, (f"{path} speaks C interface version {version}, this package version "
+            return None, None, None, (f"{path} speaks C interface version {version}, this package version "
                                 f"{ABI_VERSION}: install the package and the library from one build")
-        return lib, path, None
-    return None, None, ("kscope's native library could not be loaded (" + "; ".join(problems) +
+        return lib, ctypes.PyDLL(path), path, None
+    return None, None, None, ("kscope's native library could not be loaded (" + "; ".join(problems) +
                         "). Build and install it with CMake (docs/python.md), or point KSCOPE_LIBRARY "
                         "at libkscope_c.so")
 
 
-lib, library_path, load_error = _load()
+lib, _hot_lib, library_path, load_error = _load()
+
+
+def hot_functions():
+    """(open, open_stream, close) for scopes, the cheapest calls ctypes makes: through
+    PyDLL (the GIL stays held: these calls neither block nor call back into Python, and
+    releasing and taking the GIL costs more than they do) and without declared argument
+    types for open and close (small ints need no conversion objects: kscope_scope_handle
+    is an int for this reason)."""
+    open_scope = _hot_lib.kscope_scope_open
+    open_stream = _hot_lib.kscope_scope_open_stream
+    open_stream.argtypes = (c_uint32, c_size_t)  # a stream handle is a 64-bit address
+    close = _hot_lib.kscope_scope_close
+    return open_scope, open_stream, close
 
 
 def available() -> bool:

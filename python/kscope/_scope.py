@@ -24,7 +24,7 @@ import threading
 from ctypes import byref, c_uint32, c_void_p
 
 from . import _native, _streams
-from ._native import ERROR_LIMIT, OK, encode, warn_once
+from ._native import ERROR_INTERNAL, ERROR_LIMIT, OK, encode, warn_once
 
 _lib = _native.lib
 
@@ -59,10 +59,8 @@ def _site_of(name) -> int:
 
 
 if _lib is not None:
-    _open = _lib.kscope_scope_open
-    _open_stream = _lib.kscope_scope_open_stream
+    _open, _open_stream, _close = _native.hot_functions()
     _open_named = _lib.kscope_scope_open_named
-    _close = _lib.kscope_scope_close
 else:  # no library: scopes open nothing (the import already warned)
     def _open(site):
         return 0
@@ -98,7 +96,8 @@ def _work_pair(work, what):
         return nan, nan
 
 
-def _report_status(status: int) -> None:
+def _report_status(status: int = ERROR_INTERNAL) -> None:
+    """One warning for a failed call (the library's last error names it)."""
     if status != OK:
         warn_once(f"kscope: {_native.last_error()}")
 
@@ -109,6 +108,11 @@ def _opened_nothing() -> None:
         message = _native.last_error()
         if message:
             warn_once(f"kscope: {message}")
+
+
+# How a scope opens. Plain (host-only, nothing declared) is the fast path: one C call.
+_PLAIN = 0
+_GENERAL = 1  # a stream, the current stream, work, tags or a name without a site
 
 
 class scope:
@@ -129,42 +133,51 @@ class scope:
     with other code on the thread, which a nested scope cannot).
     """
 
-    __slots__ = ("_site", "_name", "_stream", "_current", "_work", "_tags", "_handle", "_outer")
+    __slots__ = ("_site", "_name", "_mode", "_handle", "_outer", "_stream", "_current", "_work", "_tags")
 
     def __init__(self, name, stream=None, work=None, tags=None):
-        if type(name) is not str:
+        try:
+            site = _sites.get(name)
+        except TypeError:  # an unhashable name: its text names the scope
             name = _name_text(name)
+            site = None
+        if site is None:
+            if type(name) is not str:
+                name = _name_text(name)
+            site = _site_of(name)
+        self._site = site
         self._name = name
-        self._site = _site_of(name)
+        self._handle = 0
+        self._outer = None
+        if stream is None and work is None and not tags and site:
+            self._mode = _PLAIN
+            self._stream = None
+            self._current = False
+            self._work = None
+            self._tags = None
+            return
+        self._mode = _GENERAL
         self._current = _streams.wants_current(stream)
         self._stream = None if self._current else _streams.stream_handle(stream)
         self._work = None if work is None else _work_pair(work, f"scope {name!r}")
         self._tags = dict(tags) if tags else None
-        self._handle = 0
-        self._outer = None
 
     @property
     def name(self) -> str:
-        return self._name
-
-    def _open_now(self):
-        stream = _streams.current_stream_handle() if self._current else self._stream
-        if self._site:
-            return _open(self._site) if stream is None else _open_stream(self._site, stream)
-        data = encode(self._name)
-        return _open_named(data, len(data), 0 if stream is None else 1, stream or 0)
+        return self._name if type(self._name) is str else _name_text(self._name)
 
     def __enter__(self):
         if self._handle:  # the same object entered again inside its own block
             if self._outer is None:
                 self._outer = []
             self._outer.append(self._handle)
-        if self._current or not self._site:
-            handle = self._open_now()
-        elif self._stream is None:
+        if self._mode == _PLAIN:
             handle = _open(self._site)
-        else:
-            handle = _open_stream(self._site, self._stream)
+            self._handle = handle
+            if not handle:
+                _opened_nothing()
+            return self
+        handle = self._open_general()
         self._handle = handle
         if not handle:
             _opened_nothing()
@@ -175,15 +188,21 @@ class scope:
     def __exit__(self, exc_type, exc, tb):
         handle = self._handle
         self._handle = self._outer.pop() if self._outer else 0
-        if handle:
-            status = _close(handle)
-            if status:
-                _report_status(status)
+        if handle and _close(handle):
+            _report_status()
         return False
+
+    def _open_general(self):
+        stream = _streams.current_stream_handle() if self._current else self._stream
+        if self._site:
+            return _open(self._site) if stream is None else _open_stream(self._site, stream)
+        data = encode(self._name)
+        return _open_named(data, len(data), 0 if stream is None else 1, stream or 0)
 
     def _declare(self, handle):
         if self._work is not None:
-            _report_status(_lib.kscope_scope_set_work(handle, self._work[0], self._work[1]))
+            if _lib.kscope_scope_set_work(handle, self._work[0], self._work[1]):
+                _report_status()
         if self._tags is not None:
             for key, value in self._tags.items():
                 _tag(handle, key, value)
@@ -196,57 +215,47 @@ class scope:
             if self._tags is None:
                 self._tags = {}
             self._tags[key] = value
+            self._mode = _GENERAL
         return self
 
     def set_work(self, flops=None, bytes=None) -> "scope":  # noqa: A002 (the C++ name)
         """The work of one call: flops and bytes (None: not declared); the last call wins."""
-        self._work = _work_pair((flops, bytes), f"scope {self._name!r}")
+        self._work = _work_pair((flops, bytes), f"scope {self.name!r}")
         if self._handle:
-            _report_status(_lib.kscope_scope_set_work(self._handle, self._work[0], self._work[1]))
+            if _lib.kscope_scope_set_work(self._handle, self._work[0], self._work[1]):
+                _report_status()
+        else:
+            self._mode = _GENERAL
         return self
 
     def __call__(self, fn):
         if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
             return _range_decorator(self, fn)
-        site, stream, current, work, tags = self._site, self._stream, self._current, self._work, self._tags
-        if not site or current or work is not None or tags is not None:
+        site = self._site
+        if self._mode != _PLAIN:
             # The general path: a fresh scope object per call (thread-safe, no shared handle).
-            name = self._name
+            name, work, tags = self._name, self._work, self._tags
+            stream = True if self._current else self._stream
 
             @functools.wraps(fn)
             def general(*args, **kwargs):
-                with scope(name, stream=True if current else stream, work=work, tags=tags):
+                with scope(name, stream=stream, work=work, tags=tags):
                     return fn(*args, **kwargs)
             return general
 
-        if stream is None:
-            @functools.wraps(fn)
-            def host_only(*args, **kwargs):
-                handle = _open(site)
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    if handle:
-                        status = _close(handle)
-                        if status:
-                            _report_status(status)
-            return host_only
-
         @functools.wraps(fn)
-        def on_stream(*args, **kwargs):
-            handle = _open_stream(site, stream)
+        def host_only(*args, **kwargs):
+            handle = _open(site)
             try:
                 return fn(*args, **kwargs)
             finally:
-                if handle:
-                    status = _close(handle)
-                    if status:
-                        _report_status(status)
-        return on_stream
+                if handle and _close(handle):
+                    _report_status()
+        return host_only
 
     def __repr__(self):
         state = "open" if self._handle else "closed"
-        return f"kscope.scope({self._name!r}, {state})"
+        return f"kscope.scope({self.name!r}, {state})"
 
 
 def _tag(handle, key, value):

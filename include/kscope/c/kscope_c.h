@@ -3,7 +3,7 @@
  *
  *   uint32_t site;
  *   kscope_site_register("decode", 6, &site);           // once per name
- *   uint64_t s = kscope_scope_open_stream(site, (uintptr_t)stream);
+ *   kscope_scope_handle s = kscope_scope_open_stream(site, (uintptr_t)stream);
  *   ... launch work on stream ...
  *   kscope_scope_close(s);
  *   kscope_report* r = NULL;
@@ -80,6 +80,11 @@ typedef enum kscope_timer {
   KSCOPE_TIMER_HOST = 1  /* the steady clock around each batch of calls, on the calling thread */
 } kscope_timer;
 
+/* An open scope: positive, unique among the scopes open on its thread; 0 means nothing was
+ * opened. An int, so that a caller without declared prototypes (ctypes' defaults: the
+ * cheapest calls Python can make) passes it as it passes any small integer. */
+typedef int kscope_scope_handle;
+
 typedef struct kscope_report kscope_report;
 typedef struct kscope_range kscope_range;
 typedef struct kscope_bench kscope_bench;
@@ -108,21 +113,24 @@ KSCOPE_C_API kscope_status kscope_site_register(const char* name, size_t size, u
 /* Opens a scope on the calling thread, nested in the scope open there; it must be closed
  * on the same thread. Returns its handle, or 0 when nothing was opened: kscope is
  * disabled (kscope_is_enabled() says so), or an error, which kscope_last_error() names. */
-KSCOPE_C_API uint64_t kscope_scope_open(uint32_t site);
+KSCOPE_C_API kscope_scope_handle kscope_scope_open(uint32_t site);
 /* The same with GPU time from CUDA events recorded on `stream` (a cudaStream_t; 0 is the
  * legacy default stream). The stream must outlive the scope's close. */
-KSCOPE_C_API uint64_t kscope_scope_open_stream(uint32_t site, uintptr_t stream);
+KSCOPE_C_API kscope_scope_handle kscope_scope_open_stream(uint32_t site, uintptr_t stream);
 /* Opens a scope by name, without a site (names that do not recur; slower). */
-KSCOPE_C_API uint64_t kscope_scope_open_named(const char* name, size_t size, int has_stream, uintptr_t stream);
+KSCOPE_C_API kscope_scope_handle kscope_scope_open_named(const char* name, size_t size, int has_stream,
+                                                         uintptr_t stream);
 /* Closes a scope opened on this thread. Closing a scope while scopes opened after it are
  * still open closes those first (they end now) and returns KSCOPE_ERROR_ORDER naming
  * them; closing them later, or closing twice, returns KSCOPE_ERROR_NOT_FOUND. A handle
- * of 0 is a no-op (KSCOPE_OK). */
-KSCOPE_C_API kscope_status kscope_scope_close(uint64_t scope);
+ * of 0 is a no-op (KSCOPE_OK). A handle's number comes back after about a million
+ * openings on its thread, so a handle kept after its close may name a later scope: close
+ * each handle once. */
+KSCOPE_C_API kscope_status kscope_scope_close(kscope_scope_handle scope);
 /* The work one call does (flops, bytes; NaN: not declared); the last call wins. */
-KSCOPE_C_API kscope_status kscope_scope_set_work(uint64_t scope, double flops, double bytes);
+KSCOPE_C_API kscope_status kscope_scope_set_work(kscope_scope_handle scope, double flops, double bytes);
 /* A key=value tag on the open scope (shape, dtype, batch size); the report counts values. */
-KSCOPE_C_API kscope_status kscope_scope_tag(uint64_t scope, const char* key, size_t key_size, const char* value,
+KSCOPE_C_API kscope_status kscope_scope_tag(kscope_scope_handle scope, const char* key, size_t key_size, const char* value,
                                             size_t value_size);
 
 /* ---- cross-thread ranges ------------------------------------------------------------ */
