@@ -189,7 +189,7 @@ kscope_scope_handle open_in_slot(std::uint32_t site, site_entry* entry, std::str
       fail(KSCOPE_ERROR_LIMIT, "more than " + std::to_string(max_open_scopes_per_thread) +
                                    " scopes open on this thread: scopes are opened and never closed (a with-block "
                                    "left open by an abandoned generator?); this one is not recorded");
-      return 0;
+      return -1;
     }
     open_scope& slot = scopes.stack.emplace_back();
     if (entry != nullptr && entry->is_literal) {
@@ -211,14 +211,14 @@ kscope_scope_handle open_in_slot(std::uint32_t site, site_entry* entry, std::str
   } catch (...) {
     fail(KSCOPE_ERROR_INTERNAL, "opening a scope failed: not recorded");
   }
-  return 0;
+  return -1;
 }
 
 kscope_scope_handle open_site(std::uint32_t site, const uintptr_t* stream) noexcept {
   site_entry* entry = site_of(site);
   if (entry == nullptr) {
     fail(KSCOPE_ERROR_NOT_FOUND, "site " + std::to_string(site) + " was never registered (kscope_site_register)");
-    return 0;
+    return -1;
   }
   return open_in_slot(site, entry, entry->name, stream);
 }
@@ -686,13 +686,13 @@ kscope_scope_handle kscope_scope_open_stream(uint32_t site, uintptr_t stream) { 
 kscope_scope_handle kscope_scope_open_named(const char* name, size_t size, int has_stream, uintptr_t stream) {
   if (name == nullptr && size != 0) {
     fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_scope_open_named: null name");
-    return 0;
+    return -1;
   }
   return open_in_slot(0, nullptr, view_of(name, size), has_stream ? &stream : nullptr);
 }
 
 kscope_status kscope_scope_close(kscope_scope_handle scope) {
-  if (scope == 0) return KSCOPE_OK;
+  if (scope == 0 || scope == -1) return KSCOPE_OK;  // nothing was opened
   return guarded("kscope_scope_close", [&] {
     thread_scopes& scopes = this_thread_scopes();
     // The usual case: the innermost scope.

@@ -103,11 +103,8 @@ def _report_status(status: int = ERROR_INTERNAL) -> None:
 
 
 def _opened_nothing() -> None:
-    # 0 is also what a disabled kscope answers: that is not a problem to report.
-    if _lib is not None and _lib.kscope_is_enabled():
-        message = _native.last_error()
-        if message:
-            warn_once(f"kscope: {message}")
+    """An open that failed (-1; 0 is a disabled kscope, nothing to say): one warning."""
+    warn_once(f"kscope: {_native.last_error()}")
 
 
 # How a scope opens. Plain (host-only, nothing declared) is the fast path: one C call.
@@ -173,16 +170,22 @@ class scope:
             self._outer.append(self._handle)
         if self._mode == _PLAIN:
             handle = _open(self._site)
-            self._handle = handle
-            if not handle:
-                _opened_nothing()
+            if handle > 0:
+                self._handle = handle
+            else:
+                self._handle = 0
+                if handle < 0:
+                    _opened_nothing()
             return self
         handle = self._open_general()
-        self._handle = handle
-        if not handle:
-            _opened_nothing()
-        elif self._work is not None or self._tags is not None:
-            self._declare(handle)
+        if handle > 0:
+            self._handle = handle
+            if self._work is not None or self._tags is not None:
+                self._declare(handle)
+        else:
+            self._handle = 0
+            if handle < 0:
+                _opened_nothing()
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -249,8 +252,11 @@ class scope:
             try:
                 return fn(*args, **kwargs)
             finally:
-                if handle and _close(handle):
-                    _report_status()
+                if handle > 0:
+                    if _close(handle):
+                        _report_status()
+                elif handle < 0:
+                    _opened_nothing()
         return host_only
 
     def __repr__(self):

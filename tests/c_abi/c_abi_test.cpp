@@ -146,8 +146,9 @@ TEST_CASE("c abi: a scope closes on the thread that opened it; elsewhere it is a
 }
 
 TEST_CASE("c abi: an unregistered site opens nothing and says why") {
-  CHECK(kscope_scope_open(999999) == 0);
+  CHECK(kscope_scope_open(999999) == -1);
   CHECK(last_error().find("never registered") != std::string::npos);
+  CHECK(kscope_scope_close(-1) == KSCOPE_OK);
   kscope_range* r = reinterpret_cast<kscope_range*>(1);
   CHECK(kscope_range_start(0, &r) == KSCOPE_ERROR_NOT_FOUND);
 }

@@ -80,8 +80,8 @@ typedef enum kscope_timer {
   KSCOPE_TIMER_HOST = 1  /* the steady clock around each batch of calls, on the calling thread */
 } kscope_timer;
 
-/* An open scope: positive, unique among the scopes open on its thread; 0 means nothing was
- * opened. An int, so that a caller without declared prototypes (ctypes' defaults: the
+/* An open scope: positive, unique among the scopes open on its thread; 0 (disabled) and
+ * -1 (an error) mean nothing was opened. An int, so that a caller without declared prototypes (ctypes' defaults: the
  * cheapest calls Python can make) passes it as it passes any small integer. */
 typedef int kscope_scope_handle;
 
@@ -111,8 +111,9 @@ KSCOPE_C_API void kscope_free(void* buffer);
 KSCOPE_C_API kscope_status kscope_site_register(const char* name, size_t size, uint32_t* site);
 
 /* Opens a scope on the calling thread, nested in the scope open there; it must be closed
- * on the same thread. Returns its handle, or 0 when nothing was opened: kscope is
- * disabled (kscope_is_enabled() says so), or an error, which kscope_last_error() names. */
+ * on the same thread. Returns its handle (> 0); 0 when kscope is disabled (no scope, and
+ * no error: kscope_is_enabled() is 0); -1 when it could not open one, which
+ * kscope_last_error() names. */
 KSCOPE_C_API kscope_scope_handle kscope_scope_open(uint32_t site);
 /* The same with GPU time from CUDA events recorded on `stream` (a cudaStream_t; 0 is the
  * legacy default stream). The stream must outlive the scope's close. */
@@ -123,7 +124,7 @@ KSCOPE_C_API kscope_scope_handle kscope_scope_open_named(const char* name, size_
 /* Closes a scope opened on this thread. Closing a scope while scopes opened after it are
  * still open closes those first (they end now) and returns KSCOPE_ERROR_ORDER naming
  * them; closing them later, or closing twice, returns KSCOPE_ERROR_NOT_FOUND. A handle
- * of 0 is a no-op (KSCOPE_OK). A handle's number comes back after about a million
+ * of 0 or -1 (nothing opened) is a no-op (KSCOPE_OK). A handle's number comes back after about a million
  * openings on its thread, so a handle kept after its close may name a later scope: close
  * each handle once. */
 KSCOPE_C_API kscope_status kscope_scope_close(kscope_scope_handle scope);
