@@ -147,16 +147,17 @@ class scope:
         self._handle = 0
         self._outer = None
         if stream is None and work is None and not tags and site:
+            # The plain case sets no more than it reads: the general members stay unset
+            # until _make_general (each store is a few ns of every inline `with`).
             self._mode = _PLAIN
-            self._stream = None
-            self._current = False
-            self._work = None
-            self._tags = None
             return
+        self._make_general(stream, work, tags)
+
+    def _make_general(self, stream=None, work=None, tags=None):
         self._mode = _GENERAL
         self._current = _streams.wants_current(stream)
         self._stream = None if self._current else _streams.stream_handle(stream)
-        self._work = None if work is None else _work_pair(work, f"scope {name!r}")
+        self._work = None if work is None else _work_pair(work, f"scope {self.name!r}")
         self._tags = dict(tags) if tags else None
 
     @property
@@ -215,20 +216,23 @@ class scope:
         if self._handle:
             _tag(self._handle, key, value)
         else:
+            if self._mode == _PLAIN:
+                self._make_general()
             if self._tags is None:
                 self._tags = {}
             self._tags[key] = value
-            self._mode = _GENERAL
         return self
 
     def set_work(self, flops=None, bytes=None) -> "scope":  # noqa: A002 (the C++ name)
         """The work of one call: flops and bytes (None: not declared); the last call wins."""
-        self._work = _work_pair((flops, bytes), f"scope {self.name!r}")
+        work = _work_pair((flops, bytes), f"scope {self.name!r}")
         if self._handle:
-            if _lib.kscope_scope_set_work(self._handle, self._work[0], self._work[1]):
+            if _lib.kscope_scope_set_work(self._handle, work[0], work[1]):
                 _report_status()
+        elif self._mode == _PLAIN:
+            self._make_general(work=work)
         else:
-            self._mode = _GENERAL
+            self._work = work
         return self
 
     def __call__(self, fn):

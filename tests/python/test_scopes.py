@@ -210,3 +210,15 @@ def test_a_scope_reports_what_it_is(name):
     with s:
         assert repr(s) == f"kscope.scope({name!r}, open)"
     assert s.name == name
+
+
+def test_tags_and_work_set_before_the_block_apply_to_every_call(name):
+    s = kscope.scope(name)
+    s.tag("phase", "decode")
+    s.set_work(10.0, 20.0)
+    for _ in range(3):
+        with s:
+            pass
+    r = find(kscope.report(), name)
+    assert r["tags"] == [{"key": "phase", "value": "decode", "count": 3}]
+    assert (r["declared_work"]["flops"], r["declared_work"]["bytes"]) == (30.0, 60.0)
