@@ -101,7 +101,7 @@ struct site_entry {
 struct site_registry {
   kscope::detail::fork_guarded_mutex mutex{kscope::detail::lock_rank::init};  // a leaf
   std::unordered_map<std::string, std::uint32_t>* ids = nullptr;                 // under mutex
-  std::atomic<site_entry*> entries[max_sites + 1];                               // [0] unused
+  std::atomic<site_entry*> entries[max_sites + 1] = {};                          // [0] unused
   std::atomic<std::uint32_t> count{0};
 };
 site_registry sites;
@@ -126,8 +126,9 @@ std::atomic<std::uint32_t> next_thread_tag{1};
 
 // handle = thread tag (11 bits) << 20 | opening number on that thread (20 bits): positive
 // and under 2^31, an int for callers without prototypes (kscope_scope_handle). The number
-// wraps after 2^20 - 1 openings; the tag after 2047 threads (a handle used on the wrong
-// thread is then "not open" rather than "another thread").
+// wraps after 2^20 - 1 openings and the tag after 2047 threads, so the checks below catch
+// a stale or foreign handle with high probability, not certainty: they are there to name
+// a mistake, and a correct caller never depends on them.
 constexpr int handle_thread_shift = 20;
 constexpr std::uint32_t handle_sequence_mask = (std::uint32_t{1} << handle_thread_shift) - 1;
 constexpr std::uint32_t handle_thread_mask = 0x7ff;
@@ -226,7 +227,11 @@ kscope_scope_handle open_site(std::uint32_t site, const uintptr_t* stream) noexc
 // The open scope of `handle` on this thread, or null (with the reason set).
 open_scope* find_open(kscope_scope_handle handle, kscope_status* status) {
   thread_scopes& scopes = this_thread_scopes();
-  if (handle <= 0 || (static_cast<std::uint32_t>(handle) >> handle_thread_shift) != scopes.thread_tag) {
+  if (handle <= 0) {
+    *status = fail(KSCOPE_ERROR_NOT_FOUND, "no scope: handle " + std::to_string(handle) + " opened nothing");
+    return nullptr;
+  }
+  if ((static_cast<std::uint32_t>(handle) >> handle_thread_shift) != scopes.thread_tag) {
     *status = fail(KSCOPE_ERROR_NOT_FOUND,
                    "scope handle used on another thread than the one that opened it: a scope opens and closes on one "
                    "thread (kscope.start_range is for work that ends elsewhere)");

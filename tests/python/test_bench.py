@@ -101,7 +101,7 @@ def test_the_cuda_timer_without_a_gpu_says_it_needs_one():
         r = kscope.bench(lambda: None, time_budget_s=1.0)
     assert not r.valid
     assert r.stop_reason == "error"
-    assert r.reason.startswith("no GPU")
+    assert r.reason.startswith(("no GPU", "kscope was built without CUDA")), r.reason
     assert math.isnan(r.median_s)
     assert any("needs a GPU" in str(w.message) for w in caught if issubclass(w.category, kscope.KscopeWarning))
 
