@@ -72,6 +72,8 @@ except ImportError:  # no wheel package: pip builds none, or says why
     pass
 
 setup(
+    # setuptools' own build tree beside CMake's, never in build/ (cmake/setup.sh's directory).
+    options={"build": {"build_base": os.path.join("build-python", "setuptools")}},
     packages=["kscope"],
     package_dir={"": "python"},
     cmdclass=commands,
