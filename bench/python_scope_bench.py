@@ -106,6 +106,12 @@ def make_variants(torch, on_gpu):
     if torch is not None:
         nvtx = torch.cuda.nvtx
         record_function = torch.profiler.record_function
+        try:  # a CPU-only torch build has no NVTX
+            nvtx.range_push("probe")
+            nvtx.range_pop()
+            has_nvtx = True
+        except (AttributeError, RuntimeError):
+            has_nvtx = False
 
         def nvtx_push_pop(n):
             for _ in range(n):
@@ -122,11 +128,12 @@ def make_variants(torch, on_gpu):
                 with record_function("bench"):
                     pass
 
-        variants.update({
-            "torch.cuda.nvtx.range_push + range_pop": nvtx_push_pop,
-            "with torch.cuda.nvtx.range()": nvtx_range,
-            "with torch.profiler.record_function()": record,
-        })
+        if has_nvtx:
+            variants.update({
+                "torch.cuda.nvtx.range_push + range_pop": nvtx_push_pop,
+                "with torch.cuda.nvtx.range()": nvtx_range,
+            })
+        variants["with torch.profiler.record_function()"] = record
         if on_gpu:
             stream = torch.cuda.current_stream()
 
@@ -159,13 +166,13 @@ def measure_open_close(variants, iterations, rounds):
     return {name: dict(median_ns=statistics.median(v), min_ns=min(v)) for name, v in per_variant.items()}
 
 
-def decode_loop(torch, steps, blocks):
+def decode_loop(torch, steps, blocks, hidden, layers):
     """Step times of a small decode loop: bare, with kscope scopes, with scopes and CUPTI."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "python"))
     from generate import TinyLM  # the example's model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = TinyLM().to(device).eval()
+    model = TinyLM(hidden=hidden, layers=layers).to(device).eval()
     import torch.nn.functional as F
 
     def run(instrumented, n):
@@ -229,6 +236,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=21, help="interleaved rounds")
     parser.add_argument("--steps", type=int, default=50, help="decode steps per block")
     parser.add_argument("--blocks", type=int, default=6, help="alternating blocks per decode variant")
+    parser.add_argument("--hidden", type=int, help="decode model width (default 512 on a GPU, 128 on the CPU)")
+    parser.add_argument("--layers", type=int, help="decode model layers (default 4 on a GPU, 2 on the CPU)")
     parser.add_argument("--json", help="also write the numbers here")
     args = parser.parse_args()
 
@@ -251,13 +260,16 @@ def main():
         print(f"| {name:44s} | {c['median_ns']:9.0f} | {c['min_ns']:6.0f} |")
     out = dict(machine=info, open_close=costs)
     if torch is not None:
-        device, steps = decode_loop(torch, args.steps, args.blocks)
-        print(f"\ndecode step of examples/python/generate.py's model on {device} (prompt 64 tokens)\n")
+        hidden = args.hidden or (512 if on_gpu else 128)
+        layers = args.layers or (4 if on_gpu else 2)
+        device, steps = decode_loop(torch, args.steps, args.blocks, hidden, layers)
+        print(f"\ndecode step of examples/python/generate.py's model (hidden {hidden}, {layers} layers, "
+              f"prompt 64 tokens) on {device}\n")
         print(f"| {'variant':28s} | median us | p90 us | steps |")
         print(f"|{'-' * 30}|----------:|-------:|------:|")
         for name, s in steps.items():
             print(f"| {name:28s} | {s['median_us']:9.1f} | {s['p90_us']:6.1f} | {s['steps']:5d} |")
-        out["decode_step"] = dict(device=device, variants=steps)
+        out["decode_step"] = dict(device=device, hidden=hidden, layers=layers, variants=steps)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

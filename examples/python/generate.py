@@ -34,8 +34,9 @@ class TinyLM(torch.nn.Module):
         self.head = torch.nn.Linear(hidden, vocab)
 
     def forward(self, tokens):
-        mask = torch.nn.Transformer.generate_square_subsequent_mask(tokens.shape[1], device=tokens.device)
-        return self.head(self.blocks(self.embed(tokens), mask=mask, is_causal=True)[:, -1])
+        n = tokens.shape[1]
+        causal = torch.triu(torch.full((n, n), float("-inf"), device=tokens.device), diagonal=1)
+        return self.head(self.blocks(self.embed(tokens), mask=causal)[:, -1])
 
 
 def main():
