@@ -117,3 +117,17 @@ def test_misuse_is_a_clear_python_error():
         kscope.bench(lambda: None, cache="lukewarm", **QUICK)
     with pytest.raises(TypeError, match="reference"):
         kscope.bench(lambda: None, reference=3, **QUICK)
+
+
+def test_outputs_may_be_torch_tensors_or_numpy_arrays():
+    torch = pytest.importorskip("torch", reason="torch is not installed here")
+    numpy = pytest.importorskip("numpy", reason="numpy is not installed here")
+    want = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    got = want.clone()
+    got[2, 3] = 22.0  # 11 -> 22: a relative error of 1 at the largest entry
+    r = kscope.bench(lambda: None, output=lambda: got.t(), tolerance=1e-6,  # a non-contiguous view
+                     reference=lambda: None, reference_output=lambda: numpy.arange(12.0).reshape(3, 4).T, **QUICK)
+    check = r.reference.output_check
+    assert check.performed and check.values == 12
+    assert not check.passed
+    assert check.max_abs_error == pytest.approx(11.0)
