@@ -29,6 +29,7 @@ allocates nothing.
 from __future__ import annotations
 
 import array
+import copy
 import ctypes
 import inspect
 import json
@@ -347,13 +348,15 @@ class Benchmark:
     def run(self) -> BenchResult:
         lib = _native.require()
         reference = self.reference
-        if reference is not None and not isinstance(reference, Benchmark):
-            reference = Benchmark(reference, name=getattr(reference, "__name__", "reference"),
-                                  output=self.reference_output)
-        elif reference is not None and self.reference_output is not None and reference.output is None:
-            reference = Benchmark(reference.fn, name=reference.name, output=self.reference_output)
-        if reference is not None and reference.name in ("<lambda>", "lambda"):
-            reference.name = "reference"
+        if reference is not None:
+            # A copy: the caller's Benchmark is theirs (a reference runs on this one's timer,
+            # stream and options, as in C++; its own are not used).
+            reference = copy.copy(reference) if isinstance(reference, Benchmark) else \
+                Benchmark(reference, name=getattr(reference, "__name__", "reference"))
+            if reference.output is None:
+                reference.output = self.reference_output
+            if reference.name in ("<lambda>", "lambda"):
+                reference.name = "reference"
 
         call = _Call(self.fn, self.name)
         output = _Output(self.output, self.name) if self.output is not None else None
