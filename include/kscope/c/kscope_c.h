@@ -107,7 +107,9 @@ KSCOPE_C_API void kscope_free(void* buffer);
 /* The site id of a scope name (registered once, then found: the same name gives the same
  * id). A site's name is kept for the life of the process, so ids are for names that
  * recur; at most 65 536 distinct names (KSCOPE_ERROR_LIMIT after that: per-request data
- * belongs in tags). */
+ * belongs in tags; kscope_scope_open_named takes such a name). Names of up to 255 bytes
+ * open as fast as a string literal in C++ (a call site caches the node); longer ones are
+ * looked up by their text at each opening. */
 KSCOPE_C_API kscope_status kscope_site_register(const char* name, size_t size, uint32_t* site);
 
 /* Opens a scope on the calling thread, nested in the scope open there; it must be closed
@@ -124,15 +126,15 @@ KSCOPE_C_API kscope_scope_handle kscope_scope_open_named(const char* name, size_
 /* Closes a scope opened on this thread. Closing a scope while scopes opened after it are
  * still open closes those first (they end now) and returns KSCOPE_ERROR_ORDER naming
  * them; closing them later, or closing twice, returns KSCOPE_ERROR_NOT_FOUND. A handle
- * of 0 or -1 (nothing opened) is a no-op (KSCOPE_OK). A handle's number comes back after about a million
- * openings on its thread, so a handle kept after its close may name a later scope: close
- * each handle once. */
+ * of 0 or -1 (nothing opened) is a no-op (KSCOPE_OK). A handle's number comes back after
+ * about a million openings on its thread, so a handle kept after its close may name a
+ * later scope: close each handle once. */
 KSCOPE_C_API kscope_status kscope_scope_close(kscope_scope_handle scope);
 /* The work one call does (flops, bytes; NaN: not declared); the last call wins. */
 KSCOPE_C_API kscope_status kscope_scope_set_work(kscope_scope_handle scope, double flops, double bytes);
 /* A key=value tag on the open scope (shape, dtype, batch size); the report counts values. */
-KSCOPE_C_API kscope_status kscope_scope_tag(kscope_scope_handle scope, const char* key, size_t key_size, const char* value,
-                                            size_t value_size);
+KSCOPE_C_API kscope_status kscope_scope_tag(kscope_scope_handle scope, const char* key, size_t key_size,
+                                            const char* value, size_t value_size);
 
 /* ---- cross-thread ranges ------------------------------------------------------------ */
 
