@@ -154,3 +154,13 @@ def test_counters_switch_on_and_off_without_disturbing_the_program(tmp_path):
     out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_kscope_report_writes_the_report_when_python_exits(tmp_path):
+    # The library's own exit handler (KSCOPE_REPORT) serves a Python program unchanged.
+    path = tmp_path / "exit.json"
+    program = "import kscope\nfor _ in range(3):\n    with kscope.scope('at_exit'):\n        pass\n"
+    env = dict(os.environ, KSCOPE_REPORT=str(path), PYTHONPATH=os.path.dirname(os.path.dirname(kscope.__file__)))
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert kscope.load_report(path).find("at_exit")["calls"] == 3
