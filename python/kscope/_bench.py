@@ -12,7 +12,8 @@ result invalid, with the reason). Python only supplies the callable through a ct
 callback.
 
 Streams. With the CUDA timer the harness times the work on one stream: the one given with
-`stream=`, or a non-blocking stream it creates. While the callable runs, that stream is
+`stream=`, else a stream from torch's pool (when torch runs on a GPU), else a non-blocking
+stream it creates. While the callable runs, that stream is
 torch's current stream (when torch is imported), so torch code needs no change; a callable
 that takes one argument receives the stream as an integer handle (torch.cuda.ExternalStream
 wraps it). Work launched elsewhere (another stream, the legacy default stream) is not timed
@@ -171,6 +172,22 @@ def _torch():
     return sys.modules.get("torch")
 
 
+def _torch_stream(device: int):
+    """A stream of torch's for the harness to time on, when torch runs on a GPU: torch's
+    caching allocator keeps blocks per stream, so the stream the callable allocates on must
+    be one torch manages (the harness's own would be destroyed after the run). Non-blocking,
+    like the harness's: work on the legacy default stream is still not timed."""
+    torch = _torch()
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        return torch.cuda.Stream(device=device if device >= 0 else None)
+    except Exception:  # the harness creates its own and says what is wrong with CUDA
+        return None
+
+
 class _Call:
     """The ctypes callback around one Python callable: runs it with the harness's stream as
     torch's current stream, and turns an exception into a failure the harness reports (the
@@ -260,7 +277,8 @@ class Benchmark:
     name, dtype, shape, params: what it computes, printed with every number.
     work: (flops, bytes) of one call: rates and the roofline placement.
     stream: where the CUDA timer times it (a torch.cuda.Stream, an int handle, "current");
-        default: a non-blocking stream of the harness's.
+        default: a new stream from torch's pool when torch runs on a GPU, else one of the
+        harness's (both non-blocking).
     reference: a callable or a Benchmark to compare with (A B B A, the ratio's interval).
     output, tolerance: a callable returning this benchmark's output (tensor, array, numbers)
         for the check against the reference's output (reference_output=, or the reference
@@ -368,8 +386,11 @@ class Benchmark:
             device = self._device() if self.timer == "cuda" else -1
             bench_handle = self._create(lib, call, output, self.tolerance)
             handles.append(bench_handle)
-            if self.stream is not None and self.timer == "cuda":
-                stream = _streams.resolve(self.stream)
+            stream_owner = self.stream if self.timer == "cuda" else None
+            if stream_owner is None and self.timer == "cuda":
+                stream_owner = _torch_stream(device)
+            if stream_owner is not None:
+                stream = _streams.resolve(stream_owner)
                 if stream is not None:
                     _native.check(lib.kscope_bench_set_stream(bench_handle, stream), "kscope.bench")
             if reference is not None:
