@@ -53,3 +53,11 @@ def has_torch() -> bool:
 def load_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+@pytest.fixture(autouse=True)
+def fresh_warnings():
+    """kscope warns once per distinct message per process; each test starts afresh so that
+    it sees the warnings its own calls give."""
+    kscope._native._warned.clear()
+    yield
