@@ -229,3 +229,13 @@ def test_tags_and_work_set_before_the_block_apply_to_every_call(name):
     r = find(kscope.report(), name)
     assert r["tags"] == [{"key": "phase", "value": "decode", "count": 3}]
     assert (r["declared_work"]["flops"], r["declared_work"]["bytes"]) == (30.0, 60.0)
+
+
+def test_a_problem_warns_once_however_often_it_happens(name):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            with kscope.scope(name, stream=object()):
+                pass
+    assert len([w for w in caught if issubclass(w.category, kscope.KscopeWarning)]) == 1
+    assert find(kscope.report(), name)["calls"] == 5
