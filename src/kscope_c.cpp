@@ -340,7 +340,8 @@ bool read_diagnose_options(const char* text, kscope::diagnose_options& o, kscope
     else if (key == "sync_idle_share") ok = read_number(v, key, what, o.sync_idle_share, status);
     else if (key == "sync_copies_per_step") ok = read_number(v, key, what, o.sync_copies_per_step, status);
     else if (key == "kv_bytes_share") ok = read_number(v, key, what, o.kv_bytes_share, status);
-    else if (key == "host_link_bytes_per_s") ok = v.is_null() || read_number(v, key, what, o.host_link_bytes_per_s, status);
+    else if (key == "host_link_bytes_per_s")
+      ok = v.is_null() || read_number(v, key, what, o.host_link_bytes_per_s, status);
     else if (key == "min_step_calls") {
       std::size_t n = 0;
       ok = read_count(v, key, what, n, status);
@@ -454,8 +455,9 @@ std::function<void(kscope::bench_stream)> call_of(const kscope_bench& b) {
     callback_error_text.clear();
     const int result = call(user, reinterpret_cast<uintptr_t>(stream));
     if (result != 0)
-      throw std::runtime_error(callback_error_text.empty() ? "the callable failed (returned " + std::to_string(result) + ")"
-                                                           : callback_error_text);
+      throw std::runtime_error(callback_error_text.empty()
+                                   ? "the callable failed (returned " + std::to_string(result) + ")"
+                                   : callback_error_text);
   };
 }
 
@@ -752,7 +754,8 @@ kscope_status kscope_range_start(uint32_t site, kscope_range** range) {
     if (range == nullptr) return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_range_start: null range pointer");
     const std::string* name = site_name(site);
     if (name == nullptr)
-      return fail(KSCOPE_ERROR_NOT_FOUND, "site " + std::to_string(site) + " was never registered (kscope_site_register)");
+      return fail(KSCOPE_ERROR_NOT_FOUND,
+                  "site " + std::to_string(site) + " was never registered (kscope_site_register)");
     *range = nullptr;
     if (!kscope::is_enabled()) return KSCOPE_OK;
     auto r = std::make_unique<kscope_range>();
@@ -840,7 +843,8 @@ void kscope_session_reset(void) { kscope::session::global().reset(); }
 
 kscope_status kscope_session_warn(const char* message, size_t size) {
   return guarded("kscope_session_warn", [&] {
-    if (message == nullptr && size != 0) return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_session_warn: null message");
+    if (message == nullptr && size != 0)
+      return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_session_warn: null message");
     kscope::session::global().warn(std::string(view_of(message, size)));
     return KSCOPE_OK;
   });
@@ -894,7 +898,8 @@ kscope_status kscope_report_format(const kscope_report* report, int format, char
       case KSCOPE_FORMAT_CSV: return give_text(r.csv(), text, size);
       case KSCOPE_FORMAT_HTML: return give_text(r.html(), text, size);
       case KSCOPE_FORMAT_OPENMETRICS: return give_text(kscope::openmetrics(r), text, size);
-      default: return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_report_format: unknown format " + std::to_string(format));
+      default:
+        return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_report_format: unknown format " + std::to_string(format));
     }
   });
 }
@@ -912,7 +917,8 @@ kscope_status kscope_report_write(const kscope_report* report, int format, const
       case KSCOPE_FORMAT_CSV: written = kscope::write_text_file(path, r.csv(), &error); break;
       case KSCOPE_FORMAT_HTML: written = r.write_html(path, &error); break;
       case KSCOPE_FORMAT_OPENMETRICS: written = kscope::write_text_file(path, kscope::openmetrics(r), &error); break;
-      default: return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_report_write: unknown format " + std::to_string(format));
+      default:
+        return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_report_write: unknown format " + std::to_string(format));
     }
     if (written) return KSCOPE_OK;
     return fail(KSCOPE_ERROR_IO, error.empty() ? "could not write " + std::string(path) : error);
@@ -984,7 +990,8 @@ kscope_status kscope_bench_set_reference(kscope_bench* bench, const kscope_bench
   return guarded("kscope_bench_set_reference", [&] {
     if (bench == nullptr || reference == nullptr)
       return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_set_reference: null bench or reference");
-    if (bench == reference) return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_set_reference: a bench is not its own reference");
+    if (bench == reference)
+      return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_set_reference: a bench is not its own reference");
     auto copy = std::make_shared<kscope_bench>(*reference);
     copy->reference.reset();  // a reference's own reference is not part of this comparison
     bench->reference = std::move(copy);
@@ -1010,7 +1017,8 @@ kscope_status kscope_bench_run(kscope_bench* bench, int timer, char** json, size
     } else {
       device_switch on_device(bench->device);
       if (!on_device.ok())
-        return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_bench_run: cannot use CUDA device " + std::to_string(bench->device));
+        return fail(KSCOPE_ERROR_INVALID_ARGUMENT,
+                    "kscope_bench_run: cannot use CUDA device " + std::to_string(bench->device));
       report.context = kscope::describe_bench_context();
       report.results.push_back(b.run());
     }
