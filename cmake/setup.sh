@@ -18,11 +18,13 @@ jobs=$(nproc)
 
 # The demo needs a compiler and the build tools only; the tests also need doctest, Google
 # Benchmark, nlohmann/json and xmllint (cross-checks of kscope's JSON and SVG), locales
-# (a comma-decimal locale test), pkg-config (the kscope.pc test) and prometheus_client
-# (its OpenMetrics parser reads kscope's live metrics, tests/process/openmetrics_check.py).
+# (a comma-decimal locale test), pkg-config (the kscope.pc test), prometheus_client
+# (its OpenMetrics parser reads kscope's live metrics, tests/process/openmetrics_check.py)
+# and pytest (the Python package's tests, tests/python).
 packages=(cmake g++ ninja-build)
 if [ "$mode" = test ]; then
-  packages+=(doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales pkg-config python3-prometheus-client)
+  packages+=(doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales pkg-config python3-prometheus-client
+             python3-pytest)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -42,10 +44,12 @@ if [ "$mode" = test ]; then
 kscope setup test: about to
   1. install with apt: ${missing[*]:-nothing (all present)}
   2. configure $build (Release; CUDA: $cuda)
-  3. build the library's tests, examples, benchmarks and the kscope tool ($jobs jobs)
+  3. build the library's tests, examples, benchmarks, the kscope tool and libkscope_c.so
+     (the C interface the Python package loads) ($jobs jobs)
   4. run ctest: CPU unit tests, the kscope tool, header and packaging checks (install,
-     find_package, add_subdirectory, FetchContent, embed-and-export, pkg-config) and
-     the GPU cases (skipped without a device)
+     find_package, add_subdirectory, FetchContent, embed-and-export, pkg-config), the C
+     interface and the Python package (pytest; its PyTorch cases need torch and a GPU)
+     and the GPU cases (skipped without a device)
 On a 2-core machine this takes 10 to 20 minutes, most of it compiling (nvcc builds every
 GPU test; without a GPU for sm_90 only, see below). Afterwards
   ctest --test-dir $build -L quick    reruns the fast CPU cases in a few seconds
@@ -87,7 +91,7 @@ else
     fi
   fi
   # Explicit values: a build directory configured by `demo` has tests OFF in its cache.
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKSCOPE_BUILD_PYTHON=ON \
     -DKSCOPE_BUILD_TESTS=ON -DKSCOPE_BUILD_BENCH=$gpu_only -DKSCOPE_BUILD_EXAMPLES=$gpu_only $test_archs ${KSCOPE_CMAKE_ARGS:-}
   start=$(date +%s)
   cmake --build "$build" -j "$jobs"

@@ -1,0 +1,241 @@
+"""kscope.scope, the decorator and ranges, checked through the report they produce."""
+
+import asyncio
+import threading
+import time
+import warnings
+
+import pytest
+
+import kscope
+from conftest import find, has_torch
+
+
+def test_nested_scopes_count_every_call_and_nest_by_path(name):
+    for _ in range(9):
+        with kscope.scope(name):
+            with kscope.scope("inner"):
+                time.sleep(0.002)
+    r = kscope.report()
+    outer, inner = find(r, name), find(r, name + "/inner")
+    assert outer["calls"] == 9 and inner["calls"] == 9
+    assert inner["depth"] == outer["depth"] + 1
+    assert inner["parent"] == outer["id"]
+    # time.sleep(0.002) lasts at least 2 ms; the outer scope holds the inner one.
+    assert inner["host_ns"]["min"] >= 2e6
+    assert outer["host_inclusive_ns"] >= inner["host_inclusive_ns"]
+    assert "  inner" in r.text()  # indented under its parent in the table
+
+
+def test_decorator_times_each_call_passes_values_and_exceptions_through(name):
+    @kscope.scope(name)
+    def add(a, b=1):
+        if a < 0:
+            raise ValueError("negative")
+        return a + b
+
+    assert add.__name__ == "add"
+    assert [add(i, b=2) for i in range(5)] == [2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="negative"):
+        add(-1)
+    # The call that raised was closed too: 6 calls, and the next scope is top level again.
+    with kscope.scope(name + "_after"):
+        pass
+    r = kscope.report()
+    assert find(r, name)["calls"] == 6
+    assert find(r, name + "_after")["depth"] == 1
+
+
+def test_work_and_tags_reach_the_report(name):
+    for i in range(4):
+        with kscope.scope(name, work=(1e6, 3e6), tags={"batch": 8}) as s:
+            s.tag("parity", "even" if i % 2 == 0 else "odd")
+    s = find(kscope.report(), name)
+    assert s["declared_work"]["flops"] == pytest.approx(4e6)
+    assert s["declared_work"]["bytes"] == pytest.approx(12e6)
+    tags = {(t["key"], t["value"]): t["count"] for t in s["tags"]}
+    assert tags == {("batch", "8"): 4, ("parity", "even"): 2, ("parity", "odd"): 2}
+
+
+def test_set_work_inside_the_block_wins(name):
+    with kscope.scope(name, work=(1.0, 1.0)) as s:
+        s.set_work(5.0, 7.0)
+    w = find(kscope.report(), name)["declared_work"]
+    assert (w["flops"], w["bytes"]) == (5.0, 7.0)
+
+
+def test_a_scope_object_entered_inside_its_own_block_nests(name):
+    s = kscope.scope(name)
+    with s:
+        with s:
+            pass
+    r = kscope.report()
+    assert find(r, name)["calls"] == 1
+    assert find(r, name + "/" + name)["calls"] == 1
+
+
+def test_scopes_on_many_threads_are_all_counted(name):
+    def work():
+        for _ in range(50):
+            with kscope.scope(name):
+                pass
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert find(kscope.report(), name)["calls"] == 200
+
+
+def test_a_range_ends_on_another_thread(name):
+    r = kscope.start_range(name, work=(0, 64))
+    assert r.active
+    t = threading.Thread(target=lambda: (time.sleep(0.003), r.end()))
+    t.start()
+    t.join()
+    assert not r.active
+    r.end()  # idempotent
+    s = find(kscope.report(), name)
+    assert s["cross_thread"] is True and s["calls"] == 1
+    assert s["host_ns"]["median"] >= 3e6
+
+
+def test_a_range_is_a_context_manager_and_ends_when_collected(name):
+    with kscope.start_range(name):
+        pass
+    dropped = kscope.start_range(name)
+    del dropped
+    assert find(kscope.report(), name)["calls"] == 2
+
+
+def test_async_def_is_timed_as_a_range(name):
+    @kscope.scope(name)
+    async def handle(i):
+        await asyncio.sleep(0.001)
+        return i * 2
+
+    async def main():
+        return await asyncio.gather(*(handle(i) for i in range(5)))
+
+    assert asyncio.run(main()) == [0, 2, 4, 6, 8]
+    s = find(kscope.report(), name)
+    assert s["cross_thread"] is True and s["calls"] == 5
+
+
+def test_generator_function_is_timed_as_a_range(name):
+    @kscope.scope(name)
+    def numbers(n):
+        yield from range(n)
+
+    assert list(numbers(4)) == [0, 1, 2, 3]
+    s = find(kscope.report(), name)
+    assert s["cross_thread"] is True and s["calls"] == 1
+
+
+def test_interleaved_blocks_warn_once_and_keep_the_tree_a_tree(name):
+    def gen(label):
+        with kscope.scope(label):
+            yield
+            yield
+
+    a, b = gen(name + "_a"), gen(name + "_b")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        next(a)
+        next(b)        # b opens inside a
+        for g in (a, b):
+            for _ in g:  # a closes first: b is closed with it; b's own close then finds nothing
+                pass
+    messages = [str(w.message) for w in caught if issubclass(w.category, kscope.KscopeWarning)]
+    assert any("closed while scopes opened after it were open" in m for m in messages), messages
+    assert any("not open" in m for m in messages), messages
+    # The thread's current scope is the root again.
+    with kscope.scope(name + "_next"):
+        pass
+    r = kscope.report()
+    assert find(r, name + "_next")["depth"] == 1
+    assert find(r, name + "_a/" + name + "_b")["calls"] == 1
+
+
+def test_a_bad_stream_warns_and_times_the_host(name):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kscope.scope(name, stream=object()):
+            pass
+    assert any("not a stream kscope knows" in str(w.message) for w in caught)
+    s = find(kscope.report(), name)
+    assert s["calls"] == 1 and s["gpu_calls"] == 0
+
+
+def test_current_stream_without_a_gpu_warns_and_times_the_host(name):
+    if has_torch():
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("torch sees a GPU here: 'current' is its current stream")
+        expected = "torch sees no CUDA device"
+    else:
+        expected = "needs PyTorch"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kscope.scope(name, stream="current"):
+            pass
+    assert any(expected in str(w.message) for w in caught), [str(w.message) for w in caught]
+    s = find(kscope.report(), name)
+    assert s["calls"] == 1 and s["gpu_calls"] == 0
+
+
+def test_disabled_scopes_record_nothing(name):
+    kscope.set_enabled(False)
+    try:
+        assert not kscope.is_enabled()
+        with kscope.scope(name):
+            pass
+    finally:
+        kscope.set_enabled(True)
+    assert kscope.is_enabled()
+    assert find(kscope.report(), name) is None
+
+
+def test_names_of_any_text_are_kept_and_a_slash_is_escaped(name):
+    odd = name + " dé/code ✓"
+    with kscope.scope(odd):
+        pass
+    with kscope.scope(name.encode() + b"_bytes"):
+        pass
+    long_name = name + "_" + "x" * 300
+    with kscope.scope(long_name):
+        pass
+    r = kscope.report()
+    assert find(r, odd.replace("/", "\\/"))["name"] == odd
+    assert find(r, name + "_bytes") is not None
+    assert find(r, long_name)["calls"] == 1
+
+
+def test_a_scope_reports_what_it_is(name):
+    s = kscope.scope(name)
+    assert repr(s) == f"kscope.scope({name!r}, closed)"
+    with s:
+        assert repr(s) == f"kscope.scope({name!r}, open)"
+    assert s.name == name
+
+
+def test_tags_and_work_set_before_the_block_apply_to_every_call(name):
+    s = kscope.scope(name)
+    s.tag("phase", "decode")
+    s.set_work(10.0, 20.0)
+    for _ in range(3):
+        with s:
+            pass
+    r = find(kscope.report(), name)
+    assert r["tags"] == [{"key": "phase", "value": "decode", "count": 3}]
+    assert (r["declared_work"]["flops"], r["declared_work"]["bytes"]) == (30.0, 60.0)
+
+
+def test_a_problem_warns_once_however_often_it_happens(name):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            with kscope.scope(name, stream=object()):
+                pass
+    assert len([w for w in caught if issubclass(w.category, kscope.KscopeWarning)]) == 1
+    assert find(kscope.report(), name)["calls"] == 5
