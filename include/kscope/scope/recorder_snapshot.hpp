@@ -14,6 +14,7 @@
 
 #include "recorder.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -37,6 +38,20 @@ struct recorder_snapshot {
   std::uint64_t gpu_event_errors = 0;    // GPU timings lost to CUDA event errors
   std::size_t trace_capacity = 0;
   std::uint64_t trace_overwritten = 0;   // host intervals pushed out of the trace ring
+};
+
+// What the recorder gathered since the previous window (recorder::take_window()): a
+// recorder_snapshot whose counts, totals, samples and tag counts are the window's, on the
+// run's call-path tree (names, parents, children), so the session summarizes it as it does
+// a whole run. Its times are on the recorder's tick clock, as every record's.
+//
+//   const kscope::recorder_window w = kscope::recorder::global().take_window();
+//   for (const kscope::recorded_node& n : w.data.nodes) use(n.name, n.calls);  // this window's calls
+struct recorder_window {
+  recorder_snapshot data;        // sample_cap: the window's; gpu_timing_skipped, gpu_event_errors: in the window
+  std::int64_t since_ticks = 0;  // the previous window's end (or the recorder's start, or reset())
+  std::int64_t until_ticks = 0;  // when this window's records were drained
+  std::uint64_t sequence = 0;    // 1 for the first window the recorder gave
 };
 
 // The trace ring, oldest first, with the node names it refers to (recorder::trace_snapshot()).
@@ -157,6 +172,89 @@ KSCOPE_DECL recorder_snapshot recorder::snapshot() {
   return out;
 }
 
+// One short hold drains the rings and moves every node's window figures out (pointer
+// moves: the series' buffers go with them, fresh empty series stay, whose buffers grow in
+// the drain as the next window fills them), so the window is cut at one moment and no
+// record is in two windows or none. The names and children are then copied in steps, as
+// snapshot() copies them: nodes are never removed and their names never change, so
+// neither a new node nor reset() in between can make them disagree with the figures.
+KSCOPE_DECL recorder_window recorder::take_window() {
+  recorder_window out;
+  std::size_t node_count = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drain_all_locked();
+    resolve_gpu_locked();
+    out.until_ticks = detail::ticks();
+    out.since_ticks = window_since_ticks_;
+    node_count = nodes_.size();
+    out.data.nodes.reserve(node_count);
+    std::size_t budget_limited = 0;
+    for (recorded_node& n : nodes_) {
+      out.data.nodes.emplace_back(n.parent, std::string(), n.depth, n.cross_thread, 1);
+      recorded_window_values& w = n.window;
+      if (!w.closed_any()) {
+        // A new cap applies to every node from the next window on (an empty series holds no buffer).
+        if (w.untouched() && w.host_ticks.capacity() != window_sample_cap_) w = recorded_window_values(window_sample_cap_);
+        continue;
+      }
+      recorded_node& copy = out.data.nodes.back();
+      // A node's tags are few; the window's counts must be cut in this hold. First: it is
+      // the one step here that allocates, and a failure must leave the node's window whole.
+      if (w.tagged) {
+        copy.tags.reserve(n.tags.size());
+        for (const recorded_tag& t : n.tags) copy.tags.push_back(recorded_tag{t.key, t.value, t.window_count, t.window_count});
+        for (recorded_tag& t : n.tags) t.window_count = 0;
+      }
+      copy.calls = w.calls;
+      copy.profiled_calls = w.profiled_calls;
+      copy.host_total_ticks = w.host_total_ticks;
+      copy.host_ticks = std::move(w.host_ticks);
+      copy.gpu_ns = std::move(w.gpu_ns);
+      copy.gpu_total_ns = w.gpu_total_ns;
+      copy.flops = w.flops;
+      copy.bytes = w.bytes;
+      copy.work_calls = w.work_calls;
+      if (copy.host_ticks.saturated() && copy.host_ticks.capacity() < window_sample_cap_) ++budget_limited;
+      if (copy.gpu_ns.saturated() && copy.gpu_ns.capacity() < window_sample_cap_) ++budget_limited;
+      w = recorded_window_values(window_sample_cap_);
+    }
+    if (overflow_node_ != detail::node_cache::invalid)
+      out.data.warnings.push_back("more than " + std::to_string(max_nodes) +
+                                  " call-path nodes: further scopes are counted under (overflow)");
+    if (budget_limited)
+      out.data.warnings.push_back(std::to_string(budget_limited) + " sample series of this window hold fewer than " +
+                                  std::to_string(window_sample_cap_) + " values: the windows' memory budget of " +
+                                  std::to_string(window_sample_budget_) +
+                                  " values is spent (their statistics come from a smaller uniform sample; counts "
+                                  "and totals are exact; recorder::set_window_sample_budget raises it)");
+    window_samples_held_ = 0;
+    window_since_ticks_ = out.until_ticks;
+    out.sequence = ++windows_taken_;
+    out.data.sample_cap = window_sample_cap_;
+    const std::uint64_t skipped = gpu_timing_skipped_.load(std::memory_order_relaxed);
+    out.data.gpu_timing_skipped = skipped - window_gpu_timing_skipped_base_;
+    window_gpu_timing_skipped_base_ = skipped;
+    out.data.gpu_event_errors = gpu_event_errors_ - window_gpu_event_errors_base_;
+    window_gpu_event_errors_base_ = gpu_event_errors_;
+    out.data.trace_capacity = trace_capacity_;
+    out.data.trace_overwritten = trace_overwritten_;
+  }
+  constexpr std::size_t nodes_per_hold = 4096;  // names and children only: tens of microseconds
+  for (std::size_t i = 0; i < node_count;) {
+    let_scopes_in();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::size_t end = std::min(node_count, i + nodes_per_hold); i < end; ++i) {
+      const recorded_node& live = nodes_[i];
+      recorded_node& copy = out.data.nodes[i];
+      copy.name = live.name;
+      for (node_id c : live.children)
+        if (c < node_count) copy.children.push_back(c);  // children created later are not in this copy
+    }
+  }
+  return out;
+}
+
 KSCOPE_DECL void recorder::let_scopes_in() noexcept {
   // Bounded in time, not in rounds: on a loaded machine one yield can cost a scheduler
   // slice, and scopes that keep coming must not starve the report either.
@@ -198,7 +296,13 @@ KSCOPE_DECL void recorder::reset() noexcept {
       n.flops = n.bytes = 0;
       n.work_calls = 0;
       n.tags.clear();
+      n.window = recorded_window_values(window_sample_cap_);
     }
+    // The next window starts now, with nothing from before the reset.
+    window_samples_held_ = 0;
+    window_since_ticks_ = detail::ticks();
+    window_gpu_timing_skipped_base_ = 0;
+    window_gpu_event_errors_base_ = 0;
     trace_ring_.clear();
     trace_next_ = 0;
     trace_overwritten_ = 0;
