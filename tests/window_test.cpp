@@ -376,6 +376,63 @@ TEST_CASE("the window's GPU busy share: its own events, clipped to it; unknown w
   CHECK(lost.text().find("GPU busy unknown") != std::string::npos);
 }
 
+TEST_CASE("gpu_time over a given window: clipped busy time, per-scope time from its events, idle is 0") {
+  using kscope::gpu_activity_event;
+  const auto event = [](kscope::node_id node, kscope::activity_kind kind, std::int64_t start, std::int64_t end) {
+    gpu_activity_event e;
+    e.node = node;
+    e.kind = kind;
+    e.thread_index = 0;
+    e.start_ns = start;
+    e.end_ns = end;
+    return e;
+  };
+  kscope::node_gpu_activity whole_run;  // the aggregate: must not be used for a given window
+  whole_run.kernel_count = 1000;
+  whole_run.busy_ns = 1'000'000;
+  kscope::gpu_time_input in;
+  in.nodes = {{1, 0, 1, false, "step", &whole_run}, {2, 1, 2, false, "step/copy", nullptr}};
+  in.host = {{"step", 1, 0, 900, 2100}};
+  in.gpu = {event(1, kscope::activity_kind::kernel, 500, 700),     // before the window: out
+            event(1, kscope::activity_kind::kernel, 950, 1100),    // 100 inside
+            event(1, kscope::activity_kind::kernel, 1050, 1200),   // overlaps the one before: union 1000..1200
+            event(2, kscope::activity_kind::memcpy, 1500, 1600),   // 100
+            event(1, kscope::activity_kind::kernel, 1900, 2300)};  // 100 inside (to 2000)
+  in.window_start_ns = 1000;
+  in.window_end_ns = 2000;
+  const kscope::gpu_time_report t = kscope::account_gpu_time(in);
+  CHECK(t.window_start_ns == 1000);
+  CHECK(t.window_end_ns == 2000);
+  CHECK(t.wall_ns == 1000);
+  CHECK(t.gpu_events == 4);
+  CHECK(t.busy_ns == 400);  // 1000..1200, 1500..1600, 1900..2000
+  CHECK(t.busy_share == doctest::Approx(0.4));
+  const kscope::scope_gpu_time* step = t.find(1);
+  const kscope::scope_gpu_time* copy = t.find(2);
+  REQUIRE(step);
+  REQUIRE(copy);
+  CHECK(step->gpu_ns == 300);       // its kernels' union in the window, not the aggregate's 1 ms
+  CHECK(step->kernel_count == 3);   // kernels that overlap the window, not the aggregate's 1000
+  CHECK(copy->gpu_ns == 100);
+  CHECK(step->share_of_gpu == doctest::Approx(0.75));
+  REQUIRE(t.idle_gaps.size() == 2);
+  CHECK(t.idle_gaps[0].ns == 300);  // 1200..1500 and 1600..1900, inside the window only
+  CHECK(t.idle_gaps[0].open_scope == 1);
+
+  // Nothing on the GPU in the window: idle, a share of 0, not unknown.
+  in.window_start_ns = 3000;
+  in.window_end_ns = 4000;
+  const kscope::gpu_time_report idle = kscope::account_gpu_time(in);
+  CHECK(idle.busy_share == 0);
+  CHECK(idle.gpu_events == 0);
+  // The ring overflowed and holds nothing from before the window's start: unknown.
+  in.gpu_overwritten = 10;
+  in.window_start_ns = 400;
+  CHECK(std::isnan(kscope::account_gpu_time(in).busy_share));
+  in.window_start_ns = 600;  // the ring's oldest event (500) is before it: known
+  CHECK(std::isfinite(kscope::account_gpu_time(in).busy_share));
+}
+
 TEST_CASE("reset() starts the next window afresh") {
   fresh_session fresh;
   { KSCOPE_SCOPE("wr_before"); }
