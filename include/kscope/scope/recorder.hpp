@@ -30,8 +30,9 @@
 //
 // Windows (take_window(), which session::window() reads): beside its run totals each node
 // accumulates the same figures since the last window, in the same drain under the same
-// lock (a closing scope does nothing more). take_window() moves every node's window
-// figures out in one hold and leaves fresh empty ones; the run totals and the tree stay.
+// lock (a closing scope does nothing more). take_window() moves the window figures of
+// every node that closed since out in one hold and leaves fresh empty ones; the run totals
+// and the tree stay.
 // A window's samples are bounded like the run's: `window_sample_cap` per node and series,
 // all nodes together `window_sample_budget`, so memory does not grow with the windows
 // taken or the days a program runs.
@@ -127,8 +128,8 @@ struct recorded_tag {
 };
 
 // What one node recorded since the last window (recorder::take_window()): the figures of
-// recorded_node below over the window alone. Lives in the recorder's nodes; a reader's copy
-// has the window's figures in recorded_node's own fields instead.
+// recorded_node below over the window alone. The recorder keeps one per node beside the
+// tree; the window a reader gets has them in recorded_node's own fields.
 struct recorded_window_values {
   explicit recorded_window_values(std::size_t cap = 1) noexcept : host_ticks(cap), gpu_ns(cap) {}
 
@@ -152,10 +153,9 @@ struct recorded_window_values {
 
 // One node of the call-path tree with everything recorded for it.
 struct recorded_node {
-  recorded_node(node_id parent_, std::string name_, std::uint32_t depth_, bool cross_thread_, std::size_t cap,
-                std::size_t window_cap = 1)
+  recorded_node(node_id parent_, std::string name_, std::uint32_t depth_, bool cross_thread_, std::size_t cap)
       : parent(parent_), name(std::move(name_)), depth(depth_), cross_thread(cross_thread_), host_ticks(cap),
-        gpu_ns(cap), window(window_cap) {}
+        gpu_ns(cap) {}
 
   node_id parent;
   std::string name;
@@ -171,8 +171,6 @@ struct recorded_node {
   double flops = 0, bytes = 0;     // declared work, summed over work_calls
   std::uint64_t work_calls = 0;
   std::vector<recorded_tag> tags;   // sorted by (key, value), each pair once
-  // Since the last window (the recorder's nodes only; empty in a reader's copy).
-  recorded_window_values window;
 };
 
 // One host interval kept for the trace, in ticks.
@@ -386,6 +384,7 @@ class recorder {
   std::mutex mutex_;
   std::atomic<int> scope_waiters_{0};  // scopes blocked on mutex_ (scope_side_lock)
   std::vector<recorded_node> nodes_;  // index = node_id; guarded by mutex_
+  std::vector<recorded_window_values> window_;  // index = node_id, as long as nodes_: since the last window
   // (parent, name) -> node for every node; a range's name is prefixed with '\x01'. The
   // same open-addressing table the per-thread caches use, so scopes instantiate one.
   detail::node_cache index_;
@@ -434,7 +433,8 @@ KSCOPE_DECL void recorder::set_trace_capacity(std::size_t intervals) {
 
 KSCOPE_DECL recorder::recorder() {
   detail::tick_origin();  // start the tick calibration span as early as possible
-  nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_, window_sample_cap_);
+  nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_);
+  window_.emplace_back(window_sample_cap_);
   window_since_ticks_ = detail::ticks();  // the first window starts with the recorder
   // Threads of the parent that were waiting for the lock at the fork do not exist in the
   // child: their count must not make the child's reports wait for them.
@@ -467,19 +467,31 @@ KSCOPE_DECL node_id recorder::intern(node_id parent, std::string_view name, bool
   if (found != detail::node_cache::invalid) return found;
   if (nodes_.size() >= max_nodes) {
     if (overflow_node_ == detail::node_cache::invalid) {
-      overflow_node_ = static_cast<node_id>(nodes_.size());
-      nodes_.emplace_back(detail::root_node, "(overflow)", 1, false, sample_cap_, window_sample_cap_);
+      window_.emplace_back(window_sample_cap_);
+      try {
+        nodes_.emplace_back(detail::root_node, "(overflow)", 1, false, sample_cap_);
+      } catch (...) {
+        window_.pop_back();
+        throw;
+      }
+      overflow_node_ = static_cast<node_id>(nodes_.size() - 1);
       nodes_[detail::root_node].children.push_back(overflow_node_);
     }
     return overflow_node_;
   }
   const node_id id = static_cast<node_id>(nodes_.size());
-  nodes_.emplace_back(parent, std::string(name), nodes_[parent].depth + 1, cross_thread, sample_cap_,
-                      window_sample_cap_);
-  // Out of memory half-way: undo, so the tree and the index never disagree.
+  window_.emplace_back(window_sample_cap_);
+  try {
+    nodes_.emplace_back(parent, std::string(name), nodes_[parent].depth + 1, cross_thread, sample_cap_);
+  } catch (...) {
+    window_.pop_back();
+    throw;
+  }
+  // Out of memory half-way: undo, so the tree, its window figures and the index never disagree.
   try {
     nodes_[parent].children.push_back(id);
   } catch (...) {
+    window_.pop_back();
     nodes_.pop_back();
     throw;
   }
@@ -487,6 +499,7 @@ KSCOPE_DECL node_id recorder::intern(node_id parent, std::string_view name, bool
     index_.insert(parent, key, hash, id);
   } catch (...) {
     nodes_[parent].children.pop_back();
+    window_.pop_back();
     nodes_.pop_back();
     throw;
   }
@@ -498,7 +511,7 @@ KSCOPE_DECL void recorder::add_tag(node_id node, std::string_view key, std::stri
   scope_side_lock lock(*this);
   if (node >= nodes_.size()) return;
   std::vector<recorded_tag>& tags = nodes_[node].tags;
-  nodes_[node].window.tagged = true;
+  window_[node].tagged = true;
   for (recorded_tag& t : tags) {
     if (t.key == key && t.value == value) {
       ++t.count;
@@ -631,7 +644,7 @@ KSCOPE_DECL void recorder::apply_locked(const detail::scope_record& r, std::uint
   recorded_node& n = nodes_[r.node];
   // The window's figures are kept here, in the drain, beside the run's: a closing scope
   // pays nothing for windows.
-  recorded_window_values& w = n.window;
+  recorded_window_values& w = window_[r.node];
   if (r.event_slot == detail::profiled_call_slot) {  // its time includes kernel replay
     ++n.profiled_calls;
     ++w.profiled_calls;
@@ -698,8 +711,9 @@ KSCOPE_DECL void recorder::resolve_gpu_locked() noexcept {
         n.gpu_total_ns += ns;
         // In the window in which its events are read: window() waits for them first, so
         // that is the window in which the scope closed (unless it closed meanwhile).
-        add_window_sample_locked(n.window.gpu_ns, ns);
-        n.window.gpu_total_ns += ns;
+        recorded_window_values& w = window_[p.node];
+        add_window_sample_locked(w.gpu_ns, ns);
+        w.gpu_total_ns += ns;
       } else if (status != cudaSuccess) {
         if (p.node != stale_node) ++gpu_event_errors_;
         // Leave the host program's error state as we found it.

@@ -190,9 +190,10 @@ KSCOPE_DECL recorder_window recorder::take_window() {
     node_count = nodes_.size();
     out.data.nodes.reserve(node_count);
     std::size_t budget_limited = 0;
-    for (recorded_node& n : nodes_) {
+    for (std::size_t id = 0; id < node_count; ++id) {
+      recorded_node& n = nodes_[id];
       out.data.nodes.emplace_back(n.parent, std::string(), n.depth, n.cross_thread, 1);
-      recorded_window_values& w = n.window;
+      recorded_window_values& w = window_[id];
       if (!w.closed_any()) {
         // A new cap applies to every node from the next window on (an empty series holds no buffer).
         if (w.untouched() && w.host_ticks.capacity() != window_sample_cap_) w = recorded_window_values(window_sample_cap_);
@@ -296,8 +297,8 @@ KSCOPE_DECL void recorder::reset() noexcept {
       n.flops = n.bytes = 0;
       n.work_calls = 0;
       n.tags.clear();
-      n.window = recorded_window_values(window_sample_cap_);
     }
+    for (recorded_window_values& w : window_) w = recorded_window_values(window_sample_cap_);
     // The next window starts now, with nothing from before the reset.
     window_samples_held_ = 0;
     window_since_ticks_ = detail::ticks();
