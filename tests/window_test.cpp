@@ -74,6 +74,8 @@ std::uint64_t calls_of(const kscope::session_report& r, const std::string& path)
 
 }  // namespace
 
+// First in the file (doctest runs a file's cases in order): its first window is the
+// process's first, which the recorder takes as a copy of the run so far (take_window()).
 TEST_CASE("counts per window add up to the run's total, and report() still shows the whole run") {
   fresh_session fresh;
   const int per_window[] = {3, 0, 17, 1, 250};

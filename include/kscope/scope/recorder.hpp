@@ -30,9 +30,9 @@
 //
 // Windows (take_window(), which session::window() reads): beside its run totals each node
 // accumulates the same figures since the last window, in the same drain under the same
-// lock (a closing scope does nothing more). take_window() moves the window figures of
-// every node that closed since out in one hold and leaves fresh empty ones; the run totals
-// and the tree stay.
+// lock (a closing scope does nothing more), from the first take_window() on (the first
+// window is the run so far). take_window() moves the window figures of every node that
+// closed since out in one hold and leaves fresh empty ones; the run totals and the tree stay.
 // A window's samples are bounded like the run's: `window_sample_cap` per node and series,
 // all nodes together `window_sample_budget`, so memory does not grow with the windows
 // taken or the days a program runs.
@@ -379,6 +379,12 @@ class recorder {
   void apply_locked(const detail::scope_record& r, std::uint32_t thread_index);
   void add_sample_locked(recorded_series& series, double value) noexcept;
   void add_window_sample_locked(recorded_series& series, double value) noexcept;
+  // A reader's copy of the run (snapshot(), the first take_window()): the counts, totals
+  // and extremes in one hold, then names, tags and the values held then, in steps.
+  void copy_counts_locked(recorder_snapshot& out, std::vector<std::size_t>& host_held,
+                          std::vector<std::size_t>& gpu_held);
+  void copy_values_in_steps(recorder_snapshot& out, std::uint64_t generation, const std::vector<std::size_t>& host_held,
+                            const std::vector<std::size_t>& gpu_held, bool with_tags);
   void resolve_gpu_locked() noexcept;
 
   std::mutex mutex_;
@@ -400,6 +406,7 @@ class recorder {
   std::size_t window_sample_cap_ = default_window_sample_cap;
   std::size_t window_sample_budget_ = default_window_sample_budget;
   std::size_t window_samples_held_ = 0;
+  bool windows_on_ = false;  // the first take_window() turns window figures on (see there)
   std::int64_t window_since_ticks_ = 0;
   std::uint64_t windows_taken_ = 0;
   std::uint64_t window_gpu_timing_skipped_base_ = 0;
@@ -642,28 +649,33 @@ KSCOPE_DECL void recorder::apply_locked(const detail::scope_record& r, std::uint
     }
   }
   recorded_node& n = nodes_[r.node];
-  // The window's figures are kept here, in the drain, beside the run's: a closing scope
-  // pays nothing for windows.
-  recorded_window_values& w = window_[r.node];
   if (r.event_slot == detail::profiled_call_slot) {  // its time includes kernel replay
     ++n.profiled_calls;
-    ++w.profiled_calls;
+    if (windows_on_) ++window_[r.node].profiled_calls;
     return;
   }
   const double elapsed = static_cast<double>(r.end_ticks - r.start_ticks);
   ++n.calls;
-  ++w.calls;
   n.host_total_ticks += elapsed;
-  w.host_total_ticks += elapsed;
   add_sample_locked(n.host_ticks, elapsed);
-  add_window_sample_locked(w.host_ticks, elapsed);
-  if (r.flops == r.flops) {  // not NaN: work was declared
+  const bool declared = r.flops == r.flops;  // not NaN: work was declared
+  if (declared) {
     n.flops += r.flops;
     n.bytes += r.bytes;
     ++n.work_calls;
-    w.flops += r.flops;
-    w.bytes += r.bytes;
-    ++w.work_calls;
+  }
+  // The window's figures are kept here, in the drain, beside the run's (a closing scope
+  // pays nothing for windows), and only once windows are asked for.
+  if (windows_on_) {
+    recorded_window_values& w = window_[r.node];
+    ++w.calls;
+    w.host_total_ticks += elapsed;
+    add_window_sample_locked(w.host_ticks, elapsed);
+    if (declared) {
+      w.flops += r.flops;
+      w.bytes += r.bytes;
+      ++w.work_calls;
+    }
   }
   if (r.event_slot != detail::no_events) pending_.push_back(pending_gpu{r.node, r.event_slot});
 }
@@ -711,9 +723,11 @@ KSCOPE_DECL void recorder::resolve_gpu_locked() noexcept {
         n.gpu_total_ns += ns;
         // In the window in which its events are read: window() waits for them first, so
         // that is the window in which the scope closed (unless it closed meanwhile).
-        recorded_window_values& w = window_[p.node];
-        add_window_sample_locked(w.gpu_ns, ns);
-        w.gpu_total_ns += ns;
+        if (windows_on_) {
+          recorded_window_values& w = window_[p.node];
+          add_window_sample_locked(w.gpu_ns, ns);
+          w.gpu_total_ns += ns;
+        }
       } else if (status != cudaSuccess) {
         if (p.node != stale_node) ++gpu_event_errors_;
         // Leave the host program's error state as we found it.
