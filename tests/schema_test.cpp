@@ -302,6 +302,8 @@ std::string session_report_json(bool with_devices) {
   r.context.timestamp_utc = "2026-12-02T10:00:00Z";
   r.context.process_id = 4242;
   r.context.rank = 1;
+  // A window report's interval (session::window()), so that its keys are checked too.
+  r.window = kscope::report_window{3, 1'000'000'000, 11'000'000'000, 10'000'000'000, 0.625, 6.25e9, ""};
   if (with_devices) {
     std::string devices, peaks;
     kscope::detail::json_writer dw(devices), pw(peaks);

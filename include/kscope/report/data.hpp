@@ -156,6 +156,24 @@ struct report_context {
   int rank = -1;                     // the process's rank (rank.hpp), -1 when not known
 };
 
+// What a window report covers (session::window()): the interval since the previous
+// window, on the steady clock every kscope timestamp uses (nanoseconds, as gpu_time's and
+// the trace's). A report of the whole run (session::report()) has none.
+//
+//   const kscope::session_report w = kscope::session::global().window();
+//   std::printf("%.1f s, GPU busy %.0f %%\n", w.window->duration_ns / 1e9, 100 * w.window->gpu_busy_share);
+struct report_window {
+  std::uint64_t sequence = 0;     // 1 for the first window since the recorder started
+  std::int64_t since_ns = 0;      // the previous window's end (or the recorder's start, or reset())
+  std::int64_t until_ns = 0;      // when this window was taken
+  std::int64_t duration_ns = 0;   // until_ns - since_ns
+  // The GPU's busy share of [since_ns, until_ns] (serving/gpu_time.hpp over the window);
+  // NaN when unknown, with the reason in gpu_busy_unavailable ("" when known).
+  double gpu_busy_share = std::nan("");
+  double gpu_busy_ns = std::nan("");
+  std::string gpu_busy_unavailable;
+};
+
 // How text() orders the scope table: siblings stay under their parent, sorted by their
 // total host time, by their GPU time (CUPTI busy time of the scope and its children), or
 // in the order they were first seen. `automatic`: by GPU time when the scopes' GPU time
@@ -180,6 +198,10 @@ struct session_report {
   std::optional<session_counters_status> counters;
   // Where the GPU's time went (gpu_time.hpp): absent without CUPTI activity.
   std::optional<gpu_time_report> gpu_time;
+  // Set in a window report (session::window()): the scopes' counts, times and tag counts
+  // are then the window's alone (the call-path tree is the run's); absent in a report of
+  // the whole run.
+  std::optional<report_window> window;
   // The order of the text scope table (not stored in the JSON).
   report_sort sort = report_sort::automatic;
 

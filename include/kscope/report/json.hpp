@@ -31,6 +31,21 @@ KSCOPE_DECL std::string session_report::json() const {
   w.key("rank");
   if (context.rank < 0) w.value(nullptr); else w.value(context.rank);
   w.end_object();
+  // A window report says so, and which interval it covers (docs/report_schema.md, `window`).
+  w.key("window");
+  if (!window) {
+    w.value(nullptr);
+  } else {
+    w.begin_object();
+    w.member("sequence", static_cast<unsigned long long>(window->sequence));
+    w.member("since_ns", static_cast<long long>(window->since_ns));
+    w.member("until_ns", static_cast<long long>(window->until_ns));
+    w.member("duration_ns", static_cast<long long>(window->duration_ns));
+    w.member("gpu_busy_share", window->gpu_busy_share);
+    w.member("gpu_busy_ns", window->gpu_busy_ns);
+    w.member("gpu_busy_unavailable", window->gpu_busy_unavailable);
+    w.end_object();
+  }
   w.member("sample_cap", static_cast<unsigned long long>(sample_cap));
   w.member("gpu_timing_skipped", static_cast<unsigned long long>(gpu_timing_skipped));
   w.key("warnings").begin_array();

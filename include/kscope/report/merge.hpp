@@ -93,6 +93,9 @@ KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_
 // The "gpu_time" section (serving/gpu_time.hpp) as the JSON printer writes it.
 KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t);
 
+// The "window" object of a window report (session::window()).
+KSCOPE_DECL report_window window_from_json(const json_value& w);
+
 KSCOPE_DECL finding finding_from_json(const json_value& f);
 KSCOPE_DECL std::optional<scope_verdict> verdict_from_json(const json_value& v);
 
@@ -316,6 +319,22 @@ KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t) {
   return out;
 }
 
+KSCOPE_DECL report_window window_from_json(const json_value& w) {
+  if (!w.is_object()) throw json_field_error("\"window\" is not an object");
+  report_window out;
+  out.sequence = integer_member<std::uint64_t>(w, "sequence");
+  // Steady-clock times are never negative; with both ends in range the length cannot overflow.
+  out.since_ns = w.member_integer<std::int64_t>("since_ns", 0, std::numeric_limits<std::int64_t>::max(), 0);
+  out.until_ns = w.member_integer<std::int64_t>("until_ns", out.since_ns, std::numeric_limits<std::int64_t>::max(),
+                                                out.since_ns);
+  // Recomputed, not trusted: a window's length is what its two ends say.
+  out.duration_ns = out.until_ns - out.since_ns;
+  out.gpu_busy_share = w.member_number("gpu_busy_share", nan_value());
+  out.gpu_busy_ns = w.member_number("gpu_busy_ns", nan_value());
+  out.gpu_busy_unavailable = w.member_string("gpu_busy_unavailable");
+  return out;
+}
+
 KSCOPE_DECL finding finding_from_json(const json_value& f) {
   finding out;
   if (!f.is_object()) return out;
@@ -486,6 +505,10 @@ KSCOPE_DECL session_report report_reader::read() {
         if (key == "sample_cap") report_.sample_cap = json_integer<std::size_t>(v, key, 0, SIZE_MAX);
         else report_.gpu_timing_skipped = json_integer<std::uint64_t>(v, key, 0, UINT64_MAX);
       });
+    } else if (key == "window") {
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry);
+      in_part("window", [&] { if (!v.is_null()) report_.window = window_from_json(v); });
     } else if (key == "warnings") {
       read_list("warnings", report_max_list_entries, [&](const json_value& line) {
         report_.warnings.push_back(line.string_or(""));
@@ -531,7 +554,7 @@ KSCOPE_DECL auto report_reader::wrong_schema() const -> not_a_report {
 
 KSCOPE_DECL bool report_reader::first_time(const std::string& key) {
   static constexpr const char* known[] = {"schema",   "context", "sample_cap", "gpu_timing_skipped",
-                                          "warnings", "cupti",   "scopes"};
+                                          "warnings", "cupti",   "scopes",     "window"};
   for (std::size_t i = 0; i < sizeof known / sizeof known[0]; ++i) {
     if (key != known[i]) continue;
     const unsigned bit = 1u << i;

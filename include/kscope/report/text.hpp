@@ -16,6 +16,16 @@ KSCOPE_DECL std::string session_report::text() const {
   if (!context.host_name.empty()) out += " on " + printable_name(context.host_name);
   if (!context.timestamp_utc.empty()) out += ", " + printable_name(context.timestamp_utc);
   out += "\n";
+  if (window) {  // a window report (session::window()) says so first: its numbers are not the run's
+    out += detail::wrap("window " + std::to_string(window->sequence) + ": the " +
+                            format_duration_ns(static_cast<double>(window->duration_ns)) +
+                            " since the previous one (calls and times of this window only)",
+                        98);
+    out += detail::wrap("GPU busy " + (std::isfinite(window->gpu_busy_share)
+                                           ? detail::format_fixed(100.0 * window->gpu_busy_share, 1) + "% of the window"
+                                           : "unknown: " + printable_name(window->gpu_busy_unavailable)),
+                        98);
+  }
   if (context.devices.empty()) {
     out += detail::wrap("GPU: " + (context.cuda_compiled
                                        ? printable_name(context.no_device_reason) + "; host times only"

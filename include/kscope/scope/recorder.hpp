@@ -27,6 +27,15 @@
 // most `max_nodes` nodes (later names go to an "(overflow)" node, with a warning), the
 // trace the most recent `trace_capacity` host intervals (older ones are counted), and the
 // CUDA event pool a fixed number of pairs in flight (scopes past it are counted).
+//
+// Windows (take_window(), which session::window() reads): beside its run totals each node
+// accumulates the same figures since the last window, in the same drain under the same
+// lock (a closing scope does nothing more), from the first take_window() on (the first
+// window is the run so far). take_window() moves the window figures of every node that
+// closed since out in one hold and leaves fresh empty ones; the run totals and the tree stay.
+// A window's samples are bounded like the run's: `window_sample_cap` per node and series,
+// all nodes together `window_sample_budget`, so memory does not grow with the windows
+// taken or the days a program runs.
 #pragma once
 
 #include "../core/config.hpp"
@@ -115,6 +124,31 @@ struct recorded_tag {
   std::string key;
   std::string value;
   std::uint64_t count = 0;
+  std::uint64_t window_count = 0;  // since the last window (recorder::take_window())
+};
+
+// What one node recorded since the last window (recorder::take_window()): the figures of
+// recorded_node below over the window alone. The recorder keeps one per node beside the
+// tree; the window a reader gets has them in recorded_node's own fields.
+struct recorded_window_values {
+  explicit recorded_window_values(std::size_t cap = 1) noexcept : host_ticks(cap), gpu_ns(cap) {}
+
+  std::uint64_t calls = 0;
+  std::uint64_t profiled_calls = 0;
+  double host_total_ticks = 0;
+  recorded_series host_ticks;
+  recorded_series gpu_ns;
+  double gpu_total_ns = 0;
+  double flops = 0, bytes = 0;
+  std::uint64_t work_calls = 0;
+  bool tagged = false;  // a tag was given in the window (recorded_tag::window_count)
+
+  // The node closed in this window: take_window() hands its figures over. A node that did
+  // not keeps what arrived for it (a tag given, or a GPU time read, for a call still open
+  // or closed just before the cut) until a window in which it closes, where the report
+  // lists it: nothing is handed to a window whose report would leave the node out.
+  [[nodiscard]] bool closed_any() const noexcept { return calls > 0 || profiled_calls > 0; }
+  [[nodiscard]] bool untouched() const noexcept { return !closed_any() && gpu_ns.count() == 0 && !tagged; }
 };
 
 // One node of the call-path tree with everything recorded for it.
@@ -149,6 +183,7 @@ struct recorded_interval {
 // What readers get (recorder_snapshot.hpp defines them, with the functions that fill them).
 struct recorder_snapshot;
 struct recorder_trace;
+struct recorder_window;
 
 namespace detail {
 
@@ -225,6 +260,27 @@ class recorder {
   // afresh; 0 keeps none.
   void set_trace_capacity(std::size_t intervals);
 
+  // Samples a window keeps per node and series (take_window(); default 2048: a p99 from
+  // about 20 values above it), and the values the windows of all nodes together may hold
+  // (default 4 Mi, 32 MiB; each series keeps at least `min_series_samples`). Past either a
+  // window's series samples uniformly; its counts, sums and extremes stay exact. Both
+  // apply from the next window on. Windows keep their samples beside the run's: they cost
+  // at most their budget on top of the run's, and as much again while one is summarized.
+  static constexpr std::size_t default_window_sample_cap = 2048;
+  static constexpr std::size_t default_window_sample_budget = std::size_t{1} << 22;
+  void set_window_sample_cap(std::size_t cap) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    window_sample_cap_ = cap == 0 ? 1 : cap;
+  }
+  [[nodiscard]] std::size_t window_sample_cap() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return window_sample_cap_;
+  }
+  void set_window_sample_budget(std::size_t values) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    window_sample_budget_ = values;
+  }
+
   // ---- what readers call (the session); defined in recorder_snapshot.hpp ----------------
   // Waits, without holding the lock, for the GPU events of every scope closed so far, so
   // that the next snapshot() has their GPU times. Scopes closing meanwhile never wait.
@@ -236,6 +292,16 @@ class recorder {
 
   // Drains every thread's ring and copies the trace ring (oldest first) with node names.
   [[nodiscard]] recorder_trace trace_snapshot();
+
+  // What every node recorded since the previous take_window() (or since the recorder
+  // started, or reset()): drains every thread's ring, reads the GPU events that have
+  // completed, and moves the window figures of each node that closed since out in one hold
+  // of the lock, leaving it empty ones; the run totals, the samples report() reads and the
+  // trace stay as they are. A scope is in the window whose take first drains its record:
+  // one still open when a window is taken is counted in the window in which it closes,
+  // with its whole time (recorded_window_values::closed_any says where its tags and late
+  // GPU times go). Two callers at once get two consecutive windows, never a record twice.
+  [[nodiscard]] recorder_window take_window();
 
   // Forgets all samples, tags, trace intervals and counters (node ids stay valid: call
   // sites cache them). GPU timings of scopes closed before the call never land after it.
@@ -312,11 +378,19 @@ class recorder {
   void drain_locked(detail::thread_log& log);
   void apply_locked(const detail::scope_record& r, std::uint32_t thread_index);
   void add_sample_locked(recorded_series& series, double value) noexcept;
+  void add_window_sample_locked(recorded_series& series, double value) noexcept;
+  // A reader's copy of the run (snapshot(), the first take_window()): the counts, totals
+  // and extremes in one hold, then names, tags and the values held then, in steps.
+  void copy_counts_locked(recorder_snapshot& out, std::vector<std::size_t>& host_held,
+                          std::vector<std::size_t>& gpu_held);
+  void copy_values_in_steps(recorder_snapshot& out, std::uint64_t generation, const std::vector<std::size_t>& host_held,
+                            const std::vector<std::size_t>& gpu_held, bool with_tags);
   void resolve_gpu_locked() noexcept;
 
   std::mutex mutex_;
   std::atomic<int> scope_waiters_{0};  // scopes blocked on mutex_ (scope_side_lock)
   std::vector<recorded_node> nodes_;  // index = node_id; guarded by mutex_
+  std::vector<recorded_window_values> window_;  // index = node_id, as long as nodes_: since the last window
   // (parent, name) -> node for every node; a range's name is prefixed with '\x01'. The
   // same open-addressing table the per-thread caches use, so scopes instantiate one.
   detail::node_cache index_;
@@ -326,6 +400,17 @@ class recorder {
   std::size_t sample_budget_ = default_sample_budget;
   std::size_t samples_held_ = 0;       // values in all nodes' series together
   std::uint64_t generation_ = 0;       // advanced by reset(): a reader's copy in steps checks it
+  // Windows (take_window()): their sample bounds, the values all nodes' window series
+  // hold, where the current window started, how many were taken, and the run counters at
+  // the last take (a window reports their growth since).
+  std::size_t window_sample_cap_ = default_window_sample_cap;
+  std::size_t window_sample_budget_ = default_window_sample_budget;
+  std::size_t window_samples_held_ = 0;
+  bool windows_on_ = false;  // the first take_window() turns window figures on (see there)
+  std::int64_t window_since_ticks_ = 0;
+  std::uint64_t windows_taken_ = 0;
+  std::uint64_t window_gpu_timing_skipped_base_ = 0;
+  std::uint64_t window_gpu_event_errors_base_ = 0;
   std::vector<recorded_interval> trace_ring_;  // grows to trace_capacity_, then wraps
   std::size_t trace_capacity_ = default_trace_capacity;
   std::size_t trace_next_ = 0;
@@ -356,6 +441,8 @@ KSCOPE_DECL void recorder::set_trace_capacity(std::size_t intervals) {
 KSCOPE_DECL recorder::recorder() {
   detail::tick_origin();  // start the tick calibration span as early as possible
   nodes_.emplace_back(detail::root_node, "(root)", 0, false, sample_cap_);
+  window_.emplace_back(window_sample_cap_);
+  window_since_ticks_ = detail::ticks();  // the first window starts with the recorder
   // Threads of the parent that were waiting for the lock at the fork do not exist in the
   // child: their count must not make the child's reports wait for them.
   detail::guard_across_fork(mutex_, detail::lock_rank::recorder, [](void* self) noexcept {
@@ -387,18 +474,31 @@ KSCOPE_DECL node_id recorder::intern(node_id parent, std::string_view name, bool
   if (found != detail::node_cache::invalid) return found;
   if (nodes_.size() >= max_nodes) {
     if (overflow_node_ == detail::node_cache::invalid) {
-      overflow_node_ = static_cast<node_id>(nodes_.size());
-      nodes_.emplace_back(detail::root_node, "(overflow)", 1, false, sample_cap_);
+      window_.emplace_back(window_sample_cap_);
+      try {
+        nodes_.emplace_back(detail::root_node, "(overflow)", 1, false, sample_cap_);
+      } catch (...) {
+        window_.pop_back();
+        throw;
+      }
+      overflow_node_ = static_cast<node_id>(nodes_.size() - 1);
       nodes_[detail::root_node].children.push_back(overflow_node_);
     }
     return overflow_node_;
   }
   const node_id id = static_cast<node_id>(nodes_.size());
-  nodes_.emplace_back(parent, std::string(name), nodes_[parent].depth + 1, cross_thread, sample_cap_);
-  // Out of memory half-way: undo, so the tree and the index never disagree.
+  window_.emplace_back(window_sample_cap_);
+  try {
+    nodes_.emplace_back(parent, std::string(name), nodes_[parent].depth + 1, cross_thread, sample_cap_);
+  } catch (...) {
+    window_.pop_back();
+    throw;
+  }
+  // Out of memory half-way: undo, so the tree, its window figures and the index never disagree.
   try {
     nodes_[parent].children.push_back(id);
   } catch (...) {
+    window_.pop_back();
     nodes_.pop_back();
     throw;
   }
@@ -406,6 +506,7 @@ KSCOPE_DECL node_id recorder::intern(node_id parent, std::string_view name, bool
     index_.insert(parent, key, hash, id);
   } catch (...) {
     nodes_[parent].children.pop_back();
+    window_.pop_back();
     nodes_.pop_back();
     throw;
   }
@@ -417,13 +518,15 @@ KSCOPE_DECL void recorder::add_tag(node_id node, std::string_view key, std::stri
   scope_side_lock lock(*this);
   if (node >= nodes_.size()) return;
   std::vector<recorded_tag>& tags = nodes_[node].tags;
+  window_[node].tagged = true;
   for (recorded_tag& t : tags) {
     if (t.key == key && t.value == value) {
       ++t.count;
+      ++t.window_count;
       return;
     }
   }
-  tags.push_back(recorded_tag{std::string(key), std::string(value), 1});
+  tags.push_back(recorded_tag{std::string(key), std::string(value), 1, 1});
   for (std::size_t i = tags.size() - 1; i > 0; --i) {  // keep (key, value) order
     recorded_tag& a = tags[i - 1];
     recorded_tag& b = tags[i];
@@ -548,16 +651,31 @@ KSCOPE_DECL void recorder::apply_locked(const detail::scope_record& r, std::uint
   recorded_node& n = nodes_[r.node];
   if (r.event_slot == detail::profiled_call_slot) {  // its time includes kernel replay
     ++n.profiled_calls;
+    if (windows_on_) ++window_[r.node].profiled_calls;
     return;
   }
   const double elapsed = static_cast<double>(r.end_ticks - r.start_ticks);
   ++n.calls;
   n.host_total_ticks += elapsed;
   add_sample_locked(n.host_ticks, elapsed);
-  if (r.flops == r.flops) {  // not NaN: work was declared
+  const bool declared = r.flops == r.flops;  // not NaN: work was declared
+  if (declared) {
     n.flops += r.flops;
     n.bytes += r.bytes;
     ++n.work_calls;
+  }
+  // The window's figures are kept here, in the drain, beside the run's (a closing scope
+  // pays nothing for windows), and only once windows are asked for.
+  if (windows_on_) {
+    recorded_window_values& w = window_[r.node];
+    ++w.calls;
+    w.host_total_ticks += elapsed;
+    add_window_sample_locked(w.host_ticks, elapsed);
+    if (declared) {
+      w.flops += r.flops;
+      w.bytes += r.bytes;
+      ++w.work_calls;
+    }
   }
   if (r.event_slot != detail::no_events) pending_.push_back(pending_gpu{r.node, r.event_slot});
 }
@@ -566,6 +684,11 @@ KSCOPE_DECL void recorder::apply_locked(const detail::scope_record& r, std::uint
 inline void recorder::add_sample_locked(recorded_series& series, double value) noexcept {
   const bool may_grow = samples_held_ < sample_budget_ || series.samples().size() < min_series_samples;
   if (series.add(value, may_grow)) ++samples_held_;
+}
+
+inline void recorder::add_window_sample_locked(recorded_series& series, double value) noexcept {
+  const bool may_grow = window_samples_held_ < window_sample_budget_ || series.samples().size() < min_series_samples;
+  if (series.add(value, may_grow)) ++window_samples_held_;
 }
 
 // Reads every pending pair whose end event has completed, and frees it; never waits.
@@ -598,6 +721,13 @@ KSCOPE_DECL void recorder::resolve_gpu_locked() noexcept {
         const double ns = static_cast<double>(ms) * 1e6;
         add_sample_locked(n.gpu_ns, ns);
         n.gpu_total_ns += ns;
+        // In the window in which its events are read: window() waits for them first, so
+        // that is the window in which the scope closed (unless it closed meanwhile).
+        if (windows_on_) {
+          recorded_window_values& w = window_[p.node];
+          add_window_sample_locked(w.gpu_ns, ns);
+          w.gpu_total_ns += ns;
+        }
       } else if (status != cudaSuccess) {
         if (p.node != stale_node) ++gpu_event_errors_;
         // Leave the host program's error state as we found it.

@@ -14,6 +14,7 @@
 
 #include "recorder.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -37,6 +38,20 @@ struct recorder_snapshot {
   std::uint64_t gpu_event_errors = 0;    // GPU timings lost to CUDA event errors
   std::size_t trace_capacity = 0;
   std::uint64_t trace_overwritten = 0;   // host intervals pushed out of the trace ring
+};
+
+// What the recorder gathered since the previous window (recorder::take_window()): a
+// recorder_snapshot whose counts, totals, samples and tag counts are the window's, on the
+// run's call-path tree (names, parents, children), so the session summarizes it as it does
+// a whole run. Its times are on the recorder's tick clock, as every record's.
+//
+//   const kscope::recorder_window w = kscope::recorder::global().take_window();
+//   for (const kscope::recorded_node& n : w.data.nodes) use(n.name, n.calls);  // this window's calls
+struct recorder_window {
+  recorder_snapshot data;        // sample_cap: the window's; gpu_timing_skipped, gpu_event_errors: in the window
+  std::int64_t since_ticks = 0;  // the previous window's end (or the recorder's start, or reset())
+  std::int64_t until_ticks = 0;  // when this window's records were drained
+  std::uint64_t sequence = 0;    // 1 for the first window the recorder gave
 };
 
 // The trace ring, oldest first, with the node names it refers to (recorder::trace_snapshot()).
@@ -87,51 +102,63 @@ KSCOPE_DECL recorder_snapshot recorder::snapshot() {
   recorder_snapshot out;
   std::vector<std::size_t> host_held, gpu_held;
   std::uint64_t generation = 0;
-  std::size_t node_count = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     drain_all_locked();
     resolve_gpu_locked();
     generation = generation_;
-    node_count = nodes_.size();
-    out.nodes.reserve(node_count);
-    host_held.reserve(node_count);
-    gpu_held.reserve(node_count);
-    std::size_t budget_limited = 0;
-    for (const recorded_node& n : nodes_) {
-      // No allocation per node here: an empty name fits the string's own buffer.
-      out.nodes.emplace_back(n.parent, std::string(), n.depth, n.cross_thread, 1);
-      recorded_node& copy = out.nodes.back();
-      copy.calls = n.calls;
-      copy.profiled_calls = n.profiled_calls;
-      copy.host_total_ticks = n.host_total_ticks;
-      copy.host_ticks.copy_counts_of(n.host_ticks);
-      copy.gpu_ns.copy_counts_of(n.gpu_ns);
-      copy.gpu_total_ns = n.gpu_total_ns;
-      copy.flops = n.flops;
-      copy.bytes = n.bytes;
-      copy.work_calls = n.work_calls;
-      host_held.push_back(n.host_ticks.samples().size());
-      gpu_held.push_back(n.gpu_ns.samples().size());
-      if (n.host_ticks.saturated() && n.host_ticks.capacity() < sample_cap_) ++budget_limited;
-      if (n.gpu_ns.saturated() && n.gpu_ns.capacity() < sample_cap_) ++budget_limited;
-    }
-    // Derived, not stored, so that reset() cannot hide it while the node keeps counting.
-    if (overflow_node_ != detail::node_cache::invalid)
-      out.warnings.push_back("more than " + std::to_string(max_nodes) +
-                             " call-path nodes: further scopes are counted under (overflow)");
-    if (budget_limited)
-      out.warnings.push_back(std::to_string(budget_limited) + " sample series hold fewer than " +
-                             std::to_string(sample_cap_) + " values: the recorder's memory budget of " +
-                             std::to_string(sample_budget_) +
-                             " values is spent (their statistics come from a smaller uniform sample; "
-                             "counts and totals are exact; recorder::set_sample_budget raises it)");
-    out.sample_cap = sample_cap_;
-    out.gpu_timing_skipped = gpu_timing_skipped_.load(std::memory_order_relaxed);
-    out.gpu_event_errors = gpu_event_errors_;
-    out.trace_capacity = trace_capacity_;
-    out.trace_overwritten = trace_overwritten_;
+    copy_counts_locked(out, host_held, gpu_held);
   }
+  copy_values_in_steps(out, generation, host_held, gpu_held, /*with_tags=*/true);
+  return out;
+}
+
+KSCOPE_DECL void recorder::copy_counts_locked(recorder_snapshot& out, std::vector<std::size_t>& host_held,
+                                              std::vector<std::size_t>& gpu_held) {
+  const std::size_t node_count = nodes_.size();
+  out.nodes.reserve(node_count);
+  host_held.reserve(node_count);
+  gpu_held.reserve(node_count);
+  std::size_t budget_limited = 0;
+  for (const recorded_node& n : nodes_) {
+    // No allocation per node here: an empty name fits the string's own buffer.
+    out.nodes.emplace_back(n.parent, std::string(), n.depth, n.cross_thread, 1);
+    recorded_node& copy = out.nodes.back();
+    copy.calls = n.calls;
+    copy.profiled_calls = n.profiled_calls;
+    copy.host_total_ticks = n.host_total_ticks;
+    copy.host_ticks.copy_counts_of(n.host_ticks);
+    copy.gpu_ns.copy_counts_of(n.gpu_ns);
+    copy.gpu_total_ns = n.gpu_total_ns;
+    copy.flops = n.flops;
+    copy.bytes = n.bytes;
+    copy.work_calls = n.work_calls;
+    host_held.push_back(n.host_ticks.samples().size());
+    gpu_held.push_back(n.gpu_ns.samples().size());
+    if (n.host_ticks.saturated() && n.host_ticks.capacity() < sample_cap_) ++budget_limited;
+    if (n.gpu_ns.saturated() && n.gpu_ns.capacity() < sample_cap_) ++budget_limited;
+  }
+  // Derived, not stored, so that reset() cannot hide it while the node keeps counting.
+  if (overflow_node_ != detail::node_cache::invalid)
+    out.warnings.push_back("more than " + std::to_string(max_nodes) +
+                           " call-path nodes: further scopes are counted under (overflow)");
+  if (budget_limited)
+    out.warnings.push_back(std::to_string(budget_limited) + " sample series hold fewer than " +
+                           std::to_string(sample_cap_) + " values: the recorder's memory budget of " +
+                           std::to_string(sample_budget_) +
+                           " values is spent (their statistics come from a smaller uniform sample; "
+                           "counts and totals are exact; recorder::set_sample_budget raises it)");
+  out.sample_cap = sample_cap_;
+  out.gpu_timing_skipped = gpu_timing_skipped_.load(std::memory_order_relaxed);
+  out.gpu_event_errors = gpu_event_errors_;
+  out.trace_capacity = trace_capacity_;
+  out.trace_overwritten = trace_overwritten_;
+}
+
+KSCOPE_DECL void recorder::copy_values_in_steps(recorder_snapshot& out, std::uint64_t generation,
+                                                const std::vector<std::size_t>& host_held,
+                                                const std::vector<std::size_t>& gpu_held, bool with_tags) {
+  const std::size_t node_count = out.nodes.size();
   // About half a megabyte of values per hold: tens of microseconds.
   constexpr std::size_t values_per_hold = std::size_t{1} << 16;
   constexpr std::size_t cost_of_a_node = 64;  // name, children and tags, in value-copies
@@ -148,10 +175,123 @@ KSCOPE_DECL recorder_snapshot recorder::snapshot() {
       copy.name = live.name;
       for (node_id c : live.children)
         if (c < node_count) copy.children.push_back(c);  // children created later are not in this copy
-      copy.tags = live.tags;
+      if (with_tags) copy.tags = live.tags;
       copy.host_ticks.copy_values_of(live.host_ticks, host_held[i]);
       copy.gpu_ns.copy_values_of(live.gpu_ns, gpu_held[i]);
       copied += host_held[i] + gpu_held[i] + cost_of_a_node;
+    }
+  }
+}
+
+// One short hold drains the rings and moves the window figures of every node that closed
+// in the window out (pointer moves: the series' buffers go with them; fresh empty series
+// stay, whose buffers grow in the drain as the next window fills them), so the window is
+// cut at one moment and no record is in two windows or none. The names and children are
+// then copied in steps, as snapshot() copies them: nodes are never removed and their names
+// never change, so neither a new node nor reset() in between can make them disagree with
+// the figures.
+//
+// Until the first take the recorder keeps no window figures at all (a program that never
+// asks for a window pays nothing for them): the first window is the run so far, since the
+// recorder started or was reset, and is copied as snapshot() copies the run, with the
+// run's samples; from that hold on the drain keeps the window figures.
+KSCOPE_DECL recorder_window recorder::take_window() {
+  recorder_window out;
+  std::size_t node_count = 0;
+  bool whole_run = false;
+  std::vector<std::size_t> host_held, gpu_held;
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    drain_all_locked();
+    resolve_gpu_locked();
+    out.until_ticks = detail::ticks();
+    out.since_ticks = window_since_ticks_;
+    node_count = nodes_.size();
+    if (!windows_on_) {
+      whole_run = true;
+      generation = generation_;
+      copy_counts_locked(out.data, host_held, gpu_held);
+      // The tag counts so far are the run's, cut in this hold like every other figure (a
+      // tag given during the copy's later steps belongs to the next window).
+      for (std::size_t id = 0; id < node_count; ++id) {
+        if (nodes_[id].tags.empty()) continue;
+        out.data.nodes[id].tags = nodes_[id].tags;
+        for (recorded_tag& t : nodes_[id].tags) t.window_count = 0;
+      }
+      for (recorded_window_values& w : window_) w = recorded_window_values(window_sample_cap_);
+      windows_on_ = true;
+    } else {
+      out.data.nodes.reserve(node_count);
+      std::size_t budget_limited = 0;
+      for (std::size_t id = 0; id < node_count; ++id) {
+        recorded_node& n = nodes_[id];
+        out.data.nodes.emplace_back(n.parent, std::string(), n.depth, n.cross_thread, 1);
+        recorded_window_values& w = window_[id];
+        if (!w.closed_any()) {
+          // A new cap applies to every node from the next window on (an empty series holds no buffer).
+          if (w.untouched() && w.host_ticks.capacity() != window_sample_cap_)
+            w = recorded_window_values(window_sample_cap_);
+          continue;
+        }
+        recorded_node& copy = out.data.nodes.back();
+        // A node's tags are few; the window's counts must be cut in this hold. First: it is
+        // the one step here that allocates, and a failure must leave the node's window whole.
+        if (w.tagged) {
+          copy.tags.reserve(n.tags.size());
+          for (const recorded_tag& t : n.tags)
+            copy.tags.push_back(recorded_tag{t.key, t.value, t.window_count, t.window_count});
+          for (recorded_tag& t : n.tags) t.window_count = 0;
+        }
+        copy.calls = w.calls;
+        copy.profiled_calls = w.profiled_calls;
+        copy.host_total_ticks = w.host_total_ticks;
+        copy.host_ticks = std::move(w.host_ticks);
+        copy.gpu_ns = std::move(w.gpu_ns);
+        copy.gpu_total_ns = w.gpu_total_ns;
+        copy.flops = w.flops;
+        copy.bytes = w.bytes;
+        copy.work_calls = w.work_calls;
+        if (copy.host_ticks.saturated() && copy.host_ticks.capacity() < window_sample_cap_) ++budget_limited;
+        if (copy.gpu_ns.saturated() && copy.gpu_ns.capacity() < window_sample_cap_) ++budget_limited;
+        w = recorded_window_values(window_sample_cap_);
+      }
+      if (overflow_node_ != detail::node_cache::invalid)
+        out.data.warnings.push_back("more than " + std::to_string(max_nodes) +
+                                    " call-path nodes: further scopes are counted under (overflow)");
+      if (budget_limited)
+        out.data.warnings.push_back(std::to_string(budget_limited) + " sample series of this window hold fewer than " +
+                                    std::to_string(window_sample_cap_) + " values: the windows' memory budget of " +
+                                    std::to_string(window_sample_budget_) +
+                                    " values is spent (their statistics come from a smaller uniform sample; counts "
+                                    "and totals are exact; recorder::set_window_sample_budget raises it)");
+      out.data.sample_cap = window_sample_cap_;
+      out.data.trace_capacity = trace_capacity_;
+      out.data.trace_overwritten = trace_overwritten_;
+    }
+    window_samples_held_ = 0;
+    window_since_ticks_ = out.until_ticks;
+    out.sequence = ++windows_taken_;
+    const std::uint64_t skipped = gpu_timing_skipped_.load(std::memory_order_relaxed);
+    out.data.gpu_timing_skipped = skipped - window_gpu_timing_skipped_base_;
+    window_gpu_timing_skipped_base_ = skipped;
+    out.data.gpu_event_errors = gpu_event_errors_ - window_gpu_event_errors_base_;
+    window_gpu_event_errors_base_ = gpu_event_errors_;
+  }
+  if (whole_run) {
+    copy_values_in_steps(out.data, generation, host_held, gpu_held, /*with_tags=*/false);
+    return out;
+  }
+  constexpr std::size_t nodes_per_hold = 4096;  // names and children only: tens of microseconds
+  for (std::size_t i = 0; i < node_count;) {
+    let_scopes_in();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::size_t end = std::min(node_count, i + nodes_per_hold); i < end; ++i) {
+      const recorded_node& live = nodes_[i];
+      recorded_node& copy = out.data.nodes[i];
+      copy.name = live.name;
+      for (node_id c : live.children)
+        if (c < node_count) copy.children.push_back(c);  // children created later are not in this copy
     }
   }
   return out;
@@ -199,6 +339,12 @@ KSCOPE_DECL void recorder::reset() noexcept {
       n.work_calls = 0;
       n.tags.clear();
     }
+    for (recorded_window_values& w : window_) w = recorded_window_values(window_sample_cap_);
+    // The next window starts now, with nothing from before the reset.
+    window_samples_held_ = 0;
+    window_since_ticks_ = detail::ticks();
+    window_gpu_timing_skipped_base_ = 0;
+    window_gpu_event_errors_base_ = 0;
     trace_ring_.clear();
     trace_next_ = 0;
     trace_overwritten_ = 0;

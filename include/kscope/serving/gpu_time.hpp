@@ -33,6 +33,13 @@
 //     union of its events, its gaps the time between them (span − busy). When the GPU ring
 //     overflowed, calls that started before its oldest event are left out of the per-call
 //     figures (their GPU work is unknown) and counted in calls_before_gpu_ring.
+//   - a given window (gpu_time_input::window_start_ns/window_end_ns, session::window()):
+//     the window is that interval instead; only host intervals and GPU events that overlap
+//     it count, busy time is clipped to it, and each scope's GPU time and kernel count come
+//     from its own events in it (clipped), not from the CUPTI aggregates, which are the
+//     whole run's. busy_share is then defined with no GPU event at all (an idle GPU: 0),
+//     and unknown (NaN) when the GPU ring overflowed and its oldest event started after
+//     the window did: part of the window's GPU activity is gone, not idle.
 #pragma once
 
 #include "../core/stats.hpp"
@@ -45,6 +52,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +79,10 @@ struct gpu_time_input {
   std::vector<gpu_activity_event> gpu;     // recent GPU events, any order
   std::uint64_t host_overwritten = 0;      // host intervals pushed out of the trace ring
   std::uint64_t gpu_overwritten = 0;       // GPU events pushed out of CUPTI's ring
+  // A window given by the caller (above); unset (end <= start): derived from the rings.
+  std::int64_t window_start_ns = 0;
+  std::int64_t window_end_ns = 0;
+  [[nodiscard]] bool window_given() const noexcept { return window_end_ns > window_start_ns; }
 };
 
 // An idle stretch of the GPU and the scope the host was in meanwhile.
@@ -181,17 +193,28 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   std::map<node_id, std::size_t> index;  // node id -> position in in.nodes
   for (std::size_t i = 0; i < in.nodes.size(); ++i) index.emplace(in.nodes[i].id, i);
 
-  // Valid inputs only: an interval that ends before it starts says nothing.
+  // Valid inputs only: an interval that ends before it starts says nothing. With a given
+  // window, only what overlaps it.
+  const bool given = in.window_given();
+  const auto overlaps = [&](std::int64_t start, std::int64_t end) {
+    return !given || (end > in.window_start_ns && start < in.window_end_ns);
+  };
   std::vector<const host_interval*> host;
   host.reserve(in.host.size());
   for (const host_interval& h : in.host)
-    if (h.end_ns >= h.start_ns) host.push_back(&h);
+    if (h.end_ns >= h.start_ns && overlaps(h.start_ns, h.end_ns)) host.push_back(&h);
   std::vector<const gpu_activity_event*> gpu;
   gpu.reserve(in.gpu.size());
-  for (const gpu_activity_event& e : in.gpu)
-    if (e.end_ns >= e.start_ns && e.start_ns > 0 &&
-        (e.kind == activity_kind::kernel || e.kind == activity_kind::memcpy || e.kind == activity_kind::memset))
-      gpu.push_back(&e);
+  // The oldest event the ring holds, in the window or not: before it an overflowed ring
+  // knows nothing.
+  std::int64_t ring_first = std::numeric_limits<std::int64_t>::max();
+  for (const gpu_activity_event& e : in.gpu) {
+    if (e.end_ns < e.start_ns || e.start_ns <= 0 ||
+        (e.kind != activity_kind::kernel && e.kind != activity_kind::memcpy && e.kind != activity_kind::memset))
+      continue;
+    ring_first = std::min(ring_first, e.start_ns);
+    if (overlaps(e.start_ns, e.end_ns)) gpu.push_back(&e);
+  }
   out.host_intervals = host.size();
   out.gpu_events = gpu.size();
 
@@ -201,7 +224,10 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     gpu_first = std::min(gpu_first, e->start_ns);
     gpu_last = std::max(gpu_last, e->end_ns);
   }
-  if (!host.empty()) {
+  if (given) {
+    out.window_start_ns = in.window_start_ns;
+    out.window_end_ns = in.window_end_ns;
+  } else if (!host.empty()) {
     std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = std::numeric_limits<std::int64_t>::min();
     for (const host_interval* h : host) {
       first = std::min(first, h->start_ns);
@@ -227,7 +253,12 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   }
   detail::merge_intervals(busy);
   out.busy_ns = detail::union_length(busy);
-  if (!gpu.empty() && out.wall_ns > 0) out.busy_share = out.busy_ns / out.wall_ns;
+  if (given) {
+    const bool ring_covers = in.gpu_overwritten == 0 || ring_first <= in.window_start_ns;
+    if (ring_covers) out.busy_share = out.busy_ns / out.wall_ns;
+  } else if (!gpu.empty() && out.wall_ns > 0) {
+    out.busy_share = out.busy_ns / out.wall_ns;
+  }
 
   // ---- host intervals by (node, thread), sorted by start: calls to match events to ----
   std::map<std::pair<node_id, std::uint32_t>, std::vector<const host_interval*>> calls;
@@ -335,14 +366,47 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   // ---- per scope ----
   // Before the oldest event of an overflowed GPU ring, a call's GPU work is unknown.
   const std::int64_t gpu_known_from =
-      in.gpu_overwritten > 0 && !gpu.empty() ? gpu_first : std::numeric_limits<std::int64_t>::min();
-  double total_gpu_ns = 0;
-  for (const gpu_time_node& n : in.nodes) {
-    if (n.activity == nullptr) continue;
-    double ns = static_cast<double>(n.activity->busy_ns + n.activity->memset.ns);
-    for (const copy_totals& c : n.activity->memcpy) ns += static_cast<double>(c.ns);
-    total_gpu_ns += ns;
+      in.gpu_overwritten > 0 && !gpu.empty() ? (given ? ring_first : gpu_first) : std::numeric_limits<std::int64_t>::min();
+  // A scope's own GPU time: the CUPTI aggregate (whole run), or with a given window its own
+  // events in it: the union of its kernels plus its copies and memsets, clipped.
+  struct own_time {
+    double ns = 0;
+    std::uint64_t kernels = 0;
+  };
+  std::map<node_id, own_time> in_window;
+  if (given) {
+    std::map<node_id, std::vector<span>> kernel_spans;
+    for (const gpu_activity_event* e : gpu) {
+      const std::int64_t s = std::max(e->start_ns, out.window_start_ns), t = std::min(e->end_ns, out.window_end_ns);
+      own_time& o = in_window[e->node];
+      if (e->kind == activity_kind::kernel) {
+        ++o.kernels;
+        if (t > s) kernel_spans[e->node].emplace_back(s, t);
+      } else if (t > s) {
+        o.ns += static_cast<double>(t - s);
+      }
+    }
+    for (auto& [node, spans] : kernel_spans) {
+      detail::merge_intervals(spans);
+      in_window[node].ns += detail::union_length(spans);
+    }
   }
+  const auto own_gpu_ns = [&](const gpu_time_node& n) -> std::optional<own_time> {
+    if (given) {
+      const auto it = in_window.find(n.id);
+      if (it == in_window.end()) return std::nullopt;
+      return it->second;
+    }
+    if (n.activity == nullptr) return std::nullopt;
+    own_time o;
+    o.ns = static_cast<double>(n.activity->busy_ns + n.activity->memset.ns);
+    for (const copy_totals& c : n.activity->memcpy) o.ns += static_cast<double>(c.ns);
+    o.kernels = n.activity->kernel_count;
+    return o;
+  };
+  double total_gpu_ns = 0;
+  for (const gpu_time_node& n : in.nodes)
+    if (const std::optional<own_time> o = own_gpu_ns(n)) total_gpu_ns += o->ns;
   stats_options whole;
   whole.detect_warmup = false;  // a call's GPU time is a population here, not a steady-state estimate
   std::vector<double> busy_calls, gap_calls;
@@ -350,10 +414,10 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     scope_gpu_time s;
     s.id = n.id;
     s.path = n.path;
-    if (n.activity != nullptr) {
-      s.gpu_ns = static_cast<double>(n.activity->busy_ns + n.activity->memset.ns);
-      for (const copy_totals& c : n.activity->memcpy) s.gpu_ns += static_cast<double>(c.ns);
-      s.kernel_count = n.activity->kernel_count;
+    const std::optional<own_time> own_total = own_gpu_ns(n);
+    if (own_total) {
+      s.gpu_ns = own_total->ns;
+      s.kernel_count = own_total->kernels;
       if (total_gpu_ns > 0) s.share_of_gpu = s.gpu_ns / total_gpu_ns;
     }
     busy_calls.clear();
@@ -388,7 +452,7 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
         gap_calls.push_back(gaps);
       }
     }
-    if (s.calls_seen == 0 && n.activity == nullptr) continue;
+    if (s.calls_seen == 0 && !own_total) continue;
     if (s.calls_seen > 0) {
       const double c = static_cast<double>(s.calls_seen);
       s.busy_per_call_ns = summarize(busy_calls, whole);

@@ -36,6 +36,7 @@
 #include "detail/exit_report.hpp"
 #include "detail/features.hpp"
 #include "detail/metrics_writer.hpp"
+#include "detail/window.hpp"
 #include "feature.hpp"
 
 #include <algorithm>
@@ -185,6 +186,19 @@ class session {
   //   http_reply(kscope::session::global().openmetrics());
   [[nodiscard]] std::string openmetrics();
 
+  // What happened since the previous window() (or since the start, or reset()): per-scope
+  // calls, host and GPU-event percentiles, totals and tag counts of that interval alone,
+  // its start, end and length (report_window), and the GPU's busy share over it when the
+  // activity collector runs (else why not). The call-path tree, the run totals report()
+  // reads, the trace and the KSCOPE_METRICS file (cumulative, as Prometheus counters must
+  // be) are not touched. A scope still open when a window is taken is counted in the window
+  // in which it closes, with its whole time. Memory stays bounded however many windows are
+  // taken (recorder::set_window_sample_cap / set_window_sample_budget). The per-scope
+  // CUPTI tables, top kernels, sampled metrics and counters are the run's and left out:
+  // report() has them. Every printer works on it; its JSON says "window" (since/until).
+  //   for (;;) { sleep(10); publish(kscope::session::global().window().json()); }
+  [[nodiscard]] session_report window();
+
   // Forgets all samples, tags, trace intervals, warnings and GPU activity (node ids stay
   // valid: call sites cache them).
   void reset() noexcept;
@@ -289,6 +303,9 @@ class session {
   std::shared_ptr<gpu_activity_source> source_;
   // In registration order: GPU-time accounting (always), then what was enabled.
   std::vector<std::shared_ptr<session_feature>> features_;
+  // The last window's end, in ticks and in the ns it was reported with (window()).
+  std::int64_t window_edge_ticks_ = -1;
+  std::int64_t window_edge_ns_ = 0;
   std::shared_ptr<detail::pm_sampling_feature> sampling_feature();  // created on first use
   std::vector<std::shared_ptr<session_feature>> features_copy();
 };
@@ -647,6 +664,62 @@ KSCOPE_DECL session_report session::report() {
   // An untagged scope whose kernels ran on the tensor pipe is placed under a tensor roof.
   if (peaks) detail::place_by_evidence(out, *peaks);
   // One verdict per scope from all of it (verdict/scope_verdict.hpp).
+  decide_verdicts(out);
+  return out;
+}
+
+KSCOPE_DECL session_report session::window() {
+  session_report out;
+  (void)probe_gpu();  // as in report(): the context's devices, CUPTI's words without a GPU
+  recorder& rec = recorder::global();
+  // GPU times of the scopes closed so far are read in the window they closed in.
+  rec.settle_gpu();
+  const recorder_window taken = rec.take_window();  // the cut: one hold of the recorder's lock
+  // After the cut, with no kscope lock held (CUPTI's callbacks must never wait on one): the
+  // ring then has every GPU event that ended before it.
+  const std::shared_ptr<gpu_activity_source> source = gpu_source();
+  cupti_snapshot gpu;
+  if (source->status().state != cupti_state::not_started) {
+    source->flush();
+    gpu = source->snapshot(0);
+    out.cupti_status = gpu.status.message;
+  }
+  const detail::tick_map clock = detail::calibrate_ticks();
+  detail::fill_host_context(out.context);
+  const std::optional<device_peaks> peaks = peaks_for_report(!out.context.devices.empty());
+  if (peaks) {
+    out.context.roofs = detail::describe_roofs(*peaks);
+    out.context.roof_lines = roof_lines(*peaks);
+  }
+  out.sample_cap = taken.data.sample_cap;
+  out.gpu_timing_skipped = taken.data.gpu_timing_skipped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.warnings = warnings_;
+  }
+  for (const std::string& w : taken.data.warnings) detail::add_unique(out.warnings, w);
+  if (std::string w = detail::environment_warning(); !w.empty()) detail::add_unique(out.warnings, w);
+  if (taken.data.gpu_event_errors)
+    out.warnings.push_back(std::to_string(taken.data.gpu_event_errors) +
+                           " GPU scope timings were lost to CUDA event errors in this window");
+  for (const std::string& w : gpu.warnings) detail::add_unique(out.warnings, w);
+  // The scopes' CUPTI aggregates are the run's: a window's scopes carry none.
+  const gpu_activity_report no_activity;
+  detail::summarize_scopes(taken.data, no_activity, clock, peaks ? &*peaks : nullptr, out);
+  detail::reconcile_and_advise(out, no_activity, peaks ? &*peaks : nullptr, false);
+  // Each calibration maps ticks to ns a little differently: the previous window's end, in
+  // the ns it was reported with, is this one's start, so consecutive windows tile the run.
+  std::int64_t since_ns = clock.to_ns(taken.since_ticks);
+  const std::int64_t until_ns = clock.to_ns(taken.until_ticks);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (taken.since_ticks == window_edge_ticks_) since_ns = window_edge_ns_;
+    window_edge_ticks_ = taken.until_ticks;
+    window_edge_ns_ = std::max(since_ns, until_ns);
+  }
+  const bool collecting = gpu.status.state == cupti_state::running;
+  detail::add_window(out, taken, since_ns, until_ns, gpu.activity, collecting,
+                     collecting ? rec.trace_snapshot() : recorder_trace{}, clock);
   decide_verdicts(out);
   return out;
 }

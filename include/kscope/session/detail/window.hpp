@@ -1,0 +1,93 @@
+// kscope/session/detail/window.hpp — what session::window() adds to the scopes of a window:
+// the interval it covers and the GPU's busy share over it, from the serving feature's
+// GPU-time accounting (serving/gpu_time.hpp) on that interval.
+//
+// Why the GPU side is not simply the CUPTI aggregates: those are sums over the whole run,
+// and nothing in them says when. The activity collector's ring of recent GPU events does,
+// so the window's busy share, idle gaps and per-scope GPU time come from the events in the
+// window; when the ring no longer reaches back to the window's start (more GPU events in
+// the window than the ring holds) or nothing collects them, the share is unknown, and the
+// report says why instead of guessing.
+//
+//   detail::add_window(out, taken, since_ns, until_ns, gpu, collecting, trace, clock);  // session::window()
+#pragma once
+
+#include "../../core/config.hpp"
+#include "../../core/detail/clock.hpp"
+#include "../../core/detail/number_format.hpp"
+#include "../../activity/collector.hpp"
+#include "../../report/data.hpp"
+#include "../../scope/recorder_snapshot.hpp"
+#include "../../serving/gpu_time.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace kscope {
+namespace detail {
+
+// Fills out.window from the recorder's window `taken`, which covers [since_ns, until_ns]
+// (the session converts its ticks once, so that one window's end is the next one's start to
+// the nanosecond) and, when `collecting` (the activity source is running), out.gpu_time and
+// the busy share from the source's recent events `gpu` and the recorder's trace ring
+// `trace`. `out.scopes` must be summarized already: they are the nodes the accounting names.
+KSCOPE_DECL void add_window(session_report& out, const recorder_window& taken, std::int64_t since_ns,
+                            std::int64_t until_ns, const gpu_activity_report& gpu, bool collecting,
+                            const recorder_trace& trace, const tick_map& clock);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void add_window(session_report& out, const recorder_window& taken, std::int64_t since_ns,
+                            std::int64_t until_ns, const gpu_activity_report& gpu, bool collecting,
+                            const recorder_trace& trace, const tick_map& clock) {
+  report_window w;
+  w.sequence = taken.sequence;
+  w.since_ns = since_ns;
+  w.until_ns = std::max(since_ns, until_ns);
+  w.duration_ns = w.until_ns - w.since_ns;
+  if (!collecting) {
+    w.gpu_busy_unavailable =
+        "GPU activity is not being collected (session::enable_cupti() or KSCOPE_CUPTI=1 measures the busy share)";
+  } else if (w.duration_ns <= 0) {
+    w.gpu_busy_unavailable = "the window is empty (no time passed since the previous one)";
+  } else {
+    gpu_time_input in;
+    in.nodes.reserve(out.scopes.size());
+    for (const scope_report& s : out.scopes)
+      in.nodes.push_back(gpu_time_node{s.id, s.id == unscoped_node ? node_id{0} : s.parent, s.depth, s.cross_thread,
+                                       s.path, nullptr});
+    in.host.reserve(trace.intervals.size());
+    for (const recorded_interval& e : trace.intervals)
+      in.host.push_back(host_interval{e.node < trace.names.size() ? std::string_view(trace.names[e.node]) : std::string_view(),
+                                      e.node, e.thread_index, clock.to_ns(e.start_ticks), clock.to_ns(e.end_ticks)});
+    in.gpu = gpu.recent;
+    in.host_overwritten = trace.overwritten;
+    in.gpu_overwritten = gpu.counters.recent_overwritten;
+    in.window_start_ns = w.since_ns;
+    in.window_end_ns = w.until_ns;
+    gpu_time_report t = account_gpu_time(in);
+    if (std::isfinite(t.busy_share)) {
+      w.gpu_busy_share = t.busy_share;
+      w.gpu_busy_ns = t.busy_ns;
+    } else {
+      std::int64_t oldest = std::numeric_limits<std::int64_t>::max();
+      for (const gpu_activity_event& e : gpu.recent)
+        if (e.start_ns > 0) oldest = std::min(oldest, e.start_ns);
+      w.gpu_busy_unavailable =
+          oldest == std::numeric_limits<std::int64_t>::max()
+              ? std::string("the GPU event ring overflowed and holds no event")
+              : "the GPU event ring (the most recent " + std::to_string(gpu.recent.size()) +
+                    " events) starts " + format_fixed(static_cast<double>(oldest - w.since_ns) / 1e6, 1) +
+                    " ms after the window did: take windows more often to know the busy share";
+    }
+    out.gpu_time = std::move(t);
+  }
+  out.window = std::move(w);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+}  // namespace detail
+}  // namespace kscope
