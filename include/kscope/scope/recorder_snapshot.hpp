@@ -12,6 +12,7 @@
 // file should pay for.
 #pragma once
 
+#include "detail/nvtx.hpp"
 #include "recorder.hpp"
 
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if KSCOPE_HAS_CUDA
@@ -132,6 +134,8 @@ KSCOPE_DECL recorder_snapshot recorder::snapshot() {
     out.trace_capacity = trace_capacity_;
     out.trace_overwritten = trace_overwritten_;
   }
+  // NVTX settings that could not be used (KSCOPE_NVTX_DOMAIN, kscope::set_nvtx_domain).
+  for (std::string& line : detail::nvtx_warnings()) out.warnings.push_back(std::move(line));
   // About half a megabyte of values per hold: tens of microseconds.
   constexpr std::size_t values_per_hold = std::size_t{1} << 16;
   constexpr std::size_t cost_of_a_node = 64;  // name, children and tags, in value-copies
