@@ -84,6 +84,19 @@ void BM_scope_nvtx_runtime_name(benchmark::State& state) {
 }
 BENCHMARK(BM_scope_nvtx_runtime_name);
 
+// With a category and a colour (scope/nvtx.hpp): with no tool attached the styled push
+// returns before it builds the event, so this should cost what BM_scope_nvtx does.
+void BM_scope_nvtx_styled(benchmark::State& state) {
+  kscope::recorder::global().set_nvtx(true);
+  constexpr kscope::nvtx_category category{1, "bench"};
+  for (auto _ : state) {
+    KSCOPE_SCOPE_STYLED("nvtx_styled", category, kscope::nvtx_color::rgb(0x76B900));
+    benchmark::ClobberMemory();
+  }
+  kscope::recorder::global().reset();
+}
+BENCHMARK(BM_scope_nvtx_styled);
+
 #if KSCOPE_HAS_CUDA
 bool have_device() {
   int n = 0;
