@@ -39,10 +39,24 @@
 // every file that includes it: about half a second of g++ -O2) is included only where the
 // definitions are: a push or pop is then one call more, next to NVTX's own indirect call.
 #if KSCOPE_DETAIL_DEFINITIONS
-#  include "../../core/detail/number_format.hpp"
 #  include "switch_warnings.hpp"
 
-#  include <cmath>
+// The fallback message's numbers: std::to_chars is what core/detail/number_format.hpp uses
+// where the library has it, without that header's <cmath>, which alone cost every
+// instrumented file about 0.1 s of g++ -fsyntax-only (a fifth of scope.hpp).
+#  if defined(__has_include)
+#    if __has_include(<version>)
+#      include <version>
+#    endif
+#  endif
+#  if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+#    include <charconv>
+#    include <system_error>
+#    define KSCOPE_DETAIL_NVTX_TO_CHARS 1
+#  else
+#    include "../../core/detail/number_format.hpp"
+#    define KSCOPE_DETAIL_NVTX_TO_CHARS 0
+#  endif
 #  include <cstdio>
 #  include <cstdlib>
 #  include <cstring>
@@ -323,10 +337,21 @@ KSCOPE_DECL void fill_nvtx_payload(nvtx_scope_payload& out, double flops, double
   std::memset(out.tags + n, 0, sizeof out.tags - n);
 }
 
+// printf's "%.6g" in the "C" locale, whatever the program's locale.
+inline std::string nvtx_number(double value) {
+#if KSCOPE_DETAIL_NVTX_TO_CHARS
+  char text[32];
+  const std::to_chars_result r = std::to_chars(text, text + sizeof text, value, std::chars_format::general, 6);
+  return std::string(text, r.ec == std::errc() ? r.ptr : text);
+#else
+  return format_general(value, 6);
+#endif
+}
+
 KSCOPE_DECL std::string nvtx_work_message(std::string_view name, double flops, double bytes, std::string_view tags) {
   std::string out(name);
-  if (!std::isnan(flops)) out += " flops=" + format_general(flops, 6);
-  if (!std::isnan(bytes)) out += " bytes=" + format_general(bytes, 6);
+  if (flops == flops) out += " flops=" + nvtx_number(flops);  // NaN: not declared
+  if (bytes == bytes) out += " bytes=" + nvtx_number(bytes);
   if (!tags.empty()) {
     out += ' ';
     out += tags;
@@ -500,7 +525,7 @@ KSCOPE_DECL std::uint64_t nvtx_payload_schema() noexcept {
 KSCOPE_DECL void nvtx_mark_work(const char* name, std::uint32_t category, std::uint32_t argb, double flops, double bytes,
                                 const nvtx_notes* notes) noexcept {
   const std::string_view tags = notes ? std::string_view(notes->tags) : std::string_view();
-  if (std::isnan(flops) && std::isnan(bytes) && tags.empty()) return;
+  if (flops != flops && bytes != bytes && tags.empty()) return;  // NaN: no work declared
   nvtxDomainHandle_t domain = nvtx_domain();
   if (domain == nullptr) return;
   nvtxEventAttributes_t attributes = nvtx_attributes();
@@ -624,4 +649,7 @@ KSCOPE_DECL std::string nvtx_domain_name() {
 
 #if defined(KSCOPE_DETAIL_NVTX_PAYLOAD)
 #  undef KSCOPE_DETAIL_NVTX_PAYLOAD
+#endif
+#if defined(KSCOPE_DETAIL_NVTX_TO_CHARS)
+#  undef KSCOPE_DETAIL_NVTX_TO_CHARS
 #endif
