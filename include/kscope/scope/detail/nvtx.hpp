@@ -492,7 +492,9 @@ KSCOPE_DECL std::uint64_t nvtx_payload_schema() noexcept {
   static std::uint64_t id = 0;  // written once, before `once` is done
   static fork_safe_once once{lock_rank::init_code_loading};
   if (KSCOPE_UNLIKELY(!once.done())) {
-    once.call([] {
+    // Taken first: the domain's own initialization has the same rank, and two never nest.
+    nvtxDomainHandle_t domain = nvtx_domain();
+    once.call([domain] {
       // The first payload call initializes the extension: NVTX asks the tool's library for
       // InitializeInjectionNvtxExtension; a tool without it leaves every slot empty and
       // the registration answers 0.
@@ -513,7 +515,7 @@ KSCOPE_DECL std::uint64_t nvtx_payload_schema() noexcept {
       schema.entries = entries;
       schema.numEntries = sizeof entries / sizeof entries[0];
       schema.payloadStaticSize = sizeof(nvtx_scope_payload);
-      id = nvtxPayloadSchemaRegister(nvtx_domain(), &schema);
+      id = nvtxPayloadSchemaRegister(domain, &schema);
     });
   }
   return id;
