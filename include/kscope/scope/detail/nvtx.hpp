@@ -22,6 +22,8 @@
 // string). When the tool does not register the schema (id 0: it does not implement the
 // extension) or the header has no extension (<nvtx3/nvToolsExtPayload.h>, CUDA 12.x), the
 // values go in the mark's message instead: "prefill flops=2e+09 bytes=1e+06 batch=8".
+// With no tool kscope makes no payload call at all. (The extension would answer 0 anyway,
+// but its first call initializes it: one more search for an injection library, a dlsym.)
 #pragma once
 
 #include "../../core/config.hpp"
