@@ -183,7 +183,7 @@ KSCOPE_DECL void nvtx_pop_seen(const char* name, std::uint32_t category, std::ui
 // Start/end ranges may end on another thread (a request's life in a serving engine). With a
 // tool attached the name is kept in `notes` for the end's mark; with none, nothing is done.
 KSCOPE_DECL nvtx_range_id nvtx_start(std::string_view name, const nvtx_style& style, nvtx_notes*& notes) noexcept;
-KSCOPE_DECL void nvtx_end(nvtx_range_id id) noexcept;
+// The end of a range a tool saw (started with notes): the mark, then the end; frees `notes`.
 KSCOPE_DECL void nvtx_end_seen(nvtx_range_id id, std::uint32_t category, std::uint32_t argb, double flops, double bytes,
                                nvtx_notes* notes) noexcept;
 // The mark itself (nothing when there is neither work nor a tag).
@@ -204,7 +204,6 @@ inline std::uint8_t nvtx_push_copy(std::string_view, const nvtx_style*, nvtx_not
 inline void nvtx_pop() noexcept {}
 inline void nvtx_pop_seen(const char*, std::uint32_t, std::uint32_t, double, double, nvtx_notes*) noexcept {}
 inline nvtx_range_id nvtx_start(std::string_view, const nvtx_style&, nvtx_notes*&) noexcept { return 0; }
-inline void nvtx_end(nvtx_range_id) noexcept {}
 inline void nvtx_end_seen(nvtx_range_id, std::uint32_t, std::uint32_t, double, double, nvtx_notes*) noexcept {}
 #endif
 
@@ -581,8 +580,6 @@ KSCOPE_DECL nvtx_range_id nvtx_start(std::string_view name, const nvtx_style& st
   set_nvtx_look(attributes, category, style.color.value);
   return nvtxDomainRangeStartEx(domain, &attributes);
 }
-
-KSCOPE_DECL void nvtx_end(nvtx_range_id id) noexcept { nvtxDomainRangeEnd(nvtx_domain(), id); }
 
 KSCOPE_DECL void nvtx_end_seen(nvtx_range_id id, std::uint32_t category, std::uint32_t argb, double flops, double bytes,
                                nvtx_notes* notes) noexcept {
