@@ -5,6 +5,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <string>
+
 #if KSCOPE_HAS_NVTX
 #  include <nvtx3/nvToolsExt.h>
 #endif
@@ -54,6 +56,46 @@ void BM_scope_nvtx(benchmark::State& state) {
   kscope::recorder::global().reset();
 }
 BENCHMARK(BM_scope_nvtx);
+
+// Declared work: with no NVTX tool attached, the close emits nothing more (the payload
+// mark is only sent to a tool: scope/detail/nvtx.hpp).
+void BM_scope_nvtx_work(benchmark::State& state) {
+  kscope::recorder::global().set_nvtx(true);
+  for (auto _ : state) {
+    static kscope::detail::call_site site;  // what KSCOPE_SCOPE expands to, named
+    kscope::scope s{site, "nvtx_work"};
+    s.set_work({2.0e9, 1.0e6});
+    benchmark::ClobberMemory();
+  }
+  kscope::recorder::global().reset();
+}
+BENCHMARK(BM_scope_nvtx_work);
+
+// A name known only at run time: looked up by its text, its NVTX message copied when a
+// tool is attached.
+void BM_scope_nvtx_runtime_name(benchmark::State& state) {
+  kscope::recorder::global().set_nvtx(true);
+  const std::string name = "runtime_name";
+  for (auto _ : state) {
+    kscope::scope s{name};
+    benchmark::ClobberMemory();
+  }
+  kscope::recorder::global().reset();
+}
+BENCHMARK(BM_scope_nvtx_runtime_name);
+
+// With a category and a colour (scope/nvtx.hpp): with no tool attached the styled push
+// returns before it builds the event, so this should cost what BM_scope_nvtx does.
+void BM_scope_nvtx_styled(benchmark::State& state) {
+  kscope::recorder::global().set_nvtx(true);
+  constexpr kscope::nvtx_category category{1, "bench"};
+  for (auto _ : state) {
+    KSCOPE_SCOPE_STYLED("nvtx_styled", category, kscope::nvtx_color::rgb(0x76B900));
+    benchmark::ClobberMemory();
+  }
+  kscope::recorder::global().reset();
+}
+BENCHMARK(BM_scope_nvtx_styled);
 
 #if KSCOPE_HAS_CUDA
 bool have_device() {

@@ -12,6 +12,7 @@
 // file should pay for.
 #pragma once
 
+#include "detail/nvtx.hpp"
 #include "recorder.hpp"
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if KSCOPE_HAS_CUDA
@@ -109,6 +111,8 @@ KSCOPE_DECL recorder_snapshot recorder::snapshot() {
     generation = generation_;
     copy_counts_locked(out, host_held, gpu_held);
   }
+  // NVTX settings that could not be used (KSCOPE_NVTX_DOMAIN, kscope::set_nvtx_domain).
+  for (std::string& line : detail::nvtx_warnings()) out.warnings.push_back(std::move(line));
   copy_values_in_steps(out, generation, host_held, gpu_held, /*with_tags=*/true);
   return out;
 }

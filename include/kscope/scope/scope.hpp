@@ -9,10 +9,14 @@
 //       s.tag("batch", "8");
 //       launch_prefill(r, stream);
 //     }
+//     KSCOPE_SCOPE_STYLED("sample", kscope::nvtx_color::rgb(0x76B900));   // NVTX colour
 //   }
 //
-// A scope measures host (wall) time always; opens an NVTX range in the "kscope" domain so
-// Nsight Systems shows the phase; with a stream, records a CUDA event at entry and exit
+// A scope measures host (wall) time always; opens an NVTX range (in the "kscope" domain
+// unless kscope::set_nvtx_domain or KSCOPE_NVTX_DOMAIN names another; with a category and
+// a colour when given an nvtx_style: scope/nvtx.hpp) so Nsight Systems shows the phase, and
+// hands a tool its declared work and tags when it closes; with a stream, records a CUDA
+// event at entry and exit
 // (from a pool, never created per scope) whose elapsed time the recorder reads later; and
 // while open, is the node that kernels launched on this thread are attributed to.
 // A scope cannot be copied or moved: it must close on the thread and in the block where
@@ -34,6 +38,7 @@
 #include "../core/config.hpp"
 #include "../core/work.hpp"
 #include "node_id.hpp"
+#include "nvtx.hpp"
 
 #include <string>
 #include <string_view>
@@ -154,15 +159,32 @@ class scope {
   scope(std::string_view name, stream_t stream) noexcept { open_named(name, &stream); }
   scope(const char* name, stream_t stream) noexcept { open_named(detail::name_text(name), &stream); }
   scope(const std::string& name, stream_t stream) noexcept { open_named(name, &stream); }
+  // With an NVTX category and colour (scope/nvtx.hpp), with or without a stream.
+  scope(std::string_view name, const nvtx_style& style) noexcept { open_named(name, nullptr, &style); }
+  scope(const char* name, const nvtx_style& style) noexcept { open_named(detail::name_text(name), nullptr, &style); }
+  scope(const std::string& name, const nvtx_style& style) noexcept { open_named(name, nullptr, &style); }
+  scope(std::string_view name, stream_t stream, const nvtx_style& style) noexcept { open_named(name, &stream, &style); }
+  scope(const char* name, stream_t stream, const nvtx_style& style) noexcept {
+    open_named(detail::name_text(name), &stream, &style);
+  }
+  scope(const std::string& name, stream_t stream, const nvtx_style& style) noexcept { open_named(name, &stream, &style); }
   // Used by the macros: for a constant name the call site caches the node and the NVTX
   // string; any other name is looked up by its text (see detail::is_fixed_name).
   template <class Name>
   scope(detail::call_site& site, Name&& name) noexcept {
-    open_at(site, std::forward<Name>(name), nullptr);
+    open_at(site, std::forward<Name>(name), nullptr, nullptr);
   }
   template <class Name>
   scope(detail::call_site& site, Name&& name, stream_t stream) noexcept {
-    open_at(site, std::forward<Name>(name), &stream);
+    open_at(site, std::forward<Name>(name), &stream, nullptr);
+  }
+  template <class Name>
+  scope(detail::call_site& site, Name&& name, const nvtx_style& style) noexcept {
+    open_at(site, std::forward<Name>(name), nullptr, &style);
+  }
+  template <class Name>
+  scope(detail::call_site& site, Name&& name, stream_t stream, const nvtx_style& style) noexcept {
+    open_at(site, std::forward<Name>(name), &stream, &style);
   }
 
   scope(const scope&) = delete;
@@ -188,9 +210,11 @@ class scope {
   }
 
   // Attaches key=value (shape, dtype, batch size...); the report lists distinct values
-  // with counts. Takes the recorder's lock: use on phases, not in tight loops.
+  // with counts, and an NVTX tool gets this call's tags when the scope closes. Takes the
+  // recorder's lock: use on phases, not in tight loops.
   void tag(std::string_view key, std::string_view value) noexcept {
     if (!active_) return;
+    if (KSCOPE_UNLIKELY(nvtx_ == nvtx_seen)) detail::nvtx_note_tag(nvtx_notes_, key, value);
     try {
       recorder::global().add_tag(node_, key, value);
     } catch (...) {
@@ -213,7 +237,13 @@ class scope {
       }
     }
 #endif
-    if (nvtx_) detail::nvtx_pop();
+    if (nvtx_ != nvtx_none) {
+      // With a tool attached, the work and tags go to it first (detail/nvtx.hpp: a mark at
+      // the range's end); out of line, with the values as arguments, so that `this` stays
+      // in registers.
+      if (KSCOPE_LIKELY(nvtx_ == nvtx_pushed)) detail::nvtx_pop();
+      else detail::nvtx_pop_seen(nvtx_name_, nvtx_category_, nvtx_argb_, flops_, bytes_, nvtx_notes_);
+    }
     detail::thread_state& ts = detail::this_thread_state();
     ts.current = parent_;
     const detail::scope_record record{node_, slot_, start_ticks_, end_ticks, flops_, bytes_};
@@ -224,7 +254,7 @@ class scope {
     else recorder::global().log(record);
   }
 
-  void open_named(std::string_view name, stream_t* stream) noexcept {
+  void open_named(std::string_view name, stream_t* stream, const nvtx_style* style = nullptr) noexcept {
     if (!detail::enabled()) return;
     detail::thread_state& ts = detail::this_thread_state();
     parent_ = ts.current;
@@ -234,34 +264,46 @@ class scope {
       return;  // out of memory: this scope is not recorded
     }
     if (detail::nvtx_enabled.load(std::memory_order_relaxed)) {
-      // A run-time name may not outlive this call: NVTX copies an ASCII message.
-      const std::string copy(name);
-      detail::nvtx_push(copy.c_str());
-      nvtx_ = true;
+      // A run-time name may not outlive this call: with a tool attached it is copied into
+      // the notes, which the close needs anyway; with none nothing is pushed or copied.
+      nvtx_ = detail::nvtx_push_copy(name, style, nvtx_notes_);
+      if (nvtx_notes_) nvtx_name_ = nvtx_notes_->name.c_str();
+      if (style) keep_look(*style);
     }
     finish_open(ts, stream);
   }
 
   template <class Name>
-  void open_at(detail::call_site& site, Name&& name, stream_t* stream) noexcept {
+  void open_at(detail::call_site& site, Name&& name, stream_t* stream, const nvtx_style* style) noexcept {
     if constexpr (detail::is_fixed_name<Name>::value) {
-      open_site(site, name, stream);
+      open_site(site, name, stream, style);
     } else {
       (void)site;
-      open_named(detail::name_text(name), stream);
+      open_named(detail::name_text(name), stream, style);
     }
   }
 
-  KSCOPE_FORCE_INLINE void open_site(detail::call_site& site, const char* name, stream_t* stream) noexcept {
+  // `style` is a constant null for the plain macros: the unstyled push is all that remains.
+  KSCOPE_FORCE_INLINE void open_site(detail::call_site& site, const char* name, stream_t* stream,
+                                     const nvtx_style* style) noexcept {
     if (!detail::enabled()) return;
     detail::thread_state& ts = detail::this_thread_state();
     parent_ = ts.current;
     node_ = site.node_for(parent_, name);
     if (detail::nvtx_enabled.load(std::memory_order_relaxed)) {
-      detail::nvtx_push(site.nvtx_handle(name));
-      nvtx_ = true;
+      const bool seen = style ? detail::nvtx_push(site.nvtx_handle(name), name, *style)
+                              : detail::nvtx_push(site.nvtx_handle(name), name);
+      nvtx_ = seen ? nvtx_seen : nvtx_pushed;
+      nvtx_name_ = name;  // a constant array: it outlives the scope
+      if (style) keep_look(*style);
     }
     finish_open(ts, stream);
+  }
+
+  // The category and colour the close's mark repeats (the category's name was given at the push).
+  void keep_look(const nvtx_style& style) noexcept {
+    nvtx_category_ = style.category.id <= max_nvtx_category_id ? style.category.id : 0;
+    nvtx_argb_ = style.color.value;
   }
 
   KSCOPE_FORCE_INLINE void finish_open(detail::thread_state& ts, stream_t* stream) noexcept {
@@ -349,10 +391,17 @@ class scope {
   std::uint32_t slot_ = detail::no_events;
   const detail::counter_hook* hook_ = nullptr;
   bool active_ = false;
-  bool nvtx_ = false;
+  // The NVTX range: none, pushed (no tool attached: the pop is all the close does), or seen
+  // by a tool (the close sends it the work and tags first).
+  static constexpr std::uint8_t nvtx_none = 0, nvtx_pushed = 1, nvtx_seen = 2;
+  std::uint8_t nvtx_ = nvtx_none;
+  std::uint32_t nvtx_category_ = 0;
+  std::uint32_t nvtx_argb_ = 0;
   std::int64_t start_ticks_ = 0;
   double flops_ = std::numeric_limits<double>::quiet_NaN();
   double bytes_ = std::numeric_limits<double>::quiet_NaN();
+  const char* nvtx_name_ = nullptr;            // the name the close's mark carries
+  detail::nvtx_notes* nvtx_notes_ = nullptr;   // with a tool only: a run-time name, this call's tags
 };
 
 // A range that may start on one thread and end on another: a request's life in a
@@ -386,7 +435,12 @@ class range {
     if (!active_) return;
     active_ = false;
     const std::int64_t end_ticks = detail::ticks();
-    detail::nvtx_end(nvtx_id_);
+    // Only a range a tool saw was started (detail::nvtx_start): it ends with the mark of
+    // its work, on the ending thread, then the end.
+    if (nvtx_notes_) {
+      detail::nvtx_end_seen(nvtx_id_, nvtx_category_, nvtx_argb_, flops_, bytes_, nvtx_notes_);
+      nvtx_notes_ = nullptr;
+    }
     recorder::global().log(detail::scope_record{node_, detail::no_events, start_ticks_, end_ticks, flops_, bytes_});
   }
   void set_work(work w) noexcept {
@@ -397,34 +451,45 @@ class range {
   [[nodiscard]] node_id node() const noexcept { return node_; }
 
  private:
-  friend range start_range(std::string_view name) noexcept;
+  friend range start_range(std::string_view name, const nvtx_style& style) noexcept;
   void take(range& other) noexcept {
     node_ = other.node_;
     nvtx_id_ = other.nvtx_id_;
+    nvtx_notes_ = other.nvtx_notes_;
+    nvtx_category_ = other.nvtx_category_;
+    nvtx_argb_ = other.nvtx_argb_;
     start_ticks_ = other.start_ticks_;
     flops_ = other.flops_;
     bytes_ = other.bytes_;
     active_ = other.active_;
     other.active_ = false;
+    other.nvtx_notes_ = nullptr;
   }
   node_id node_ = detail::root_node;
   detail::nvtx_range_id nvtx_id_{};
+  detail::nvtx_notes* nvtx_notes_ = nullptr;  // with a tool attached: the name, for the end's mark
+  std::uint32_t nvtx_category_ = 0;
+  std::uint32_t nvtx_argb_ = 0;
   std::int64_t start_ticks_ = 0;
   double flops_ = std::numeric_limits<double>::quiet_NaN();
   double bytes_ = std::numeric_limits<double>::quiet_NaN();
   bool active_ = false;
 };
 
-// Starts a cross-thread range under the scope open on the calling thread.
-[[nodiscard]] inline range start_range(std::string_view name) noexcept {
+// Starts a cross-thread range under the scope open on the calling thread; `style` gives
+// its NVTX category and colour (scope/nvtx.hpp).
+[[nodiscard]] inline range start_range(std::string_view name, const nvtx_style& style = {}) noexcept {
   range r;
   if (!detail::enabled()) return r;
   try {
     r.node_ = recorder::global().intern(detail::current_node(), name, /*cross_thread=*/true);
-    const std::string copy(name);
-    if (detail::nvtx_enabled.load(std::memory_order_relaxed)) r.nvtx_id_ = detail::nvtx_start(copy.c_str());
   } catch (...) {
     return r;
+  }
+  if (detail::nvtx_enabled.load(std::memory_order_relaxed)) {
+    r.nvtx_id_ = detail::nvtx_start(name, style, r.nvtx_notes_);
+    r.nvtx_category_ = style.category.id <= max_nvtx_category_id ? style.category.id : 0;
+    r.nvtx_argb_ = style.color.value;
   }
   r.start_ticks_ = detail::ticks();
   r.active_ = true;
@@ -447,6 +512,18 @@ inline void end_range(range&& r) noexcept { r.end(); }
     KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__), name, (stream)                             \
   }
 #define KSCOPE_FUNCTION() KSCOPE_SCOPE(__func__)
+// With an NVTX category and/or colour: the arguments after the name (and stream) build a
+// kscope::nvtx_style, e.g. KSCOPE_SCOPE_STYLED("prefill", attention, kscope::nvtx_color::rgb(0x76B900)).
+#define KSCOPE_SCOPE_STYLED(name, ...)                                                       \
+  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__);           \
+  ::kscope::scope KSCOPE_DETAIL_CONCAT(kscope_scope_, __LINE__) {                            \
+    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__), name, ::kscope::nvtx_style { __VA_ARGS__ } \
+  }
+#define KSCOPE_SCOPE_STREAM_STYLED(name, stream, ...)                                                    \
+  static ::kscope::detail::call_site KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__);                       \
+  ::kscope::scope KSCOPE_DETAIL_CONCAT(kscope_scope_, __LINE__) {                                        \
+    KSCOPE_DETAIL_CONCAT(kscope_site_, __LINE__), name, (stream), ::kscope::nvtx_style { __VA_ARGS__ } \
+  }
 
 // Run-time switch for every scope in the process (also KSCOPE=0 in the environment).
 inline void set_enabled(bool on) noexcept { recorder::global().set_enabled(on); }
@@ -466,6 +543,12 @@ class scope {
   scope(std::string_view, stream_t) noexcept {}
   scope(const char*, stream_t) noexcept {}
   scope(const std::string&, stream_t) noexcept {}
+  scope(std::string_view, const nvtx_style&) noexcept {}
+  scope(const char*, const nvtx_style&) noexcept {}
+  scope(const std::string&, const nvtx_style&) noexcept {}
+  scope(std::string_view, stream_t, const nvtx_style&) noexcept {}
+  scope(const char*, stream_t, const nvtx_style&) noexcept {}
+  scope(const std::string&, stream_t, const nvtx_style&) noexcept {}
   scope(const scope&) = delete;
   scope& operator=(const scope&) = delete;
   void set_work(work) noexcept {}
@@ -481,12 +564,14 @@ class range {
   [[nodiscard]] bool active() const noexcept { return false; }
   [[nodiscard]] node_id node() const noexcept { return detail::root_node; }
 };
-[[nodiscard]] inline range start_range(std::string_view) noexcept { return {}; }
+[[nodiscard]] inline range start_range(std::string_view, const nvtx_style& = {}) noexcept { return {}; }
 inline void end_range(range&&) noexcept {}
 
 #define KSCOPE_SCOPE(name) static_cast<void>(0)
 #define KSCOPE_SCOPE_STREAM(name, stream) static_cast<void>(0)
 #define KSCOPE_FUNCTION() static_cast<void>(0)
+#define KSCOPE_SCOPE_STYLED(name, ...) static_cast<void>(0)
+#define KSCOPE_SCOPE_STREAM_STYLED(name, stream, ...) static_cast<void>(0)
 
 // Scopes in a translation unit compiled with KSCOPE_DISABLE never record, whatever the
 // run-time switch says: here it reads as off, and setting it does nothing. (The switch
