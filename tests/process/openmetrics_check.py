@@ -5,6 +5,9 @@
     openmetrics_check.py file PROGRAM         KSCOPE_METRICS in a running program: the file
                                               rewritten while it runs and at exit, an
                                               unwritable path, a bad interval, a fork
+    openmetrics_check.py unmodified PROGRAM   the quickstart example, unchanged, run with
+                                              KSCOPE_REPORT and KSCOPE_METRICS set: a valid
+                                              report and an exposition the parser accepts
 
 PROGRAM is tests/process/openmetrics_program.cpp. The parser is prometheus_client's
 OpenMetrics parser (Debian: python3-prometheus-client); without it the test says so and
@@ -173,12 +176,55 @@ def check_file(program):
         parse(text)
 
 
+def check_unmodified(program):
+    """A program that knows nothing of either switch (examples/quickstart.cu, built as it
+    is) writes its report and its metrics at exit from the environment alone."""
+    import json
+    with tempfile.TemporaryDirectory() as d:
+        report_path = os.path.join(d, "run.json")
+        metrics_path = os.path.join(d, "metrics.prom")
+        env = {"KSCOPE_REPORT": report_path, "KSCOPE_METRICS": metrics_path, "KSCOPE_METRICS_INTERVAL": "1"}
+        for k in ("KSCOPE", "KSCOPE_CUPTI", "KSCOPE_PRODUCTION"):
+            os.environ.pop(k, None)
+        # The quickstart writes its own report files into its working directory: the
+        # temporary one, so the build tree stays clean.
+        env_full = dict(os.environ)
+        env_full.update(env)
+        r = subprocess.run([program], env=env_full, cwd=d, capture_output=True, timeout=120)
+        check(r.returncode == 0, f"the quickstart exits 0 (got {r.returncode}: {r.stderr[-400:]!r})")
+        stderr = r.stderr.decode(errors="replace")
+        check(report_path in stderr, f"one line on stderr says where the report went ({stderr[-400:]!r})")
+        check(os.path.exists(report_path), "KSCOPE_REPORT: the report file exists")
+        if os.path.exists(report_path):
+            with open(report_path, encoding="utf-8") as f:
+                report = json.load(f)
+            check(str(report.get("schema", "")).startswith("kscope.report/"),
+                  f"the report's schema is a kscope report ({report.get('schema')!r})")
+            names = {s.get("name") for s in report.get("scopes", [])}
+            for scope in ("request", "tokenize", "sample"):
+                check(scope in names, f"the report has the quickstart's scope {scope!r} (has {sorted(names)[:12]})")
+            request = [s for s in report.get("scopes", []) if s.get("name") == "request"]
+            check(bool(request) and request[0].get("calls", 0) > 0, "the request scope has calls")
+        check(os.path.exists(metrics_path), "KSCOPE_METRICS: the metrics file exists")
+        if os.path.exists(metrics_path):
+            families = parse(read(metrics_path))
+            calls = samples(families, "kscope_scope_calls_total", scope="request")
+            check(len(calls) == 1 and calls[0].value > 0,
+                  f"the exposition counts the request scope's calls ({[c.value for c in calls]})")
+            if request:
+                check(len(calls) == 1 and calls[0].value == request[0].get("calls"),
+                      "the exposition and the report agree on the request scope's calls")
+        leftovers = [n for n in os.listdir(d) if ".tmp" in n or n.startswith(".")]
+        check(not leftovers, f"no half-written file is left behind ({leftovers})")
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("exposition", "file"):
+    modes = {"exposition": check_exposition, "file": check_file, "unmodified": check_unmodified}
+    if len(sys.argv) != 3 or sys.argv[1] not in modes:
         print(__doc__)
         return 2
     try:
-        (check_exposition if sys.argv[1] == "exposition" else check_file)(sys.argv[2])
+        modes[sys.argv[1]](sys.argv[2])
     except ValueError as e:  # the parser refused the text
         failures.append(f"the parser refused it: {e}")
         print(f"FAILED: the parser refused it: {e}")
