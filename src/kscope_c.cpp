@@ -73,6 +73,28 @@ kscope_status give_text(const std::string& text, char** out, std::size_t* size) 
   return KSCOPE_OK;
 }
 
+// Two texts to the caller's pointers that are not null: both or neither. The second failing
+// frees the first, so nothing leaks and no output parameter changes.
+kscope_status give_texts(const std::string& first, char** first_out, std::size_t* first_size,
+                         const std::string& second, char** second_out, std::size_t* second_size) {
+  char* first_buffer = nullptr;
+  std::size_t first_length = 0;
+  if (first_out != nullptr) {
+    const kscope_status status = give_text(first, &first_buffer, &first_length);
+    if (status != KSCOPE_OK) return status;
+  }
+  const kscope_status status = give_text(second, second_out, second_size);
+  if (status != KSCOPE_OK) {
+    std::free(first_buffer);
+    return status;
+  }
+  if (first_out != nullptr) {
+    *first_out = first_buffer;
+    if (first_size != nullptr) *first_size = first_length;
+  }
+  return KSCOPE_OK;
+}
+
 std::string_view view_of(const char* data, std::size_t size) noexcept {
   return data == nullptr ? std::string_view() : std::string_view(data, size);
 }
@@ -936,14 +958,7 @@ kscope_status kscope_diagnose(const kscope_report* report, const char* options, 
     // Both texts are made before either buffer is handed out, so a failure leaks nothing.
     const std::string as_json = json ? kscope::diagnosis_json(found) : std::string();
     const std::string as_text = text ? kscope::diagnosis_text(found, report->report) : std::string();
-    char* json_buffer = nullptr;
-    if (json != nullptr && (status = give_text(as_json, &json_buffer, json_size)) != KSCOPE_OK) return status;
-    if (text != nullptr && (status = give_text(as_text, text, text_size)) != KSCOPE_OK) {
-      std::free(json_buffer);
-      return status;
-    }
-    if (json != nullptr) *json = json_buffer;
-    return KSCOPE_OK;
+    return give_texts(as_json, json, json_size, as_text, text, text_size);
   });
 }
 
@@ -1024,15 +1039,7 @@ kscope_status kscope_bench_run(kscope_bench* bench, int timer, char** json, size
     }
     const std::string as_json = json ? report.json(true) : std::string();
     const std::string as_text = text ? report.markdown() : std::string();
-    char* json_buffer = nullptr;
-    kscope_status status = KSCOPE_OK;
-    if (json != nullptr && (status = give_text(as_json, &json_buffer, json_size)) != KSCOPE_OK) return status;
-    if (text != nullptr && (status = give_text(as_text, text, text_size)) != KSCOPE_OK) {
-      std::free(json_buffer);
-      return status;
-    }
-    if (json != nullptr) *json = json_buffer;
-    return KSCOPE_OK;
+    return give_texts(as_json, json, json_size, as_text, text, text_size);
   });
 }
 
