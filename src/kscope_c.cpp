@@ -12,6 +12,13 @@
 // order (Python generators or coroutines interleaving `with` blocks on one thread) closes
 // the scopes above first, so the thread's current scope always stays the one on top and
 // the call-path tree stays a tree.
+//
+// kscope's internals. This file is part of kscope's implementation, compiled with the
+// library like src/kscope_compiled.cpp, not a consumer of it: it uses what kscope's own
+// files use where no public name does the job (a call site, so a registered name opens like
+// a C++ literal; a mutex the fork guard takes; the JSON reader for option objects; the one
+// clock; the metric sampler's status). The `kscope` tool and the examples use public names
+// only (tests/headers/check_layers.cmake).
 #include "kscope/c/kscope_c.h"
 
 #include <kscope/kscope.hpp>
