@@ -12,6 +12,21 @@
 // order (Python generators or coroutines interleaving `with` blocks on one thread) closes
 // the scopes above first, so the thread's current scope always stays the one on top and
 // the call-path tree stays a tree.
+//
+// The GIL. Python calls the scope's open and close through ctypes.PyDLL, keeping the GIL
+// (cheaper than letting it go and taking it back), so those calls must not block: the try
+// functions refuse, with a "would block" answer and nothing done, whenever per-scope
+// counters might profile the call (the counter hook is on; a profiled open or close runs
+// CUPTI, a device synchronization and decoding), and Python makes the plain call through
+// ctypes.CDLL, which lets the GIL go. The hook is read here, not a flag of the C
+// interface's, because counters start from C++ and from KSCOPE_COUNTERS too.
+//
+// kscope's internals. This file is part of kscope's implementation, compiled with the
+// library like src/kscope_compiled.cpp, not a consumer of it: it uses what kscope's own
+// files use where no public name does the job (a call site, so a registered name opens like
+// a C++ literal; a mutex the fork guard takes; the JSON reader for option objects; the one
+// clock; the counter hook; the metric sampler's status). The `kscope` tool and the examples
+// use public names only (tests/headers/check_layers.cmake).
 #include "kscope/c/kscope_c.h"
 
 #include <kscope/kscope.hpp>
@@ -70,6 +85,28 @@ kscope_status give_text(const std::string& text, char** out, std::size_t* size) 
   buffer[text.size()] = '\0';
   *out = buffer;
   if (size != nullptr) *size = text.size();
+  return KSCOPE_OK;
+}
+
+// Two texts to the caller's pointers that are not null: both or neither. The second failing
+// frees the first, so nothing leaks and no output parameter changes.
+kscope_status give_texts(const std::string& first, char** first_out, std::size_t* first_size,
+                         const std::string& second, char** second_out, std::size_t* second_size) {
+  char* first_buffer = nullptr;
+  std::size_t first_length = 0;
+  if (first_out != nullptr) {
+    const kscope_status status = give_text(first, &first_buffer, &first_length);
+    if (status != KSCOPE_OK) return status;
+  }
+  const kscope_status status = give_text(second, second_out, second_size);
+  if (status != KSCOPE_OK) {
+    std::free(first_buffer);
+    return status;
+  }
+  if (first_out != nullptr) {
+    *first_out = first_buffer;
+    if (first_size != nullptr) *first_size = first_length;
+  }
   return KSCOPE_OK;
 }
 
@@ -137,6 +174,7 @@ struct open_scope {
   alignas(kscope::scope) unsigned char storage[sizeof(kscope::scope)];
   kscope_scope_handle handle = 0;
   std::uint32_t site = 0;  // 0: opened by name
+  bool profiled = false;   // its close may end a counter pass: never through kscope_scope_try_close
   kscope::scope& get() noexcept { return *std::launder(reinterpret_cast<kscope::scope*>(storage)); }
 };
 
@@ -205,6 +243,7 @@ kscope_scope_handle open_in_slot(std::uint32_t site, site_entry* entry, std::str
       new (slot.storage) kscope::scope(name);
     }
     slot.site = site;
+    slot.profiled = slot.get().profiled();
     slot.handle = scopes.next_handle();
     return slot.handle;
   } catch (const std::bad_alloc&) {
@@ -213,6 +252,18 @@ kscope_scope_handle open_in_slot(std::uint32_t site, site_entry* entry, std::str
     fail(KSCOPE_ERROR_INTERNAL, "opening a scope failed: not recorded");
   }
   return -1;
+}
+
+// The handles that name no scope: disabled, an error, would block.
+constexpr bool opened_nothing(kscope_scope_handle handle) noexcept {
+  return handle == 0 || handle == -1 || handle == KSCOPE_SCOPE_WOULD_BLOCK;
+}
+
+// Whether a scope's open may block now: per-scope counters are on, so this call may be one
+// they profile. One relaxed load, the one the scope's own open makes (scope.hpp:
+// finish_open).
+bool counters_on() noexcept {
+  return kscope::detail::active_counter_hook.load(std::memory_order_relaxed) != nullptr;
 }
 
 kscope_scope_handle open_site(std::uint32_t site, const uintptr_t* stream) noexcept {
@@ -690,6 +741,17 @@ kscope_scope_handle kscope_scope_open(uint32_t site) { return open_site(site, nu
 
 kscope_scope_handle kscope_scope_open_stream(uint32_t site, uintptr_t stream) { return open_site(site, &stream); }
 
+// Counters turned on between counters_on() and the scope's own load, nanoseconds apart,
+// profile that one open here, with the caller's lock held; its close, which knows
+// (open_scope::profiled), still goes to kscope_scope_close.
+kscope_scope_handle kscope_scope_try_open(uint32_t site) {
+  return counters_on() ? KSCOPE_SCOPE_WOULD_BLOCK : open_site(site, nullptr);
+}
+
+kscope_scope_handle kscope_scope_try_open_stream(uint32_t site, uintptr_t stream) {
+  return counters_on() ? KSCOPE_SCOPE_WOULD_BLOCK : open_site(site, &stream);
+}
+
 kscope_scope_handle kscope_scope_open_named(const char* name, size_t size, int has_stream, uintptr_t stream) {
   if (name == nullptr && size != 0) {
     fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_scope_open_named: null name");
@@ -699,10 +761,10 @@ kscope_scope_handle kscope_scope_open_named(const char* name, size_t size, int h
 }
 
 kscope_status kscope_scope_close(kscope_scope_handle scope) {
-  if (scope == 0 || scope == -1) return KSCOPE_OK;  // nothing was opened
+  if (opened_nothing(scope)) return KSCOPE_OK;
   return guarded("kscope_scope_close", [&] {
     thread_scopes& scopes = this_thread_scopes();
-    // The usual case: the innermost scope.
+    // The usual case: the innermost scope (profiled or not: this call may block).
     if (!scopes.stack.empty() && scopes.stack.back().handle == scope) {
       scopes.pop();
       return KSCOPE_OK;
@@ -721,6 +783,19 @@ kscope_status kscope_scope_close(kscope_scope_handle scope) {
                 "scope " + name + " closed while scopes opened after it were open (" + closed_early +
                     "): they were closed first, here. Blocks that interleave on one thread (generators, "
                     "coroutines) need kscope.start_range");
+  });
+}
+
+// Only the innermost scope, unprofiled: everything else (a profiled call's close, which ends
+// its counter pass; a close out of order; a mistake to name) is kscope_scope_close's.
+kscope_status kscope_scope_try_close(kscope_scope_handle scope) {
+  if (opened_nothing(scope)) return KSCOPE_OK;
+  return guarded("kscope_scope_try_close", [&] {
+    thread_scopes& scopes = this_thread_scopes();
+    if (scopes.stack.empty() || scopes.stack.back().handle != scope || scopes.stack.back().profiled)
+      return KSCOPE_WOULD_BLOCK;
+    scopes.pop();
+    return KSCOPE_OK;
   });
 }
 
@@ -936,14 +1011,7 @@ kscope_status kscope_diagnose(const kscope_report* report, const char* options, 
     // Both texts are made before either buffer is handed out, so a failure leaks nothing.
     const std::string as_json = json ? kscope::diagnosis_json(found) : std::string();
     const std::string as_text = text ? kscope::diagnosis_text(found, report->report) : std::string();
-    char* json_buffer = nullptr;
-    if (json != nullptr && (status = give_text(as_json, &json_buffer, json_size)) != KSCOPE_OK) return status;
-    if (text != nullptr && (status = give_text(as_text, text, text_size)) != KSCOPE_OK) {
-      std::free(json_buffer);
-      return status;
-    }
-    if (json != nullptr) *json = json_buffer;
-    return KSCOPE_OK;
+    return give_texts(as_json, json, json_size, as_text, text, text_size);
   });
 }
 
@@ -1024,15 +1092,7 @@ kscope_status kscope_bench_run(kscope_bench* bench, int timer, char** json, size
     }
     const std::string as_json = json ? report.json(true) : std::string();
     const std::string as_text = text ? report.markdown() : std::string();
-    char* json_buffer = nullptr;
-    kscope_status status = KSCOPE_OK;
-    if (json != nullptr && (status = give_text(as_json, &json_buffer, json_size)) != KSCOPE_OK) return status;
-    if (text != nullptr && (status = give_text(as_text, text, text_size)) != KSCOPE_OK) {
-      std::free(json_buffer);
-      return status;
-    }
-    if (json != nullptr) *json = json_buffer;
-    return KSCOPE_OK;
+    return give_texts(as_json, json, json_size, as_text, text, text_size);
   });
 }
 

@@ -33,6 +33,10 @@ ERROR_IO = 5
 ERROR_LIMIT = 6
 ERROR_CALLBACK = 7
 ERROR_INTERNAL = 8
+WOULD_BLOCK = 9  # kscope_scope_try_close: nothing closed, the plain close may block
+
+# kscope_scope_try_open's answer when the open may block (KSCOPE_SCOPE_WOULD_BLOCK).
+SCOPE_WOULD_BLOCK = -2
 
 STATUS_NAMES = {
     OK: "ok",
@@ -44,6 +48,7 @@ STATUS_NAMES = {
     ERROR_LIMIT: "limit reached",
     ERROR_CALLBACK: "callback failed",
     ERROR_INTERNAL: "internal error",
+    WOULD_BLOCK: "would block",
 }
 
 FORMAT_TEXT = 0
@@ -124,6 +129,9 @@ _PROTOTYPES = [
     ("kscope_scope_open_stream", c_int, (c_uint32, c_size_t)),
     ("kscope_scope_open_named", c_int, (c_char_p, c_size_t, c_int, c_size_t)),
     ("kscope_scope_close", c_int, (c_int,)),
+    ("kscope_scope_try_open", c_int, (c_uint32,)),
+    ("kscope_scope_try_open_stream", c_int, (c_uint32, c_size_t)),
+    ("kscope_scope_try_close", c_int, (c_int,)),
     ("kscope_scope_set_work", c_int, (c_int, c_double, c_double)),
     ("kscope_scope_tag", c_int, (c_int, c_char_p, c_size_t, c_char_p, c_size_t)),
     ("kscope_range_start", c_int, (c_uint32, POINTER(c_void_p))),
@@ -194,15 +202,22 @@ lib, _hot_lib, library_path, load_error = _load()
 
 
 def hot_functions():
-    """(open, open_stream, close) for scopes, the cheapest calls ctypes makes: through
-    PyDLL (the GIL stays held: these calls neither block nor call back into Python, and
-    releasing and taking the GIL costs more than they do) and without declared argument
-    types for open and close (small ints need no conversion objects: kscope_scope_handle
-    is an int for this reason)."""
-    open_scope = _hot_lib.kscope_scope_open
-    open_stream = _hot_lib.kscope_scope_open_stream
+    """(try_open, try_open_stream, try_close) for scopes, the cheapest calls ctypes makes:
+    through PyDLL, which keeps the GIL (letting it go and taking it back costs more than
+    the call), and without declared argument types for open and close (small ints need no
+    conversion objects: kscope_scope_handle is an int for this reason).
+
+    Keeping the GIL is safe only for a call that cannot block, and a scope's open and close
+    block while per-scope counters are on (CUPTI setup, a device synchronization, decoding:
+    milliseconds, and forever if queued GPU work holds a host callback that needs the GIL).
+    So these are the try calls, which then do nothing and answer SCOPE_WOULD_BLOCK or
+    WOULD_BLOCK; the caller makes the plain call through `lib` (CDLL), which lets the GIL
+    go. The library decides, from the counter hook itself, since counters start from C++
+    and from KSCOPE_COUNTERS as well as from Python."""
+    open_scope = _hot_lib.kscope_scope_try_open
+    open_stream = _hot_lib.kscope_scope_try_open_stream
     open_stream.argtypes = (c_uint32, c_size_t)  # a stream handle is a 64-bit address
-    close = _hot_lib.kscope_scope_close
+    close = _hot_lib.kscope_scope_try_close
     return open_scope, open_stream, close
 
 

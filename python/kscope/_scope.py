@@ -9,7 +9,8 @@
 A scope is kscope::scope underneath (include/kscope/scope/scope.hpp): host time, an NVTX
 range, CUDA events on the stream when one is given, and the node kernels launched inside
 are attributed to. Its name is registered with the library once (a site id, cached here
-by name), so opening and closing is one C call each.
+by name), so opening and closing is one C call each (two while per-scope counters are on:
+the call that keeps the GIL declines, and the one that lets it go opens or closes).
 
 Scopes never raise into the instrumented program: a bad stream, a tag on a closed scope,
 scopes closed out of order give one KscopeWarning per kind of problem, and a defined
@@ -24,7 +25,7 @@ import threading
 from ctypes import byref, c_uint32, c_void_p
 
 from . import _native, _streams
-from ._native import ERROR_INTERNAL, ERROR_LIMIT, OK, encode, warn_once
+from ._native import ERROR_INTERNAL, ERROR_LIMIT, OK, SCOPE_WOULD_BLOCK, WOULD_BLOCK, encode, warn_once
 
 _lib = _native.lib
 
@@ -58,8 +59,14 @@ def _site_of(name) -> int:
     return site if site is not None else _register(name)
 
 
+# _open, _open_stream and _close keep the GIL and do nothing when that could block (per-scope
+# counters on: _native.hot_functions); the _blocking ones let it go, and are what _opened and
+# _closed fall back to.
 if _lib is not None:
     _open, _open_stream, _close = _native.hot_functions()
+    _open_blocking = _lib.kscope_scope_open
+    _open_stream_blocking = _lib.kscope_scope_open_stream
+    _close_blocking = _lib.kscope_scope_close
     _open_named = _lib.kscope_scope_open_named
 else:  # no library: scopes open nothing (the import already warned)
     def _open(site):
@@ -73,6 +80,8 @@ else:  # no library: scopes open nothing (the import already warned)
 
     def _close(handle):
         return OK
+
+    _open_blocking, _open_stream_blocking, _close_blocking = _open, _open_stream, _close
 
 
 def _name_text(name) -> str:
@@ -105,6 +114,27 @@ def _report_status(status: int = ERROR_INTERNAL) -> None:
 def _opened_nothing() -> None:
     """An open that failed (-1; 0 is a disabled kscope, nothing to say): one warning."""
     warn_once(f"kscope: {_native.last_error()}")
+
+
+def _opened(handle: int, site: int, stream=None) -> int:
+    """The scope handle after a hot open that opened nothing (handle <= 0), else 0. An open
+    that would have blocked is made again through the call that lets the GIL go; a failed
+    one warns once."""
+    if handle == SCOPE_WOULD_BLOCK:
+        handle = _open_blocking(site) if stream is None else _open_stream_blocking(site, stream)
+        if handle > 0:
+            return handle
+    if handle < 0:
+        _opened_nothing()
+    return 0
+
+
+def _closed(status: int, handle: int) -> None:
+    """After a hot close that did not close (status != OK): a close that would have blocked
+    is made again through the call that lets the GIL go; a failed one warns once."""
+    if status == WOULD_BLOCK:
+        status = _close_blocking(handle)
+    _report_status(status)
 
 
 # How a scope opens. Plain (host-only, nothing declared) is the fast path: one C call.
@@ -171,37 +201,36 @@ class scope:
             self._outer.append(self._handle)
         if self._mode == _PLAIN:
             handle = _open(self._site)
-            if handle > 0:
-                self._handle = handle
-            else:
-                self._handle = 0
-                if handle < 0:
-                    _opened_nothing()
+            self._handle = handle if handle > 0 else _opened(handle, self._site)
             return self
         handle = self._open_general()
-        if handle > 0:
-            self._handle = handle
-            if self._work is not None or self._tags is not None:
-                self._declare(handle)
-        else:
-            self._handle = 0
-            if handle < 0:
-                _opened_nothing()
+        self._handle = handle
+        if handle and (self._work is not None or self._tags is not None):
+            self._declare(handle)
         return self
 
     def __exit__(self, exc_type, exc, tb):
         handle = self._handle
         self._handle = self._outer.pop() if self._outer else 0
-        if handle and _close(handle):
-            _report_status()
+        if handle:
+            status = _close(handle)
+            if status:
+                _closed(status, handle)
         return False
 
-    def _open_general(self):
+    def _open_general(self) -> int:
+        """The handle of the scope opened, or 0."""
         stream = _streams.current_stream_handle() if self._current else self._stream
         if self._site:
-            return _open(self._site) if stream is None else _open_stream(self._site, stream)
+            handle = _open(self._site) if stream is None else _open_stream(self._site, stream)
+            return handle if handle > 0 else _opened(handle, self._site, stream)
         data = encode(self._name)
-        return _open_named(data, len(data), 0 if stream is None else 1, stream or 0)
+        handle = _open_named(data, len(data), 0 if stream is None else 1, stream or 0)  # CDLL: may block
+        if handle > 0:
+            return handle
+        if handle < 0:
+            _opened_nothing()
+        return 0
 
     def _declare(self, handle):
         if self._work is not None:
@@ -253,14 +282,15 @@ class scope:
         @functools.wraps(fn)
         def host_only(*args, **kwargs):
             handle = _open(site)
+            if handle <= 0:
+                handle = _opened(handle, site)
             try:
                 return fn(*args, **kwargs)
             finally:
-                if handle > 0:
-                    if _close(handle):
-                        _report_status()
-                elif handle < 0:
-                    _opened_nothing()
+                if handle:
+                    status = _close(handle)
+                    if status:
+                        _closed(status, handle)
         return host_only
 
     def __repr__(self):

@@ -26,6 +26,17 @@ int main(void) {
     expect(kscope_scope_close(d) == KSCOPE_OK, "close decode");
     expect(kscope_scope_close(s) == KSCOPE_OK, "close step");
   }
+  {
+    /* A caller that holds a lock of its own (Python's GIL) tries first, and makes the plain
+       call, its lock let go, when the try call says it would block. */
+    kscope_scope_handle t = kscope_scope_try_open(step);
+    kscope_status closed;
+    if (t == KSCOPE_SCOPE_WOULD_BLOCK) t = kscope_scope_open(step);
+    expect(t > 0, "try open");
+    closed = kscope_scope_try_close(t);
+    if (closed == KSCOPE_WOULD_BLOCK) closed = kscope_scope_close(t);
+    expect(closed == KSCOPE_OK, "try close");
+  }
   kscope_report* report = NULL;
   expect(kscope_report_create(&report) == KSCOPE_OK, "report");
   char* text = NULL;

@@ -16,6 +16,10 @@
 #include <thread>
 #include <vector>
 
+// libkscope_c_testing.so's fake per-scope counter hook (fake_counter_hook.cpp).
+extern "C" void kscope_testing_fake_counters(const char* name, unsigned open_sleep_ms, unsigned close_sleep_ms);
+extern "C" void kscope_testing_fake_counter_calls(int* opened, int* closed);
+
 namespace {
 
 std::string last_error() { return kscope_last_error(); }
@@ -164,6 +168,78 @@ TEST_CASE("c abi: disabled, scopes open nothing and that is not an error") {
   CHECK(kscope_is_enabled() == 1);
   const auto report = nlohmann::json::parse(report_as(KSCOPE_FORMAT_JSON));
   CHECK(find_scope(report, "c_disabled") == nullptr);
+}
+
+TEST_CASE("c abi: counters off, the try calls open and close as the plain ones do") {
+  const uint32_t id = site("c_try_plain");
+  for (int i = 0; i < 3; ++i) {
+    const kscope_scope_handle s = i == 2 ? kscope_scope_try_open_stream(id, 0) : kscope_scope_try_open(id);
+    REQUIRE(s > 0);
+    CHECK(kscope_scope_try_close(s) == KSCOPE_OK);
+  }
+  CHECK(kscope_scope_try_open(999999) == -1);  // an error is an error, not "would block"
+  CHECK(last_error().find("never registered") != std::string::npos);
+  for (const kscope_scope_handle nothing : {0, -1, KSCOPE_SCOPE_WOULD_BLOCK}) {  // no scope: nothing to close
+    CHECK(kscope_scope_try_close(nothing) == KSCOPE_OK);
+    CHECK(kscope_scope_close(nothing) == KSCOPE_OK);
+  }
+  const auto report = nlohmann::json::parse(report_as(KSCOPE_FORMAT_JSON));
+  const nlohmann::json* s = find_scope(report, "c_try_plain");
+  REQUIRE(s != nullptr);
+  CHECK((*s)["calls"] == 3);
+}
+
+TEST_CASE("c abi: counters on, the try calls do nothing that may block and say so; the plain calls do it") {
+  const uint32_t counted = site("c_try_counted");
+  const uint32_t other = site("c_try_other");
+  kscope_testing_fake_counters("c_try_counted", 0, 0);
+  // Any open may be one the counters profile: the try calls open nothing.
+  CHECK(kscope_scope_try_open(counted) == KSCOPE_SCOPE_WOULD_BLOCK);
+  CHECK(kscope_scope_try_open_stream(counted, 0) == KSCOPE_SCOPE_WOULD_BLOCK);
+  CHECK(kscope_scope_try_open(other) == KSCOPE_SCOPE_WOULD_BLOCK);
+  int opened = -1, closed = -1;
+  kscope_testing_fake_counter_calls(&opened, &closed);
+  CHECK(opened == 0);
+
+  // A call the counters do not profile closes through the try call, counters on or not.
+  const kscope_scope_handle unprofiled = kscope_scope_open(other);
+  REQUIRE(unprofiled > 0);
+  CHECK(kscope_scope_try_close(unprofiled) == KSCOPE_OK);
+
+  // A profiled call's close ends its counter pass: never through the try call, even once
+  // counters are off again.
+  const kscope_scope_handle profiled = kscope_scope_open(counted);
+  REQUIRE(profiled > 0);
+  kscope_testing_fake_counter_calls(&opened, &closed);
+  CHECK(opened == 1);
+  kscope_testing_fake_counters(nullptr, 0, 0);
+  CHECK(kscope_scope_open(999999) == -1);
+  const std::string error = last_error();
+  CHECK(kscope_scope_try_close(profiled) == KSCOPE_WOULD_BLOCK);
+  CHECK(last_error() == error);  // "would block" is no failure
+  kscope_testing_fake_counter_calls(&opened, &closed);
+  CHECK(closed == 0);
+  CHECK(kscope_scope_close(profiled) == KSCOPE_OK);
+  kscope_testing_fake_counter_calls(&opened, &closed);
+  CHECK(closed == 1);
+  // A handle no longer open: the try call leaves it to the plain one, which names the mistake.
+  CHECK(kscope_scope_try_close(profiled) == KSCOPE_WOULD_BLOCK);
+  CHECK(kscope_scope_close(profiled) == KSCOPE_ERROR_NOT_FOUND);
+
+  const auto report = nlohmann::json::parse(report_as(KSCOPE_FORMAT_JSON));
+  const nlohmann::json* s = find_scope(report, "c_try_counted");
+  REQUIRE(s != nullptr);
+  CHECK((*s)["profiled_calls"] == 1);
+}
+
+TEST_CASE("c abi: a close out of order is left to the plain call, which closes the scopes above first") {
+  const kscope_scope_handle outer = kscope_scope_try_open(site("c_try_outer"));
+  const kscope_scope_handle inner = kscope_scope_try_open(site("c_try_inner"));
+  REQUIRE(outer > 0);
+  REQUIRE(inner > 0);
+  CHECK(kscope_scope_try_close(outer) == KSCOPE_WOULD_BLOCK);  // nothing closed
+  CHECK(kscope_scope_try_close(inner) == KSCOPE_OK);
+  CHECK(kscope_scope_try_close(outer) == KSCOPE_OK);
 }
 
 TEST_CASE("c abi: a range ends on another thread") {

@@ -1,6 +1,10 @@
 """kscope.scope, the decorator and ranges, checked through the report they produce."""
 
 import asyncio
+import glob
+import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -239,3 +243,123 @@ def test_a_problem_warns_once_however_often_it_happens(name):
                 pass
     assert len([w for w in caught if issubclass(w.category, kscope.KscopeWarning)]) == 1
     assert find(kscope.report(), name)["calls"] == 5
+
+
+def test_a_scope_that_may_block_opens_and_closes_through_the_calls_that_let_the_gil_go(name, monkeypatch):
+    # The library's hot calls (through PyDLL, the GIL kept) answer "would block" while
+    # per-scope counters are on; the scope then makes the plain calls (through CDLL, the
+    # GIL let go). Here the hot calls always say so.
+    from kscope import _native, _scope
+    calls = []
+    open_blocking, open_stream_blocking, close_blocking = (
+        _scope._open_blocking, _scope._open_stream_blocking, _scope._close_blocking)
+    monkeypatch.setattr(_scope, "_open", lambda site: _native.SCOPE_WOULD_BLOCK)
+    monkeypatch.setattr(_scope, "_open_stream", lambda site, stream: _native.SCOPE_WOULD_BLOCK)
+    monkeypatch.setattr(_scope, "_close", lambda handle: _native.WOULD_BLOCK)
+    monkeypatch.setattr(_scope, "_open_blocking", lambda site: calls.append("open") or open_blocking(site))
+    monkeypatch.setattr(_scope, "_open_stream_blocking",
+                        lambda site, stream: calls.append("open_stream") or open_stream_blocking(site, stream))
+    monkeypatch.setattr(_scope, "_close_blocking", lambda handle: calls.append("close") or close_blocking(handle))
+
+    @kscope.scope(name)
+    def decorated():
+        return 5
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kscope.scope(name):
+            pass
+        assert decorated() == 5
+        with kscope.scope(name, stream=0, work=(1.0, 2.0)):
+            pass
+    assert not [str(w.message) for w in caught if issubclass(w.category, kscope.KscopeWarning)]
+    assert calls == ["open", "close", "open", "close", "open_stream", "close"]
+    assert find(kscope.report(), name)["calls"] == 3
+
+
+# Run in a fresh interpreter over libkscope_c_testing.so, whose fake counter hook profiles
+# every call of one scope and makes its open and close take SLEEP_MS each.
+_GIL_PROGRAM = r'''
+import ctypes, threading, time
+import kscope
+from kscope import _native
+
+assert kscope.available(), kscope.load_error
+testing = ctypes.CDLL(_native.library_path)  # the library the package loaded
+testing.kscope_testing_fake_counters.argtypes = (ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint)
+SLEEP_MS = 300
+NAME = "gil_profiled"
+
+
+def with_block():
+    with kscope.scope(NAME):
+        pass
+
+
+@kscope.scope(NAME)
+def decorated():
+    pass
+
+
+def general():
+    with kscope.scope(NAME, stream=0, work=(1.0, 2.0)):
+        pass
+
+
+def longest_stall(fn):
+    """Runs fn on another thread; how long this thread went without running at most
+    meanwhile, and how long fn took."""
+    done = threading.Event()
+
+    def run():
+        fn()
+        done.set()
+
+    worker = threading.Thread(target=run)
+    start = last = time.perf_counter()
+    longest = 0.0
+    worker.start()
+    while not done.is_set():
+        now = time.perf_counter()
+        longest = max(longest, now - last)
+        last = now
+    worker.join()
+    return longest, time.perf_counter() - start
+
+
+for label, fn in (("with", with_block), ("decorator", decorated), ("stream and work", general)):
+    testing.kscope_testing_fake_counters(NAME.encode(), SLEEP_MS, SLEEP_MS)
+    stall, took = longest_stall(fn)
+    testing.kscope_testing_fake_counters(None, 0, 0)
+    opened, closed = ctypes.c_int(), ctypes.c_int()
+    testing.kscope_testing_fake_counter_calls(ctypes.byref(opened), ctypes.byref(closed))
+    assert (opened.value, closed.value) == (1, 1), (label, opened.value, closed.value)
+    assert took >= 2 * SLEEP_MS / 1000, (label, took)
+    # With the GIL held through the profiled open or close, this thread would stop SLEEP_MS.
+    assert stall < SLEEP_MS / 2000, f"{label}: this thread stopped {stall * 1e3:.0f} ms during a profiled call"
+assert kscope.report().find(NAME)["profiled_calls"] == 3
+print("ok")
+'''
+
+
+def _testing_library():
+    path = os.environ.get("KSCOPE_TESTING_LIBRARY")
+    if not path:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        built = sorted(glob.glob(os.path.join(root, "build*", "tests", "c_abi", "libkscope_c_testing.so")),
+                       key=os.path.getmtime)
+        path = built[-1] if built else None
+    if not path or not os.path.exists(path):
+        pytest.skip("needs libkscope_c_testing.so (the c_abi tests' library; ctest sets KSCOPE_TESTING_LIBRARY)")
+    return path
+
+
+def test_other_threads_run_while_a_scope_is_profiled_by_the_counters():
+    # A profiled call's open and close take milliseconds (CUPTI, a device synchronization,
+    # decoding) and may wait for GPU work holding a host callback that needs the GIL: they
+    # must run with the GIL let go, whatever started the counters.
+    env = dict(os.environ, KSCOPE_LIBRARY=_testing_library(),
+               PYTHONPATH=os.path.dirname(os.path.dirname(kscope.__file__)))
+    out = subprocess.run([sys.executable, "-c", _GIL_PROGRAM], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip() == "ok"

@@ -20,9 +20,10 @@
  *
  * The rules every function follows:
  *   - No C++ exception crosses this interface, and nothing here ends the process.
- *   - A function that can fail returns a kscope_status; on anything but KSCOPE_OK,
- *     kscope_last_error() holds one line saying why, for the calling thread, until the
- *     thread's next failing call. Output parameters are left as they were on failure.
+ *   - A function that can fail returns a kscope_status; on a failure (anything but
+ *     KSCOPE_OK and KSCOPE_WOULD_BLOCK, which is no failure), kscope_last_error() holds one
+ *     line saying why, for the calling thread, until the thread's next failing call. Output
+ *     parameters are left as they were on failure.
  *   - Handles (kscope_report, kscope_range, kscope_bench) are opaque; NULL is accepted
  *     wherever a handle is destroyed and answered with KSCOPE_ERROR_INVALID_ARGUMENT
  *     wherever one is used.
@@ -62,7 +63,8 @@ typedef enum kscope_status {
   KSCOPE_ERROR_IO = 5,               /* a file could not be written */
   KSCOPE_ERROR_LIMIT = 6,            /* a bound was reached (sites, nesting depth, memory) */
   KSCOPE_ERROR_CALLBACK = 7,         /* a callback of the caller's failed */
-  KSCOPE_ERROR_INTERNAL = 8          /* kscope itself failed; the message says where */
+  KSCOPE_ERROR_INTERNAL = 8,         /* kscope itself failed; the message says where */
+  KSCOPE_WOULD_BLOCK = 9             /* kscope_scope_try_close only: nothing done, call kscope_scope_close */
 } kscope_status;
 
 /* The formats a report prints to. */
@@ -80,10 +82,14 @@ typedef enum kscope_timer {
   KSCOPE_TIMER_HOST = 1  /* the steady clock around each batch of calls, on the calling thread */
 } kscope_timer;
 
-/* An open scope: positive, unique among the scopes open on its thread; 0 (disabled) and
- * -1 (an error) mean nothing was opened. An int, so that a caller without declared prototypes (ctypes' defaults: the
- * cheapest calls Python can make) passes it as it passes any small integer. */
+/* An open scope: positive, unique among the scopes open on its thread; 0 (disabled), -1
+ * (an error) and KSCOPE_SCOPE_WOULD_BLOCK (the try functions only) mean nothing was opened.
+ * An int, so that a caller without declared prototypes (ctypes' defaults: the cheapest calls
+ * Python can make) passes it as it passes any small integer. */
 typedef int kscope_scope_handle;
+
+/* kscope_scope_try_open's answer when opening may block: nothing opened, no error. */
+#define KSCOPE_SCOPE_WOULD_BLOCK (-2)
 
 typedef struct kscope_report kscope_report;
 typedef struct kscope_range kscope_range;
@@ -126,10 +132,27 @@ KSCOPE_C_API kscope_scope_handle kscope_scope_open_named(const char* name, size_
 /* Closes a scope opened on this thread. Closing a scope while scopes opened after it are
  * still open closes those first (they end now) and returns KSCOPE_ERROR_ORDER naming
  * them; closing them later, or closing twice, returns KSCOPE_ERROR_NOT_FOUND. A handle
- * of 0 or -1 (nothing opened) is a no-op (KSCOPE_OK). A handle's number comes back after
- * about a million openings on its thread, so a handle kept after its close may name a
- * later scope: close each handle once. */
+ * of 0, -1 or KSCOPE_SCOPE_WOULD_BLOCK (nothing opened) is a no-op (KSCOPE_OK). A
+ * handle's number comes back after about a million openings on its thread, so a handle
+ * kept after its close may name a later scope: close each handle once. */
 KSCOPE_C_API kscope_status kscope_scope_close(kscope_scope_handle scope);
+/* kscope_scope_open, _open_stream and _close for a caller that holds a lock of its own
+ * across the call, such as Python's GIL (the kscope package calls these through
+ * ctypes.PyDLL, which keeps it): each does what the plain call does when that cannot block,
+ * and nothing otherwise. Opening and
+ * closing block only while per-scope hardware counters are on (kscope_enable_counters,
+ * session::enable_counters in C++, KSCOPE_COUNTERS): the open and close of a call they
+ * profile set up CUPTI, synchronize the device, sweep the L2 cache and decode the counters,
+ * milliseconds or more, waiting for the GPU work queued before them (a host callback in it
+ * that needs the caller's lock would wait forever). Then kscope_scope_try_open returns
+ * KSCOPE_SCOPE_WOULD_BLOCK, having opened nothing, whenever counters are on, and
+ * kscope_scope_try_close returns KSCOPE_WOULD_BLOCK, having closed nothing, for anything
+ * but this thread's innermost scope unprofiled (a profiled call, a close out of order, a
+ * handle not open): release the lock and make the plain call, which also names any mistake.
+ * With counters off each costs what the plain call costs. */
+KSCOPE_C_API kscope_scope_handle kscope_scope_try_open(uint32_t site);
+KSCOPE_C_API kscope_scope_handle kscope_scope_try_open_stream(uint32_t site, uintptr_t stream);
+KSCOPE_C_API kscope_status kscope_scope_try_close(kscope_scope_handle scope);
 /* The work one call does (flops, bytes; NaN: not declared); the last call wins. */
 KSCOPE_C_API kscope_status kscope_scope_set_work(kscope_scope_handle scope, double flops, double bytes);
 /* A key=value tag on the open scope (shape, dtype, batch size); the report counts values. */

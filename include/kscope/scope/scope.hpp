@@ -223,6 +223,12 @@ class scope {
 
   [[nodiscard]] node_id node() const noexcept { return node_; }
   [[nodiscard]] bool active() const noexcept { return active_; }
+  // Whether the per-scope counters (session::enable_counters) profile this call, or it is
+  // open inside a call they profile: its time is kept out of the statistics, and the close
+  // of a profiled call ends the counter pass (a device synchronization and decoding; a
+  // caller that holds a lock across the close, such as Python's GIL, lets it go first:
+  // kscope_scope_try_close in src/kscope_c.cpp).
+  [[nodiscard]] bool profiled() const noexcept { return hook_ != nullptr; }
 
  private:
   KSCOPE_FORCE_INLINE void close() noexcept {
