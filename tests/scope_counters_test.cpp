@@ -168,6 +168,7 @@ TEST_CASE("the cost of profiled calls: cold and re-armed calls told apart, avera
   // all), 10 ms after the work over the 10 calls.
   c.calls = 10;
   c.cold_calls = 2;
+  c.warm_calls = 8;
   c.cold_before_ns = 40e6;
   c.warm_before_ns = 4e6;
   c.after_ns = 10e6;
@@ -178,12 +179,36 @@ TEST_CASE("the cost of profiled calls: cold and re-armed calls told apart, avera
   CHECK(contains(line, "1.000 ms after it"));
   // Every call cold (keeping refused): no re-armed average is invented.
   c.cold_calls = 10;
+  c.warm_calls = 0;
   c.cold_before_ns = 100e6;
   c.warm_before_ns = 0;
   const std::string cold = kscope::describe_cost(c);
   INFO(cold);
   CHECK(contains(cold, "10.000 ms before its work (10 calls, each setting CUPTI up)"));
   CHECK_FALSE(contains(cold, "re-armed"));
+  // Read while a call is in flight: one more warm open than closes. Each average divides by
+  // its own count, so neither is skewed (the open's time is in warm_before_ns and its count
+  // in warm_calls; after_ns and calls have not seen it yet).
+  kscope::scope_counter_cost in_flight;
+  in_flight.calls = 3;
+  in_flight.cold_calls = 1;
+  in_flight.warm_calls = 3;
+  in_flight.cold_before_ns = 9e6;
+  in_flight.warm_before_ns = 3e6;
+  in_flight.after_ns = 6e6;
+  const std::string flight = kscope::describe_cost(in_flight);
+  INFO(flight);
+  CHECK(contains(flight, "1.000 ms before its work (3 calls re-armed a kept pass)"));
+  CHECK(contains(flight, "9.000 ms on the 1 that set CUPTI up"));
+  CHECK(contains(flight, "2.000 ms after it"));
+  // Setups paid for calls that then ran unprofiled are stated, not hidden.
+  in_flight.abandoned_setups = 2;
+  in_flight.abandoned_ns = 50e6;
+  CHECK(contains(kscope::describe_cost(in_flight), "2 setups (25.000 ms each) were paid for calls that then ran unprofiled"));
+  kscope::scope_counter_cost only_abandoned;
+  only_abandoned.abandoned_setups = 1;
+  only_abandoned.abandoned_ns = 1e6;
+  CHECK(contains(kscope::describe_cost(only_abandoned), "1 setups (1.000 ms each)"));
 
   kscope::session_report r;
   kscope::session_counters_status st;
@@ -195,6 +220,8 @@ TEST_CASE("the cost of profiled calls: cold and re-armed calls told apart, avera
   CHECK(contains(r.text(), "each profiled call cost"));
   const nlohmann::json j = nlohmann::json::parse(r.json());
   CHECK(j.at("counters").at("cost").at("cold_calls") == 10);
+  CHECK(j.at("counters").at("cost").at("warm_calls") == 0);
+  CHECK(j.at("counters").at("cost").at("abandoned_setups") == 0);
   CHECK(j.at("counters").at("cost").at("after_ns").get<double>() == doctest::Approx(10e6));
 }
 

@@ -370,6 +370,12 @@ struct range_profiler_handle {
 // call that "unavailable", a missing context "failed"). Used by counters and warp stalls.
 KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point = nullptr);
 
+// The driver's id of the current context (cuCtxGetId, CUDA 12.0+): unique for the process's
+// life, unlike the CUcontext pointer, which a context made after another was destroyed may
+// reuse. What a kept range profiler is keyed by. False when there is no current context or
+// the driver has no cuCtxGetId.
+KSCOPE_DECL bool current_cuda_context_id(std::uint64_t& id) noexcept;
+
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point) {
   using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
@@ -391,6 +397,41 @@ KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool
     why = "no current CUDA context (cuCtxGetCurrent returned " + std::to_string(static_cast<int>(r)) + ")";
     return false;
   }
+  return true;
+}
+
+KSCOPE_DECL bool current_cuda_context_id(std::uint64_t& id) noexcept {
+  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
+  using get_id_fn = CUresult(CUDAAPI*)(CUcontext, unsigned long long*);
+  // Looked up once: the entry points do not change while the process runs.
+  static const std::pair<void*, void*> entry = [] {
+    void* current = nullptr;
+    void* get_id = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &current, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      current = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetId", &get_id, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      get_id = nullptr;
+#else
+    if (cudaGetDriverEntryPoint("cuCtxGetCurrent", &current, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      current = nullptr;
+    if (cudaGetDriverEntryPoint("cuCtxGetId", &get_id, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      get_id = nullptr;
+#endif
+    (void)cudaGetLastError();
+    return std::pair<void*, void*>{current, get_id};
+  }();
+  if (entry.first == nullptr || entry.second == nullptr) return false;
+  CUcontext context = nullptr;
+  if (reinterpret_cast<get_current_fn>(entry.first)(&context) != CUDA_SUCCESS || context == nullptr) return false;
+  unsigned long long value = 0;
+  if (reinterpret_cast<get_id_fn>(entry.second)(context, &value) != CUDA_SUCCESS) return false;
+  id = value;
   return true;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "metrics.hpp"
+#include "cost.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/text_escape.hpp"
@@ -53,19 +54,6 @@ KSCOPE_DECL double scope_counter_report::per_call(double total) const noexcept {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// What the profiled calls cost the program: the host time kscope added before the work
-// (CUPTI's setup for the call: for a group's first call the host object, config image and
-// enabling the range profiler; for later calls of a kept group only the counter-data image,
-// SetConfig and a device synchronization) and after it (synchronization, the L2 sweep,
-// Stop, decoding and evaluating the ranges, the aggregation). Totals in nanoseconds.
-struct scope_counter_cost {
-  std::uint64_t calls = 0;       // profiled calls timed
-  std::uint64_t cold_calls = 0;  // of which set CUPTI up from scratch
-  double cold_before_ns = 0;     // before the work, over the cold calls
-  double warm_before_ns = 0;     // before the work, over the others (a kept pass re-armed)
-  double after_ns = 0;           // after the work, over every call
-};
-
 // The session-wide part: what ran, what was skipped, what it cost.
 struct session_counters_status {
   bool enabled = false;
@@ -77,31 +65,7 @@ struct session_counters_status {
   scope_counter_cost cost;
 };
 
-// One line on what the profiled calls cost: "" when none was timed.
-[[nodiscard]] KSCOPE_DECL std::string describe_cost(const scope_counter_cost& c);
 
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL std::string describe_cost(const scope_counter_cost& c) {
-  if (c.calls == 0) return {};
-  const auto ms = [](double total_ns, std::uint64_t n) {
-    return detail::format_fixed(total_ns / 1e6 / static_cast<double>(n), 3) + " ms";
-  };
-  const std::uint64_t warm = c.calls > c.cold_calls ? c.calls - c.cold_calls : 0;
-  std::string out = "each profiled call cost ";
-  if (warm > 0) {
-    out += ms(c.warm_before_ns, warm) + " before its work (" + std::to_string(warm) +
-           " calls re-armed a kept pass)";
-    if (c.cold_calls > 0)
-      out += ", " + ms(c.cold_before_ns, c.cold_calls) + " on the " + std::to_string(c.cold_calls) +
-             " that set CUPTI up (a group's first call)";
-  } else if (c.cold_calls > 0) {
-    out += ms(c.cold_before_ns, c.cold_calls) + " before its work (" + std::to_string(c.cold_calls) +
-           " calls, each setting CUPTI up)";
-  }
-  out += " and " + ms(c.after_ns, c.calls) + " after it (synchronize, L2 sweep, decode), on average";
-  return out;
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Builds a scope's section from its profiled calls' aggregate. `declared_per_call` is the
 // scope's declared work per call (NaN fields when none), `span_ns` and `gpu_busy_ns` its
@@ -322,8 +286,11 @@ KSCOPE_DECL void write_counters_status_json(json_writer& w, const session_counte
   w.key("cost").begin_object();
   w.member("calls", static_cast<unsigned long long>(st.cost.calls));
   w.member("cold_calls", static_cast<unsigned long long>(st.cost.cold_calls));
+  w.member("warm_calls", static_cast<unsigned long long>(st.cost.warm_calls));
   w.member("cold_before_ns", st.cost.cold_before_ns).member("warm_before_ns", st.cost.warm_before_ns);
   w.member("after_ns", st.cost.after_ns);
+  w.member("abandoned_setups", static_cast<unsigned long long>(st.cost.abandoned_setups));
+  w.member("abandoned_ns", st.cost.abandoned_ns);
   w.end_object();
   w.key("metrics").begin_array();
   for (const std::string& m : st.metrics) w.value(m);

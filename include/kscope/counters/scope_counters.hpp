@@ -42,7 +42,7 @@
 #include "../core/detail/clock.hpp"
 #include "../scope/node_id.hpp"
 #include "collect.hpp"
-#include "report.hpp"  // scope_counter_cost
+#include "cost.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -146,7 +146,8 @@ class scope_counter_sampler {
   struct pass_state {
     std::unique_lock<std::mutex> pass_lock;
     std::unique_ptr<kept_pass> pass;
-    std::vector<std::string> group;  // its key in kept_ (empty: not kept)
+    std::vector<std::string> group;  // its key in kept_[context_id] (empty: not kept)
+    std::uint64_t context_id = 0;
     counter_result result;
     bool cold = true;                // CUPTI was set up for this call
     std::int64_t opened_ns = 0;      // when the hook was entered
@@ -162,13 +163,16 @@ class scope_counter_sampler {
   bool due(node_id node) noexcept {
     if (node >= max_nodes) return false;
     const std::uint32_t n = calls_[node].fetch_add(1, std::memory_order_relaxed) + 1;
-    const scope_counter_options& o = options_;  // written only by start(), before the hook is on
+    // The three numbers the choice needs, as atomics: start() may change the options while
+    // scopes open on other threads (the rest of the options is read under mutex_).
+    const std::uint32_t every = every_.load(std::memory_order_relaxed);
     // Each scope's first calls cover every one-pass group at least once, so its full set
     // of metrics is there after as many calls as groups (then every k-th call).
-    const std::uint32_t first = std::max(o.first_calls, groups_planned_.load(std::memory_order_relaxed));
-    const bool chosen = n <= first || (o.every > 0 && n > first && (n - first) % o.every == 0);
+    const std::uint32_t first =
+        std::max(first_calls_.load(std::memory_order_relaxed), groups_planned_.load(std::memory_order_relaxed));
+    const bool chosen = n <= first || (every > 0 && n > first && (n - first) % every == 0);
     if (!chosen) return false;
-    return profiled_[node].load(std::memory_order_relaxed) < o.max_calls_per_scope;
+    return profiled_[node].load(std::memory_order_relaxed) < max_calls_per_scope_.load(std::memory_order_relaxed);
   }
 
   bool open_call(node_id node) noexcept {
@@ -181,17 +185,23 @@ class scope_counter_sampler {
         skipped_busy_.fetch_add(1, std::memory_order_relaxed);
         return false;
       }
-      if (!begin_call(node, *state)) return false;
-      if (!state->pass->run.start_run(state->result)) {
-        refused(state->result);
-        return false;
-      }
-      profiled_[node].fetch_add(1, std::memory_order_relaxed);
-      const double before = static_cast<double>(detail::now_ns() - state->opened_ns);
-      {
+      const bool ready = begin_call(node, *state);
+      if (ready && state->pass->run.start_run(state->result)) {
+        profiled_[node].fetch_add(1, std::memory_order_relaxed);
+        const double before = static_cast<double>(detail::now_ns() - state->opened_ns);
         std::lock_guard<std::mutex> lock(mutex_);
         (state->cold ? cost_.cold_before_ns : cost_.warm_before_ns) += before;
-        if (state->cold) ++cost_.cold_calls;
+        ++(state->cold ? cost_.cold_calls : cost_.warm_calls);
+      } else {
+        if (ready) refused(state->result);
+        // A setup paid for nothing: a group split, a start refused. Counted, so that the
+        // cost the report states is the whole cost.
+        if (state->pass) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          ++cost_.abandoned_setups;
+          cost_.abandoned_ns += static_cast<double>(detail::now_ns() - state->opened_ns);
+        }
+        return false;
       }
       this_thread_pass() = state.release();
       return true;
@@ -201,51 +211,58 @@ class scope_counter_sampler {
   }
 
   // The pass for this call, ready to start: a kept group's pass re-armed, or one begun now.
-  // False when the call goes unprofiled (why is noted or switches the hook off).
+  // False when the call goes unprofiled (why is noted or switches the hook off); state.pass
+  // is set once a setup was paid for.
   bool begin_call(node_id node, pass_state& state) {
-    std::vector<std::string> metrics = options_.metrics;
-    if (!options_.kernel_replay) {
+    scope_counter_options options;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      options = options_;  // start() may replace them meanwhile
+    }
+    std::vector<std::string> metrics = options.metrics;
+    if (!options.kernel_replay) {
       // One pass, run once: user replay with a one-pass group (no memory save/restore).
-      counter_options plan_options = pass_options();
-      plan_options.replay = counter_replay::user;
-      if (!ensure_plan(plan_options)) return false;
+      counter_options run_options = pass_options(options);
+      run_options.replay = counter_replay::user;
+      if (!ensure_plan(run_options, options)) return false;
       const std::uint32_t nth = profiled_[node].load(std::memory_order_relaxed);
+      // Kept passes are per context, told apart by the driver's context id (unique for
+      // the process's life: a context destroyed and made again gets a new one, so a kept
+      // pass never meets a context it was not set up on).
+      std::uint64_t context_id = 0;
+      const bool context_known = detail::current_cuda_context_id(context_id);
       std::shared_ptr<detail::range_profiler_handle> keep;
+      std::uint64_t generation = 0;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (plan_.groups.empty()) return false;
         metrics = plan_.groups[nth % plan_.groups.size()];
-        if (keep_profiler_) {
-          state.group = metrics;
-          const auto kept = kept_.find(metrics);
-          if (kept != kept_.end()) {
-            state.pass = std::move(kept->second);
-            kept_.erase(kept);
+        generation = kept_generation_;
+        if (keep_profiler_ && context_known) {
+          kept_context& kept = kept_[context_id];
+          const auto found = kept.passes.find(metrics);
+          if (found != kept.passes.end()) {
+            state.pass = std::move(found->second);
+            kept.passes.erase(found);
           }
-          if (!kept_range_) kept_range_ = std::make_shared<detail::range_profiler_handle>();
-          keep = kept_range_;
+          if (!kept.range) kept.range = std::make_shared<detail::range_profiler_handle>();
+          keep = kept.range;
+          state.group = metrics;
+          state.context_id = context_id;
         }
       }
       if (state.pass) {
-        CUcontext current = nullptr;
-        std::string why;
-        if (detail::current_cuda_context(current, why) && current == state.pass->run.context()) {
-          state.cold = false;
-          if (state.pass->run.rearm(state.result)) return true;
-          stop_keeping("a kept range profiler could not be set up again (" + state.result.message + ")");
-          keep = nullptr;
-          state.group.clear();
-        }
-        state.pass.reset();  // another context, or spent: begun afresh below
+        state.cold = false;
+        if (state.pass->run.rearm(state.result)) return true;
+        stop_keeping("a kept range profiler could not be set up again (" + state.result.message + ")");
+        keep = nullptr;
+        state.group.clear();
+        state.pass.reset();  // spent: begun afresh below, with a range profiler of its own
       }
       state.cold = true;
       state.pass = std::make_unique<kept_pass>();
-      state.pass->options = pass_options();
-      state.pass->options.replay = counter_replay::user;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        state.pass->generation = kept_generation_;
-      }
+      state.pass->options = run_options;
+      state.pass->generation = generation;  // read with `keep`: a later drop is seen at close
       if (!state.pass->run.begin(metrics, state.pass->options, state.result, std::move(keep))) {
         refused(state.result);
         return false;
@@ -261,7 +278,7 @@ class scope_counter_sampler {
     }
     if (metrics.empty()) metrics = default_metric_names();
     state.pass = std::make_unique<kept_pass>();
-    state.pass->options = pass_options();
+    state.pass->options = pass_options(options);
     if (!state.pass->run.begin(metrics, state.pass->options, state.result)) {
       refused(state.result);
       return false;
@@ -269,13 +286,13 @@ class scope_counter_sampler {
     return true;
   }
 
-  counter_options pass_options() const {
+  static counter_options pass_options(const scope_counter_options& options) {
     counter_options o;
     o.ranges = counter_ranges::per_kernel;
-    o.max_kernels = options_.max_kernels;
+    o.max_kernels = options.max_kernels;
     o.name_kernels = false;  // the collector may hold CUPTI's one subscriber
-    o.cupti_library = options_.cupti_library;
-    o.nvperf_host_library = options_.nvperf_host_library;
+    o.cupti_library = options.cupti_library;
+    o.nvperf_host_library = options.nvperf_host_library;
     return o;
   }
 
@@ -293,7 +310,7 @@ class scope_counter_sampler {
       // A pass that collected is kept for its group's next call, unless the kept profiler
       // was let go meanwhile (another pass needed the counters) or keeping was given up.
       if (r.ok() && !state->group.empty() && keep_profiler_ && state->pass->generation == kept_generation_)
-        kept_.emplace(std::move(state->group), std::move(state->pass));
+        kept_[state->context_id].passes.emplace(std::move(state->group), std::move(state->pass));
       scope_counter_totals& t = scopes_[node];
       t.node = node;
       ++cost_.calls;
@@ -320,15 +337,14 @@ class scope_counter_sampler {
   static void release_kept() noexcept { global().drop_kept(); }
 
   void drop_kept() noexcept {
-    std::map<std::vector<std::string>, std::unique_ptr<kept_pass>> dropped;
-    std::shared_ptr<detail::range_profiler_handle> range;
+    std::map<std::uint64_t, kept_context> dropped;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       dropped.swap(kept_);
-      range.swap(kept_range_);
       ++kept_generation_;
     }
-    // Destroyed outside mutex_: disabling the profiler is a CUPTI call.
+    // Destroyed outside mutex_: disabling the profiler and freeing the sweep's buffer are
+    // CUDA and CUPTI calls.
   }
 
   // Keeping the profiler enabled between calls failed once: every later call enables its
@@ -344,7 +360,7 @@ class scope_counter_sampler {
 
   // The one-pass groups, planned once (first profiled call: a device context exists by
   // then), with the counter-pass lock held. False when planning failed: the hook is off.
-  bool ensure_plan(const counter_options& plan_options) {
+  bool ensure_plan(const counter_options& plan_options, const scope_counter_options& options) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (plan_ready_) return true;
@@ -352,7 +368,7 @@ class scope_counter_sampler {
     one_pass_plan plan;
     counter_state state = counter_state::failed;
     std::string why;
-    const std::vector<std::string> wanted = options_.metrics.empty() ? scope_metric_names() : options_.metrics;
+    const std::vector<std::string> wanted = options.metrics.empty() ? scope_metric_names() : options.metrics;
     if (!detail::plan_counter_groups(wanted, plan_options, plan, state, why)) {
       counter_result r;
       r.state = state;
@@ -421,10 +437,14 @@ class scope_counter_sampler {
 
   const detail::counter_hook hook_{&hook_open, &hook_close};
 
-  // The kept range profiler and each one-pass group's kept pass (under mutex_).
+  // Per context (by the driver's context id): the kept range profiler and each one-pass
+  // group's kept pass (under mutex_).
+  struct kept_context {
+    std::shared_ptr<detail::range_profiler_handle> range;
+    std::map<std::vector<std::string>, std::unique_ptr<kept_pass>> passes;
+  };
   bool keep_profiler_ = true;
-  std::shared_ptr<detail::range_profiler_handle> kept_range_;
-  std::map<std::vector<std::string>, std::unique_ptr<kept_pass>> kept_;
+  std::map<std::uint64_t, kept_context> kept_;
   std::uint64_t kept_generation_ = 0;
 #else
   const detail::counter_hook hook_{nullptr, nullptr};
@@ -432,6 +452,8 @@ class scope_counter_sampler {
 
   mutable std::mutex mutex_;  // everything below but the atomics
   scope_counter_options options_;
+  // What due() reads on every scope open while the hook is on: copies of three options.
+  std::atomic<std::uint32_t> first_calls_{0}, every_{0}, max_calls_per_scope_{0};
   bool enabled_ = false;
   std::string status_ = "per-scope counters not enabled";
   one_pass_plan plan_;       // the rotating one-pass groups (kernel_replay off)
@@ -455,20 +477,24 @@ KSCOPE_DECL scope_counter_sampler& scope_counter_sampler::global() noexcept {
 }
 
 KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& options) {
+#if KSCOPE_HAS_RANGE_PROFILER
+  // New options: the passes kept under the old ones are let go (outside mutex_: destroying
+  // them disables the profiler) and keeping is tried again.
+  drop_kept();
+#endif
   std::lock_guard<std::mutex> lock(mutex_);
   options_ = options;
+  first_calls_.store(options.first_calls, std::memory_order_relaxed);
+  every_.store(options.every, std::memory_order_relaxed);
+  max_calls_per_scope_.store(options.max_calls_per_scope, std::memory_order_relaxed);
   if (options_.first_calls == 0 && options_.every == 0) {
     status_ = "per-scope counters not started: first_calls and every are both 0 (no call would be profiled)";
     return false;
   }
 #if KSCOPE_HAS_RANGE_PROFILER
   enabled_ = true;
-  // New options: a kept profiler from earlier ones is let go (its passes' options differ),
-  // and keeping is tried again. Registered here, where it can first matter.
   keep_profiler_ = options_.keep_profiler && !options_.kernel_replay;
-  ++kept_generation_;
-  kept_.clear();
-  kept_range_.reset();
+  // Registered here, where a kept profiler can first exist.
   detail::kept_range_profiler_releaser().store(&release_kept, std::memory_order_release);
   plan_ = one_pass_plan{};
   plan_ready_ = false;
