@@ -526,6 +526,37 @@ TEST_CASE("an event the GPU ring dropped that ended inside the window makes its 
   CHECK_MESSAGE(kept_text.find("this window") != std::string::npos, kept_text);
 }
 
+TEST_CASE("a window lists only the tag values given in it") {
+  fresh_session fresh;
+  (void)fresh.session.window();  // from here on each window counts its own tags
+  const auto tags_of = [](const kscope::session_report& r) {
+    std::map<std::string, std::uint64_t> out;
+    if (const kscope::scope_report* s = r.find("wtag_call"))
+      for (const kscope::tag_count& t : s->tags) out[t.key + "=" + t.value] = t.count;
+    return out;
+  };
+  {
+    kscope::scope s{"wtag_call"};
+    s.tag("lane", "a");
+  }
+  const kscope::session_report first = fresh.session.window();
+  CHECK(tags_of(first) == std::map<std::string, std::uint64_t>{{"lane=a", 1}});
+  for (int i = 0; i < 2; ++i) {
+    kscope::scope s{"wtag_call"};
+    s.tag("lane", "b");
+  }
+  const kscope::session_report second = fresh.session.window();
+  CHECK(calls_of(second, "wtag_call") == 2);
+  CHECK(tags_of(second) == std::map<std::string, std::uint64_t>{{"lane=b", 2}});  // no "lane=a" with 0
+  CHECK(second.json().find("\"value\":\"a\"") == std::string::npos);
+  { kscope::scope s{"wtag_call"}; }
+  const kscope::session_report third = fresh.session.window();
+  CHECK(calls_of(third, "wtag_call") == 1);
+  CHECK(tags_of(third).empty());
+  // The run keeps every tag with its whole count.
+  CHECK(tags_of(fresh.session.report()) == std::map<std::string, std::uint64_t>{{"lane=a", 1}, {"lane=b", 2}});
+}
+
 TEST_CASE("reset() starts the next window afresh") {
   fresh_session fresh;
   { KSCOPE_SCOPE("wr_before"); }

@@ -241,10 +241,12 @@ KSCOPE_DECL recorder_window recorder::take_window() {
         recorded_node& copy = out.data.nodes.back();
         // A node's tags are few; the window's counts must be cut in this hold. First: it is
         // the one step here that allocates, and a failure must leave the node's window whole.
+        // Only the values given in this window: the node keeps every value of the run, most
+        // with no instance since the last window.
         if (w.tagged) {
           copy.tags.reserve(n.tags.size());
           for (const recorded_tag& t : n.tags)
-            copy.tags.push_back(recorded_tag{t.key, t.value, t.window_count, t.window_count});
+            if (t.window_count > 0) copy.tags.push_back(recorded_tag{t.key, t.value, t.window_count, t.window_count});
           for (recorded_tag& t : n.tags) t.window_count = 0;
         }
         copy.calls = w.calls;
