@@ -661,6 +661,27 @@ TEST_CASE("bounded memory: eviction, name cap, recent ring, long run") {
   CHECK(r.find(3)->busy_ns == r.find(3)->kernel_ns);  // disjoint kernels: busy == sum
 }
 
+// CUPTI delivers buffers out of time order across streams, so the ring is in arrival order:
+// what it overwrote may have ended after what it still holds. The latest such end is kept.
+TEST_CASE("the recent ring keeps the latest end of an event it overwrote") {
+  kscope::attribution_options o;
+  o.recent_capacity = 2;
+  gpu_attribution a(o);
+  a.add_kernel(make_kernel(1, 100, 900, 1));  // a long kernel on stream 1, delivered first
+  a.add_kernel(make_kernel(2, 10, 20, 2));    // an older one from stream 2's buffer
+  CHECK(a.counters().recent_overwritten == 0);
+  CHECK(a.counters().recent_overwritten_end_ns == 0);
+  a.add_kernel(make_kernel(3, 200, 300, 2));  // overwrites [100, 900]
+  CHECK(a.counters().recent_overwritten == 1);
+  CHECK(a.counters().recent_overwritten_end_ns == 900);
+  a.add_memcpy(make_copy(4, memcpy_kind::d2h, 64, 400, 450));  // overwrites [10, 20]: 900 stays
+  CHECK(a.counters().recent_overwritten == 2);
+  CHECK(a.counters().recent_overwritten_end_ns == 900);
+  CHECK(a.report().counters.recent_overwritten_end_ns == 900);
+  a.reset();
+  CHECK(a.counters().recent_overwritten_end_ns == 0);
+}
+
 TEST_CASE("reset keeps kernel names valid and forgets aggregates") {
   gpu_attribution a;
   a.launches().record_launch(1, 4, 0);

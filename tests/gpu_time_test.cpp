@@ -174,6 +174,79 @@ TEST_CASE("gpu_time: a ring that kept the last of many calls gives their per-cal
   CHECK(all.calls_before_gpu_ring == 0);
 }
 
+// CUPTI hands over its buffers out of time order across streams: the ring's oldest event
+// does not say what it dropped, the latest end of an event it overwrote does.
+TEST_CASE("gpu_time: the latest end of a dropped event bounds what an overflowed ring knows") {
+  // Step B's window [1100, 2100]: the ring still holds step A's kernels (its oldest starts
+  // at 450, before the window), but a kernel it overwrote, delivered late from another
+  // stream, ended at 1660, inside the window.
+  two_steps f;
+  f.in.window_start_ns = 1100;
+  f.in.window_end_ns = 2100;
+  f.in.gpu_overwritten = 1;
+  f.in.gpu_overwritten_end_ns = 1660;
+  const kscope::gpu_time_report t = kscope::account_gpu_time(f.in);
+  CHECK(t.gpu_known_from_ns == 1660);
+  CHECK(std::isnan(t.busy_share));
+  CHECK(std::isnan(t.busy_ns));
+  const kscope::scope_gpu_time* decode = t.find(3);
+  REQUIRE(decode != nullptr);
+  CHECK_FALSE(decode->totals_known);  // its own events in the window are partial
+  CHECK(std::isnan(decode->gpu_ns));
+  CHECK(std::isnan(decode->share_of_gpu));
+  CHECK(decode->calls_seen == 0);  // started at 1400, before 1660: a kernel of it may be lost
+  const kscope::scope_gpu_time* copy = t.find(4);
+  REQUIRE(copy != nullptr);
+  CHECK_FALSE(copy->totals_known);
+  CHECK(copy->calls_seen == 1);  // started at 2000: nothing it launched can have been dropped
+  CHECK(t.calls_before_gpu_ring == 3);
+  // The gap 1650..1700 may hold the lost kernel; 1800..2010 cannot.
+  REQUIRE(t.idle_gaps.size() == 1);
+  CHECK(t.idle_gaps[0].start_ns == 1800);
+  CHECK(t.idle_gaps[0].ns == 210);
+  // The text says the scope figures are unknown rather than printing them.
+  kscope::session_report r;
+  kscope::scope_report s;
+  s.id = 3;
+  s.name = s.path = "decode";
+  r.scopes.push_back(s);
+  r.gpu_time = t;
+  const std::string json = r.json();
+  CHECK(json.find("\"kernel_count\":null") != std::string::npos);
+  CHECK(json.find("\"gpu_known_from_ns\":1660") != std::string::npos);
+
+  // Everything it overwrote ended before the window, and the oldest event it holds starts
+  // after the window's start: the window's events are all there.
+  two_steps g;
+  g.in.gpu.erase(g.in.gpu.begin(), g.in.gpu.begin() + 2);  // step A's kernels are gone
+  g.in.window_start_ns = 1100;
+  g.in.window_end_ns = 2100;
+  g.in.gpu_overwritten = 2;
+  g.in.gpu_overwritten_end_ns = 800;
+  const kscope::gpu_time_report covered = kscope::account_gpu_time(g.in);
+  CHECK(covered.busy_share == doctest::Approx((150 + 100 + 20) / 1000.0));
+  const kscope::scope_gpu_time* d = covered.find(3);
+  REQUIRE(d != nullptr);
+  CHECK(d->totals_known);
+  CHECK(d->gpu_ns == doctest::Approx(250));
+  CHECK(d->kernel_count == 2);
+  CHECK(d->calls_seen == 1);
+  CHECK(covered.calls_before_gpu_ring == 0);
+
+  // The whole run: before the latest end of a dropped event the GPU's activity is unknown,
+  // so the window starts there, not at the ring's oldest event (450).
+  two_steps h;
+  h.in.gpu_overwritten = 1;
+  h.in.gpu_overwritten_end_ns = 1660;
+  const kscope::gpu_time_report run = kscope::account_gpu_time(h.in);
+  CHECK(run.window_start_ns == 1660);
+  CHECK(run.gpu_known_from_ns == 1660);
+  CHECK(run.find(3)->totals_known);  // the CUPTI aggregates are whole: nothing lost there
+  CHECK(run.find(3)->gpu_ns == doctest::Approx(450));
+  CHECK(run.find(3)->calls_seen == 0);
+  CHECK(run.find(4)->calls_seen == 1);
+}
+
 TEST_CASE("gpu_time: at most five gaps, longest first; a range loses to a scope covering the gap") {
   kscope::gpu_time_input in;
   in.nodes = {{1, 0, 1, true, "request", nullptr}, {2, 0, 1, false, "work", nullptr}};

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -433,6 +434,127 @@ TEST_CASE("gpu_time over a given window: clipped busy time, per-scope time from 
   CHECK(std::isnan(kscope::account_gpu_time(in).busy_share));
   in.window_start_ns = 600;  // the ring's oldest event (500) is before it: known
   CHECK(std::isfinite(kscope::account_gpu_time(in).busy_share));
+}
+
+// CUPTI delivers its buffers out of time order across streams, so the ring's oldest event
+// says nothing about what it dropped: only the latest end of an event it overwrote does.
+TEST_CASE("an event the GPU ring dropped that ended inside the window makes its GPU figures unknown, never partial") {
+  fresh_session fresh;
+  auto fake = std::make_shared<fake_gpu_source>();
+  fresh.session.set_gpu_activity_source(fake);
+  REQUIRE(fresh.session.enable_cupti());
+  const auto event = [](kscope::node_id node, std::uint32_t thread, std::int64_t start, std::int64_t ns) {
+    kscope::gpu_activity_event e;
+    e.node = node;
+    e.thread_index = thread;
+    e.name = "wv_kernel";
+    e.start_ns = start;
+    e.end_ns = start + ns;
+    return e;
+  };
+  const auto one_call = [](kscope::node_id& node, std::uint32_t& thread, std::int64_t& call_start) {
+    kscope::scope s{"wv_decode"};
+    node = s.node();
+    thread = kscope::detail::this_thread_state().thread_index;
+    call_start = kscope::detail::now_ns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  kscope::node_id node = 0;
+  std::uint32_t thread = 0;
+  std::int64_t call_start = 0;
+
+  // The ring's oldest event is before the window (the old test said "covered"), but an
+  // event it overwrote ended 6 ms into it: the window's GPU work is not all there.
+  std::int64_t boundary = fresh.session.window().window->until_ns;
+  one_call(node, thread, call_start);
+  fake->data.activity.recent = {event(node, thread, boundary - 5'000'000, 1'000'000),
+                                event(node, thread, call_start + 2'000'000, 3'000'000),
+                                event(node, thread, call_start + 8'000'000, 2'000'000)};
+  fake->data.activity.counters.recent_overwritten = 3;
+  fake->data.activity.counters.recent_overwritten_end_ns = call_start + 6'000'000;
+  const kscope::session_report lost = fresh.session.window();
+  REQUIRE(lost.window);
+  CHECK_FALSE(std::isfinite(lost.window->gpu_busy_share));
+  CHECK_FALSE(std::isfinite(lost.window->gpu_busy_ns));
+  const std::string reason = lost.window->gpu_busy_unavailable;
+  CHECK_MESSAGE(reason.find("GPU event ring") != std::string::npos, reason);
+  REQUIRE(lost.gpu_time);
+  CHECK(lost.gpu_time->gpu_known_from_ns == call_start + 6'000'000);
+  CHECK_FALSE(std::isfinite(lost.gpu_time->busy_ns));
+  const kscope::scope_gpu_time* d = lost.gpu_time->find(node);
+  REQUIRE(d);
+  CHECK_FALSE(d->totals_known);
+  CHECK(std::isnan(d->gpu_ns));
+  CHECK(std::isnan(d->share_of_gpu));
+  // Its one call started before the last dropped event ended: not in the per-call figures.
+  CHECK(d->calls_seen == 0);
+  CHECK(lost.gpu_time->calls_before_gpu_ring >= 1);
+  const std::string text = lost.text();
+  CHECK_MESSAGE(text.find("recent-event ring") == std::string::npos, text);  // the whole run's words
+  CHECK_MESSAGE(text.find("(all records)") == std::string::npos, text);
+  CHECK_MESSAGE(text.find("GPU busy: - (" + reason.substr(0, 20)) != std::string::npos, text);
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(lost.json(), &error);
+  REQUIRE_MESSAGE(back, error);
+  REQUIRE(back->gpu_time);
+  const kscope::scope_gpu_time* read = back->gpu_time->find(node);
+  REQUIRE(read);
+  CHECK_FALSE(read->totals_known);
+  CHECK(std::isnan(read->gpu_ns));
+  CHECK(back->gpu_time->gpu_known_from_ns == lost.gpu_time->gpu_known_from_ns);
+  CHECK(lost.json().find("\"kernel_count\":null") != std::string::npos);
+
+  // Every event it overwrote ended before the window, and its oldest kept event is after
+  // the window's start (the old test said "unknown"): the window's events are all there.
+  boundary = lost.window->until_ns;
+  one_call(node, thread, call_start);
+  fake->data.activity.recent = {event(node, thread, call_start + 2'000'000, 3'000'000)};
+  fake->data.activity.counters.recent_overwritten = 7;
+  fake->data.activity.counters.recent_overwritten_end_ns = boundary - 1'000'000;
+  const kscope::session_report kept = fresh.session.window();
+  CHECK_MESSAGE(kept.window->gpu_busy_unavailable.empty(), kept.window->gpu_busy_unavailable);
+  CHECK(kept.window->gpu_busy_ns == doctest::Approx(3e6).epsilon(1e-3));
+  REQUIRE(kept.gpu_time);
+  const kscope::scope_gpu_time* k = kept.gpu_time->find(node);
+  REQUIRE(k);
+  CHECK(k->totals_known);
+  CHECK(k->gpu_ns == doctest::Approx(3e6).epsilon(1e-3));
+  CHECK(k->kernel_count == 1);
+  CHECK(k->calls_seen == 1);
+  const std::string kept_text = kept.text();
+  CHECK_MESSAGE(kept_text.find("(all records)") == std::string::npos, kept_text);
+  CHECK_MESSAGE(kept_text.find("this window") != std::string::npos, kept_text);
+}
+
+TEST_CASE("a window lists only the tag values given in it") {
+  fresh_session fresh;
+  (void)fresh.session.window();  // from here on each window counts its own tags
+  const auto tags_of = [](const kscope::session_report& r) {
+    std::map<std::string, std::uint64_t> out;
+    if (const kscope::scope_report* s = r.find("wtag_call"))
+      for (const kscope::tag_count& t : s->tags) out[t.key + "=" + t.value] = t.count;
+    return out;
+  };
+  {
+    kscope::scope s{"wtag_call"};
+    s.tag("lane", "a");
+  }
+  const kscope::session_report first = fresh.session.window();
+  CHECK(tags_of(first) == std::map<std::string, std::uint64_t>{{"lane=a", 1}});
+  for (int i = 0; i < 2; ++i) {
+    kscope::scope s{"wtag_call"};
+    s.tag("lane", "b");
+  }
+  const kscope::session_report second = fresh.session.window();
+  CHECK(calls_of(second, "wtag_call") == 2);
+  CHECK(tags_of(second) == std::map<std::string, std::uint64_t>{{"lane=b", 2}});  // no "lane=a" with 0
+  CHECK(second.json().find("\"value\":\"a\"") == std::string::npos);
+  { kscope::scope s{"wtag_call"}; }
+  const kscope::session_report third = fresh.session.window();
+  CHECK(calls_of(third, "wtag_call") == 1);
+  CHECK(tags_of(third).empty());
+  // The run keeps every tag with its whole count.
+  CHECK(tags_of(fresh.session.report()) == std::map<std::string, std::uint64_t>{{"lane=a", 1}, {"lane=b", 2}});
 }
 
 TEST_CASE("reset() starts the next window afresh") {

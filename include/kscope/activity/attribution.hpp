@@ -826,7 +826,9 @@ KSCOPE_DECL void gpu_attribution::push_recent(const gpu_activity_event& e) {
     recent_.push_back(e);
     return;
   }
-  recent_[recent_next_] = e;
+  gpu_activity_event& oldest = recent_[recent_next_];
+  counters_.recent_overwritten_end_ns = std::max(counters_.recent_overwritten_end_ns, oldest.end_ns);
+  oldest = e;
   recent_next_ = (recent_next_ + 1) % options_.recent_capacity;
   ++counters_.recent_overwritten;
 }

@@ -228,6 +228,10 @@ struct attribution_counters {
   std::uint64_t unattributed_evicted = 0;    // ...of which: the table entry was reused
   std::uint64_t busy_intervals_clipped = 0;  // arrived after their time was folded
   std::uint64_t recent_overwritten = 0;      // trace ring wrapped: oldest events replaced
+  // The latest end of an event the ring replaced (0: none). The ring is in arrival order and
+  // CUPTI delivers buffers out of time order across streams, so the oldest event it still
+  // holds does not say what it lost: only after this time does it hold every event it got.
+  std::int64_t recent_overwritten_end_ns = 0;
   std::uint64_t distinct_kernels_over_cap = 0;  // calls folded into "(other kernels)"
   std::uint64_t nodes_over_cap = 0;          // records of nodes past max_nodes -> (unscoped)
   std::uint64_t devices_over_cap = 0;        // kernels on a node's 65th+ device: no device split

@@ -275,12 +275,15 @@ KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t) {
   out.window_start_ns = integer_member<std::int64_t>(t, "window_start_ns");
   out.window_end_ns = integer_member<std::int64_t>(t, "window_end_ns");
   out.wall_ns = t.member_number("wall_ns", 0);
-  out.busy_ns = t.member_number("busy_ns", 0);
+  // null: a window the GPU ring no longer held whole (gpu_time.hpp), unknown, not 0.
+  const json_value* busy = t.find("busy_ns");
+  out.busy_ns = busy != nullptr && busy->is_null() ? nan_value() : t.member_number("busy_ns", 0);
   out.busy_share = t.member_number("busy_share", nan_value());
   out.host_intervals = integer_member<std::size_t>(t, "host_intervals");
   out.host_overwritten = integer_member<std::uint64_t>(t, "host_intervals_overwritten");
   out.gpu_events = integer_member<std::size_t>(t, "gpu_events");
   out.gpu_overwritten = integer_member<std::uint64_t>(t, "gpu_events_overwritten");
+  out.gpu_known_from_ns = integer_member<std::int64_t>(t, "gpu_known_from_ns");
   out.gpu_events_unmatched = integer_member<std::size_t>(t, "gpu_events_unmatched");
   out.calls_before_gpu_ring = integer_member<std::uint64_t>(t, "calls_before_gpu_ring");
   // Bounded like every list the reader keeps: the printer writes at most a few per scope.
@@ -304,7 +307,10 @@ KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t) {
       scope_gpu_time g;
       g.id = integer_member<node_id>(s, "id");
       g.path = s.member_string("path");
-      g.gpu_ns = s.member_number("gpu_ns", 0);
+      // A null kernel count is how the printer says the totals are unknown (totals_known).
+      const json_value* kernels = s.find("kernel_count");
+      g.totals_known = kernels == nullptr || !kernels->is_null();
+      g.gpu_ns = g.totals_known ? s.member_number("gpu_ns", 0) : nan_value();
       g.share_of_gpu = s.member_number("share_of_gpu", nan_value());
       g.kernel_count = integer_member<std::uint64_t>(s, "kernel_count");
       g.calls_seen = integer_member<std::uint64_t>(s, "calls_seen");

@@ -79,7 +79,7 @@ KSCOPE_DECL std::string session_report::text() const {
     legend += used == report_sort::gpu ? "; siblings sorted by GPU time" : "; siblings sorted by host time";
   out += "\n" + detail::wrap(legend, 98);
   out += detail::requests_text(scopes);
-  if (gpu_time) out += detail::gpu_time_text(*gpu_time, scopes, order);
+  if (gpu_time) out += detail::gpu_time_text(*gpu_time, scopes, order, window ? &*window : nullptr);
   bool any_placed = false;
   for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
   if (any_placed) {

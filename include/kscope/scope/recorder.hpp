@@ -385,6 +385,14 @@ class recorder {
                           std::vector<std::size_t>& gpu_held);
   void copy_values_in_steps(recorder_snapshot& out, std::uint64_t generation, const std::vector<std::size_t>& host_held,
                             const std::vector<std::size_t>& gpu_held, bool with_tags);
+  // What every reader's copy of the figures says about them (the run's, or with `window` a
+  // window's cap and budget): more nodes than max_nodes, and the `budget_limited` series
+  // the memory budget kept under the sample cap (budget_limited_series counts a node's).
+  void add_copy_warnings_locked(std::vector<std::string>& warnings, std::size_t budget_limited, bool window) const;
+  [[nodiscard]] static std::size_t budget_limited_series(const recorded_node& n, std::size_t cap) noexcept;
+  // A node's name and its children among the first `node_count` nodes (those of a copy
+  // whose figures were taken earlier: children created later are not in it).
+  static void copy_shape(const recorded_node& live, recorded_node& copy, std::size_t node_count);
   void resolve_gpu_locked() noexcept;
 
   std::mutex mutex_;

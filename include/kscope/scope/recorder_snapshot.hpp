@@ -139,19 +139,9 @@ KSCOPE_DECL void recorder::copy_counts_locked(recorder_snapshot& out, std::vecto
     copy.work_calls = n.work_calls;
     host_held.push_back(n.host_ticks.samples().size());
     gpu_held.push_back(n.gpu_ns.samples().size());
-    if (n.host_ticks.saturated() && n.host_ticks.capacity() < sample_cap_) ++budget_limited;
-    if (n.gpu_ns.saturated() && n.gpu_ns.capacity() < sample_cap_) ++budget_limited;
+    budget_limited += budget_limited_series(n, sample_cap_);
   }
-  // Derived, not stored, so that reset() cannot hide it while the node keeps counting.
-  if (overflow_node_ != detail::node_cache::invalid)
-    out.warnings.push_back("more than " + std::to_string(max_nodes) +
-                           " call-path nodes: further scopes are counted under (overflow)");
-  if (budget_limited)
-    out.warnings.push_back(std::to_string(budget_limited) + " sample series hold fewer than " +
-                           std::to_string(sample_cap_) + " values: the recorder's memory budget of " +
-                           std::to_string(sample_budget_) +
-                           " values is spent (their statistics come from a smaller uniform sample; "
-                           "counts and totals are exact; recorder::set_sample_budget raises it)");
+  add_copy_warnings_locked(out.warnings, budget_limited, /*window=*/false);
   out.sample_cap = sample_cap_;
   out.gpu_timing_skipped = gpu_timing_skipped_.load(std::memory_order_relaxed);
   out.gpu_event_errors = gpu_event_errors_;
@@ -176,9 +166,7 @@ KSCOPE_DECL void recorder::copy_values_in_steps(recorder_snapshot& out, std::uin
     for (std::size_t copied = 0; i < node_count && copied < values_per_hold; ++i) {
       const recorded_node& live = nodes_[i];
       recorded_node& copy = out.nodes[i];
-      copy.name = live.name;
-      for (node_id c : live.children)
-        if (c < node_count) copy.children.push_back(c);  // children created later are not in this copy
+      copy_shape(live, copy, node_count);
       if (with_tags) copy.tags = live.tags;
       copy.host_ticks.copy_values_of(live.host_ticks, host_held[i]);
       copy.gpu_ns.copy_values_of(live.gpu_ns, gpu_held[i]);
@@ -241,10 +229,12 @@ KSCOPE_DECL recorder_window recorder::take_window() {
         recorded_node& copy = out.data.nodes.back();
         // A node's tags are few; the window's counts must be cut in this hold. First: it is
         // the one step here that allocates, and a failure must leave the node's window whole.
+        // Only the values given in this window: the node keeps every value of the run, most
+        // with no instance since the last window.
         if (w.tagged) {
           copy.tags.reserve(n.tags.size());
           for (const recorded_tag& t : n.tags)
-            copy.tags.push_back(recorded_tag{t.key, t.value, t.window_count, t.window_count});
+            if (t.window_count > 0) copy.tags.push_back(recorded_tag{t.key, t.value, t.window_count, t.window_count});
           for (recorded_tag& t : n.tags) t.window_count = 0;
         }
         copy.calls = w.calls;
@@ -256,19 +246,10 @@ KSCOPE_DECL recorder_window recorder::take_window() {
         copy.flops = w.flops;
         copy.bytes = w.bytes;
         copy.work_calls = w.work_calls;
-        if (copy.host_ticks.saturated() && copy.host_ticks.capacity() < window_sample_cap_) ++budget_limited;
-        if (copy.gpu_ns.saturated() && copy.gpu_ns.capacity() < window_sample_cap_) ++budget_limited;
+        budget_limited += budget_limited_series(copy, window_sample_cap_);
         w = recorded_window_values(window_sample_cap_);
       }
-      if (overflow_node_ != detail::node_cache::invalid)
-        out.data.warnings.push_back("more than " + std::to_string(max_nodes) +
-                                    " call-path nodes: further scopes are counted under (overflow)");
-      if (budget_limited)
-        out.data.warnings.push_back(std::to_string(budget_limited) + " sample series of this window hold fewer than " +
-                                    std::to_string(window_sample_cap_) + " values: the windows' memory budget of " +
-                                    std::to_string(window_sample_budget_) +
-                                    " values is spent (their statistics come from a smaller uniform sample; counts "
-                                    "and totals are exact; recorder::set_window_sample_budget raises it)");
+      add_copy_warnings_locked(out.data.warnings, budget_limited, /*window=*/true);
       out.data.sample_cap = window_sample_cap_;
       out.data.trace_capacity = trace_capacity_;
       out.data.trace_overwritten = trace_overwritten_;
@@ -290,15 +271,38 @@ KSCOPE_DECL recorder_window recorder::take_window() {
   for (std::size_t i = 0; i < node_count;) {
     let_scopes_in();
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const std::size_t end = std::min(node_count, i + nodes_per_hold); i < end; ++i) {
-      const recorded_node& live = nodes_[i];
-      recorded_node& copy = out.data.nodes[i];
-      copy.name = live.name;
-      for (node_id c : live.children)
-        if (c < node_count) copy.children.push_back(c);  // children created later are not in this copy
-    }
+    for (const std::size_t end = std::min(node_count, i + nodes_per_hold); i < end; ++i)
+      copy_shape(nodes_[i], out.data.nodes[i], node_count);
   }
   return out;
+}
+
+KSCOPE_DECL void recorder::add_copy_warnings_locked(std::vector<std::string>& warnings, std::size_t budget_limited,
+                                                    bool window) const {
+  // Derived, not stored, so that reset() cannot hide it while the node keeps counting.
+  if (overflow_node_ != detail::node_cache::invalid)
+    warnings.push_back("more than " + std::to_string(max_nodes) +
+                       " call-path nodes: further scopes are counted under (overflow)");
+  if (budget_limited == 0) return;
+  warnings.push_back(std::to_string(budget_limited) +
+                     (window ? " sample series of this window hold fewer than " : " sample series hold fewer than ") +
+                     std::to_string(window ? window_sample_cap_ : sample_cap_) + " values: " +
+                     (window ? "the windows' memory budget of " : "the recorder's memory budget of ") +
+                     std::to_string(window ? window_sample_budget_ : sample_budget_) +
+                     " values is spent (their statistics come from a smaller uniform sample; counts and totals are "
+                     "exact; recorder::" +
+                     (window ? "set_window_sample_budget" : "set_sample_budget") + " raises it)");
+}
+
+KSCOPE_DECL std::size_t recorder::budget_limited_series(const recorded_node& n, std::size_t cap) noexcept {
+  return static_cast<std::size_t>(n.host_ticks.saturated() && n.host_ticks.capacity() < cap) +
+         static_cast<std::size_t>(n.gpu_ns.saturated() && n.gpu_ns.capacity() < cap);
+}
+
+KSCOPE_DECL void recorder::copy_shape(const recorded_node& live, recorded_node& copy, std::size_t node_count) {
+  copy.name = live.name;
+  for (node_id c : live.children)
+    if (c < node_count) copy.children.push_back(c);
 }
 
 KSCOPE_DECL void recorder::let_scopes_in() noexcept {

@@ -14,10 +14,14 @@
 //   std::printf("GPU busy %.0f %% of %.1f ms\n", 100 * t.busy_share, t.wall_ns / 1e6);
 //
 // Definitions (docs/report_schema.md, `gpu_time`):
+//   - what the GPU ring knows: once it overflowed, only what happened after the latest end
+//     of an event it overwrote (gpu_time_input::gpu_overwritten_end_ns; the ring is in
+//     arrival order and CUPTI delivers buffers out of time order across streams, so an event
+//     it dropped may have ended after the oldest one it holds). gpu_known_from_ns.
 //   - window: the first host interval's start to the last end of a host interval or GPU
 //     event; without host intervals, the GPU events' span. When the GPU ring overflowed
-//     and its oldest event is later than the oldest host interval, the window starts
-//     there instead: before it the GPU's activity is unknown, not idle.
+//     and knows only what happened after a later time, the window starts there instead:
+//     before it the GPU's activity is unknown, not idle.
 //   - busy: the union of every kernel, copy and memset interval (all devices, all
 //     streams) clipped to the window; busy_share = busy / wall.
 //   - idle gaps: the stretches between consecutive busy intervals (a leading or trailing
@@ -31,15 +35,17 @@
 //     call of its launching scope on its launching thread that started before it, and to
 //     the calls of that scope's ancestors that contain that call; a call's busy time is the
 //     union of its events, its gaps the time between them (span − busy). When the GPU ring
-//     overflowed, calls that started before its oldest event are left out of the per-call
+//     overflowed, calls that started before gpu_known_from_ns are left out of the per-call
 //     figures (their GPU work is unknown) and counted in calls_before_gpu_ring.
 //   - a given window (gpu_time_input::window_start_ns/window_end_ns, session::window()):
 //     the window is that interval instead; only host intervals and GPU events that overlap
 //     it count, busy time is clipped to it, and each scope's GPU time and kernel count come
 //     from its own events in it (clipped), not from the CUPTI aggregates, which are the
 //     whole run's. busy_share is then defined with no GPU event at all (an idle GPU: 0),
-//     and unknown (NaN) when the GPU ring overflowed and its oldest event started after
-//     the window did: part of the window's GPU activity is gone, not idle.
+//     and unknown (NaN) when the GPU ring overflowed and knows only what happened after the
+//     window's start: part of the window's GPU activity is gone, not idle, so busy_ns, each
+//     scope's gpu_ns, share_of_gpu and kernel_count are unknown too (totals_known false) and
+//     only the idle gaps after gpu_known_from_ns are listed.
 #pragma once
 
 #include "../core/stats.hpp"
@@ -79,6 +85,10 @@ struct gpu_time_input {
   std::vector<gpu_activity_event> gpu;     // recent GPU events, any order
   std::uint64_t host_overwritten = 0;      // host intervals pushed out of the trace ring
   std::uint64_t gpu_overwritten = 0;       // GPU events pushed out of CUPTI's ring
+  // The latest end of an event pushed out (attribution_counters::recent_overwritten_end_ns).
+  // Unset: not known, and the ring's oldest event stands in for it, which is right only for
+  // events that arrived in time order.
+  std::optional<std::int64_t> gpu_overwritten_end_ns;
   // A window given by the caller (above); unset (end <= start): derived from the rings.
   std::int64_t window_start_ns = 0;
   std::int64_t window_end_ns = 0;
@@ -107,6 +117,9 @@ struct gpu_idle_by_scope {
 struct scope_gpu_time {
   node_id id = 0;
   std::string path;
+  // False in a given window the GPU ring no longer holds whole: gpu_ns and share_of_gpu
+  // are then NaN and kernel_count 0, not counts (the JSON writes null).
+  bool totals_known = true;
   double gpu_ns = 0;              // own busy union + own copies and memsets (whole run)
   double share_of_gpu = std::numeric_limits<double>::quiet_NaN();  // of the sum over scopes
   std::uint64_t kernel_count = 0; // own kernels (whole run)
@@ -132,10 +145,13 @@ struct gpu_time_report {
   std::size_t gpu_events = 0;
   std::uint64_t host_overwritten = 0;
   std::uint64_t gpu_overwritten = 0;
+  // When gpu_overwritten > 0: from when on the GPU ring holds every event it got (above);
+  // 0 when it never overflowed.
+  std::int64_t gpu_known_from_ns = 0;
   std::size_t gpu_events_unmatched = 0;  // no call of their launching scope in the host ring
-  // Host calls that started before the oldest GPU event the (overflowed) GPU ring still
-  // holds: their GPU work is unknown, not absent, so they are left out of the per-call
-  // figures (counting them as calls with no GPU work drove the medians to 0).
+  // Host calls that started before an overflowed GPU ring knows everything
+  // (gpu_known_from_ns): their GPU work is unknown, not absent, so they are left out of the
+  // per-call figures (counting them as calls with no GPU work drove the medians to 0).
   std::uint64_t calls_before_gpu_ring = 0;
 
   [[nodiscard]] const scope_gpu_time* find(node_id id) const noexcept;
@@ -205,8 +221,8 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     if (h.end_ns >= h.start_ns && overlaps(h.start_ns, h.end_ns)) host.push_back(&h);
   std::vector<const gpu_activity_event*> gpu;
   gpu.reserve(in.gpu.size());
-  // The oldest event the ring holds, in the window or not: before it an overflowed ring
-  // knows nothing.
+  // The oldest event the ring holds, in the window or not: what an overflowed ring knows
+  // is no older (known_from below).
   std::int64_t ring_first = std::numeric_limits<std::int64_t>::max();
   for (const gpu_activity_event& e : in.gpu) {
     if (e.end_ns < e.start_ns || e.start_ns <= 0 ||
@@ -217,6 +233,16 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   }
   out.host_intervals = host.size();
   out.gpu_events = gpu.size();
+  // From when on the ring holds every GPU event it got (the header's "what the GPU ring
+  // knows"); with no end given, its oldest event, as good as arrival in time order.
+  const bool overflowed = in.gpu_overwritten > 0;
+  const std::int64_t known_from = !overflowed ? std::numeric_limits<std::int64_t>::min()
+                                  : in.gpu_overwritten_end_ns ? *in.gpu_overwritten_end_ns
+                                                              : ring_first;
+  if (overflowed) out.gpu_known_from_ns = known_from;
+  // A given window whose events the ring holds whole; otherwise its GPU figures are
+  // partial, and never given as whole.
+  const bool covered = !given || !overflowed || known_from <= in.window_start_ns;
 
   // ---- the window and the GPU's busy union ----
   std::int64_t gpu_first = std::numeric_limits<std::int64_t>::max(), gpu_last = std::numeric_limits<std::int64_t>::min();
@@ -234,14 +260,14 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
       last = std::max(last, h->end_ns);
     }
     if (!gpu.empty()) {
-      if (in.gpu_overwritten > 0) first = std::max(first, gpu_first);
+      if (overflowed) first = std::max(first, known_from);
       last = std::max(last, gpu_last);
     }
     out.window_start_ns = first;
     out.window_end_ns = std::max(first, last);
   } else if (!gpu.empty()) {
-    out.window_start_ns = gpu_first;
-    out.window_end_ns = gpu_last;
+    out.window_start_ns = overflowed ? std::max(gpu_first, known_from) : gpu_first;
+    out.window_end_ns = std::max(out.window_start_ns, gpu_last);
   }
   out.wall_ns = static_cast<double>(out.window_end_ns - out.window_start_ns);
 
@@ -254,8 +280,8 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   detail::merge_intervals(busy);
   out.busy_ns = detail::union_length(busy);
   if (given) {
-    const bool ring_covers = in.gpu_overwritten == 0 || ring_first <= in.window_start_ns;
-    if (ring_covers) out.busy_share = out.busy_ns / out.wall_ns;
+    if (covered) out.busy_share = out.busy_ns / out.wall_ns;
+    else out.busy_ns = std::numeric_limits<double>::quiet_NaN();
   } else if (!gpu.empty() && out.wall_ns > 0) {
     out.busy_share = out.busy_ns / out.wall_ns;
   }
@@ -296,8 +322,12 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     std::vector<gpu_idle_gap> gaps;
     gaps.reserve(busy.size());
     std::map<node_id, gpu_idle_by_scope> by_scope;
+    // In a given window the ring holds only in part, a gap before it knows everything may
+    // hide an event it dropped: only the later ones are gaps for sure.
+    const std::int64_t gaps_known_from = covered ? std::numeric_limits<std::int64_t>::min() : known_from;
     for (std::size_t i = 1; i < busy.size(); ++i) {  // busy is sorted: midpoints increase
       gpu_idle_gap g{busy[i - 1].second, busy[i].first - busy[i - 1].second, 0, {}};
+      if (g.start_ns < gaps_known_from) continue;
       const std::int64_t mid = g.start_ns + g.ns / 2;
       while (next < by_start.size() && by_start[next].h->start_ns <= mid) {
         heap.push_back(by_start[next++]);
@@ -364,9 +394,8 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   }
 
   // ---- per scope ----
-  // Before the oldest event of an overflowed GPU ring, a call's GPU work is unknown.
-  const std::int64_t gpu_known_from =
-      in.gpu_overwritten > 0 && !gpu.empty() ? (given ? ring_first : gpu_first) : std::numeric_limits<std::int64_t>::min();
+  // Before an overflowed GPU ring knows everything, a call's GPU work is unknown.
+  const std::int64_t gpu_known_from = known_from;
   // A scope's own GPU time: the CUPTI aggregate (whole run), or with a given window its own
   // events in it: the union of its kernels plus its copies and memsets, clipped.
   struct own_time {
@@ -415,7 +444,10 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     s.id = n.id;
     s.path = n.path;
     const std::optional<own_time> own_total = own_gpu_ns(n);
-    if (own_total) {
+    if (!covered) {
+      s.totals_known = false;
+      s.gpu_ns = std::numeric_limits<double>::quiet_NaN();
+    } else if (own_total) {
       s.gpu_ns = own_total->ns;
       s.kernel_count = own_total->kernels;
       if (total_gpu_ns > 0) s.share_of_gpu = s.gpu_ns / total_gpu_ns;

@@ -295,6 +295,18 @@ class session {
   std::shared_ptr<gpu_activity_source> gpu_source();
   // The peaks to place scopes against: set_peaks()'s, else device 0's theoretical ones.
   std::optional<device_peaks> peaks_for_report(bool have_device);
+  // The start report() and window() share, in two steps because each takes its copies in
+  // its own order. First the activity source's snapshot (none when it never started, with
+  // whether there is a GPU asked before any status is read: CUPTI's line then says "no GPU
+  // times" rather than "CUDA events only"), flushed first with no kscope lock held: CUPTI
+  // delivers its buffers through callbacks that must not wait on one.
+  cupti_snapshot read_gpu_activity(std::size_t top_kernel_limit, session_report& out);
+  // Then, with the recorder's copy taken: the context (host, devices, roofs), the sample
+  // cap and the warnings (the session's, the recorder's, the environment's, the source's).
+  // `window`: `data` is one window's (recorder::take_window()). Returns the peaks to place
+  // the scopes against.
+  std::optional<device_peaks> begin_report(session_report& out, const recorder_snapshot& data,
+                                           const cupti_snapshot& gpu, bool window);
 
   std::mutex mutex_;  // guards the members below; never held while calling out
   std::vector<std::string> warnings_;
@@ -596,37 +608,22 @@ KSCOPE_DECL std::optional<device_peaks> session::peaks_for_report(bool have_devi
   return peaks_.device.present ? std::optional<device_peaks>(peaks_) : std::nullopt;
 }
 
-KSCOPE_DECL session_report session::report() {
-  session_report out;
-  // Whether there is a GPU, before any status is read: CUPTI's line says "no GPU times"
-  // rather than "CUDA events only" when there is none (a cached CUDA query, made below
-  // for the context anyway).
-  (void)probe_gpu();
-  // CUPTI delivers its buffers through callbacks that must not wait on a kscope lock:
-  // flush before taking any.
+KSCOPE_DECL cupti_snapshot session::read_gpu_activity(std::size_t top_kernel_limit, session_report& out) {
+  (void)probe_gpu();  // a cached CUDA query, made for the context anyway
   const std::shared_ptr<gpu_activity_source> source = gpu_source();
   cupti_snapshot gpu;
   if (source->status().state != cupti_state::not_started) {
     source->flush();
-    gpu = source->snapshot(50);
+    gpu = source->snapshot(top_kernel_limit);
     out.cupti_status = gpu.status.message;
-    out.top_kernels = gpu.activity.top_kernels;
-    out.cupti_counters = gpu.activity.counters;
   }
-  // Step 1 of every feature (session/feature.hpp), before the recorder is copied. The
-  // collector was flushed above: kernels that ended before now are attributed.
-  const std::vector<std::shared_ptr<session_feature>> features = features_copy();
-  std::vector<std::unique_ptr<feature_section>> sections;
-  sections.reserve(features.size());
-  const std::int64_t now = detail::now_ns();
-  for (const std::shared_ptr<session_feature>& f : features) sections.push_back(f->snapshot(now));
-  recorder& rec = recorder::global();
-  rec.settle_gpu();
-  const recorder_snapshot data = rec.snapshot();  // the one step under the recorder's lock
-  const detail::tick_map clock = detail::calibrate_ticks();
+  return gpu;
+}
 
+KSCOPE_DECL std::optional<device_peaks> session::begin_report(session_report& out, const recorder_snapshot& data,
+                                                              const cupti_snapshot& gpu, bool window) {
   detail::fill_host_context(out.context);
-  const std::optional<device_peaks> peaks = peaks_for_report(!out.context.devices.empty());
+  std::optional<device_peaks> peaks = peaks_for_report(!out.context.devices.empty());
   if (peaks) {
     out.context.roofs = detail::describe_roofs(*peaks);
     out.context.roof_lines = roof_lines(*peaks);
@@ -640,12 +637,34 @@ KSCOPE_DECL session_report session::report() {
   for (const std::string& w : data.warnings) detail::add_unique(out.warnings, w);
   if (std::string w = detail::environment_warning(); !w.empty()) detail::add_unique(out.warnings, w);
   if (data.gpu_event_errors)
-    out.warnings.push_back(std::to_string(data.gpu_event_errors) + " GPU scope timings were lost to CUDA event errors");
-  if (data.trace_overwritten)
+    out.warnings.push_back(std::to_string(data.gpu_event_errors) + " GPU scope timings were lost to CUDA event errors" +
+                           (window ? " in this window" : ""));
+  // The trace ring is the run's: a window's gpu_time says how much of it the window used.
+  if (data.trace_overwritten && !window)
     out.warnings.push_back(std::to_string(data.trace_overwritten) +
                            " older host intervals were overwritten (the trace keeps the most recent " +
                            std::to_string(data.trace_capacity) + "; session::set_trace_capacity raises it)");
   for (const std::string& w : gpu.warnings) detail::add_unique(out.warnings, w);
+  return peaks;
+}
+
+KSCOPE_DECL session_report session::report() {
+  session_report out;
+  const cupti_snapshot gpu = read_gpu_activity(50, out);
+  out.top_kernels = gpu.activity.top_kernels;
+  out.cupti_counters = gpu.activity.counters;
+  // Step 1 of every feature (session/feature.hpp), before the recorder is copied. The
+  // collector was flushed above: kernels that ended before now are attributed.
+  const std::vector<std::shared_ptr<session_feature>> features = features_copy();
+  std::vector<std::unique_ptr<feature_section>> sections;
+  sections.reserve(features.size());
+  const std::int64_t now = detail::now_ns();
+  for (const std::shared_ptr<session_feature>& f : features) sections.push_back(f->snapshot(now));
+  recorder& rec = recorder::global();
+  rec.settle_gpu();
+  const recorder_snapshot data = rec.snapshot();  // the one step under the recorder's lock
+  const detail::tick_map clock = detail::calibrate_ticks();
+  const std::optional<device_peaks> peaks = begin_report(out, data, gpu, /*window=*/false);
 
   detail::summarize_scopes(data, gpu.activity, clock, peaks ? &*peaks : nullptr, out);
   // Each scope's time against its kernels, and advice from that evidence. CUPTI stopped
@@ -670,39 +689,14 @@ KSCOPE_DECL session_report session::report() {
 
 KSCOPE_DECL session_report session::window() {
   session_report out;
-  (void)probe_gpu();  // as in report(): the context's devices, CUPTI's words without a GPU
   recorder& rec = recorder::global();
   // GPU times of the scopes closed so far are read in the window they closed in.
   rec.settle_gpu();
   const recorder_window taken = rec.take_window();  // the cut: one hold of the recorder's lock
-  // After the cut, with no kscope lock held (CUPTI's callbacks must never wait on one): the
-  // ring then has every GPU event that ended before it.
-  const std::shared_ptr<gpu_activity_source> source = gpu_source();
-  cupti_snapshot gpu;
-  if (source->status().state != cupti_state::not_started) {
-    source->flush();
-    gpu = source->snapshot(0);
-    out.cupti_status = gpu.status.message;
-  }
+  // After the cut: the ring then has every GPU event that ended before it.
+  const cupti_snapshot gpu = read_gpu_activity(0, out);
   const detail::tick_map clock = detail::calibrate_ticks();
-  detail::fill_host_context(out.context);
-  const std::optional<device_peaks> peaks = peaks_for_report(!out.context.devices.empty());
-  if (peaks) {
-    out.context.roofs = detail::describe_roofs(*peaks);
-    out.context.roof_lines = roof_lines(*peaks);
-  }
-  out.sample_cap = taken.data.sample_cap;
-  out.gpu_timing_skipped = taken.data.gpu_timing_skipped;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    out.warnings = warnings_;
-  }
-  for (const std::string& w : taken.data.warnings) detail::add_unique(out.warnings, w);
-  if (std::string w = detail::environment_warning(); !w.empty()) detail::add_unique(out.warnings, w);
-  if (taken.data.gpu_event_errors)
-    out.warnings.push_back(std::to_string(taken.data.gpu_event_errors) +
-                           " GPU scope timings were lost to CUDA event errors in this window");
-  for (const std::string& w : gpu.warnings) detail::add_unique(out.warnings, w);
+  const std::optional<device_peaks> peaks = begin_report(out, taken.data, gpu, /*window=*/true);
   // The scopes' CUPTI aggregates are the run's: a window's scopes carry none.
   const gpu_activity_report no_activity;
   detail::summarize_scopes(taken.data, no_activity, clock, peaks ? &*peaks : nullptr, out);

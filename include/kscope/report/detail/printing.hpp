@@ -82,9 +82,10 @@ KSCOPE_DECL std::string share_text(double fraction);
 
 // The "GPU time" section of text(): the session's busy share, the longest idle gaps with
 // the scope the host was in, and per scope its GPU total, share, kernels and per-call
-// busy time and gaps; rows in `order`.
+// busy time and gaps; rows in `order`. `window` (a window report's, else null): the totals
+// are then the window's own events, and an unknown busy share is given its reason.
 KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vector<scope_report>& scopes,
-                                 const std::vector<std::size_t>& order);
+                                 const std::vector<std::size_t>& order, const report_window* window = nullptr);
 
 KSCOPE_DECL void write_gpu_time_json(json_writer& w, const gpu_time_report& t);
 
@@ -294,12 +295,14 @@ KSCOPE_DECL std::string share_text(double fraction) {
 }
 
 KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vector<scope_report>& scopes,
-                                 const std::vector<std::size_t>& order) {
+                                 const std::vector<std::size_t>& order, const report_window* window) {
   std::string out = "\n";
   if (std::isfinite(t.busy_share)) {
     out += wrap("GPU busy " + share_text(t.busy_share) + " of the wall time (" + format_duration_ns(t.busy_ns) +
                     " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets)",
                 98);
+  } else if (window != nullptr && !window->gpu_busy_unavailable.empty()) {
+    out += wrap("GPU busy: - (" + printable_name(window->gpu_busy_unavailable) + ")", 98);
   } else {
     out += "GPU busy: - (no GPU events in CUPTI's recent-event ring)\n";
   }
@@ -347,22 +350,28 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
          fit("kernels", 9, true) + fit("calls", 8, true) + fit("busy/call", 10, true) + fit("gaps/call", 10, true) +
          fit("kern/call", 10, true) + "\n";
   out += std::string(92, '-') + "\n";
+  bool any_unknown = false;
   for (std::size_t i : order) {
     const scope_report& s = scopes[i];
     const scope_gpu_time* g = t.find(s.id);
     if (g == nullptr || (g->gpu_ns <= 0 && !(g->busy_per_call_ns.n > 0 && g->busy_per_call_ns.max > 0))) continue;
     std::string name(indent_width(s.depth), ' ');
     name += printable_name(s.name);
-    out += fit(name, 28) + fit(format_duration_ns(g->gpu_ns), 10, true) + fit(share_text(g->share_of_gpu), 7, true) +
-           fit(std::to_string(g->kernel_count), 9, true) + fit(std::to_string(g->calls_seen), 8, true) +
+    any_unknown = any_unknown || !g->totals_known;
+    out += fit(name, 28) + fit(g->totals_known ? format_duration_ns(g->gpu_ns) : "-", 10, true) +
+           fit(share_text(g->share_of_gpu), 7, true) +
+           fit(g->totals_known ? std::to_string(g->kernel_count) : "-", 9, true) +
+           fit(std::to_string(g->calls_seen), 8, true) +
            fit(g->calls_seen ? format_duration_ns(g->busy_per_call_ns.median) : "-", 10, true) +
            fit(g->calls_seen ? format_duration_ns(g->gaps_per_call_ns.median) : "-", 10, true) +
            fit(g->calls_seen ? format_general(g->kernels_per_call, 3) : "-", 10, true) + "\n";
   }
-  std::string legend =
-      "GPU total: the scope's own kernel busy time plus its copies and memsets (all records); %GPU: of the sum over "
-      "scopes; calls: calls in the host ring; busy/call, gaps/call (medians), kern/call (mean): from those calls, "
-      "children's GPU work included; gaps: time between the call's GPU work";
+  std::string legend = std::string("GPU total: the scope's own kernel busy time plus its copies and memsets (") +
+                       (window != nullptr ? "its events in this window" : "all records") +
+                       "); %GPU: of the sum over scopes";
+  if (any_unknown) legend += " (-: unknown, the GPU event ring lost some of this window's events)";
+  legend += "; calls: calls in the host ring; busy/call, gaps/call (medians), kern/call (mean): from those calls, "
+            "children's GPU work included; gaps: time between the call's GPU work";
   std::string covered = "covered: " + std::to_string(t.host_intervals) + " recent host intervals";
   if (t.host_overwritten) covered += " (" + std::to_string(t.host_overwritten) + " older overwritten)";
   covered += " and " + std::to_string(t.gpu_events) + " recent GPU events";
@@ -372,7 +381,7 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
     covered += "; " + std::to_string(t.gpu_events_unmatched) + " GPU events had no call of their scope in the host ring";
   if (t.calls_before_gpu_ring)
     covered += "; " + std::to_string(t.calls_before_gpu_ring) +
-               " calls started before the oldest GPU event still held and are not in the per-call figures";
+               " calls started before the GPU event ring held every event and are not in the per-call figures";
   out += wrap(legend + "; " + covered, 98);
   return out;
 }
@@ -386,6 +395,7 @@ KSCOPE_DECL void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
   w.member("host_intervals_overwritten", static_cast<unsigned long long>(t.host_overwritten));
   w.member("gpu_events", static_cast<unsigned long long>(t.gpu_events));
   w.member("gpu_events_overwritten", static_cast<unsigned long long>(t.gpu_overwritten));
+  w.member("gpu_known_from_ns", static_cast<long long>(t.gpu_known_from_ns));
   w.member("gpu_events_unmatched", static_cast<unsigned long long>(t.gpu_events_unmatched));
   w.member("calls_before_gpu_ring", static_cast<unsigned long long>(t.calls_before_gpu_ring));
   w.key("idle_gaps").begin_array();
@@ -409,7 +419,8 @@ KSCOPE_DECL void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
     w.begin_object();
     w.member("id", static_cast<unsigned long long>(s.id)).member("path", s.path);
     w.member("gpu_ns", s.gpu_ns).member("share_of_gpu", s.share_of_gpu);
-    w.member("kernel_count", static_cast<unsigned long long>(s.kernel_count));
+    w.key("kernel_count");  // null: unknown (totals_known), never a count that may be short
+    if (s.totals_known) w.value(static_cast<unsigned long long>(s.kernel_count)); else w.value(nullptr);
     w.member("calls_seen", static_cast<unsigned long long>(s.calls_seen));
     w.key("busy_per_call_ns");
     if (s.calls_seen) write_summary_json(w, s.busy_per_call_ns); else w.value(nullptr);

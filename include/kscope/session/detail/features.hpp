@@ -61,8 +61,12 @@ class gpu_time_feature final : public session_feature {
 };
 
 KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks);
+// The GPU-time accounting of `out.scopes` (summarized already) on the trace ring and the
+// activity's recent events; over [window_start_ns, window_end_ns] when given
+// (session::window(), gpu_time_input's given window), else over what the rings hold.
 KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
-                                                     const recorder_trace& trace, const tick_map& clock);
+                                                     const recorder_trace& trace, const tick_map& clock,
+                                                     std::int64_t window_start_ns = 0, std::int64_t window_end_ns = 0);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks) {
@@ -106,7 +110,8 @@ KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_sn
 }
 
 KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, const gpu_activity_report& activity,
-                                                const recorder_trace& trace, const tick_map& clock) {
+                                                const recorder_trace& trace, const tick_map& clock,
+                                                std::int64_t window_start_ns, std::int64_t window_end_ns) {
   gpu_time_input in;
   in.nodes.reserve(out.scopes.size());
   for (const scope_report& s : out.scopes)
@@ -119,6 +124,12 @@ KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, 
   in.gpu = activity.recent;
   in.host_overwritten = trace.overwritten;
   in.gpu_overwritten = activity.counters.recent_overwritten;
+  // Every event the ring replaced had a start, hence an end, after 0: 0 is a source that
+  // does not say (a fake one in tests), and the ring's oldest event stands in.
+  if (activity.counters.recent_overwritten > 0 && activity.counters.recent_overwritten_end_ns > 0)
+    in.gpu_overwritten_end_ns = activity.counters.recent_overwritten_end_ns;
+  in.window_start_ns = window_start_ns;
+  in.window_end_ns = window_end_ns;
   return account_gpu_time(in);
 }
 

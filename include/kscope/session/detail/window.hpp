@@ -5,9 +5,10 @@
 // Why the GPU side is not simply the CUPTI aggregates: those are sums over the whole run,
 // and nothing in them says when. The activity collector's ring of recent GPU events does,
 // so the window's busy share, idle gaps and per-scope GPU time come from the events in the
-// window; when the ring no longer reaches back to the window's start (more GPU events in
-// the window than the ring holds) or nothing collects them, the share is unknown, and the
-// report says why instead of guessing.
+// window; when the ring no longer holds every event from the window's start on (it
+// overwrote one that ended later: more GPU events than it holds, delivered out of time
+// order across streams) or nothing collects them, the share is unknown, each scope's GPU
+// total with it, and the report says why instead of guessing.
 //
 //   detail::add_window(out, taken, since_ns, until_ns, gpu, collecting, trace, clock);  // session::window()
 #pragma once
@@ -19,13 +20,13 @@
 #include "../../report/data.hpp"
 #include "../../scope/recorder_snapshot.hpp"
 #include "../../serving/gpu_time.hpp"
+#include "features.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <string_view>
 
 namespace kscope {
 namespace detail {
@@ -54,34 +55,22 @@ KSCOPE_DECL void add_window(session_report& out, const recorder_window& taken, s
   } else if (w.duration_ns <= 0) {
     w.gpu_busy_unavailable = "the window is empty (no time passed since the previous one)";
   } else {
-    gpu_time_input in;
-    in.nodes.reserve(out.scopes.size());
-    for (const scope_report& s : out.scopes)
-      in.nodes.push_back(gpu_time_node{s.id, s.id == unscoped_node ? node_id{0} : s.parent, s.depth, s.cross_thread,
-                                       s.path, nullptr});
-    in.host.reserve(trace.intervals.size());
-    for (const recorded_interval& e : trace.intervals)
-      in.host.push_back(host_interval{e.node < trace.names.size() ? std::string_view(trace.names[e.node]) : std::string_view(),
-                                      e.node, e.thread_index, clock.to_ns(e.start_ticks), clock.to_ns(e.end_ticks)});
-    in.gpu = gpu.recent;
-    in.host_overwritten = trace.overwritten;
-    in.gpu_overwritten = gpu.counters.recent_overwritten;
-    in.window_start_ns = w.since_ns;
-    in.window_end_ns = w.until_ns;
-    gpu_time_report t = account_gpu_time(in);
+    // The window's scopes carry no CUPTI aggregates (they are the run's): the accounting
+    // takes each scope's time from its own events in the window.
+    gpu_time_report t = account_session_gpu_time(out, gpu, trace, clock, w.since_ns, w.until_ns);
     if (std::isfinite(t.busy_share)) {
       w.gpu_busy_share = t.busy_share;
       w.gpu_busy_ns = t.busy_ns;
     } else {
-      std::int64_t oldest = std::numeric_limits<std::int64_t>::max();
-      for (const gpu_activity_event& e : gpu.recent)
-        if (e.start_ns > 0) oldest = std::min(oldest, e.start_ns);
+      // Unknown only when the ring overflowed and holds every event only from after the
+      // window's start (gpu_time.hpp: the latest end of an event it dropped, or its oldest).
       w.gpu_busy_unavailable =
-          oldest == std::numeric_limits<std::int64_t>::max()
+          t.gpu_known_from_ns == std::numeric_limits<std::int64_t>::max()
               ? std::string("the GPU event ring overflowed and holds no event")
               : "the GPU event ring (the most recent " + std::to_string(gpu.recent.size()) +
-                    " events) starts " + format_fixed(static_cast<double>(oldest - w.since_ns) / 1e6, 1) +
-                    " ms after the window did: take windows more often to know the busy share";
+                    " events) holds every event only from " +
+                    format_fixed(static_cast<double>(t.gpu_known_from_ns - w.since_ns) / 1e6, 1) +
+                    " ms after the window's start: take windows more often to know the busy share";
     }
     out.gpu_time = std::move(t);
   }
