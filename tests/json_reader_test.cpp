@@ -1,9 +1,11 @@
 // Tests for kscope/core/detail/json_reader.hpp: strict RFC 8259 parsing, checked against
 // nlohmann-json where both accept, and against hand-written expectations where ours must
 // reject (depth limit, trailing garbage, lone surrogates); the range-checked integer
-// decoding, the resource limits, the compact tree and the pull cursor; the locale-free
-// number routines (number_format.hpp) it and the writer use, against printf/strtod.
+// decoding, the resource limits, the compact tree and the pull cursor; a parsed value
+// written back (write_json_value, both number styles); the locale-free number routines
+// (number_format.hpp) it and the writer use, against printf/strtod.
 #include <kscope/core/detail/json_reader.hpp>
+#include <kscope/core/detail/json_writer.hpp>
 #include <kscope/core/detail/number_format.hpp>
 
 #include <doctest/doctest.h>
@@ -352,4 +354,31 @@ TEST_CASE("json_cursor: walks a document, skips what it is not asked for, reads 
   REQUIRE(limited.next_item());
   json_value part;
   CHECK_THROWS_AS(limited.read_value(part, 3), json_syntax_error);
+}
+
+TEST_CASE("write_json_value: a parsed value written back, whole numbers as doubles or as integers") {
+  using kscope::detail::json_whole_numbers;
+  const auto parsed = parse_json(
+      R"({"pid": 1000, "big": 1e15, "edge": 9007199254740991, "past": 9007199254740992, "half": 2.5,)"
+      R"( "neg": -3, "zero": -0, "s": "x\u0001", "list": [1e3, null, true, {"id": 12345678901}]})");
+  REQUIRE(parsed.ok());
+  const auto written = [&](json_whole_numbers whole) {
+    std::string out;
+    kscope::detail::json_writer w(out);
+    kscope::detail::write_json_value(w, parsed.value, whole);
+    return out;
+  };
+  // As doubles (the report merge): 15 or 17 significant digits, as the writer gives doubles.
+  CHECK(written(json_whole_numbers::as_double) ==
+        R"({"pid":1000,"big":1e+15,"edge":9007199254740991,"past":9007199254740992,"half":2.5,)"
+        R"("neg":-3,"zero":-0,"s":"x\u0001","list":[1000,null,true,{"id":12345678901}]})");
+  // As integers (the trace merge): whole numbers below 2^53 exactly, the rest as doubles.
+  CHECK(written(json_whole_numbers::as_integer) ==
+        R"({"pid":1000,"big":1000000000000000,"edge":9007199254740991,"past":9007199254740992,"half":2.5,)"
+        R"("neg":-3,"zero":0,"s":"x\u0001","list":[1000,null,true,{"id":12345678901}]})");
+  // The default is as doubles.
+  std::string out;
+  kscope::detail::json_writer w(out);
+  kscope::detail::write_json_value(w, parsed.value);
+  CHECK(out == written(json_whole_numbers::as_double));
 }

@@ -148,8 +148,6 @@ struct trace_scan {
 // Reads the input once: checks every event, collects pids, sort indices, ids, otherData.
 // Throws json_syntax_error or json_field_error with what is wrong.
 KSCOPE_DECL void scan_trace(std::string_view text, trace_scan& out, std::size_t& events);
-// A parsed value written back; whole numbers as integers (a pid, an id: 1000, not 1e3).
-KSCOPE_DECL void write_trace_value(json_writer& w, const json_value& v);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::optional<std::uint64_t> trace_binding_id(const json_value& v) noexcept {
@@ -176,33 +174,6 @@ KSCOPE_DECL std::optional<std::uint64_t> trace_binding_id(const json_value& v) n
 KSCOPE_DECL bool trace_phase_binds_id(std::string_view phase) noexcept {
   // Flow (s t f), async (b e n, S T p F) and object (N O D) events.
   return phase.size() == 1 && std::string_view("stfbenSTpFNOD").find(phase[0]) != std::string_view::npos;
-}
-
-KSCOPE_DECL void write_trace_value(json_writer& w, const json_value& v) {
-  switch (v.type) {
-    case json_type::null: w.value(nullptr); return;
-    case json_type::boolean: w.value(v.boolean); return;
-    case json_type::number:
-      if (std::isfinite(v.number) && v.number == std::floor(v.number) && std::fabs(v.number) < 9007199254740992.0)
-        w.value(static_cast<long long>(v.number));
-      else
-        w.value(v.number);
-      return;
-    case json_type::string: w.value(v.string); return;
-    case json_type::array:
-      w.begin_array();
-      for (const json_value& item : v.items) write_trace_value(w, item);
-      w.end_array();
-      return;
-    case json_type::object:
-      w.begin_object();
-      for (const auto& [key, member] : v.members) {
-        w.key(key);
-        write_trace_value(w, member);
-      }
-      w.end_object();
-      return;
-  }
 }
 
 KSCOPE_DECL void scan_trace(std::string_view text, trace_scan& out, std::size_t& events) {
@@ -540,7 +511,9 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
 
   if (order.empty()) return result;
 
-  // ---- the merged trace: every input's events, rewritten.
+  // ---- the merged trace: every input's events, rewritten. Other tools' pids and ids are
+  // integers: whole numbers are written back as integers (1000, never 1e3).
+  constexpr detail::json_whole_numbers integers = detail::json_whole_numbers::as_integer;
   std::size_t capacity = 1024;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (result.inputs[i].error.empty()) capacity += inputs[i].text.size() + inputs[i].text.size() / 8;
@@ -557,7 +530,7 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
     const auto write_id = [&w, offset](const detail::json_value& id) {
       const std::optional<std::uint64_t> value = detail::trace_binding_id(id);
       if (!value || offset == 0) {
-        detail::write_trace_value(w, id);
+        detail::write_json_value(w, id, integers);
       } else if (id.is_number()) {
         w.value(static_cast<unsigned long long>(*value + offset));
       } else {
@@ -597,7 +570,7 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
           for (const auto& [id_key, id_value] : value.members) {
             w.key(id_key);
             if (id_key == "global") write_id(id_value);
-            else detail::write_trace_value(w, id_value);
+            else detail::write_json_value(w, id_value, integers);
           }
           w.end_object();
         } else if (key == "args" && value.is_object() && phase == "M" && pid_value != nullptr &&
@@ -610,11 +583,11 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
             else if (event_name == "process_name" && arg_key == "name" && arg.is_string())
               w.value(name_prefix + arg.string);
             else
-              detail::write_trace_value(w, arg);
+              detail::write_json_value(w, arg, integers);
           }
           w.end_object();
         } else {
-          detail::write_trace_value(w, value);
+          detail::write_json_value(w, value, integers);
         }
       }
       w.end_object();
@@ -649,7 +622,7 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
     w.member("events", static_cast<unsigned long long>(in.events));
     if (const detail::json_value* devices = scans[i].other_data.find("devices")) {
       w.key("devices");
-      detail::write_trace_value(w, *devices);
+      detail::write_json_value(w, *devices, integers);
     }
     w.key("pids").begin_array();
     for (const auto& [from, to] : in.pids) w.begin_array().value(from).value(to).end_array();
