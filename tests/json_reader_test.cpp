@@ -3,7 +3,9 @@
 // reject (depth limit, trailing garbage, lone surrogates); the range-checked integer
 // decoding, the resource limits, the compact tree and the pull cursor; a parsed value
 // written back (write_json_value, both number styles); the locale-free number routines
-// (number_format.hpp) it and the writer use, against printf/strtod.
+// (number_format.hpp) it and the writer use, against printf/strtod; the checked sums and
+// roundings of numbers read from files (checked_math.hpp) at int64's edges.
+#include <kscope/core/detail/checked_math.hpp>
 #include <kscope/core/detail/json_reader.hpp>
 #include <kscope/core/detail/json_writer.hpp>
 #include <kscope/core/detail/number_format.hpp>
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -381,4 +384,36 @@ TEST_CASE("write_json_value: a parsed value written back, whole numbers as doubl
   kscope::detail::json_writer w(out);
   kscope::detail::write_json_value(w, parsed.value);
   CHECK(out == written(json_whole_numbers::as_double));
+}
+
+TEST_CASE("checked_math: sums and roundings of numbers from files at int64's edges") {
+  using kscope::detail::checked_add;
+  using kscope::detail::checked_sub;
+  using kscope::detail::rounded_int64;
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  CHECK(checked_add(2, 3) == std::optional<std::int64_t>(5));
+  CHECK(checked_add(max, 0) == std::optional<std::int64_t>(max));
+  CHECK(checked_add(max, 1) == std::nullopt);
+  CHECK(checked_add(min, -1) == std::nullopt);
+  CHECK(checked_add(min, max) == std::optional<std::int64_t>(-1));
+  CHECK(checked_sub(0, min) == std::nullopt);
+  CHECK(checked_sub(-1, min) == std::optional<std::int64_t>(max));
+  CHECK(checked_sub(max, -1) == std::nullopt);
+  CHECK(checked_sub(min, 1) == std::nullopt);
+  // Every pair within max_input_time_ns adds and subtracts without overflow.
+  constexpr std::int64_t edge = kscope::detail::max_input_time_ns - 1;
+  CHECK(checked_add(edge, edge).has_value());
+  CHECK(checked_sub(-edge, edge).has_value());
+
+  CHECK(rounded_int64(2.5, 1e18) == std::optional<std::int64_t>(3));  // halves away from zero, as llround
+  CHECK(rounded_int64(-2.5, 1e18) == std::optional<std::int64_t>(-3));
+  CHECK(rounded_int64(1e18, 1e18) == std::nullopt);  // the bound is exclusive
+  CHECK(rounded_int64(9.2e18, 1e300) == std::optional<std::int64_t>(9200000000000000000));
+  CHECK(rounded_int64(9223372036854775808.0, 1e300) == std::nullopt);   // 2^63
+  CHECK(rounded_int64(-9223372036854775808.0, 1e300) == std::nullopt);  // -2^63: int64 holds it, kept out anyway
+  CHECK(rounded_int64(1e300, 1e301) == std::nullopt);
+  CHECK(rounded_int64(std::numeric_limits<double>::quiet_NaN(), 1e300) == std::nullopt);
+  CHECK(rounded_int64(std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()) ==
+        std::nullopt);
 }
