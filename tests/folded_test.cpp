@@ -1,12 +1,13 @@
 // Tests for kscope/report/folded.hpp: the folded stacks of a known scope tree — self times
 // that add up to the roots' totals, children longer than their parent clamped with a note,
-// names that hold ';', '/' or a newline kept to one frame of one line, and the GPU time
-// from CUPTI or from CUDA events.
+// names that hold ';', '/' or a newline kept to one frame of one line, the GPU time
+// from CUPTI or from CUDA events, and times from a file that are no durations.
 #include <kscope/report/folded.hpp>
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -139,4 +140,61 @@ TEST_CASE("folded: scope paths split at unescaped slashes only") {
   CHECK(kscope::detail::parent_scope_path("a\\\\/b") == "a\\\\");
   CHECK(kscope::detail::folded_frame("") == "(no name)");
   CHECK(kscope::detail::folded_frame("x;y\tz") == "x\\x3by\\x09z");
+}
+
+// A report read from a file may hold any time. Before the bounds, llround of 1e300 gave an
+// unspecified value (the scope silently vanished, or a note said "by -9223372036854775808
+// ns") and three roots of 4e18 ns overflowed the int64 total (undefined behaviour).
+TEST_CASE("folded: times that are no durations count as 0 with a note; the total never overflows") {
+  kscope::session_report r;
+  r.scopes = {scope("huge", 1, 1e300), scope("nan", 1, std::numeric_limits<double>::quiet_NaN()),
+              scope("negative", 1, -5), scope("edge", 1, 4611686018427387904.0),  // 2^62: past the bound
+              scope("ok", 1, 7)};
+  const kscope::folded_stacks f = kscope::fold_stacks(r, kscope::folded_time::host);
+  CHECK(f.text == "ok 7\n");
+  CHECK(f.total_ns == 7);
+  REQUIRE(f.notes.size() == 4);
+  CHECK(f.notes[0] == "'huge': its host time, 1e+300 ns, is no duration (negative, not finite or above 2^62 ns): "
+                      "counted as 0");
+  CHECK(f.notes[1] == "'nan': its host time, nan ns, is no duration (negative, not finite or above 2^62 ns): "
+                      "counted as 0");
+  CHECK(f.notes[2].find("'negative': its host time, -5 ns, is no duration") == 0);
+  CHECK(f.notes[3].find("'edge': its host time, 4.61169e+18 ns, is no duration") == 0);
+
+  // Three roots just under the bound: the sum passes int64, the total stops at its largest.
+  kscope::session_report big;
+  for (const char* name : {"a", "b", "c"}) big.scopes.push_back(scope(name, 1, 4e18));
+  const kscope::folded_stacks g = kscope::fold_stacks(big, kscope::folded_time::host);
+  CHECK(g.text == "a 4000000000000000000\nb 4000000000000000000\nc 4000000000000000000\n");
+  CHECK(g.stacks == 3);
+  CHECK(g.total_ns == std::numeric_limits<std::int64_t>::max());
+  REQUIRE(g.notes.size() == 1);
+  CHECK(g.notes[0] == "the values add up past 2^63 ns (292 years): their total is given as 9223372036854775807");
+
+  // Children that exceed their parent by more than int64 holds: the note gives the excess.
+  kscope::session_report deep;
+  deep.scopes = {scope("p", 1, 10)};
+  for (const char* name : {"p/a", "p/b", "p/c"}) deep.scopes.push_back(scope(name, 2, 4e18));
+  const kscope::folded_stacks h = kscope::fold_stacks(deep, kscope::folded_time::host);
+  REQUIRE(h.notes.size() == 2);
+  CHECK(h.notes[0] == "'p': its children's host time exceeds its own by 12000000000000000000 ns (work on other "
+                      "threads or streams): its self time is 0");
+
+  // CUPTI's busy time from a file is an int64: its largest is no duration either.
+  kscope::session_report gpu;
+  gpu.scopes = {with_kernels(scope("k", 1, 1), std::numeric_limits<std::int64_t>::max()),
+                with_kernels(scope("j", 1, 1), 5)};
+  const kscope::folded_stacks k = kscope::fold_stacks(gpu, kscope::folded_time::gpu);
+  CHECK(k.text == "j 5\n");
+  REQUIRE(k.notes.size() == 1);
+  CHECK(k.notes[0].find("'k': its GPU time, 9.22337e+18 ns, is no duration") == 0);
+}
+
+TEST_CASE("folded: more than ten bad times give ten notes and a count") {
+  kscope::session_report r;
+  for (int i = 0; i < 13; ++i) r.scopes.push_back(scope("s" + std::to_string(i), 1, -1));
+  const kscope::folded_stacks f = kscope::fold_stacks(r, kscope::folded_time::host);
+  REQUIRE(f.notes.size() == 11);
+  CHECK(f.notes[10] == "... and 3 more scopes whose time is no duration");
+  CHECK(f.text.empty());
 }

@@ -1,9 +1,13 @@
 // Tests for kscope/core/detail/json_reader.hpp: strict RFC 8259 parsing, checked against
 // nlohmann-json where both accept, and against hand-written expectations where ours must
 // reject (depth limit, trailing garbage, lone surrogates); the range-checked integer
-// decoding, the resource limits, the compact tree and the pull cursor; the locale-free
-// number routines (number_format.hpp) it and the writer use, against printf/strtod.
+// decoding, the resource limits, the compact tree and the pull cursor; a parsed value
+// written back (write_json_value, both number styles); the locale-free number routines
+// (number_format.hpp) it and the writer use, against printf/strtod; the checked sums and
+// roundings of numbers read from files (checked_math.hpp) at int64's edges.
+#include <kscope/core/detail/checked_math.hpp>
 #include <kscope/core/detail/json_reader.hpp>
+#include <kscope/core/detail/json_writer.hpp>
 #include <kscope/core/detail/number_format.hpp>
 
 #include <doctest/doctest.h>
@@ -13,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -352,4 +357,63 @@ TEST_CASE("json_cursor: walks a document, skips what it is not asked for, reads 
   REQUIRE(limited.next_item());
   json_value part;
   CHECK_THROWS_AS(limited.read_value(part, 3), json_syntax_error);
+}
+
+TEST_CASE("write_json_value: a parsed value written back, whole numbers as doubles or as integers") {
+  using kscope::detail::json_whole_numbers;
+  const auto parsed = parse_json(
+      R"({"pid": 1000, "big": 1e15, "edge": 9007199254740991, "past": 9007199254740992, "half": 2.5,)"
+      R"( "neg": -3, "zero": -0, "s": "x\u0001", "list": [1e3, null, true, {"id": 12345678901}]})");
+  REQUIRE(parsed.ok());
+  const auto written = [&](json_whole_numbers whole) {
+    std::string out;
+    kscope::detail::json_writer w(out);
+    kscope::detail::write_json_value(w, parsed.value, whole);
+    return out;
+  };
+  // As doubles (the report merge): 15 or 17 significant digits, as the writer gives doubles.
+  CHECK(written(json_whole_numbers::as_double) ==
+        R"({"pid":1000,"big":1e+15,"edge":9007199254740991,"past":9007199254740992,"half":2.5,)"
+        R"("neg":-3,"zero":-0,"s":"x\u0001","list":[1000,null,true,{"id":12345678901}]})");
+  // As integers (the trace merge): whole numbers below 2^53 exactly, the rest as doubles.
+  CHECK(written(json_whole_numbers::as_integer) ==
+        R"({"pid":1000,"big":1000000000000000,"edge":9007199254740991,"past":9007199254740992,"half":2.5,)"
+        R"("neg":-3,"zero":0,"s":"x\u0001","list":[1000,null,true,{"id":12345678901}]})");
+  // The default is as doubles.
+  std::string out;
+  kscope::detail::json_writer w(out);
+  kscope::detail::write_json_value(w, parsed.value);
+  CHECK(out == written(json_whole_numbers::as_double));
+}
+
+TEST_CASE("checked_math: sums and roundings of numbers from files at int64's edges") {
+  using kscope::detail::checked_add;
+  using kscope::detail::checked_sub;
+  using kscope::detail::rounded_int64;
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  CHECK(checked_add(2, 3) == std::optional<std::int64_t>(5));
+  CHECK(checked_add(max, 0) == std::optional<std::int64_t>(max));
+  CHECK(checked_add(max, 1) == std::nullopt);
+  CHECK(checked_add(min, -1) == std::nullopt);
+  CHECK(checked_add(min, max) == std::optional<std::int64_t>(-1));
+  CHECK(checked_sub(0, min) == std::nullopt);
+  CHECK(checked_sub(-1, min) == std::optional<std::int64_t>(max));
+  CHECK(checked_sub(max, -1) == std::nullopt);
+  CHECK(checked_sub(min, 1) == std::nullopt);
+  // Every pair within max_input_time_ns adds and subtracts without overflow.
+  constexpr std::int64_t edge = kscope::detail::max_input_time_ns - 1;
+  CHECK(checked_add(edge, edge).has_value());
+  CHECK(checked_sub(-edge, edge).has_value());
+
+  CHECK(rounded_int64(2.5, 1e18) == std::optional<std::int64_t>(3));  // halves away from zero, as llround
+  CHECK(rounded_int64(-2.5, 1e18) == std::optional<std::int64_t>(-3));
+  CHECK(rounded_int64(1e18, 1e18) == std::nullopt);  // the bound is exclusive
+  CHECK(rounded_int64(9.2e18, 1e300) == std::optional<std::int64_t>(9200000000000000000));
+  CHECK(rounded_int64(9223372036854775808.0, 1e300) == std::nullopt);   // 2^63
+  CHECK(rounded_int64(-9223372036854775808.0, 1e300) == std::nullopt);  // -2^63: int64 holds it, kept out anyway
+  CHECK(rounded_int64(1e300, 1e301) == std::nullopt);
+  CHECK(rounded_int64(std::numeric_limits<double>::quiet_NaN(), 1e300) == std::nullopt);
+  CHECK(rounded_int64(std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()) ==
+        std::nullopt);
 }

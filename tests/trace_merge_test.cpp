@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -304,4 +306,141 @@ TEST_CASE("trace merge: a merged trace is a trace again") {
   std::set<long long> pids;
   for (const auto& e : doc.at("traceEvents")) pids.insert(e.at("pid").get<long long>());
   CHECK(pids == std::set<long long>{1000, 1001, 2000, 2001, 3000, 3001});
+}
+
+namespace {
+
+// A kscope trace written by hand, with any clock base: one event on pid 1 at `ts` us.
+std::string clock_trace(const std::string& host, const std::string& origin_ns, const std::string& offset_ns,
+                        const std::string& ts_us = "1.5") {
+  return R"({"traceEvents":[{"name":"step","ph":"X","pid":1,"tid":1,"ts":)" + ts_us +
+         R"(,"dur":2}],"otherData":{"schema":"kscope.trace/1","host_name":")" + host +
+         R"(","time_origin_ns":)" + origin_ns + R"(,"wall_clock_offset_ns":)" + offset_ns + "}}";
+}
+
+// The "ts" of the step event on `merged_pid` in the merged trace (as a JSON number).
+std::string step_ts(const kscope::merged_trace& m, long long merged_pid) {
+  const json doc = json::parse(m.json);
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.at("name") == "step" && e.at("pid") == merged_pid) return e.at("ts").dump();
+  return "(none)";
+}
+
+bool has_note(const kscope::merged_trace& m, const std::string& text) {
+  for (const std::string& note : m.notes)
+    if (note == text) return true;
+  return false;
+}
+
+}  // namespace
+
+// Before these bounds, origins and offsets up to 9.2e18 were taken and added: origin +
+// offset, one origin minus another, one wall clock minus another and a timestamp plus its
+// shift overflowed int64 (undefined behaviour; -fsanitize=undefined stops there).
+TEST_CASE("trace merge: a clock base out of range leaves that trace's clock unknown, with a note naming it") {
+  const kscope::merged_trace m = kscope::merge_traces({
+      {"low.json", clock_trace("h", "-9100000000000000000", "0")},
+      {"high.json", clock_trace("h", "9100000000000000000", "9100000000000000000")},
+      {"offset.json", clock_trace("h", "5", "-9100000000000000000")},
+      {"fraction.json", clock_trace("h", "5.5", "0")},
+      {"edge.json", clock_trace("h", "4611686018427387392", "-4611686018427387392")},  // 2^62 - 512: taken
+      {"first.json", clock_trace("h", "4611686018427387392", "0", "2")},
+  });
+  REQUIRE(m.merged_count() == 6);
+  CHECK(has_note(m, "low.json: otherData field \"time_origin_ns\" must be an integer in [0, 4611686018427387903], "
+                    "got -9.1e+18: its clock is unknown, its times are kept as they are"));
+  CHECK(has_note(m, "high.json: otherData field \"time_origin_ns\" must be an integer in [0, 4611686018427387903], "
+                    "got 9.1e+18: its clock is unknown, its times are kept as they are"));
+  CHECK(has_note(m, "offset.json: otherData field \"wall_clock_offset_ns\" must be an integer in "
+                    "[-4611686018427387903, 4611686018427387903], got -9.1e+18: its clock is unknown, its times are "
+                    "kept as they are"));
+  CHECK(has_note(m, "fraction.json: otherData field \"time_origin_ns\" must be an integer in [0, 4611686018427387903], "
+                    "got 5.5: its clock is unknown, its times are kept as they are"));
+  CHECK(m.notes.size() == 4);  // one note each, no second "no time origin" note
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(m.inputs[i].clock == "as it is (its clock base is out of range)");
+    CHECK(m.inputs[i].shift_ns == 0);
+    CHECK_FALSE(m.inputs[i].time_origin_ns.has_value());
+    CHECK_FALSE(m.inputs[i].wall_clock_offset_ns.has_value());
+  }
+  CHECK(step_ts(m, 1) == "1.5");     // kept as it was
+  CHECK(step_ts(m, 1001) == "1.5");  // moved pid, same time
+  // The largest origin and offset taken: the host's time line starts at its earliest.
+  CHECK(m.inputs[4].time_origin_ns == std::optional<std::int64_t>(4611686018427387392));
+  CHECK(m.inputs[4].clock == "steady clock of h");
+  CHECK(m.inputs[4].shift_ns == 0);
+  CHECK(m.inputs[5].shift_ns == 0);
+  const json doc = json::parse(m.json);
+  CHECK(doc.at("otherData").at("inputs").at(0).at("time_origin_ns").is_null());
+}
+
+TEST_CASE("trace merge: hosts whose wall clocks are 2^62 ns apart are not lined up, with a note") {
+  // wall(b) - wall(a) = 2^63 + 2^62 - 1536: past int64.
+  kscope::trace_merge_options by_wall;
+  by_wall.align_hosts_by_wall_clock = true;
+  const kscope::merged_trace m = kscope::merge_traces(
+      {{"a.json", clock_trace("a", "0", "-4611686018427387392")},
+       {"b.json", clock_trace("b", "4611686018427387392", "4611686018427387392")},
+       {"c.json", clock_trace("c", "1000", "-4611686018427387392")}},  // 2 us after a on the wall clock
+      by_wall);
+  REQUIRE(m.merged_count() == 3);
+  CHECK(has_note(m, "host b: its wall clock is more than 2^62 ns (146 years) from the earliest host's: its time "
+                    "line starts at 0"));
+  CHECK(m.inputs[1].shift_ns == 0);
+  CHECK(m.inputs[2].shift_ns == 1000);
+  CHECK(step_ts(m, 1) == "1.5");
+  CHECK(step_ts(m, 1001) == "1.5");
+  CHECK(step_ts(m, 2001) == "2.5");
+}
+
+TEST_CASE("trace merge: an input whose shift would carry a timestamp past 9e15 us keeps its times") {
+  // first.json sets the host's origin at 0; late.json's origin is 2^62 - 512 ns later, so
+  // its timestamps move by that much: 8e15 us would overflow int64 (8e18 + 4.6e18 ns), 5e15
+  // us would fit in int64 but pass the 9e15 us a trace may hold (the merged trace would not
+  // merge again); 4e15 us fits.
+  for (const auto& [ts, placed] : {std::pair<std::string, bool>{"8e15", false}, {"5e15", false}, {"4e15", true}}) {
+    CAPTURE(ts);
+    const kscope::merged_trace m = kscope::merge_traces({{"first.json", clock_trace("h", "0", "0")},
+                                                          {"late.json", clock_trace("h", "4611686018427387392", "0", ts)}});
+    REQUIRE(m.merged_count() == 2);
+    if (placed) {
+      CHECK(m.inputs[1].shift_ns == 4611686018427387392);
+      CHECK(m.inputs[1].clock == "steady clock of h");
+      CHECK(m.json.find(R"("ts":8611686018427387.392)") != std::string::npos);  // exact, in ns
+      CHECK(m.notes.empty());
+    } else {
+      CHECK(m.inputs[1].shift_ns == 0);
+      CHECK(m.inputs[1].clock == "as it is (its place on the time line is out of range)");
+      REQUIRE(m.notes.size() == 1);
+      CHECK(m.notes[0] == "late.json: placed on its host's time line, its timestamps would pass 9e15 us (285 years): "
+                          "its times are kept as they are");
+      CHECK(json::parse(step_ts(m, 1001)).get<double>() == std::stod(ts));
+    }
+    // Either way the merged trace is a trace that merges again.
+    const kscope::merged_trace again = kscope::merge_traces({{"merged.json", m.json}});
+    CHECK(again.merged_count() == 1);
+    CHECK(again.events == 2);
+  }
+}
+
+TEST_CASE("trace merge: a ts or dur past 9e15 us is a bad event, named with the file") {
+  const kscope::merged_trace m = kscope::merge_traces({
+      {"good.json", rank_trace(0, 1'000'000)},
+      {"ts_far.json", R"({"traceEvents": [{"ph":"X","pid":1,"ts":0}, {"ph":"X","pid":1,"ts":-9e15}]})"},
+      {"ts_huge.json", R"({"traceEvents": [{"ph":"X","pid":1,"ts":1e300}]})"},
+      {"dur_huge.json", R"({"traceEvents": [{"ph":"X","pid":1,"ts":0,"dur":1e300}]})"},
+      {"dur_string.json", R"({"traceEvents": [{"ph":"X","pid":1,"ts":0,"dur":"long"}]})"},
+      {"ts_edge.json", R"({"traceEvents": [{"ph":"X","pid":1,"ts":8999999999999999,"dur":-8999999999999999}]})"},
+  });
+  CHECK(m.inputs[1].error == "traceEvents[1]: field \"ts\" must be a number of microseconds, got -9e+15 (beyond "
+                             "9e15 us, 285 years, either way)");
+  CHECK(m.inputs[2].error == "traceEvents[0]: field \"ts\" must be a number of microseconds, got 1e+300 (beyond "
+                             "9e15 us, 285 years, either way)");
+  CHECK(m.inputs[3].error == "traceEvents[0]: field \"dur\" must be a number of microseconds, got 1e+300 (beyond "
+                             "9e15 us, 285 years, either way)");
+  CHECK(m.inputs[4].error == "traceEvents[0]: field \"dur\" must be a number of microseconds, got a string");
+  CHECK(m.inputs[5].error.empty());
+  CHECK(m.merged_count() == 2);
+  const std::string text = m.text();
+  CHECK(text.find("error: input 2 (ts_huge.json): traceEvents[0]: field \"ts\"") != std::string::npos);
 }

@@ -1,15 +1,17 @@
 // A deterministic fuzz run for every compiler and every ctest: each file of the seed
 // corpus (tests/fuzz/corpus) is mutated many times with a fixed-seed generator and run
 // through the fuzz entry point (report_fuzz_entry.hpp: the JSON reader, parse_report,
-// the text and JSON printers, merge). A broken invariant of the entry point (an unclear
-// error, a report whose JSON does not read back) or an escaping exception fails the case,
-// with the input saved to a file to replay; a crash fails the test program.
+// the text, JSON and folded printers, merge of reports, identify_document and merge of
+// traces). A broken invariant of the entry point (an unclear error, a report whose JSON
+// does not read back, a merged trace that does not merge again) or an escaping exception
+// fails the case, with the input saved to a file to replay; a crash fails the test program.
 //
 // The mutations are those that found the reader's past bugs: bit flips, byte inserts and
 // deletes, splices from another seed, numbers replaced by extremes (1e308, -1, NaN, 2^64,
-// a depth of 1e9), duplicated regions (many scopes), deep nesting, truncation.
-// KSCOPE_MUTATIONS=n sets the mutations per seed file (default 5000: about 80 000 inputs,
-// 9 s optimized on one core; the libFuzzer target goes further, README.md).
+// a depth of 1e9, clock bases and timestamps at the trace merge's bounds), duplicated
+// regions (many scopes), deep nesting, truncation.
+// KSCOPE_MUTATIONS=n sets the mutations per seed file (default 5000: about 95 000 inputs,
+// 13 s optimized on one core; the libFuzzer target goes further, README.md).
 #include "report_fuzz_entry.hpp"
 
 #include <doctest/doctest.h>
@@ -48,7 +50,10 @@ class fixed_random {
 const char* const extreme_values[] = {
     "1e308", "-1e308", "1e300", "-1", "-5", "1e9", "4294967296", "18446744073709551616", "18446744073709551615",
     "-9223372036854775809", "9223372036854775807", "2147483648", "65536", "65537", "0.5", "2.5", "-0", "1e-400",
-    "NaN", "Infinity", "null", "true", "\"7\"", "[]", "{}", "[1e9]", "0"};
+    "NaN", "Infinity", "null", "true", "\"7\"", "[]", "{}", "[1e9]", "0",
+    // The trace merge's clock bases (2^62 ns) and timestamps (9e15 us), either side.
+    "4611686018427387904", "4611686018427387392", "-4611686018427387392", "9.1e18", "-9.1e18", "9e15", "-9e15",
+    "8999999999999999", "4e18"};
 
 const char* const json_tokens[] = {"{", "}", "[", "]", ",", ":", "\"", "\\", "\\u", "\\ud83d", "null", "\"depth\":",
                                    "\"scopes\":[", "{\"path\":\"x\",\"depth\":1e9}", "\"schema\":\"kscope.report/1\""};

@@ -1,5 +1,6 @@
 // libFuzzer target over what `kscope report` and `kscope merge` do with a file: the JSON
-// reader, parse_report, the text and JSON printers, merge_reports; the checks are in
+// reader, parse_report, the text, JSON and folded printers, merge_reports,
+// identify_document and merge_traces; the checks are in
 // report_fuzz_entry.hpp (shared with mutation_test.cpp, which runs in every ctest).
 // Built with clang and -DKSCOPE_FUZZ=ON; how to run it: tests/fuzz/README.md.
 #include "report_fuzz_entry.hpp"

@@ -25,9 +25,13 @@
 // names as the text report prints them (core/detail/text_escape.hpp: a newline is \x0a,
 // other controls \xNN, invalid UTF-8 U+FFFD) with ';' written \x3b, so a name can neither
 // add a frame nor end the line.
+// A report may come from outside (kscope report --format folded-host FILE): a scope's own
+// time that is negative, not finite or above 2^62 ns (146 years) counts as 0, with a note,
+// and a total past int64 stops at its largest value, with a note.
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/detail/checked_math.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/text_escape.hpp"
 #include "data.hpp"
@@ -36,6 +40,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -51,7 +57,7 @@ enum class folded_time : std::uint8_t { host, gpu };
 struct folded_stacks {
   std::string text;         // "a;b;c 1234\n" per call path with a self time, in report order
   std::string time;         // what the values are ("host time, ns"); "" when there is none
-  std::int64_t total_ns = 0;  // the sum of the values
+  std::int64_t total_ns = 0;  // the sum of the values (at most INT64_MAX, with a note)
   std::size_t stacks = 0;     // lines in text
   std::vector<std::string> notes;  // nodes whose children exceed them; why there is no GPU time
 };
@@ -130,6 +136,9 @@ KSCOPE_DECL folded_stacks fold_stacks(const session_report& report, folded_time 
   // host: its host time; GPU with CUPTI: its own kernels' busy time plus its children's
   // totals; GPU by events: its events' time, or, for a scope without a stream (nothing
   // measured), its children's totals (it then has no self time, and no note).
+  // Each scope's own measure is a time in [0, 2^62) ns (bad ones count as 0, with a note),
+  // so a self time below is at most about that: llround of it is defined.
+  std::size_t bad_times = 0;
   std::unordered_map<std::string, double> total, children_total;
   std::vector<std::pair<std::size_t, std::size_t>> deepest_first;  // (depth, index)
   deepest_first.reserve(report.scopes.size());
@@ -140,11 +149,20 @@ KSCOPE_DECL folded_stacks fold_stacks(const session_report& report, folded_time 
   for (const auto& [depth, i] : deepest_first) {
     const scope_report& s = report.scopes[i];
     const double below = children_total[s.path];
-    double t = 0;
-    if (time == folded_time::host) t = s.host_inclusive_ns;
-    else if (cupti) t = (s.gpu_activity ? static_cast<double>(s.gpu_activity->busy_ns) : 0.0) + below;
-    else t = s.gpu_calls > 0 ? s.gpu_total_ns : below;
-    if (!std::isfinite(t) || t < 0) t = 0;
+    double own = 0;  // what the scope measured itself
+    if (time == folded_time::host) own = s.host_inclusive_ns;
+    else if (cupti) own = s.gpu_activity ? static_cast<double>(s.gpu_activity->busy_ns) : 0.0;
+    else own = s.gpu_calls > 0 ? s.gpu_total_ns : 0.0;
+    if (!(own >= 0 && own < static_cast<double>(detail::max_input_time_ns))) {  // NaN included
+      if (++bad_times <= 10)
+        out.notes.push_back("'" + detail::printable_name(s.path) + "': its " +
+                            (time == folded_time::host ? "host" : "GPU") + " time, " + detail::format_general(own, 6) +
+                            " ns, is no duration (negative, not finite or above 2^62 ns): counted as 0");
+      own = 0;
+    }
+    double t = own;
+    if (cupti) t = own + below;
+    else if (time == folded_time::gpu && s.gpu_calls == 0) t = below;
     total[s.path] = t;
     children_total[detail::parent_scope_path(s.path)] += t;
   }
@@ -158,13 +176,15 @@ KSCOPE_DECL folded_stacks fold_stacks(const session_report& report, folded_time 
     if (self < 0) {
       // Children longer than their parent: ranges that ended on another thread, or GPU
       // work that ran past the parent's events. Their time is theirs; the parent gets 0.
+      // (The excess is a sum of many children: written from the double, never llround.)
       if (++clamped <= 10)
         out.notes.push_back("'" + detail::printable_name(s.path) + "': its children's " + (time == folded_time::host ? "host" : "GPU") +
-                            " time exceeds its own by " + std::to_string(std::llround(-self)) +
+                            " time exceeds its own by " + detail::format_fixed(std::round(-self), 0) +
                             " ns (work on other threads or streams): its self time is 0");
       self = 0;
     }
-    const std::int64_t value = static_cast<std::int64_t>(std::llround(self));
+    // A self time is at most a scope's own measure (below 2^62): this always has a value.
+    const std::int64_t value = detail::rounded_int64(self, static_cast<double>(detail::max_input_time_ns) * 2).value_or(0);
     if (value <= 0) continue;
     std::string line;
     for (const std::string& frame : detail::split_scope_path(s.path)) {
@@ -175,11 +195,19 @@ KSCOPE_DECL folded_stacks fold_stacks(const session_report& report, folded_time 
     line += std::to_string(value);
     line += '\n';
     out.text += line;
-    out.total_ns += value;
     ++out.stacks;
+    // 2^15 scopes of 2^62 ns each pass int64: the total stops at its largest value.
+    if (const std::optional<std::int64_t> sum = detail::checked_add(out.total_ns, value)) {
+      out.total_ns = *sum;
+    } else if (out.total_ns != std::numeric_limits<std::int64_t>::max()) {
+      out.total_ns = std::numeric_limits<std::int64_t>::max();
+      out.notes.push_back("the values add up past 2^63 ns (292 years): their total is given as 9223372036854775807");
+    }
   }
   if (clamped > 10)
     out.notes.push_back("... and " + std::to_string(clamped - 10) + " more scopes whose children exceed them");
+  if (bad_times > 10)
+    out.notes.push_back("... and " + std::to_string(bad_times - 10) + " more scopes whose time is no duration");
   return out;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS

@@ -76,9 +76,6 @@ template <class Integer>
 
 KSCOPE_DECL summary summary_from_json(const json_value& v);
 
-// Writes a parsed value back as JSON (numbers through the writer: '.' in any locale).
-KSCOPE_DECL void write_json_value(json_writer& w, const json_value& v);
-
 KSCOPE_DECL void copy_from_json(const json_value* v, copy_totals& c);
 
 KSCOPE_DECL node_gpu_activity gpu_activity_from_json(const json_value& v);
@@ -121,28 +118,6 @@ KSCOPE_DECL summary summary_from_json(const json_value& v) {
   s.outliers = integer_member<std::size_t>(v, "outliers");
   s.steady = v.member_bool("steady", true);
   return s;
-}
-
-KSCOPE_DECL void write_json_value(json_writer& w, const json_value& v) {
-  switch (v.type) {
-    case json_type::null: w.value(nullptr); return;
-    case json_type::boolean: w.value(v.boolean); return;
-    case json_type::number: w.value(v.number); return;
-    case json_type::string: w.value(v.string); return;
-    case json_type::array:
-      w.begin_array();
-      for (const json_value& item : v.items) write_json_value(w, item);
-      w.end_array();
-      return;
-    case json_type::object:
-      w.begin_object();
-      for (const auto& [key, member] : v.members) {
-        w.key(key);
-        write_json_value(w, member);
-      }
-      w.end_object();
-      return;
-  }
 }
 
 KSCOPE_DECL void copy_from_json(const json_value* v, copy_totals& c) {

@@ -25,18 +25,22 @@
 //     (each host's time line starts at 0), with a note, unless `align_hosts_by_wall_clock`
 //     lines hosts up by their wall clocks (as close as the hosts' clocks agree: NTP keeps
 //     them within about a millisecond, which kscope cannot check). A trace without a
-//     kscope clock base (another tool's) is kept as it is, with a note;
+//     kscope clock base (another tool's) is kept as it is, with a note; so is one whose
+//     clock base is out of range (origin outside [0, 2^62) ns, offset 2^62 ns or more
+//     from 0), or whose place on the time line would carry a timestamp past 9e15 us;
 //   - sort order and names: process_sort_index entries are renumbered so that ranks come
 //     in order (inputs without a rank last, in the order given), each rank's processes
 //     in their own order; another tool's processes get the file's name before their name;
 //   - every event is kept (none added, none dropped): timestamps are rewritten in
 //     microseconds with three decimals (nanoseconds), other top-level members than
 //     traceEvents and otherData (stackFrames, samples, ...) are left out with a note.
-// A bad input (not JSON, truncated, no traceEvents, an empty one, a malformed event) gets
-// one message naming it, and the others are still merged.
+// A bad input (not JSON, truncated, no traceEvents, an empty one, a malformed event: a
+// ts or dur that is no number of microseconds below 9e15) gets one message naming it, and
+// the others are still merged.
 #pragma once
 
 #include "../core/config.hpp"
+#include "../core/detail/checked_math.hpp"
 #include "../core/detail/json_reader.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
@@ -66,6 +70,11 @@ inline constexpr const char* merged_trace_schema = "kscope.merged_trace/1";
 inline constexpr std::size_t trace_merge_max_processes = std::size_t{1} << 16;
 // JSON values in one event (its args included).
 inline constexpr std::size_t trace_merge_max_values_per_event = std::size_t{1} << 16;
+// The largest |ts| and |dur| of an event, in microseconds (285 years): a timestamp in
+// nanoseconds then fits in int64 with room for a clock shift, and an input whose shift
+// would carry a timestamp past it keeps its times as they are, so a merged trace merges
+// again.
+inline constexpr double trace_merge_max_time_us = 9e15;
 
 // What a JSON document is, by its content: how `kscope merge` tells traces from reports.
 enum class document_kind : std::uint8_t {
@@ -132,6 +141,7 @@ namespace detail {
 // What the first reading of an input found: enough to place it before it is copied.
 struct trace_scan {
   std::set<long long> pids;
+  std::optional<std::int64_t> min_ts_ns, max_ts_ns;  // over the events' "ts"
   std::map<long long, double> sort_index;  // pid -> its process_sort_index
   std::optional<std::uint64_t> min_id, max_id;  // over the ids that bind across processes
   json_value other_data;
@@ -143,13 +153,14 @@ struct trace_scan {
 // "bind_id", "id2.global"): a whole number, or a string of hex digits ("0x1f", as the
 // format allows). Anything else is not renumbered.
 [[nodiscard]] KSCOPE_DECL std::optional<std::uint64_t> trace_binding_id(const json_value& v) noexcept;
+// An event's "ts" or "dur" (microseconds) in nanoseconds, rounded; nullopt when it is not
+// a number or not below trace_merge_max_time_us in magnitude.
+[[nodiscard]] KSCOPE_DECL std::optional<std::int64_t> trace_time_ns(const json_value& v) noexcept;
 // Whether an event's "id" binds across processes (by its phase).
 [[nodiscard]] KSCOPE_DECL bool trace_phase_binds_id(std::string_view phase) noexcept;
 // Reads the input once: checks every event, collects pids, sort indices, ids, otherData.
 // Throws json_syntax_error or json_field_error with what is wrong.
 KSCOPE_DECL void scan_trace(std::string_view text, trace_scan& out, std::size_t& events);
-// A parsed value written back; whole numbers as integers (a pid, an id: 1000, not 1e3).
-KSCOPE_DECL void write_trace_value(json_writer& w, const json_value& v);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::optional<std::uint64_t> trace_binding_id(const json_value& v) noexcept {
@@ -173,36 +184,14 @@ KSCOPE_DECL std::optional<std::uint64_t> trace_binding_id(const json_value& v) n
   return value;
 }
 
+KSCOPE_DECL std::optional<std::int64_t> trace_time_ns(const json_value& v) noexcept {
+  if (!v.is_number()) return std::nullopt;
+  return rounded_int64(v.number * 1000, trace_merge_max_time_us * 1000);
+}
+
 KSCOPE_DECL bool trace_phase_binds_id(std::string_view phase) noexcept {
   // Flow (s t f), async (b e n, S T p F) and object (N O D) events.
   return phase.size() == 1 && std::string_view("stfbenSTpFNOD").find(phase[0]) != std::string_view::npos;
-}
-
-KSCOPE_DECL void write_trace_value(json_writer& w, const json_value& v) {
-  switch (v.type) {
-    case json_type::null: w.value(nullptr); return;
-    case json_type::boolean: w.value(v.boolean); return;
-    case json_type::number:
-      if (std::isfinite(v.number) && v.number == std::floor(v.number) && std::fabs(v.number) < 9007199254740992.0)
-        w.value(static_cast<long long>(v.number));
-      else
-        w.value(v.number);
-      return;
-    case json_type::string: w.value(v.string); return;
-    case json_type::array:
-      w.begin_array();
-      for (const json_value& item : v.items) write_trace_value(w, item);
-      w.end_array();
-      return;
-    case json_type::object:
-      w.begin_object();
-      for (const auto& [key, member] : v.members) {
-        w.key(key);
-        write_trace_value(w, member);
-      }
-      w.end_object();
-      return;
-  }
 }
 
 KSCOPE_DECL void scan_trace(std::string_view text, trace_scan& out, std::size_t& events) {
@@ -228,12 +217,23 @@ KSCOPE_DECL void scan_trace(std::string_view text, trace_scan& out, std::size_t&
         if (out.pids.size() > trace_merge_max_processes)
           throw json_field_error("more than " + std::to_string(trace_merge_max_processes) + " processes (pids)");
       }
-      if (const json_value* ts = e.find("ts")) {
-        // ts in microseconds, turned into int64 nanoseconds: |ts| below 9e15 us (285 years).
-        if (!ts->is_number() || !(std::fabs(ts->number) < 9e15))
-          throw json_field_error(where + "field \"ts\" must be a number of microseconds, got " +
-                                 describe_json_value(*ts));
+      // ts is turned into int64 nanoseconds and shifted, dur is copied: both are bounded,
+      // so that neither a timestamp nor its shift can overflow (trace_merge_max_time_us).
+      const auto time_ns = [&](const char* field) -> std::optional<std::int64_t> {
+        const json_value* time = e.find(field);
+        if (time == nullptr) return std::nullopt;
+        const std::optional<std::int64_t> ns = trace_time_ns(*time);
+        if (!ns)
+          throw json_field_error(where + "field \"" + field + "\" must be a number of microseconds, got " +
+                                 describe_json_value(*time) +
+                                 (time->is_number() ? " (beyond 9e15 us, 285 years, either way)" : ""));
+        return ns;
+      };
+      if (const std::optional<std::int64_t> ts = time_ns("ts")) {
+        out.min_ts_ns = out.min_ts_ns ? std::min(*out.min_ts_ns, *ts) : *ts;
+        out.max_ts_ns = out.max_ts_ns ? std::max(*out.max_ts_ns, *ts) : *ts;
       }
+      (void)time_ns("dur");
       const std::string phase = e.member_string("ph", "");
       const auto note_id = [&](const json_value* id) {
         if (id == nullptr) return;
@@ -379,6 +379,8 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
                                       const trace_merge_options& options) {
   merged_trace result;
   std::vector<detail::trace_scan> scans(inputs.size());
+  // Inputs whose clock base was refused, with a note already: no second note for them.
+  std::vector<bool> clock_refused(inputs.size(), false);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     merged_trace_input in;
     in.name = inputs[i].name;
@@ -406,8 +408,30 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
         if (const auto rank = integer("rank"); rank && *rank >= 0 && *rank <= 2147483647) in.rank = static_cast<int>(*rank);
         if (const auto pid = integer("process_id"); pid && *pid > 0) in.process_id = static_cast<long long>(*pid);
         in.host_name = other.member_string("host_name", "");
-        in.time_origin_ns = integer("time_origin_ns");
-        in.wall_clock_offset_ns = integer("wall_clock_offset_ns");
+        // The clock base is added and subtracted below: an origin in [0, 2^62) and an
+        // offset below 2^62 in magnitude keep every sum in int64 (a real steady clock
+        // counts from boot; a real offset is about 1.8e18 ns). Anything else present makes
+        // the trace's clock unknown, with a note: a half-trusted clock base would place it
+        // wrongly without a word.
+        const auto clock_field = [&](const char* key, std::int64_t lo) -> std::optional<std::int64_t> {
+          const detail::json_value* v = other.find(key);
+          if (v == nullptr || v->is_null()) return std::nullopt;
+          try {
+            return detail::json_integer<std::int64_t>(*v, key, lo, detail::max_input_time_ns - 1);
+          } catch (const detail::json_field_error& bad) {
+            if (!clock_refused[i])
+              result.notes.push_back(in.name + ": otherData " + bad.what() +
+                                     ": its clock is unknown, its times are kept as they are");
+            clock_refused[i] = true;
+            return std::nullopt;
+          }
+        };
+        in.time_origin_ns = clock_field("time_origin_ns", 0);
+        in.wall_clock_offset_ns = clock_field("wall_clock_offset_ns", 1 - detail::max_input_time_ns);
+        if (clock_refused[i]) {
+          in.time_origin_ns.reset();
+          in.wall_clock_offset_ns.reset();
+        }
       }
       for (const std::string& key : scans[i].left_out)
         result.notes.push_back(in.name + ": top-level member \"" + key + "\" left out (its ids are the file's own)");
@@ -429,47 +453,85 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
       g.origin_ns = *in.time_origin_ns;
       g.wall_ns.reset();
     }
+    // Both within max_input_time_ns: checked_add always has a value here.
     if (*in.time_origin_ns == g.origin_ns && in.wall_clock_offset_ns && !g.wall_ns)
-      g.wall_ns = g.origin_ns + *in.wall_clock_offset_ns;
+      g.wall_ns = detail::checked_add(g.origin_ns, *in.wall_clock_offset_ns);
   }
   // A group whose earliest trace had no offset takes another member's: one host, one offset.
   for (merged_trace_input& in : result.inputs) {
     if (!in.error.empty() || !in.time_origin_ns || in.host_name.empty() || !in.wall_clock_offset_ns) continue;
     host_group& g = hosts[in.host_name];
-    if (!g.wall_ns) g.wall_ns = g.origin_ns + *in.wall_clock_offset_ns;
+    if (!g.wall_ns) g.wall_ns = detail::checked_add(g.origin_ns, *in.wall_clock_offset_ns);
   }
   const bool by_wall = options.align_hosts_by_wall_clock && hosts.size() > 1;
   if (by_wall) {
     std::optional<std::int64_t> earliest;
     for (const auto& [name, g] : hosts)
       if (g.wall_ns) earliest = earliest ? std::min(*earliest, *g.wall_ns) : *g.wall_ns;
-    std::vector<std::string> unaligned;
+    std::vector<std::string> unaligned, too_far;
     for (auto& [name, g] : hosts) {
-      if (g.wall_ns) g.shift_ns = *g.wall_ns - *earliest;
-      else unaligned.push_back(name);
+      if (!g.wall_ns) {
+        unaligned.push_back(name);
+        continue;
+      }
+      // Two wall clocks more than 2^62 ns (146 years) apart are no clocks of one run; the
+      // bound also keeps each input's shift below (its origin's distance added) in int64.
+      const std::optional<std::int64_t> shift = detail::checked_sub(*g.wall_ns, *earliest);
+      if (shift && *shift < detail::max_input_time_ns) g.shift_ns = *shift;
+      else too_far.push_back(name);
     }
     result.notes.push_back(std::to_string(hosts.size()) +
                            " hosts lined up by their wall clocks: as close as the hosts' clocks agree (NTP: about a "
                            "millisecond; kscope cannot check)");
     for (const std::string& name : unaligned)
       result.notes.push_back("host " + name + ": its traces carry no wall-clock offset: its time line starts at 0");
+    for (const std::string& name : too_far)
+      result.notes.push_back("host " + name + ": its wall clock is more than 2^62 ns (146 years) from the earliest "
+                             "host's: its time line starts at 0");
   } else if (hosts.size() > 1) {
     result.notes.push_back(std::to_string(hosts.size()) +
                            " hosts: each host's steady clock counts from its own boot, so each host's traces are "
                            "aligned with each other and start at 0, not with the other hosts' (kscope merge "
                            "--wall-clock lines them up by wall clock)");
   }
-  for (merged_trace_input& in : result.inputs) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    merged_trace_input& in = result.inputs[i];
     if (!in.error.empty()) continue;
+    const auto keep_as_it_is = [&in](std::string why) {
+      in.clock = "as it is (" + std::move(why) + ")";
+      in.shift_ns = 0;
+    };
     if (!in.time_origin_ns || in.host_name.empty()) {
-      in.clock = "as it is (no kscope clock base)";
+      if (clock_refused[i]) {
+        keep_as_it_is("its clock base is out of range");  // the note is written already
+        continue;
+      }
+      keep_as_it_is("no kscope clock base");
       result.notes.push_back(in.name + ": " +
                              (in.kscope_trace ? std::string("no host name or time origin") : "not written by kscope") +
                              ": its times are kept as they are");
       continue;
     }
     const host_group& g = hosts[in.host_name];
-    in.shift_ns = *in.time_origin_ns - g.origin_ns + g.shift_ns;
+    // origin - g.origin is in [0, 2^62), g.shift_ns too: the sum fits, checked all the same.
+    const std::optional<std::int64_t> from_origin = detail::checked_sub(*in.time_origin_ns, g.origin_ns);
+    const std::optional<std::int64_t> shift = from_origin ? detail::checked_add(*from_origin, g.shift_ns) : std::nullopt;
+    // Every shifted timestamp stays within trace_merge_max_time_us, so that the merged
+    // trace is a trace that merges again (1 us to spare: written with three decimals, a
+    // timestamp reads back rounded to the nearest double, 1 us apart up there); an input
+    // that would pass it keeps its times.
+    const auto within = [](std::optional<std::int64_t> ns) {
+      return ns && std::fabs(static_cast<double>(*ns)) < (trace_merge_max_time_us - 1) * 1000;
+    };
+    const detail::trace_scan& scan = scans[i];
+    if (!shift || (scan.min_ts_ns && !within(detail::checked_add(*scan.min_ts_ns, *shift))) ||
+        (scan.max_ts_ns && !within(detail::checked_add(*scan.max_ts_ns, *shift)))) {
+      keep_as_it_is("its place on the time line is out of range");
+      result.notes.push_back(in.name + ": placed on its host's time line, its timestamps would pass 9e15 us (285 "
+                             "years): its times are kept as they are");
+      continue;
+    }
+    in.shift_ns = *shift;
     in.clock = "steady clock of " + in.host_name + (by_wall ? " (hosts by wall clock)" : "");
   }
 
@@ -540,7 +602,9 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
 
   if (order.empty()) return result;
 
-  // ---- the merged trace: every input's events, rewritten.
+  // ---- the merged trace: every input's events, rewritten. Other tools' pids and ids are
+  // integers: whole numbers are written back as integers (1000, never 1e3).
+  constexpr detail::json_whole_numbers integers = detail::json_whole_numbers::as_integer;
   std::size_t capacity = 1024;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (result.inputs[i].error.empty()) capacity += inputs[i].text.size() + inputs[i].text.size() / 8;
@@ -557,7 +621,7 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
     const auto write_id = [&w, offset](const detail::json_value& id) {
       const std::optional<std::uint64_t> value = detail::trace_binding_id(id);
       if (!value || offset == 0) {
-        detail::write_trace_value(w, id);
+        detail::write_json_value(w, id, integers);
       } else if (id.is_number()) {
         w.value(static_cast<unsigned long long>(*value + offset));
       } else {
@@ -589,7 +653,12 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
         if (key == "pid") {
           w.value(pid_map.at(pid));
         } else if (key == "ts") {
-          w.raw(detail::trace_us(static_cast<std::int64_t>(std::llround(value.number * 1000)) + in.shift_ns));
+          // Checked when the input was read and placed (scan_trace, the clocks above): a
+          // value here; were it not, the timestamp is kept as it was rather than made up.
+          const std::optional<std::int64_t> ns = detail::trace_time_ns(value);
+          const std::optional<std::int64_t> shifted = ns ? detail::checked_add(*ns, in.shift_ns) : std::nullopt;
+          if (shifted) w.raw(detail::trace_us(*shifted));
+          else detail::write_json_value(w, value, integers);
         } else if ((key == "id" && detail::trace_phase_binds_id(phase)) || key == "bind_id") {
           write_id(value);
         } else if (key == "id2" && value.is_object()) {
@@ -597,7 +666,7 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
           for (const auto& [id_key, id_value] : value.members) {
             w.key(id_key);
             if (id_key == "global") write_id(id_value);
-            else detail::write_trace_value(w, id_value);
+            else detail::write_json_value(w, id_value, integers);
           }
           w.end_object();
         } else if (key == "args" && value.is_object() && phase == "M" && pid_value != nullptr &&
@@ -610,11 +679,11 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
             else if (event_name == "process_name" && arg_key == "name" && arg.is_string())
               w.value(name_prefix + arg.string);
             else
-              detail::write_trace_value(w, arg);
+              detail::write_json_value(w, arg, integers);
           }
           w.end_object();
         } else {
-          detail::write_trace_value(w, value);
+          detail::write_json_value(w, value, integers);
         }
       }
       w.end_object();
@@ -649,7 +718,7 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
     w.member("events", static_cast<unsigned long long>(in.events));
     if (const detail::json_value* devices = scans[i].other_data.find("devices")) {
       w.key("devices");
-      detail::write_trace_value(w, *devices);
+      detail::write_json_value(w, *devices, integers);
     }
     w.key("pids").begin_array();
     for (const auto& [from, to] : in.pids) w.begin_array().value(from).value(to).end_array();

@@ -1,6 +1,7 @@
 // kscope/core/detail/json_reader.hpp — a small, strict JSON parser (RFC 8259), no dependencies.
 //
-// Used where kscope reads its own documents back (merge.hpp, compare.hpp, the kscope CLI).
+// Used where kscope reads its own documents back (merge.hpp, compare.hpp, the kscope CLI);
+// write_json_value writes a parsed value back through json_writer.hpp.
 // The library must not depend on a JSON library. Strict on purpose: a truncated or
 // hand-edited report gets a clear message with its byte offset instead of a half-read
 // result.
@@ -28,6 +29,7 @@
 #pragma once
 
 #include "../config.hpp"
+#include "json_writer.hpp"
 #include "number_format.hpp"
 #include "once.hpp"
 #include "text_escape.hpp"
@@ -259,6 +261,49 @@ KSCOPE_DECL std::string describe_json_value(const json_value& v) {
     case json_type::object: return "an object";
   }
   return "?";
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+// How write_json_value writes a number: as the double it is (15 or 17 significant digits,
+// so 1e15 is "1e+15": what the report merge copies), or, for a whole number below 2^53 in
+// magnitude, as an integer (1000000000000000: what the trace merge copies, since another
+// tool's pids and ids are integers and its readers may want them written as such).
+enum class json_whole_numbers : std::uint8_t { as_double, as_integer };
+
+// Writes a parsed value back as JSON: the one copy of a tree the reader built into a
+// document the writer makes (numbers through the writer: '.' in any locale). Its recursion
+// is bounded by the reader's nesting limit.
+KSCOPE_DECL void write_json_value(json_writer& w, const json_value& v,
+                                  json_whole_numbers whole_numbers = json_whole_numbers::as_double);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void write_json_value(json_writer& w, const json_value& v, json_whole_numbers whole_numbers) {
+  switch (v.type) {
+    case json_type::null: w.value(nullptr); return;
+    case json_type::boolean: w.value(v.boolean); return;
+    case json_type::number:
+      // Below 2^53 every whole double is exact, so the integer is the same number.
+      if (whole_numbers == json_whole_numbers::as_integer && std::isfinite(v.number) &&
+          v.number == std::floor(v.number) && std::fabs(v.number) < 9007199254740992.0)
+        w.value(static_cast<long long>(v.number));
+      else
+        w.value(v.number);
+      return;
+    case json_type::string: w.value(v.string); return;
+    case json_type::array:
+      w.begin_array();
+      for (const json_value& item : v.items) write_json_value(w, item, whole_numbers);
+      w.end_array();
+      return;
+    case json_type::object:
+      w.begin_object();
+      for (const auto& [key, member] : v.members) {
+        w.key(key);
+        write_json_value(w, member, whole_numbers);
+      }
+      w.end_object();
+      return;
+  }
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
