@@ -6,8 +6,10 @@
 //   the L2 still holds before or after the kernel is under 1.5 % of the traffic): DRAM read
 //   + write within 3 % of 2 x 4n bytes, classified memory-bound at DRAM, no discrepancy line
 //   for the declared 8n bytes. Timing: the same bench run without counters gives a median
-//   within 3 %, and exactly one call more is made with counters than the samples account
-//   for (the profiled call, outside them).
+//   within 3 %, and the calls made with counters beyond what the samples account for are
+//   exactly those of the profiled call: one per counter pass (user replay), plus one for the
+//   warp-stall pass (PC sampling, bench::warp_stalls, on by default) when the result says it
+//   ran; none of them is a sample.
 // - A naive fp32 GEMM, n = 512, one thread per output, one explicit FMA per (i, j, k):
 //   exactly n^3 FFMA, no FADD or FMUL, so 2 n^3 fp32 FLOP; declared with the right FLOPs and
 //   wrong bytes, only the bytes get the declared-vs-measured line. One long kernel is not
@@ -70,12 +72,30 @@ void print(const kscope::bench_result& r) {
 
 // Calls of the callable that the timed samples do not account for (the discarded call,
 // estimates and warm-up are in warmup_calls; each measured sample, dropped or not, is
-// launches_per_sample calls): the same for two runs of one bench, plus one per counter pass
-// for the profiled calls (user replay).
+// launches_per_sample calls): the same for two runs of one bench, plus, with counters, the
+// profiled calls: one per counter pass (user replay) and, when the warp-stall pass ran
+// (bench::warp_stalls, on by default: "warp stalls (one more call, PC sampling, never
+// timed)"), one more call for it.
 long long unaccounted_calls(long long calls, const kscope::bench_result& r) {
   const std::size_t samples = r.series.samples_s.size() + r.series.invalid_samples;
   return calls - static_cast<long long>(r.series.warmup_calls) -
          static_cast<long long>(samples * r.series.launches_per_sample);
+}
+
+// The calls of the warp-stall pass, as the result tells them: {fewest, most}.
+// bench_counters::warp_stalls is nullopt when no stall pass was asked for or taken (0
+// calls); collected means the sampled call ran (1 call). Present but not collected is the
+// one case the result leaves open: profile_warp_stalls does not call the work when sampling
+// cannot start ("warp stalls unavailable: ..."), but does when the call ran and gave no
+// samples or failed afterwards; then 0 or 1.
+struct call_range {
+  long long fewest = 0;
+  long long most = 0;
+};
+call_range warp_stall_calls(const kscope::bench_counters& c) {
+  if (!c.warp_stalls) return {0, 0};
+  if (c.warp_stalls->collected) return {1, 1};
+  return {0, 1};
 }
 
 }  // namespace
@@ -107,10 +127,17 @@ TEST_CASE("bench::counters on a copy: DRAM bytes within 3 % of 2 x bytes, memory
   REQUIRE_MESSAGE(r.counters->collected(), r.counters->message);
   const kscope::bench_counters& c = *r.counters;
 
-  // The profiled calls, one per counter pass, are more than the samples account for, and
-  // none is a sample.
+  // The profiled calls, one per counter pass and one for the warp-stall pass when it ran,
+  // are more than the samples account for, and none is a sample.
   CHECK(c.passes >= 1);
-  CHECK(unaccounted_calls(calls, r) == plain_extra + static_cast<long long>(c.passes));
+  // warp_stalls() is on by default: the result carries the stall pass, taken or not.
+  CHECK(c.warp_stalls);
+  const call_range stall_calls = warp_stall_calls(c);
+  const long long extra = unaccounted_calls(calls, r) - plain_extra - static_cast<long long>(c.passes);
+  MESSAGE("profiled calls: " << c.passes << " counter passes, " << extra << " more; warp-stall pass: "
+                             << (c.warp_stalls ? c.warp_stalls->message : std::string("not taken")));
+  CHECK(extra >= stall_calls.fewest);
+  CHECK(extra <= stall_calls.most);
   CHECK_MESSAGE(std::fabs(r.median_s() / plain.median_s() - 1) <= 0.03,
                 "median " << r.median_s() << " s with counters, " << plain.median_s() << " s without");
 

@@ -335,6 +335,11 @@ struct counter_libraries {
   bool profiler_initialized = false;
   std::map<std::string, bool> metric_accepted;  // chip + '\n' + metric name -> config_accepts()
   std::map<std::string, std::size_t> passes_needed;  // chip + '\n' + names -> count_passes()
+  // Device ordinal -> its counter availability image, read once: CUPTI refuses the query
+  // (CUPTI_ERROR_INVALID_PARAMETER, CUDA 13.0) on a context whose range profiler is enabled,
+  // which a kept one is (counters/scope_counters.hpp), and what a device offers does not
+  // change while the process runs.
+  std::map<int, std::vector<std::uint8_t>> availability;
 };
 
 KSCOPE_DECL counter_libraries& counter_library_state();
@@ -525,12 +530,17 @@ KSCOPE_DECL bool counter_setup::open(const counter_options& options) {
   if (!cupti_ok(read_chip_name(p, device, chip), "cuptiDeviceGetChipName")) return false;
 
   // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
-  CUpti_Profiler_GetCounterAvailability_Params avail{};
-  avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
-  avail.ctx = context;
-  if (!cupti_ok(read_counter_availability(p.get_counter_availability, avail, availability),
-                "cuptiProfilerGetCounterAvailability"))
-    return false;
+  if (const auto cached = libs->availability.find(device); cached != libs->availability.end()) {
+    availability = cached->second;
+  } else {
+    CUpti_Profiler_GetCounterAvailability_Params avail{};
+    avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
+    avail.ctx = context;
+    if (!cupti_ok(read_counter_availability(p.get_counter_availability, avail, availability),
+                  "cuptiProfilerGetCounterAvailability"))
+      return false;
+    libs->availability.emplace(device, availability);
+  }
 
   return cupti_ok(host.initialize(p, CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability),
                   "cuptiProfilerHostInitialize");
@@ -664,6 +674,10 @@ class counter_pass_run {
   // Decodes and evaluates every range into `result` (or says why not).
   void finish(counter_result& result, bool work_threw);
 
+  // After finish(): some range could not be evaluated, or kscope's L2 sweeps were not where
+  // they belong. A re-armed pass that ends so is not trusted again (scope_counters.hpp).
+  [[nodiscard]] bool ranges_suspect() const noexcept { return ranges_suspect_; }
+
  private:
   bool give_up(counter_result& result);
 
@@ -705,6 +719,7 @@ class counter_pass_run {
   bool started_ = false;
   bool pushed_ = false;
   bool all_submitted_ = false;
+  bool ranges_suspect_ = false;
   std::size_t max_runs_ = 1;
   std::string run_error_;
 };
@@ -811,6 +826,9 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
 
 KSCOPE_DECL bool counter_pass_run::arm() {
   const profiler_api& p = setup_.libs->profiler;
+  // A re-armed pass hands CUPTI the image the last pass decoded into: cleared first, as a
+  // new one is, so that nothing of the last pass can be read back as this one's.
+  std::fill(counter_data_.begin(), counter_data_.end(), std::uint8_t{0});
   CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
   data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
   data_init.pRangeProfilerObject = range_->object;
@@ -845,7 +863,7 @@ KSCOPE_DECL bool counter_pass_run::rearm(counter_result& result) {
     return false;
   }
   result = prepared_;
-  started_ = pushed_ = all_submitted_ = false;
+  started_ = pushed_ = all_submitted_ = ranges_suspect_ = false;
   sweep_range_ = trailing_sweep_ = false;
   run_error_.clear();
   if (!arm()) return give_up(result);
@@ -1057,6 +1075,7 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
                              "without kernel names");
     }
   }
+  ranges_suspect_ = failed_ranges > 0 || !identified;
   if (failed_ranges > 0)
     result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
                            " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "

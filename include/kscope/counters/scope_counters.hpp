@@ -305,6 +305,14 @@ class scope_counter_sampler {
       state->pass->run.end_run(false);
       state->pass->run.finish(state->result, false);
       const counter_result& r = state->result;
+      // A re-armed pass whose ranges CUPTI could not evaluate (or whose sweeps were lost)
+      // while its first call's could: the kept profiler is not trusted again, and the
+      // call's values are not counted (a partial call would skew the aggregate).
+      const bool rearm_failed = !state->cold && state->pass->run.ranges_suspect();
+      if (rearm_failed) {
+        stop_keeping("a re-armed range profiler returned ranges CUPTI could not evaluate");
+        state->group.clear();
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       ++passes_;
       // A pass that collected is kept for its group's next call, unless the kept profiler
@@ -315,9 +323,11 @@ class scope_counter_sampler {
       t.node = node;
       ++cost_.calls;
       cost_.after_ns += static_cast<double>(detail::now_ns() - closed_ns);
-      if (!r.ok()) {
+      if (!r.ok() || rearm_failed) {
         ++t.failed_calls;
-        note(r.message);
+        note(rearm_failed ? "a profiled call on a re-armed range profiler was not counted: " +
+                                (r.notes.empty() ? std::string("its ranges could not be evaluated") : r.notes.back())
+                          : r.message);
         return;
       }
       if (metrics_.empty()) metrics_ = r.metrics;

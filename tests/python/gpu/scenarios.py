@@ -8,8 +8,12 @@ MLP, logits, sampling), its phases marked with kscope scopes on torch's current 
 inside each scope, a pair of torch.cuda.Event timings of the same work.
 """
 
+import collections
 import json
+import os
 import sys
+import tempfile
+import time
 import warnings
 
 import torch
@@ -125,9 +129,51 @@ def phase_numbers(report, top, timer):
     return out
 
 
+def waits(call):
+    """`call` (which waits for the device) inside a scope of its own.
+
+    kscope's collector attributes host synchronizations (cudaDeviceSynchronize, stream and
+    event syncs: CUPTI's SYNCHRONIZATION records, the report's host_sync) to the scope open
+    at the call, like launches, and counts one made with no scope open in
+    cupti.counters.unscoped. torch.cuda.synchronize() is such a call, and emit_nvtx makes
+    one on entry and one on exit (torch.autograd.profiler.emit_nvtx.__enter__/__exit__):
+    with the final synchronize, three waits outside every scope, as many as the H100 run's
+    3 unscoped records, where no kernel of the scenario ran outside a scope."""
+    with kscope.scope("waits"):
+        return call()
+
+
+def unscoped_work(report, trace_path):
+    """What the report says about the records attributed to "(unscoped)": the counters, the
+    (unscoped) node's activity (kernels, copies, memsets, host waits) and, from the trace,
+    the names of its kernels, copies and memsets (host waits have no trace event)."""
+    counters = report.data["cupti"]["counters"]
+    node = report.find("(unscoped)") or {}
+    activity = node.get("gpu_activity") or {}
+    copies = sum((activity.get(f"memcpy_{d}") or {}).get("count", 0) for d in ("h2d", "d2h", "d2d", "other"))
+    out = dict(unscoped=counters.get("unscoped"), unattributed=counters.get("unattributed"),
+               unattributed_evicted=counters.get("unattributed_evicted"),
+               kernel_count=activity.get("kernel_count", 0), memcpy_count=copies,
+               memset_count=(activity.get("memset") or {}).get("count", 0),
+               host_sync=activity.get("host_sync") or {}, names={}, trace_error="")
+    try:
+        kscope.write_trace(trace_path)
+        with open(trace_path) as f:
+            trace = json.load(f)
+        events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+        names = collections.Counter(f'{e.get("cat")}: {e.get("name")}' for e in events
+                                    if e.get("ph") == "X" and (e.get("args") or {}).get("scope") == "(unscoped)")
+        out["names"] = dict(names.most_common(20))
+    except Exception as e:  # the numbers above stand without the names
+        out["trace_error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
 def attribution():
     """Each phase's GPU time: kscope's events and CUPTI's attribution against torch's events;
-    again with torch's NVTX ranges, record_function and emit_nvtx around every op."""
+    again with torch's NVTX ranges, record_function and emit_nvtx around every op. After the
+    reset every launch and every host wait is made inside a scope (waits()), so nothing may
+    be unscoped; `unscoped_work` says what is, if anything."""
     started = kscope.enable_cupti()
     model = Model()
     with torch.inference_mode():
@@ -135,12 +181,18 @@ def attribution():
         torch.cuda.synchronize()
         kscope.reset()
         plain = run_loop(model, "plain", 10)
-        with torch.autograd.profiler.emit_nvtx():
+        nvtx = torch.autograd.profiler.emit_nvtx()
+        waits(nvtx.__enter__)                   # torch.cuda.synchronize() inside
+        try:
             noisy = run_loop(model, "nvtx", 10, extra_nvtx=True)
-        torch.cuda.synchronize()
+        finally:
+            waits(lambda: nvtx.__exit__(None, None, None))  # and again
+        waits(torch.cuda.synchronize)
     r = kscope.report()
+    with tempfile.TemporaryDirectory() as tmp:
+        unscoped = unscoped_work(r, os.path.join(tmp, "attribution_trace.json"))
     return dict(cupti_started=started, cupti_status=r.data["cupti"]["status"],
-                unscoped=r.data["cupti"]["counters"]["unscoped"],
+                unscoped=r.data["cupti"]["counters"]["unscoped"], unscoped_work=unscoped,
                 plain=phase_numbers(r, "plain", plain), nvtx=phase_numbers(r, "nvtx", noisy),
                 findings=list(kscope.diagnose(r).kinds()), text=r.text())
 
@@ -187,31 +239,74 @@ def kscope_first():
     return dict(cupti_started=started, profiler_error=profiler_error, phases=phase_numbers(r, "step", timer))
 
 
+def torch_loop(call, seconds, burst_calls=200, chunk=50):
+    """torch's own timing of `call` on torch's current stream: a torch.cuda.Event pair around
+    every call, the calls back to back for `seconds` of wall time (the host waits for the
+    chunk before the previous one, so the GPU never runs dry). Returns the median of the
+    first `burst_calls` calls after 20 of warm-up (a do_bench-style loop: the first tens of
+    milliseconds of load, after the GPU idled) and the median of the calls enqueued after
+    the first second (under continuous load, when the power controller has set the SM clock:
+    kscope's default, sustained, measurement waits for the same, managed_min_time_s = 1 s)."""
+    pairs, enqueued, chunks = [], [], []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(chunk):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            call()
+            end.record()
+            pairs.append((begin, end))
+            enqueued.append(time.perf_counter() - t0)
+        chunks.append(pairs[-1][1])
+        if len(chunks) >= 2:
+            chunks[-2].synchronize()
+    torch.cuda.synchronize()
+    times = [b.elapsed_time(e) * 1e-3 for b, e in pairs]
+    burst = sorted(times[20:20 + burst_calls]) or sorted(times)
+    # (On a GPU so slow that no call was enqueued after the first second: the later half.)
+    sustained = sorted(t for t, at in zip(times, enqueued) if at >= 1.0) or sorted(times[len(times) // 2:])
+    return dict(burst_median_s=burst[len(burst) // 2], sustained_median_s=sustained[len(sustained) // 2],
+                sustained_calls=len(sustained), calls=len(times))
+
+
+def bench_numbers(result):
+    """The settings and clocks of a kscope.bench result (its JSON), to compare like with like."""
+    b = result.data["benchmarks"][0]
+    m = b.get("measurement") or {}
+    clock = m.get("sm_clock_mhz") or {}
+    return dict(cache=(b.get("settings") or {}).get("cache"), median_s=result.median_s,
+                sm_clock_mhz=clock.get("median"), sm_clock_min_mhz=clock.get("min"), sm_clock_max_mhz=clock.get("max"),
+                clock_managed=m.get("clock_managed"), measured_span_s=m.get("measured_span_s"),
+                launches_per_sample=result.launches_per_sample, stop=result.stop_reason)
+
+
 def bench():
-    """kscope.bench on torch work: the median against torch's own event timing, the
-    reference and its output check, and a callable that launches on another stream."""
+    """kscope.bench on torch work: the median against torch's own event timing, hot against
+    cold L2, the reference and its output check, and a callable that launches on another
+    stream.
+
+    Like with like: torch's loop runs the call back to back, so the L2 holds what the
+    previous call left (hot): kscope's benchmark is asked for cache="hot" (its default), and
+    a second one for cache="cold" (the L2 overwritten before every sample, never faster).
+    kscope's default measurement is the sustained one (at least a second under load, at
+    the clock the power controller holds for a heavy kernel), so torch's loop is compared
+    after a second of continuous load too (torch_loop), right before kscope's run; its
+    first 200 calls (the old do_bench-style loop, at the boost clock) are kept as
+    torch_burst_median_s, for the record only."""
     n = 4096
     a = torch.randn(n, n, device=DEVICE, dtype=DTYPE)
     b = torch.randn(n, n, device=DEVICE, dtype=DTYPE)
     c = torch.empty(n, n, device=DEVICE, dtype=DTYPE)
     work = (2.0 * n ** 3, 3.0 * 2 * n * n)
-    mm = kscope.bench(lambda: torch.mm(a, b, out=c), name="mm_out", work=work, dtype="fp16",
-                      reference=lambda: torch.matmul(a, b), output=lambda: c[:64, :64],
-                      reference_output=lambda: torch.matmul(a, b)[:64, :64], tolerance=1e-2)
-    # torch's own timing of the same call, on a stream of its own, 200 calls after warm-up.
+    # torch's own timing of the same call, on a stream of its own, right before kscope's run.
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
-        for _ in range(20):
-            torch.mm(a, b, out=c)
-        times = []
-        for _ in range(200):
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            torch.mm(a, b, out=c)
-            end.record()
-            times.append((begin, end))
-        torch.cuda.synchronize()
-    torch_median_s = sorted(bb.elapsed_time(e) for bb, e in times)[100] * 1e-3
+        loop = torch_loop(lambda: torch.mm(a, b, out=c), seconds=1.5)
+    mm = kscope.bench(lambda: torch.mm(a, b, out=c), name="mm_out", work=work, dtype="fp16", cache="hot",
+                      reference=lambda: torch.matmul(a, b), output=lambda: c[:64, :64],
+                      reference_output=lambda: torch.matmul(a, b)[:64, :64], tolerance=1e-2)
+    cold = kscope.bench(lambda: torch.mm(a, b, out=c), name="mm_out_cold", work=work, dtype="fp16", cache="cold",
+                        time_budget_s=5)
 
     other = torch.cuda.Stream()
 
@@ -222,7 +317,10 @@ def bench():
     wrong = kscope.bench(elsewhere, name="elsewhere", time_budget_s=3)
     given = kscope.bench(lambda: torch.mm(a, b, out=c), name="on_given_stream", stream=s, time_budget_s=5)
     return dict(valid=mm.valid, reason=mm.invalid_reason, median_s=mm.median_s, ci=mm.median_ci_s,
-                torch_median_s=torch_median_s, flops_per_s=mm.flops_per_s,
+                torch_median_s=loop["sustained_median_s"], torch_burst_median_s=loop["burst_median_s"],
+                torch_loop=loop, hot=bench_numbers(mm), cold=bench_numbers(cold),
+                cold_valid=cold.valid, cold_reason=cold.invalid_reason, cold_median_s=cold.median_s,
+                flops_per_s=mm.flops_per_s,
                 reference_verdict=mm.reference.verdict if mm.reference else "",
                 reference_ratio=mm.reference.ratio if mm.reference else float("nan"),
                 check_performed=bool(mm.reference and mm.reference.output_check and
