@@ -223,7 +223,7 @@ struct attribution_counters {
   std::uint64_t dropped_zero_start = 0;      // start == 0: CUPTI could not time it
   std::uint64_t dropped_end_before_start = 0;
   std::uint64_t dropped_malformed = 0;       // buffer walk stopped on an invalid record
-  std::uint64_t unscoped = 0;                // launched with no scope open
+  std::uint64_t unscoped = 0;                // launched (a sync: waited) with no scope open
   std::uint64_t unattributed = 0;            // launch never seen: went to (unscoped)
   std::uint64_t unattributed_evicted = 0;    // ...of which: the table entry was reused
   std::uint64_t busy_intervals_clipped = 0;  // arrived after their time was folded
