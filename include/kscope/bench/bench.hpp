@@ -764,10 +764,15 @@ KSCOPE_DECL void bench::profile_counters_into(bench_result& r, bench_stream stre
   const std::function<void()> call = [&fn, stream] { fn(stream); };
   try {
     if (!counter_source_) counter_source_ = std::make_shared<cupti_counter_source>();
-    const counter_result pass = counter_source_->profile(counter_metrics_, call);
-    // The stall pass only where the counters collected: it explains their verdict.
+    // The stall pass first: once a range-profiler pass has run in the process, CUPTI's PC
+    // sampling names no kernel whose code was loaded before it (H100, CUDA 13.0: every
+    // sample of such a kernel counted as taken in code it gives no PCs for), and the
+    // benchmark's kernels were loaded by its warm-up. Kept only where the counters
+    // collected: it explains their verdict.
     std::optional<bench_warp_stalls> stalls;
-    if (warp_stalls_ && pass.ok()) stalls = counter_source_->warp_stalls(call);
+    if (warp_stalls_) stalls = counter_source_->warp_stalls(call);
+    const counter_result pass = counter_source_->profile(counter_metrics_, call);
+    if (!pass.ok()) stalls.reset();
     r.counters = detail::harness::counters_from_pass(pass, counter_metrics_, context, stalls);
   } catch (const std::exception& e) {
     r.counters = detail::harness::counters_not_collected(std::string("the profiled call threw: ") + e.what(),

@@ -702,6 +702,7 @@ class counter_pass_run {
 
   counter_setup setup_;
   const counter_options* options_ = nullptr;
+  std::vector<std::string> metric_names_;  // what names_ points into
   std::vector<const char*> names_;
   std::vector<std::uint8_t> config_;
   std::shared_ptr<range_profiler_handle> range_;
@@ -763,7 +764,11 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
     return false;
   }
   result.metrics = request.collect;
-  for (const std::string& m : result.metrics) names_.push_back(m.c_str());
+  // The names CUPTI is given point into the run's own copy: a kept run outlives the result
+  // it was begun with (rearm() hands out a new one), and names into that would dangle.
+  metric_names_ = request.collect;
+  names_.clear();
+  for (const std::string& m : metric_names_) names_.push_back(m.c_str());
 
   // Config image and the number of passes it needs.
   if (!setup_.cupti_ok(setup_.host.add_metrics(names_.data(), names_.size()), "cuptiProfilerHostConfigAddMetrics"))
