@@ -340,6 +340,10 @@ struct counter_libraries {
   // which a kept one is (counters/scope_counters.hpp), and what a device offers does not
   // change while the process runs.
   std::map<int, std::vector<std::uint8_t>> availability;
+  // A range profiler was enabled in this process: from then on CUPTI's PC sampling names no
+  // kernel whose code was loaded before it (H100, CUDA 13.0; bench/RESULTS.md), which the
+  // warp-stall pass says when its samples all fall in unnamed code (warp_stalls/collect.hpp).
+  std::atomic<bool> range_profiler_enabled{false};
 };
 
 KSCOPE_DECL counter_libraries& counter_library_state();
@@ -808,6 +812,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
     enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
     enable.ctx = setup_.context;
     if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
+    setup_.libs->range_profiler_enabled.store(true, std::memory_order_relaxed);
     range_->api = &p;
     range_->object = enable.pRangeProfilerObject;
     range_->context = setup_.context;

@@ -646,7 +646,13 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   if (result.kernels.empty()) {
     // Samples taken in code CUPTI cannot name are not "no kernel": say where they went.
     const std::uint64_t unnamed = result.non_user_samples + result.dropped_samples;
-    if (unnamed > 0 || result.cupti_total_samples > 0)
+    if ((unnamed > 0 || result.cupti_total_samples > 0) &&
+        counter_library_state().range_profiler_enabled.load(std::memory_order_relaxed))
+      result.message += "; " + count_text(std::max(unnamed, result.cupti_total_samples)) +
+                        " samples were taken but none in a kernel CUPTI gives PCs for: a hardware-counter pass "
+                        "(range profiler) ran earlier in this process, and CUPTI's PC sampling then names no "
+                        "kernel whose code was loaded before it; take warp stalls before counters";
+    else if (unnamed > 0 || result.cupti_total_samples > 0)
       result.message += "; " + count_text(std::max(unnamed, result.cupti_total_samples)) +
                         " samples were taken but none in a kernel CUPTI gives PCs for (code loaded before the "
                         "first warp-stall pass or between passes, or driver and library internals): none can be "
