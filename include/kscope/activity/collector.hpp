@@ -462,6 +462,7 @@ class cupti_collector {
     }
     state_ = cupti_state::running;
     running_.store(true, std::memory_order_release);
+    detail::activity_tracing().store(true, std::memory_order_release);
     message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
                (!options_.driver_api_callbacks      ? "launch callback (runtime API only)"
                 : !options_.runtime_api_callbacks ? "launch callback (driver API only)"
@@ -852,6 +853,9 @@ KSCOPE_DECL void cupti_collector::stop_locked() {
   teardown();
 #endif
   running_.store(false, std::memory_order_release);
+#if KSCOPE_HAS_CUPTI
+  detail::activity_tracing().store(false, std::memory_order_release);
+#endif
   state_ = cupti_state::stopped;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS

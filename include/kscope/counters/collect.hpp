@@ -678,9 +678,11 @@ class counter_pass_run {
   // Decodes and evaluates every range into `result` (or says why not).
   void finish(counter_result& result, bool work_threw);
 
-  // After finish(): some range could not be evaluated, or kscope's L2 sweeps were not where
-  // they belong. A re-armed pass that ends so is not trusted again (scope_counters.hpp).
-  [[nodiscard]] bool ranges_suspect() const noexcept { return ranges_suspect_; }
+  // After finish(): some range could not be evaluated. A re-armed pass that ends so is not
+  // trusted again (scope_counters.hpp). (Sweeps not told apart are not this: a sweep that
+  // finds its buffer still in the L2, left there by the pass just before, reads too little
+  // from DRAM to be recognized; finish() notes it and reports every range.)
+  [[nodiscard]] bool ranges_unevaluated() const noexcept { return ranges_unevaluated_; }
 
  private:
   bool give_up(counter_result& result);
@@ -724,7 +726,7 @@ class counter_pass_run {
   bool started_ = false;
   bool pushed_ = false;
   bool all_submitted_ = false;
-  bool ranges_suspect_ = false;
+  bool ranges_unevaluated_ = false;
   std::size_t max_runs_ = 1;
   std::string run_error_;
 };
@@ -768,9 +770,29 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
     return false;
   }
   result.metrics = request.collect;
+  // Under user replay while kscope's activity collector traces, CUPTI's SASS instruction
+  // counters read 0 (cupti/detail/api.hpp, activity_tracing): they are left out, with a
+  // note, rather than reported as no instructions executed.
+  const bool user_replay = options.ranges != counter_ranges::per_kernel || options.replay == counter_replay::user;
+  if (user_replay && activity_tracing().load(std::memory_order_acquire)) {
+    std::vector<std::string> kept, left_out;
+    for (const std::string& m : result.metrics) (m.rfind("sm__sass_", 0) == 0 ? left_out : kept).push_back(m);
+    if (!left_out.empty()) {
+      result.notes.push_back(std::to_string(left_out.size()) + " SASS instruction metric(s) (" + left_out.front() +
+                             (left_out.size() > 1 ? ", ..." : "") +
+                             ") not collected: while kscope's activity collector traces kernels, CUPTI counts them as "
+                             "0 under user replay; kernel replay (counter_replay::kernel) counts them");
+      if (kept.empty()) {
+        result.state = counter_state::unavailable;
+        result.message = "hardware counters not collected: " + result.notes.back();
+        return false;
+      }
+      result.metrics = kept;
+    }
+  }
   // The names CUPTI is given point into the run's own copy: a kept run outlives the result
   // it was begun with (rearm() hands out a new one), and names into that would dangle.
-  metric_names_ = request.collect;
+  metric_names_ = result.metrics;
   names_.clear();
   for (const std::string& m : metric_names_) names_.push_back(m.c_str());
 
@@ -873,7 +895,7 @@ KSCOPE_DECL bool counter_pass_run::rearm(counter_result& result) {
     return false;
   }
   result = prepared_;
-  started_ = pushed_ = all_submitted_ = ranges_suspect_ = false;
+  started_ = pushed_ = all_submitted_ = ranges_unevaluated_ = false;
   sweep_range_ = trailing_sweep_ = false;
   run_error_.clear();
   if (!arm()) return give_up(result);
@@ -1085,7 +1107,7 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
                              "without kernel names");
     }
   }
-  ranges_suspect_ = failed_ranges > 0 || !identified;
+  ranges_unevaluated_ = failed_ranges > 0;
   if (failed_ranges > 0)
     result.notes.push_back(std::to_string(failed_ranges) + " of " + std::to_string(end - first) +
                            " ranges could not be evaluated (cuptiProfilerHostEvaluateToGpuValues): they have no "

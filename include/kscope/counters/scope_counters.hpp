@@ -233,12 +233,22 @@ class scope_counter_sampler {
       const bool context_known = detail::current_cuda_context_id(context_id);
       std::shared_ptr<detail::range_profiler_handle> keep;
       std::uint64_t generation = 0;
+      bool kernel_replay = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (plan_.groups.empty()) return false;
         metrics = plan_.groups[nth % plan_.groups.size()];
         generation = kept_generation_;
-        if (keep_profiler_ && context_known) {
+        // A group of SASS instruction counters while the activity collector traces: CUPTI
+        // counts them as 0 under user replay and right under kernel replay (one pass here,
+        // so the work still runs once and no memory is saved or restored). Such a call is
+        // set up afresh, not kept: its replay mode is not the kept profiler's.
+        const bool sass_group = std::any_of(metrics.begin(), metrics.end(), [](const std::string& m) {
+          return m.rfind("sm__sass_", 0) == 0;
+        });
+        kernel_replay = sass_group && detail::activity_tracing().load(std::memory_order_acquire);
+        if (kernel_replay) run_options.replay = counter_replay::kernel;
+        if (keep_profiler_ && context_known && !kernel_replay) {
           kept_context& kept = kept_[context_id];
           const auto found = kept.passes.find(metrics);
           if (found != kept.passes.end()) {
@@ -251,6 +261,9 @@ class scope_counter_sampler {
           state.context_id = context_id;
         }
       }
+      // Its own profiler, enabled afresh (the path measured right): a kept one enabled on the
+      // context is let go first (the kept groups set up again at their next call).
+      if (kernel_replay) drop_kept();
       if (state.pass) {
         state.cold = false;
         if (state.pass->run.rearm(state.result)) return true;
@@ -305,10 +318,10 @@ class scope_counter_sampler {
       state->pass->run.end_run(false);
       state->pass->run.finish(state->result, false);
       const counter_result& r = state->result;
-      // A re-armed pass whose ranges CUPTI could not evaluate (or whose sweeps were lost)
-      // while its first call's could: the kept profiler is not trusted again, and the
-      // call's values are not counted (a partial call would skew the aggregate).
-      const bool rearm_failed = !state->cold && state->pass->run.ranges_suspect();
+      // A re-armed pass whose ranges CUPTI could not evaluate while its first call's could:
+      // the kept profiler is not trusted again, and the call's values are not counted (a
+      // partial call would skew the aggregate).
+      const bool rearm_failed = !state->cold && state->pass->run.ranges_unevaluated();
       if (rearm_failed) {
         stop_keeping("a re-armed range profiler returned ranges CUPTI could not evaluate");
         state->group.clear();
@@ -325,8 +338,8 @@ class scope_counter_sampler {
       cost_.after_ns += static_cast<double>(detail::now_ns() - closed_ns);
       if (!r.ok() || rearm_failed) {
         ++t.failed_calls;
-        note(rearm_failed ? "a profiled call on a re-armed range profiler was not counted: " +
-                                (r.notes.empty() ? std::string("its ranges could not be evaluated") : r.notes.back())
+        note(rearm_failed ? std::string("a profiled call on a re-armed range profiler was not counted: its ranges "
+                                        "could not be evaluated")
                           : r.message);
         return;
       }

@@ -650,6 +650,12 @@ KSCOPE_DECL std::optional<device_peaks> session::begin_report(session_report& ou
 
 KSCOPE_DECL session_report session::report() {
   session_report out;
+  // The scopes' GPU work settled first, then CUPTI flushed: a flush delivers only the
+  // records of work that has ended, and a program that reports (or exits) right after
+  // launching would otherwise lose its last kernels (seen at exit on an H100: a step scope
+  // with no kernels at all).
+  recorder& rec = recorder::global();
+  rec.settle_gpu();
   const cupti_snapshot gpu = read_gpu_activity(50, out);
   out.top_kernels = gpu.activity.top_kernels;
   out.cupti_counters = gpu.activity.counters;
@@ -660,8 +666,6 @@ KSCOPE_DECL session_report session::report() {
   sections.reserve(features.size());
   const std::int64_t now = detail::now_ns();
   for (const std::shared_ptr<session_feature>& f : features) sections.push_back(f->snapshot(now));
-  recorder& rec = recorder::global();
-  rec.settle_gpu();
   const recorder_snapshot data = rec.snapshot();  // the one step under the recorder's lock
   const detail::tick_map clock = detail::calibrate_ticks();
   const std::optional<device_peaks> peaks = begin_report(out, data, gpu, /*window=*/false);

@@ -34,6 +34,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -253,6 +254,19 @@ KSCOPE_DECL bool load_cupti(cupti_api& api, const std::string& explicit_path, st
   why += ")";
   if (!last_error.empty()) why += "; last dlopen error: " + last_error;
   return false;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+// Whether kscope's activity collector is tracing (activity/collector.hpp sets it at start
+// and clears it at stop). The counters read it: while CUPTI's activity API traces kernels,
+// SASS instruction counters read 0 under user replay and right under kernel replay (H100,
+// CUDA 13.0: bench/RESULTS.md), so they are taken with kernel replay or left out.
+KSCOPE_DECL std::atomic<bool>& activity_tracing() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::atomic<bool>& activity_tracing() noexcept {
+  static std::atomic<bool> tracing{false};  // constant-initialized
+  return tracing;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
