@@ -392,7 +392,7 @@ class engine {
     meta_device_ = device_array<unsigned char>(meta_bytes(shape_.max_prefill_rows), "cudaMalloc (metadata)");
     check(cudaMallocHost(&meta_host_, meta_bytes(shape_.max_prefill_rows)), "cudaMallocHost (metadata)");
     check(cudaMallocHost(&tokens_host_, 2 * sizeof(int) * shape_.max_batch), "cudaMallocHost (tokens)");
-    if (o_.sync_in_step) host_logits_.resize(static_cast<std::size_t>(shape_.max_batch) * vocab_size);
+    if (o_.sync_in_step || o_.pageable_copy) host_logits_.resize(static_cast<std::size_t>(shape_.max_batch) * vocab_size);
 
     const auto fill = [&](__half* p, std::size_t n, std::size_t fan_in, unsigned seed) {
       fill_uniform<<<blocks_for(n, 256), 256, 0, stream_>>>(p, n, std::sqrt(3.0f / fan_in), 0.0f, seed);
@@ -642,6 +642,14 @@ class engine {
       check(cudaMemcpy(host_logits_.data(), logits_, static_cast<std::size_t>(rows) * vocab_size * sizeof(__half),
                        cudaMemcpyDeviceToHost),
             "cudaMemcpy (logits D2H)");
+    } else if (o_.pageable_copy) {
+      // The same logits "for logging", the way many loops do it: an async copy on the step's
+      // stream into a std::vector. From pageable memory the driver stages it through a
+      // pinned buffer, so the host waits for it anyway, at a fraction of the link's speed.
+      KSCOPE_SCOPE_STREAM("logits_d2h", stream_);
+      check(cudaMemcpyAsync(host_logits_.data(), logits_, static_cast<std::size_t>(rows) * vocab_size * sizeof(__half),
+                            cudaMemcpyDeviceToHost, stream_),
+            "cudaMemcpyAsync (logits D2H, pageable)");
     }
   }
 

@@ -32,6 +32,7 @@ struct serving_options {
   bool hidden_given = false;
   bool launch_bound = false;
   bool sync_in_step = false;
+  bool pageable_copy = false;
   bool interleave_prefill = false;
   bool large_kv = false;
   bool graph = false;
@@ -70,6 +71,9 @@ void print_usage(std::FILE* out) {
       "                        host work per step, no graph\n"
       "  --sync-in-step        cudaDeviceSynchronize after every layer and a blocking copy of\n"
       "                        the logits to pageable memory inside decode\n"
+      "  --pageable-copy       after each decode, the logits copied device-to-host into\n"
+      "                        pageable memory (cudaMemcpyAsync on the step's stream, no\n"
+      "                        synchronize): only the copy is wrong\n"
       "  --interleave-prefill  no prefill chunking: whole prompts of every newly arrived\n"
       "                        request are prefilled inside the decode step\n"
       "  --large-kv            every request continues a 4096-token cached history: decode\n"
@@ -217,6 +221,7 @@ int parse_command_line(int argc, char** argv, serving_options& o) {
   const std::vector<std::pair<const char*, bool*>> flags = {
       {"--launch-bound", &o.launch_bound},
       {"--sync-in-step", &o.sync_in_step},
+      {"--pageable-copy", &o.pageable_copy},
       {"--interleave-prefill", &o.interleave_prefill},
       {"--large-kv", &o.large_kv},
       {"--graph", &o.graph},

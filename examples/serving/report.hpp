@@ -35,10 +35,10 @@ void print_configuration(const serving_options& o, const model_shape& shape) {
   std::printf("  GPU memory %.2f GiB: weights %.2f, KV cache %.2f (%d slots x %d positions), activations %.2f\n",
               gib(shape.total_bytes()), gib(shape.layer_weight_bytes + shape.lm_head_bytes), gib(shape.kv_cache_bytes),
               o.max_batch, shape.max_context, gib(shape.activation_bytes));
-  std::printf("  pathologies:%s%s%s%s%s\n", o.launch_bound ? " launch-bound" : "",
-              o.sync_in_step ? " sync-in-step" : "", o.interleave_prefill ? " interleave-prefill" : "",
-              o.large_kv ? " large-kv" : "",
-              o.launch_bound || o.sync_in_step || o.interleave_prefill || o.large_kv ? "" : " none");
+  std::printf("  pathologies:%s%s%s%s%s%s\n", o.launch_bound ? " launch-bound" : "",
+              o.sync_in_step ? " sync-in-step" : "", o.pageable_copy ? " pageable-copy" : "",
+              o.interleave_prefill ? " interleave-prefill" : "", o.large_kv ? " large-kv" : "",
+              o.launch_bound || o.sync_in_step || o.pageable_copy || o.interleave_prefill || o.large_kv ? "" : " none");
   if (o.graph && !graph)
     std::printf("  note: --graph ignored: %s\n", o.launch_bound
                                                      ? "--launch-bound decodes eagerly"

@@ -162,6 +162,7 @@ std::string command_line(const serving_options& o) {
   if (o.graph) s += " --graph";
   if (o.launch_bound) s += " --launch-bound";
   if (o.sync_in_step) s += " --sync-in-step";
+  if (o.pageable_copy) s += " --pageable-copy";
   if (o.interleave_prefill) s += " --interleave-prefill";
   if (o.large_kv) s += " --large-kv";
   return s;
@@ -206,8 +207,11 @@ int run_sweep_set(const std::string& set, const serving_options& base, const std
       "model: " + std::to_string(base.layers) + " layers, hidden " + std::to_string(base.hidden) +
           ", fp16; decode " + (graph ? "as CUDA graphs" : "eager") + "; pathologies:" +
           (base.launch_bound ? " launch-bound" : "") + (base.sync_in_step ? " sync-in-step" : "") +
-          (base.interleave_prefill ? " interleave-prefill" : "") + (base.large_kv ? " large-kv" : "") +
-          (base.launch_bound || base.sync_in_step || base.interleave_prefill || base.large_kv ? "" : " none"),
+          (base.pageable_copy ? " pageable-copy" : "") + (base.interleave_prefill ? " interleave-prefill" : "") +
+          (base.large_kv ? " large-kv" : "") +
+          (base.launch_bound || base.sync_in_step || base.pageable_copy || base.interleave_prefill || base.large_kv
+               ? ""
+               : " none"),
       std::string("arrivals: ") +
           (set == "rate" ? "Poisson at each rate (open loop)"
                          : "clients = batch slots, each sending its next request when its last one is done (closed "
