@@ -50,8 +50,9 @@ kscope setup test: about to
      find_package, add_subdirectory, FetchContent, embed-and-export, pkg-config), the C
      interface and the Python package (pytest; its PyTorch cases need torch and a GPU)
      and the GPU cases (skipped without a device)
-On a 2-core machine this takes 10 to 20 minutes, most of it compiling (nvcc builds every
-GPU test; without a GPU for sm_90 only, see below). Afterwards
+On a 2-core machine without a GPU this takes about 10 minutes, most of it compiling (nvcc
+builds every GPU test, for sm_90 only: see below); a GPU machine also builds the examples and
+benchmarks and runs the GPU cases. Afterwards
   ctest --test-dir $build -L quick    reruns the fast CPU cases in a few seconds
 EOF
 fi
