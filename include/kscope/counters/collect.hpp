@@ -776,7 +776,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   const bool user_replay = options.ranges != counter_ranges::per_kernel || options.replay == counter_replay::user;
   if (user_replay && activity_tracing().load(std::memory_order_acquire)) {
     std::vector<std::string> kept, left_out;
-    for (const std::string& m : result.metrics) (m.rfind("sm__sass_", 0) == 0 ? left_out : kept).push_back(m);
+    for (const std::string& m : result.metrics) (is_sass_instruction_metric(m) ? left_out : kept).push_back(m);
     if (!left_out.empty()) {
       result.notes.push_back(std::to_string(left_out.size()) + " SASS instruction metric(s) (" + left_out.front() +
                              (left_out.size() > 1 ? ", ..." : "") +

@@ -244,7 +244,7 @@ class scope_counter_sampler {
         // so the work still runs once and no memory is saved or restored). Such a call is
         // set up afresh, not kept: its replay mode is not the kept profiler's.
         const bool sass_group = std::any_of(metrics.begin(), metrics.end(), [](const std::string& m) {
-          return m.rfind("sm__sass_", 0) == 0;
+          return detail::is_sass_instruction_metric(m);
         });
         kernel_replay = sass_group && detail::activity_tracing().load(std::memory_order_acquire);
         if (kernel_replay) run_options.replay = counter_replay::kernel;

@@ -26,6 +26,12 @@
 namespace kscope {
 namespace detail {
 
+// A SASS instruction counter (sm__sass_*): counted by patching the kernels' code, which
+// CUPTI does not do under user replay while its activity API traces (counters/collect.hpp).
+inline bool is_sass_instruction_metric(std::string_view name) noexcept {
+  return name.substr(0, 9) == "sm__sass_";
+}
+
 // The rollups of a counter or throughput metric, and the suffixes of a ratio metric.
 inline constexpr std::string_view metric_rollups[] = {"sum", "avg", "min", "max"};
 inline constexpr std::string_view metric_ratio_suffixes[] = {"pct", "ratio", "max_rate"};
