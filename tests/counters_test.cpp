@@ -1044,6 +1044,37 @@ TEST_CASE("aggregation under rotating one-pass groups: sums scaled to every call
   CHECK(scope.total(fma) == doctest::Approx(40));
 }
 
+// CUPTI evaluated the DRAM counters of one per-scope pass as NaN in every range (H100, CUDA
+// 13.0): that call must not count for them, or the two-call average halves (the GPU test
+// read 279 MB per call for a 537 MB copy).
+TEST_CASE("aggregation under rotation: a call whose metric is NaN in every kernel does not count for it") {
+  kscope::counter_aggregate scope;
+  kscope::counter_values good, unvalued, other;
+  good.values = {{duration, 100}, {dram_read, 4000}};
+  unvalued.values = {{duration, 100}, {dram_read, nan_value}};
+  other.values = {{duration, 100}, {sm_pct, 50}};
+  scope.add_call({good});
+  scope.add_call({unvalued});
+  scope.add_call({other});
+  scope.add_call({other});
+  CHECK(scope.calls() == 4);
+  REQUIRE(scope.find(dram_read));
+  CHECK(scope.find(dram_read)->calls == 1);
+  CHECK(scope.find(dram_read)->missing == 0);
+  // One call's 4000 scaled to four calls: 4000 per call, not 2000.
+  CHECK(scope.total(dram_read) == doctest::Approx(16000));
+  CHECK(scope.find(duration)->calls == 4);
+
+  SUBCASE("a NaN beside a value in the same call: the call counts, the kernel is missing") {
+    kscope::counter_aggregate mixed;
+    kscope::counter_values second = unvalued;
+    mixed.add_call({good, second});
+    CHECK(mixed.find(dram_read)->calls == 1);
+    CHECK(mixed.find(dram_read)->missing == 1);
+    CHECK(mixed.total(dram_read) == doctest::Approx(4000));
+  }
+}
+
 TEST_CASE("one-pass plan: stand-ins for multi-pass metrics, first-fit groups, duration in each") {
   // A fake device: sm__throughput needs 8 passes, lts__throughput 4 (its one-pass stand-in is
   // the catalog's next name), gpu__compute_memory_throughput 5 with no stand-in; any three

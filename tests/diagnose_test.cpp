@@ -822,3 +822,76 @@ TEST_CASE("diagnose: bad copy input gives a defined result") {
                        [](const kscope::diagnosis& d) { return d.kind == diagnosis_kind::pageable_copy; }));
   }
 }
+
+// A PyTorch generation loop (examples/python/generate.py on an H100): the GPU idled most in
+// the prefill before the loop (a library's first call: 432 ms), which copies a word to the
+// host per call. The step's own waiting is decode's: gaps between its own 84 kernels. The
+// finding is about the step, so it names the scope inside it and never the prefill.
+TEST_CASE("diagnose: idle time outside the step never names the step's cause") {
+  kscope::session_report r;
+  r.scopes = {scope(1, 0, "prefill", "prefill", 1, 4, 2.9e6, 450e6),
+              scope(2, 0, "step", "step", 1, 128, 3.5e6, 3.9e6),
+              scope(3, 2, "decode", "step/decode", 2, 128, 2.9e6, 3.2e6),
+              scope(4, 2, "sample", "step/sample", 2, 128, 0.37e6, 0.4e6),
+              scope(5, 2, "d2h", "step/d2h", 2, 128, 34e3, 40e3)};
+  r.scopes[0].gpu_activity = kernels(336, 2e6);
+  r.scopes[0].gpu_activity->memcpy[static_cast<std::size_t>(kscope::copy_direction::d2h)] =
+      kscope::copy_totals{4, 16, 8'000};
+  r.scopes[2].gpu_activity = kernels(10752, 70e6);
+  r.scopes[3].gpu_activity = kernels(1792, 4e6);
+  r.scopes[4].gpu_activity = kscope::node_gpu_activity{};
+  r.scopes[4].gpu_activity->memcpy[static_cast<std::size_t>(kscope::copy_direction::d2h)] =
+      kscope::copy_totals{128, 1024, 190'000};
+  r.gpu_time = timeline(0.066, {{"prefill", 163'000'000},
+                                {"prefill", 40'000'000},
+                                {"step/sample", 40'000'000},
+                                {"step/decode", 30'000'000},
+                                {"step/decode", 30'000'000},
+                                {"step/decode", 30'000'000},
+                                {"prefill", 229'000'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "prefill", 4, 0.5e6, 2.4e6, 84, 1),
+                        gpu_entry(2, "step", 128, 0.585e6, 2.8e6, 99, 1),
+                        gpu_entry(3, "step/decode", 128, 0.551e6, 2.28e6, 84, 0),
+                        gpu_entry(4, "step/sample", 128, 0.031e6, 0.31e6, 14, 0),
+                        gpu_entry(5, "step/d2h", 128, 0.0015e6, 0, 0, 1)};
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(kinds(found) == std::vector<diagnosis_kind>{diagnosis_kind::cpu_launch_bound});
+  const kscope::diagnosis& d = found[0];
+  CHECK_MESSAGE(d.text.find("while the host was in 'step/decode'") != std::string::npos, d.text);
+  CHECK_MESSAGE(d.text.find("waits between its own 84 kernels per call") != std::string::npos, d.text);
+  CHECK_MESSAGE(d.text.find("prefill") == std::string::npos, d.text);  // nor among the longest gaps
+  // Cost: the idle time inside the step only (130 ms of the 1 s window), not the prefill's 432 ms.
+  CHECK(d.cost_share == doctest::Approx(130e6 / 1e9));
+
+  SUBCASE("decode synchronizes once per call but barely waits: launch-bound, not a host sync") {
+    // torch's encoder checks its mask on the host: one stream synchronize and one small D2H
+    // copy per decode call, 7 us of waiting, while the GPU idles between decode's launches.
+    r.scopes[2].gpu_activity->host_sync = kscope::host_sync_totals{128, 128 * 7'000, 128, 0, 0};
+    r.scopes[2].gpu_activity->memcpy[static_cast<std::size_t>(kscope::copy_direction::d2h)] =
+        kscope::copy_totals{128, 512, 128 * 1'500};
+    r.gpu_time->scopes[2].d2h_per_call = 1;
+    const std::vector<kscope::diagnosis> launch = kscope::diagnose(r);
+    CHECK_MESSAGE(kinds(launch) == std::vector<diagnosis_kind>{diagnosis_kind::cpu_launch_bound},
+                  kscope::diagnosis_text(launch, r));
+
+    // The same synchronizes, each waiting 1.4 ms for queued work: the GPU idles because the
+    // host blocked, whatever the gaps look like.
+    r.scopes[2].gpu_activity->host_sync.ns = 128 * 1'400'000;
+    bool sync_found = false;
+    for (const kscope::diagnosis& f : kscope::diagnose(r))
+      if (f.kind == diagnosis_kind::host_sync) {
+        sync_found = true;
+        CHECK_MESSAGE(f.text.find("'step/decode'") != std::string::npos, f.text);
+      }
+    CHECK(sync_found);
+  }
+
+  SUBCASE("all of the idle time outside the step: no finding from it") {
+    r.gpu_time = timeline(0.066, {{"prefill", 400'000'000}, {"", 100'000'000}});
+    r.gpu_time->scopes = {gpu_entry(2, "step", 128, 0.585e6, 2.8e6, 99, 1)};
+    for (const kscope::diagnosis& f : kscope::diagnose(r)) {
+      CHECK(f.kind != diagnosis_kind::cpu_launch_bound);
+      CHECK_MESSAGE(f.text.find("while the host was in 'prefill'") == std::string::npos, f.text);
+    }
+  }
+}

@@ -363,3 +363,50 @@ def test_other_threads_run_while_a_scope_is_profiled_by_the_counters():
     out = subprocess.run([sys.executable, "-c", _GIL_PROGRAM], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == "ok"
+
+
+class _FakeStream:
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+class _FakeTorch:
+    """The parts of torch the current-stream getter reads: the public current_stream()
+    and torch._C's raw getter, answering `raw` (None: torch._C lacks it)."""
+
+    def __init__(self, public, raw):
+        self.public_calls = 0
+        outer = self
+
+        class _Cuda:
+            @staticmethod
+            def current_stream():
+                outer.public_calls += 1
+                return _FakeStream(public)
+
+        class _C:
+            pass
+
+        if raw is not None:
+            _C._cuda_getCurrentRawStream = staticmethod(lambda device: raw)
+            _C._cuda_getDevice = staticmethod(lambda: 0)
+        self.cuda = _Cuda
+        self._C = _C
+
+
+def test_the_current_stream_comes_from_torchs_raw_getter_only_when_it_agrees():
+    from kscope import _streams
+
+    agreeing = _FakeTorch(public=0x1234, raw=0x1234)
+    getter = _streams._make_current_getter(agreeing)
+    calls = agreeing.public_calls
+    assert getter() == 0x1234 and getter() == 0x1234
+    assert agreeing.public_calls == calls  # the raw getter answers; no Stream object is built
+
+    disagreeing = _FakeTorch(public=0x1234, raw=0x9999)
+    assert _streams._make_current_getter(disagreeing)() == 0x1234  # the public answer wins
+
+    without_raw = _FakeTorch(public=0x42, raw=None)
+    getter = _streams._make_current_getter(without_raw)
+    before = without_raw.public_calls
+    assert getter() == 0x42 and without_raw.public_calls == before + 1

@@ -1017,15 +1017,19 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
     return std::find(result.metrics.begin(), result.metrics.end(), metric) != result.metrics.end();
   };
   if (collected("dram__bytes_read.sum") && (first == 1 || present)) {
+    // 1: the range read like a sweep; 0: it did not; -1: no finite value to tell by (CUPTI
+    // can evaluate the DRAM counters as NaN in every range of a pass), so the positions
+    // stand, and the NaN ranges are said below.
     const auto swept = [&](std::size_t index) {
       metric_values v;
-      if (!evaluate(index, v)) return false;
+      if (!evaluate(index, v)) return 0;
       const auto r = v.find("dram__bytes_read.sum");
-      return r != v.end() && r->second >= 0.25 * static_cast<double>(sweep_.bytes());
+      if (r == v.end() || !std::isfinite(r->second)) return -1;
+      return r->second >= 0.25 * static_cast<double>(sweep_.bytes()) ? 1 : 0;
     };
-    if (first == 1 && !swept(0)) {
+    if (first == 1 && swept(0) == 0) {
       identified = false;
-    } else if (present && !swept(total - 1)) {
+    } else if (present && swept(total - 1) == 0) {
       if (full)
         present = false;  // the image filled up: the trailing sweep was dropped
       else
@@ -1054,6 +1058,25 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
     range_values.name = per_kernel_ ? "kernel #" + std::to_string(i - first) : options_->range_name;
     if (!evaluate(i, range_values.values)) ++failed_ranges;
     result.kernels.push_back(std::move(range_values));
+  }
+  // Metrics CUPTI evaluated as NaN in every range of the work: said, so that a metric that
+  // rests on fewer calls than its group's says why (counter_aggregate::add_call leaves such
+  // a call out of the metric's calls).
+  if (!result.kernels.empty()) {
+    std::string unvalued;
+    std::size_t count = 0;
+    for (const std::string& m : result.metrics) {
+      const bool any = std::any_of(result.kernels.begin(), result.kernels.end(), [&](const counter_values& k) {
+        const auto v = k.values.find(m);
+        return v != k.values.end() && std::isfinite(v->second);
+      });
+      if (any) continue;
+      unvalued += (count++ ? ", " : "") + m;
+    }
+    if (count > 0)
+      result.notes.push_back("CUPTI evaluated " + unvalued + " as not-a-number in every range of a pass: " +
+                             (count == 1 ? "that metric leaves" : "those metrics leave") +
+                             " the pass out (no value is taken for them from it)");
   }
   // Kernel replay with several passes: CUPTI saves device memory before a kernel's first
   // pass and restores it before each later one, and those copies leave dirty lines in the

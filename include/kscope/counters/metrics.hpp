@@ -579,8 +579,8 @@ class counter_aggregate {
   void add_values(const metric_values& values);
 
   // One call of the scope: its kernels are added and the call is counted, and so is the
-  // call for every metric it measured (one-pass groups rotate over calls: a metric rests
-  // on the calls whose group held it).
+  // call for every metric it measured — a finite value in some kernel (one-pass groups
+  // rotate over calls: a metric rests on the calls whose group held it and gave a value).
   void add_call(const std::vector<counter_values>& kernels_of_call);
 
   // Counts a call whose kernels are added one by one with add_kernel().
@@ -647,10 +647,16 @@ KSCOPE_DECL void counter_aggregate::add_values(const metric_values& values) {
 KSCOPE_DECL void counter_aggregate::add_call(const std::vector<counter_values>& kernels_of_call) {
   ++calls_;
   for (const counter_values& k : kernels_of_call) add_kernel(k);
+  // A metric is measured by the call when some kernel of it has a value: CUPTI can evaluate
+  // a metric as NaN in every range of a pass (H100, CUDA 13.0: the DRAM counters of one
+  // per-scope pass in a run), and counting that call for it would scale its sum as if the
+  // call had added nothing — halving a two-call average.
   std::vector<std::string_view> measured;
   for (const counter_values& k : kernels_of_call)
     for (const auto& entry : k.values)
-      if (std::find(measured.begin(), measured.end(), entry.first) == measured.end()) measured.push_back(entry.first);
+      if (std::isfinite(entry.second) && entry.second >= 0 &&
+          std::find(measured.begin(), measured.end(), entry.first) == measured.end())
+        measured.push_back(entry.first);
   for (std::string_view name : measured) {
     auto it = sums_.find(name);
     if (it == sums_.end()) it = sums_.emplace(std::string(name), running_metric{aggregation_for(name)}).first;

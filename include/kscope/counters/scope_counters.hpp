@@ -399,6 +399,14 @@ class scope_counter_sampler {
       refused(r);
       return false;
     }
+    // Groups of SASS instruction counters last in the rotation: while the activity collector
+    // traces they run under kernel replay on a profiler of their own (begin_call), which lets
+    // the kept one go, and on an H100 (CUDA 13.0) the DRAM counters of the user-replay passes
+    // after such a pass were seen to evaluate as NaN. A scope's first rotation so measures
+    // every other group before any of them.
+    std::stable_partition(plan.groups.begin(), plan.groups.end(), [](const std::vector<std::string>& g) {
+      return std::none_of(g.begin(), g.end(), [](const std::string& m) { return detail::is_sass_instruction_metric(m); });
+    });
     std::lock_guard<std::mutex> lock(mutex_);
     plan_ = std::move(plan);
     plan_ready_ = true;

@@ -13,10 +13,15 @@
 // The rules (thresholds: the named constants below; scope roles: diagnose_options' names):
 //   1. GPU idle (gpu_time.busy_share < diagnose_low_busy_share) while a step's GPU work
 //      fills less than that share of its host time. The scope open on the host during
-//      most of the GPU's idle time (gpu_time.idle_by_scope) says why:
+//      most of the GPU's idle time (gpu_time.idle_by_scope) says why — with a step, the
+//      scope in the step's subtree (idle time outside the step, in a prefill before the
+//      loop or a library's start-up, is not the step's; the cost counts the loop's idle
+//      time only):
 //      - host_sync: that scope copies device to host in every call (≥ 1 D2H copy per
 //        call, pageable copies left to rule 5) or has a sync role: the host blocked there
-//        until the GPU drained, then the GPU waited for the host's next launches;
+//        until the GPU drained, then the GPU waited for the host's next launches — unless
+//        its synchronizes waited under diagnose_sync_wait_share of its idle time while the
+//        GPU idled between its own launches (the GPU had drained already: launch-bound);
 //      - cpu_launch_bound: otherwise (host work, or launches slower than the kernels):
 //        the scope, its idle time, the gaps between its own kernels, launches per step.
 //      A synchronize shows through its CUPTI synchronization record (host_sync). A scope
@@ -25,7 +30,8 @@
 //      point (diagnose_options::sync_names) blocks the host in every call — ≥ 1
 //      synchronize (CUPTI synchronization records) or non-pageable D2H copy per call — and
 //      the GPU idled while the host was in it for ≥ diagnose_sync_idle_share of the wall
-//      time. The one sync per step that hands sampled tokens to the host belongs to a sync
+//      time — unless its synchronizes waited under diagnose_sync_wait_share of that idle
+//      time while the GPU idled between the scope's own launches (launch-bound: rule 1's). The one sync per step that hands sampled tokens to the host belongs to a sync
 //      point and is not a finding; a synchronize after every layer is.
 //   2. prefill_stall: a step's p99 ≥ diagnose_step_tail_ratio × its p50, a prefill scope
 //      inside the step ran in at most diagnose_prefill_max_step_share of the steps, and
@@ -102,6 +108,12 @@ inline constexpr double diagnose_comm_share = 0.3;
 // The GPU idle, while the host sits in a synchronizing scope, for at least this share of
 // the wall time: the synchronizations cost the GPU real time.
 inline constexpr double diagnose_sync_idle_share = 0.05;
+// A synchronizing scope whose host waited in its synchronizes for less than this share of
+// the GPU's idle time in it, while the GPU idled between the scope's own launches: the GPU
+// had drained before the host blocked (the host, not the synchronize, kept it waiting), so
+// the idle time is the launches' (rule 1), not the synchronize's. An eager PyTorch decode
+// (H100): 7 us of waiting per call against 1.8 ms of idle between 84 kernels.
+inline constexpr double diagnose_sync_wait_share = 0.1;
 // Synchronous cudaMemcpy / cudaMemset calls per step (per call of the scope without a
 // step scope) from which a scope is a finding: one in every step is a habit, not an accident.
 inline constexpr double diagnose_sync_copies_per_step = 1.0;
@@ -479,10 +491,25 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
     const bool step_waits = step == std::string::npos ||
                             (std::isfinite(step_busy) && std::isfinite(step_host) && step_host > 0 &&
                              step_busy < o.low_busy_share * step_host);
-    double idle_total = 0;
-    for (const gpu_idle_by_scope& g : t->idle_by_scope) idle_total += g.ns;
-    const gpu_idle_by_scope* top = t->idle_by_scope.empty() ? nullptr : &t->idle_by_scope.front();
-    if (step_waits && top != nullptr && top->ns > 0 && std::isfinite(idle_total)) {
+    // With a step, only the GPU's idle time while the host was inside the step says why the
+    // step waits: idle time during a prefill outside the step, start-up (a library's first
+    // call) or between steps is not the step's (a PyTorch loop idled most in its first
+    // prefill, which then took the finding). Without a step, every scope is the loop.
+    const auto in_loop = [&](const std::string& path) {
+      if (step == std::string::npos) return true;
+      const std::string& root = scopes[step].path;
+      return path == root ||
+             (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
+    };
+    double idle_total = 0, idle_in_loop = 0;
+    const gpu_idle_by_scope* top = nullptr;
+    for (const gpu_idle_by_scope& g : t->idle_by_scope) {
+      idle_total += g.ns;
+      if (!in_loop(g.path)) continue;
+      idle_in_loop += g.ns;
+      if (top == nullptr || g.ns > top->ns) top = &g;
+    }
+    if (step_waits && top != nullptr && top->ns > 0 && std::isfinite(idle_total) && idle_total > 0) {
       const std::string waits_in = top->path.empty() ? std::string("(no scope)") : top->path;
       const scope_report* waiting = top->path.empty() ? nullptr : r.find(top->path);
       const std::size_t waiting_at = waiting != nullptr ? static_cast<std::size_t>(waiting - scopes.data()) : 0;
@@ -505,14 +532,23 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                                        ? static_cast<double>(waiting->gpu_activity->host_sync.count) /
                                              static_cast<double>(waiting->calls)
                                        : 0;
-      const bool syncs = waiting_d2h >= 1 || waiting_syncs >= 1 ||
-                         (waiting != nullptr && detail::plays_role(*waiting, o.sync_names));
+      const bool gaps_between_own_kernels = wg != nullptr && wg->calls_seen > 0 && wg->kernels_per_call >= 2 &&
+                                            wg->gaps_per_call_ns.median >= wg->busy_per_call_ns.median;
+      // Its synchronizes barely waited while the GPU idled between its own launches: the GPU
+      // had drained before the host blocked, so the launches, not the synchronizes, kept it
+      // waiting (diagnose_sync_wait_share).
+      const double waiting_wait = waiting != nullptr && waiting->gpu_activity && waiting->calls > 0
+                                      ? static_cast<double>(waiting->gpu_activity->host_sync.ns) /
+                                            static_cast<double>(waiting->calls)
+                                      : 0;
+      const bool drained_before_sync = waiting_syncs >= 1 && gaps_between_own_kernels && std::isfinite(calls) &&
+                                       waiting_wait < diagnose_sync_wait_share * (top->ns / calls);
+      const bool syncs = (waiting != nullptr && detail::plays_role(*waiting, o.sync_names)) ||
+                         (!drained_before_sync && (waiting_d2h >= 1 || waiting_syncs >= 1));
       // Blocked only by its pageable copies (a sync point's role says where the host waits,
       // not why): rule 5 names the scope, with this idle time.
       const bool pageable_only = waiting_d2h < 1 && waiting_syncs < 1 && pageable_any >= 1 && waiting != nullptr &&
                                  pageable_in_subtree(waiting_at);
-      const bool gaps_between_own_kernels = wg != nullptr && wg->calls_seen > 0 && wg->kernels_per_call >= 2 &&
-                                            wg->gaps_per_call_ns.median >= wg->busy_per_call_ns.median;
       diagnosis d;
       d.evidence.push_back({"gpu_time.busy_share", t->busy_share, "share"});
       d.evidence.push_back({"gpu_time.wall_ns", t->wall_ns, "ns"});
@@ -521,10 +557,13 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
       if (std::isfinite(step_host)) d.evidence.push_back({"step.host_median_ns", step_host, "ns"});
       if (std::isfinite(step_busy)) d.evidence.push_back({"step.gpu_busy_median_ns", step_busy, "ns"});
       if (std::isfinite(kernels_per_step)) d.evidence.push_back({"step.kernels_per_call", kernels_per_step, "kernels"});
-      std::string gaps_text;
-      for (std::size_t i = 0; i < t->idle_gaps.size() && i < 3; ++i)
-        gaps_text += (i ? ", " : "") + format_duration_ns(static_cast<double>(t->idle_gaps[i].ns)) + " in " +
-                     (t->idle_gaps[i].open_path.empty() ? std::string("(no scope)") : t->idle_gaps[i].open_path);
+      std::string gaps_text;  // the loop's longest gaps (idle_gaps is sorted, longest first)
+      std::size_t gaps_named = 0;
+      for (std::size_t i = 0; i < t->idle_gaps.size() && gaps_named < 3; ++i) {
+        if (!in_loop(t->idle_gaps[i].open_path)) continue;
+        gaps_text += (gaps_named++ ? ", " : "") + format_duration_ns(static_cast<double>(t->idle_gaps[i].ns)) +
+                     " in " + (t->idle_gaps[i].open_path.empty() ? std::string("(no scope)") : t->idle_gaps[i].open_path);
+      }
       std::string base = "GPU busy " + pct(t->busy_share) + " of " + format_duration_ns(t->wall_ns);
       if (std::isfinite(step_busy) && std::isfinite(step_host))
         base += "; step '" + scopes[step].path + "': GPU busy " + format_duration_ns(step_busy) + " of " +
@@ -570,8 +609,8 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
         d.suggestion = "launch less from the CPU and keep host work off the critical path: capture the step in a "
                        "CUDA graph, fuse small kernels, batch more requests per step, move host work (scheduling, "
                        "detokenizing) to another thread or overlap it with the GPU";
-        // All of the GPU's idle time: the host, not the GPU, sets the pace.
-        wall_cost(d, idle_total / t->wall_ns);
+        // All of the GPU's idle time inside the loop: the host, not the GPU, sets the pace.
+        wall_cost(d, idle_in_loop / t->wall_ns);
         out.push_back(std::move(d));
       }
     }
@@ -600,6 +639,11 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
       std::uint64_t gaps = 0;
       const double idle = detail::idle_in_scope(*t, s, &gaps);
       if (!(idle >= o.sync_idle_share * t->wall_ns) || idle <= worst_idle) continue;
+      // Launch-bound, not blocked: the synchronizes barely waited (the GPU had nothing left
+      // to drain), and the GPU idled between the scope's own kernels.
+      const bool launch_gaps = g != nullptr && g->calls_seen > 0 && g->kernels_per_call >= 2 &&
+                               g->gaps_per_call_ns.median >= g->busy_per_call_ns.median;
+      if (syncs >= 1 && launch_gaps && wait < diagnose_sync_wait_share * (idle / calls)) continue;
       worst = &s;
       worst_idle = idle;
       worst_syncs = syncs;
