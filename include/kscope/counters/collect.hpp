@@ -1075,8 +1075,7 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
     }
     if (count > 0)
       result.notes.push_back("CUPTI evaluated " + unvalued + " as not-a-number in every range of a pass: " +
-                             (count == 1 ? "that metric leaves" : "those metrics leave") +
-                             " the pass out (no value is taken for them from it)");
+                             (count == 1 ? "no value of it" : "no value of theirs") + " is taken from that pass");
   }
   // Kernel replay with several passes: CUPTI saves device memory before a kernel's first
   // pass and restores it before each later one, and those copies leave dirty lines in the
