@@ -243,10 +243,8 @@ class scope_counter_sampler {
         // counts them as 0 under user replay and right under kernel replay (one pass here,
         // so the work still runs once and no memory is saved or restored). Such a call is
         // set up afresh, not kept: its replay mode is not the kept profiler's.
-        const bool sass_group = std::any_of(metrics.begin(), metrics.end(), [](const std::string& m) {
-          return detail::is_sass_instruction_metric(m);
-        });
-        kernel_replay = sass_group && detail::activity_tracing().load(std::memory_order_acquire);
+        kernel_replay =
+            detail::has_sass_instruction_metric(metrics) && detail::activity_tracing().load(std::memory_order_acquire);
         if (kernel_replay) run_options.replay = counter_replay::kernel;
         if (keep_profiler_ && context_known && !kernel_replay) {
           kept_context& kept = kept_[context_id];
@@ -404,9 +402,8 @@ class scope_counter_sampler {
     // the kept one go, and on an H100 (CUDA 13.0) the DRAM counters of the user-replay passes
     // after such a pass were seen to evaluate as NaN. A scope's first rotation so measures
     // every other group before any of them.
-    std::stable_partition(plan.groups.begin(), plan.groups.end(), [](const std::vector<std::string>& g) {
-      return std::none_of(g.begin(), g.end(), [](const std::string& m) { return detail::is_sass_instruction_metric(m); });
-    });
+    std::stable_partition(plan.groups.begin(), plan.groups.end(),
+                          [](const std::vector<std::string>& g) { return !detail::has_sass_instruction_metric(g); });
     std::lock_guard<std::mutex> lock(mutex_);
     plan_ = std::move(plan);
     plan_ready_ = true;

@@ -31,7 +31,8 @@
 //      synchronize (CUPTI synchronization records) or non-pageable D2H copy per call — and
 //      the GPU idled while the host was in it for ≥ diagnose_sync_idle_share of the wall
 //      time — unless its synchronizes waited under diagnose_sync_wait_share of that idle
-//      time while the GPU idled between the scope's own launches (launch-bound: rule 1's). The one sync per step that hands sampled tokens to the host belongs to a sync
+//      time while the GPU idled between the scope's own launches (launch-bound: rule 1's).
+//      The one sync per step that hands sampled tokens to the host belongs to a sync
 //      point and is not a finding; a synchronize after every layer is.
 //   2. prefill_stall: a step's p99 ≥ diagnose_step_tail_ratio × its p50, a prefill scope
 //      inside the step ran in at most diagnose_prefill_max_step_share of the steps, and
@@ -309,6 +310,16 @@ KSCOPE_DECL copy_totals subtree_pageable(const std::vector<scope_report>& scopes
 // The GPU's idle time (and its gaps) while the host was in `s` (gpu_time.idle_by_scope).
 KSCOPE_DECL double idle_in_scope(const gpu_time_report& t, const scope_report& s, std::uint64_t* gaps = nullptr);
 
+// The GPU idled between the scope's own launches: ≥ 2 kernels per call and the gaps between
+// them (median per call) at least their busy time. False without per-call data.
+KSCOPE_DECL bool gaps_between_own_kernels(const scope_gpu_time* g);
+
+// The scope synchronizes in every call, but its synchronizes waited under
+// diagnose_sync_wait_share of the GPU's idle time per call in it while the GPU idled between
+// its own launches: the GPU had drained before the host blocked, so the launches, not the
+// synchronizes, kept it waiting (rules 1 and 1b leave it to the launch-bound finding).
+KSCOPE_DECL bool drained_before_sync(const scope_report& s, const scope_gpu_time* g, double idle_per_call_ns);
+
 // Whether declared bytes tell decode's KV-cache traffic from the rest (rule 3): kv-role
 // scopes inside decode (at `dec`) declared `kv_bytes` > 0, and either weight-role scopes
 // declared the rest or the decode scope declared its whole work (≥ kv_bytes), whose
@@ -344,6 +355,19 @@ KSCOPE_DECL copy_totals subtree_pageable(const std::vector<scope_report>& scopes
     sum.ns += c.ns;
   }
   return sum;
+}
+
+KSCOPE_DECL bool gaps_between_own_kernels(const scope_gpu_time* g) {
+  return g != nullptr && g->calls_seen > 0 && g->kernels_per_call >= 2 &&
+         g->gaps_per_call_ns.median >= g->busy_per_call_ns.median;
+}
+
+KSCOPE_DECL bool drained_before_sync(const scope_report& s, const scope_gpu_time* g, double idle_per_call_ns) {
+  if (!s.gpu_activity || s.calls == 0) return false;
+  const double calls = static_cast<double>(s.calls);
+  const double syncs = static_cast<double>(s.gpu_activity->host_sync.count) / calls;
+  const double wait = static_cast<double>(s.gpu_activity->host_sync.ns) / calls;
+  return syncs >= 1 && gaps_between_own_kernels(g) && wait < diagnose_sync_wait_share * idle_per_call_ns;
 }
 
 KSCOPE_DECL double idle_in_scope(const gpu_time_report& t, const scope_report& s, std::uint64_t* gaps) {
@@ -495,6 +519,8 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
     // step waits: idle time during a prefill outside the step, start-up (a library's first
     // call) or between steps is not the step's (a PyTorch loop idled most in its first
     // prefill, which then took the finding). Without a step, every scope is the loop.
+    // By path, not by the scope list: an idle entry's path names its scope even where the
+    // report's list does not hold it.
     const auto in_loop = [&](const std::string& path) {
       if (step == std::string::npos) return true;
       const std::string& root = scopes[step].path;
@@ -532,17 +558,9 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                                        ? static_cast<double>(waiting->gpu_activity->host_sync.count) /
                                              static_cast<double>(waiting->calls)
                                        : 0;
-      const bool gaps_between_own_kernels = wg != nullptr && wg->calls_seen > 0 && wg->kernels_per_call >= 2 &&
-                                            wg->gaps_per_call_ns.median >= wg->busy_per_call_ns.median;
-      // Its synchronizes barely waited while the GPU idled between its own launches: the GPU
-      // had drained before the host blocked, so the launches, not the synchronizes, kept it
-      // waiting (diagnose_sync_wait_share).
-      const double waiting_wait = waiting != nullptr && waiting->gpu_activity && waiting->calls > 0
-                                      ? static_cast<double>(waiting->gpu_activity->host_sync.ns) /
-                                            static_cast<double>(waiting->calls)
-                                      : 0;
-      const bool drained_before_sync = waiting_syncs >= 1 && gaps_between_own_kernels && std::isfinite(calls) &&
-                                       waiting_wait < diagnose_sync_wait_share * (top->ns / calls);
+      const bool gaps_between_own_kernels = detail::gaps_between_own_kernels(wg);
+      const bool drained_before_sync = waiting != nullptr && std::isfinite(calls) &&
+                                       detail::drained_before_sync(*waiting, wg, top->ns / calls);
       const bool syncs = (waiting != nullptr && detail::plays_role(*waiting, o.sync_names)) ||
                          (!drained_before_sync && (waiting_d2h >= 1 || waiting_syncs >= 1));
       // Blocked only by its pageable copies (a sync point's role says where the host waits,
@@ -639,11 +657,7 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
       std::uint64_t gaps = 0;
       const double idle = detail::idle_in_scope(*t, s, &gaps);
       if (!(idle >= o.sync_idle_share * t->wall_ns) || idle <= worst_idle) continue;
-      // Launch-bound, not blocked: the synchronizes barely waited (the GPU had nothing left
-      // to drain), and the GPU idled between the scope's own kernels.
-      const bool launch_gaps = g != nullptr && g->calls_seen > 0 && g->kernels_per_call >= 2 &&
-                               g->gaps_per_call_ns.median >= g->busy_per_call_ns.median;
-      if (syncs >= 1 && launch_gaps && wait < diagnose_sync_wait_share * (idle / calls)) continue;
+      if (detail::drained_before_sync(s, g, idle / calls)) continue;  // launch-bound, not blocked
       worst = &s;
       worst_idle = idle;
       worst_syncs = syncs;

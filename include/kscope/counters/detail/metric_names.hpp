@@ -32,6 +32,12 @@ inline bool is_sass_instruction_metric(std::string_view name) noexcept {
   return name.substr(0, 9) == "sm__sass_";
 }
 
+// Whether a metric group holds one: such a group is taken with kernel replay while the
+// activity collector traces (counters/scope_counters.hpp).
+inline bool has_sass_instruction_metric(const std::vector<std::string>& group) noexcept {
+  return std::any_of(group.begin(), group.end(), [](const std::string& m) { return is_sass_instruction_metric(m); });
+}
+
 // The rollups of a counter or throughput metric, and the suffixes of a ratio metric.
 inline constexpr std::string_view metric_rollups[] = {"sum", "avg", "min", "max"};
 inline constexpr std::string_view metric_ratio_suffixes[] = {"pct", "ratio", "max_rate"};
