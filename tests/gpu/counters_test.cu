@@ -15,11 +15,15 @@
 //   sweep after the work writes back, and counts, what the copy left dirty in the L2.
 // - Unavailable paths answer with one message and never run the work: an unknown metric
 //   (with close names), a missing libnvperf_host, a pass inside a pass.
+// Every case but the last needs the counters: where tests/gpu/expectations.hpp does not
+// expect them those cases do not run (exit 77); where it does, a refusal fails (r.ok()).
 // Every result message and note is printed, for bench/RESULTS.md.
 #include <kscope/counters/metrics.hpp>
 #include <kscope/counters/collect.hpp>
 
 #include <doctest/doctest.h>
+
+#include "expectations.hpp"
 
 #include "test_kernels.cuh"
 
@@ -94,6 +98,7 @@ bool within(double value, double expected, double tolerance) {
 }  // namespace
 
 TEST_CASE("a copy of n floats reads and writes 4n bytes of DRAM, within 3 %") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   const std::size_t n = copy_length();
   MESSAGE("copy of " << n << " floats (" << n * sizeof(float) << " bytes per buffer)");
   device_buffer src(n * sizeof(float)), dst(n * sizeof(float));
@@ -123,6 +128,7 @@ TEST_CASE("a copy of n floats reads and writes 4n bytes of DRAM, within 3 %") {
 }
 
 TEST_CASE("a naive fp32 GEMM, n = 512, executes exactly 2 n^3 FP32 FLOPs") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   constexpr int n = 512;
   device_buffer a(sizeof(float) * n * n), b(sizeof(float) * n * n), c(sizeof(float) * n * n);
   const dim3 block(16, 16);
@@ -154,6 +160,7 @@ TEST_CASE("a naive fp32 GEMM, n = 512, executes exactly 2 n^3 FP32 FLOPs") {
 }
 
 TEST_CASE("the device offers the catalog's names, and a copy under the default set is memory-bound at DRAM") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   const kscope::counter_metric_list list = kscope::list_counter_metrics();
   MESSAGE(list.message);
   REQUIRE_MESSAGE(list.ok(), list.message);
@@ -193,6 +200,7 @@ TEST_CASE("the device offers the catalog's names, and a copy under the default s
 }
 
 TEST_CASE("per-kernel ranges carry kernel names in launch order") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   constexpr std::size_t n = std::size_t{1} << 22;
   device_buffer src(n * sizeof(float)), dst(n * sizeof(float));
   const kscope::counter_result r = kscope::profile_counters({"gpu__time_duration.sum"}, [&] {
@@ -220,6 +228,7 @@ TEST_CASE("per-kernel ranges carry kernel names in launch order") {
 }
 
 TEST_CASE("a whole-callable range sums the traffic of all its kernels") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   // 2 GiB per buffer: what L2 holds across the two copies stays under 1.5 % of the traffic.
   const std::size_t n = std::min<std::size_t>(copy_length(), std::size_t{1} << 29);
   device_buffer src(n * sizeof(float)), dst(n * sizeof(float));
@@ -260,6 +269,7 @@ __global__ void read_only_sweep(const float* __restrict__ x, std::size_t n, floa
 }
 
 TEST_CASE("user replay runs the work once per pass, the hook before each run, and keeps per-kernel names") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   const std::size_t n = copy_length();
   device_buffer src(n * sizeof(float)), dst(n * sizeof(float));
   int device = 0, l2_bytes = 0;
@@ -310,6 +320,7 @@ TEST_CASE("user replay runs the work once per pass, the hook before each run, an
 // (~29 MB on an H200). A kernel that only reads must count (almost) none, in every mode,
 // even with the L2 left full of dirty lines by the kernel before the pass.
 TEST_CASE("a kernel that only reads writes almost no DRAM bytes: the pass's own writes are swept first") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   int device = 0, l2_bytes = 0;
   REQUIRE_CUDA(cudaGetDevice(&device));
   REQUIRE_CUDA(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
@@ -396,6 +407,7 @@ TEST_CASE("a kernel that only reads writes almost no DRAM bytes: the pass's own 
 // make the 16 MiB copy's 16 MiB (within 3 %) in each mode, and two chained copies write
 // 32 MiB in all: the first's output, still in the L2 at the end, is the last's write-back.
 TEST_CASE("a copy smaller than the L2 writes all its output: the trailing sweep counts what it left dirty") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   constexpr std::size_t n = std::size_t{4} << 20;  // 16 MiB per buffer
   device_buffer a(n * sizeof(float)), b(n * sizeof(float)), c(n * sizeof(float));
   const int blocks = copy_blocks();
@@ -461,6 +473,7 @@ TEST_CASE("a copy smaller than the L2 writes all its output: the trailing sweep 
 // The sweeps are ranges of the pass but never results: a work that launches no kernel has
 // none, and a work past max_kernels keeps max_kernels of them, the rest counted as dropped.
 TEST_CASE("the sweeps are never results: no kernel gives none, max_kernels holds with them") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   const std::vector<std::string> dram = {"dram__bytes_read.sum", "dram__bytes_write.sum"};
   for (const kscope::counter_replay replay : {kscope::counter_replay::kernel, kscope::counter_replay::user}) {
     kscope::counter_options o;

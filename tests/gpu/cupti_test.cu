@@ -7,11 +7,16 @@
 // which scope built its kernels (runs last: it uses the session and real scopes).
 // Scopes are set through a tiny RAII helper that does what kscope::scope does for
 // attribution (sets detail::this_thread_state().current), so node ids are known here.
+// The collector, CUPTI's graph-level trace and cuBLAS are expected wherever
+// tests/gpu/expectations.hpp says so: a collector that does not start, a graph traced only
+// node by node, or cuBLAS that does not load fails there.
 #include <kscope/activity/collector.hpp>
 #include <kscope/scope/scope.hpp>
 #include <kscope/session/session.hpp>
 
 #include <doctest/doctest.h>
+
+#include "expectations.hpp"
 
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -67,6 +72,9 @@ kscope::cupti_collector& collector() {
     MESSAGE("collector: " << c.status().message);
     return ok;
   }();
+  if (!started)
+    kscope_test::refused(kscope_test::feature::activity, "cupti_collector::start",
+                         kscope::to_string(c.status().state), c.status().message, __FILE__, __LINE__);
   REQUIRE_MESSAGE(started, "CUPTI collector did not start: " << c.status().message);
   return c;
 }
@@ -86,6 +94,7 @@ std::uint64_t kernels_of(const kscope::cupti_snapshot& s, kscope::node_id node) 
 }  // namespace
 
 TEST_CASE("4 threads x 2 streams x nested scopes x 1000 kernels: all attributed exactly") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
   (void)c;
   constexpr int threads = 4;
@@ -156,8 +165,8 @@ TEST_CASE("4 threads x 2 streams x nested scopes x 1000 kernels: all attributed 
 }
 
 TEST_CASE("a 3-kernel CUDA graph launched 10 times: 30 kernels in its node, graph ids kept") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
-  (void)c;
   cudaStream_t stream;
   REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   float* x = nullptr;
@@ -195,6 +204,13 @@ TEST_CASE("a 3-kernel CUDA graph launched 10 times: 30 kernels in its node, grap
   CHECK(graph_nodes.size() == 3);
   MESSAGE(graph_level << " of 10 replays traced as one record");
   CHECK(correlations.size() == 10);  // one per graph launch, shared by its 3 kernels
+  // Graph-level trace where it is expected: the default (sampled) traces each graph's first
+  // replays node by node and the others as one record each.
+  if (kscope_test::needs(kscope_test::feature::graph_trace)) {
+    const std::string status = c.status().message;
+    CHECK_MESSAGE(status.find("graphs sampled") != std::string::npos, status);
+    CHECK_MESSAGE(graph_level > 0, "no replay traced as one record; collector: " << status);
+  }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaFree(x);
@@ -202,6 +218,7 @@ TEST_CASE("a 3-kernel CUDA graph launched 10 times: 30 kernels in its node, grap
 }
 
 TEST_CASE("a cuBLAS GEMM inside a scope is attributed to it") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
   (void)c;
   void* lib = nullptr;
@@ -212,8 +229,9 @@ TEST_CASE("a cuBLAS GEMM inside a scope is attributed to it") {
   if (lib == nullptr) lib = dlopen(KSCOPE_CUDA_LIBRARY_DIR "/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
 #endif
   if (lib == nullptr) {
-    MESSAGE("libcublas not found: cuBLAS case not run");
-    return;
+    const char* why = dlerror();
+    KSCOPE_TEST_REFUSED(kscope_test::feature::cublas, "dlopen(libcublas.so.13, .12, .so)", "not found",
+                        std::string(why != nullptr ? why : "no dlopen error text"));
   }
   auto create = reinterpret_cast<decltype(&cublasCreate_v2)>(dlsym(lib, "cublasCreate_v2"));
   auto destroy = reinterpret_cast<decltype(&cublasDestroy_v2)>(dlsym(lib, "cublasDestroy_v2"));
@@ -264,6 +282,7 @@ TEST_CASE("a cuBLAS GEMM inside a scope is attributed to it") {
 }
 
 TEST_CASE("a driver-API launch (cuLaunchKernel) is attributed through the driver callback") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
   (void)c;
   void* fn = nullptr;
@@ -294,6 +313,7 @@ TEST_CASE("a driver-API launch (cuLaunchKernel) is attributed through the driver
 }
 
 TEST_CASE("copies and memsets: directions and bytes per node") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
   (void)c;
   constexpr std::size_t bytes = 1 << 20;
@@ -330,6 +350,7 @@ TEST_CASE("copies and memsets: directions and bytes per node") {
 }
 
 TEST_CASE("synchronizes: the host's waits go to the scope that called them, with their length") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
   (void)c;
   cudaStream_t stream;
@@ -371,6 +392,7 @@ TEST_CASE("synchronizes: the host's waits go to the scope that called them, with
 }
 
 TEST_CASE("GPU timestamps are on kscope's clock: a kernel lies inside its host interval") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
   MESSAGE("clock: " << std::string(kscope::to_string(c.status().clock)));
   cudaStream_t stream;
@@ -397,6 +419,7 @@ TEST_CASE("GPU timestamps are on kscope's clock: a kernel lies inside its host i
 }
 
 TEST_CASE("top kernels table and status after the runs") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   const auto snap = flushed_snapshot();
   REQUIRE_FALSE(snap.activity.top_kernels.empty());
   for (std::size_t i = 1; i < snap.activity.top_kernels.size(); ++i) {
@@ -425,11 +448,11 @@ TEST_CASE("top kernels table and status after the runs") {
 // Last in the file (doctest runs cases in file order): real scopes and a session report,
 // after the cases above have checked the collector's own per-node numbers.
 TEST_CASE("a graph captured in scope \"build\" and replayed in \"replay\": the report shows where it was built") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = kscope::cupti_collector::global();
-  if (!c.start()) {
-    MESSAGE("CUPTI unavailable (" << c.status().message << "): graph capture case not run");
-    return;
-  }
+  if (!c.start())
+    KSCOPE_TEST_REFUSED(kscope_test::feature::activity, "cupti_collector::start", kscope::to_string(c.status().state),
+                        c.status().message);
   MESSAGE("collector: " << c.status().message);
   REQUIRE_MESSAGE(c.status().graph_capture, "graph-node callbacks not enabled: " << c.status().message);
   cudaStream_t stream;

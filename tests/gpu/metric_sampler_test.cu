@@ -7,7 +7,6 @@
 //   copy  20 x 1 GiB float4 copy (DRAM-bound)              DRAM % high (probe: 81.6 %)
 //   tiny  5000 launches of a 1-thread kernel               SM % ~ 0
 //   gemm  10 x HGEMM 8192^3 through kscope's cuBLAS loader tensor % high, DRAM % low
-//         (skipped, with a message, when cuBLAS cannot be loaded)
 // A sample belongs to a phase when it lies inside the phase's bracket shrunk by a guard of
 // two sample intervals plus 200 µs of host slack (launch latency, the sync's wake-up), so
 // the values judged are those of the phase's own kernels. The samples are mapped onto
@@ -16,6 +15,10 @@
 // The copy's DRAM edge also checks the alignment: the first high-DRAM sample must start
 // within one interval (plus the host slack) of the copy bracket's start.
 //
+// A sampler that does not start, or cuBLAS that does not load, fails the case where
+// tests/gpu/expectations.hpp expects PM sampling (sm_90 with CUPTI 13); elsewhere the cases
+// do not run and the executable exits 77 with the reason.
+//
 // Every number is printed (lines starting with "PMSAMPLE") for bench/RESULTS.md.
 #include <kscope/core/detail/clock.hpp>
 #include <kscope/pm_sampling/samples.hpp>
@@ -23,6 +26,8 @@
 #include <kscope/device/detail/cublas_loader.hpp>
 
 #include <doctest/doctest.h>
+
+#include "expectations.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -97,6 +102,10 @@ phase_means inside(const std::vector<kscope::metric_sample>& samples, const brac
 }  // namespace
 
 TEST_CASE("metric sampler: phases separate, on kscope's clock") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pm_sampling);
+  // cuBLAS for the GEMM phase.
+  const kscope::detail::cublas_api& blas = kscope::detail::cublas();
+  if (!blas.ok()) KSCOPE_TEST_REFUSED(kscope_test::feature::cublas, "kscope::detail::cublas()", "not loaded", blas.error);
   int device = 0;
   REQUIRE_CUDA(cudaGetDevice(&device));
   cudaDeviceProp prop{};
@@ -121,12 +130,10 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
   one_thread<<<1, 1, 0, stream>>>(counter);
   REQUIRE_CUDA(cudaStreamSynchronize(stream));
 
-  // cuBLAS for the GEMM phase, when it loads.
-  const kscope::detail::cublas_api& blas = kscope::detail::cublas();
   constexpr int gemm_n = 8192;
   __half *a = nullptr, *b = nullptr, *c = nullptr;
   void* handle = nullptr;
-  if (blas.ok()) {
+  {
     const std::size_t bytes = std::size_t(gemm_n) * gemm_n * sizeof(__half);
     REQUIRE_CUDA(cudaMalloc(&a, bytes));
     REQUIRE_CUDA(cudaMalloc(&b, bytes));
@@ -135,9 +142,19 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
     fill_halves<<<1024, 256, 0, stream>>>(b, bytes / sizeof(__half));
     REQUIRE(blas.create(&handle) == kscope::detail::cublas_abi::status_success);
     REQUIRE(blas.set_stream(handle, stream) == kscope::detail::cublas_abi::status_success);
-  } else {
-    MESSAGE("GEMM phase skipped: " << blas.error);
   }
+  const auto release = [&] {
+    if (handle != nullptr) (void)blas.destroy(handle);
+    handle = nullptr;
+    for (void* p : {static_cast<void*>(src), static_cast<void*>(dst), static_cast<void*>(counter),
+                    static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(c)})
+      if (p != nullptr) (void)cudaFree(p);
+    src = dst = nullptr;
+    counter = nullptr;
+    a = b = c = nullptr;
+    (void)cudaStreamDestroy(stream);
+    stream = nullptr;
+  };
   const auto gemm = [&] {
     const float alpha = 1.0f, beta = 0.0f;
     namespace abi = kscope::detail::cublas_abi;
@@ -146,10 +163,8 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
                            abi::r_16f, gemm_n, &beta, c, abi::r_16f, gemm_n, abi::compute_32f,
                            abi::gemm_default) == abi::status_success);
   };
-  if (blas.ok()) {
-    gemm();  // warm-up: cuBLAS picks its kernel outside the sampled phase
-    REQUIRE_CUDA(cudaStreamSynchronize(stream));
-  }
+  gemm();  // warm-up: cuBLAS picks its kernel outside the sampled phase
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
 
   kscope::metric_sampler sampler;
   kscope::metric_sampler_options options;
@@ -164,15 +179,11 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
   std::printf("PMSAMPLE start: %s (state %s, counter-data image %zu bytes)\n", status.message.c_str(),
               kscope::to_string(status.state), status.counter_data_bytes);
   if (!started) {
-    // Where the machine does not allow PM sampling the message must say why; anything
-    // else is a failure.
-    const bool allowed_refusal = status.state == kscope::metric_sampler_state::no_permission ||
-                                 status.state == kscope::metric_sampler_state::unsupported_device ||
-                                 status.state == kscope::metric_sampler_state::busy ||
-                                 status.state == kscope::metric_sampler_state::disabled;
-    CHECK_MESSAGE(allowed_refusal, status.message);
-    CHECK_FALSE(status.message.empty());
-  } else {
+    release();
+    KSCOPE_TEST_REFUSED(kscope_test::feature::pm_sampling, "metric_sampler::start", kscope::to_string(status.state),
+                        status.message);
+  }
+  {
     std::vector<bracket> phases;
     phases.push_back(run_phase("idle", stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }));
     phases.push_back(run_phase("copy", stream, [&] {
@@ -181,7 +192,7 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
     phases.push_back(run_phase("tiny", stream, [&] {
       for (int i = 0; i < 5000; ++i) one_thread<<<1, 1, 0, stream>>>(counter);
     }));
-    if (blas.ok()) phases.push_back(run_phase("gemm", stream, gemm));
+    phases.push_back(run_phase("gemm", stream, gemm));
     sampler.stop();
     status = sampler.status();
     const std::vector<kscope::metric_sample> samples = sampler.samples();
@@ -273,12 +284,11 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
     CHECK(copy.mean[dram] > 60.0);  // probe: 81.6 %; Nsight Compute on the kernel: 82.3 %
     CHECK(tiny.mean[sm] < 5.0);
     CHECK(tiny.mean[dram] < 5.0);
-    if (means.size() > 3) {
-      const phase_means& g = means[3];
-      CHECK(g.samples >= 50);
-      CHECK(g.mean[tensor] > 50.0);  // probe: 92.9 %
-      CHECK(g.mean[dram] < copy.mean[dram]);
-    }
+    REQUIRE(means.size() == 4);
+    const phase_means& g = means[3];
+    CHECK(g.samples >= 50);
+    CHECK(g.mean[tensor] > 50.0);  // probe: 92.9 %
+    CHECK(g.mean[dram] < copy.mean[dram]);
 
     // The copy's DRAM edge: the first sample reading > 50 % DRAM starts no earlier than one
     // interval before the copy bracket, and no later than the host slack plus one interval
@@ -317,14 +327,22 @@ TEST_CASE("metric sampler: phases separate, on kscope's clock") {
     CHECK(r.find_step(1)->values[dram].p50 < 2.0);
   }
 
-  if (handle != nullptr) (void)blas.destroy(handle);
-  for (void* p : {static_cast<void*>(src), static_cast<void*>(dst), static_cast<void*>(counter), static_cast<void*>(a),
-                  static_cast<void*>(b), static_cast<void*>(c)})
-    if (p != nullptr) (void)cudaFree(p);
-  (void)cudaStreamDestroy(stream);
+  release();
 }
 
+namespace {
+
+// The states in which a sampler was refused for a reason outside its request.
+bool refusal(kscope::metric_sampler_state s) {
+  using state = kscope::metric_sampler_state;
+  return s == state::disabled || s == state::unavailable || s == state::no_permission || s == state::busy ||
+         s == state::unsupported_device || s == state::failed;
+}
+
+}  // namespace
+
 TEST_CASE("metric sampler: a metric that needs more than one pass is named with its pass count") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pm_sampling);
   kscope::metric_sampler sampler;
   kscope::metric_sampler_options options;
   // GH100: 19 passes (the probe). Elsewhere it may differ, but never one.
@@ -333,10 +351,10 @@ TEST_CASE("metric sampler: a metric that needs more than one pass is named with 
   CHECK_FALSE(sampler.start(options));
   kscope::metric_sampler_status s = sampler.status();
   std::printf("PMSAMPLE multi-pass: %s\n", s.message.c_str());
-  if (s.state == kscope::metric_sampler_state::no_permission || s.state == kscope::metric_sampler_state::disabled ||
-      s.state == kscope::metric_sampler_state::unsupported_device)
-    return;
-  CHECK(s.state == kscope::metric_sampler_state::too_many_passes);
+  if (refusal(s.state))
+    KSCOPE_TEST_REFUSED(kscope_test::feature::pm_sampling, "metric_sampler::start (two metrics)",
+                        kscope::to_string(s.state), s.message);
+  CHECK_MESSAGE(s.state == kscope::metric_sampler_state::too_many_passes, s.message);
   CHECK(s.message.find("sm__throughput.avg.pct_of_peak_sustained_elapsed needs") != std::string::npos);
   CHECK(s.message.find("passes") != std::string::npos);
 
@@ -351,7 +369,10 @@ TEST_CASE("metric sampler: a metric that needs more than one pass is named with 
   // A second sampler while one runs: refused by CUPTI or kscope, with a message; the
   // first keeps running.
   kscope::metric_sampler first;
-  if (first.start()) {
+  if (!first.start())
+    KSCOPE_TEST_REFUSED(kscope_test::feature::pm_sampling, "metric_sampler::start (defaults)",
+                        kscope::to_string(first.status().state), first.status().message);
+  {
     kscope::metric_sampler second;
     CHECK_FALSE(second.start());
     std::printf("PMSAMPLE second sampler: %s (state %s)\n", second.status().message.c_str(),
@@ -367,6 +388,7 @@ TEST_CASE("metric sampler: a metric that needs more than one pass is named with 
 // sample several windows, keep every sample of each (no loss, no overflow), say what share
 // of the run they covered, and hold its own CPU time near max_decoder_share.
 TEST_CASE("metric sampler: windows by default, every sample of a window kept, coverage stated") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pm_sampling);
   cudaDeviceProp prop{};
   int device = 0;
   REQUIRE_CUDA(cudaGetDevice(&device));
@@ -386,10 +408,13 @@ TEST_CASE("metric sampler: windows by default, every sample of a window kept, co
   if (!sampler.start(options)) {
     const kscope::metric_sampler_status s = sampler.status();
     std::printf("PMSAMPLE windows: not started: %s\n", s.message.c_str());
-    CHECK((s.state == kscope::metric_sampler_state::no_permission ||
-           s.state == kscope::metric_sampler_state::unsupported_device ||
-           s.state == kscope::metric_sampler_state::disabled));
-  } else {
+    (void)cudaFree(src);
+    (void)cudaFree(dst);
+    (void)cudaStreamDestroy(stream);
+    KSCOPE_TEST_REFUSED(kscope_test::feature::pm_sampling, "metric_sampler::start (defaults)",
+                        kscope::to_string(s.state), s.message);
+  }
+  {
     // ~1.5 s of back-to-back DRAM-bound copies, synchronized every 20 kernels.
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
     while (std::chrono::steady_clock::now() < until) {

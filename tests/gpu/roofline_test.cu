@@ -1,12 +1,15 @@
 // roofline.hpp with real kernels (run by the lead on the H200): a ~1 GiB saxpy is
 // memory-bound, a large bf16 GEMM (cuBLAS, dlopen'ed) compute-bound, a one-thread
 // kernel latency-bound. Peaks are the device's theoretical ones (device.hpp). Times are
-// medians of CUDA-event-timed runs after warm-up; the numbers are printed.
+// medians of CUDA-event-timed runs after warm-up; the numbers are printed. cuBLAS that does
+// not load fails the GEMM case on any GPU (tests/gpu/expectations.hpp).
 #include <kscope/device/device.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
 #include <kscope/core/roofline.hpp>
 
 #include <doctest/doctest.h>
+
+#include "expectations.hpp"
 
 #include <cuda_runtime.h>
 
@@ -106,10 +109,7 @@ TEST_CASE("bf16 GEMM 8192^3 is compute-bound") {
   const kscope::device_info gpu = kscope::query_device(0);
   REQUIRE(gpu.present);
   const kscope::detail::cublas_api& blas = kscope::detail::cublas();
-  if (!blas.ok()) {
-    MESSAGE("cuBLAS not loadable, GEMM case skipped: " << blas.error);
-    return;
-  }
+  if (!blas.ok()) KSCOPE_TEST_REFUSED(kscope_test::feature::cublas, "kscope::detail::cublas()", "not loaded", blas.error);
   const double peak_bytes = kscope::theoretical_bytes_per_s(gpu);
   const double peak_flops = kscope::theoretical_flops_per_s(gpu, kscope::data_type::bf16, kscope::core_kind::tensor);
   REQUIRE(std::isfinite(peak_flops));

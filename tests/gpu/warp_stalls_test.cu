@@ -19,14 +19,18 @@
 //   CUDA_MODULE_LOADING=EAGER the module loads at context creation, before any watch, and
 //   the PC must say so instead. The later cases' kernels share the module: their tables
 //   print their lines too.
-// Where the driver refuses PC sampling (no permission to the counters, an unsupported
-// device) the cases print CUPTI's message and pass: those are the only refusals accepted.
+// A refusal is not a pass: where tests/gpu/expectations.hpp expects PC sampling (sm_90 with
+// CUPTI 13), any refusal (no permission, unsupported device, busy, failed) fails the case
+// with kscope's message, which names the CUPTI call and its error; where the table does
+// not expect it, the cases do not run and the executable exits 77 with the reason.
 // Every line of the tables starts with "WARPSTALL", for the lead's logs.
 #include <kscope/warp_stalls/stalls.hpp>
 #include <kscope/counters/collect.hpp>
 #include <kscope/warp_stalls/collect.hpp>
 
 #include <doctest/doctest.h>
+
+#include "expectations.hpp"
 
 #include <cuda_runtime.h>
 
@@ -138,15 +142,16 @@ void print(const kscope::warp_stall_result& r) {
   std::fflush(stdout);
 }
 
-// The refusals a machine may legitimately give (the driver restricts the counters, or the
-// device cannot be sampled): printed, and the case ends there.
-bool refused(const kscope::warp_stall_result& r) {
-  if (r.state != kscope::counter_state::no_permission && r.state != kscope::counter_state::unsupported_device)
-    return false;
-  std::printf("WARPSTALL refused (%s): %s\n", kscope::to_string(r.state), r.message.c_str());
-  MESSAGE("PC sampling refused on this machine: " << r.message);
-  return true;
-}
+// A pass that did not collect: printed, then a failure where PC sampling is expected
+// (the case ends), else the case is recorded as not run and returns.
+#define KSCOPE_TEST_REQUIRE_COLLECTED(r)                                                                          \
+  do {                                                                                                            \
+    if (!(r).ok()) {                                                                                              \
+      std::printf("WARPSTALL refused (%s): %s\n", kscope::to_string((r).state), (r).message.c_str());             \
+      KSCOPE_TEST_REFUSED(kscope_test::feature::pc_sampling, "profile_warp_stalls", kscope::to_string((r).state), \
+                          (r).message);                                                                           \
+    }                                                                                                             \
+  } while (0)
 
 // The profile whose name contains `part`, or nullptr.
 const kscope::warp_stall_profile* find(const kscope::warp_stall_result& r, const std::string& part) {
@@ -159,6 +164,7 @@ const kscope::warp_stall_profile* find(const kscope::warp_stall_result& r, const
 
 // First in the file on purpose (see the top): its pass is where this file's module loads.
 TEST_CASE("source lines: the hottest PC of a -lineinfo kernel loaded inside the pass maps to this file") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pc_sampling);
   constexpr int n = 1 << 16;  // 256 KiB of indices: cache-resident, latency-bound
   std::vector<int> host(n);
   for (int i = 0; i < n; ++i) host[static_cast<std::size_t>(i)] = static_cast<int>((i * 4099LL + 1) % n);
@@ -174,8 +180,7 @@ TEST_CASE("source lines: the hottest PC of a -lineinfo kernel loaded inside the 
       sampling_options());
   print(r);
   cudaFree(next);
-  if (refused(r)) return;
-  REQUIRE_MESSAGE(r.ok(), r.message);
+  KSCOPE_TEST_REQUIRE_COLLECTED(r);
   REQUIRE(r.kernels.size() == 1);
   const kscope::warp_stall_profile& k = r.kernels[0];
   CHECK(k.name.find("lineinfo_chase") != std::string::npos);
@@ -220,6 +225,7 @@ TEST_CASE("source lines: the hottest PC of a -lineinfo kernel loaded inside the 
 }
 
 TEST_CASE("naive fp32 GEMM, n = 1024: more than 1000 samples and a dominant stall") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pc_sampling);
   constexpr int n = 1024;
   const std::size_t elements = static_cast<std::size_t>(n) * n;
   device_buffer a(elements * sizeof(float)), b(elements * sizeof(float)), c(elements * sizeof(float));
@@ -241,8 +247,7 @@ TEST_CASE("naive fp32 GEMM, n = 1024: more than 1000 samples and a dominant stal
       },
       sampling_options());
   print(r);
-  if (refused(r)) return;
-  REQUIRE_MESSAGE(r.ok(), r.message);
+  KSCOPE_TEST_REQUIRE_COLLECTED(r);
   CHECK(calls == 1);
   // The sampled run computed the product: every output is the sum of n products 1 * 2.
   std::vector<float> host(elements);
@@ -265,6 +270,7 @@ TEST_CASE("naive fp32 GEMM, n = 1024: more than 1000 samples and a dominant stal
 }
 
 TEST_CASE("a barrier-bound kernel: barrier is the top stall reason") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pc_sampling);
   constexpr int threads = 256;  // 8 warps: warp 0 works, 7 wait
   const int blocks = sm_count() * 8;
   device_buffer out(static_cast<std::size_t>(blocks) * threads * sizeof(float));
@@ -274,8 +280,7 @@ TEST_CASE("a barrier-bound kernel: barrier is the top stall reason") {
   const kscope::warp_stall_result r = kscope::profile_warp_stalls(
       [&] { barrier_bound<<<blocks, threads>>>(out.get(), rounds, chain); }, sampling_options());
   print(r);
-  if (refused(r)) return;
-  REQUIRE_MESSAGE(r.ok(), r.message);
+  KSCOPE_TEST_REQUIRE_COLLECTED(r);
   REQUIRE(r.kernels.size() == 1);
   const kscope::warp_stall_profile& k = r.kernels[0];
   CHECK(k.name.find("barrier_bound") != std::string::npos);
@@ -287,6 +292,7 @@ TEST_CASE("a barrier-bound kernel: barrier is the top stall reason") {
 }
 
 TEST_CASE("two kernels in one kernel-serialized pass: two launches, each named") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pc_sampling);
   constexpr int n = 256;
   const std::size_t elements = static_cast<std::size_t>(n) * n;
   device_buffer a(elements * sizeof(float)), b(elements * sizeof(float)), c(elements * sizeof(float));
@@ -302,8 +308,7 @@ TEST_CASE("two kernels in one kernel-serialized pass: two launches, each named")
       },
       sampling_options());
   print(r);
-  if (refused(r)) return;
-  REQUIRE_MESSAGE(r.ok(), r.message);
+  KSCOPE_TEST_REQUIRE_COLLECTED(r);
   CHECK(r.kernels.size() == 2);
   const kscope::warp_stall_profile* gemm = find(r, "naive_sgemm");
   const kscope::warp_stall_profile* barrier = find(r, "barrier_bound");
@@ -317,6 +322,7 @@ TEST_CASE("two kernels in one kernel-serialized pass: two launches, each named")
 }
 
 TEST_CASE("a pass inside a pass is busy; an exception from the work comes out and sampling stops") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::pc_sampling);
   int inner_calls = 0;
   kscope::warp_stall_result inner;
   kscope::counter_result counters;
@@ -325,8 +331,7 @@ TEST_CASE("a pass inside a pass is busy; an exception from the work comes out an
     counters = kscope::profile_counters({"gpu__time_duration.sum"}, [&] { ++inner_calls; });
   });
   print(outer);
-  if (refused(outer)) return;
-  REQUIRE_MESSAGE(outer.ok(), outer.message);
+  KSCOPE_TEST_REQUIRE_COLLECTED(outer);
   CHECK(inner.state == kscope::counter_state::busy);
   CHECK(counters.state == kscope::counter_state::busy);
   CHECK(inner_calls == 0);
