@@ -11,6 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,19 +115,78 @@ TEST_CASE("a stream destroyed before the report still gives its scope's GPU time
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
-TEST_CASE("the event pool recycles: many scopes, bounded pairs") {
+// The pool's cap and its recycling (scope/detail/event_pool.hpp). A stream scope holds its
+// event pair from its open until the recorder reads the events, which it does only after
+// draining the thread's record ring: when the ring is full, at a report, or when the thread
+// exits. So threads that each close fewer scopes than a ring holds, and then wait, hold
+// every pair they took: 66 threads x 1,000 scopes ask for 66,000 pairs, the pool hands out
+// its cap of 65,536 and no more, and the other 464 scopes run without GPU timing, each
+// counted. Then, with the pool at its cap (no pair can be created any more), 3 x 65,536
+// scopes on one thread must all be timed: only recycled pairs can time them.
+TEST_CASE("the event pool: pairs in flight capped, scopes past the cap counted exactly, pairs recycled at the cap") {
+  constexpr std::uint32_t cap = kscope::detail::event_pool::default_cap_pairs;
+  constexpr std::uint32_t per_thread = 1000;
+  static_assert(per_thread < kscope::detail::thread_log::capacity, "a thread's scopes must stay in its ring");
+  constexpr std::uint32_t threads = cap / per_thread + 1;
+  constexpr std::uint64_t asked = std::uint64_t{threads} * per_thread;
+  static_assert(asked > cap, "the threads must ask for more pairs than the cap");
+  constexpr std::uint64_t over = asked - cap;
+
   auto& session = kscope::session::global();
+  // Every pair of the earlier cases read and back in the pool.
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  (void)session.report();
   session.reset();
   cudaStream_t stream;
-  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  for (int i = 0; i < 20000; ++i) {
-    KSCOPE_SCOPE_STREAM("gpu_many", stream);
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::uint32_t holding = 0;
+  bool release = false;
+  std::vector<std::thread> pool;
+  for (std::uint32_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (std::uint32_t i = 0; i < per_thread; ++i) {
+        KSCOPE_SCOPE_STREAM("gpu_pool_cap", stream);
+      }
+      // Hold the pairs (the ring is not drained) until every thread has taken its own.
+      std::unique_lock<std::mutex> lock(mutex);
+      ++holding;
+      changed.notify_all();
+      changed.wait(lock, [&] { return release; });
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return holding == threads; });
+    release = true;
+  }
+  changed.notify_all();
+  for (std::thread& th : pool) th.join();  // each exit drains its ring: the report reads the events
+  const auto capped = session.report();
+  const auto at_cap = must_find(capped, "gpu_pool_cap");
+  MESSAGE(asked << " scopes asked for pairs at once: " << at_cap.gpu_calls << " timed, "
+                << capped.gpu_timing_skipped << " without GPU timing");
+  CHECK(at_cap.calls == asked);
+  CHECK(at_cap.gpu_calls == cap);                   // the cap, reached and never passed
+  CHECK(capped.gpu_timing_skipped == over);         // every scope past it counted
+  CHECK(capped.text().find("note: " + std::to_string(over) + " stream scopes ran without GPU timing (event pool cap)") !=
+        std::string::npos);
+
+  // At the cap: nothing more can be created, so every pair below is a recycled one. A
+  // synchronize every 8,192 scopes bounds the pairs in flight far below the cap.
+  constexpr std::uint64_t recycled = 3ull * cap;
+  for (std::uint64_t i = 0; i < recycled; ++i) {
+    KSCOPE_SCOPE_STREAM("gpu_pool_recycled", stream);
+    if (i % 8192 == 8191) REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   }
   const auto r = session.report();
-  const auto s = must_find(r, "gpu_many");
-  CHECK(s.calls == 20000);
-  CHECK(s.gpu_calls + r.gpu_timing_skipped == 20000);
-  CHECK(r.text().find("GPU") != std::string::npos);
+  const auto again = must_find(r, "gpu_pool_recycled");
+  CHECK(again.calls == recycled);
+  CHECK(again.gpu_calls == recycled);   // 3 x the cap, all timed: each pair reused
+  CHECK(r.gpu_timing_skipped == over);  // none skipped since
+  CHECK(cudaGetLastError() == cudaSuccess);
   cudaStreamDestroy(stream);
 }
 
