@@ -182,13 +182,44 @@ TEST_CASE("interval_union: hand-computed unions") {
     interval_union u(8);  // many disjoint intervals: folded, still exact
     for (int i = 0; i < 1000; ++i) u.add(10 * i, 10 * i + 5);
     CHECK(u.total_ns() == 5000);
-    CHECK(u.size() <= 8);
+    CHECK(u.size() <= 3 * 8);  // bounded: past twice the cap the oldest are folded
     CHECK(u.clipped() == 0);
     // An interval far older than everything kept cannot be merged exactly any more: it is
     // clipped to the frontier (here: dropped entirely) and counted.
     u.add(0, 3);
     CHECK(u.clipped() == 1);
     CHECK(u.total_ns() == 5000);
+  }
+}
+
+TEST_CASE("interval_union: out of order by more than a buffer, and one long interval over many short ones") {
+  using kscope::detail::interval_union;
+  {
+    // 300 short kernels (more than the cap of 256 a buffer's worth would fill), then, late,
+    // a CUDA-graph replay traced as one record that spans them all: exact, nothing clipped.
+    interval_union u(256);
+    for (int i = 0; i < 300; ++i) u.add(1'000'000 + 10'000 * i, 1'000'000 + 10'000 * i + 4'000);
+    u.add(1'000'000, 1'000'000 + 10'000 * 300);
+    CHECK(u.total_ns() == 10'000 * 300);
+    CHECK(u.clipped() == 0);
+  }
+  {
+    // A record from another stream's buffer, 1 s older than the newest one, after 400
+    // others: still merged exactly (the fold margin is 2 s).
+    interval_union u(256);
+    for (int i = 0; i < 400; ++i) u.add(2'000'000'000 + 5'000'000LL * i, 2'000'000'000 + 5'000'000LL * i + 1'000'000);
+    const std::int64_t late_start = 2'000'000'000 + 5'000'000LL * 200 - 500'000;  // overlaps kernel 200 by half
+    u.add(late_start, late_start + 1'000'000);
+    CHECK(u.total_ns() == 400 * 1'000'000LL + 500'000);
+    CHECK(u.clipped() == 0);
+  }
+  {
+    // Ten seconds of kernels: what ended 2 s before the newest is folded, memory stays bounded.
+    interval_union u(64);
+    for (int i = 0; i < 10'000; ++i) u.add(1'000'000LL * i, 1'000'000LL * i + 100'000);
+    CHECK(u.total_ns() == 10'000 * 100'000LL);
+    CHECK(u.size() <= 3 * 64);
+    CHECK(u.clipped() == 0);
   }
 }
 
@@ -1270,6 +1301,117 @@ TEST_CASE("graph replays: scaling is per graph, unknown launches and bad times a
   CHECK(r.counters.unattributed == 1);
   CHECK(r.counters.dropped_end_before_start == 1);
   CHECK(r.find(kscope::unscoped_node) != nullptr);
+}
+
+// ---- node-level replays stamped with CUPTI's offset while graph-level trace is on ----
+
+namespace {
+
+// node_level_replay as CUPTI stamps it with graph-level trace on in the process: the first
+// kernel ends `offset` late and the later kernels are shifted by as much (measured on an H100,
+// bench/graph_node_timestamps_probe.cu).
+void offset_replay(gpu_attribution& a, std::uint32_t correlation, std::int64_t start, std::int64_t offset) {
+  const char* names[] = {"_Z2k1v", "_Z2k2v", "_Z2k3v"};
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t shift = i == 0 ? 0 : offset;
+    kernel_record k = make_kernel(correlation, start + 15000 * i + shift, start + 15000 * i + 10000 + offset, 7, names[i]);
+    k.graph_id = 5;
+    k.graph_node_id = 100 + static_cast<std::uint64_t>(i);
+    a.add_kernel(k);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("graph-level trace on: node-level replays with CUPTI's offset are retimed from the graph's spans") {
+  // The same run twice: honest timestamps without graph-level trace, and the offset ones
+  // (2 ms and 300 ms late) with it. Every figure must agree.
+  const auto run = [](bool offset) {
+    gpu_attribution a;
+    if (offset) a.set_graph_level_trace(true);
+    for (std::uint32_t c = 10; c <= 15; ++c) a.launches().record_launch(c, 3, 0);
+    if (offset) {
+      offset_replay(a, 10, 1000000, 2000000);
+      offset_replay(a, 11, 2000000, 300000000);
+    } else {
+      node_level_replay(a, 10, 1000000);
+      node_level_replay(a, 11, 2000000);
+    }
+    for (std::uint32_t c = 12; c <= 15; ++c) a.add_graph(graph_replay(c, 1000000 * (c - 9), 40000));
+    return a.report();
+  };
+  const auto honest = run(false);
+  const auto fixed = run(true);
+  CHECK(fixed.counters.graph_replays_retimed == 2);
+  CHECK(fixed.counters.graph_replays_held == 0);
+  CHECK(honest.counters.graph_replays_retimed == 0);
+  const kscope::node_gpu_activity* h = honest.find(3);
+  const kscope::node_gpu_activity* f = fixed.find(3);
+  REQUIRE(h != nullptr);
+  REQUIRE(f != nullptr);
+  CHECK(f->kernel_count == h->kernel_count);
+  CHECK(f->kernel_ns == h->kernel_ns);
+  CHECK(f->busy_ns == h->busy_ns);
+  CHECK(f->scaled_kernel_ns == h->scaled_kernel_ns);
+  CHECK(f->scaled_busy_ns == h->scaled_busy_ns);
+  CHECK(f->last_end_ns == h->last_end_ns);
+  REQUIRE(fixed.top_kernels.size() == 3);
+  for (const kscope::kernel_summary& k : fixed.top_kernels) {
+    CAPTURE(k.name);
+    CHECK(k.total_ns == 2 * 10000 + 4 * 10000);  // 2 traced calls, 4 scaled (160 us of span x 20/80)
+    CHECK(k.max_ns == 10000);
+    CHECK(k.scaled_calls == 4);
+  }
+  // The events the timeline and the GPU-time account read are the retimed ones.
+  for (const kscope::gpu_activity_event& e : fixed.recent)
+    if (e.kind == kscope::activity_kind::kernel) CHECK(e.end_ns - e.start_ns == 10000);
+  bool said = false;
+  for (const std::string& w : fixed.warnings) said = said || w.find("timestamp offset") != std::string::npos;
+  CHECK(said);
+}
+
+TEST_CASE("graph-level trace on: node-level replays wait for a reference span, in no figure meanwhile") {
+  gpu_attribution a;
+  a.set_graph_level_trace(true);
+  for (std::uint32_t c = 20; c <= 40; ++c) a.launches().record_launch(c, 4, 0);
+  offset_replay(a, 20, 1000000, 5000000);
+  auto r = a.report();
+  CHECK(r.counters.graph_replays_held == 1);
+  CHECK((r.find(4) == nullptr || r.find(4)->kernel_count == 0));  // not counted: its times are not known yet
+  bool said = false;
+  for (const std::string& w : r.warnings) said = said || w.find("wait for a replay") != std::string::npos;
+  CHECK(said);
+  // A replay traced as one record arrives: the held one is checked, retimed, counted.
+  a.add_graph(graph_replay(21, 9000000, 40000));
+  r = a.report();
+  CHECK(r.counters.graph_replays_held == 0);
+  CHECK(r.counters.graph_replays_retimed == 1);
+  REQUIRE(r.find(4) != nullptr);
+  CHECK(r.find(4)->kernel_ns - r.find(4)->scaled_kernel_ns == 30000);  // traced, retimed
+  CHECK(r.find(4)->scaled_kernel_ns == 30000);                          // 1 replay x 40 us x 30/40
+  // An honest node-level replay (within the tolerance of the reference) is not moved.
+  node_level_replay(a, 22, 12000000);
+  a.add_graph(graph_replay(23, 13000000, 40000));
+  r = a.report();
+  CHECK(r.counters.graph_replays_retimed == 1);
+  CHECK(r.find(4)->kernel_ns - r.find(4)->scaled_kernel_ns == 60000);
+}
+
+TEST_CASE("graph-level trace on, a graph never traced as one record: held replays go unchecked past the cap") {
+  gpu_attribution a;
+  a.set_graph_level_trace(true);
+  for (std::uint32_t c = 50; c <= 70; ++c) a.launches().record_launch(c, 5, 0);
+  for (std::uint32_t c = 50; c < 50 + kscope::graph_max_held_replays + 1; ++c)
+    node_level_replay(a, c, 1000000 * static_cast<std::int64_t>(c));
+  const auto r = a.report();
+  // The oldest go unchecked once more than the cap wait; at the report the newest follow.
+  CHECK(r.counters.graph_replays_unchecked == kscope::graph_max_held_replays + 1);
+  CHECK(r.counters.graph_replays_held == 0);
+  REQUIRE(r.find(5) != nullptr);
+  CHECK(r.find(5)->kernel_count == 3 * (kscope::graph_max_held_replays + 1));
+  bool said = false;
+  for (const std::string& w : r.warnings) said = said || w.find("may include CUPTI's") != std::string::npos;
+  CHECK(said);
 }
 
 // ---- which replays are traced node by node, and the collector's options ----

@@ -3,12 +3,15 @@
 // and gaps with children's work included, what the rings covered, and bad input.
 #include <kscope/serving/gpu_time.hpp>
 #include <kscope/report/report.hpp>
+#include <kscope/report/merge.hpp>
+#include <kscope/verdict/diagnose.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -276,6 +279,74 @@ TEST_CASE("gpu_time: at most five gaps, longest first; a range loses to a scope 
   REQUIRE(work != t.idle_by_scope.end());
   CHECK(work->gaps == 2);
   CHECK(work->ns == doctest::Approx(870 + 860));
+}
+
+TEST_CASE("gpu_time: the busy union is exact in any arrival order, graph replays traced as one record count") {
+  // A GPU-bound graph loop: 50 steps of 2 ms, each a graph replay traced as one record
+  // [start, start + 2 ms) (no kernel records) except replays 0 and 25, traced node by node as
+  // 20 kernels of 100 us; a 10 us copy after each replay. The host ring holds the steps.
+  kscope::gpu_time_input in;
+  in.nodes = {{1, 0, 1, false, "step", nullptr}, {2, 1, 2, false, "step/decode", nullptr}};
+  std::vector<kscope::gpu_activity_event> events;
+  double truth = 0;
+  for (int i = 0; i < 50; ++i) {
+    const std::int64_t t0 = 1'000'000 + 2'100'000LL * i;
+    in.host.push_back({"step", 1, 0, t0 - 50'000, t0 + 2'050'000});
+    in.host.push_back({"decode", 2, 0, t0 - 40'000, t0 - 20'000});
+    if (i % 25 == 0) {
+      for (int k = 0; k < 20; ++k) events.push_back(kernel(2, t0 + 100'000 * k, t0 + 100'000 * (k + 1)));
+    } else {
+      kscope::gpu_activity_event g = kernel(2, t0, t0 + 2'000'000);
+      g.kind = kscope::activity_kind::graph;
+      events.push_back(g);
+    }
+    events.push_back(d2h(1, t0 + 2'000'000, t0 + 2'010'000));
+    truth += 2'010'000;
+  }
+  // Arrival order: reversed, then every other one swapped far apart (out of order by more
+  // than any buffer): the account must not care.
+  std::reverse(events.begin(), events.end());
+  for (std::size_t i = 0; i + 60 < events.size(); i += 2) std::swap(events[i], events[i + 60]);
+  in.gpu = events;
+  const kscope::gpu_time_report t = kscope::account_gpu_time(in);
+  CHECK(t.busy_ns == doctest::Approx(truth));
+  CHECK(t.wall_ns == doctest::Approx(2'100'000.0 * 49 + 2'050'000 + 50'000));
+  CHECK(t.busy_share == doctest::Approx(truth / t.wall_ns));
+  CHECK(t.busy_share > 0.95);
+  CHECK(t.unknown_reason.empty());
+  // Every step's call sees its replay: busy per call is the replay plus the copy.
+  const kscope::scope_gpu_time* step = t.find(1);
+  REQUIRE(step != nullptr);
+  CHECK(step->calls_seen == 50);
+  CHECK(step->busy_per_call_ns.median == doctest::Approx(2'010'000));
+}
+
+TEST_CASE("gpu_time: an account with holes says busy is unknown and why, and lists no idle gap") {
+  two_steps s;
+  s.in.incomplete = {"CUPTI dropped 3 activity records", "2 CUDA-graph replays traced node by node wait for a timestamp check"};
+  const kscope::gpu_time_report t = kscope::account_gpu_time(s.in);
+  CHECK(std::isnan(t.busy_share));
+  CHECK(std::isnan(t.busy_ns));
+  CHECK(t.idle_gaps.empty());
+  CHECK(t.idle_by_scope.empty());
+  CHECK(t.unknown_reason == "CUPTI dropped 3 activity records; 2 CUDA-graph replays traced node by node wait for a timestamp check");
+  kscope::session_report r;
+  r.gpu_time = t;
+  const std::string text = r.text();
+  CHECK(text.find("GPU busy: unknown (CUPTI dropped 3 activity records") != std::string::npos);
+  // The JSON says it and reads back.
+  const auto doc = nlohmann::json::parse(r.json());
+  CHECK(doc["gpu_time"]["unknown_reason"] == t.unknown_reason);
+  CHECK(doc["gpu_time"]["busy_share"].is_null());
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(r.json(), &error);
+  REQUIRE_MESSAGE(back.has_value(), error);
+  REQUIRE(back->gpu_time.has_value());
+  CHECK(back->gpu_time->unknown_reason == t.unknown_reason);
+  CHECK(std::isnan(back->gpu_time->busy_share));
+  // The diagnosis's rules on the account stay silent, and the text says why.
+  const std::string dx = kscope::diagnosis_text(kscope::diagnose(r), r);
+  CHECK(dx.find("has holes") != std::string::npos);
 }
 
 TEST_CASE("gpu_time: bad input gives a defined, empty result") {

@@ -107,6 +107,17 @@ class gpu_attribution {
   // sink alive while it is set.
   void set_interval_sink(kernel_interval_sink* sink) noexcept { interval_sink_ = sink; }
 
+  // CUPTI's graph-level trace has been enabled in this process (the collector says so once;
+  // it stays said). From then on CUPTI stamps a replay traced node by node wrongly: its
+  // first kernel ends late by an offset (3 ms to 290 ms measured on an H100, CUDA 13.0) and
+  // every later kernel of the replay is shifted by as much, whether graph-level trace is
+  // toggled inside the launch's callback or around a drained stream
+  // (bench/graph_node_timestamps_probe.cu). So such a replay's kernels are held until a
+  // replay of the same graph traced as one record (whose span is right) gives the span to
+  // check it against; a replay longer than that by more than graph_retime_tolerance is
+  // moved back by the excess (graph_replays_retimed) before it is counted anywhere.
+  void set_graph_level_trace(bool on) noexcept { graph_level_trace_ = graph_level_trace_ || on; }
+
   // Dispatches on r.kind.
   void add(const activity_record& r);
 
@@ -198,6 +209,21 @@ class gpu_attribution {
     };
     std::vector<capture_share> captured;
     static constexpr std::size_t max_capture_shares = 8;
+    // The spans of the latest replays traced as one record: the reference a node-level
+    // replay's span is checked against (their median).
+    std::array<std::int64_t, 15> recent_spans{};
+    std::size_t spans_seen = 0;
+    [[nodiscard]] std::int64_t reference_span_ns() const;
+    // Node-level replays' kernels waiting for that check (set_graph_level_trace), in
+    // arrival order; their names resolved already (CUPTI's name pointers last one buffer).
+    struct held_kernel {
+      kernel_record record;
+      detail::kernel_stats* stats;
+      launch_origin origin;
+    };
+    std::vector<held_kernel> held;
+    std::size_t held_replays = 0;  // distinct correlation ids in `held`
+    std::uint64_t released_unchecked = 0;  // a graph never traced as one record so far
 
     void add_traced_kernel(std::uint32_t correlation_id, std::int64_t start, std::int64_t end,
                            const detail::kernel_stats* stats);
@@ -246,7 +272,17 @@ class gpu_attribution {
   // What every kind does to its node: the span and the union of all its activity.
   node_accumulator& account(const activity_header& r, launch_origin& origin);
 
-  void apply_kernel(const kernel_record& k, launch_origin origin);
+  void apply_kernel(const kernel_record& k, launch_origin origin, detail::kernel_stats& stats);
+
+  // A node-level replay's kernel while graph-level trace is on: held in its graph's
+  // accumulator (set_graph_level_trace says why); false when it has none (past the cap).
+  bool hold_graph_kernel(const kernel_record& k, const launch_origin& origin, detail::kernel_stats& stats);
+
+  // The held replays of `g`, each checked against the graph's reference span (retimed when
+  // it is longer by more than the tolerance; counted unchecked when there is no reference
+  // and `unchecked_too`), then applied. Without a reference and !unchecked_too they stay.
+  // `keep_correlation` (not 0): that replay stays held (its kernels may still be arriving).
+  void release_held(graph_accumulator& g, bool unchecked_too, std::uint32_t keep_correlation = 0);
 
   // A graph-launched record: which scope built its node (graph_nodes_), and, when that is
   // not the launch-time node (after the node cap: the node the record really went to),
@@ -298,7 +334,18 @@ class gpu_attribution {
   std::vector<gpu_activity_event> recent_;
   std::size_t recent_next_ = 0;
   kernel_interval_sink* interval_sink_ = nullptr;
+  bool graph_level_trace_ = false;
 };
+
+// A node-level replay traced while graph-level trace is on that is longer than its graph's
+// replays traced as one record (median span) by more than this share of that span, and by
+// more than graph_retime_min_excess_ns, carries CUPTI's timestamp offset: retimed. Tracing
+// node by node itself lengthens a replay by well under this (0.01 % on an H100:
+// bench/graph_node_timestamps_probe.cu, node_only against the graph records).
+inline constexpr double graph_retime_tolerance = 0.25;
+inline constexpr std::int64_t graph_retime_min_excess_ns = 50'000;
+// Node-level replays held per graph before the oldest are let go without a reference.
+inline constexpr std::size_t graph_max_held_replays = 8;
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL void gpu_attribution::note_malformed(std::uint64_t count) noexcept { counters_.dropped_malformed += count; }
@@ -334,7 +381,95 @@ KSCOPE_DECL void gpu_attribution::add_kernel(const kernel_record& k) {
   ++counters_.kernel_records;
   const launch_origin origin = origin_of(k.correlation_id, 0);
   if (profiled(origin)) return;
-  apply_kernel(k, origin);
+  detail::kernel_stats& stats = kernels_.find_or_add(k.name, counters_.distinct_kernels_over_cap);
+  if (graph_level_trace_ && k.graph_id != 0 && hold_graph_kernel(k, origin, stats)) return;
+  apply_kernel(k, origin, stats);
+}
+
+KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, const launch_origin& origin,
+                                                    detail::kernel_stats& stats) {
+  launch_origin o = origin;
+  node_accumulator& acc = node_for(o);
+  std::uint64_t over_cap = 0;  // counted when the replay is applied
+  graph_accumulator* g = acc.graph_for(k.graph_id, over_cap);
+  if (g == nullptr) return false;
+  const bool new_replay = std::none_of(g->held.begin(), g->held.end(), [&](const graph_accumulator::held_kernel& h) {
+    return h.record.correlation_id == k.correlation_id;
+  });
+  g->held.push_back({k, &stats, o});
+  g->held.back().record.name = nullptr;  // CUPTI's string lives for this buffer only
+  if (new_replay) ++g->held_replays;
+  if (g->held_replays > graph_max_held_replays) release_held(*g, /*unchecked_too=*/true, k.correlation_id);
+  return true;
+}
+
+KSCOPE_DECL std::int64_t gpu_attribution::graph_accumulator::reference_span_ns() const {
+  const std::size_t n = std::min(spans_seen, recent_spans.size());
+  if (n == 0) return 0;
+  std::array<std::int64_t, 15> v = recent_spans;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.begin() + static_cast<std::ptrdiff_t>(n));
+  return v[n / 2];
+}
+
+KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchecked_too, std::uint32_t keep_correlation) {
+  if (g.held.empty()) return;
+  const std::int64_t reference = g.reference_span_ns();
+  if (reference <= 0 && !unchecked_too) return;
+  std::vector<graph_accumulator::held_kernel> held;
+  held.swap(g.held);
+  g.held_replays = 0;
+  if (keep_correlation != 0) {
+    const auto kept = std::stable_partition(held.begin(), held.end(), [&](const graph_accumulator::held_kernel& h) {
+      return h.record.correlation_id != keep_correlation;
+    });
+    g.held.assign(kept, held.end());
+    g.held_replays = g.held.empty() ? 0 : 1;
+    held.erase(kept, held.end());
+  }
+  // Replay by replay (a correlation id each), in the order they arrived.
+  std::stable_sort(held.begin(), held.end(), [](const auto& a, const auto& b) {
+    return a.record.correlation_id < b.record.correlation_id;
+  });
+  for (std::size_t first = 0; first < held.size();) {
+    std::size_t last = first;
+    std::int64_t start = held[first].record.start_ns, end = held[first].record.end_ns;
+    std::size_t earliest = first;
+    while (last < held.size() && held[last].record.correlation_id == held[first].record.correlation_id) {
+      if (held[last].record.start_ns < start) {
+        start = held[last].record.start_ns;
+        earliest = last;
+      }
+      end = std::max(end, held[last].record.end_ns);
+      ++last;
+    }
+    const std::int64_t span = end - start;
+    if (reference <= 0) {
+      ++counters_.graph_replays_unchecked;
+      ++g.released_unchecked;
+    } else {
+      const std::int64_t excess = span - reference;
+      const double allowed = std::max(graph_retime_tolerance * static_cast<double>(reference),
+                                      static_cast<double>(graph_retime_min_excess_ns));
+      if (static_cast<double>(excess) > allowed) {
+        // CUPTI's offset: the first kernel ends late by `excess` and every kernel that
+        // started after its (late) end is late by as much.
+        kernel_record& head = held[earliest].record;
+        const std::int64_t late_from = head.end_ns;
+        for (std::size_t i = first; i < last; ++i) {
+          kernel_record& r = held[i].record;
+          if (i == earliest) continue;
+          if (r.start_ns >= late_from) {
+            r.start_ns -= excess;
+            r.end_ns -= excess;
+          }
+        }
+        head.end_ns = std::max(head.start_ns, head.end_ns - excess);
+        ++counters_.graph_replays_retimed;
+      }
+    }
+    for (std::size_t i = first; i < last; ++i) apply_kernel(held[i].record, held[i].origin, *held[i].stats);
+    first = last;
+  }
 }
 
 KSCOPE_DECL void gpu_attribution::add_memcpy(const memcpy_record& m) {
@@ -392,6 +527,8 @@ KSCOPE_DECL void gpu_attribution::add_graph(const graph_record& g) {
   if (graph_accumulator* ga = acc.graph_for(g.graph_id, counters_.graphs_over_cap)) {
     ga->untraced += 1;
     ga->untraced_span_ns += span;
+    ga->recent_spans[ga->spans_seen++ % ga->recent_spans.size()] = span;
+    release_held(*ga, /*unchecked_too=*/false);
   } else {
     acc.unsampled_replays += 1;
     acc.unsampled_span_ns += span;
@@ -414,6 +551,18 @@ KSCOPE_DECL void gpu_attribution::reset() {
 
 KSCOPE_DECL gpu_activity_report gpu_attribution::report(std::size_t top_kernel_limit) {
     gpu_activity_report r;
+    // Held node-level replays whose graph has a reference span by now are checked and
+    // counted; the others stay held (in no figure, said in the warnings).
+    std::uint64_t held = 0;
+    for (auto& [id, acc] : nodes_) {
+      (void)id;
+      for (graph_accumulator& g : acc.graphs) {
+        // A graph whose replays already went unchecked (none traced as one record past the
+        // cap) lets the rest go too rather than leave them out of the report.
+        release_held(g, /*unchecked_too=*/g.released_unchecked > 0);
+        held += g.held_replays;
+      }
+    }
     r.nodes.reserve(nodes_.size());
     std::uint64_t clipped = 0;
     detail::kernel_table::scaled_shares scaled;  // per kernel name, from graph scaling
@@ -449,6 +598,7 @@ KSCOPE_DECL gpu_activity_report gpu_attribution::report(std::size_t top_kernel_l
     r.top_kernels = kernels_.top(top_kernel_limit, scaled);
     r.counters = counters_;
     r.counters.busy_intervals_clipped = clipped;
+    r.counters.graph_replays_held = held;
     r.counters.graph_nodes_evicted = graph_nodes_.evicted();
     r.recent = recent_events();
     r.warnings = warnings(r.counters);
@@ -479,7 +629,8 @@ KSCOPE_DECL std::size_t gpu_attribution::memory_bytes() const noexcept {
              acc.compute_union.memory_bytes();
     for (const auto& d : acc.devices) bytes += sizeof(d) + d.kernel_union.memory_bytes();
     bytes += acc.totals.graph_capture.capacity() * sizeof(graph_capture_origin);
-    for (const auto& g : acc.graphs) bytes += sizeof(g) + g.kernels.capacity() * sizeof(g.kernels[0]);
+    for (const auto& g : acc.graphs)
+      bytes += sizeof(g) + g.kernels.capacity() * sizeof(g.kernels[0]) + g.held.capacity() * sizeof(g.held[0]);
   }
   return bytes;
 }
@@ -632,7 +783,7 @@ KSCOPE_DECL auto gpu_attribution::account(const activity_header& r, launch_origi
   return acc;
 }
 
-KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_origin origin) {
+KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_origin origin, detail::kernel_stats& stats) {
   node_accumulator& acc = account(k, origin);
   const std::int64_t ns = k.end_ns - k.start_ns;
   if (interval_sink_ != nullptr) interval_sink_->add_interval({k.start_ns, k.end_ns, origin.node, k.device});
@@ -640,7 +791,6 @@ KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_or
   acc.totals.kernel_count += 1;
   acc.totals.kernel_ns += ns;
   acc.kernel_union.add(k.start_ns, k.end_ns);
-  detail::kernel_stats& stats = kernels_.find_or_add(k.name, counters_.distinct_kernels_over_cap);
   stats.add_call(k);
   if (k.graph_id != 0) {
     // A node-level replay: its figures scale the replays of the same graph traced as one record.
@@ -865,6 +1015,17 @@ KSCOPE_DECL std::vector<std::string> gpu_attribution::warnings(const attribution
       (" CUDA-graph records belonged to graphs past " + std::to_string(max_graphs_per_node) +
        " graphs per scope: their replays traced as one record count as busy, their kernels are not estimated")
           .c_str());
+  say(c.graph_replays_retimed,
+      " CUDA-graph replays traced node by node came with CUPTI's timestamp offset (their first kernel "
+      "ended late, the rest shifted: graph-level trace on); moved back by the excess over the graph's "
+      "replays traced as one record");
+  say(c.graph_replays_unchecked,
+      " CUDA-graph replays traced node by node while graph-level trace was on had no replay of their "
+      "graph traced as one record to check against: their first kernel's time may include CUPTI's "
+      "timestamp offset");
+  say(c.graph_replays_held,
+      " CUDA-graph replays traced node by node wait for a replay of their graph traced as one record "
+      "to check their timestamps: not in any figure yet");
   say(c.graph_nodes_evicted,
       " graph nodes were forgotten by the full graph-node table (raise "
       "attribution_options::graph_node_capacity)");

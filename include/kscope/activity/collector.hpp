@@ -528,6 +528,12 @@ class cupti_collector {
                   "): every CUDA-graph replay is traced node by node, at the cost of eager launches");
       return "graphs traced node by node (no graph-level trace)";
     }
+    {
+      // From now on CUPTI stamps node-level replays with an offset: the attribution checks
+      // them against the graph's replays traced as one record (attribution.hpp).
+      std::lock_guard<std::mutex> lock(attribution_mutex_);
+      attribution_locked().set_graph_level_trace(true);
+    }
     graph_sampler_.configure(options_.graphs, options_.graph_first, options_.graph_every);
     graph_trace_on_.store(true, std::memory_order_release);
     if (options_.graphs == graph_tracing::graph) return "graphs traced as one record per replay";

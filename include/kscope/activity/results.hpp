@@ -250,6 +250,13 @@ struct attribution_counters {
   std::uint64_t graph_launch_records = 0;
   std::uint64_t graph_replays_traced = 0;
   std::uint64_t graphs_over_cap = 0;
+  // Node-level replays traced while graph-level trace was on (gpu_attribution::
+  // set_graph_level_trace): moved back by CUPTI's timestamp offset (retimed), counted with
+  // no replay traced as one record to check them against (unchecked), and still waiting for
+  // one at report time (held: in no figure yet).
+  std::uint64_t graph_replays_retimed = 0;
+  std::uint64_t graph_replays_unchecked = 0;
+  std::uint64_t graph_replays_held = 0;
 };
 
 // One GPU record kept for the trace (trace.hpp), on kscope's clock: the record's header

@@ -254,6 +254,7 @@ KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t) {
   const json_value* busy = t.find("busy_ns");
   out.busy_ns = busy != nullptr && busy->is_null() ? nan_value() : t.member_number("busy_ns", 0);
   out.busy_share = t.member_number("busy_share", nan_value());
+  out.unknown_reason = t.member_string("unknown_reason");
   out.host_intervals = integer_member<std::size_t>(t, "host_intervals");
   out.host_overwritten = integer_member<std::uint64_t>(t, "host_intervals_overwritten");
   out.gpu_events = integer_member<std::size_t>(t, "gpu_events");

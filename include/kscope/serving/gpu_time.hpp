@@ -22,8 +22,15 @@
 //     event; without host intervals, the GPU events' span. When the GPU ring overflowed
 //     and knows only what happened after a later time, the window starts there instead:
 //     before it the GPU's activity is unknown, not idle.
-//   - busy: the union of every kernel, copy and memset interval (all devices, all
-//     streams) clipped to the window; busy_share = busy / wall.
+//   - busy: the union of every kernel, copy, memset and CUDA-graph replay traced as one
+//     record (its span: the GPU ran the graph's nodes throughout, as CUDA events around the
+//     launch say) over all devices and streams, clipped to the window; busy_share = busy /
+//     wall. The union does not depend on the order the events arrived in.
+//   - whole or not: records the rings never got (dropped by CUPTI, graph replays whose
+//     timestamps wait for a check, kernels replayed by the per-scope counters and kept out)
+//     leave holes that would read as idle time. The caller names them
+//     (gpu_time_input::incomplete); then busy and busy_share are unknown (NaN), the idle
+//     gaps are not listed, and gpu_time_report::unknown_reason says why.
 //   - idle gaps: the stretches between consecutive busy intervals (a leading or trailing
 //     stretch of the window is not a gap: Nsight Systems' gpu_gaps leaves those out too),
 //     each given to the scope open on the host at its midpoint (the deepest host interval
@@ -89,6 +96,8 @@ struct gpu_time_input {
   // Unset: not known, and the ring's oldest event stands in for it, which is right only for
   // events that arrived in time order.
   std::optional<std::int64_t> gpu_overwritten_end_ns;
+  // What the rings lack (above), one reason each ("CUPTI dropped 12 records"); empty: whole.
+  std::vector<std::string> incomplete;
   // A window given by the caller (above); unset (end <= start): derived from the rings.
   std::int64_t window_start_ns = 0;
   std::int64_t window_end_ns = 0;
@@ -136,7 +145,10 @@ struct gpu_time_report {
   std::int64_t window_end_ns = 0;
   double wall_ns = 0;
   double busy_ns = 0;
-  double busy_share = std::numeric_limits<double>::quiet_NaN();  // NaN: no GPU events
+  double busy_share = std::numeric_limits<double>::quiet_NaN();  // NaN: no GPU events, or unknown
+  // Why busy_ns and busy_share are unknown although there were GPU events ("" : they are
+  // known): the rings lack records (gpu_time_input::incomplete).
+  std::string unknown_reason;
   std::vector<gpu_idle_gap> idle_gaps;   // the longest, longest first
   std::vector<gpu_idle_by_scope> idle_by_scope;  // all gaps by open scope, most idle time first
   std::vector<scope_gpu_time> scopes;    // in the order of the input nodes with GPU work or calls
@@ -226,7 +238,8 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   std::int64_t ring_first = std::numeric_limits<std::int64_t>::max();
   for (const gpu_activity_event& e : in.gpu) {
     if (e.end_ns < e.start_ns || e.start_ns <= 0 ||
-        (e.kind != activity_kind::kernel && e.kind != activity_kind::memcpy && e.kind != activity_kind::memset))
+        (e.kind != activity_kind::kernel && e.kind != activity_kind::memcpy && e.kind != activity_kind::memset &&
+         e.kind != activity_kind::graph))
       continue;
     ring_first = std::min(ring_first, e.start_ns);
     if (overlaps(e.start_ns, e.end_ns)) gpu.push_back(&e);
@@ -361,6 +374,15 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     for (auto& [node, total] : by_scope) out.idle_by_scope.push_back(std::move(total));
     std::sort(out.idle_by_scope.begin(), out.idle_by_scope.end(),
               [](const gpu_idle_by_scope& a, const gpu_idle_by_scope& b) { return a.ns > b.ns; });
+  }
+
+  // An account with holes: every idle figure could be a record the rings never got.
+  if (!in.incomplete.empty()) {
+    for (const std::string& why : in.incomplete) out.unknown_reason += (out.unknown_reason.empty() ? "" : "; ") + why;
+    out.busy_ns = std::numeric_limits<double>::quiet_NaN();
+    out.busy_share = std::numeric_limits<double>::quiet_NaN();
+    out.idle_gaps.clear();
+    out.idle_by_scope.clear();
   }
 
   // ---- per call: each event to its launching call, then to that call's ancestors ----

@@ -635,7 +635,9 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
   }
 
   // ---- 1b. the host blocks inside the step (whatever the busy share) ----
-  if (t != nullptr && t->wall_ns > 0 &&
+  // Not on an account with holes (gpu_time_report::unknown_reason): its idle time may be
+  // records it never got.
+  if (t != nullptr && t->wall_ns > 0 && t->unknown_reason.empty() &&
       std::none_of(out.begin(), out.end(), [](const diagnosis& d) { return d.kind == diagnosis_kind::host_sync; })) {
     const std::size_t first = step != std::string::npos ? step + 1 : 0;
     const std::size_t last = step != std::string::npos ? detail::subtree_end(scopes, step) : scopes.size();
@@ -1021,8 +1023,15 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r) {
   std::string out = "\nDiagnosis\n";
+  // The rules that rest on the GPU-time account stay silent when it has holes: say so.
+  const std::string holes = r.gpu_time && !r.gpu_time->unknown_reason.empty()
+                                ? "the GPU-time account has holes (" + r.gpu_time->unknown_reason +
+                                      "): the GPU-idle, host-sync and memory-bound-decode checks did not run"
+                                : std::string();
   if (found.empty()) {
-    if (r.gpu_time && std::isfinite(r.gpu_time->busy_share)) {
+    if (!holes.empty()) {
+      out += detail::wrap("no finding from what could be checked; " + holes, 98);
+    } else if (r.gpu_time && std::isfinite(r.gpu_time->busy_share)) {
       out += detail::wrap("no problem found: GPU busy " + detail::share_text(r.gpu_time->busy_share) + " of " +
                               format_duration_ns(r.gpu_time->wall_ns) +
                               "; no step tail explained by prefill, no memory-bound decode, no dominant "
@@ -1043,6 +1052,7 @@ KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, cons
     out += detail::wrap("  " + d.text, 98);
     out += detail::wrap("  try: " + d.suggestion, 98);
   }
+  if (!holes.empty()) out += detail::wrap("note: " + holes, 98);
   return detail::printable_text(out);
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS

@@ -16,12 +16,19 @@
 namespace kscope {
 namespace detail {
 
+// How far behind the newest record an interval may arrive and still merge exactly: far
+// more than CUPTI's flush period and one buffer's worth of records.
+inline constexpr std::int64_t interval_fold_margin_ns = 2'000'000'000;
+
 // Union of half-open intervals [start, end) with bounded memory. Intervals are kept
-// merged; when more than `max_intervals` remain, the oldest are folded into a committed
-// total and a frontier: an interval arriving later that reaches before the frontier is
-// clipped to it (counted), because the folded part can no longer be merged exactly.
-// Records arrive roughly in time order (one CUPTI buffer at a time), so with the default
-// cap clipping does not happen in practice; the counter says if it did.
+// merged; when more than `max_intervals` remain, those that ended at least
+// interval_fold_margin_ns before the latest end seen are folded into a committed total and
+// a frontier. CUPTI hands buffers over out of time order across streams, and a CUDA-graph
+// replay traced as one record can span thousands of short kernels that arrived before it:
+// anything that arrives within the margin of the newest record merges exactly, whatever
+// its order. Only past twice `max_intervals` unfolded intervals are the oldest folded
+// regardless; an interval arriving later that reaches before the frontier is then clipped
+// to it and counted (clipped()), never silently.
 //
 //   detail::interval_union u{256};
 //   u.add(0, 10); u.add(5, 20); u.add(30, 40);
@@ -46,6 +53,8 @@ class interval_union {
   std::size_t max_intervals_;
   std::int64_t committed_ns_ = 0;
   std::int64_t frontier_ns_ = std::numeric_limits<std::int64_t>::min();
+  std::int64_t newest_end_ns_ = std::numeric_limits<std::int64_t>::min();
+  std::size_t compact_at_ = 0;  // set from max_intervals_ in the constructor
   std::uint64_t clipped_ = 0;
   bool sorted_ = true;
 };
@@ -57,10 +66,12 @@ KSCOPE_DECL std::size_t interval_union::memory_bytes() const noexcept {
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL interval_union::interval_union(std::size_t max_intervals) : max_intervals_(std::max<std::size_t>(max_intervals, 8)) {}
+KSCOPE_DECL interval_union::interval_union(std::size_t max_intervals)
+    : max_intervals_(std::max<std::size_t>(max_intervals, 8)), compact_at_(max_intervals_) {}
 
 KSCOPE_DECL void interval_union::add(std::int64_t start, std::int64_t end) {
   if (end <= start) return;
+  newest_end_ns_ = std::max(newest_end_ns_, end);
   if (start < frontier_ns_) {
     ++clipped_;
     if (end <= frontier_ns_) return;
@@ -76,7 +87,12 @@ KSCOPE_DECL void interval_union::add(std::int64_t start, std::int64_t end) {
     if (start < last.first) sorted_ = false;
   }
   intervals_.emplace_back(start, end);
-  if (intervals_.size() > max_intervals_) compact(true);
+  if (intervals_.size() > compact_at_) {
+    compact(true);
+    // The next compaction after another half cap of intervals: each costs a sort, so it is
+    // amortized even while nothing can be folded yet.
+    compact_at_ = std::max(max_intervals_, intervals_.size() + max_intervals_ / 2);
+  }
 }
 
 KSCOPE_DECL std::int64_t interval_union::total_ns() {
@@ -101,14 +117,20 @@ KSCOPE_DECL void interval_union::compact(bool fold) {
   }
   intervals_.resize(out);
   if (fold && intervals_.size() > max_intervals_ / 2) {
-    // Fold the oldest three quarters: amortizes the sort over many adds.
-    const std::size_t keep = max_intervals_ / 4;
-    const std::size_t folded = intervals_.size() - keep;
+    // Fold what ended a margin before the newest record: nothing later can reach it.
+    std::size_t folded = 0;
+    const std::int64_t safe = newest_end_ns_ - interval_fold_margin_ns;
+    while (folded < intervals_.size() && intervals_[folded].second < safe) ++folded;
+    // Past twice the cap, the oldest three quarters of the cap's worth go regardless
+    // (amortizes the sort; later arrivals before the frontier are clipped and counted).
+    if (intervals_.size() - folded > 2 * max_intervals_) folded = intervals_.size() - max_intervals_ / 4;
     for (std::size_t i = 0; i < folded; ++i) {
       committed_ns_ += intervals_[i].second - intervals_[i].first;
     }
-    frontier_ns_ = intervals_[folded - 1].second;
-    intervals_.erase(intervals_.begin(), intervals_.begin() + static_cast<std::ptrdiff_t>(folded));
+    if (folded > 0) {
+      frontier_ns_ = std::max(frontier_ns_, intervals_[folded - 1].second);
+      intervals_.erase(intervals_.begin(), intervals_.begin() + static_cast<std::ptrdiff_t>(folded));
+    }
   }
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS

@@ -301,6 +301,10 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
     out += wrap("GPU busy " + share_text(t.busy_share) + " of the wall time (" + format_duration_ns(t.busy_ns) +
                     " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets)",
                 98);
+  } else if (!t.unknown_reason.empty()) {
+    out += wrap("GPU busy: unknown (" + printable_name(t.unknown_reason) +
+                    "); idle time could be records the account never got, so no idle gap is listed",
+                98);
   } else if (window != nullptr && !window->gpu_busy_unavailable.empty()) {
     out += wrap("GPU busy: - (" + printable_name(window->gpu_busy_unavailable) + ")", 98);
   } else {
@@ -391,6 +395,7 @@ KSCOPE_DECL void write_gpu_time_json(json_writer& w, const gpu_time_report& t) {
   w.member("window_start_ns", static_cast<long long>(t.window_start_ns));
   w.member("window_end_ns", static_cast<long long>(t.window_end_ns));
   w.member("wall_ns", t.wall_ns).member("busy_ns", t.busy_ns).member("busy_share", t.busy_share);
+  if (!t.unknown_reason.empty()) w.member("unknown_reason", t.unknown_reason);
   w.member("host_intervals", static_cast<unsigned long long>(t.host_intervals));
   w.member("host_intervals_overwritten", static_cast<unsigned long long>(t.host_overwritten));
   w.member("gpu_events", static_cast<unsigned long long>(t.gpu_events));

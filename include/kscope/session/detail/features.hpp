@@ -128,6 +128,19 @@ KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, 
   // does not say (a fake one in tests), and the ring's oldest event stands in.
   if (activity.counters.recent_overwritten > 0 && activity.counters.recent_overwritten_end_ns > 0)
     in.gpu_overwritten_end_ns = activity.counters.recent_overwritten_end_ns;
+  // What the ring never got, so that idle time there is not idle (gpu_time.hpp, "whole").
+  const attribution_counters& c = activity.counters;
+  if (c.dropped_by_cupti > 0)
+    in.incomplete.push_back("CUPTI dropped " + std::to_string(c.dropped_by_cupti) + " activity records");
+  if (c.graph_replays_held > 0)
+    in.incomplete.push_back(std::to_string(c.graph_replays_held) +
+                            " CUDA-graph replays traced node by node wait for a timestamp check");
+  if (c.graph_replays_unchecked > 0)
+    in.incomplete.push_back(std::to_string(c.graph_replays_unchecked) +
+                            " CUDA-graph replays traced node by node could not be checked for CUPTI's timestamp offset");
+  if (c.profiled_records > 0)
+    in.incomplete.push_back(std::to_string(c.profiled_records) +
+                            " GPU records of calls the per-scope counters replayed are left out");
   in.window_start_ns = window_start_ns;
   in.window_end_ns = window_end_ns;
   return account_gpu_time(in);

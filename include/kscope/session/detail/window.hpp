@@ -61,8 +61,10 @@ KSCOPE_DECL void add_window(session_report& out, const recorder_window& taken, s
     if (std::isfinite(t.busy_share)) {
       w.gpu_busy_share = t.busy_share;
       w.gpu_busy_ns = t.busy_ns;
+    } else if (!t.unknown_reason.empty()) {
+      w.gpu_busy_unavailable = "the GPU-time account has holes: " + t.unknown_reason;
     } else {
-      // Unknown only when the ring overflowed and holds every event only from after the
+      // Otherwise unknown only when the ring overflowed and holds every event only from after the
       // window's start (gpu_time.hpp: the latest end of an event it dropped, or its oldest).
       w.gpu_busy_unavailable =
           t.gpu_known_from_ns == std::numeric_limits<std::int64_t>::max()
