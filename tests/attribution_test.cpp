@@ -1252,6 +1252,7 @@ TEST_CASE("graph-level replays are scaled from the node-level replays of the sam
     CHECK(k.total_ns == 50000);
     CHECK(k.scaled_ns == 30000);
     CHECK(k.median_ns == doctest::Approx(10000));  // from traced calls only
+    CHECK(k.scaled_from_replays == 2);             // the rows say what they rest on
   }
   // The trace ring holds the graph replays as events of their own.
   std::size_t graph_events = 0;

@@ -898,8 +898,9 @@ KSCOPE_DECL void gpu_attribution::add_graph_estimates(const node_accumulator& ac
       busy_ns = std::llround(static_cast<double>(traced_busy) * per_span_ns);
       for (const graph_accumulator::kernel_share& k : g.kernels) {
         auto& share = scaled[k.stats];
-        share.first += static_cast<std::uint64_t>(std::llround(static_cast<double>(k.calls) * per_replay));
-        share.second += std::llround(static_cast<double>(k.ns) * per_span_ns);
+        share.calls += static_cast<std::uint64_t>(std::llround(static_cast<double>(k.calls) * per_replay));
+        share.ns += std::llround(static_cast<double>(k.ns) * per_span_ns);
+        share.from_replays += g.traced;
       }
       // The graph's kernels built in another scope: their share of the scaled replays.
       for (const graph_accumulator::capture_share& c : g.captured) {

@@ -205,6 +205,7 @@ struct kernel_summary {
   // min and max come from traced calls only.
   std::uint64_t scaled_calls = 0;
   std::int64_t scaled_ns = 0;
+  std::uint64_t scaled_from_replays = 0;  // the node-level replays that scaling rests on
 };
 
 // What happened to the records: every record is counted exactly once in records_seen and

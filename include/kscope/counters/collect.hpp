@@ -253,6 +253,13 @@ using kept_range_profiler_release = void (*)() noexcept;
 KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_range_profiler_releaser() noexcept;
 KSCOPE_DECL void release_kept_range_profiler() noexcept;
 
+// PC sampling kept enabled between warp-stall passes (warp_stalls/collect.hpp,
+// warp_stall_options::keep_enabled) holds the context's counters the same way: a
+// range-profiler or PM-sampling pass calls release_kept_pc_sampling() first, with
+// counter_pass_mutex() held.
+KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_pc_sampling_releaser() noexcept;
+KSCOPE_DECL void release_kept_pc_sampling() noexcept;
+
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
   if (o.ranges == counter_ranges::per_kernel && (o.max_kernels == 0 || o.max_kernels > counter_max_kernels_limit))
@@ -277,6 +284,16 @@ KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_range_profiler_releas
 
 KSCOPE_DECL void release_kept_range_profiler() noexcept {
   if (const kept_range_profiler_release release = kept_range_profiler_releaser().load(std::memory_order_acquire))
+    release();
+}
+
+KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_pc_sampling_releaser() noexcept {
+  static std::atomic<kept_range_profiler_release> release{nullptr};  // constant-initialized
+  return release;
+}
+
+KSCOPE_DECL void release_kept_pc_sampling() noexcept {
+  if (const kept_range_profiler_release release = kept_pc_sampling_releaser().load(std::memory_order_acquire))
     release();
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
@@ -1223,6 +1240,7 @@ KSCOPE_DECL void run_counter_pass_locked(const std::vector<std::string>& request
                                     const counter_options& options, counter_result& result,
                                     std::exception_ptr& user_error) {
   release_kept_range_profiler();  // the per-scope counters' profiler, enabled between their calls
+  release_kept_pc_sampling();     // a warp-stall pass's PC sampling, enabled between passes
   counter_pass_run pass;
   if (!pass.begin(requested, options, result)) return;
   while (pass.wants_run(result) && !user_error) {

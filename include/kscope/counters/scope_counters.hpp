@@ -185,6 +185,7 @@ class scope_counter_sampler {
         skipped_busy_.fetch_add(1, std::memory_order_relaxed);
         return false;
       }
+      detail::release_kept_pc_sampling();  // a warp-stall pass's PC sampling holds the counters
       const bool ready = begin_call(node, *state);
       if (ready && state->pass->run.start_run(state->result)) {
         profiled_[node].fetch_add(1, std::memory_order_relaxed);

@@ -940,6 +940,7 @@ KSCOPE_DECL bool metric_sampler::start(const metric_sampler_options& options) no
       return finish_start(fresh, metric_sampler_state::busy,
                           "metric sampling not started: a counter pass is running in this process");
     detail::release_kept_range_profiler();  // the per-scope counters' range profiler, kept between calls
+    detail::release_kept_pc_sampling();     // a warp-stall pass's PC sampling, kept between passes
     auto run = std::make_unique<detail::pm_sampling_run>();
     if (!run->open(options, fresh)) return finish_start(fresh, run->state, run->message);
     pass.unlock();

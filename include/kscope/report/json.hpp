@@ -86,6 +86,7 @@ KSCOPE_DECL std::string session_report::json() const {
     w.member("communication", k.communication);
     w.member("scaled_calls", static_cast<unsigned long long>(k.scaled_calls));
     w.member("scaled_ns", static_cast<long long>(k.scaled_ns));
+    w.member("scaled_from_replays", static_cast<unsigned long long>(k.scaled_from_replays));
     w.end_object();
   }
   w.end_array();

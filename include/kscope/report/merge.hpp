@@ -241,6 +241,8 @@ KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k) {
   s.communication = k.member_bool("communication", is_communication_kernel(s.mangled_name));
   s.scaled_calls = k.member_integer<std::uint64_t>("scaled_calls", 0, s.calls, 0);
   s.scaled_ns = k.member_integer<std::int64_t>("scaled_ns", 0, std::max<std::int64_t>(s.total_ns, 0), 0);
+  s.scaled_from_replays = k.member_integer<std::uint64_t>("scaled_from_replays", 0,
+                                                          std::numeric_limits<std::uint64_t>::max(), 0);
   return s;
 }
 

@@ -203,7 +203,10 @@ KSCOPE_DECL std::string session_report::text() const {
         return t;
       };
       any_kernel_scaled = any_kernel_scaled || k.scaled_calls > 0;
-      out += detail::fit(printable_name(k.name) + (k.scaled_calls > 0 ? " ~" : ""), 40) +
+      // A scaled row says so in the row, with the node-level replays it rests on.
+      const std::string scaled_mark =
+          k.scaled_calls > 0 ? " ~" + std::to_string(k.scaled_from_replays) : std::string();
+      out += detail::fit(detail::fit(printable_name(k.name), 40 - scaled_mark.size()) + scaled_mark, 40) +
              detail::fit(std::to_string(k.calls), 7, true) +
              detail::fit(format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
              detail::fit(format_duration_ns(k.median_ns), 10, true) + "  " +
@@ -214,8 +217,8 @@ KSCOPE_DECL std::string session_report::text() const {
     }
     if (top_kernels.size() > 15) out += "(" + std::to_string(top_kernels.size() - 15) + " more in the JSON report)\n";
     if (any_kernel_scaled)
-      out += detail::wrap("~: calls and total include replays of CUDA graphs traced as one record, scaled from the "
-                          "replays traced node by node; median from traced calls only",
+      out += detail::wrap("~N: calls and total include replays of CUDA graphs traced as one record, scaled from the "
+                          "N replays of the same graphs traced node by node; median from traced calls only",
                           98);
   }
   if (counters) out += detail::scope_counters_text(*counters, scopes);

@@ -110,6 +110,14 @@ struct warp_stall_options {
   // lookup parses its module's line table, so at most warp_stall_max_source_lookups are
   // made per pass.
   std::size_t source_line_pcs = 10;
+  // Leave PC sampling enabled on the context after the pass, sampling only between
+  // cuptiPCSamplingStart and Stop. CUPTI names only the kernels launched before its enable
+  // or while it is enabled: disabled between passes, a kernel first launched between two
+  // passes reads as "non-user" in every later one (H100, CUDA 13.0:
+  // bench/pc_sampling_passes_probe.cu). Kept, it costs about 1 us per kernel launch while
+  // no pass runs (same probe); release_warp_stall_sampling() lets it go, and so does every
+  // counter or PM-sampling pass, which needs the counters.
+  bool keep_enabled = true;
 };
 
 // Source-line lookups per pass at most (each PC once, however many profiles list it).
@@ -315,31 +323,48 @@ KSCOPE_DECL std::string pc_sampling_reader::function_name(const char* cupti_name
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// PC sampling enabled on a context, disabled when it goes.
-class pc_sampling_session {
- public:
-  pc_sampling_session(const pc_sampling_api& api, CUcontext context);
-  pc_sampling_session(const pc_sampling_session&) = delete;
-  pc_sampling_session& operator=(const pc_sampling_session&) = delete;
-  ~pc_sampling_session() { (void)disable(); }
+// PC sampling left enabled on one context between passes (warp_stall_options::keep_enabled),
+// with start/stop control: the stall reasons read once, and the buffer CUPTI flushes into,
+// whose pointer it keeps while enabled. Touched only with counter_pass_mutex() held.
+struct kept_pc_sampling {
+  CUcontext context = nullptr;  // nullptr: nothing kept
+  std::uint64_t context_id = 0;
+  const pc_sampling_api* api = nullptr;
+  std::size_t max_pcs = 0, scratch_buffer_bytes = 0, hardware_buffer_bytes = 0;
+  std::vector<std::uint32_t> indexes;
+  std::vector<std::string> names;
+  std::unique_ptr<pc_sampling_buffer> end_buffer;
+  std::uint64_t passes = 0;  // passes that left it kept
 
-  CUptiResult disable() noexcept;
-
- private:
-  const pc_sampling_api* api_;
-  CUcontext context_;
+  // A pass with these options can reuse it (the buffer sizes are set at the enable only).
+  [[nodiscard]] bool fits(const warp_stall_options& o) const noexcept {
+    return o.max_pcs == max_pcs && o.scratch_buffer_bytes == scratch_buffer_bytes &&
+           o.hardware_buffer_bytes == hardware_buffer_bytes;
+  }
 };
 
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL pc_sampling_session::pc_sampling_session(const pc_sampling_api& api, CUcontext context) : api_(&api), context_(context) {}
+KSCOPE_DECL kept_pc_sampling& kept_pc_sampling_state();
 
-KSCOPE_DECL CUptiResult pc_sampling_session::disable() noexcept {
-  if (context_ == nullptr) return CUPTI_SUCCESS;
+// Disables a kept PC sampling (CUPTI joins its decoding threads), with counter_pass_mutex()
+// held; the next pass enables it afresh. Registered as the kept_pc_sampling_releaser().
+KSCOPE_DECL void release_kept_pc_sampling_locked() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL kept_pc_sampling& kept_pc_sampling_state() {
+  static lazy_global<kept_pc_sampling> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
+  return state.get([] { return new kept_pc_sampling(); });
+}
+
+KSCOPE_DECL void release_kept_pc_sampling_locked() noexcept {
+  kept_pc_sampling& kept = kept_pc_sampling_state();
+  if (kept.context == nullptr) return;
   CUpti_PCSamplingDisableParams p{};
   p.size = CUpti_PCSamplingDisableParamsSize;
-  p.ctx = context_;
-  context_ = nullptr;
-  return api_->disable(&p);
+  p.ctx = kept.context;
+  (void)kept.api->disable(&p);  // a context destroyed meanwhile has nothing left to disable
+  kept.context = nullptr;
+  kept.context_id = 0;
+  kept.end_buffer.reset();
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -458,47 +483,79 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   result.module_loads = modules.how();
 
   pc_sampling_reader reader;
-  CUpti_PCSamplingEnableParams enable{};
-  enable.size = CUpti_PCSamplingEnableParamsSize;
-  enable.ctx = context;
-  if (const CUptiResult r = api.enable(&enable); r != CUPTI_SUCCESS) return cupti_failed(r, "cuptiPCSamplingEnable");
-  pc_sampling_session session(api, context);
-
-  // The device's stall reasons: names and the indexes the records use.
-  std::size_t reason_count = 0;
-  CUpti_PCSamplingGetNumStallReasonsParams count{};
-  count.size = CUpti_PCSamplingGetNumStallReasonsParamsSize;
-  count.ctx = context;
-  count.numStallReasons = &reason_count;
-  if (const CUptiResult r = api.get_num_stall_reasons(&count); r != CUPTI_SUCCESS)
-    return cupti_failed(r, "cuptiPCSamplingGetNumStallReasons");
-  std::vector<std::vector<char>> name_storage(reason_count, std::vector<char>(CUPTI_STALL_REASON_STRING_SIZE, '\0'));
-  std::vector<char*> names(reason_count);
-  std::vector<std::uint32_t> indexes(reason_count, 0);
-  for (std::size_t i = 0; i < reason_count; ++i) names[i] = name_storage[i].data();
-  if (reason_count > 0) {
-    CUpti_PCSamplingGetStallReasonsParams reasons{};
-    reasons.size = CUpti_PCSamplingGetStallReasonsParamsSize;
-    reasons.ctx = context;
-    reasons.numStallReasons = reason_count;
-    reasons.stallReasonIndex = indexes.data();
-    reasons.stallReasons = names.data();
-    if (const CUptiResult r = api.get_stall_reasons(&reasons); r != CUPTI_SUCCESS)
-      return cupti_failed(r, "cuptiPCSamplingGetStallReasons");
+  kept_pc_sampling& kept = kept_pc_sampling_state();
+  std::uint64_t context_id = 0;
+  const bool id_known = current_cuda_context_id(context_id);
+  // PC sampling stays enabled between passes (kept_pc_sampling says why). A kept one on
+  // another context, or one whose buffers the options no longer fit, goes first.
+  if (kept.context != nullptr &&
+      (kept.context != context || !id_known || kept.context_id != context_id || !kept.fits(options) ||
+       !options.keep_enabled))
+    release_kept_pc_sampling_locked();
+  const bool fresh = kept.context == nullptr;
+  if (fresh) {
+    CUpti_PCSamplingEnableParams enable{};
+    enable.size = CUpti_PCSamplingEnableParamsSize;
+    enable.ctx = context;
+    if (const CUptiResult r = api.enable(&enable); r != CUPTI_SUCCESS) return cupti_failed(r, "cuptiPCSamplingEnable");
+    kept.context = context;
+    kept.context_id = id_known ? context_id : 0;
+    kept.api = &api;
+    kept.max_pcs = options.max_pcs;
+    kept.scratch_buffer_bytes = options.scratch_buffer_bytes;
+    kept.hardware_buffer_bytes = options.hardware_buffer_bytes;
+    kept_pc_sampling_releaser().store(&release_kept_pc_sampling_locked, std::memory_order_release);
   }
+  // Every way out but a kept success lets it go (disable: CUPTI joins its threads).
+  struct release_unless_kept {
+    bool keep = false;
+    ~release_unless_kept() {
+      if (!keep) release_kept_pc_sampling_locked();
+    }
+  } releaser;
+
+  if (fresh) {
+    // The device's stall reasons: names and the indexes the records use (after the enable).
+    std::size_t reason_count = 0;
+    CUpti_PCSamplingGetNumStallReasonsParams count{};
+    count.size = CUpti_PCSamplingGetNumStallReasonsParamsSize;
+    count.ctx = context;
+    count.numStallReasons = &reason_count;
+    if (const CUptiResult r = api.get_num_stall_reasons(&count); r != CUPTI_SUCCESS)
+      return cupti_failed(r, "cuptiPCSamplingGetNumStallReasons");
+    std::vector<std::vector<char>> name_storage(reason_count, std::vector<char>(CUPTI_STALL_REASON_STRING_SIZE, '\0'));
+    std::vector<char*> names(reason_count);
+    kept.indexes.assign(reason_count, 0);
+    for (std::size_t i = 0; i < reason_count; ++i) names[i] = name_storage[i].data();
+    if (reason_count > 0) {
+      CUpti_PCSamplingGetStallReasonsParams reasons{};
+      reasons.size = CUpti_PCSamplingGetStallReasonsParamsSize;
+      reasons.ctx = context;
+      reasons.numStallReasons = reason_count;
+      reasons.stallReasonIndex = kept.indexes.data();
+      reasons.stallReasons = names.data();
+      if (const CUptiResult r = api.get_stall_reasons(&reasons); r != CUPTI_SUCCESS)
+        return cupti_failed(r, "cuptiPCSamplingGetStallReasons");
+    }
+    kept.names.clear();
+    for (std::size_t i = 0; i < reason_count; ++i)
+      kept.names.emplace_back(name_storage[i].data(), ::strnlen(name_storage[i].data(), CUPTI_STALL_REASON_STRING_SIZE));
+    // The buffer CUPTI fills when it flushes (module loads, the disable): it keeps the
+    // pointer while sampling is enabled, so it lives as long as the kept state.
+    kept.end_buffer = std::make_unique<pc_sampling_buffer>(options.max_pcs, reason_count);
+  }
+  const std::size_t reason_count = kept.indexes.size();
   for (std::size_t i = 0; i < reason_count; ++i) {
-    std::string name(name_storage[i].data(), ::strnlen(name_storage[i].data(), CUPTI_STALL_REASON_STRING_SIZE));
-    result.stall_reasons.push_back(name);
-    reader.reason_names[indexes[i]] = std::move(name);
+    result.stall_reasons.push_back(kept.names[i]);
+    reader.reason_names[kept.indexes[i]] = kept.names[i];
   }
-
-  // One configuration call. The end buffer is where CUPTI puts what it still holds when
-  // sampling is disabled.
-  pc_sampling_buffer end_buffer(options.max_pcs, reason_count);
+  pc_sampling_buffer& end_buffer = *kept.end_buffer;
   pc_sampling_buffer read_buffer(options.max_pcs, reason_count);
-  // A plain array (at most 7 attributes are set): nvcc 13's front end fails (internal
-  // error) on a std::vector of this struct in C++20.
-  CUpti_PCSamplingConfigurationInfo config[8] = {};
+
+  // One configuration call per pass (the collection mode and period are the pass's). A
+  // plain array (at most 8 attributes are set): nvcc 13's front end fails (internal error)
+  // on a std::vector of this struct in C++20.
+  CUpti_PCSamplingConfigurationInfo config[9] = {};
   std::size_t configured = 0;
   const auto add = [&config, &configured](CUpti_PCSamplingConfigurationAttributeType type)
       -> CUpti_PCSamplingConfigurationInfo& {
@@ -512,12 +569,13 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   if (reason_count > 0) {
     CUpti_PCSamplingConfigurationInfo& all = add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON);
     all.attributeData.stallReasonData.stallReasonCount = reason_count;
-    all.attributeData.stallReasonData.pStallReasonIndex = indexes.data();
+    all.attributeData.stallReasonData.pStallReasonIndex = kept.indexes.data();
   }
-  if (options.scratch_buffer_bytes != 0)
+  // Buffer sizes only when freshly enabled (kept.fits() checked they did not change).
+  if (fresh && options.scratch_buffer_bytes != 0)
     add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE)
         .attributeData.scratchBufferSizeData.scratchBufferSize = options.scratch_buffer_bytes;
-  if (options.hardware_buffer_bytes != 0)
+  if (fresh && options.hardware_buffer_bytes != 0)
     add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE)
         .attributeData.hardwareBufferSizeData.hardwareBufferSize = options.hardware_buffer_bytes;
   add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE).attributeData.collectionModeData.collectionMode =
@@ -527,6 +585,9 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
       .attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
   add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER)
       .attributeData.samplingDataBufferData.samplingDataBuffer = end_buffer.get();
+  // Sampling only between cuptiPCSamplingStart and Stop: the enable outlives the pass.
+  add(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL)
+      .attributeData.enableStartStopControlData.enableStartStopControl = 1;
   CUpti_PCSamplingConfigurationInfoParams set{};
   set.size = CUpti_PCSamplingConfigurationInfoParamsSize;
   set.ctx = context;
@@ -554,6 +615,13 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
     if (api.get_configuration(&get) == CUPTI_SUCCESS && period.attributeStatus == CUPTI_SUCCESS)
       result.sampling_period = period.attributeData.samplingPeriodData.samplingPeriod;
   }
+  // Whatever an earlier pass left in the end buffer is not this pass's.
+  end_buffer.reset();
+
+  CUpti_PCSamplingStartParams start{};
+  start.size = CUpti_PCSamplingStartParamsSize;
+  start.ctx = context;
+  if (const CUptiResult r = api.start(&start); r != CUPTI_SUCCESS) return cupti_failed(r, "cuptiPCSamplingStart");
 
   // The work, and its kernels finished.
   try {
@@ -565,7 +633,12 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   // An error here is the work's (a faulting kernel): reported, and left for the program to see.
   if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
     run_error = std::string("the sampled work failed: ") + cudaGetErrorString(e);
+  CUpti_PCSamplingStopParams stop{};
+  stop.size = CUpti_PCSamplingStopParamsSize;
+  stop.ctx = context;
+  const CUptiResult stopped = api.stop(&stop);
   modules.stop();  // CUPTI's subscriber is free again for the collector
+  if (stopped != CUPTI_SUCCESS) return cupti_failed(stopped, "cuptiPCSamplingStop");
 
   // What CUPTI put in the end buffer during the work (it flushes there when modules load
   // or unload), then every record it holds, read until it has none left.
@@ -595,15 +668,14 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
     reader.read(read_buffer);
     if (read_buffer.data().totalNumPcs == 0 && read_buffer.data().remainingNumPcs == 0) break;
   }
-  // Disabling joins CUPTI's decoding threads; what they still held lands in the end buffer.
-  const CUptiResult disabled = session.disable();
-  if (disabled != CUPTI_SUCCESS)
-    result.notes.push_back("cuptiPCSamplingDisable failed with " + libs.cupti.result_name(disabled) +
-                           ": the last records may be missing");
   if (end_buffer.data().totalNumPcs > 0) reader.read(end_buffer);
   if (const std::size_t lost = end_buffer.data().remainingNumPcs; lost > 0)
     result.notes.push_back(std::to_string(lost) + " PC records did not fit the end buffer and were lost: raise "
                            "warp_stall_options::max_pcs (" + std::to_string(options.max_pcs) + ")");
+  end_buffer.reset();
+  // Kept for the next pass unless something went wrong or the caller asked otherwise.
+  releaser.keep = options.keep_enabled && !user_error && run_error.empty() && read_error.empty() && !hardware_full;
+  if (releaser.keep) ++kept.passes;
 
   if (user_error) return refuse(counter_state::failed, "warp stalls not collected: the sampled work threw");
   if (!run_error.empty()) return refuse(counter_state::failed, "warp stalls not collected: " + run_error);
@@ -624,9 +696,10 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
                            "a larger sampling_period loses fewer");
   if (result.non_user_samples > 0)
     result.notes.push_back(count_text(result.non_user_samples) +
-                           " samples fell in kernels CUPTI gives no PCs for: driver or library internals, or kernels whose "
-                           "code was loaded between two warp-stall passes (CUPTI knows the functions loaded before "
-                           "its first pass or during a pass; CUDA_MODULE_LOADING=EAGER loads every kernel at start)");
+                           " samples fell in kernels CUPTI gives no PCs for: driver or library internals, or kernels "
+                           "first launched while PC sampling was disabled between passes (a counter or PM-sampling "
+                           "pass, or release_warp_stall_sampling(), let it go: CUPTI then names only the kernels "
+                           "launched before the next enable or during a pass)");
   try {  // the samples stand without their lines
     add_source_lines(options, modules.watch(), libs.cupti, result);
   } catch (const std::exception& e) {
@@ -654,9 +727,9 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
                         "kernel whose code was loaded before it; take warp stalls before counters";
     else if (unnamed > 0 || result.cupti_total_samples > 0)
       result.message += "; " + count_text(std::max(unnamed, result.cupti_total_samples)) +
-                        " samples were taken but none in a kernel CUPTI gives PCs for (code loaded before the "
-                        "first warp-stall pass or between passes, or driver and library internals): none can be "
-                        "attributed";
+                        " samples were taken but none in a kernel CUPTI gives PCs for (kernels first launched "
+                        "while PC sampling was disabled between passes, or driver and library internals): none "
+                        "can be attributed";
     else
       result.message += "; no kernel was sampled (none launched, or all shorter than the period)";
   }
@@ -688,6 +761,7 @@ KSCOPE_DECL warp_stall_result run_warp_stall_pass(counter_work_ref work, const w
       return result;
     }
     release_kept_range_profiler();  // PC sampling cannot share the counters with a kept range profiler
+    // (a kept PC sampling of this process is reused by the pass, not released)
     run_warp_stall_pass_locked(work, options, result, user_error);
 #else
     (void)work;
@@ -708,6 +782,23 @@ KSCOPE_DECL warp_stall_result run_warp_stall_pass(counter_work_ref work, const w
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 }  // namespace detail
+
+// Disables the PC sampling a warp-stall pass left enabled (warp_stall_options::keep_enabled)
+// so that kernel launches stop paying for it; the next pass enables it again. Returns false,
+// releasing nothing, while a counter or warp-stall pass runs.
+//   kscope::release_warp_stall_sampling();   // profiling done: launches at full speed again
+KSCOPE_DECL bool release_warp_stall_sampling();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool release_warp_stall_sampling() {
+#if KSCOPE_HAS_PC_SAMPLING
+  std::unique_lock<std::mutex> lock(detail::counter_pass_mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  detail::release_kept_pc_sampling_locked();
+#endif
+  return true;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Samples the warps of the GPU work `work` launches and returns where they waited, per
 // kernel launch. `work` is not called when sampling cannot start (result.message says why).

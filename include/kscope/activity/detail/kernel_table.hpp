@@ -144,7 +144,12 @@ class kernel_table {
 
   // The same, with calls and time scaled for CUDA-graph replays traced as one record added
   // per kernel (attribution.hpp computes them); the ranking includes them.
-  using scaled_shares = std::unordered_map<const kernel_stats*, std::pair<std::uint64_t, std::int64_t>>;
+  struct scaled_share {
+    std::uint64_t calls = 0;
+    std::int64_t ns = 0;
+    std::uint64_t from_replays = 0;  // node-level replays the scaling rests on
+  };
+  using scaled_shares = std::unordered_map<const kernel_stats*, scaled_share>;
   [[nodiscard]] std::vector<kernel_summary> top(std::size_t limit, const scaled_shares& scaled) const;
 
   // Heap bytes held: names, duration reservoirs, lookup maps (estimated per entry).
@@ -224,7 +229,7 @@ KSCOPE_DECL std::vector<kernel_summary> kernel_table::top(std::size_t limit, con
   order.reserve(kernels_.size() + 1);
   const auto total_of = [&scaled](const kernel_stats& k) {
     const auto it = scaled.find(&k);
-    return k.total_ns + (it == scaled.end() ? 0 : it->second.second);
+    return k.total_ns + (it == scaled.end() ? 0 : it->second.ns);
   };
   for (const auto& k : kernels_) {
     if (k.calls > 0) order.emplace_back(&k, total_of(k));
@@ -241,8 +246,9 @@ KSCOPE_DECL std::vector<kernel_summary> kernel_table::top(std::size_t limit, con
     kernel_summary s = entry.first->summary();
     const auto it = scaled.find(entry.first);
     if (it != scaled.end()) {
-      s.scaled_calls = it->second.first;
-      s.scaled_ns = it->second.second;
+      s.scaled_calls = it->second.calls;
+      s.scaled_ns = it->second.ns;
+      s.scaled_from_replays = it->second.from_replays;
       s.calls += s.scaled_calls;
       s.total_ns += s.scaled_ns;
     }

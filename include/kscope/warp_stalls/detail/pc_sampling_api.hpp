@@ -41,6 +41,8 @@ struct pc_sampling_api {
   decltype(&::cuptiPCSamplingGetData) get_data = nullptr;
   decltype(&::cuptiPCSamplingGetNumStallReasons) get_num_stall_reasons = nullptr;
   decltype(&::cuptiPCSamplingGetStallReasons) get_stall_reasons = nullptr;
+  decltype(&::cuptiPCSamplingStart) start = nullptr;
+  decltype(&::cuptiPCSamplingStop) stop = nullptr;
 
   [[nodiscard]] bool resolved() const noexcept { return enable != nullptr; }
 };
@@ -60,6 +62,8 @@ KSCOPE_DECL std::string resolve_pc_sampling_symbols(void* handle, pc_sampling_ap
       required_symbol("cuptiPCSamplingGetData", api.get_data),
       required_symbol("cuptiPCSamplingGetNumStallReasons", api.get_num_stall_reasons),
       required_symbol("cuptiPCSamplingGetStallReasons", api.get_stall_reasons),
+      required_symbol("cuptiPCSamplingStart", api.start),
+      required_symbol("cuptiPCSamplingStop", api.stop),
   };
   if (const char* missing = resolve_symbols(handle, entries)) return missing;
   out = api;
