@@ -196,12 +196,39 @@ def check_bench():
     assert relative(r["given_median_s"], r["median_s"]) < 0.05, r
 
 
+def busy_share_known(r):
+    """The scenario's GPU busy share, asserted known: an account with holes (busy share null,
+    gpu_time.unknown_reason) silences the rules that rest on it, so an empty diagnosis there
+    would prove nothing."""
+    busy = r["busy_share"]
+    assert isinstance(busy, (int, float)) and math.isfinite(busy), \
+        ("the GPU-time account has holes", r["unknown_reason"], r["diagnosis"])
+    return busy
+
+
 def check_production():
+    """The production preset on a healthy loop (scenarios.production: the GPU runs behind the
+    host, no synchronize or copy in the step): no finding, on a whole GPU-time account."""
     r = run_scenario("production")
     assert r["started"], r["cupti_status"]
+    print(f"PM sampling: running={r['sampled_running']}: {r['sampled_status']}")
     for phase in HEAVY:
         assert r["phases"][phase]["kernel_count"] > 0, (phase, r["phases"][phase])
-    assert "Diagnosis" in r["diagnosis"]
+    busy = busy_share_known(r)
+    # A precondition, not the check: the GPU, not the host, sets this loop's pace.
+    assert busy > 0.5, (busy, r["diagnosis"])
+    assert r["findings"] == [], r["finding_texts"]
+
+
+def check_production_sync():
+    """The production preset on the loop with a synchronize after every layer inside the
+    step (scenarios.production_sync): exactly one finding, a host sync in 'step/layer_check'."""
+    r = run_scenario("production_sync")
+    assert r["started"], r["cupti_status"]
+    print(f"PM sampling: running={r['sampled_running']}: {r['sampled_status']}")
+    busy_share_known(r)
+    assert r["findings"] == ["host sync in step"], r["finding_texts"]
+    assert "'step/layer_check'" in r["finding_texts"][0], r["finding_texts"]
 
 
 CHECKS = [
@@ -211,7 +238,8 @@ CHECKS = [
     ("torch.profiler first: one message, event times", check_profiler_first),
     ("kscope first, torch.profiler after: attribution holds", check_kscope_first),
     ("kscope.bench on torch.mm", check_bench),
-    ("the production preset", check_production),
+    ("the production preset on a healthy loop: no finding", check_production),
+    ("the production preset on a loop that synchronizes every layer: a host sync", check_production_sync),
 ]
 
 

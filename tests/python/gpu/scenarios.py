@@ -91,7 +91,7 @@ class Phase:
         return False
 
 
-def step(model, timer, extra_nvtx=False):
+def step(model, timer, extra_nvtx=False, after_layer=None):
     with Phase(timer, "embed", extra_nvtx):
         x = F.embedding(model.tokens, model.embedding)
     for layer in model.layers:
@@ -101,17 +101,19 @@ def step(model, timer, extra_nvtx=False):
             x = x + F.linear(a.transpose(1, 2).reshape(BATCH, SEQ, HIDDEN), layer["out"])
         with Phase(timer, "mlp", extra_nvtx):
             x = x + F.linear(F.gelu(F.linear(x, layer["fc1"])), layer["fc2"])
+        if after_layer is not None:
+            after_layer()
     with Phase(timer, "logits", extra_nvtx):
         logits = F.linear(x[:, -1], model.head)
     with Phase(timer, "sample", extra_nvtx):
         return torch.argmax(logits, dim=-1)
 
 
-def run_loop(model, top, steps, extra_nvtx=False):
+def run_loop(model, top, steps, extra_nvtx=False, after_layer=None):
     timer = PhaseTimer()
     for _ in range(steps):
         with kscope.scope(top):
-            step(model, timer, extra_nvtx)
+            step(model, timer, extra_nvtx, after_layer)
     return timer
 
 
@@ -330,22 +332,78 @@ def bench():
                 given_valid=given.valid, given_median_s=given.median_s, text=mm.text)
 
 
+# The host's check of a layer's output after the debugging synchronize (production_sync):
+# long enough that the GPU's idle time it causes (about 1 ms per layer, 2 per step against
+# about 6 ms of GPU work on an H100) is far above diagnose_sync_idle_share (5 % of the wall).
+LAYER_CHECK_S = 0.001
+
+
+def host_check(seconds):
+    """Host work of a known length (the thread spins): a check of a layer's output."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def check_layer():
+    """A debugging synchronize after a layer, in a scope of its own inside the step (not a
+    sync point: diagnose_options' sync_names are "d2h" and "sampling"), then the host's
+    check: the GPU idles while the host is in it."""
+    with kscope.scope("layer_check"):
+        torch.cuda.synchronize()
+        host_check(LAYER_CHECK_S)
+
+
+def diagnosed(r, started, timer):
+    """What a production scenario returns: the collector, the sampler, the GPU-time account,
+    the phases and the diagnosis (kinds, and each finding's kind and text)."""
+    d = kscope.diagnose(r, step_names=["step"])
+    sampled = r.data.get("sampled_metrics") or {}
+    gpu_time = r.data.get("gpu_time") or {}
+    return dict(started=started, cupti_status=r.data["cupti"]["status"], warnings=r.warnings,
+                sampled_running=sampled.get("running", False), sampled_status=sampled.get("status", ""),
+                busy_share=gpu_time.get("busy_share"), wall_ns=gpu_time.get("wall_ns"),
+                unknown_reason=gpu_time.get("unknown_reason", ""),
+                phases=phase_numbers(r, "step", timer), findings=list(d.kinds()),
+                finding_texts=[f"[{f.kind}] {f.text}" for f in d], diagnosis=d.text)
+
+
+def warm_up(model):
+    """Two steps outside the loop's scope (cuBLAS handles, kernels loaded), then a reset: the
+    report's GPU-time window holds the loop alone, not the start-up's idle GPU."""
+    run_loop(model, "warmup", 2)
+    torch.cuda.synchronize()
+    kscope.reset()
+
+
 def production():
-    """The production preset on the loop: the collector runs, the report and the diagnosis
-    come out, whatever metric sampling can do here."""
+    """The production preset on the loop, a healthy one: the GPU runs behind the host (no
+    synchronize inside the step, no copy to the host), so the diagnosis must find nothing,
+    on a GPU-time account that is whole."""
     started = kscope.enable_production()
     model = Model()
     with torch.inference_mode():
+        warm_up(model)
         timer = run_loop(model, "step", 10)
         torch.cuda.synchronize()
-    r = kscope.report()
-    d = kscope.diagnose(r, step_names=["step"])
-    return dict(started=started, cupti_status=r.data["cupti"]["status"], warnings=r.warnings,
-                phases=phase_numbers(r, "step", timer), findings=list(d.kinds()), diagnosis=d.text)
+    return diagnosed(kscope.report(), started, timer)
+
+
+def production_sync():
+    """The production preset on the loop with a debugging synchronize after every layer,
+    inside the step, and 1 ms of host work after it (check_layer): the known truth is one
+    finding, a host sync in the step, in 'step/layer_check'."""
+    started = kscope.enable_production()
+    model = Model()
+    with torch.inference_mode():
+        warm_up(model)
+        timer = run_loop(model, "step", 10, after_layer=check_layer)
+        torch.cuda.synchronize()
+    return diagnosed(kscope.report(), started, timer)
 
 
 SCENARIOS = dict(attribution=attribution, profiler_first=profiler_first, kscope_first=kscope_first,
-                 bench=bench, production=production)
+                 bench=bench, production=production, production_sync=production_sync)
 
 if __name__ == "__main__":
     result = SCENARIOS[sys.argv[1]]()

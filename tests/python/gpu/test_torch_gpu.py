@@ -39,5 +39,9 @@ def test_bench_times_torch_work_like_torch_events_and_catches_the_wrong_stream()
     gpu_checks.check_bench()
 
 
-def test_production_preset_reports_and_diagnoses():
+def test_production_preset_finds_nothing_in_a_healthy_loop():
     gpu_checks.check_production()
+
+
+def test_production_preset_finds_the_host_sync_of_a_loop_that_synchronizes_every_layer():
+    gpu_checks.check_production_sync()
