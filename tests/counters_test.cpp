@@ -1162,3 +1162,84 @@ TEST_CASE("classify without the speed-of-light rollups: the busiest measured uni
   none.counters = {{"dram__bytes_read.sum", 1e6}};
   CHECK(kscope::classify(none).verdict.kind == kscope::bottleneck::undetermined);
 }
+
+// Issue 39: the per-scope counters collect the speed-of-light rollups themselves, over
+// consecutive calls of a scope (one pass each, as the bench replays its call), instead of
+// only their one-pass stand-ins: an H100 transpose read lts__t_sectors 22.6 % (the
+// stand-in) where lts__throughput, the bench's metric, read 76 %.
+TEST_CASE("metric plan: multi-pass rollups spread over consecutive calls, stand-ins kept, SASS counters apart") {
+  // A fake device: each memory rollup needs 4 passes alone and 5 beside the duration or
+  // each other; sm__throughput 8 alone, 9 beside the duration, 12 beside a memory rollup;
+  // a SASS counter needs a second pass beside the duration; a tensor FLOP counter fits one
+  // pass beside a SASS counter, as on GH100, but must not join its group.
+  const std::string sol_mem = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed";
+  const std::string sol_l2 = "lts__throughput.avg.pct_of_peak_sustained_elapsed";
+  const std::string sol_sm = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+  const std::string ffma = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum";
+  const std::string tensor = "sm__ops_path_tensor_src_fp16.sum";
+  const auto passes = [&](const std::vector<std::string>& names) -> std::size_t {
+    std::size_t others = 0, memory = 0, sass = 0;
+    bool sm = false;
+    for (const std::string& n : names) {
+      if (n == sol_sm) sm = true;
+      else if (n == sol_mem || n == sol_l2) ++memory;
+      else if (n == ffma) ++sass;
+      else if (n != duration) ++others;
+    }
+    if (sm) return memory > 0 ? 12 : names.size() == 1 ? 8 : 9;
+    if (memory > 0) return others > 0 || sass > 0 ? 7 : memory == 1 && names.size() == 1 ? 4 : 5;
+    if (sass > 0 && std::find(names.begin(), names.end(), duration) != names.end()) return 2;
+    return others + sass <= 3 ? 1 : 2;
+  };
+  const std::vector<std::string> wanted = {duration, dram_read, sol_sm, sol_l2, sol_mem, ffma, tensor};
+
+  SUBCASE("max_spread_passes 0: one pass per call, stand-ins only (the old plan)") {
+    const kscope::one_pass_plan plan = kscope::plan_one_pass_groups(wanted, passes);
+    CHECK(plan.calls_per_rotation() == plan.groups.size());
+    for (const auto& g : plan.groups) {
+      CHECK(passes(g) == 1);
+      CHECK(std::find(g.begin(), g.end(), sol_l2) == g.end());
+    }
+  }
+  SUBCASE("max_spread_passes 32: the rollups measured as the bench measures them") {
+    const kscope::one_pass_plan plan = kscope::plan_one_pass_groups(wanted, passes, 32);
+    REQUIRE(plan.passes.size() == plan.groups.size());
+    // One-pass groups first: {duration, read, lts sectors (the stand-in), tensor}, the SASS
+    // counter alone (not beside the duration, and no other metric beside it); then the
+    // multi-pass groups, each with the duration (the time base of its percentages):
+    // sm__throughput (9 passes; 12 beside a memory rollup, so not with them), and the two
+    // memory rollups together (5 passes, no more than either needs beside the duration).
+    std::size_t one_pass = 0;
+    while (one_pass < plan.groups.size() && plan.passes_of(one_pass) == 1) ++one_pass;
+    for (std::size_t i = one_pass; i < plan.groups.size(); ++i) CHECK(plan.passes_of(i) > 1);
+    bool sass_alone = false, tensor_beside_duration = false;
+    for (std::size_t i = 0; i < one_pass; ++i) {
+      const auto& g = plan.groups[i];
+      if (std::find(g.begin(), g.end(), ffma) != g.end()) sass_alone = g.size() == 1;
+      if (std::find(g.begin(), g.end(), tensor) != g.end())
+        tensor_beside_duration = std::find(g.begin(), g.end(), duration) != g.end();
+      CHECK(passes(g) == 1);
+    }
+    CHECK(sass_alone);              // the tensor counter did not join the SASS group
+    CHECK(tensor_beside_duration);  // it went where the user-replay groups are
+    REQUIRE(plan.groups.size() - one_pass == 2);
+    CHECK(plan.groups[one_pass] == std::vector<std::string>{duration, sol_sm});
+    CHECK(plan.passes_of(one_pass) == 9);
+    CHECK(plan.groups[one_pass + 1] == std::vector<std::string>{duration, sol_l2, sol_mem});
+    CHECK(plan.passes_of(one_pass + 1) == 5);
+    CHECK(plan.calls_per_rotation() == one_pass + 9 + 5);
+    // The stand-in is collected too (the fallback while a multi-pass group has not completed).
+    bool stand_in = false;
+    for (std::size_t i = 0; i < one_pass; ++i)
+      for (const std::string& m : plan.groups[i]) stand_in |= m == "lts__t_sectors.avg.pct_of_peak_sustained_elapsed";
+    CHECK(stand_in);
+    CHECK(mentions(plan.notes, "collect it over 4 consecutive profiled calls"));
+    CHECK(mentions(plan.notes, "collect it over 8 consecutive profiled calls"));
+  }
+  SUBCASE("a rollup that needs more passes than allowed falls back to its stand-in") {
+    const kscope::one_pass_plan plan = kscope::plan_one_pass_groups(wanted, passes, 6);
+    for (std::size_t i = 0; i < plan.groups.size(); ++i)
+      CHECK(std::find(plan.groups[i].begin(), plan.groups[i].end(), sol_sm) == plan.groups[i].end());
+    CHECK(mentions(plan.notes, "sm__throughput.avg.pct_of_peak_sustained_elapsed needs 8 passes alone: not collected"));
+  }
+}

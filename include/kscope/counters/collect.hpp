@@ -1334,16 +1334,19 @@ template <class Work>
 
 #if KSCOPE_HAS_RANGE_PROFILER
 namespace detail {
-// The one-pass groups for `metrics` on the current device (counters/metrics.hpp:
-// plan_one_pass_groups), with the names resolved as a pass resolves them (fallbacks for
-// names the device does not offer). Call with the counter-pass lock held. False, with
-// `why`, when the profiler cannot be set up here.
+// The metric groups for `metrics` on the current device (counters/metrics.hpp:
+// plan_one_pass_groups: one-pass groups, and groups of metrics that need up to
+// `max_spread_passes` passes, collected over consecutive calls), with the names resolved as
+// a pass resolves them (fallbacks for names the device does not offer). Call with the
+// counter-pass lock held. False, with `why`, when the profiler cannot be set up here.
 KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
-                                one_pass_plan& plan, counter_state& state, std::string& why);
+                                one_pass_plan& plan, counter_state& state, std::string& why,
+                                std::size_t max_spread_passes = 0);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
-                                one_pass_plan& plan, counter_state& state, std::string& why) {
+                                one_pass_plan& plan, counter_state& state, std::string& why,
+                                std::size_t max_spread_passes) {
   counter_setup setup;
   if (!setup.open(options)) {
     state = setup.state;
@@ -1363,8 +1366,9 @@ KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, co
     for (std::size_t i = 0; i < request.errors.size(); ++i) why += (i ? "; " : "") + request.errors[i];
     return false;
   }
-  plan = plan_one_pass_groups(request.collect,
-                              [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); });
+  plan = plan_one_pass_groups(
+      request.collect, [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); },
+      max_spread_passes);
   plan.notes.insert(plan.notes.begin(), request.notes.begin(), request.notes.end());
   return true;
 }
