@@ -3,6 +3,7 @@
 // statistics; the report's counters section from synthetic counter values (known verdicts,
 // per-call numbers, the declared-vs-measured line, JSON).
 #include <kscope/bench/detail/counter_pass.hpp>
+#include <kscope/counters/detail/call_plan.hpp>
 #include <kscope/report/report.hpp>
 #include <kscope/scope/detail/counter_hook.hpp>
 #include <kscope/scope/scope.hpp>
@@ -455,4 +456,35 @@ TEST_CASE("a figure that rests on part of a call's kernels says so in its row: t
 
   const std::string html = r.html();
   CHECK(contains(html, "256.0 (partial: 2 of 2 measured calls"));
+}
+
+TEST_CASE("per-scope call plan: unmeasured groups first, retried a few times; images grow to their limit") {
+  using kscope::detail::group_tally;
+  // The first rotation in plan order.
+  CHECK(kscope::detail::next_group({{}, {}, {}}) == 0);
+  CHECK(kscope::detail::next_group({{1, 1}, {}, {}}) == 1);
+  CHECK(kscope::detail::next_group({{1, 1}, {1, 1}, {}}) == 2);
+  // Every group measured once: round robin by attempts, plan order breaking ties.
+  CHECK(kscope::detail::next_group({{1, 1}, {1, 1}, {1, 1}}) == 0);
+  CHECK(kscope::detail::next_group({{2, 2}, {1, 1}, {1, 1}}) == 1);
+  // A group that came back without a value is tried again before the rotation goes on...
+  CHECK(kscope::detail::next_group({{2, 2}, {1, 0}, {1, 1}}) == 1);
+  CHECK(kscope::detail::retry_at_once(group_tally{1, 0}));
+  // ... up to group_retries times, then it waits its turn like the others.
+  const std::uint32_t given_up = kscope::detail::group_retries;
+  CHECK_FALSE(kscope::detail::retry_at_once(group_tally{given_up, 0}));
+  CHECK(kscope::detail::next_group({{2, 2}, {given_up, 0}, {1, 1}}) == 2);
+  CHECK_FALSE(kscope::detail::retry_at_once(group_tally{1, 1}));
+
+  // A call of 300 kernels in an image of 256: room for 512 at the next call; the limit caps it.
+  CHECK(kscope::detail::grown_kernel_capacity(256, 4096) == 512);
+  CHECK(kscope::detail::grown_kernel_capacity(3000, 4096) == 4096);
+  CHECK(kscope::detail::grown_kernel_capacity(4096, 4096) == 4096);  // at the limit: kept, marked partial
+  CHECK(kscope::detail::grown_kernel_capacity(256, 256) == 256);
+}
+
+TEST_CASE("per-scope counter options: the rollups over consecutive calls and a growing image are the defaults") {
+  const kscope::scope_counter_options o;
+  CHECK(o.max_passes >= 19);  // sm__throughput's passes on GH100
+  CHECK(o.max_kernels_grown > o.max_kernels);
 }

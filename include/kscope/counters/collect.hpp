@@ -670,6 +670,12 @@ class counter_pass_run {
   // starts as begin() left it. False (result says why) when CUPTI refuses: the run is spent.
   bool rearm(counter_result& result);
 
+  // Before the next pass of a run whose passes are spread over separate calls of a scope
+  // (counters/scope_counters.hpp): waits for the work launched since the last pass, which
+  // must not run into the pass's first range (arm() does the same before the first pass).
+  // False (result says why) when the synchronization fails.
+  bool settle(counter_result& result);
+
   // The context the run profiles (null before begin()).
   [[nodiscard]] CUcontext context() const noexcept { return setup_.context; }
 
@@ -918,6 +924,11 @@ KSCOPE_DECL bool counter_pass_run::rearm(counter_result& result) {
   if (!arm()) return give_up(result);
   if (per_kernel_ && options_->name_kernels) kernel_names_.emplace(setup_.libs->cupti);
   return true;
+}
+
+KSCOPE_DECL bool counter_pass_run::settle(counter_result& result) {
+  if (setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return true;
+  return give_up(result);
 }
 
 KSCOPE_DECL bool counter_pass_run::wants_run(const counter_result& result) const noexcept {
