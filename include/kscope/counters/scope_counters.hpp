@@ -373,6 +373,7 @@ class scope_counter_sampler {
             // A kept pass whose image is too small for this scope's calls stays for others;
             // this call begins one with room enough, which replaces it when it is kept.
             if (found != kept.passes.end() && found->second->options.max_kernels >= state.capacity) {
+              state.capacity = found->second->options.max_kernels;  // what its image holds
               state.pass = std::move(found->second);
               kept.passes.erase(found);
             }
