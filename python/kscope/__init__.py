@@ -32,6 +32,16 @@ if not available():
     _warn_once(f"kscope: {load_error}; scopes do nothing, report(), diagnose() and bench() raise KscopeError",
                stacklevel=2)
 
+
+
+def __getattr__(name):
+    # kscope.torch (module scopes for PyTorch) on first use: importing kscope imports no torch.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'kscope' has no attribute {name!r}")
+
+
 __all__ = [
     "scope", "Range", "start_range", "set_enabled", "is_enabled", "set_nvtx",
     "enable_cupti", "enable_production", "enable_metric_sampling", "disable_metric_sampling",
