@@ -33,7 +33,6 @@ if not available():
                stacklevel=2)
 
 
-
 def __getattr__(name):
     # kscope.torch (module scopes for PyTorch) on first use: importing kscope imports no torch.
     if name == "torch":
