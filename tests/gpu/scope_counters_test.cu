@@ -121,6 +121,14 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
   CHECK(copy->profiled_calls + copy->calls == total_calls);
   CHECK(copy->host_ns.n + copy->host_ns.warmup == copy->calls);
   CHECK(gemm->profiled_calls + gemm->calls == total_calls);
+  // What the collector got (printed before the checks: a scope without activity says why).
+  const kscope::attribution_counters& collected = r.cupti_counters;
+  std::printf("SCOUNT CUPTI records: seen %llu, kernels %llu, profiled %llu, unattributed %llu, unscoped %llu; "
+              "status: %s\n",
+              static_cast<unsigned long long>(collected.records_seen), static_cast<unsigned long long>(collected.kernel_records),
+              static_cast<unsigned long long>(collected.profiled_records), static_cast<unsigned long long>(collected.unattributed),
+              static_cast<unsigned long long>(collected.unscoped), r.cupti_status.c_str());
+  for (const std::string& w : r.warnings) std::printf("SCOUNT warning: %s\n", w.c_str());
   // The profiled calls' kernels are not in the GPU activity: one kernel per timed call.
   REQUIRE(copy->gpu_activity);
   REQUIRE(gemm->gpu_activity);

@@ -209,13 +209,10 @@ class gpu_attribution {
     };
     std::vector<capture_share> captured;
     static constexpr std::size_t max_capture_shares = 8;
-    // The spans of the latest replays traced as one record: the reference a node-level
-    // replay's span is checked against (their median).
-    std::array<std::int64_t, 15> recent_spans{};
-    std::size_t spans_seen = 0;
-    [[nodiscard]] std::int64_t reference_span_ns() const;
-    // Node-level replays' kernels waiting for that check (set_graph_level_trace), in
-    // arrival order; their names resolved already (CUPTI's name pointers last one buffer).
+    // Node-level replays' kernels waiting for the check against the graph's reference span
+    // (set_graph_level_trace), in arrival order; their names resolved already (CUPTI's name
+    // pointers last one buffer). A replay is let go once a later one of the same graph
+    // begins or a report is made: its kernels may arrive over several buffers.
     struct held_kernel {
       kernel_record record;
       detail::kernel_stats* stats;
@@ -224,6 +221,10 @@ class gpu_attribution {
     std::vector<held_kernel> held;
     std::size_t held_replays = 0;  // distinct correlation ids in `held`
     std::uint64_t released_unchecked = 0;  // a graph never traced as one record so far
+    // The replay let go last, and the shift it got: its kernels that arrive after it was let
+    // go (a later buffer) get the same one.
+    std::uint32_t released_correlation = 0;
+    std::int64_t released_head_start_ns = 0, released_late_from_ns = 0, released_shift_ns = 0;
 
     void add_traced_kernel(std::uint32_t correlation_id, std::int64_t start, std::int64_t end,
                            const detail::kernel_stats* stats);
@@ -283,6 +284,8 @@ class gpu_attribution {
   // and `unchecked_too`), then applied. Without a reference and !unchecked_too they stay.
   // `keep_correlation` (not 0): that replay stays held (its kernels may still be arriving).
   void release_held(graph_accumulator& g, bool unchecked_too, std::uint32_t keep_correlation = 0);
+  // Corrects one kernel of an already released replay the way that replay was.
+  static void retime_like_released(const graph_accumulator& g, kernel_record& k) noexcept;
 
   // A graph-launched record: which scope built its node (graph_nodes_), and, when that is
   // not the launch-time node (after the node cap: the node the record really went to),
@@ -335,6 +338,15 @@ class gpu_attribution {
   std::size_t recent_next_ = 0;
   kernel_interval_sink* interval_sink_ = nullptr;
   bool graph_level_trace_ = false;
+  // Per CUDA graph (whichever scope replayed it), the spans of its latest replays traced as
+  // one record: the reference its node-level replays are checked against (their median).
+  struct graph_reference {
+    std::array<std::int64_t, 15> spans{};
+    std::size_t seen = 0;
+  };
+  std::unordered_map<std::uint32_t, graph_reference> graph_references_;
+  static constexpr std::size_t max_graph_references = 4096;
+  [[nodiscard]] std::int64_t reference_span_ns(std::uint32_t graph_id) const;
 };
 
 // A node-level replay traced while graph-level trace is on that is longer than its graph's
@@ -393,27 +405,49 @@ KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, cons
   std::uint64_t over_cap = 0;  // counted when the replay is applied
   graph_accumulator* g = acc.graph_for(k.graph_id, over_cap);
   if (g == nullptr) return false;
+  if (k.correlation_id != 0 && k.correlation_id == g->released_correlation) {
+    // A kernel of a replay already let go, from a later buffer: shifted like the rest of it.
+    kernel_record late = k;
+    retime_like_released(*g, late);
+    apply_kernel(late, o, stats);
+    return true;
+  }
   const bool new_replay = std::none_of(g->held.begin(), g->held.end(), [&](const graph_accumulator::held_kernel& h) {
     return h.record.correlation_id == k.correlation_id;
   });
+  if (new_replay && !g->held.empty()) {
+    // A later replay began: the earlier ones are whole. Let them go where they can be checked
+    // (or unchecked, past the cap of replays waiting).
+    release_held(*g, /*unchecked_too=*/g->held_replays >= graph_max_held_replays, k.correlation_id);
+  }
   g->held.push_back({k, &stats, o});
   g->held.back().record.name = nullptr;  // CUPTI's string lives for this buffer only
   if (new_replay) ++g->held_replays;
-  if (g->held_replays > graph_max_held_replays) release_held(*g, /*unchecked_too=*/true, k.correlation_id);
   return true;
 }
 
-KSCOPE_DECL std::int64_t gpu_attribution::graph_accumulator::reference_span_ns() const {
-  const std::size_t n = std::min(spans_seen, recent_spans.size());
+KSCOPE_DECL std::int64_t gpu_attribution::reference_span_ns(std::uint32_t graph_id) const {
+  const auto it = graph_references_.find(graph_id);
+  if (it == graph_references_.end()) return 0;
+  const graph_reference& r = it->second;
+  const std::size_t n = std::min(r.seen, r.spans.size());
   if (n == 0) return 0;
-  std::array<std::int64_t, 15> v = recent_spans;
+  std::array<std::int64_t, 15> v = r.spans;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.begin() + static_cast<std::ptrdiff_t>(n));
   return v[n / 2];
 }
 
+KSCOPE_DECL void gpu_attribution::retime_like_released(const graph_accumulator& g, kernel_record& k) noexcept {
+  if (g.released_shift_ns == 0) return;
+  if (k.start_ns >= g.released_late_from_ns) {
+    k.start_ns -= g.released_shift_ns;
+    k.end_ns -= g.released_shift_ns;
+  }
+}
+
 KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchecked_too, std::uint32_t keep_correlation) {
   if (g.held.empty()) return;
-  const std::int64_t reference = g.reference_span_ns();
+  const std::int64_t reference = reference_span_ns(g.graph_id);
   if (reference <= 0 && !unchecked_too) return;
   std::vector<graph_accumulator::held_kernel> held;
   held.swap(g.held);
@@ -443,6 +477,10 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
       ++last;
     }
     const std::int64_t span = end - start;
+    g.released_correlation = held[first].record.correlation_id;
+    g.released_head_start_ns = start;
+    g.released_late_from_ns = 0;
+    g.released_shift_ns = 0;
     if (reference <= 0) {
       ++counters_.graph_replays_unchecked;
       ++g.released_unchecked;
@@ -464,6 +502,8 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
           }
         }
         head.end_ns = std::max(head.start_ns, head.end_ns - excess);
+        g.released_late_from_ns = late_from;
+        g.released_shift_ns = excess;
         ++counters_.graph_replays_retimed;
       }
     }
@@ -524,11 +564,15 @@ KSCOPE_DECL void gpu_attribution::add_graph(const graph_record& g) {
   node_accumulator& acc = account(g, origin);
   if (interval_sink_ != nullptr) interval_sink_->add_interval({g.start_ns, g.end_ns, origin.node, g.device});
   const std::int64_t span = g.end_ns - g.start_ns;
+  if (g.graph_id != 0 && (graph_references_.size() < max_graph_references || graph_references_.count(g.graph_id) > 0)) {
+    graph_reference& ref = graph_references_[g.graph_id];
+    ref.spans[ref.seen++ % ref.spans.size()] = span;
+  }
   if (graph_accumulator* ga = acc.graph_for(g.graph_id, counters_.graphs_over_cap)) {
     ga->untraced += 1;
     ga->untraced_span_ns += span;
-    ga->recent_spans[ga->spans_seen++ % ga->recent_spans.size()] = span;
-    release_held(*ga, /*unchecked_too=*/false);
+    // The newest held replay may still be arriving: it waits for a later one or a report.
+    if (!ga->held.empty()) release_held(*ga, /*unchecked_too=*/false, ga->held.back().record.correlation_id);
   } else {
     acc.unsampled_replays += 1;
     acc.unsampled_span_ns += span;
@@ -542,6 +586,7 @@ KSCOPE_DECL void gpu_attribution::add_graph(const graph_record& g) {
 
 KSCOPE_DECL void gpu_attribution::reset() {
   nodes_.clear();
+  graph_references_.clear();
   node_cache_.fill(node_cache_entry{});
   kernels_.reset();
   recent_.clear();
@@ -559,7 +604,18 @@ KSCOPE_DECL gpu_activity_report gpu_attribution::report(std::size_t top_kernel_l
       for (graph_accumulator& g : acc.graphs) {
         // A graph whose replays already went unchecked (none traced as one record past the
         // cap) lets the rest go too rather than leave them out of the report.
-        release_held(g, /*unchecked_too=*/g.released_unchecked > 0);
+        // The newest replay stays held while it has fewer kernels than the graph's replays
+        // traced node by node had: the rest of it is still on its way (its check needs it whole).
+        std::uint32_t incomplete = 0;
+        if (!g.held.empty() && g.traced > 0) {
+          const std::uint32_t newest = g.held.back().record.correlation_id;
+          const auto kernels = static_cast<std::uint64_t>(std::count_if(
+              g.held.begin(), g.held.end(), [&](const graph_accumulator::held_kernel& h) {
+                return h.record.correlation_id == newest;
+              }));
+          if (kernels * g.traced < g.traced_kernels) incomplete = newest;
+        }
+        release_held(g, /*unchecked_too=*/g.released_unchecked > 0, incomplete);
         held += g.held_replays;
       }
     }
@@ -622,6 +678,7 @@ KSCOPE_DECL std::size_t gpu_attribution::memory_bytes() const noexcept {
   std::size_t bytes = sizeof(*this) + table_.memory_bytes() + graph_nodes_.memory_bytes() +
       kernels_.memory_bytes();
   bytes += recent_.capacity() * sizeof(gpu_activity_event);
+  bytes += graph_references_.size() * (sizeof(graph_reference) + 32);
   for (const auto& [id, acc] : nodes_) {
     (void)id;
     bytes += sizeof(node_accumulator) + 32 + acc.kernel_union.memory_bytes() +
