@@ -429,7 +429,11 @@ class cupti_collector {
       }
     }
 
-    // 4. Activity kinds. Kernels are required; the rest degrade with a warning.
+    // 4. Activity kinds. Kernels are required; the rest degrade with a warning. A warp-stall
+    // pass's PC sampling, kept enabled, would make CUPTI refuse them: let it go first.
+    if (const detail::pc_sampling_release_hook release =
+            detail::pc_sampling_release_for_activity().load(std::memory_order_acquire))
+      (void)release();
     enabled_kinds_.clear();
     CUptiResult r = enable_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {

@@ -349,6 +349,10 @@ KSCOPE_DECL kept_pc_sampling& kept_pc_sampling_state();
 // held; the next pass enables it afresh. Registered as the kept_pc_sampling_releaser().
 KSCOPE_DECL void release_kept_pc_sampling_locked() noexcept;
 
+// The same, taking counter_pass_mutex() (false, nothing done, while a pass holds it): the
+// activity collector's hook (cupti/detail/api.hpp: pc_sampling_release_for_activity).
+KSCOPE_DECL bool release_kept_pc_sampling_unlocked() noexcept;
+
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL kept_pc_sampling& kept_pc_sampling_state() {
   static lazy_global<kept_pc_sampling> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
@@ -365,6 +369,13 @@ KSCOPE_DECL void release_kept_pc_sampling_locked() noexcept {
   kept.context = nullptr;
   kept.context_id = 0;
   kept.end_buffer.reset();
+}
+
+KSCOPE_DECL bool release_kept_pc_sampling_unlocked() noexcept {
+  std::unique_lock<std::mutex> lock(counter_pass_mutex(), std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  release_kept_pc_sampling_locked();
+  return true;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -505,6 +516,7 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
     kept.scratch_buffer_bytes = options.scratch_buffer_bytes;
     kept.hardware_buffer_bytes = options.hardware_buffer_bytes;
     kept_pc_sampling_releaser().store(&release_kept_pc_sampling_locked, std::memory_order_release);
+    pc_sampling_release_for_activity().store(&release_kept_pc_sampling_unlocked, std::memory_order_release);
   }
   // Every way out but a kept success lets it go (disable: CUPTI joins its threads).
   struct release_unless_kept {
@@ -792,11 +804,10 @@ KSCOPE_DECL bool release_warp_stall_sampling();
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL bool release_warp_stall_sampling() {
 #if KSCOPE_HAS_PC_SAMPLING
-  std::unique_lock<std::mutex> lock(detail::counter_pass_mutex(), std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  detail::release_kept_pc_sampling_locked();
-#endif
+  return detail::release_kept_pc_sampling_unlocked();
+#else
   return true;
+#endif
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 

@@ -270,6 +270,21 @@ KSCOPE_DECL std::atomic<bool>& activity_tracing() noexcept {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+// PC sampling that a warp-stall pass left enabled (warp_stalls/collect.hpp,
+// warp_stall_options::keep_enabled) makes CUPTI refuse to enable activity kinds
+// (CUPTI_ERROR_NOT_COMPATIBLE, H100, CUDA 13.0), though activity enabled first lets PC
+// sampling start. The warp-stall module registers how to let it go (false: a pass is
+// running); the activity collector calls it before it enables its kinds.
+using pc_sampling_release_hook = bool (*)() noexcept;
+KSCOPE_DECL std::atomic<pc_sampling_release_hook>& pc_sampling_release_for_activity() noexcept;
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::atomic<pc_sampling_release_hook>& pc_sampling_release_for_activity() noexcept {
+  static std::atomic<pc_sampling_release_hook> hook{nullptr};  // constant-initialized
+  return hook;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 }  // namespace detail
 }  // namespace kscope
 
