@@ -161,7 +161,7 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
     CHECK_MESSAGE(entry.second >= 1, entry.first);
     CHECK(entry.second <= cc.profiled_calls);
   }
-  if (cc.groups > 1) CHECK(text.find("metric groups rotated") != std::string::npos);
+  if (cc.groups > 1) CHECK(text.find("one-pass groups rotated") != std::string::npos);
   std::printf("SCOUNT %zu one-pass groups; metric calls:", cc.groups);
   for (const auto& [name, calls] : cc.metric_calls) std::printf(" %s=%zu", name.c_str(), calls);
   std::printf("\n");

@@ -670,12 +670,6 @@ class counter_pass_run {
   // starts as begin() left it. False (result says why) when CUPTI refuses: the run is spent.
   bool rearm(counter_result& result);
 
-  // Before the next pass of a run whose passes are spread over separate calls of a scope
-  // (counters/scope_counters.hpp): waits for the work launched since the last pass, which
-  // must not run into the pass's first range (arm() does the same before the first pass).
-  // False (result says why) when the synchronization fails.
-  bool settle(counter_result& result);
-
   // The context the run profiles (null before begin()).
   [[nodiscard]] CUcontext context() const noexcept { return setup_.context; }
 
@@ -924,11 +918,6 @@ KSCOPE_DECL bool counter_pass_run::rearm(counter_result& result) {
   if (!arm()) return give_up(result);
   if (per_kernel_ && options_->name_kernels) kernel_names_.emplace(setup_.libs->cupti);
   return true;
-}
-
-KSCOPE_DECL bool counter_pass_run::settle(counter_result& result) {
-  if (setup_.cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the pass)")) return true;
-  return give_up(result);
 }
 
 KSCOPE_DECL bool counter_pass_run::wants_run(const counter_result& result) const noexcept {
@@ -1345,19 +1334,16 @@ template <class Work>
 
 #if KSCOPE_HAS_RANGE_PROFILER
 namespace detail {
-// The metric groups for `metrics` on the current device (counters/metrics.hpp:
-// plan_one_pass_groups: one-pass groups, and groups of metrics that need up to
-// `max_spread_passes` passes, collected over consecutive calls), with the names resolved as
-// a pass resolves them (fallbacks for names the device does not offer). Call with the
-// counter-pass lock held. False, with `why`, when the profiler cannot be set up here.
+// The one-pass groups for `metrics` on the current device (counters/metrics.hpp:
+// plan_one_pass_groups), with the names resolved as a pass resolves them (fallbacks for
+// names the device does not offer). Call with the counter-pass lock held. False, with
+// `why`, when the profiler cannot be set up here.
 KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
-                                one_pass_plan& plan, counter_state& state, std::string& why,
-                                std::size_t max_spread_passes = 0);
+                                one_pass_plan& plan, counter_state& state, std::string& why);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
-                                one_pass_plan& plan, counter_state& state, std::string& why,
-                                std::size_t max_spread_passes) {
+                                one_pass_plan& plan, counter_state& state, std::string& why) {
   counter_setup setup;
   if (!setup.open(options)) {
     state = setup.state;
@@ -1377,9 +1363,8 @@ KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, co
     for (std::size_t i = 0; i < request.errors.size(); ++i) why += (i ? "; " : "") + request.errors[i];
     return false;
   }
-  plan = plan_one_pass_groups(
-      request.collect, [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); },
-      max_spread_passes);
+  plan = plan_one_pass_groups(request.collect,
+                              [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); });
   plan.notes.insert(plan.notes.begin(), request.notes.begin(), request.notes.end());
   return true;
 }

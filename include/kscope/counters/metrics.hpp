@@ -380,56 +380,28 @@ KSCOPE_DECL std::vector<std::string> scope_metric_names() {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// How per-scope counters collect without kernel replay: each profiled call gets one group of
-// metrics, run once per call (user replay: no save and restore of device memory). A group
-// that fits in ONE pass is measured by one call; a group of metrics that need several passes
-// alone (the speed-of-light rollups: sm__throughput, gpu__compute_memory_throughput,
-// lts__throughput, l1tex__throughput) is measured over that many CONSECUTIVE calls of one
-// scope, one pass each, as the bench replays its call once per pass: the same metrics, so
-// the same verdict. The groups rotate over a scope's profiled calls; after
-// calls_per_rotation() calls every metric was measured once. The GPU time of each kernel is
-// in every group it fits beside, so each call's rates have their own time base.
+// How per-scope counters collect without replay: each profiled call gets one group of
+// metrics that fits in ONE pass (no kernel replay, so no save and restore of device
+// memory), and the groups rotate over a scope's profiled calls; after as many calls as
+// groups every metric was measured once. The GPU time of each kernel is in every group,
+// so each call's rates have their own time base.
 struct one_pass_plan {
   std::vector<std::vector<std::string>> groups;
-  // Passes each group needs, aligned with `groups`: 1 for a one-pass group, more for a
-  // group collected over that many consecutive calls of a scope. Empty: every group 1.
-  std::vector<std::size_t> passes;
-  std::vector<std::string> notes;  // stand-ins taken, metrics spread or left out, one line each
-
-  [[nodiscard]] std::size_t passes_of(std::size_t group) const noexcept {
-    return group < passes.size() && passes[group] > 0 ? passes[group] : 1;
-  }
-  // Profiled calls of a scope that measure every group once.
-  [[nodiscard]] std::size_t calls_per_rotation() const noexcept {
-    std::size_t calls = 0;
-    for (std::size_t i = 0; i < groups.size(); ++i) calls += passes_of(i);
-    return calls;
-  }
+  std::vector<std::string> notes;  // stand-ins taken and metrics left out, one line each
 };
 
 // Builds the groups greedily (first fit, request order). `passes(names)` says how many
-// passes a set needs on this device (0: it cannot be configured). A metric that needs more
-// than one pass alone is collected over consecutive calls when it needs at most
-// `max_spread_passes` (0: never; the plan is then one pass per call), in a multi-pass group
-// it joins when that costs no pass more than either needs alone; its one-pass catalog
-// stand-in (the next of its catalog names that needs one pass) is collected too, as the
-// fallback while the multi-pass group has not completed; without either it is left out,
-// with a note. SASS instruction counters are grouped only with each other: CUPTI counts
-// them only under kernel replay while the activity collector traces, so their groups run
-// in another replay mode than the rest, and no other metric should change mode with them
-// (tensor-pipe FLOPs measured beside them were seen to come back without a value). The
-// CPU tests give a fake `passes`.
-//   auto plan = kscope::plan_one_pass_groups(kscope::scope_metric_names(), count_passes, 32);
+// passes a set needs on this device (0: it cannot be configured); a metric that needs more
+// than one pass alone is replaced by the first of its catalog names that needs one, or
+// left out with a note. The CPU tests give a fake `passes`.
+//   auto plan = kscope::plan_one_pass_groups(kscope::scope_metric_names(), count_passes);
 template <class PassCount>
-[[nodiscard]] one_pass_plan plan_one_pass_groups(const std::vector<std::string>& metrics, PassCount&& passes,
-                                                 std::size_t max_spread_passes = 0) {
+[[nodiscard]] one_pass_plan plan_one_pass_groups(const std::vector<std::string>& metrics, PassCount&& passes) {
   one_pass_plan plan;
   const std::string duration(metric_info_of(counter_metric::duration).name());
   std::vector<std::string> singles;
-  std::vector<std::pair<std::string, std::size_t>> spread;  // multi-pass metrics and their passes alone
   for (const std::string& name : metrics) {
     if (name == duration || std::find(singles.begin(), singles.end(), name) != singles.end()) continue;
-    if (std::any_of(spread.begin(), spread.end(), [&name](const auto& s) { return s.first == name; })) continue;
     const std::size_t alone = passes(std::vector<std::string>{name});
     if (alone == 1) {
       singles.push_back(name);
@@ -447,15 +419,8 @@ template <class PassCount>
     }
     const std::string why = alone == 0 ? "cannot be configured on this device"
                                        : "needs " + std::to_string(alone) + " passes alone";
-    const bool spreads = alone > 1 && alone <= max_spread_passes && !detail::is_sass_instruction_metric(name);
-    if (!stand_in.empty() && std::find(singles.begin(), singles.end(), stand_in) == singles.end())
-      singles.push_back(stand_in);
-    if (spreads) {
-      spread.emplace_back(name, alone);
-      plan.notes.push_back(name + " " + why + ": per-scope counters collect it over " + std::to_string(alone) +
-                           " consecutive profiled calls of a scope, one pass each, as the bench replays its call" +
-                           (stand_in.empty() ? std::string() : " (" + stand_in + " in one pass meanwhile)"));
-    } else if (!stand_in.empty()) {
+    if (!stand_in.empty()) {
+      if (std::find(singles.begin(), singles.end(), stand_in) == singles.end()) singles.push_back(stand_in);
       plan.notes.push_back(name + " " + why + ": per-scope counters (one pass per call) collect " + stand_in +
                            " instead");
     } else {
@@ -464,10 +429,8 @@ template <class PassCount>
     }
   }
   for (const std::string& name : singles) {
-    const bool sass = detail::is_sass_instruction_metric(name);
     bool placed = false;
     for (std::vector<std::string>& g : plan.groups) {
-      if (detail::has_sass_instruction_metric(g) != sass) continue;  // SASS counters only beside each other
       std::vector<std::string> trial = g;
       trial.push_back(name);
       if (passes(trial) == 1) {
@@ -488,37 +451,7 @@ template <class PassCount>
                            ": its group goes without the kernels' time");
     }
   }
-  plan.passes.assign(plan.groups.size(), 1);
-  // The multi-pass groups, after the one-pass ones: a metric joins a group when the group
-  // then needs no more passes than the larger of the two did alone.
-  const std::size_t first_spread = plan.groups.size();
-  for (const auto& [name, alone] : spread) {
-    bool placed = false;
-    for (std::size_t i = first_spread; i < plan.groups.size(); ++i) {
-      std::vector<std::string> trial = plan.groups[i];
-      trial.push_back(name);
-      const std::size_t p = passes(trial);
-      if (p >= 1 && p <= std::max(plan.passes[i], alone)) {
-        plan.groups[i] = std::move(trial);
-        plan.passes[i] = p;
-        placed = true;
-        break;
-      }
-    }
-    if (placed) continue;
-    const std::size_t with_duration = passes(std::vector<std::string>{duration, name});
-    if (with_duration >= 1 && with_duration <= max_spread_passes) {
-      plan.groups.push_back({duration, name});
-      plan.passes.push_back(with_duration);
-    } else {
-      plan.groups.push_back({name});
-      plan.passes.push_back(alone);
-    }
-  }
-  if (plan.groups.empty()) {
-    plan.groups.push_back({duration});
-    plan.passes.push_back(1);
-  }
+  if (plan.groups.empty()) plan.groups.push_back({duration});
   return plan;
 }
 

@@ -1,17 +1,13 @@
 // kscope/counters/report.hpp — the report's section for hardware counters per scope
-// (counters/scope_counters.hpp: a bounded sample of each scope's calls, each profiled with
-// one metric group (a multi-pass group over consecutive calls), or by kernel replay when
-// asked): the data as the report holds it, built from the measured calls' aggregate by
+// (counters/scope_counters.hpp: a bounded sample of each scope's calls, each profiled once with
+// a one-pass metric group, or by kernel replay when asked): the
+// data as the report holds it, built from the profiled calls' aggregate by
 // make_scope_counter_report (pure), and its text and JSON printers.
 //
-// Per scope: calls profiled, kernels per measured call, DRAM bytes and FLOPs per measured
-// call (from the counters, not from declared work: SASS FP instructions and the tensor
-// pipe's ops), the speed-of-light pair, the measured roofline point per memory level, the
-// declared-vs-measured line when they differ by more than 10 %, and the verdict of
-// counters/metrics.hpp's classify (the bench's classifier) with the numbers it rests on. A
-// row whose figures rest on part of a call's kernels (more launched than the image held at
-// its limit) says so in the row: `+` after each such cell in the text table, "(partial)"
-// in the HTML table, `partial` in the JSON.
+// Per scope: calls profiled, kernels per call, DRAM bytes and FP FLOPs per call (from the
+// counters, not from declared work), the speed-of-light pair, the measured roofline point
+// per memory level, the declared-vs-measured line when they differ by more than 10 %, and
+// the verdict of counters/metrics.hpp's classify with the numbers it rests on.
 #pragma once
 
 #include "metrics.hpp"
@@ -36,21 +32,10 @@ namespace kscope {
 
 // One scope's counters, as the report holds them.
 struct scope_counter_report {
-  std::uint64_t profiled_calls = 0;    // each pass of a group spread over consecutive calls counts
+  std::uint64_t profiled_calls = 0;
   std::uint64_t failed_calls = 0;
   std::uint64_t kernels = 0;           // over the profiled calls
-  std::uint64_t kernels_dropped = 0;   // kernels the partial calls launched past the image
-  // The calls the figures rest on: every per-call figure is over these (a metric group
-  // measured over several consecutive calls, one pass each, counts once).
-  std::uint64_t measured_calls = 0;
-  std::uint64_t measured_kernels = 0;  // the kernels of the measured calls (kern/c: per measured call)
-  // Measured calls that launched more kernels than their counter-data image held at its
-  // limit (scope_counter_options::max_kernels_grown): their sums lack the kernels past it,
-  // so the row marks every figure as resting on part of the call's kernels (partial()).
-  std::uint64_t partial_calls = 0;
-  std::uint64_t kernel_capacity = 0;   // kernels the image of a measured call held (0: unknown)
-  // Kernels per call the activity timeline saw in the scope's timed calls; NaN when unknown.
-  double kernels_per_call_launched = std::numeric_limits<double>::quiet_NaN();
+  std::uint64_t kernels_dropped = 0;
   metric_values totals;                // every metric, aggregated over the profiled calls
   // One-pass groups rotated over the calls (1: every metric in every call), and the calls
   // each metric rests on: a sum from fewer calls is scaled to all of them in `totals`.
@@ -60,30 +45,14 @@ struct scope_counter_report {
   std::optional<work_check> declared_vs_measured;
   classification classified;
 
-  // A scope total per measured call (NaN when no call was measured).
   [[nodiscard]] double per_call(double total) const noexcept;
-  // Some figure rests on only part of a call's kernels.
-  [[nodiscard]] bool partial() const noexcept { return partial_calls > 0; }
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL double scope_counter_report::per_call(double total) const noexcept {
-  const std::uint64_t calls = measured_calls > 0 ? measured_calls : profiled_calls;
-  return calls > 0 ? total / static_cast<double>(calls) : std::numeric_limits<double>::quiet_NaN();
+  return profiled_calls > 0 ? total / static_cast<double>(profiled_calls) : std::numeric_limits<double>::quiet_NaN();
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
-
-// What a scope's profiled calls were, beside their aggregate (scope_counters.hpp's totals).
-struct scope_counter_calls {
-  std::uint64_t profiled = 0;         // calls profiled (each pass of a multi-pass group one)
-  std::uint64_t failed = 0;           // passes that failed
-  std::uint64_t kernels = 0;          // kernels profiled over the profiled calls
-  std::uint64_t kernels_dropped = 0;  // past the image in the partial calls
-  std::uint64_t partial = 0;          // measured calls whose kernels did not all fit
-  std::uint64_t kernel_capacity = 0;  // kernels the image held
-  std::size_t groups = 1;             // metric groups rotated over the calls
-  double kernels_per_call_launched = std::numeric_limits<double>::quiet_NaN();  // from the timeline
-};
 
 // The session-wide part: what ran, what was skipped, what it cost.
 struct session_counters_status {
@@ -98,22 +67,10 @@ struct session_counters_status {
 
 
 
-// Builds a scope's section from its measured calls' aggregate. `declared_per_call` is the
+// Builds a scope's section from its profiled calls' aggregate. `declared_per_call` is the
 // scope's declared work per call (NaN fields when none), `span_ns` and `gpu_busy_ns` its
 // host span and GPU busy time per call from the timed calls (NaN when unknown: then the
-// launch/CPU check is named as missing), `roofs` the device's (may be null). The verdict is
-// classify()'s (counters/metrics.hpp), the function the bench's .counters() conclude with,
-// on the same kind of input: the kernels' aggregated values.
-//   kscope::scope_counter_calls calls;
-//   calls.profiled = 4; calls.kernels = 4;
-//   auto r = kscope::make_scope_counter_report(agg, calls, declared, span, busy, &roofs);
-[[nodiscard]] KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggregate& aggregate,
-                                                                         const scope_counter_calls& calls,
-                                                                         const work& declared_per_call, double span_ns,
-                                                                         double gpu_busy_ns,
-                                                                         const hierarchical_roofs* roofs);
-
-// The same, the calls given one by one (every measured call whole).
+// launch/CPU check is named as missing), `roofs` the device's (may be null).
 //   auto r = kscope::make_scope_counter_report(agg, calls, 0, kernels, 0, declared, span, busy, &roofs);
 [[nodiscard]] KSCOPE_DECL scope_counter_report make_scope_counter_report(
     const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
@@ -121,34 +78,27 @@ struct session_counters_status {
     double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups = 1);
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggregate& aggregate,
-                                                           const scope_counter_calls& calls,
-                                                           const work& declared_per_call, double span_ns,
-                                                           double gpu_busy_ns, const hierarchical_roofs* roofs) {
+KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
+    std::uint64_t kernels, std::uint64_t kernels_dropped, const work& declared_per_call, double span_ns,
+    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups) {
   scope_counter_report r;
-  r.groups = calls.groups;
+  r.groups = groups;
   for (const auto& [name, m] : aggregate.metrics()) r.metric_calls.emplace(name, m.calls);
-  r.profiled_calls = calls.profiled;
-  r.failed_calls = calls.failed;
-  r.kernels = calls.kernels;
-  r.kernels_dropped = calls.kernels_dropped;
-  r.measured_calls = aggregate.calls();
-  r.measured_kernels = aggregate.kernels();
-  r.partial_calls = std::min<std::uint64_t>(calls.partial, r.measured_calls);
-  r.kernel_capacity = calls.kernel_capacity;
-  r.kernels_per_call_launched = calls.kernels_per_call_launched;
+  r.profiled_calls = profiled_calls;
+  r.failed_calls = failed_calls;
+  r.kernels = kernels;
+  r.kernels_dropped = kernels_dropped;
   r.totals = aggregate.totals();
-  if (r.profiled_calls == 0 || r.kernels == 0 || r.measured_calls == 0) {
-    r.classified.verdict.text = r.profiled_calls == 0 ? "undetermined: no call was profiled"
-                                : r.kernels == 0      ? "undetermined: the profiled calls launched no kernel"
-                                                      : "undetermined: no profiled call was measured whole";
+  if (profiled_calls == 0 || kernels == 0) {
+    r.classified.verdict.text = profiled_calls == 0 ? "undetermined: no call was profiled"
+                                                    : "undetermined: the profiled calls launched no kernel";
     return r;
   }
   r.measured = measure_roofline(r.totals, roofs);
   const bool declared = std::isfinite(declared_per_call.flops) || std::isfinite(declared_per_call.bytes);
   if (declared)
     r.declared_vs_measured =
-        compare_declared_work(declared_per_call, r.totals, static_cast<std::size_t>(r.measured_calls));
+        compare_declared_work(declared_per_call, r.totals, static_cast<std::size_t>(profiled_calls));
   classification_input in;
   in.counters = r.totals;
   // The timeline per call: the kernels' busy time against the span of the timed calls.
@@ -159,18 +109,6 @@ KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggrega
   if (roofs) in.roofs = *roofs;
   r.classified = classify(in);
   return r;
-}
-
-KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
-    std::uint64_t kernels, std::uint64_t kernels_dropped, const work& declared_per_call, double span_ns,
-    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups) {
-  scope_counter_calls calls;
-  calls.profiled = profiled_calls;
-  calls.failed = failed_calls;
-  calls.kernels = kernels;
-  calls.kernels_dropped = kernels_dropped;
-  calls.groups = groups;
-  return make_scope_counter_report(aggregate, calls, declared_per_call, span_ns, gpu_busy_ns, roofs);
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -197,8 +135,8 @@ KSCOPE_DECL std::string metric_calls_text(const scope_counter_report& c) {
     hi = std::max(hi, calls);
   }
   std::string out = "metrics from " + (lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi)) +
-                    " of " + std::to_string(c.measured_calls) + " measured calls (" + std::to_string(c.groups) +
-                    " metric groups rotated";
+                    " of " + std::to_string(c.profiled_calls) + " profiled calls (" + std::to_string(c.groups) +
+                    " one-pass groups rotated";
   const auto calls_of = [&c](counter_metric id) -> std::size_t {
     for (std::string_view n : metric_info_of(id).names) {
       const auto it = c.metric_calls.find(n);
@@ -214,50 +152,6 @@ KSCOPE_DECL std::string metric_calls_text(const scope_counter_report& c) {
   for (const auto& [label, id] : shown)
     if (const std::size_t n = calls_of(id)) out += std::string("; ") + label + " " + std::to_string(n);
   return out + ")";
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
-
-// The row's mark for a figure that rests on part of a call's kernels ("+": a lower bound).
-KSCOPE_DECL std::string partial_mark(const scope_counter_report& c);
-
-// What a partial row rests on, in words: "partial: 2 of 3 measured calls launched more
-// kernels than the 4096 their counter-data image held (max_kernels_grown): ...; at least 88
-// kernels not profiled; the timeline saw 4184 kernels per call". Empty for a whole row.
-KSCOPE_DECL std::string partial_text(const scope_counter_report& c);
-
-// The tensor pipe was busy but its FLOPs were not measured (or read 0): the FLOP figure
-// counts CUDA-core instructions only, in words; empty otherwise.
-KSCOPE_DECL std::string tensor_flops_text(const scope_counter_report& c);
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL std::string partial_mark(const scope_counter_report& c) { return c.partial() ? "+" : ""; }
-
-KSCOPE_DECL std::string partial_text(const scope_counter_report& c) {
-  if (!c.partial()) return {};
-  std::string out = "partial: " + std::to_string(c.partial_calls) + " of " + std::to_string(c.measured_calls) +
-                    " measured calls launched more kernels than the " +
-                    (c.kernel_capacity > 0 ? std::to_string(c.kernel_capacity) + " " : std::string()) +
-                    "their counter-data image held (max_kernels_grown): the row's figures rest on part of a "
-                    "call's kernels (lower bounds)";
-  if (c.kernels_dropped > 0) out += "; at least " + std::to_string(c.kernels_dropped) + " kernels not profiled";
-  if (std::isfinite(c.kernels_per_call_launched))
-    out += "; the timeline saw " + format_general(c.kernels_per_call_launched, 6) + " kernels per call";
-  return out;
-}
-
-KSCOPE_DECL std::string tensor_flops_text(const scope_counter_report& c) {
-  const double busy = metric_value(c.totals, counter_metric::tensor_pipe_active);
-  if (!(busy >= 1.0)) return {};
-  const double tensor = c.measured.flops.tensor;
-  if (std::isnan(tensor))
-    return "the tensor pipe was busy " + pct_text(busy) +
-           " of the time, but its FLOPs (sm__ops_path_tensor_src_*) were not measured: FLOP/call counts the "
-           "CUDA-core instructions only";
-  if (tensor == 0)
-    return "the tensor pipe was busy " + pct_text(busy) +
-           " of the time, but its FLOP counters (sm__ops_path_tensor_src_*) read 0: FLOP/call lacks the "
-           "tensor-core work";
-  return {};
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -287,17 +181,12 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
     const double mem = metric_value(c.totals, counter_metric::memory_throughput);
     std::string name(indent_width(s.depth), ' ');
     name += printable_name(s.name);
-    // A figure that rests on part of a call's kernels carries the mark in its own cell.
-    const std::string mark = partial_mark(c);
-    const auto marked = [&mark](std::string cell) { return cell == "-" ? cell : cell + mark; };
     out += fit(name, 26) + fit(std::to_string(c.profiled_calls), 6, true) +
-           fit(c.measured_calls ? marked(format_fixed(static_cast<double>(c.measured_kernels) /
-                                                           static_cast<double>(c.measured_calls),
-                                                       1))
+           fit(c.profiled_calls ? format_fixed(static_cast<double>(c.kernels) / static_cast<double>(c.profiled_calls), 1)
                                 : std::string("-"),
                8, true) +
-           fit(marked(counter_cell(c.per_call(dram), "B")), 11, true) +
-           fit(marked(counter_cell(c.per_call(c.measured.flops.total), "")), 11, true) +
+           fit(counter_cell(c.per_call(dram), "B"), 11, true) +
+           fit(counter_cell(c.per_call(c.measured.flops.total), ""), 11, true) +
            fit(std::isfinite(sm) ? format_fixed(sm, 1) : "-", 7, true) +
            fit(std::isfinite(mem) ? format_fixed(mem, 1) : "-", 7, true) + "  " +
            fit((outweighed_note(s, c.classified.verdict.kind, "hardware counters").empty() ? "" : "~") +
@@ -311,19 +200,13 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
       details += wrap("  " + printable_name(s.path) + ": " + c.declared_vs_measured->text, 98);
     const std::string measured = describe(c.measured);
     if (!measured.empty()) details += wrap("  measured roofline: " + measured, 98);
-    if (const std::string partial = partial_text(c); !partial.empty())
-      details += wrap("  " + printable_name(s.path) + ": " + partial, 98);
-    if (const std::string tensor = tensor_flops_text(c); !tensor.empty())
-      details += wrap("  " + printable_name(s.path) + ": " + tensor, 98);
     if (c.failed_calls)
       details += wrap("  " + std::to_string(c.failed_calls) + " profiled calls failed (notes below)", 98);
     if (c.groups > 1) details += wrap("  " + metric_calls_text(c), 98);
   }
-  out += wrap("prof: calls profiled; kern/c: kernels per measured call; DRAM/call, FLOP/call: measured, per "
-              "measured call (DRAM read + write, and the write-back after the call where measured; SASS FP "
-              "instructions, fma = 2, and the tensor pipe's FLOPs); SM %, mem %: speed-of-light throughputs, "
-              "kernel-time weighted; +: the figure rests on part of a call's kernels (more were launched than "
-              "profiled)",
+  out += wrap("prof: calls profiled; kern/c: kernels per profiled call; DRAM/call, FLOP/call: measured (DRAM "
+              "read + write, and the write-back after the call where measured; SASS FP instructions, fma = 2); SM %, mem %: speed-of-light throughputs, "
+              "kernel-time weighted",
               98);
   out += details;
   std::string line = std::to_string(st.passes) + " counter passes";
@@ -345,12 +228,6 @@ KSCOPE_DECL void write_scope_counters_json(json_writer& w, const scope_counter_r
   w.member("failed_calls", static_cast<unsigned long long>(c.failed_calls));
   w.member("kernels", static_cast<unsigned long long>(c.kernels));
   w.member("kernels_dropped", static_cast<unsigned long long>(c.kernels_dropped));
-  w.member("measured_calls", static_cast<unsigned long long>(c.measured_calls));
-  w.member("measured_kernels", static_cast<unsigned long long>(c.measured_kernels));
-  w.member("partial_calls", static_cast<unsigned long long>(c.partial_calls));
-  w.member("partial", c.partial());
-  w.member("kernel_capacity", static_cast<unsigned long long>(c.kernel_capacity));
-  w.member("kernels_per_call_launched", c.kernels_per_call_launched);
   w.key("totals").begin_object();
   for (const auto& [name, value] : c.totals) w.member(name, value);
   w.end_object();

@@ -58,23 +58,16 @@ KSCOPE_DECL std::string session_report::html() const {
   // Measured points (per-scope counters): one per memory level beside the declared one,
   // labelled "path (DRAM)", "path (L2)"; a measured point is what the kernels did.
   html_table measured_table{"Hardware counters per scope (sampled calls profiled)",
-                            {"scope", "profiled calls", "kernels / call", "DRAM / call", "FLOP / call", "verdict"}, {}};
+                            {"scope", "profiled calls", "DRAM / call", "FLOP / call", "verdict"}, {}};
   for (const scope_report& s : scopes) {
     if (!s.counters) continue;
     const scope_counter_report& c = *s.counters;
     for (memory_level level : {memory_level::dram, memory_level::l2, memory_level::l1})
       if (const std::optional<roof_point> mp = c.measured.chart_point(level, s.path)) points.push_back(*mp);
-    // A figure that rests on part of a call's kernels says so in its row.
-    const std::string mark = c.partial() ? " (partial)" : "";
-    const std::string kernels =
-        c.measured_calls
-            ? detail::format_fixed(static_cast<double>(c.measured_kernels) / static_cast<double>(c.measured_calls), 1)
-            : std::string("-");
     measured_table.rows.push_back(
         {s.path, std::to_string(c.profiled_calls),
-         kernels + (c.partial() ? " (" + detail::partial_text(c) + ")" : std::string()),
-         detail::counter_cell(c.per_call(dram_bytes_moved(c.totals)), "B") + mark,
-         detail::counter_cell(c.per_call(c.measured.flops.total), "FLOP") + mark, c.classified.verdict.text});
+         detail::counter_cell(c.per_call(dram_bytes_moved(c.totals)), "B"),
+         detail::counter_cell(c.per_call(c.measured.flops.total), "FLOP"), c.classified.verdict.text});
   }
   if (!points.empty() && !context.roof_lines.empty()) {
     plot_options options;

@@ -103,20 +103,9 @@ KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_sn
         roofs = hierarchical_roofs{roof_line{std::string(to_string(type)) + " " + to_string(core_kind::plain),
                                              r->theoretical_flops_per_s, peaks->theoretical_bytes_per_s, false}};
     }
-    scope_counter_calls profiled;
-    profiled.profiled = t->profiled_calls;
-    profiled.failed = t->failed_calls;
-    profiled.kernels = t->kernels;
-    profiled.kernels_dropped = t->kernels_dropped;
-    profiled.partial = t->partial_calls;
-    profiled.kernel_capacity = t->kernel_capacity;
-    profiled.groups = t->groups;
-    // Kernels per call from the timeline (the timed calls: profiled ones are kept out of it),
-    // so a partial row can say how many the call launched.
-    if (s.gpu_activity && s.calls > 0)
-      profiled.kernels_per_call_launched =
-          static_cast<double>(s.gpu_activity->kernel_count) / static_cast<double>(s.calls);
-    s.counters = make_scope_counter_report(t->aggregate, profiled, declared_per_call, span, busy, roofs ? &*roofs : nullptr);
+    s.counters = make_scope_counter_report(t->aggregate, t->profiled_calls, t->failed_calls, t->kernels,
+                                           t->kernels_dropped, declared_per_call, span, busy, roofs ? &*roofs : nullptr,
+                                           t->groups);
   }
 }
 
