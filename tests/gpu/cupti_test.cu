@@ -383,7 +383,9 @@ TEST_CASE("synchronizes: the host's waits go to the scope that called them, with
   CHECK(n->host_sync.stream == 1);
   CHECK(n->host_sync.event == 1);
   CHECK(n->host_sync.context == 1);
-  CHECK(n->host_sync.ns >= static_cast<std::int64_t>(3 * spin * 9 / 10));  // each waited for most of a spin
+  // Each waited for most of a spin: the kernel starts while the host is still on its way to
+  // the synchronize (under CUPTI's launch callbacks that took up to 0.6 ms of 2 on an H100).
+  CHECK(n->host_sync.ns >= static_cast<std::int64_t>(3 * spin * 6 / 10));
   const auto* quiet = snap.activity.find(quiet_node);
   REQUIRE(quiet != nullptr);
   CHECK(quiet->host_sync.count == 0);  // flushed_snapshot's synchronize runs outside every scope

@@ -125,11 +125,17 @@ child_result parse_result(const std::string& text) {
   child_result r;
   std::istringstream in(text);
   std::string key;
+  // "nan" does not parse with >> into a double: every number is read as a word.
+  const auto number = [&in]() {
+    std::string word;
+    in >> word;
+    return std::strtod(word.c_str(), nullptr);
+  };
   while (in >> key) {
-    if (key == "busy_share") in >> r.busy_share;
-    else if (key == "truth_share") in >> r.truth_share;
-    else if (key == "busy_ns") in >> r.busy_ns;
-    else if (key == "truth_ns") in >> r.truth_ns;
+    if (key == "busy_share") r.busy_share = number();
+    else if (key == "truth_share") r.truth_share = number();
+    else if (key == "busy_ns") r.busy_ns = number();
+    else if (key == "truth_ns") r.truth_ns = number();
     else if (key == "host_sync_findings") in >> r.host_sync_findings;
     else if (key == "findings") in >> r.findings;
     else if (key == "kernel") {

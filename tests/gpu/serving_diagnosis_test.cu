@@ -82,6 +82,10 @@ constexpr const char* out_variable = "KSCOPE_TEST_SERVING_OUT";
 
 // The busy share must be within this share of the events' (relative).
 constexpr double busy_share_tolerance = 0.05;
+// What one CUDA event pair adds around GPU work on a stream that was idle: the start event is
+// stamped before the kernel arrives. Measured on an H100 (this test's log, "events - busy"):
+// 10 to 26 us a pair; the comparison allows 30 us a pair on top of the 5 %.
+constexpr double event_pair_overhead_ns = 30'000;
 
 bool is_child() { return std::getenv(mode_variable) != nullptr; }
 
@@ -506,7 +510,9 @@ void check_program(const expectation& want) {
 
     if (std::isfinite(r.busy_share)) {
       CHECK(r.busy_share <= 1.0);
-      CHECK(std::fabs(r.busy_share - r.truth_share()) <= busy_share_tolerance * r.truth_share());
+      const double allowed =
+          busy_share_tolerance * r.truth_share() + r.truth_pairs * event_pair_overhead_ns / r.wall_ns;
+      CHECK(std::fabs(r.busy_share - r.truth_share()) <= allowed);
     } else {
       std::printf("serving diagnosis %s/%s: busy share unknown: %s\n", program.c_str(), mode.c_str(),
                   r.unknown_reason.c_str());

@@ -490,9 +490,11 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
                                       static_cast<double>(graph_retime_min_excess_ns));
       if (static_cast<double>(excess) > allowed) {
         // CUPTI's offset: the first kernel ends late by `excess` and every kernel that
-        // started after its (late) end is late by as much.
+        // followed it is late by as much. Those start at its late end (a few ns before or
+        // after it on an H100); one that ran beside it (a parallel branch) started before
+        // its true end, `excess` earlier: halfway between tells them apart.
         kernel_record& head = held[earliest].record;
-        const std::int64_t late_from = head.end_ns;
+        const std::int64_t late_from = head.end_ns - excess / 2;
         for (std::size_t i = first; i < last; ++i) {
           kernel_record& r = held[i].record;
           if (i == earliest) continue;
@@ -604,18 +606,11 @@ KSCOPE_DECL gpu_activity_report gpu_attribution::report(std::size_t top_kernel_l
       for (graph_accumulator& g : acc.graphs) {
         // A graph whose replays already went unchecked (none traced as one record past the
         // cap) lets the rest go too rather than leave them out of the report.
-        // The newest replay stays held while it has fewer kernels than the graph's replays
-        // traced node by node had: the rest of it is still on its way (its check needs it whole).
-        std::uint32_t incomplete = 0;
-        if (!g.held.empty() && g.traced > 0) {
-          const std::uint32_t newest = g.held.back().record.correlation_id;
-          const auto kernels = static_cast<std::uint64_t>(std::count_if(
-              g.held.begin(), g.held.end(), [&](const graph_accumulator::held_kernel& h) {
-                return h.record.correlation_id == newest;
-              }));
-          if (kernels * g.traced < g.traced_kernels) incomplete = newest;
-        }
-        release_held(g, /*unchecked_too=*/g.released_unchecked > 0, incomplete);
+        // Every held replay goes: the session flushed CUPTI before asking, so what has not
+        // come is not coming (CUPTI loses a kernel record now and then under PM sampling: a
+        // replay waiting for it would leave the account with a hole for good). A kernel of
+        // it that still comes later is shifted like the rest (retime_like_released).
+        release_held(g, /*unchecked_too=*/g.released_unchecked > 0);
         held += g.held_replays;
       }
     }
