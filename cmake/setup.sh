@@ -19,12 +19,17 @@ jobs=$(nproc)
 # The demo needs a compiler and the build tools only; the tests also need doctest, Google
 # Benchmark, nlohmann/json and xmllint (cross-checks of kscope's JSON and SVG), locales
 # (a comma-decimal locale test), pkg-config (the kscope.pc test), prometheus_client
-# (its OpenMetrics parser reads kscope's live metrics, tests/process/openmetrics_check.py)
-# and pytest (the Python package's tests, tests/python).
+# (its OpenMetrics parser reads kscope's live metrics, tests/process/openmetrics_check.py),
+# pytest (the Python package's tests, tests/python) and clang with libFuzzer's runtime (the
+# fuzz targets, tests/fuzz: Debian 12 ships the runtime in libclang-rt-dev, which clang
+# only recommends; where apt knows no such package, clang's own packages carry it).
 packages=(cmake g++ ninja-build)
 if [ "$mode" = test ]; then
   packages+=(doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales pkg-config python3-prometheus-client
-             python3-pytest)
+             python3-pytest clang)
+  if dpkg-query -W libclang-rt-dev >/dev/null 2>&1 || apt-cache show libclang-rt-dev >/dev/null 2>&1; then
+    packages+=(libclang-rt-dev)
+  fi
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -46,10 +51,12 @@ kscope setup test: about to
   2. configure $build (Release; CUDA: $cuda)
   3. build the library's tests, examples, benchmarks, the kscope tool and libkscope_c.so
      (the C interface the Python package loads) ($jobs jobs)
-  4. run ctest: CPU unit tests, the kscope tool, header and packaging checks (install,
-     find_package, add_subdirectory, FetchContent, embed-and-export, pkg-config), the C
-     interface and the Python package (pytest; its PyTorch cases need torch and a GPU)
-     and the GPU cases (skipped without a device)
+  4. run ctest: CPU unit tests (the core's also under ASan+UBSan, the concurrent ones
+     under TSan), the fuzz targets (libFuzzer, a fixed number of inputs each), the kscope
+     tool, header and packaging checks (install, find_package, add_subdirectory,
+     FetchContent, embed-and-export, pkg-config), the C interface and the Python package
+     (pytest; its PyTorch cases need torch and a GPU) and the GPU cases (skipped without
+     a device)
 On a 2-core machine without a GPU this takes about 10 minutes, most of it compiling (nvcc
 builds every GPU test, for sm_90 only: see below); a GPU machine also builds the examples and
 benchmarks and runs the GPU cases. Afterwards
