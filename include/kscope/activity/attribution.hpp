@@ -504,6 +504,22 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
           }
         }
         head.end_ns = std::max(head.start_ns, head.end_ns - excess);
+        // Under PM sampling CUPTI offsets only the first few kernels after the head, and the
+        // span (so `excess`) comes out short: the head would keep part of the offset. Another
+        // kernel of the replay that started after the head bounds its end (the chain's next
+        // kernel cannot start before it ends; a parallel branch makes the bound tighter,
+        // never looser).
+        // And where the other kernels' durations (which CUPTI gets right) fit inside the
+        // graph's span, the head has at most what they leave of it.
+        std::int64_t next_start = head.end_ns, others_ns = 0;
+        for (std::size_t i = first; i < last; ++i) {
+          if (i == earliest) continue;
+          others_ns += held[i].record.end_ns - held[i].record.start_ns;
+          if (held[i].record.start_ns > head.start_ns) next_start = std::min(next_start, held[i].record.start_ns);
+        }
+        std::int64_t head_end = std::min(head.end_ns, next_start);
+        if (others_ns < reference) head_end = std::min(head_end, head.start_ns + (reference - others_ns));
+        head.end_ns = std::max(head.start_ns, head_end);
         g.released_late_from_ns = late_from;
         g.released_shift_ns = excess;
         ++counters_.graph_replays_retimed;
