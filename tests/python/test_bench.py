@@ -47,7 +47,12 @@ def test_the_reference_ratio_and_its_interval():
     # Four times the work: the benchmark is much faster than its reference.
     assert ref.verdict == "faster"
     assert ref.ratio < 0.6
-    assert ref.ratio_ci[0] <= ref.ratio <= ref.ratio_ci[1]
+    # The ratio is the ratio of the medians, the interval Hodges-Lehmann's for the shift of
+    # the log times (stats.hpp: compare): two estimators of one ratio, which agree to within
+    # the samples' spread, not to the last digit (on a loaded 2-core VM the ratio once sat
+    # 0.05 % above the interval's end). A ratio outside the interval by more would be wrong.
+    assert ref.ratio_ci[0] <= ref.ratio_ci[1]
+    assert ref.ratio_ci[0] * 0.98 <= ref.ratio <= ref.ratio_ci[1] * 1.02
     assert ref.relative_speed == pytest.approx(1 / ref.ratio)
     assert ref.median_s > r.median_s
     assert ref.output_check is None
