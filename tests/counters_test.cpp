@@ -1162,3 +1162,148 @@ TEST_CASE("classify without the speed-of-light rollups: the busiest measured uni
   none.counters = {{"dram__bytes_read.sum", 1e6}};
   CHECK(kscope::classify(none).verdict.kind == kscope::bottleneck::undetermined);
 }
+
+TEST_CASE("one-pass plan: a rollup with a breakdown on its chip is planned as its parts") {
+  // A fake GH100: the rollups need several passes, every part one pass alone, and any four
+  // metrics fit one pass; one lts part cannot be configured when `broken` is set.
+  bool broken = false;
+  const auto passes = [&broken](const std::vector<std::string>& names) -> std::size_t {
+    std::size_t others = 0;
+    for (const std::string& n : names) {
+      if (n == "lts__throughput.avg.pct_of_peak_sustained_elapsed") return 4;
+      if (broken && n == "lts__d_decomp_input_sectors.avg.pct_of_peak_sustained_elapsed") return 0;
+      if (n != "gpu__time_duration.sum") ++others;
+    }
+    return others <= 4 ? 1 : 2;
+  };
+  const std::vector<std::string> wanted = {"gpu__time_duration.sum", "lts__throughput.avg.pct_of_peak_sustained_elapsed"};
+  const kscope::metric_breakdown* lts = kscope::find_breakdown(wanted[1], "GH100");
+  REQUIRE(lts != nullptr);
+  CHECK(kscope::find_breakdown(wanted[1], "GA100") == nullptr);  // another chip: no breakdown
+  const kscope::one_pass_plan plan = kscope::plan_one_pass_groups(wanted, passes, "GH100");
+  std::vector<std::string> planned;
+  for (const auto& g : plan.groups) {
+    CHECK(passes(g) == 1);
+    for (const std::string& m : g)
+      if (m != "gpu__time_duration.sum") planned.push_back(m);
+  }
+  CHECK(planned == lts->parts);  // every part once, in the breakdown's order
+  REQUIRE(plan.notes.size() == 1);
+  CHECK(plan.notes[0].find("measure its 11 parts") != std::string::npos);
+  // Without the chip's breakdown: the catalog's one-pass stand-in, as before.
+  const kscope::one_pass_plan other = kscope::plan_one_pass_groups(wanted, passes, "GA100");
+  REQUIRE(other.groups.size() == 1);
+  CHECK(other.groups[0].back() == "lts__t_sectors.avg.pct_of_peak_sustained_elapsed");
+  // A part that does not fit one pass: the rollup is not measured, and the note says why.
+  broken = true;
+  const kscope::one_pass_plan partial = kscope::plan_one_pass_groups(wanted, passes, "GH100");
+  REQUIRE(partial.notes.size() == 1);
+  CHECK(partial.notes[0].find("1 of its 11 parts do not fit one pass") != std::string::npos);
+  CHECK(partial.notes[0].find("a lower bound") != std::string::npos);
+}
+
+namespace {
+// One kernel of a per-scope call: its duration and some metrics.
+kscope::counter_values kernel_with(double duration_ns, kscope::metric_values values) {
+  kscope::counter_values k;
+  k.values = std::move(values);
+  k.values.emplace("gpu__time_duration.sum", duration_ns);
+  return k;
+}
+}  // namespace
+
+TEST_CASE("aggregate: a busiest-part rollup is put back together kernel by kernel, not from the scope's means") {
+  const kscope::metric_breakdown& lts = *kscope::find_breakdown("lts__throughput.avg.pct_of_peak_sustained_elapsed", "GH100");
+  const std::string xbar = "lts__xbar2lts_cycles_active.avg.pct_of_peak_sustained_elapsed";
+  const std::string sectors = "lts__t_sectors.avg.pct_of_peak_sustained_elapsed";
+  // Call A measures every part but xbar2lts, call B xbar2lts alone (two one-pass groups).
+  // Kernel 0 (3 ms): xbar2lts 83 %, sectors 25 %; kernel 1 (1 ms): xbar2lts 10 %, sectors 70 %.
+  kscope::metric_values a0, a1;
+  for (const std::string& p : lts.parts) {
+    if (p == xbar) continue;
+    a0.emplace(p, p == sectors ? 25.0 : 1.0);
+    a1.emplace(p, p == sectors ? 70.0 : 1.0);
+  }
+  kscope::counter_aggregate agg;
+  agg.add_call({kernel_with(3e6, a0), kernel_with(1e6, a1)});
+  agg.add_call({kernel_with(3e6, {{xbar, 83.0}}), kernel_with(1e6, {{xbar, 10.0}})});
+  const kscope::metric_values totals = agg.totals();
+  const auto it = totals.find(lts.rollup);
+  REQUIRE(it != totals.end());
+  // Per kernel the busiest part: 83 and 70, weighted by time: (83 x 3 + 70 x 1) / 4. The
+  // busiest of the scope's means would say 64.75 (xbar2lts's mean), too low.
+  CHECK(it->second == doctest::Approx(79.75));
+  const auto m = agg.metrics();
+  REQUIRE(m.count(lts.rollup) == 1);
+  CHECK(m.at(lts.rollup).calls == 1);  // each part rests on one call
+  CHECK(m.at(lts.rollup).weighted);
+  // The classification reads it as measured: L2 at the roof, not a lower-bound stand-in.
+  kscope::classification_input in;
+  in.counters = totals;
+  in.counters.emplace("sm__throughput.avg.pct_of_peak_sustained_elapsed", 6.0);
+  in.counters.emplace("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 79.75);
+  const kscope::classification c = kscope::classify(in);
+  CHECK(c.verdict.kind == kscope::bottleneck::memory);
+  CHECK(c.verdict.where == "L2");
+}
+
+TEST_CASE("aggregate: no rollup from parts when a part is missing or the calls' kernels differ") {
+  const kscope::metric_breakdown& lts = *kscope::find_breakdown("lts__throughput.avg.pct_of_peak_sustained_elapsed", "GH100");
+  kscope::metric_values all_but_one;
+  for (std::size_t i = 1; i < lts.parts.size(); ++i) all_but_one.emplace(lts.parts[i], 50.0);
+  kscope::counter_aggregate missing;
+  missing.add_call({kernel_with(1e6, all_but_one)});
+  CHECK(missing.totals().count(lts.rollup) == 0);  // the missing part could be the busiest
+  kscope::metric_values every;
+  for (const std::string& p : lts.parts) every.emplace(p, 40.0);
+  kscope::counter_aggregate varying;
+  varying.add_call({kernel_with(1e6, every)});
+  varying.add_call({kernel_with(1e6, every), kernel_with(1e6, every)});  // a call of two kernels
+  CHECK(varying.totals().count(lts.rollup) == 0);  // kernels cannot be matched by position
+  kscope::counter_aggregate same;
+  same.add_call({kernel_with(1e6, every)});
+  same.add_call({kernel_with(2e6, every)});
+  REQUIRE(same.totals().count(lts.rollup) == 1);
+  CHECK(same.totals().at(lts.rollup) == doctest::Approx(40.0));
+  // Measured itself: the measured value stands, no composition.
+  kscope::counter_aggregate measured;
+  kscope::metric_values with_rollup = every;
+  with_rollup.emplace(lts.rollup, 55.0);
+  measured.add_call({kernel_with(1e6, with_rollup)});
+  CHECK(measured.totals().at(lts.rollup) == doctest::Approx(55.0));
+}
+
+TEST_CASE("aggregate: the tensor pipe's fp16 FLOPs are the HMMA and HGMMA counts summed, scaled to all calls") {
+  const std::string hmma = "sm__ops_path_tensor_op_hmma_src_fp16.sum", hgmma = "sm__ops_path_tensor_op_hgmma_src_fp16.sum";
+  kscope::counter_aggregate agg;
+  agg.add_call({kernel_with(1e6, {{hmma, 1e9}})});
+  agg.add_call({kernel_with(1e6, {{hgmma, 4e9}})});
+  agg.add_call({kernel_with(1e6, {{"dram__bytes_read.sum", 1e6}})});
+  // Each part from one of three calls, scaled to all three: 3e9 + 12e9.
+  const kscope::metric_values totals = agg.totals();
+  REQUIRE(totals.count("sm__ops_path_tensor_src_fp16.sum") == 1);
+  CHECK(totals.at("sm__ops_path_tensor_src_fp16.sum") == doctest::Approx(15e9));
+  const kscope::flop_count f = kscope::count_flops(totals);
+  CHECK(f.tensor == doctest::Approx(15e9));
+}
+
+TEST_CASE("classify: stand-ins under the roof do not make a kernel latency-bound") {
+  // The one-pass stand-ins of a naive transpose on an H100: L2 sectors 26 %, issue 6 %, where
+  // lts__throughput (not measured) was 86 %.
+  kscope::classification_input in;
+  in.counters = {{"lts__t_sectors.avg.pct_of_peak_sustained_elapsed", 25.8},
+                 {"dram__throughput.avg.pct_of_peak_sustained_elapsed", 14.7},
+                 {"smsp__issue_active.avg.pct_of_peak_sustained_active", 6.2}};
+  const kscope::classification c = kscope::classify(in);
+  CHECK(c.verdict.kind == kscope::bottleneck::undetermined);
+  CHECK(c.verdict.text.find("lower bounds") != std::string::npos);
+  CHECK(c.verdict.text.find("gpu__compute_memory_throughput") != std::string::npos);
+  // A stand-in at the roof still decides: a lower bound at 85 % means at least 85 %.
+  in.counters["lts__t_sectors.avg.pct_of_peak_sustained_elapsed"] = 85.0;
+  CHECK(kscope::classify(in).verdict.kind == kscope::bottleneck::memory);
+  // Both rollups measured and under the roof: latency-bound.
+  kscope::classification_input measured;
+  measured.counters = {{"sm__throughput.avg.pct_of_peak_sustained_elapsed", 10.0},
+                       {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 20.0}};
+  CHECK(kscope::classify(measured).verdict.kind == kscope::bottleneck::latency);
+}

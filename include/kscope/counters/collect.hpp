@@ -1364,7 +1364,8 @@ KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, co
     return false;
   }
   plan = plan_one_pass_groups(request.collect,
-                              [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); });
+                              [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); },
+                              setup.chip);
   plan.notes.insert(plan.notes.begin(), request.notes.begin(), request.notes.end());
   return true;
 }

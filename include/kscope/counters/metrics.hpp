@@ -39,6 +39,7 @@
 //   never guessed.
 #pragma once
 
+#include "breakdown.hpp"
 #include "detail/metric_names.hpp"
 #include "../core/finding.hpp"
 #include "../core/detail/once.hpp"
@@ -396,7 +397,8 @@ struct one_pass_plan {
 // left out with a note. The CPU tests give a fake `passes`.
 //   auto plan = kscope::plan_one_pass_groups(kscope::scope_metric_names(), count_passes);
 template <class PassCount>
-[[nodiscard]] one_pass_plan plan_one_pass_groups(const std::vector<std::string>& metrics, PassCount&& passes) {
+[[nodiscard]] one_pass_plan plan_one_pass_groups(const std::vector<std::string>& metrics, PassCount&& passes,
+                                                 std::string_view chip = {}) {
   one_pass_plan plan;
   const std::string duration(metric_info_of(counter_metric::duration).name());
   std::vector<std::string> singles;
@@ -405,6 +407,33 @@ template <class PassCount>
     const std::size_t alone = passes(std::vector<std::string>{name});
     if (alone == 1) {
       singles.push_back(name);
+      continue;
+    }
+    // A rollup with a known breakdown on this chip: its parts, one pass each, and the
+    // rollup put back together from them (counters/breakdown.hpp, counter_aggregate).
+    if (const metric_breakdown* parts = find_breakdown(name, chip)) {
+      std::vector<std::string> unmeasurable;
+      for (const std::string& part : parts->parts) {
+        if (std::find(singles.begin(), singles.end(), part) != singles.end()) continue;
+        if (passes(std::vector<std::string>{part}) == 1)
+          singles.push_back(part);
+        else
+          unmeasurable.push_back(part);
+      }
+      const std::string how = parts->combine == breakdown_combine::busiest ? "the busiest part per kernel"
+                                                                           : "the sum of the parts";
+      if (unmeasurable.empty()) {
+        plan.notes.push_back(name + " needs " + std::to_string(alone) + " passes alone: per-scope counters measure its " +
+                             std::to_string(parts->parts.size()) + " parts (its breakdown on " + std::string(chip) +
+                             "), one pass each over the calls, and take " + how);
+      } else {
+        std::string names;
+        for (const std::string& u : unmeasurable) names += (names.empty() ? "" : ", ") + u;
+        plan.notes.push_back(name + " needs " + std::to_string(alone) + " passes alone, and " +
+                             std::to_string(unmeasurable.size()) + " of its " + std::to_string(parts->parts.size()) +
+                             " parts do not fit one pass (" + names +
+                             "): it is not measured per scope; the measured parts stand in for it (a lower bound)");
+      }
       continue;
     }
     std::string stand_in;
@@ -613,9 +642,24 @@ class counter_aggregate {
 
   aggregated_metric finish(const running_metric& r) const;
 
+  // The rollups put back together from their parts (counters/breakdown.hpp), for those not
+  // measured themselves. A busiest-part rollup is exact only where every call had the same
+  // kernels (a kernel's parts, measured in different calls, are matched by position in the
+  // call); otherwise it is left out, and the classification uses its lower-bound stand-ins.
+  [[nodiscard]] std::map<std::string, aggregated_metric, std::less<>> composed() const;
+
+  // Per kernel position in a call: the parts of busiest-part rollups, and the duration.
+  struct position_values {
+    std::map<std::string, std::pair<double, std::size_t>, std::less<>> parts;  // sum, count
+    double duration_sum = 0;
+    std::size_t duration_count = 0;
+  };
+
   std::map<std::string, running_metric, std::less<>> sums_;
+  std::vector<position_values> positions_;
   std::size_t kernels_ = 0;
   std::size_t calls_ = 0;
+  std::size_t fewest_call_kernels_ = 0, most_call_kernels_ = 0;  // over add_call's calls
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -645,8 +689,27 @@ KSCOPE_DECL void counter_aggregate::add_values(const metric_values& values) {
 }
 
 KSCOPE_DECL void counter_aggregate::add_call(const std::vector<counter_values>& kernels_of_call) {
+  const std::size_t n = kernels_of_call.size();
+  fewest_call_kernels_ = calls_ == 0 ? n : std::min(fewest_call_kernels_, n);
+  most_call_kernels_ = calls_ == 0 ? n : std::max(most_call_kernels_, n);
   ++calls_;
   for (const counter_values& k : kernels_of_call) add_kernel(k);
+  if (positions_.size() < n) positions_.resize(n);
+  const std::string_view duration_name = metric_info_of(counter_metric::duration).name();
+  for (std::size_t i = 0; i < n; ++i) {
+    position_values& at = positions_[i];
+    for (const auto& [name, value] : kernels_of_call[i].values) {
+      if (!std::isfinite(value) || value < 0) continue;
+      if (name == duration_name) {
+        at.duration_sum += value;
+        ++at.duration_count;
+      } else if (is_busiest_part(name)) {
+        auto& part = at.parts[name];
+        part.first += value;
+        ++part.second;
+      }
+    }
+  }
   // A metric is measured by the call when some kernel of it has a value: CUPTI can evaluate
   // a metric as NaN in every range of a pass (H100, CUDA 13.0: the DRAM counters of one
   // per-scope pass in a run), and counting that call for it would scale its sum as if the
@@ -679,12 +742,74 @@ KSCOPE_DECL double counter_aggregate::total(std::string_view name) const {
 KSCOPE_DECL metric_values counter_aggregate::totals() const {
   metric_values out;
   for (const auto& [name, r] : sums_) out.emplace(name, finish(r).value);
+  for (const auto& [name, m] : composed()) out.emplace(name, m.value);
   return out;
 }
 
 KSCOPE_DECL std::map<std::string, aggregated_metric, std::less<>> counter_aggregate::metrics() const {
   std::map<std::string, aggregated_metric, std::less<>> out;
   for (const auto& [name, r] : sums_) out.emplace(name, finish(r));
+  for (auto& [name, m] : composed()) out.emplace(name, m);
+  return out;
+}
+
+KSCOPE_DECL std::map<std::string, aggregated_metric, std::less<>> counter_aggregate::composed() const {
+  std::map<std::string, aggregated_metric, std::less<>> out;
+  for (const metric_breakdown& b : metric_breakdowns()) {
+    if (sums_.count(b.rollup) != 0 || out.count(b.rollup) != 0) continue;  // measured itself
+    // Every part measured somewhere, or no rollup: a missing part could be the busiest.
+    aggregated_metric whole;
+    whole.how = b.combine == breakdown_combine::sum ? metric_aggregation::sum : metric_aggregation::duration_weighted_mean;
+    whole.kernels = kernels_;
+    whole.calls = calls_;
+    bool complete = !b.parts.empty();
+    double sum = 0;
+    for (const std::string& p : b.parts) {
+      const auto it = sums_.find(p);
+      if (it == sums_.end() || it->second.kernels == 0) {
+        complete = false;
+        break;
+      }
+      const aggregated_metric m = finish(it->second);
+      sum += m.value;
+      whole.kernels = std::min(whole.kernels, m.kernels);
+      whole.calls = std::min(whole.calls, m.calls);
+    }
+    if (!complete) continue;
+    if (b.combine == breakdown_combine::sum) {
+      whole.value = sum;  // each part's sum already scaled to all calls
+      out.emplace(b.rollup, whole);
+      continue;
+    }
+    // Kernel by kernel: the same position in every call, or the parts cannot be matched.
+    if (calls_ == 0 || fewest_call_kernels_ != most_call_kernels_ || positions_.size() != most_call_kernels_) continue;
+    double weighted = 0, weight = 0, plain = 0;
+    bool every_position = true, durations = true;
+    for (const position_values& at : positions_) {
+      double busiest = -1;
+      for (const std::string& p : b.parts) {
+        const auto it = at.parts.find(p);
+        if (it == at.parts.end() || it->second.second == 0) {
+          every_position = false;
+          break;
+        }
+        busiest = std::max(busiest, it->second.first / static_cast<double>(it->second.second));
+      }
+      if (!every_position) break;
+      plain += busiest;
+      if (at.duration_count > 0 && at.duration_sum > 0) {
+        const double d = at.duration_sum / static_cast<double>(at.duration_count);
+        weighted += busiest * d;
+        weight += d;
+      } else {
+        durations = false;
+      }
+    }
+    if (!every_position || positions_.empty()) continue;
+    whole.weighted = durations && weight > 0;
+    whole.value = whole.weighted ? weighted / weight : plain / static_cast<double>(positions_.size());
+    out.emplace(b.rollup, whole);
+  }
   return out;
 }
 
@@ -1797,6 +1922,9 @@ KSCOPE_DECL finding classify_kernels(const classification_input& in, const class
                                 std::vector<finding>& also, std::vector<std::string>& missing) {
   auto sm = counter_evidence(in.counters, counter_metric::sm_throughput);
   auto mem = counter_evidence(in.counters, counter_metric::memory_throughput);
+  // A stand-in is a lower bound of its rollup: it can show a unit at the roof, never that
+  // every unit is under it.
+  const bool sm_exact = sm.has_value(), mem_exact = mem.has_value();
   if (!sm)
     sm = busiest_unit(in.counters,
                       {counter_metric::issue_active, counter_metric::tensor_pipe_active, counter_metric::fma_pipe_active,
@@ -1832,7 +1960,22 @@ KSCOPE_DECL finding classify_kernels(const classification_input& in, const class
   const bool tensor_at_roof = tensor && tensor->value >= t.at_roof_pct;
   const bool memory_at_roof = mem_top.value >= t.at_roof_pct;
   const bool compute_at_roof = sm_top.value >= t.at_roof_pct;
-  if (!memory_at_roof && !compute_at_roof) return latency_finding(in, t, sm_top, mem_top, missing);
+  if (!memory_at_roof && !compute_at_roof) {
+    if (sm_exact && mem_exact) return latency_finding(in, t, sm_top, mem_top, missing);
+    // Under the roof as far as lower bounds show: the unmeasured rollup may be at it (a
+    // transpose read lts__t_sectors 26 % where lts__throughput was 86 %).
+    finding f;
+    std::string names;
+    for (counter_metric id : {counter_metric::sm_throughput, counter_metric::memory_throughput})
+      if (!counter_evidence(in.counters, id)) names += (names.empty() ? "" : " and ") + std::string(metric_info_of(id).name());
+    f.facts = {sm_top, mem_top};
+    f.text = "undetermined: the measured units are under the roof (SM " + detail::pct_text(sm_top.value) + ", " +
+             detail::counter_fact_text(sm_top) + "; memory " + detail::pct_text(mem_top.value) + ", " +
+             detail::counter_fact_text(mem_top) + "), but " + names +
+             " was not measured, and the stand-ins are lower bounds: not latency-bound unless it is measured";
+    missing.push_back(names + ": needed to conclude latency-bound (the stand-ins only bound it from below)");
+    return f;
+  }
   if (tensor_at_roof) {
     // A tensor pipe near its peak is the limit of an MMA kernel, whatever L1 reads.
     if (memory_at_roof) also.push_back(memory_finding(in, t, sm_top, mem_top, true, missing));
