@@ -245,3 +245,40 @@ TEST_CASE("a pass that needs the counters lets a kept range profiler go first") 
   releaser.store(before);
 }
 #endif
+
+TEST_CASE("counters section: calls with more kernels than the image are partial, and the row says so") {
+  // Three profiled calls: one filled the image after 256 kernels (partial, its kernels left
+  // out), two later ones held all 300.
+  kscope::counter_aggregate agg;
+  agg.count_call();  // the partial call
+  agg.add_call({copy_kernel()});
+  agg.add_call({copy_kernel()});
+  kscope::scope_counter_report c =
+      kscope::make_scope_counter_report(agg, 3, 0, 600, 44, kscope::work{}, 1e6, 1e6, nullptr, 1, 1, 256);
+  CHECK(c.partial_calls == 1);
+  kscope::session_report r;
+  kscope::scope_report s;
+  s.id = 3;
+  s.name = s.path = "many";
+  s.depth = 1;
+  s.calls = 10;
+  s.profiled_calls = 3;
+  s.counters = c;
+  r.scopes.push_back(s);
+  kscope::session_counters_status st;
+  st.enabled = true;
+  r.counters = st;
+  std::string text = r.text();
+  INFO(text);
+  CHECK(contains(text, "300.0*"));  // 600 kernels over the 2 calls profiled whole
+  CHECK(contains(text, "1 of 3 profiled calls launched more kernels than the counter-data image held"));
+  CHECK(nlohmann::json::parse(r.json()).at("scopes").at(0).at("counters").at("partial_calls") == 1);
+  // Every call partial: no per-call figure, a lower bound on the kernels, never "256".
+  kscope::counter_aggregate none_whole;
+  none_whole.count_call();
+  r.scopes[0].counters = kscope::make_scope_counter_report(none_whole, 1, 0, 0, 44, kscope::work{}, 1e6, 1e6, nullptr, 1, 1, 256);
+  CHECK(r.scopes[0].counters->classified.verdict.kind == kscope::bottleneck::undetermined);
+  CHECK(contains(r.scopes[0].counters->classified.verdict.text, "more kernels than the counter-data image held"));
+  text = r.text();
+  CHECK(contains(text, ">256"));
+}

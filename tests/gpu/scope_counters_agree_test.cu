@@ -9,8 +9,9 @@
 //   sca_gemm       a cuBLAS fp16 GEMM 8192^3 (cublasGemmEx, fp16 in and out, fp32 compute):
 //                  the scope's tensor FLOPs per call within 3 % of the bench's (1.117 TFLOP on
 //                  an H100, 2 m n k plus the padded tile); the per-scope table had 0.00.
-//   sca_many       300 tiny kernels per call, more than the image's first 256: the row's
-//                  kernels per call are 300, whole, not 256.
+//   sca_many       300 tiny kernels per call, more than the image's first 256: the first call
+//                  is partial (said in the row), the later ones get a larger image and are
+//                  profiled whole; the row's kernels per call are 300, not 256.
 // The bench runs first, without the activity collector, as a benchmark program would; the
 // scopes then run in a session with the collector, as an instrumented program would. Every
 // report is printed ("SCAGREE") for bench/RESULTS.md. A feature that refuses to start where
@@ -118,6 +119,9 @@ bool every_metric_measured(kscope::node_id node) {
   const kscope::scope_counters_snapshot snap = kscope::scope_counter_sampler::global().snapshot();
   const kscope::scope_counter_totals* t = snap.find(node);
   if (t == nullptr || snap.metrics.empty()) return false;
+  // Every group ran in a call profiled whole, twice over: a metric CUPTI evaluates as NaN in
+  // every range of its pass (notes say which) would otherwise keep the loop going.
+  if (t->profiled_calls >= 2 * t->groups + t->partial_calls) return true;
   for (const std::string& m : snap.metrics) {
     const auto a = t->aggregate.find(m);
     if (!a || a->calls == 0) return false;
@@ -314,10 +318,15 @@ TEST_CASE("a scope of 300 kernels per call is profiled whole: its row says 300, 
   std::printf("SCAGREE sca_many: %d calls, %llu profiled, %llu kernels profiled, %llu dropped\n", calls,
               static_cast<unsigned long long>(c.profiled_calls), static_cast<unsigned long long>(c.kernels),
               static_cast<unsigned long long>(c.kernels_dropped));
-  REQUIRE(c.profiled_calls > 0);
-  CHECK(c.kernels == c.profiled_calls * kernels_per_call);
-  CHECK(c.kernels_dropped == 0);
-  CHECK(r.text().find("  300.0 ") != std::string::npos);
+  // The first profiled call filled the 256-kernel image: counted as partial, its kernels
+  // left out; every later call got a larger image and was profiled whole.
+  REQUIRE(c.profiled_calls > 1);
+  CHECK(c.partial_calls <= 1);
+  CHECK(c.kernels == (c.profiled_calls - c.partial_calls) * kernels_per_call);
+  const std::string text = r.text();
+  CHECK((text.find("  300.0 ") != std::string::npos || text.find("  300.0* ") != std::string::npos));
+  if (c.partial_calls > 0) CHECK(text.find("more kernels than the counter-data image held") != std::string::npos);
+  CHECK(text.find("256.0") == std::string::npos);
   (void)cudaFree(x);
   session.reset();
 }

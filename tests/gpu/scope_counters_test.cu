@@ -1,10 +1,12 @@
 // Per-scope hardware counters in a running program (session::enable_counters): a bounded
-// sample of each scope's calls is profiled with kernel replay, the profiled calls stay out
+// sample of each scope's calls is profiled (one one-pass metric group per call), the profiled calls stay out
 // of the timing statistics and of the GPU-activity aggregates, and each scope gets its
 // measured bytes and FLOPs per call with a verdict. Known answers:
 //   sc_copy  a float4 copy of 256 MiB: DRAM read + write = 512 MiB per call (within 3 %),
 //            memory-bound
-//   sc_gemm  a naive fp32 GEMM, n = 512: FP32 FLOPs = 2 n^3 per call, exactly
+//   sc_gemm  a naive fp32 GEMM, n = 512: FP32 FLOPs = 2 n^3 per call, exactly, under kernel
+//            replay (the second case, collector stopped); while the collector traces the SASS
+//            counters are not collected (no figure, a note), and the collector keeps its records
 // With first_calls 2, every 5 and 12 calls, calls 1, 2, 7 and 12 are profiled: 4 profiled,
 // 8 timed. Numbers are printed ("SCOUNT") for bench/RESULTS.md. Counters that cannot be
 // enabled fail the case where tests/gpu/expectations.hpp expects them (sm_90 with CUPTI 13);
@@ -63,10 +65,10 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
   kscope::scope_counter_options options;
   options.first_calls = 2;
   options.every = 5;
-  // Enough calls for every one-pass group (about 15 on GH100: each SASS FP counter needs a
-  // group of its own), so every metric is measured at least once.
-  options.max_calls_per_scope = 24;
-  constexpr int total_calls = 40;
+  // Enough calls for every one-pass group (about 20 on GH100 with the speed-of-light
+  // rollups' parts), so every metric is measured at least once.
+  options.max_calls_per_scope = 40;
+  constexpr int total_calls = 48;
   if (!session.enable_counters(options)) {
     const std::string why = counters_status(session);
     std::printf("SCOUNT not enabled: %s\n", why.c_str());
@@ -129,6 +131,10 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
               static_cast<unsigned long long>(collected.profiled_records), static_cast<unsigned long long>(collected.unattributed),
               static_cast<unsigned long long>(collected.unscoped), r.cupti_status.c_str());
   for (const std::string& w : r.warnings) std::printf("SCOUNT warning: %s\n", w.c_str());
+  // The collector kept receiving records while calls were profiled (a kernel-replay pass
+  // once stopped them for the rest of the process: "seen 0").
+  CHECK(collected.records_seen > 0);
+  CHECK(collected.kernel_records >= static_cast<std::uint64_t>(copy->calls + gemm->calls));
   // The profiled calls' kernels are not in the GPU activity: one kernel per timed call.
   REQUIRE(copy->gpu_activity);
   REQUIRE(gemm->gpu_activity);
@@ -177,10 +183,21 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
               sorted[timed], sorted.back(), sorted[timed + (sorted.size() - timed) / 2], unprofiled,
               sorted[timed + (sorted.size() - timed) / 2] / unprofiled);
   CHECK(cc.classified.verdict.kind == kscope::bottleneck::memory);
+  // The SASS FP counters are not collected while the collector traces (0 under user replay,
+  // and kernel replay would stop the collector): no FP32 FLOPs, never 0, and a note says why.
+  // The case with kernel replay below (collector stopped) checks them exactly.
   const double fp32 = gc.per_call(gc.measured.flops.of(kscope::data_type::fp32).flops);
-  std::printf("SCOUNT sc_gemm FP32 FLOPs per call %.0f (2 n^3 = %.0f): %s\n", fp32, 2.0 * n * n * n,
-              gc.classified.verdict.text.c_str());
-  CHECK(fp32 == doctest::Approx(2.0 * n * n * n).epsilon(1e-9));
+  std::printf("SCOUNT sc_gemm FP32 FLOPs per call %.0f (2 n^3 = %.0f; not collected while tracing): %s\n", fp32,
+              2.0 * n * n * n, gc.classified.verdict.text.c_str());
+  CHECK_FALSE(fp32 > 0);
+  CHECK(text.find("not collected per scope while the activity collector traces") != std::string::npos);
+  // The speed-of-light rollups, put back together from their parts (every call of these
+  // scopes has one kernel): the copy is DRAM-bound by the same metrics the bench reads.
+  CHECK(kscope::collected_name(cc.totals, kscope::counter_metric::memory_throughput) ==
+        kscope::metric_info_of(kscope::counter_metric::memory_throughput).name());
+  CHECK(kscope::collected_name(cc.totals, kscope::counter_metric::sm_throughput) ==
+        kscope::metric_info_of(kscope::counter_metric::sm_throughput).name());
+  CHECK(cc.classified.verdict.where == "DRAM");
   // Declared work agrees: no mismatch line.
   if (cc.declared_vs_measured) CHECK_FALSE(cc.declared_vs_measured->bytes_differ);
   // sc_gemm declared FLOPs only: its bytes are "not declared", never a mismatch (the H200
@@ -216,7 +233,7 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
     (void)cudaFree(p);
 }
 
-TEST_CASE("per-scope counters with kernel replay when asked: every metric in each call, the replay note") {
+TEST_CASE("per-scope counters with kernel replay when asked: refused while the collector traces, exact without it") {
   KSCOPE_TEST_NEEDS(kscope_test::feature::counters);
   auto& session = kscope::session::global();
   if (!session.enable_cupti())
@@ -228,6 +245,10 @@ TEST_CASE("per-scope counters with kernel replay when asked: every metric in eac
   options.first_calls = 2;
   options.every = 0;
   options.kernel_replay = true;
+  // With the collector tracing, kernel replay would stop its records: refused, with why.
+  CHECK_FALSE(session.enable_counters(options));
+  CHECK(counters_status(session).find("stops CUPTI's activity records") != std::string::npos);
+  kscope::cupti_collector::global().stop();
   if (!session.enable_counters(options))
     KSCOPE_TEST_REFUSED(kscope_test::feature::counters, "session::enable_counters (kernel replay)", "not enabled",
                         counters_status(session));
@@ -238,9 +259,21 @@ TEST_CASE("per-scope counters with kernel replay when asked: every metric in eac
   REQUIRE_CUDA(cudaMemset(src, 1, bytes));
   int sms = 0;
   REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  constexpr int n = 512;
+  float *a = nullptr, *b = nullptr, *c = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&a, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMalloc(&b, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMalloc(&c, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMemset(a, 0, sizeof(float) * n * n));
+  REQUIRE_CUDA(cudaMemset(b, 0, sizeof(float) * n * n));
   for (int call = 0; call < 3; ++call) {
-    kscope::scope s{"sc_replayed"};
-    sc_copy<<<sms * 8, 256>>>(src, dst, bytes / sizeof(float4));
+    {
+      kscope::scope s{"sc_replayed"};
+      sc_copy<<<sms * 8, 256>>>(src, dst, bytes / sizeof(float4));
+      REQUIRE_CUDA(cudaDeviceSynchronize());
+    }
+    kscope::scope s{"sc_replayed_gemm"};
+    sc_naive_sgemm<<<dim3(n / 16, n / 16), dim3(16, 16)>>>(a, b, c, n);
     REQUIRE_CUDA(cudaDeviceSynchronize());
   }
   session.disable_counters();
@@ -254,7 +287,15 @@ TEST_CASE("per-scope counters with kernel replay when asked: every metric in eac
   for (const auto& entry : s->counters->metric_calls) CHECK_MESSAGE(entry.second == 2, entry.first);
   CHECK(std::isfinite(kscope::metric_value(s->counters->totals, kscope::counter_metric::sm_throughput)));
   CHECK_MESSAGE(r.text().find("kernel replay in") != std::string::npos, "the replay note is missing from the report");
-  (void)cudaFree(src);
-  (void)cudaFree(dst);
+  // Under kernel replay the SASS FP counters count: the naive GEMM's FP32 FLOPs exactly.
+  const kscope::scope_report* g = r.find("sc_replayed_gemm");
+  REQUIRE(g != nullptr);
+  REQUIRE(g->counters.has_value());
+  const double fp32 = g->counters->per_call(g->counters->measured.flops.of(kscope::data_type::fp32).flops);
+  std::printf("SCOUNT kernel replay: sc_replayed_gemm FP32 FLOPs per call %.0f (2 n^3 = %.0f)\n", fp32, 2.0 * n * n * n);
+  CHECK(fp32 == doctest::Approx(2.0 * n * n * n).epsilon(1e-9));
+  for (void* p : {static_cast<void*>(src), static_cast<void*>(dst), static_cast<void*>(a), static_cast<void*>(b),
+                  static_cast<void*>(c)})
+    (void)cudaFree(p);
   session.reset();
 }

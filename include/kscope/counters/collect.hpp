@@ -184,6 +184,13 @@ struct counter_options {
 // large, and a pass that profiles that many kernels should be split.
 inline constexpr std::size_t counter_max_kernels_limit = 65536;
 
+// Why a kernel-replay pass is refused while kscope's activity collector traces.
+inline constexpr std::string_view kernel_replay_while_tracing_message =
+    "hardware counters not collected with kernel replay: while kscope's activity collector traces, a kernel-replay "
+    "pass stops CUPTI's activity records for the rest of the process (seen on an H100, CUDA 13.0), and every GPU "
+    "time would be missing; use user replay (counter_replay::user), the per-scope counters' one-pass groups, or "
+    "profile before the collector starts";
+
 // The outcome of a pass: values per range in launch order, or why there are none.
 //   if (r.ok()) for (auto& k : r.kernels) use(k.name, k.values);
 struct counter_result {
@@ -764,6 +771,16 @@ KSCOPE_DECL void counter_pass_run::fail_run(std::string why) {
 KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& requested, const counter_options& options, counter_result& result,
                                          std::shared_ptr<range_profiler_handle> kept) {
   options_ = &options;
+  // Kernel replay while kscope's activity collector traces: on an H100 (CUDA 13.0) CUPTI
+  // delivered no activity record at all for the rest of the process after one such pass
+  // (bench/scope_counters_modes_probe.cu), so every GPU time the report gives would be
+  // missing. Refused, so that it never happens silently.
+  if (options.ranges == counter_ranges::per_kernel && options.replay == counter_replay::kernel &&
+      activity_tracing().load(std::memory_order_acquire)) {
+    result.state = counter_state::unavailable;
+    result.message = std::string(kernel_replay_while_tracing_message);
+    return false;
+  }
   // The setup's first failure, as the pass's outcome.
   const bool opened = setup_.open(options);
   if (setup_.libs != nullptr) result.cupti_version = setup_.libs->cupti.version;

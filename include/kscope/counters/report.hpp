@@ -36,6 +36,11 @@ struct scope_counter_report {
   std::uint64_t failed_calls = 0;
   std::uint64_t kernels = 0;           // over the profiled calls
   std::uint64_t kernels_dropped = 0;
+  // Profiled calls with more kernels than the counter-data image held: counted, their
+  // kernels left out of the sums (which are scaled from the whole calls); kernels: those
+  // they did profile (so per call at least that many).
+  std::uint64_t partial_calls = 0;
+  std::uint64_t partial_kernels = 0;
   metric_values totals;                // every metric, aggregated over the profiled calls
   // One-pass groups rotated over the calls (1: every metric in every call), and the calls
   // each metric rests on: a sum from fewer calls is scaled to all of them in `totals`.
@@ -75,14 +80,18 @@ struct session_counters_status {
 [[nodiscard]] KSCOPE_DECL scope_counter_report make_scope_counter_report(
     const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
     std::uint64_t kernels, std::uint64_t kernels_dropped, const work& declared_per_call, double span_ns,
-    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups = 1);
+    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups = 1, std::uint64_t partial_calls = 0,
+    std::uint64_t partial_kernels = 0);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggregate& aggregate, std::uint64_t profiled_calls, std::uint64_t failed_calls,
     std::uint64_t kernels, std::uint64_t kernels_dropped, const work& declared_per_call, double span_ns,
-    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups) {
+    double gpu_busy_ns, const hierarchical_roofs* roofs, std::size_t groups, std::uint64_t partial_calls,
+    std::uint64_t partial_kernels) {
   scope_counter_report r;
   r.groups = groups;
+  r.partial_calls = partial_calls;
+  r.partial_kernels = partial_kernels;
   for (const auto& [name, m] : aggregate.metrics()) r.metric_calls.emplace(name, m.calls);
   r.profiled_calls = profiled_calls;
   r.failed_calls = failed_calls;
@@ -90,8 +99,12 @@ KSCOPE_DECL scope_counter_report make_scope_counter_report(const counter_aggrega
   r.kernels_dropped = kernels_dropped;
   r.totals = aggregate.totals();
   if (profiled_calls == 0 || kernels == 0) {
-    r.classified.verdict.text = profiled_calls == 0 ? "undetermined: no call was profiled"
-                                                    : "undetermined: the profiled calls launched no kernel";
+    r.classified.verdict.text =
+        profiled_calls == 0 ? "undetermined: no call was profiled"
+        : partial_calls > 0 ? "undetermined: every profiled call launched more kernels than the counter-data image held "
+                              "(at least " + std::to_string(partial_kernels / partial_calls + 1) +
+                                  "); no call was profiled whole"
+                            : "undetermined: the profiled calls launched no kernel";
     return r;
   }
   r.measured = measure_roofline(r.totals, roofs);
@@ -181,10 +194,15 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
     const double mem = metric_value(c.totals, counter_metric::memory_throughput);
     std::string name(indent_width(s.depth), ' ');
     name += printable_name(s.name);
+    // Kernels per call from the calls profiled whole; only partial calls: a lower bound.
+    const std::uint64_t whole = c.profiled_calls - std::min(c.profiled_calls, c.partial_calls);
+    const std::string per_call_kernels =
+        whole > 0 ? format_fixed(static_cast<double>(c.kernels) / static_cast<double>(whole), 1)
+        : c.partial_calls > 0
+            ? ">" + format_fixed(static_cast<double>(c.partial_kernels) / static_cast<double>(c.partial_calls), 0)
+            : std::string("-");
     out += fit(name, 26) + fit(std::to_string(c.profiled_calls), 6, true) +
-           fit(c.profiled_calls ? format_fixed(static_cast<double>(c.kernels) / static_cast<double>(c.profiled_calls), 1)
-                                : std::string("-"),
-               8, true) +
+           fit(per_call_kernels + (c.partial_calls > 0 && whole > 0 ? "*" : ""), 8, true) +
            fit(counter_cell(c.per_call(dram), "B"), 11, true) +
            fit(counter_cell(c.per_call(c.measured.flops.total), ""), 11, true) +
            fit(std::isfinite(sm) ? format_fixed(sm, 1) : "-", 7, true) +
@@ -202,9 +220,18 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
     if (!measured.empty()) details += wrap("  measured roofline: " + measured, 98);
     if (c.failed_calls)
       details += wrap("  " + std::to_string(c.failed_calls) + " profiled calls failed (notes below)", 98);
+    if (c.partial_calls)
+      details += wrap("  " + std::to_string(c.partial_calls) + " of " + std::to_string(c.profiled_calls) +
+                          " profiled calls launched more kernels than the counter-data image held (it filled after " +
+                          format_fixed(static_cast<double>(c.partial_kernels) / static_cast<double>(c.partial_calls), 0) +
+                          "): their kernels are left out and the sums rest on the " + std::to_string(whole) +
+                          " calls profiled whole; the scope's later calls got an image twice as large" +
+                          (whole == 0 ? " (none profiled whole yet: no figure in this row is per call)" : ""),
+                      98);
     if (c.groups > 1) details += wrap("  " + metric_calls_text(c), 98);
   }
-  out += wrap("prof: calls profiled; kern/c: kernels per profiled call; DRAM/call, FLOP/call: measured (DRAM "
+  out += wrap("prof: calls profiled; kern/c: kernels per profiled call (* some calls had more kernels than the "
+              "counter image held, >N: every call did); DRAM/call, FLOP/call: measured (DRAM "
               "read + write, and the write-back after the call where measured; SASS FP instructions, fma = 2); SM %, mem %: speed-of-light throughputs, "
               "kernel-time weighted",
               98);
@@ -228,6 +255,8 @@ KSCOPE_DECL void write_scope_counters_json(json_writer& w, const scope_counter_r
   w.member("failed_calls", static_cast<unsigned long long>(c.failed_calls));
   w.member("kernels", static_cast<unsigned long long>(c.kernels));
   w.member("kernels_dropped", static_cast<unsigned long long>(c.kernels_dropped));
+  w.member("partial_calls", static_cast<unsigned long long>(c.partial_calls));
+  w.member("partial_kernels", static_cast<unsigned long long>(c.partial_kernels));
   w.key("totals").begin_object();
   for (const auto& [name, value] : c.totals) w.member(name, value);
   w.end_object();

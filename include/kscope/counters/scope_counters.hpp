@@ -68,8 +68,13 @@ struct scope_counter_options {
   bool kernel_replay = false;
   std::uint32_t first_calls = 2;             // each scope's first calls are profiled
   std::uint32_t every = 100;                 // then every k-th call (0: no more)
-  std::uint32_t max_calls_per_scope = 16;    // at most this many profiled calls per scope
-  std::size_t max_kernels = 256;             // kernels per profiled call (more: counted)
+  // At most this many profiled calls per scope. The one-pass groups (about 20 on GH100 with
+  // the speed-of-light rollups' parts) each need a call before every metric is measured.
+  std::uint32_t max_calls_per_scope = 40;
+  // Kernels per profiled call the counter-data image holds at first. A call with more is
+  // counted as partial (its kernels left out of the sums, the row says so) and the scope's
+  // next calls get an image twice the kernels seen, up to counter_max_kernels_limit.
+  std::size_t max_kernels = 256;
   // One-pass groups: keep the range profiler enabled on the context between profiled calls,
   // and each group's host object, config image and counter-data image, so that a group's
   // later calls pay only for re-arming (SetConfig, a synchronization) instead of CUPTI's
@@ -84,8 +89,12 @@ struct scope_counter_totals {
   node_id node = 0;
   std::uint64_t profiled_calls = 0;
   std::uint64_t failed_calls = 0;      // the pass failed (message in notes)
-  std::uint64_t kernels = 0;           // kernels profiled over those calls
-  std::uint64_t kernels_dropped = 0;   // past max_kernels in a call
+  std::uint64_t kernels = 0;           // kernels profiled over the calls profiled whole
+  std::uint64_t kernels_dropped = 0;   // past the image's capacity in a call (a lower bound)
+  // Calls whose kernels did not all fit the counter-data image: counted (their sums are
+  // scaled from the whole calls), their kernels not added; the next calls get a larger image.
+  std::uint64_t partial_calls = 0;
+  std::uint64_t partial_kernels = 0;   // the kernels those calls did profile
   counter_aggregate aggregate;         // every profiled kernel's values
   std::size_t groups = 1;              // metric groups rotated over the calls (1: every metric each call)
 };
@@ -234,24 +243,35 @@ class scope_counter_sampler {
       const bool context_known = detail::current_cuda_context_id(context_id);
       std::shared_ptr<detail::range_profiler_handle> keep;
       std::uint64_t generation = 0;
-      bool kernel_replay = false;
+      std::unique_ptr<kept_pass> too_small;  // a kept pass whose image is smaller than this scope needs
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (plan_.groups.empty()) return false;
-        metrics = plan_.groups[nth % plan_.groups.size()];
-        generation = kept_generation_;
         // A group of SASS instruction counters while the activity collector traces: CUPTI
-        // counts them as 0 under user replay and right under kernel replay (one pass here,
-        // so the work still runs once and no memory is saved or restored). Such a call is
-        // set up afresh, not kept: its replay mode is not the kept profiler's.
-        kernel_replay =
-            detail::has_sass_instruction_metric(metrics) && detail::activity_tracing().load(std::memory_order_acquire);
-        if (kernel_replay) run_options.replay = counter_replay::kernel;
-        if (keep_profiler_ && context_known && !kernel_replay) {
+        // counts them as 0 under user replay, and kernel replay would stop the collector's
+        // records (counters/collect.hpp). The next group that has none runs instead.
+        const bool tracing = detail::activity_tracing().load(std::memory_order_acquire);
+        bool found_group = false;
+        for (std::size_t i = 0; i < plan_.groups.size() && !found_group; ++i) {
+          const std::vector<std::string>& g = plan_.groups[(nth + i) % plan_.groups.size()];
+          if (tracing && detail::has_sass_instruction_metric(g)) continue;
+          metrics = g;
+          found_group = true;
+        }
+        if (!found_group) return false;
+        if (tracing && plan_has_sass_) note(sass_while_tracing_note());
+        generation = kept_generation_;
+        // The image holds every kernel of this scope's calls: grown after a call filled it.
+        const auto need = capacity_.find(node);
+        if (need != capacity_.end()) run_options.max_kernels = std::max(run_options.max_kernels, need->second);
+        if (keep_profiler_ && context_known) {
           kept_context& kept = kept_[context_id];
           const auto found = kept.passes.find(metrics);
           if (found != kept.passes.end()) {
-            state.pass = std::move(found->second);
+            if (found->second->options.max_kernels >= run_options.max_kernels)
+              state.pass = std::move(found->second);
+            else
+              too_small = std::move(found->second);  // set up afresh below, with the larger image
             kept.passes.erase(found);
           }
           if (!kept.range) kept.range = std::make_shared<detail::range_profiler_handle>();
@@ -260,9 +280,7 @@ class scope_counter_sampler {
           state.context_id = context_id;
         }
       }
-      // Its own profiler, enabled afresh (the path measured right): a kept one enabled on the
-      // context is let go first (the kept groups set up again at their next call).
-      if (kernel_replay) drop_kept();
+      too_small.reset();  // outside mutex_: its image and config are freed
       if (state.pass) {
         state.cold = false;
         if (state.pass->run.rearm(state.result)) return true;
@@ -346,8 +364,19 @@ class scope_counter_sampler {
       for (const std::string& n : r.notes) note(n);
       t.groups = options_.kernel_replay ? 1 : plan_.groups.size();  // under mutex_, as split_group
       ++t.profiled_calls;
-      t.kernels += r.kernels.size();
       t.kernels_dropped += r.ranges_dropped;
+      if (r.ranges_dropped > 0) {
+        // The image filled up: this call's figures rest on its first kernels only (the row
+        // says so), and the scope's next calls get an image twice the kernels seen.
+        ++t.partial_calls;
+        std::size_t& need = capacity_[node];
+        need = std::min(counter_max_kernels_limit,
+                        std::max(need, 2 * (r.kernels.size() + r.ranges_dropped)));
+        t.partial_kernels += r.kernels.size();
+        t.aggregate.count_call();  // counted, its kernels not added: a part of a call is no call's sum
+        return;
+      }
+      t.kernels += r.kernels.size();
       t.aggregate.add_call(r.kernels);
     } catch (...) {
     }
@@ -399,13 +428,14 @@ class scope_counter_sampler {
       return false;
     }
     // Groups of SASS instruction counters last in the rotation: while the activity collector
-    // traces they run under kernel replay on a profiler of their own (begin_call), which lets
-    // the kept one go, and on an H100 (CUDA 13.0) the DRAM counters of the user-replay passes
-    // after such a pass were seen to evaluate as NaN. A scope's first rotation so measures
-    // every other group before any of them.
+    // traces they are passed over (begin_call), so a scope's first rotation measures every
+    // other group first either way.
     std::stable_partition(plan.groups.begin(), plan.groups.end(),
                           [](const std::vector<std::string>& g) { return !detail::has_sass_instruction_metric(g); });
+    const bool has_sass = std::any_of(plan.groups.begin(), plan.groups.end(),
+                                      [](const std::vector<std::string>& g) { return detail::has_sass_instruction_metric(g); });
     std::lock_guard<std::mutex> lock(mutex_);
+    plan_has_sass_ = has_sass;
     plan_ = std::move(plan);
     plan_ready_ = true;
     groups_planned_.store(static_cast<std::uint32_t>(plan_.groups.size()), std::memory_order_relaxed);
@@ -466,6 +496,15 @@ class scope_counter_sampler {
 
   const detail::counter_hook hook_{&hook_open, &hook_close};
 
+  static std::string sass_while_tracing_note() {
+    return "the SASS instruction counters (the CUDA-core FLOPs) are not collected per scope while the activity "
+           "collector traces: CUPTI counts them as 0 under user replay, and kernel replay stops the collector's "
+           "records; the tensor pipe's FLOPs are hardware counters and are collected";
+  }
+  bool plan_has_sass_ = false;
+  // Per scope: the counter-data image its calls need (kernels seen x 2), once one filled up.
+  std::map<node_id, std::size_t> capacity_;
+
   // Per context (by the driver's context id): the kept range profiler and each one-pass
   // group's kept pass (under mutex_).
   struct kept_context {
@@ -521,6 +560,10 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
     return false;
   }
 #if KSCOPE_HAS_RANGE_PROFILER
+  if (options_.kernel_replay && detail::activity_tracing().load(std::memory_order_acquire)) {
+    status_ = "per-scope counters not started: " + std::string(kernel_replay_while_tracing_message);
+    return false;
+  }
   enabled_ = true;
   keep_profiler_ = options_.keep_profiler && !options_.kernel_replay;
   // Registered here, where a kept profiler can first exist.
@@ -562,7 +605,10 @@ KSCOPE_DECL scope_counters_snapshot scope_counter_sampler::snapshot() const {
   scope_counters_snapshot out;
   out.enabled = enabled_;
   out.status = status_;
-  out.metrics = metrics_;
+  // What the calls collect now: while the collector traces, not the SASS counters.
+  const bool tracing = detail::activity_tracing().load(std::memory_order_acquire);
+  for (const std::string& m : metrics_)
+    if (!tracing || !detail::is_sass_instruction_metric(m)) out.metrics.push_back(m);
   out.notes = notes_;
   out.passes = passes_;
   out.skipped_busy = skipped_busy_.load(std::memory_order_relaxed);

@@ -105,7 +105,7 @@ KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_sn
     }
     s.counters = make_scope_counter_report(t->aggregate, t->profiled_calls, t->failed_calls, t->kernels,
                                            t->kernels_dropped, declared_per_call, span, busy, roofs ? &*roofs : nullptr,
-                                           t->groups);
+                                           t->groups, t->partial_calls, t->partial_kernels);
   }
 }
 
