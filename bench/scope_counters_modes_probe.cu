@@ -6,6 +6,8 @@
 //   nosass    one-pass groups without the SASS instruction counters (those run under kernel
 //             replay while the collector traces)
 //   many      300 tiny kernels per call, kernel replay: the image's capacity
+//   many1     300 tiny kernels per call, one-pass groups: the image grown after the first call
+//   nokeep    as onepass, with keep_profiler off (each call sets CUPTI up afresh)
 // Scopes: `transpose` (a naive 8192^2 transpose: L2-bound, Nsight Compute L2 ~80 %) and `mma`
 // (a WMMA fp16 kernel: tensor FLOPs exactly 2 m n k per call). Prints "PROBE" lines: the
 // records the collector saw, each scope's rollups, tensor FLOPs, verdict and cost.
@@ -91,8 +93,9 @@ int main(int argc, char** argv) {
   kscope::scope_counter_options options;
   options.first_calls = 1;
   options.every = 1;
-  options.max_calls_per_scope = mode == "kernel" || mode == "many" ? 2 : 24;
+  options.max_calls_per_scope = mode == "kernel" || mode == "many" ? 2 : 40;
   options.kernel_replay = mode == "kernel" || mode == "many";
+  options.keep_profiler = mode != "nokeep";
   if (mode == "nosass") {
     for (const std::string& m : kscope::scope_metric_names())
       if (m.find("sass") == std::string::npos) options.metrics.push_back(m);
@@ -116,10 +119,10 @@ int main(int argc, char** argv) {
   cudaMemset(b, 0, sizeof(__half) * n * k);
   float* tiny = nullptr;
   cudaMalloc(&tiny, sizeof(float) * 64);
-  const int calls = options.kernel_replay ? 6 : 30;
+  const int calls = options.kernel_replay ? 6 : mode == "many1" ? 8 : 40;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < calls; ++i) {
-    if (mode == "many") {
+    if (mode == "many" || mode == "many1") {
       kscope::scope s{"many"};
       for (int j = 0; j < 300; ++j) probe_tiny<<<64, 32>>>(tiny);
       cudaDeviceSynchronize();
@@ -144,6 +147,11 @@ int main(int argc, char** argv) {
               calls, seconds, static_cast<unsigned long long>(got.records_seen),
               static_cast<unsigned long long>(got.kernel_records), static_cast<unsigned long long>(got.profiled_records));
   std::printf("PROBE expected tensor FLOPs per mma call: %.6g\n", 2.0 * m * n * k);
+  if (r.counters)
+    for (const std::string& n : r.counters->notes) std::printf("PROBE note: %s\n", n.c_str());
+  if (const kscope::scope_report* t = r.find("transpose"); t && t->counters)
+    for (const auto& [name, n] : t->counters->metric_calls)
+      if (name.rfind("lts__", 0) == 0) std::printf("PROBE transpose calls %s = %zu\n", name.c_str(), n);
   show(r, "transpose");
   show(r, "mma");
   show(r, "many");
