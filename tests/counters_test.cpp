@@ -1274,17 +1274,23 @@ TEST_CASE("aggregate: no rollup from parts when a part is missing or the calls' 
 }
 
 TEST_CASE("aggregate: the tensor pipe's fp16 FLOPs are the HMMA and HGMMA counts summed, scaled to all calls") {
-  const std::string hmma = "sm__ops_path_tensor_op_hmma_src_fp16.sum", hgmma = "sm__ops_path_tensor_op_hgmma_src_fp16.sum";
+  const std::string hmma16 = "sm__ops_path_tensor_op_hmma_src_fp16_dst_fp16.sum",
+                    hmma32 = "sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32.sum",
+                    hgmma = "sm__ops_path_tensor_op_hgmma_src_fp16.sum";
   kscope::counter_aggregate agg;
-  agg.add_call({kernel_with(1e6, {{hmma, 1e9}})});
-  agg.add_call({kernel_with(1e6, {{hgmma, 4e9}})});
+  agg.add_call({kernel_with(1e6, {{hmma16, 1e9}})});
+  agg.add_call({kernel_with(1e6, {{hmma32, 2e9}, {hgmma, 4e9}})});
   agg.add_call({kernel_with(1e6, {{"dram__bytes_read.sum", 1e6}})});
-  // Each part from one of three calls, scaled to all three: 3e9 + 12e9.
+  // Each part from one of three calls, scaled to all three: 3e9 + 6e9 + 12e9.
   const kscope::metric_values totals = agg.totals();
   REQUIRE(totals.count("sm__ops_path_tensor_src_fp16.sum") == 1);
-  CHECK(totals.at("sm__ops_path_tensor_src_fp16.sum") == doctest::Approx(15e9));
+  CHECK(totals.at("sm__ops_path_tensor_src_fp16.sum") == doctest::Approx(21e9));
   const kscope::flop_count f = kscope::count_flops(totals);
-  CHECK(f.tensor == doctest::Approx(15e9));
+  CHECK(f.tensor == doctest::Approx(21e9));
+  // A part never measured: no fp16 tensor count at all (it could hold most of them).
+  kscope::counter_aggregate partial;
+  partial.add_call({kernel_with(1e6, {{hgmma, 4e9}})});
+  CHECK(partial.totals().count("sm__ops_path_tensor_src_fp16.sum") == 0);
 }
 
 TEST_CASE("classify: stand-ins under the roof do not make a kernel latency-bound") {

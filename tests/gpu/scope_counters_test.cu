@@ -191,12 +191,11 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
               2.0 * n * n * n, gc.classified.verdict.text.c_str());
   CHECK_FALSE(fp32 > 0);
   CHECK(text.find("not collected per scope while the activity collector traces") != std::string::npos);
-  // The speed-of-light rollups, put back together from their parts (every call of these
-  // scopes has one kernel): the copy is DRAM-bound by the same metrics the bench reads.
-  CHECK(kscope::collected_name(cc.totals, kscope::counter_metric::memory_throughput) ==
-        kscope::metric_info_of(kscope::counter_metric::memory_throughput).name());
-  CHECK(kscope::collected_name(cc.totals, kscope::counter_metric::sm_throughput) ==
-        kscope::metric_info_of(kscope::counter_metric::sm_throughput).name());
+  // The L2 rollup put back together from its parts (every call of these scopes has one
+  // kernel); the copy is DRAM-bound by the bench's metrics. (sm__throughput and the memory
+  // rollup each have a part that needs 2 passes on GH100: lower-bound stand-ins, said.)
+  CHECK(kscope::collected_name(cc.totals, kscope::counter_metric::l2_throughput) ==
+        kscope::metric_info_of(kscope::counter_metric::l2_throughput).name());
   CHECK(cc.classified.verdict.where == "DRAM");
   // Declared work agrees: no mismatch line.
   if (cc.declared_vs_measured) CHECK_FALSE(cc.declared_vs_measured->bytes_differ);
@@ -211,8 +210,9 @@ TEST_CASE("per-scope counters: sampled calls profiled, kept out of timings, know
   CHECK(cost.calls == cc.profiled_calls + cc.failed_calls + gc.profiled_calls + gc.failed_calls);
   CHECK(cost.cold_calls >= 1);
   CHECK(cost.cold_calls + cost.warm_calls == cost.calls);  // nothing in flight now
-  // Every group's first call sets CUPTI up; the later ones re-arm its kept pass.
-  if (cc.profiled_calls + gc.profiled_calls > cc.groups) CHECK(cost.warm_calls > 0);
+  // keep_profiler is off by default (re-armed passes read NaN on an H100): every call
+  // sets CUPTI up, none re-arms.
+  CHECK(cost.warm_calls == 0);
   std::vector<double> sorted_copy = copy_ms;
   std::sort(sorted_copy.begin(), sorted_copy.end());
   const double unprofiled_ms = sorted_copy[sorted_copy.size() / 2];  // most calls are not profiled

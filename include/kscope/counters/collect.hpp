@@ -707,6 +707,8 @@ class counter_pass_run {
   // finds its buffer still in the L2, left there by the pass just before, reads too little
   // from DRAM to be recognized; finish() notes it and reports every range.)
   [[nodiscard]] bool ranges_unevaluated() const noexcept { return ranges_unevaluated_; }
+  // Metrics of the last finish() that CUPTI evaluated as NaN in every range.
+  [[nodiscard]] std::size_t metrics_unvalued() const noexcept { return metrics_unvalued_; }
 
  private:
   bool give_up(counter_result& result);
@@ -751,6 +753,7 @@ class counter_pass_run {
   bool pushed_ = false;
   bool all_submitted_ = false;
   bool ranges_unevaluated_ = false;
+  std::size_t metrics_unvalued_ = 0;
   std::size_t max_runs_ = 1;
   std::string run_error_;
 };
@@ -1107,6 +1110,7 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
       if (any) continue;
       unvalued += (count++ ? ", " : "") + m;
     }
+    metrics_unvalued_ = count;
     if (count > 0)
       result.notes.push_back("CUPTI evaluated " + unvalued + " as not-a-number in every range of a pass: " +
                              (count == 1 ? "no value of it" : "no value of theirs") + " is taken from that pass");
