@@ -16,15 +16,17 @@
 // What a profiled call costs, and why its time is never reported: its kernels run one at a
 // time (one range each) between two device synchronizations and two L2 sweeps. CUPTI's
 // setup (host object, config image, enabling the range profiler on the context: hundreds
-// of milliseconds) is paid once per one-pass group: the profiler stays enabled between
-// calls and each group's pass is kept and re-armed (keep_profiler), so a group's later calls
-// pay for SetConfig and a synchronization only. The report says what the calls cost
+// of milliseconds) is paid by every profiled call: keeping the profiler enabled and re-arming
+// each group's pass (keep_profiler) costs ~0.07 s instead of ~0.4 s, but on an H100 (CUDA
+// 13.0) re-armed passes evaluated many metrics as NaN, so it is off unless asked for (and
+// switches itself off on such a NaN). The speed-of-light rollups that need several passes
+// are measured as their parts (counters/breakdown.hpp). The report says what the calls cost
 // (scope_counter_cost: before and after the work, set-up and re-armed calls apart); with
 // kernel_replay each kernel also runs once per pass (tens for the default set) with device
 // memory saved and restored around each replay, which is why the default is one pass per
-// call. Metrics that need several passes alone are replaced by one-pass stand-ins or left
-// out (the notes say which; classify() then takes the busiest measured unit for the
-// speed-of-light rollups). Each metric's per-call value rests on the calls whose group
+// call. Metrics that need several passes alone are measured as their parts where the chip's
+// breakdown is known, else replaced by one-pass stand-ins or left out (the notes say which;
+// classify() then takes the busiest measured unit as a lower bound). Each metric's per-call value rests on the calls whose group
 // held it (counter_aggregate: aggregated_metric::calls). So the call's record is flagged (scope layer:
 // counter_hook.hpp): the recorder counts it as profiled and keeps it out of every timing
 // statistic, scopes opened inside it on its thread too, and its kernels' activity records
