@@ -1565,3 +1565,56 @@ TEST_CASE("KSCOPE_CUPTI_OPTIONS: every key, bad values named, the rest applied")
   CHECK(p.graphs == kscope::graph_tracing::graph);
   CHECK(kscope::apply_cupti_options_text("", p).empty());
 }
+
+TEST_CASE("graph-level trace on: a node-level replay that ran longer than the reference keeps its head whole") {
+  // Graph 5: 3 kernels of 10 us, 5 us apart (a 40 us replay), back to back with a 2 us gap.
+  // The node-level replay 23 ran with 6 us between kernels (42 us: tracing node by node adds
+  // a little per kernel) and CUPTI stamped it 2 ms late after its head. `excess` is then the
+  // offset plus 2 us, and taking all of it off the head would leave it 8 us; the next launch
+  // 2 us after the replay's true end says the offset is 2 ms, and the head keeps its 10 us.
+  gpu_attribution a;
+  a.set_graph_level_trace(true);
+  for (std::uint32_t c = 20; c <= 26; ++c) a.launches().record_launch(c, 3, 0);
+  const std::int64_t us = 1000, offset = 2'000'000;
+  a.add_graph(graph_replay(20, 0, 40 * us));
+  a.add_graph(graph_replay(21, 42 * us, 40 * us));
+  a.add_graph(graph_replay(22, 84 * us, 40 * us));
+  const std::int64_t t0 = 126 * us;
+  const char* names[] = {"_Z2k1v", "_Z2k2v", "_Z2k3v"};
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t start = t0 + 16 * us * i, end = start + 10 * us;
+    kernel_record k = make_kernel(23, start + (i == 0 ? 0 : offset), end + offset, 7, names[i]);
+    k.graph_id = 5;
+    a.add_kernel(k);
+  }
+  a.add_graph(graph_replay(24, t0 + 42 * us + 2 * us, 40 * us));  // 2 us after its true end
+  a.add_graph(graph_replay(25, t0 + 86 * us, 40 * us));
+  const auto r = a.report();
+  CHECK(r.counters.graph_replays_retimed == 1);
+  for (const kscope::kernel_summary& k : r.top_kernels) {
+    CAPTURE(k.name);
+    CHECK(k.max_ns == 10 * us);  // the head too: 10 us, not 8
+  }
+  const kscope::node_gpu_activity* n = r.find(3);
+  REQUIRE(n != nullptr);
+  CHECK(n->kernel_ns - n->scaled_kernel_ns == 30 * us);
+  // Without a known next launch (the report lets it go first): the old rule, the excess off
+  // the head, which is then bounded by the others.
+  gpu_attribution b;
+  b.set_graph_level_trace(true);
+  for (std::uint32_t c = 20; c <= 26; ++c) b.launches().record_launch(c, 3, 0);
+  b.add_graph(graph_replay(20, 0, 40 * us));
+  b.add_graph(graph_replay(21, 42 * us, 40 * us));
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t start = t0 + 16 * us * i, end = start + 10 * us;
+    kernel_record k = make_kernel(23, start + (i == 0 ? 0 : offset), end + offset, 7, names[i]);
+    k.graph_id = 5;
+    b.add_kernel(k);
+  }
+  const auto rb = b.report();
+  CHECK(rb.counters.graph_replays_retimed == 1);
+  std::int64_t head = 0;
+  for (const kscope::kernel_summary& k : rb.top_kernels)
+    if (k.name.find("k1") != std::string::npos) head = k.max_ns;
+  CHECK(head == 8 * us);
+}
