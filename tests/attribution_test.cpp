@@ -1576,7 +1576,7 @@ TEST_CASE("graph-level trace on: a node-level replay that ran longer than the re
   a.set_graph_level_trace(true);
   for (std::uint32_t c = 20; c <= 26; ++c) a.launches().record_launch(c, 3, 0);
   const std::int64_t us = 1000, offset = 2'000'000;
-  a.add_graph(graph_replay(20, 0, 40 * us));
+  a.add_graph(graph_replay(20, 1 * us, 39 * us));  // (a start of 0 reads as no timestamp)
   a.add_graph(graph_replay(21, 42 * us, 40 * us));
   a.add_graph(graph_replay(22, 84 * us, 40 * us));
   const std::int64_t t0 = 126 * us;
@@ -1603,7 +1603,7 @@ TEST_CASE("graph-level trace on: a node-level replay that ran longer than the re
   gpu_attribution b;
   b.set_graph_level_trace(true);
   for (std::uint32_t c = 20; c <= 26; ++c) b.launches().record_launch(c, 3, 0);
-  b.add_graph(graph_replay(20, 0, 40 * us));
+  b.add_graph(graph_replay(20, 1 * us, 39 * us));
   b.add_graph(graph_replay(21, 42 * us, 40 * us));
   for (int i = 0; i < 3; ++i) {
     const std::int64_t start = t0 + 16 * us * i, end = start + 10 * us;
@@ -1617,4 +1617,35 @@ TEST_CASE("graph-level trace on: a node-level replay that ran longer than the re
   for (const kscope::kernel_summary& k : rb.top_kernels)
     if (k.name.find("k1") != std::string::npos) head = k.max_ns;
   CHECK(head == 8 * us);
+}
+
+TEST_CASE("graph-level trace on: the graph's first node-level replays, before any gap was seen, keep their head") {
+  // Replays 30 and 31 node by node (the first replays of the graph: the first one cold, 50 us
+  // instead of 40), then one-record replays. When replay 30 is let go no gap between replays
+  // has been seen: the next launch (replay 31's head, 1 us after 30 really ended) bounds it.
+  gpu_attribution a;
+  a.set_graph_level_trace(true);
+  for (std::uint32_t c = 30; c <= 36; ++c) a.launches().record_launch(c, 3, 0);
+  const std::int64_t us = 1000, offset = 3'000'000;
+  const char* names[] = {"_Z2k1v", "_Z2k2v", "_Z2k3v"};
+  const auto replay = [&](std::uint32_t corr, std::int64_t t0, std::int64_t apart) {
+    for (int i = 0; i < 3; ++i) {
+      const std::int64_t start = t0 + apart * i, end = start + 10 * us;
+      kernel_record k = make_kernel(corr, start + (i == 0 ? 0 : offset), end + offset, 7, names[i]);
+      k.graph_id = 5;
+      a.add_kernel(k);
+    }
+  };
+  const std::int64_t t = 1000 * us;  // timestamps start after 0 (0 is "no timestamp")
+  replay(30, t, 20 * us);               // cold: 50 us
+  replay(31, t + 51 * us, 15 * us);     // 40 us, 1 us after
+  a.add_graph(graph_replay(32, t + 92 * us, 40 * us));
+  a.add_graph(graph_replay(33, t + 133 * us, 40 * us));
+  const auto r = a.report();
+  CHECK(r.counters.graph_replays_retimed == 2);
+  for (const kscope::kernel_summary& k : r.top_kernels) {
+    CAPTURE(k.name);
+    CHECK(k.max_ns <= 11 * us);
+    CHECK(k.total_ns >= 2 * 10 * us - 1);  // neither replay's head cut (the excess way: 0 us for the cold one)
+  }
 }

@@ -521,9 +521,11 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
         // launch of the graph is known and replays follow each other with a usual gap, the
         // replay really ended that gap before the next one began: the offset is what its
         // last kernel is late by then, taken when it is within the tolerance of `excess`.
+        // Before two one-record replays were seen (the graph's first replays) the usual gap
+        // is taken as 0: the head then keeps at most the real gap before the next launch.
         std::int64_t shift = excess;
         const std::int64_t gap = g.usual_gap_ns();
-        if (successor > start && g.gaps_seen > 0) {
+        if (successor > start) {
           const std::int64_t by_successor = end - (successor - gap);
           if (std::llabs(by_successor - excess) <= static_cast<std::int64_t>(allowed) && by_successor > 0)
             shift = by_successor;
