@@ -19,7 +19,7 @@
 # `test` without doctest or nlohmann/json (the unit tests include both).
 # The CUDA Toolkit is used when nvcc is on PATH or at /usr/local/cuda; without it kscope
 # builds its CPU-only configuration and GPU tests are skipped. CUDA code is built for this
-# machine's GPU, or for a portable set without one (README, "Two commands").
+# machine's GPU, or for a portable set without one (docs/building.md, "CUDA architectures").
 # Environment: KSCOPE_BUILD_DIR (default build/) and KSCOPE_CMAKE_ARGS (extra configure
 # arguments, e.g. -DCMAKE_CUDA_ARCHITECTURES=90) change where and how; KSCOPE_SETUP_INSTALL=0
 # never installs; KSCOPE_SETUP_STOP_AFTER_CHECKS=1 stops demo/test after the checks and the
