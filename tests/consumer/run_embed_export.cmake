@@ -1,7 +1,7 @@
 # The embed-and-export case, end to end: configure, build and install the embedding library
 # (tests/consumer/embed_export) into a scratch prefix, then configure, build and run a
 # project that finds only the embedder (embed_export/downstream). Any failing step fails,
-# and so does a configuration without KSCOPE_INSTALL that does not fail as the README says.
+# and so does a configuration without KSCOPE_INSTALL that does not fail as docs/building.md says.
 #   -DSOURCE=.../embed_export -DBINARY=... -DPREFIX=... -DKSCOPE_SOURCE_DIR=... -DGENERATOR=...
 file(REMOVE_RECURSE ${BINARY} ${PREFIX})
 function(step what)
@@ -10,7 +10,7 @@ function(step what)
     message(FATAL_ERROR "embed-and-export: ${what} failed: ${rc}")
   endif()
 endfunction()
-# First the failure KSCOPE_INSTALL=ON prevents, so that the README's reason stays true.
+# First the failure KSCOPE_INSTALL=ON prevents, so that docs/building.md's reason stays true.
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${BINARY}/without_install -G ${GENERATOR}
     -DKSCOPE_SOURCE_DIR=${KSCOPE_SOURCE_DIR} -DEMBEDDER_SETS_KSCOPE_INSTALL=OFF
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -1,7 +1,7 @@
 // kscope/core/config.hpp — build configuration shared by every kscope header.
 //
-// Every configuration macro kscope reads is listed in README.md ("Configuration
-// macros"). The CMake target kscope::kscope defines KSCOPE_HAS_CUDA; a build without
+// Every configuration macro kscope reads is listed in docs/reference.md
+// ("Configuration"). The CMake target kscope::kscope defines KSCOPE_HAS_CUDA; a build without
 // CMake may define it by hand, otherwise it is detected from the include path.
 #pragma once
 

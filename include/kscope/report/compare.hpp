@@ -298,7 +298,7 @@ struct report_comparison {
   // verdict, a table, the notes. Names are escaped so that they cannot break the table or
   // inject HTML ('|', '<', '>', '&', '`', '*', '_').
   [[nodiscard]] std::string markdown() const;
-  // The same as a "kscope.compare/1" JSON document (README, "Command-line tool"):
+  // The same as a "kscope.compare/1" JSON document (docs/reference.md, "The `kscope` command-line tool"):
   // {"schema", "format", "item", "threshold", "allow_missing", "gate", "passed",
   //  "failure", "environment_warnings", "comparisons": [{"name", "time",
   //  "baseline_median_ns", "candidate_median_ns", "ratio", "ratio_ci": {"lo", "hi",

@@ -4,7 +4,7 @@
 // People write KSCOPE=OFF, KSCOPE=False, KSCOPE=no or KSCOPE=" 0" and mean "off"; a parser
 // that knows only "0" silently leaves profiling on. So the value is trimmed of blanks and
 // compared without regard to case, and a value that is neither on nor off is reported as
-// such, never guessed: the caller decides what it means and says so (README.md,
+// such, never guessed: the caller decides what it means and says so (docs/reference.md,
 // "Configuration", lists the values):
 //
 //   off          0, off, false, no, disable, disabled
