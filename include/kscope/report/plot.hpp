@@ -37,11 +37,14 @@
 #include "../core/sweep.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kscope {
@@ -329,6 +332,7 @@ KSCOPE_DECL std::string roofline_svg(const std::vector<roof_line>& roofs,
 
   // ---- points ----
   std::vector<const roof_point*> not_drawn;
+  std::vector<std::array<double, 4>> label_boxes;  // x0, y0, x1, y1 of the labels placed
   s += "<g class=\"kscope-points\">\n";
   for (const roof_point& p : points) {
     if (std::isnan(p.intensity) || std::isnan(p.flops_per_s) || p.intensity < 0 || p.flops_per_s < 0) {
@@ -354,7 +358,21 @@ KSCOPE_DECL std::string roofline_svg(const std::vector<roof_line>& roofs,
     // Label below the point (points sit under their roof, so below is usually free),
     // above it at the bottom edge; to the left near the right edge.
     const bool flip = x > left + plot_w * 0.8;
-    const double label_y = y + 17 > top + plot_h - 2 ? y - 8 : y + 17;
+    double label_y = y + 17 > top + plot_h - 2 ? y - 8 : y + 17;
+    // Points close together (a scope's declared and measured points, its DRAM and L2
+    // levels) would print their labels over each other: a label that overlaps one placed
+    // before moves down a line, or up near the bottom edge (about 7 px a character).
+    const double label_w = 7.0 * static_cast<double>(p.label.size());
+    const double lx0 = flip ? x - 8 - label_w : x + 8, lx1 = lx0 + label_w;
+    const double line_step = label_y < y ? -14 : 14;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      const bool overlaps = std::any_of(label_boxes.begin(), label_boxes.end(), [&](const std::array<double, 4>& b) {
+        return lx0 < b[2] && b[0] < lx1 && label_y - 11 < b[3] && b[1] < label_y + 2;
+      });
+      if (!overlaps) break;
+      label_y += line_step;
+    }
+    label_boxes.push_back({lx0, label_y - 11, lx1, label_y + 2});
     s += "<text x=\"" + svg_number(flip ? x - 8 : x + 8) + "\" y=\"" + svg_number(label_y) + "\" text-anchor=\"" +
          (flip ? "end" : "start") + "\" fill=\"#222222\">";
     append_xml_escaped(s, p.label);
@@ -775,6 +793,519 @@ KSCOPE_DECL std::string sweep_svg(const sweep_results& results, const sweep_plot
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+// ---- the report page's pictures: bars, latency distributions, step timelines -------------
+//
+// Each is one <svg> with a known class (kscope-bars or the caller's, kscope-latency,
+// kscope-step-timeline), no script and no external resource, and a bounded number of
+// marks whatever the input: a large run gives a picture of the same size as a small one,
+// with what was left out said in a note inside the picture. Times are nanoseconds.
+
+// One bar of bar_chart_svg(): a label, a value (drawn from 0), the text after the bar.
+//   kscope::chart_bar b{"step/decode", 51.4e6, "51.4 ms (79%)", ""};
+struct chart_bar {
+  std::string label;
+  double value = 0;
+  std::string value_text;
+  std::string tooltip;  // "": the label and the value text
+};
+
+//   kscope::bar_chart_options o;
+//   o.title = "GPU time per scope";
+//   o.css_class = "kscope-gpu-bars";
+struct bar_chart_options {
+  std::string title;
+  std::string css_class = "kscope-bars";
+  std::string note;           // a line under the bars (what the values are)
+  int width_px = 900;
+  std::size_t max_bars = 24;  // more are not drawn; the note under the bars counts them
+};
+
+// Horizontal bars, largest value first as given (the caller orders them), on a linear
+// axis from 0 to the largest value.
+//   std::string svg = kscope::bar_chart_svg({{"decode", 51.4e6, "51.4 ms", ""}}, o);
+[[nodiscard]] KSCOPE_DECL std::string bar_chart_svg(const std::vector<chart_bar>& bars,
+                                                   const bar_chart_options& options = {});
+
+// One latency distribution of latency_svg(): the percentiles the report keeps of a range
+// (the samples themselves are not in a report). NaN: unknown, not drawn.
+//   kscope::latency_row r{"request", 400, s.min, s.median, s.median_ci.lo, s.median_ci.hi,
+//                         s.p90, s.p99, s.mean, s.max};
+struct latency_row {
+  std::string label;
+  std::uint64_t count = 0;
+  double min_ns = std::numeric_limits<double>::quiet_NaN();
+  double p50_ns = std::numeric_limits<double>::quiet_NaN();
+  double p50_lo_ns = std::numeric_limits<double>::quiet_NaN();  // the p50's 95 % interval
+  double p50_hi_ns = std::numeric_limits<double>::quiet_NaN();
+  double p90_ns = std::numeric_limits<double>::quiet_NaN();
+  double p99_ns = std::numeric_limits<double>::quiet_NaN();
+  double mean_ns = std::numeric_limits<double>::quiet_NaN();
+  double max_ns = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct latency_chart_options {
+  std::string title = "Latency distribution";
+  int width_px = 900;
+  std::size_t max_rows = 16;
+};
+
+// One row per distribution on a shared time axis (log when it spans more than a factor
+// of 20): a line from min to max, a box from p50 to p90 and from p90 to p99, the p50's
+// interval as a bracket, the mean as a diamond.
+//   std::string svg = kscope::latency_svg(rows);
+[[nodiscard]] KSCOPE_DECL std::string latency_svg(const std::vector<latency_row>& rows,
+                                                 const latency_chart_options& options = {});
+
+// A stretch of a step timeline's lane: from start_ns (0: the step's start) for ns.
+struct timeline_span {
+  std::string label;
+  double start_ns = 0;
+  double ns = 0;
+  std::string tooltip;  // "": the label and the length
+};
+
+// One step of step_timeline_svg(): what the host ran (one span per scope) and when the
+// GPU was busy (spans labelled by the scope that launched the work, so each shares its
+// host span's colour); the rest of the GPU lane is idle.
+//   kscope::step_timeline t{"p50 step", 2.0e6, {{"decode", 0, 1.5e6, ""}}, {{"decode", 1e5, 1.3e6, ""}}};
+struct step_timeline {
+  std::string label;
+  double span_ns = 0;
+  std::vector<timeline_span> host;
+  std::vector<timeline_span> gpu;
+};
+
+struct timeline_options {
+  std::string title = "Step timeline";
+  std::string note;             // a line under the steps (how the spans were obtained)
+  int width_px = 960;
+  std::size_t max_steps = 4;
+  std::size_t max_spans = 24;   // per lane; the shortest beyond it are not drawn (counted)
+};
+
+// The steps one under the other on one time scale (so a slow step is longer), each a host
+// lane and a GPU lane with its busy share, a legend of the scopes' colours.
+//   std::string svg = kscope::step_timeline_svg({p50, p99});
+[[nodiscard]] KSCOPE_DECL std::string step_timeline_svg(const std::vector<step_timeline>& steps,
+                                                       const timeline_options& options = {});
+
+namespace detail {
+
+// At most `max_chars` code points of `text`, "…" at the end when cut (never inside a
+// UTF-8 sequence): labels in a picture have a fixed width; the full text is the tooltip.
+KSCOPE_DECL std::string chart_label(std::string_view text, std::size_t max_chars);
+
+// A time for an axis or a label: "0", "850 ns", "1.20 ms" (format_si's 3 digits).
+KSCOPE_DECL std::string chart_time_text(double ns);
+
+// The opening tag every report picture shares: its class, its size, the font.
+KSCOPE_DECL std::string chart_open(const std::string& css_class, double width, double height);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string chart_label(std::string_view text, std::size_t max_chars) {
+  std::size_t at = 0, chars = 0;
+  while (at < text.size() && chars < max_chars) {
+    at += std::max<std::size_t>(1, decode_utf8(text, at).length);
+    ++chars;
+  }
+  if (at >= text.size()) return std::string(text);
+  // One code point fewer, for the ellipsis.
+  std::size_t cut = 0, kept = 0;
+  while (cut < text.size() && kept + 1 < max_chars) {
+    cut += std::max<std::size_t>(1, decode_utf8(text, cut).length);
+    ++kept;
+  }
+  return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
+}
+
+KSCOPE_DECL std::string chart_time_text(double ns) {
+  if (!std::isfinite(ns)) return "-";
+  if (ns == 0) return "0";
+  return format_si(ns * 1e-9, "s");
+}
+
+KSCOPE_DECL std::string chart_open(const std::string& css_class, double width, double height) {
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"";
+  append_xml_escaped(s, css_class);
+  s += "\" width=\"" + svg_number(width) + "\" height=\"" + svg_number(height) + "\" viewBox=\"0 0 " +
+       svg_number(width) + " " + svg_number(height) +
+       "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+       "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  return s;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+}  // namespace detail
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string bar_chart_svg(const std::vector<chart_bar>& bars, const bar_chart_options& options) {
+  using detail::append_xml_escaped;
+  using detail::svg_number;
+  const std::size_t shown = std::min(bars.size(), std::max<std::size_t>(1, options.max_bars));
+  const std::size_t left_out = bars.size() - std::min(bars.size(), shown);
+  double largest = 0;
+  for (std::size_t i = 0; i < shown; ++i)
+    if (std::isfinite(bars[i].value)) largest = std::max(largest, bars[i].value);
+  const double width = std::max(480, options.width_px);
+  const double label_w = 280, value_w = 150, row_h = 22, top = options.title.empty() ? 12 : 40;
+  const double bar_x = label_w + 8, bar_w = width - bar_x - value_w;
+  const std::size_t notes = (left_out > 0 ? 1 : 0) + (options.note.empty() ? 0 : 1) + (bars.empty() ? 1 : 0);
+  const double height = top + row_h * static_cast<double>(shown) + 10 + 16 * static_cast<double>(notes);
+  std::string s = detail::chart_open(options.css_class, width, height);
+  if (!options.title.empty()) {
+    s += "<text x=\"12\" y=\"26\" font-size=\"15\" font-weight=\"bold\">";
+    append_xml_escaped(s, options.title);
+    s += "</text>\n";
+  }
+  for (std::size_t i = 0; i < shown && !bars.empty(); ++i) {
+    const chart_bar& b = bars[i];
+    const double y = top + row_h * static_cast<double>(i);
+    const double v = std::isfinite(b.value) && b.value > 0 ? b.value : 0;
+    const double w = largest > 0 ? std::max(v > 0 ? 1.0 : 0.0, v / largest * bar_w) : 0;
+    s += "<g class=\"kscope-bar\"><title>";
+    append_xml_escaped(s, b.tooltip.empty() ? b.label + ": " + b.value_text : b.tooltip);
+    s += "</title><text x=\"" + svg_number(label_w) + "\" y=\"" + svg_number(y + 15) + "\" text-anchor=\"end\">";
+    append_xml_escaped(s, detail::chart_label(b.label, 40));
+    s += "</text><rect x=\"" + svg_number(bar_x) + "\" y=\"" + svg_number(y + 4) + "\" width=\"" + svg_number(w) +
+         "\" height=\"" + svg_number(row_h - 8) + "\" fill=\"" + detail::roof_colour(0) + "\"/>";
+    s += "<text x=\"" + svg_number(bar_x + w + 6) + "\" y=\"" + svg_number(y + 15) + "\" fill=\"#333333\">";
+    append_xml_escaped(s, b.value_text);
+    s += "</text></g>\n";
+  }
+  double ny = top + row_h * static_cast<double>(shown) + 18;
+  const auto note = [&](const std::string& text) {
+    s += "<text class=\"kscope-note\" x=\"12\" y=\"" + svg_number(ny) + "\" fill=\"#555555\" font-size=\"11\">";
+    append_xml_escaped(s, text);
+    s += "</text>\n";
+    ny += 16;
+  };
+  if (bars.empty()) note("no data");
+  if (left_out > 0) note(std::to_string(left_out) + " more not drawn (the table lists them)");
+  if (!options.note.empty()) note(options.note);
+  s += "</svg>\n";
+  return s;
+}
+
+KSCOPE_DECL std::string latency_svg(const std::vector<latency_row>& rows, const latency_chart_options& options) {
+  using detail::append_xml_escaped;
+  using detail::svg_number;
+  const std::size_t shown = std::min(rows.size(), std::max<std::size_t>(1, options.max_rows));
+  const std::size_t left_out = rows.size() - std::min(rows.size(), shown);
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (std::size_t i = 0; i < shown; ++i) {
+    const latency_row& r = rows[i];
+    for (double v : {r.min_ns, r.p50_ns, r.p50_lo_ns, r.p50_hi_ns, r.p90_ns, r.p99_ns, r.mean_ns, r.max_ns}) {
+      if (!(v > 0) || !std::isfinite(v)) continue;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  }
+  if (!(hi > 0)) { lo = 1e3; hi = 1e6; }
+  const bool log_x = hi / lo > 20;
+  double x0 = 0, x1 = 1, step = 1;
+  if (log_x) {
+    x0 = std::floor(std::log10(lo) + 1e-9);
+    x1 = std::ceil(std::log10(hi) - 1e-9);
+    if (x1 <= x0) x1 = x0 + 1;
+  } else {
+    step = detail::sweep_nice_step(hi, 5);
+    x1 = std::ceil(hi / step - 1e-9) * step;
+    if (!(x1 > 0)) x1 = step;
+  }
+  const double width = std::max(560, options.width_px);
+  const double label_w = 220, right = 40, top = 64, row_h = 34;
+  const double plot_x = label_w + 12, plot_w = width - plot_x - right;
+  const double axis_y = top + row_h * static_cast<double>(std::max<std::size_t>(shown, 1));
+  const double height = axis_y + 40 + (left_out > 0 ? 16 : 0);
+  const auto px = [&](double ns) {
+    const double t = log_x ? (std::log10(std::max(ns, std::pow(10.0, x0))) - x0) / (x1 - x0) : ns / x1;
+    return plot_x + std::clamp(t, 0.0, 1.0) * plot_w;
+  };
+  std::string s = detail::chart_open("kscope-latency", width, height);
+  s += "<text x=\"12\" y=\"26\" font-size=\"15\" font-weight=\"bold\">";
+  append_xml_escaped(s, options.title);
+  s += "</text>\n";
+  // Legend on the second line: what each mark is.
+  const char* const box = detail::roof_colour(5);
+  const char* const tail = detail::roof_colour(1);
+  const char* const ink = "#222222";
+  s += "<g class=\"kscope-legend\" font-size=\"11\">"
+       "<line x1=\"12\" y1=\"44\" x2=\"36\" y2=\"44\" stroke=\"#7F7F7F\"/><text x=\"40\" y=\"48\">min to max</text>"
+       "<rect x=\"120\" y=\"38\" width=\"24\" height=\"12\" fill=\"" + std::string(box) +
+       "\"/><text x=\"148\" y=\"48\">p50 to p90</text>"
+       "<rect x=\"226\" y=\"38\" width=\"24\" height=\"12\" fill=\"" + std::string(tail) +
+       "\"/><text x=\"254\" y=\"48\">p90 to p99</text>"
+       "<line x1=\"344\" y1=\"37\" x2=\"344\" y2=\"51\" stroke=\"" + std::string(ink) +
+       "\" stroke-width=\"2\"/><text x=\"350\" y=\"48\">p50 and its 95% interval</text>"
+       "<path d=\"M506 44 l5 -5 l5 5 l-5 5 z\" fill=\"#ffffff\" stroke=\"" + std::string(ink) +
+       "\"/><text x=\"522\" y=\"48\">mean</text></g>\n";
+  // Grid and ticks.
+  s += "<g class=\"kscope-axes\" fill=\"#333333\">\n";
+  std::vector<std::pair<double, std::string>> ticks;
+  if (log_x) {
+    for (int d = static_cast<int>(x0); d <= static_cast<int>(x1); ++d)
+      ticks.emplace_back(std::pow(10.0, d), detail::chart_time_text(std::pow(10.0, d)));
+  } else {
+    for (double v = 0; v <= x1 + step * 1e-6; v += step) ticks.emplace_back(v, detail::chart_time_text(v));
+  }
+  for (const auto& [v, text] : ticks) {
+    const double x = px(v);
+    s += "<line x1=\"" + svg_number(x) + "\" y1=\"" + svg_number(top - 6) + "\" x2=\"" + svg_number(x) + "\" y2=\"" +
+         svg_number(axis_y) + "\" stroke=\"#e5e5e5\"/>";
+    s += "<text x=\"" + svg_number(x) + "\" y=\"" + svg_number(axis_y + 16) + "\" text-anchor=\"middle\">";
+    append_xml_escaped(s, text);
+    s += "</text>\n";
+  }
+  s += "<text x=\"" + svg_number(plot_x + plot_w / 2) + "\" y=\"" + svg_number(axis_y + 32) +
+       "\" text-anchor=\"middle\">" + (log_x ? "latency (log scale)" : "latency") + "</text>\n</g>\n";
+  for (std::size_t i = 0; i < shown; ++i) {
+    const latency_row& r = rows[i];
+    const double y = top + row_h * static_cast<double>(i) + row_h / 2;
+    const auto known = [](double v) { return std::isfinite(v) && v >= 0; };
+    s += "<g class=\"kscope-latency-row\"><title>";
+    append_xml_escaped(s, r.label + ": " + std::to_string(r.count) + " instances; min " +
+                              detail::chart_time_text(r.min_ns) + ", p50 " + detail::chart_time_text(r.p50_ns) +
+                              " [" + detail::chart_time_text(r.p50_lo_ns) + ", " + detail::chart_time_text(r.p50_hi_ns) +
+                              "], p90 " + detail::chart_time_text(r.p90_ns) + ", p99 " +
+                              detail::chart_time_text(r.p99_ns) + ", mean " + detail::chart_time_text(r.mean_ns) +
+                              ", max " + detail::chart_time_text(r.max_ns));
+    s += "</title><text x=\"" + svg_number(label_w) + "\" y=\"" + svg_number(y + 4) + "\" text-anchor=\"end\">";
+    append_xml_escaped(s, detail::chart_label(r.label, 30));
+    s += "</text>";
+    if (known(r.min_ns) && known(r.max_ns))
+      s += "<line x1=\"" + svg_number(px(r.min_ns)) + "\" y1=\"" + svg_number(y) + "\" x2=\"" + svg_number(px(r.max_ns)) +
+           "\" y2=\"" + svg_number(y) + "\" stroke=\"#7F7F7F\"/>";
+    if (known(r.p50_ns) && known(r.p90_ns))
+      s += "<rect x=\"" + svg_number(px(r.p50_ns)) + "\" y=\"" + svg_number(y - 8) + "\" width=\"" +
+           svg_number(std::max(1.0, px(r.p90_ns) - px(r.p50_ns))) + "\" height=\"16\" fill=\"" + box + "\"/>";
+    if (known(r.p90_ns) && known(r.p99_ns))
+      s += "<rect x=\"" + svg_number(px(r.p90_ns)) + "\" y=\"" + svg_number(y - 8) + "\" width=\"" +
+           svg_number(std::max(1.0, px(r.p99_ns) - px(r.p90_ns))) + "\" height=\"16\" fill=\"" + tail + "\"/>";
+    if (known(r.p50_lo_ns) && known(r.p50_hi_ns)) {
+      const double a = px(r.p50_lo_ns), b = px(r.p50_hi_ns);
+      s += "<path d=\"M" + svg_number(a) + " " + svg_number(y - 11) + " L" + svg_number(a) + " " + svg_number(y + 11) +
+           " M" + svg_number(a) + " " + svg_number(y + 11) + " L" + svg_number(b) + " " + svg_number(y + 11) + " L" +
+           svg_number(b) + " " + svg_number(y - 11) + "\" fill=\"none\" stroke=\"" + ink + "\"/>";
+    }
+    if (known(r.p50_ns))
+      s += "<line x1=\"" + svg_number(px(r.p50_ns)) + "\" y1=\"" + svg_number(y - 11) + "\" x2=\"" +
+           svg_number(px(r.p50_ns)) + "\" y2=\"" + svg_number(y + 11) + "\" stroke=\"" + ink +
+           "\" stroke-width=\"2\"/>";
+    if (known(r.mean_ns)) {
+      const double x = px(r.mean_ns);
+      s += "<path d=\"M" + svg_number(x - 5) + " " + svg_number(y) + " l5 -5 l5 5 l-5 5 z\" fill=\"#ffffff\" stroke=\"" +
+           ink + "\"/>";
+    }
+    if (known(r.p99_ns)) {
+      s += "<text x=\"" + svg_number(std::min(px(r.p99_ns) + 6, plot_x + plot_w - 4)) + "\" y=\"" + svg_number(y - 10) +
+           "\" font-size=\"10\" fill=\"#555555\">p99 ";
+      append_xml_escaped(s, detail::chart_time_text(r.p99_ns));
+      s += "</text>";
+    }
+    s += "</g>\n";
+  }
+  if (rows.empty())
+    s += "<text class=\"kscope-note\" x=\"" + svg_number(plot_x) + "\" y=\"" + svg_number(top + 20) +
+         "\" fill=\"#7F7F7F\">no data</text>\n";
+  if (left_out > 0)
+    s += "<text class=\"kscope-note\" x=\"12\" y=\"" + svg_number(axis_y + 50) +
+         "\" fill=\"#555555\" font-size=\"11\">" + std::to_string(left_out) +
+         " more not drawn (the table lists them)</text>\n";
+  s += "</svg>\n";
+  return s;
+}
+
+KSCOPE_DECL std::string step_timeline_svg(const std::vector<step_timeline>& steps, const timeline_options& options) {
+  using detail::append_xml_escaped;
+  using detail::svg_number;
+  const std::size_t shown = std::min(steps.size(), std::max<std::size_t>(1, options.max_steps));
+  double longest = 0;
+  for (std::size_t i = 0; i < shown; ++i)
+    if (std::isfinite(steps[i].span_ns)) longest = std::max(longest, steps[i].span_ns);
+  if (!(longest > 0)) longest = 1;
+  // One colour per scope label, in the order first seen (host lanes first), shared by
+  // the GPU spans the scope launched; "idle" is the lane's grey background.
+  std::vector<std::string> labels;
+  const auto colour_of = [&](const std::string& label) {
+    auto it = std::find(labels.begin(), labels.end(), label);
+    if (it == labels.end()) { labels.push_back(label); it = labels.end() - 1; }
+    return detail::roof_colour(static_cast<std::size_t>(it - labels.begin()));
+  };
+  // The spans drawn of a lane: the longest max_spans, in time order.
+  const auto drawn = [&](const std::vector<timeline_span>& lane, std::size_t& left_out) {
+    std::vector<const timeline_span*> keep;
+    for (const timeline_span& t : lane)
+      if (std::isfinite(t.start_ns) && std::isfinite(t.ns) && t.ns > 0) keep.push_back(&t);
+    const std::size_t cap = std::max<std::size_t>(1, options.max_spans);
+    if (keep.size() > cap) {
+      std::stable_sort(keep.begin(), keep.end(), [](const timeline_span* a, const timeline_span* b) { return a->ns > b->ns; });
+      left_out += keep.size() - cap;
+      keep.resize(cap);
+    }
+    std::stable_sort(keep.begin(), keep.end(),
+                     [](const timeline_span* a, const timeline_span* b) { return a->start_ns < b->start_ns; });
+    return keep;
+  };
+  for (std::size_t i = 0; i < shown; ++i)
+    for (const timeline_span& t : steps[i].host) (void)colour_of(t.label);
+  const double width = std::max(560, options.width_px);
+  const double lane_x = 90, right = 24, lane_h = 24, top = 44;
+  const double lane_w = width - lane_x - right;
+  const double step_h = 18 + lane_h * 2 + 8 + 30;
+  const auto px = [&](double ns) { return lane_x + std::clamp(ns / longest, 0.0, 1.0) * lane_w; };
+  const double tick = detail::sweep_nice_step(longest, 6);
+
+  std::string body;
+  std::size_t left_out = 0;
+  for (std::size_t i = 0; i < shown; ++i) {
+    const step_timeline& st = steps[i];
+    const double y0 = top + step_h * static_cast<double>(i);
+    const double end = px(std::isfinite(st.span_ns) ? st.span_ns : 0);
+    double busy = 0;
+    for (const timeline_span& t : st.gpu)
+      if (std::isfinite(t.ns) && t.ns > 0) busy += t.ns;
+    body += "<g class=\"kscope-step\"><text x=\"12\" y=\"" + svg_number(y0 + 12) + "\" font-weight=\"bold\">";
+    append_xml_escaped(body, st.label);
+    body += "</text><text x=\"" + svg_number(lane_x + 220) + "\" y=\"" + svg_number(y0 + 12) + "\" fill=\"#555555\">";
+    std::string summary = "step " + detail::chart_time_text(st.span_ns);
+    if (st.span_ns > 0)
+      summary += "; GPU busy " + detail::chart_time_text(busy) + " (" +
+                 detail::format_fixed(100 * std::min(1.0, busy / st.span_ns), 0) + "%), idle " +
+                 detail::chart_time_text(std::max(0.0, st.span_ns - busy));
+    append_xml_escaped(body, summary);
+    body += "</text>\n";
+    const double host_y = y0 + 18, gpu_y = host_y + lane_h + 4;
+    body += "<text x=\"" + svg_number(lane_x - 8) + "\" y=\"" + svg_number(host_y + 16) +
+            "\" text-anchor=\"end\">host</text><text x=\"" + svg_number(lane_x - 8) + "\" y=\"" +
+            svg_number(gpu_y + 16) + "\" text-anchor=\"end\">GPU</text>\n";
+    // The lanes' extent: the step; the GPU lane's background is its idle time.
+    body += "<rect x=\"" + svg_number(lane_x) + "\" y=\"" + svg_number(host_y) + "\" width=\"" +
+            svg_number(end - lane_x) + "\" height=\"" + svg_number(lane_h) +
+            "\" fill=\"#f4f4f4\" stroke=\"#999999\"/>";
+    body += "<rect class=\"kscope-idle\" x=\"" + svg_number(lane_x) + "\" y=\"" + svg_number(gpu_y) + "\" width=\"" +
+            svg_number(end - lane_x) + "\" height=\"" + svg_number(lane_h) +
+            "\" fill=\"#e6e6e6\" stroke=\"#999999\"><title>GPU idle</title></rect>\n";
+    const auto lane = [&](const std::vector<timeline_span>& spans, double y, const char* css_class, bool gpu) {
+      for (const timeline_span* t : drawn(spans, left_out)) {
+        const double a = px(t->start_ns), b = px(t->start_ns + t->ns);
+        const double w = std::max(1.0, b - a);
+        body += std::string("<g class=\"") + css_class + "\"><title>";
+        append_xml_escaped(body, t->tooltip.empty() ? (gpu ? "GPU busy, launched in " : "") + t->label + ": " +
+                                                          detail::chart_time_text(t->ns)
+                                                    : t->tooltip);
+        body += "</title><rect x=\"" + svg_number(a) + "\" y=\"" + svg_number(y + 2) + "\" width=\"" + svg_number(w) +
+                "\" height=\"" + svg_number(lane_h - 4) + "\" fill=\"" + colour_of(t->label) + "\"" +
+                (gpu ? "" : " fill-opacity=\"0.55\"") + "/>";
+        // The name inside when it fits (about 7 px a character at 11 px).
+        if (!gpu && w > 40) {
+          const std::size_t chars = static_cast<std::size_t>((w - 8) / 7);
+          body += "<text x=\"" + svg_number(a + 4) + "\" y=\"" + svg_number(y + 16) + "\" font-size=\"11\">";
+          append_xml_escaped(body, detail::chart_label(t->label, chars));
+          body += "</text>";
+        }
+        body += "</g>\n";
+      }
+    };
+    lane(st.host, host_y, "kscope-host-span", false);
+    lane(st.gpu, gpu_y, "kscope-gpu-span", true);
+    // The time axis under the lanes.
+    const double axis_y = gpu_y + lane_h + 4;
+    body += "<g class=\"kscope-axes\" fill=\"#555555\" font-size=\"10\">";
+    for (double v = 0; v <= longest + tick * 1e-6; v += tick) {
+      const double x = px(v);
+      body += "<line x1=\"" + svg_number(x) + "\" y1=\"" + svg_number(axis_y) + "\" x2=\"" + svg_number(x) +
+              "\" y2=\"" + svg_number(axis_y + 4) + "\" stroke=\"#555555\"/><text x=\"" + svg_number(x) + "\" y=\"" +
+              svg_number(axis_y + 15) + "\" text-anchor=\"middle\">";
+      append_xml_escaped(body, detail::chart_time_text(v));
+      body += "</text>";
+    }
+    body += "</g></g>\n";
+  }
+  // Legend: a swatch per scope (bounded), then idle.
+  const std::size_t legend_items = std::min<std::size_t>(labels.size(), 12);
+  const double legend_y = top + step_h * static_cast<double>(std::max<std::size_t>(shown, 1)) + 6;
+  std::string legend = "<g class=\"kscope-legend\" font-size=\"11\">";
+  double lx = 12, ly = legend_y;
+  const auto swatch = [&](const std::string& text, const char* fill) {
+    const std::string shown_text = detail::chart_label(text, 28);
+    const double w = 22 + 7 * static_cast<double>(shown_text.size() > 28 ? 28 : shown_text.size()) + 14;
+    if (lx + w > width - right) { lx = 12; ly += 18; }
+    legend += "<rect x=\"" + svg_number(lx) + "\" y=\"" + svg_number(ly - 9) + "\" width=\"14\" height=\"12\" fill=\"" +
+              fill + "\"/><text x=\"" + svg_number(lx + 18) + "\" y=\"" + svg_number(ly + 1) + "\">";
+    append_xml_escaped(legend, shown_text);
+    legend += "</text>";
+    lx += w;
+  };
+  for (std::size_t k = 0; k < legend_items; ++k) swatch(labels[k], detail::roof_colour(k));
+  swatch("GPU idle", "#e6e6e6");
+  legend += "</g>\n";
+  std::vector<std::string> notes;
+  if (steps.empty()) notes.push_back("no data");
+  if (steps.size() > shown) notes.push_back(std::to_string(steps.size() - shown) + " more steps not drawn");
+  if (left_out > 0) notes.push_back(std::to_string(left_out) + " short spans not drawn");
+  if (labels.size() > legend_items)
+    notes.push_back(std::to_string(labels.size() - legend_items) + " scopes share colours beyond the legend");
+  if (!options.note.empty()) notes.push_back(options.note);
+  const double notes_y = ly + 22;
+  const double height = notes_y + 16 * static_cast<double>(notes.size()) + 4;
+  std::string s = detail::chart_open("kscope-step-timeline", width, height);
+  s += "<text x=\"12\" y=\"26\" font-size=\"15\" font-weight=\"bold\">";
+  append_xml_escaped(s, options.title);
+  s += "</text>\n" + body + legend;
+  double ny = notes_y;
+  for (const std::string& n : notes) {
+    s += "<text class=\"kscope-note\" x=\"12\" y=\"" + svg_number(ny) + "\" fill=\"#555555\" font-size=\"11\">";
+    append_xml_escaped(s, n);
+    s += "</text>\n";
+    ny += 16;
+  }
+  s += "</svg>\n";
+  return s;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+namespace detail {
+
+// The style sheet of every kscope page (render_html and the report page of html.hpp):
+// plain CSS, no fonts or images to fetch; @media print keeps the pictures on the page
+// width, their colours, and tables and figures whole where a page break allows.
+KSCOPE_DECL const char* html_page_style();
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL const char* html_page_style() {
+  return "body{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;margin:24px;color:#222;background:#fff}\n"
+         "h1{font-size:20px;margin:0 0 8px}\n"
+         "h2{font-size:17px;margin:32px 0 8px;padding-bottom:4px;border-bottom:1px solid #ccc}\n"
+         "h3{font-size:14px;margin:16px 0 4px}\n"
+         ".context{font-family:'DejaVu Sans Mono',Menlo,monospace;font-size:12px;color:#555;margin:2px 0}\n"
+         "nav.contents{font-size:13px;margin:12px 0}\n"
+         "nav.contents a{margin-right:14px}\n"
+         "figure{margin:16px 0}\n"
+         "figcaption,.legend,.note{font-size:12px;color:#555;max-width:72em}\n"
+         "svg{max-width:100%;height:auto}\n"
+         ".headline{font-weight:bold}\n"
+         ".lines{white-space:pre-line}\n"
+         "li{margin:2px 0}\n"
+         "table{border-collapse:collapse;margin:16px 0;font-size:13px}\n"
+         "caption{text-align:left;font-weight:bold;padding-bottom:6px}\n"
+         "th,td{border:1px solid #ccc;padding:4px 10px;text-align:right;font-variant-numeric:tabular-nums}\n"
+         "th{background:#f2f2f2}\n"
+         "th:first-child,td:first-child,td.wide,table.text-last td:last-child{text-align:left}\n"
+         "@media print{\n"
+         "body{margin:0;font-size:10pt}\n"
+         "nav.contents{display:none}\n"
+         "*{-webkit-print-color-adjust:exact;print-color-adjust:exact}\n"
+         "h2{break-after:avoid}\n"
+         "figure,tr{break-inside:avoid}\n"
+         "table{font-size:8.5pt}\n"
+         "th,td{padding:2px 5px}\n"
+         "a{color:inherit;text-decoration:none}\n"
+         "}\n";
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+}  // namespace detail
+
 // An HTML <table> of plain-text cells, escaped. Numeric-looking cells are right-aligned
 // by the page's style (every column but the first).
 //   std::string html = kscope::to_html(table);
@@ -822,17 +1353,9 @@ KSCOPE_DECL std::string render_html(const html_report& page) {
   out.reserve(page.svg.size() + 4096);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>";
   detail::append_xml_escaped(out, page.title);
-  out += "</title>\n<style>\n"
-         "body{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;margin:24px;color:#222;background:#fff}\n"
-         "h1{font-size:20px;margin:0 0 8px}\n"
-         ".context{font-family:'DejaVu Sans Mono',Menlo,monospace;font-size:12px;color:#555;margin:2px 0}\n"
-         "figure{margin:16px 0}\n"
-         "table{border-collapse:collapse;margin:16px 0;font-size:13px}\n"
-         "caption{text-align:left;font-weight:bold;padding-bottom:6px}\n"
-         "th,td{border:1px solid #ccc;padding:4px 10px;text-align:right;font-variant-numeric:tabular-nums}\n"
-         "th{background:#f2f2f2}\n"
-         "th:first-child,td:first-child{text-align:left}\n"
-         "</style>\n</head>\n<body>\n<h1>";
+  out += "</title>\n<style>\n";
+  out += detail::html_page_style();
+  out += "</style>\n</head>\n<body>\n<h1>";
   detail::append_xml_escaped(out, page.title);
   out += "</h1>\n";
   for (const std::string& line : page.context_lines) {
