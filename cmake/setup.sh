@@ -53,7 +53,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 demo_packages=(g++ cmake ninja-build)
 # test-mode package list (added to the demo's)
 test_packages=(doctest-dev libbenchmark-dev nlohmann-json3-dev libxml2-utils locales pkg-config python3-prometheus-client
-               python3-pytest clang libclang-rt-dev)
+               python3-pytest clang libclang-rt-dev chromium)
 packages=("${demo_packages[@]}")
 [ "$mode" = test ] && packages+=("${test_packages[@]}")
 
