@@ -7,11 +7,14 @@
 #include "html_report_fixture.hpp"
 
 #include <kscope/report/html.hpp>
+#include <kscope/report/merge.hpp>
 #include <kscope/verdict/diagnose.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +108,20 @@ TEST_CASE("the diagnosis, a section of the layer above, joins the page") {
   const std::string odd = kscope::report_html(r, {{"My \"notes\"", "Notes", {"<x>"}}});
   CHECK(contains(odd, "data-section=\"my--notes-\""));
   CHECK(contains(odd, "&lt;x&gt;"));
+}
+
+TEST_CASE("a report read back from its JSON: the page of what the file holds") {
+  // What a program does with a saved report (kscope report, report/merge.hpp's reader):
+  // the page has every section of the text of the report read back.
+  const kscope::session_report r = kscope_test::full_report();
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(r.json(), &error);
+  REQUIRE_MESSAGE(back.has_value(), error);
+  const std::string html = back->html();
+  check_sections(*back, html);
+  check_self_contained(html);
+  for (const char* picture : {"kscope-step-timeline", "kscope-gpu-bars", "kscope-latency"})
+    CHECK_MESSAGE(count(html, "<svg class=\"" + std::string(picture) + "\"") == 1, picture);
 }
 
 TEST_CASE("reports with fewer sections: the page has exactly those") {

@@ -9,10 +9,13 @@ this script fails when
   - a section of the text report is not a <section data-section=ID> with a heading in the
     rendered DOM, or a picture the report calls for is not an <svg> the browser laid out
     with a size and marks in it;
-  - printed (@media print), a picture is hidden or wider than the page.
+  - printed (@media print, on an A4 page's width), a picture is hidden, or a picture, a
+    table or a line of text runs off the page.
 
-It writes the screenshot (report.png, the whole page), the printed page (report.pdf), the
-page itself and what the browser said (chromium.log) into the log folder, --out.
+The same checks run on the page of that report written as JSON and read back (what a
+program does with a saved report), in --out/from-json/. It writes the screenshot
+(report.png, the whole page), the printed page (report.pdf), the page itself and what the
+browser said (chromium.log) into the log folder, --out.
 
 Chromium is driven over the DevTools protocol on a pipe (--remote-debugging-pipe: no port,
 no network), with Python's standard library only. The checks are tested on each run: a
@@ -35,6 +38,7 @@ import time
 
 SKIP = 77
 TIMEOUT_S = 60
+PRINT_WIDTH_PX = 680  # A4 (8.27 in) at 96 px an inch, less 12 mm margins
 
 
 def find_chromium():
@@ -163,6 +167,10 @@ DOM_QUERY = r"""JSON.stringify({
             right: box.right, marks: e.querySelectorAll('rect, path, circle, line').length,
             visible: getComputedStyle(e).display !== 'none' && getComputedStyle(e).visibility !== 'hidden'};
   }),
+  overflowing: [...document.querySelectorAll('table, figure, p, li, h1, h2, h3')].filter(
+    e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).map(
+    e => e.tagName + ' ' + (e.closest('[data-section]') || {dataset: {}}).dataset.section + ': ' +
+         e.textContent.slice(0, 60)),
   page_width: document.documentElement.clientWidth,
   nav_shown: [...document.querySelectorAll('nav')].some(n => getComputedStyle(n).display !== 'none'),
   title: document.title})"""
@@ -214,17 +222,22 @@ def problems_of(browser, url, expected_sections, expected_pictures, out_dir=None
             "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
         with open(os.path.join(out_dir, "report.png"), "wb") as f:
             f.write(base64.b64decode(shot["data"]))
-    # Printed: the pictures stay on the page width, the contents list goes.
+    # Printed, on the width of an A4 or Letter page less its margins (about 680 CSS px):
+    # the contents list goes, the pictures are shown, nothing runs off the page's edge.
     browser.call("Emulation.setEmulatedMedia", {"media": "print"})
+    browser.call("Emulation.setDeviceMetricsOverride",
+                 {"width": PRINT_WIDTH_PX, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
     printed = json.loads(browser.evaluate(DOM_QUERY))
     if printed["nav_shown"] and dom["nav_shown"]:
         problems.append("print: the contents list is printed")
     for p in printed["pictures"]:
-        if p["cls"] in expected_pictures and (not p["visible"] or p["width"] < 100 or
-                                              p["right"] > printed["page_width"] + 1):
-            problems.append("print: picture svg.%s hidden or wider than the page: %s" % (p["cls"], p))
+        if p["cls"] in expected_pictures and (not p["visible"] or p["width"] < 100):
+            problems.append("print: picture svg.%s hidden: %s" % (p["cls"], p))
+    for e in printed["overflowing"]:
+        problems.append("print: wider than the page: %s" % e)
+    browser.call("Emulation.clearDeviceMetricsOverride")
     if out_dir:
-        pdf = browser.call("Page.printToPDF", {"printBackground": True})
+        pdf = browser.call("Page.printToPDF", {"printBackground": True, "paperWidth": 8.27, "paperHeight": 11.69})
         with open(os.path.join(out_dir, "report.pdf"), "wb") as f:
             f.write(base64.b64decode(pdf["data"]))
     browser.call("Emulation.setEmulatedMedia", {"media": "screen"})
@@ -252,17 +265,23 @@ def main():
         return SKIP
     started = time.monotonic()
     out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    command = [args.page_program, out] + ([args.report] if args.report else [])
-    made = subprocess.run(command)
-    if made.returncode != 0:
-        print("html_report_check: FAILED: %s exited with %d" % (" ".join(command), made.returncode))
-        return 1
-    with open(os.path.join(out, "sections.txt")) as f:
-        lines = f.read().split("\n")
-    cut = lines.index("--")
-    sections = [l for l in lines[:cut] if l]
-    pictures = [l for l in lines[cut + 1:] if l]
+    from_json = os.path.join(out, "from-json")
+    pages = [(out, [args.report] if args.report else [])]
+    if not args.report:
+        pages.append((from_json, [os.path.join(out, "report.json")]))
+    expected = []
+    for directory, report in pages:
+        os.makedirs(directory, exist_ok=True)
+        command = [args.page_program, directory] + report
+        made = subprocess.run(command)
+        if made.returncode != 0:
+            print("html_report_check: FAILED: %s exited with %d" % (" ".join(command), made.returncode))
+            return 1
+        with open(os.path.join(directory, "sections.txt")) as f:
+            lines = f.read().split("\n")
+        cut = lines.index("--")
+        expected.append(([l for l in lines[:cut] if l], [l for l in lines[cut + 1:] if l]))
+    sections, pictures = expected[0]
     page_path = os.path.join(out, "report.html")
     bad_path = os.path.join(out, "sabotaged.html")
     with open(page_path, encoding="utf-8") as f:
@@ -271,9 +290,14 @@ def main():
         f.write(sabotaged(page, sections[-1]))
 
     browser = Browser(chromium, os.path.join(out, "chromium.log"))
+    problems = []
     try:
         browser.open_page()
-        problems = problems_of(browser, "file://" + page_path, sections, pictures, out)
+        for (directory, _), (want_sections, want_pictures) in zip(pages, expected):
+            found = problems_of(browser, "file://" + os.path.join(directory, "report.html"), want_sections,
+                                want_pictures, directory)
+            where = "" if directory == out else os.path.basename(directory) + ": "
+            problems += [where + p for p in found]
         planted = problems_of(browser, "file://" + bad_path, sections, pictures)
     finally:
         browser.close()
@@ -281,9 +305,12 @@ def main():
                         "section missing from the page: %s" % sections[-1]]
     missed = [c for c in expected_catches if not any(p.startswith(c) for p in planted)]
     elapsed = time.monotonic() - started
-    print("html_report_check: %s, %d sections (%s), %d pictures (%s); %.1f s" %
-          (os.path.basename(chromium), len(sections), " ".join(sections), len(pictures), " ".join(pictures), elapsed))
-    print("html_report_check: screenshot %s" % os.path.join(out, "report.png"))
+    for (directory, _), (want_sections, want_pictures) in zip(pages, expected):
+        print("html_report_check: %s: %d sections (%s), %d pictures (%s); screenshot %s" %
+              (os.path.relpath(os.path.join(directory, "report.html"), out), len(want_sections),
+               " ".join(want_sections), len(want_pictures), " ".join(want_pictures),
+               os.path.join(directory, "report.png")))
+    print("html_report_check: %s, %.1f s" % (os.path.basename(chromium), elapsed))
     for p in problems:
         print("html_report_check: FAILED: %s" % p)
     for c in missed:

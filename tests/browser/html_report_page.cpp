@@ -1,8 +1,11 @@
 // tests/browser/html_report_page.cpp — writes the HTML page the browser test loads, and the
 // list of sections it must show.
 //
-//   html_report_page OUT_DIR                 the full report of tests/html_report_fixture.hpp
+//   html_report_page OUT_DIR                 the full report of tests/html_report_fixture.hpp,
+//                                            and its JSON in OUT_DIR/report.json
 //   html_report_page OUT_DIR REPORT.json     a report file (kscope.report/1) read back
+//                                            (report/merge.hpp: parse_report), as
+//                                            `kscope report` reads one
 //
 // OUT_DIR/report.html: report_html() with the serving diagnosis as its last section, as a
 // program that includes verdict/diagnose.hpp would write it; OUT_DIR/report.txt: the text
@@ -87,7 +90,8 @@ int main(int argc, char** argv) {
   const std::string page = kscope::report_html(r, {diagnosis_section});
   if (!kscope::write_text_file(dir + "/report.html", page, &error) ||
       !kscope::write_text_file(dir + "/report.txt", text, &error) ||
-      !kscope::write_text_file(dir + "/sections.txt", sections, &error)) {
+      !kscope::write_text_file(dir + "/sections.txt", sections, &error) ||
+      (argc == 2 && !r.write_json(dir + "/report.json", &error))) {
     std::fprintf(stderr, "html_report_page: %s\n", error.c_str());
     return 1;
   }
