@@ -1,5 +1,7 @@
 // kscope/report/plot.hpp — the roofline picture: a self-contained SVG, and a single-file HTML
-// page that shows it beside tables; and the chart of a sweep's results (sweep_svg, below).
+// page that shows it beside tables; the chart of a sweep's results (sweep_svg, below); and
+// the report page's other pictures (bar_chart_svg, latency_svg, step_timeline_svg, below)
+// with the style sheet every kscope page shares (detail::html_page_style).
 //
 // Pure string building, no CUDA, no I/O except write_text_file() (all or nothing, through
 // core/detail/atomic_file.hpp). Inputs are the plain structs of roofline.hpp, so the
