@@ -16,9 +16,11 @@
 // (tests/html_report_test.cpp, and in headless Chromium tests/browser/html_report_check.py).
 //
 // A section the report's data does not hold comes from the layer that computes it, as
-// plain text: the serving diagnosis (verdict/diagnose.hpp, above report/) for one.
-//   const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
-//   const std::string page = kscope::report_html(r, {{"diagnosis", "Diagnosis", {kscope::diagnosis_text(found, r)}}});
+// plain text: the serving diagnosis (verdict/diagnose.hpp, above report/) for one
+// (docs/html_report.md shows it a paragraph per finding).
+//   kscope::html_section d{"diagnosis", "Diagnosis", {}};
+//   for (const kscope::diagnosis& f : kscope::diagnose(r)) d.paragraphs.push_back(f.title + "\n" + f.text);
+//   const std::string page = kscope::report_html(r, {d});
 #pragma once
 
 #include "../core/config.hpp"
