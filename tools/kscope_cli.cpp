@@ -2,7 +2,7 @@
 //
 //   kscope merge out.json run.rank0.json run.rank1.json ...   merged table + kscope.merged/1 JSON
 //   kscope merge out.trace.json r0.trace.json r1.trace.json   one Chrome trace, a process group per rank
-//   kscope report run.json [--format text|markdown|json|folded-host|folded-gpu]
+//   kscope report run.json [--format text|markdown|json|html|folded-host|folded-gpu]
 //                                                              the report's text tables, or flame-graph input
 //   kscope compare baseline.json candidate.json [--threshold 0.02] [--thresholds FILE]
 //                  [--allow-missing] [--format text|markdown|json]
@@ -30,6 +30,7 @@
 #include <kscope/report/report.hpp>
 #include <kscope/report/trace_merge.hpp>
 #include <kscope/verdict/diagnose.hpp>
+#include <kscope/verdict/diagnosis_page.hpp>
 
 #include <sys/stat.h>
 
@@ -73,8 +74,8 @@ const char* const exit_codes_text =
 const char* const usage_text =
     "usage: kscope COMMAND [ARGS...]\n"
     "  kscope merge OUT.json RANK0.json [RANK1.json ...]   merge per-rank reports, or traces\n"
-    "  kscope report FILE.json [--format F]                print a report (text, markdown, json),\n"
-    "                                                      or its folded stacks (flame graphs)\n"
+    "  kscope report FILE.json [--format F]                print a report (text, markdown, json,\n"
+    "                                                      an HTML page), or its folded stacks\n"
     "  kscope compare BASELINE.json CANDIDATE.json [...]   CI gate: exit 1 when slower\n"
     "  kscope diagnose FILE.json                           a serving loop's findings\n"
     "  kscope help [COMMAND]                               this text, or a command's\n"
@@ -105,7 +106,8 @@ const char* const report_help =
     "options:\n"
     "  --format F           text (default: the tables), markdown (the tables in a fenced block,\n"
     "                       for a pull-request comment), json (the report again, as kscope\n"
-    "                       writes it: what this version reads of the file), folded-host or\n"
+    "                       writes it: what this version reads of the file), html (the\n"
+    "                       report page with the serving diagnosis, self-contained), folded-host or\n"
     "                       folded-gpu (the scope tree as folded stacks, 'a;b;c self_ns' per\n"
     "                       line, for flamegraph.pl, inferno or speedscope: host time, or GPU\n"
     "                       time: CUPTI's kernels, else the CUDA events'; notes on stderr)\n";
@@ -412,9 +414,10 @@ int run_report(const std::vector<std::string>& raw_args) {
   std::string format = "text";
   for (const auto& [name, value] : parsed.options) {
     if (name != "--format") continue;
-    if (value != "text" && value != "markdown" && value != "json" && value != "folded-host" && value != "folded-gpu")
+    if (value != "text" && value != "markdown" && value != "json" && value != "html" && value != "folded-host" &&
+        value != "folded-gpu")
       return usage_error("report", "bad format '" + kscope::printable_text(value) +
-                                       "' (text, markdown, json, folded-host or folded-gpu)");
+                                       "' (text, markdown, json, html, folded-host or folded-gpu)");
     format = value;
   }
   const std::vector<std::string>& args = parsed.files;
@@ -451,6 +454,10 @@ int run_report(const std::vector<std::string>& raw_args) {
     for (const std::string& note : folded.notes)
       std::fprintf(stderr, "kscope report: note: %s\n", kscope::printable_text(note).c_str());
     print(folded.text);
+    return exit_ok;
+  }
+  if (format == "html") {
+    print(kscope::report_html(*r, {kscope::diagnosis_html_section(kscope::diagnose(*r), *r)}));
     return exit_ok;
   }
   if (format == "json") print(r->json());

@@ -49,6 +49,7 @@
 #include "report/trace.hpp"
 #include "report/trace_merge.hpp"
 #include "verdict/diagnose.hpp"
+#include "verdict/diagnosis_page.hpp"
 #include "verdict/scope_verdict.hpp"
 
 #include "session/session.hpp"

@@ -18,6 +18,7 @@
 #include <kscope/report/html.hpp>
 #include <kscope/report/merge.hpp>
 #include <kscope/verdict/diagnose.hpp>
+#include <kscope/verdict/diagnosis_page.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -50,17 +51,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<kscope::diagnosis> findings = kscope::diagnose(r);
   const std::string diagnosis = kscope::diagnosis_text(findings, r);
-  // The diagnosis as a program shows it on the page: a paragraph per finding (the title,
-  // what it rests on, what to try); with none, what diagnosis_text says instead.
-  kscope::html_section diagnosis_section{"diagnosis", "Diagnosis", {}};
-  for (const kscope::diagnosis& d : findings) {
-    std::string cost;
-    if (std::isfinite(d.cost_ms_per_step))
-      cost = "\ncost: " + kscope::detail::format_general(d.cost_ms_per_step, 3) + " ms per step (" + d.cost_basis + ")";
-    diagnosis_section.paragraphs.push_back(std::string("[") + kscope::to_string(d.kind) + "] " + d.title + "\n" +
-                                           d.text + "\ntry: " + d.suggestion + cost);
-  }
-  if (findings.empty()) diagnosis_section.paragraphs.push_back(diagnosis.substr(diagnosis.find("Diagnosis\n") + 10));
+  // The diagnosis as a program shows it on the page (verdict/diagnosis_page.hpp).
+  const kscope::html_section diagnosis_section = kscope::diagnosis_html_section(findings, r);
   const std::string text = r.text() + diagnosis;
   const kscope::detail::text_sections found = kscope::detail::sections_of_text(text);
   for (const std::string& line : found.unknown)
