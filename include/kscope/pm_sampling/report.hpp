@@ -81,6 +81,30 @@ KSCOPE_DECL std::string sampled_pad(const std::string& s, std::size_t width, boo
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The section's text. `scopes` is the report's scope list (id, name, path, depth).
+// What the samples cover and what was lost on the way, one sentence (the text and the HTML
+// report both print it).
+KSCOPE_DECL std::string sampled_coverage_text(const session_sampled_metrics& m);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string sampled_coverage_text(const session_sampled_metrics& m) {
+  const sampled_metrics_report& d = m.data;
+  std::string coverage = std::to_string(m.samples) + " samples every " + format_si(static_cast<double>(m.interval_ns) * 1e-9, "s") +
+                         (m.windows > 1 || (std::isfinite(m.coverage) && m.coverage < 0.999)
+                              ? " in " + std::to_string(m.windows) + " windows; the samples cover " +
+                                    format_fixed(100 * m.coverage, 1) + "% of the run"
+                              : std::string(" over the whole run"));
+  if (m.samples_lost || m.hardware_overflows || d.counters.samples_dropped || d.counters.kernels_dropped)
+    coverage += "; lost: " + std::to_string(m.samples_lost) + " samples in decoding, " +
+                std::to_string(m.hardware_overflows) + " hardware-buffer overflows, " +
+                std::to_string(d.counters.samples_dropped) + " samples and " +
+                std::to_string(d.counters.kernels_dropped) + " kernel intervals past the attribution's buffers";
+  if (d.counters.kernels_late)
+    coverage += "; " + std::to_string(d.counters.kernels_late) +
+                " kernel records arrived after their samples were attributed (counted idle there)";
+  return coverage;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 template <class Scopes>
 std::string sampled_metrics_text(const session_sampled_metrics& m, const Scopes& scopes) {
   std::string out = "\nGPU metrics sampled while running (PM sampling, no replay)\n";
@@ -142,20 +166,7 @@ std::string sampled_metrics_text(const session_sampled_metrics& m, const Scopes&
     }
     out += wrap(line, 98);
   }
-  std::string coverage = std::to_string(m.samples) + " samples every " + format_si(static_cast<double>(m.interval_ns) * 1e-9, "s") +
-                         (m.windows > 1 || (std::isfinite(m.coverage) && m.coverage < 0.999)
-                              ? " in " + std::to_string(m.windows) + " windows; the samples cover " +
-                                    format_fixed(100 * m.coverage, 1) + "% of the run"
-                              : std::string(" over the whole run"));
-  if (m.samples_lost || m.hardware_overflows || d.counters.samples_dropped || d.counters.kernels_dropped)
-    coverage += "; lost: " + std::to_string(m.samples_lost) + " samples in decoding, " +
-                std::to_string(m.hardware_overflows) + " hardware-buffer overflows, " +
-                std::to_string(d.counters.samples_dropped) + " samples and " +
-                std::to_string(d.counters.kernels_dropped) + " kernel intervals past the attribution's buffers";
-  if (d.counters.kernels_late)
-    coverage += "; " + std::to_string(d.counters.kernels_late) +
-                " kernel records arrived after their samples were attributed (counted idle there)";
-  out += wrap(coverage, 98);
+  out += wrap(sampled_coverage_text(m), 98);
   for (const std::string& note : m.notes) out += wrap("note: " + printable_name(note), 98);
   return out;
 }

@@ -1034,21 +1034,7 @@ KSCOPE_DECL void html_sampled_metrics(html_page& p) {
     }
     if (step_lines.size() > html_max_scope_rows) step_lines.resize(html_max_scope_rows);
     html_list(out, step_lines, "details");
-    std::string coverage = std::to_string(m.samples) + " samples every " +
-                           format_si(static_cast<double>(m.interval_ns) * 1e-9, "s") +
-                           (m.windows > 1 || (std::isfinite(m.coverage) && m.coverage < 0.999)
-                                ? " in " + std::to_string(m.windows) + " windows; the samples cover " +
-                                      format_fixed(100 * m.coverage, 1) + "% of the run"
-                                : std::string(" over the whole run"));
-    if (m.samples_lost || m.hardware_overflows || d.counters.samples_dropped || d.counters.kernels_dropped)
-      coverage += "; lost: " + std::to_string(m.samples_lost) + " samples in decoding, " +
-                  std::to_string(m.hardware_overflows) + " hardware-buffer overflows, " +
-                  std::to_string(d.counters.samples_dropped) + " samples and " +
-                  std::to_string(d.counters.kernels_dropped) + " kernel intervals past the attribution's buffers";
-    if (d.counters.kernels_late)
-      coverage += "; " + std::to_string(d.counters.kernels_late) +
-                  " kernel records arrived after their samples were attributed (counted idle there)";
-    html_paragraph(out, coverage);
+    html_paragraph(out, sampled_coverage_text(m));
     std::vector<std::string> notes;
     for (const std::string& n : m.notes) notes.push_back("note: " + n);
     html_list(out, notes, "notes");
