@@ -258,18 +258,44 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
   const std::vector<kscope::diagnosis> found = kscope::diagnose(report);
   std::fputs(kscope::diagnosis_text(found, report).c_str(), stdout);
 
-  {  // The raw graph records and node-level replays' kernels, in arrival order, for the log.
+  {  // For the log: each node-level replay as the report placed it (after any retime), and
+     // the spans of the replays traced as one record.
     const kscope::cupti_snapshot snap = kscope::cupti_collector::global().snapshot();
-    int printed = 0;
-    std::int64_t t0 = 0;
+    struct replay_view {
+      std::vector<std::pair<std::int64_t, std::int64_t>> kernels;  // start, end
+      std::string head_name;
+    };
+    std::map<std::uint32_t, replay_view> node_level;
+    std::vector<std::int64_t> one_record;
     for (const kscope::gpu_activity_event& e : snap.activity.recent) {
-      if (e.graph_id == 0 && e.kind != kscope::activity_kind::graph) continue;
-      if (t0 == 0) t0 = e.start_ns;
-      if (++printed > 400) break;
-      std::printf("event %s graph %u corr %u stream %u start %+.3f us len %.3f us %.40s\n",
-                  e.kind == kscope::activity_kind::graph ? "graph " : "kernel", e.graph_id, e.correlation_id, e.stream,
-                  static_cast<double>(e.start_ns - t0) / 1e3, static_cast<double>(e.end_ns - e.start_ns) / 1e3,
-                  std::string(e.name).c_str());
+      if (e.kind == kscope::activity_kind::graph) {
+        one_record.push_back(e.end_ns - e.start_ns);
+      } else if (e.graph_id != 0) {
+        replay_view& v = node_level[e.correlation_id];
+        if (v.kernels.empty() || e.start_ns < v.kernels.front().first) v.head_name = std::string(e.name).substr(0, 48);
+        v.kernels.emplace_back(e.start_ns, e.end_ns);
+      }
+    }
+    std::sort(one_record.begin(), one_record.end());
+    if (!one_record.empty())
+      std::printf("one-record replays %zu: span min %.3f median %.3f max %.3f us\n", one_record.size(),
+                  one_record.front() / 1e3, one_record[one_record.size() / 2] / 1e3, one_record.back() / 1e3);
+    for (auto& [correlation, v] : node_level) {
+      std::sort(v.kernels.begin(), v.kernels.end());
+      std::int64_t last_end = 0, rest_union = 0, covered_to = 0;
+      for (std::size_t i = 0; i < v.kernels.size(); ++i) {
+        last_end = std::max(last_end, v.kernels[i].second);
+        if (i == 0) continue;
+        const auto [s, e] = v.kernels[i];
+        if (e > covered_to) rest_union += e - std::max(s, covered_to);
+        covered_to = std::max(covered_to, e);
+      }
+      const std::int64_t head_start = v.kernels.front().first;
+      std::printf("node-level replay corr %u: %zu kernels, span %.3f us, head %.3f us (%s), second at +%.3f us, "
+                  "the rest's union %.3f us\n",
+                  correlation, v.kernels.size(), (last_end - head_start) / 1e3,
+                  (v.kernels.front().second - head_start) / 1e3, v.head_name.c_str(),
+                  v.kernels.size() > 1 ? (v.kernels[1].first - head_start) / 1e3 : 0.0, rest_union / 1e3);
     }
   }
   std::ostringstream out;
@@ -344,6 +370,17 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
   const child_result& node = by_mode["node"];
   const child_result& sampled = by_mode["sampled"];
   REQUIRE(node.order.size() >= 5);
+  // For the log: the top kernels' totals in every mode against graphs=node's.
+  for (const char* mode : {"sampled", "pm", "production"}) {
+    for (std::size_t i = 0; i < 5; ++i) {
+      const std::string& name = node.order[i];
+      const auto it = by_mode[mode].kernels.find(name);
+      const double got = it == by_mode[mode].kernels.end() ? std::nan("") : it->second.total_ns;
+      std::printf("top kernel %zu in %s: %.4f ms against %.4f ms node by node (%+.2f %%) %.60s\n", i + 1, mode, got / 1e6,
+                  node.kernels.at(name).total_ns / 1e6, 100.0 * (got / node.kernels.at(name).total_ns - 1.0),
+                  name.c_str());
+    }
+  }
   for (std::size_t i = 0; i < 5; ++i) {
     const std::string& name = node.order[i];
     CAPTURE(name);

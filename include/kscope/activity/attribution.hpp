@@ -51,6 +51,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -222,20 +223,6 @@ class gpu_attribution {
     std::vector<held_kernel> held;
     std::size_t held_replays = 0;  // distinct correlation ids in `held`
     std::uint64_t released_unchecked = 0;  // a graph never traced as one record so far
-    // Where the replay after each held one began (the next node-level replay's head, or a
-    // replay of this graph traced as one record), by correlation id: the held replay's true
-    // end is that less the usual gap between replays, which gives CUPTI's offset apart from
-    // what tracing node by node (or a cold first replay) adds to the span.
-    std::vector<std::pair<std::uint32_t, std::int64_t>> successor_start;
-    // The gaps between consecutive replays traced as one record (the usual gap).
-    std::array<std::int64_t, 8> gaps{};
-    std::size_t gaps_seen = 0;
-    std::int64_t last_record_end_ns = 0;
-    // A later launch of the graph began at `start`: it follows every held replay that began
-    // before it, unless an earlier one already does.
-    void note_successor(std::int64_t start);
-    // The median gap between consecutive one-record replays; 0 when none was seen.
-    [[nodiscard]] std::int64_t usual_gap_ns() const noexcept;
     // The replay let go last, and the shift it got: its kernels that arrive after it was let
     // go (a later buffer) get the same one.
     std::uint32_t released_correlation = 0;
@@ -371,6 +358,9 @@ class gpu_attribution {
 // bench/graph_node_timestamps_probe.cu, node_only against the graph records).
 inline constexpr double graph_retime_tolerance = 0.25;
 inline constexpr std::int64_t graph_retime_min_excess_ns = 50'000;
+// Where one kernel of a chain is stamped to start before the one before it ends by at most
+// this, the overlap is CUPTI's stamping (~65 ns on an H100), not two kernels running.
+inline constexpr std::int64_t graph_chain_stamp_overlap_ns = 1'000;
 // Node-level replays held per graph before the oldest are let go without a reference.
 inline constexpr std::size_t graph_max_held_replays = 8;
 
@@ -434,7 +424,6 @@ KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, cons
     // A later replay began: the earlier ones are whole. Let them go where they can be checked
     // (or unchecked, past the cap of replays waiting). Its first kernel's start is honest
     // (CUPTI's offset moves a replay's kernels after its head only).
-    g->note_successor(k.start_ns);
     release_held(*g, /*unchecked_too=*/g->held_replays >= graph_max_held_replays, k.correlation_id);
   }
   g->held.push_back({k, &stats, o});
@@ -494,10 +483,6 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
       ++last;
     }
     const std::int64_t span = end - start;
-    const std::uint32_t correlation = held[first].record.correlation_id;
-    std::int64_t successor = 0;
-    for (const auto& [c, at] : g.successor_start)
-      if (c == correlation) successor = at;
     g.released_correlation = held[first].record.correlation_id;
     g.released_head_start_ns = start;
     g.released_late_from_ns = 0;
@@ -515,21 +500,16 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
         // H100); one that ran beside it (a parallel branch) started before its true end, the
         // offset earlier: halfway between tells them apart.
         //
-        // The offset is `excess` where this replay took the reference's time. Traced node by
-        // node (and the first replays, cold) it takes longer, and all of that would come off
-        // the head (an H100: a 46 us head of 50 kernels read 7-10 % short). Where the next
-        // launch of the graph is known and replays follow each other with a usual gap, the
-        // replay really ended that gap before the next one began: the offset is what its
-        // last kernel is late by then, taken when it is within the tolerance of `excess`.
-        // Before two one-record replays were seen (the graph's first replays) the usual gap
-        // is taken as 0: the head then keeps at most the real gap before the next launch.
-        std::int64_t shift = excess;
-        const std::int64_t gap = g.usual_gap_ns();
-        if (successor > start) {
-          const std::int64_t by_successor = end - (successor - gap);
-          if (std::llabs(by_successor - excess) <= static_cast<std::int64_t>(allowed) && by_successor > 0)
-            shift = by_successor;
-        }
+        // The offset is `excess`: the replay's first kernel starts true (it is the earliest)
+        // and the replay is taken to have run the reference's span, so the shifted kernels'
+        // true place is fixed by the reference. The other kernels' durations and the gaps
+        // between them are CUPTI's own (all shifted alike), so the head gets what they leave
+        // of the reference. Measured on an H100 (50 kernels, 2.85 ms a replay), these rests
+        // were as long node by node under graph sampling as with every replay traced per
+        // node (2805 vs 2804.5 us): tracing per node does not stretch them. The next launch
+        // of the graph is no better a clock: the host starts it later after a node-level
+        // replay, which made a 46 us head read up to 60 us.
+        const std::int64_t shift = excess;
         kernel_record& head = held[earliest].record;
         const std::int64_t late_from = head.end_ns - excess / 2;
         for (std::size_t i = first; i < last; ++i) {
@@ -545,14 +525,27 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
         // span (so `excess`) comes out short: the head would keep part of the offset. Another
         // kernel of the replay that started after the head bounds its end (the chain's next
         // kernel cannot start before it ends; a parallel branch makes the bound tighter,
-        // never looser).
-        // And where the other kernels' durations (which CUPTI gets right) fit inside the
-        // graph's span, the head has at most what they leave of it.
-        std::int64_t next_start = head.end_ns, others_ns = 0;
+        // never looser). And the head has at most what the other kernels' durations leave of
+        // the graph's span. Their durations summed, not their union: under PM sampling's
+        // pattern the kernels shifted by the short excess land on top of ones that were not
+        // shifted, and a union would lose them. Less only the overlap CUPTI stamps into a
+        // chain (each kernel starts ~65 ns before the one before it ends on an H100): over 49
+        // kernels that took 3 us, 7 %, off a 46 us head.
+        std::int64_t next_start = head.end_ns;
+        std::vector<std::pair<std::int64_t, std::int64_t>> others;
+        others.reserve(last - first);
         for (std::size_t i = first; i < last; ++i) {
           if (i == earliest) continue;
-          others_ns += held[i].record.end_ns - held[i].record.start_ns;
+          others.emplace_back(held[i].record.start_ns, held[i].record.end_ns);
           if (held[i].record.start_ns > head.start_ns) next_start = std::min(next_start, held[i].record.start_ns);
+        }
+        std::sort(others.begin(), others.end());
+        std::int64_t others_ns = 0, previous_end = std::numeric_limits<std::int64_t>::min();
+        for (const auto& [s, e] : others) {
+          const std::int64_t overlap = previous_end - s;
+          const bool stamped_overlap = overlap > 0 && overlap <= graph_chain_stamp_overlap_ns && overlap < e - s;
+          others_ns += (e - s) - (stamped_overlap ? overlap : 0);
+          previous_end = std::max(previous_end, e);
         }
         std::int64_t head_end = std::min(head.end_ns, next_start);
         if (others_ns < reference) head_end = std::min(head_end, head.start_ns + (reference - others_ns));
@@ -565,40 +558,6 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
     for (std::size_t i = first; i < last; ++i) apply_kernel(held[i].record, held[i].origin, *held[i].stats);
     first = last;
   }
-  // Only the replays still held keep their successor.
-  g.successor_start.erase(std::remove_if(g.successor_start.begin(), g.successor_start.end(),
-                                         [&g](const std::pair<std::uint32_t, std::int64_t>& e) {
-                                           return std::none_of(g.held.begin(), g.held.end(), [&e](const auto& h) {
-                                             return h.record.correlation_id == e.first;
-                                           });
-                                         }),
-                          g.successor_start.end());
-}
-
-KSCOPE_DECL void gpu_attribution::graph_accumulator::note_successor(std::int64_t start) {
-  // The held replays' first starts, by correlation id (a handful of replays at most).
-  for (const held_kernel& h : held) {
-    const std::uint32_t c = h.record.correlation_id;
-    std::int64_t head = h.record.start_ns;
-    for (const held_kernel& o : held)
-      if (o.record.correlation_id == c) head = std::min(head, o.record.start_ns);
-    if (start <= head) continue;
-    auto it = std::find_if(successor_start.begin(), successor_start.end(),
-                           [c](const std::pair<std::uint32_t, std::int64_t>& e) { return e.first == c; });
-    if (it == successor_start.end()) {
-      if (successor_start.size() < 4 * graph_max_held_replays) successor_start.emplace_back(c, start);
-    } else {
-      it->second = std::min(it->second, start);
-    }
-  }
-}
-
-KSCOPE_DECL std::int64_t gpu_attribution::graph_accumulator::usual_gap_ns() const noexcept {
-  const std::size_t n = std::min(gaps_seen, gaps.size());
-  if (n == 0) return 0;
-  std::array<std::int64_t, 8> v = gaps;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.begin() + static_cast<std::ptrdiff_t>(n));
-  return v[n / 2];
 }
 
 KSCOPE_DECL void gpu_attribution::add_memcpy(const memcpy_record& m) {
@@ -660,10 +619,6 @@ KSCOPE_DECL void gpu_attribution::add_graph(const graph_record& g) {
   if (graph_accumulator* ga = acc.graph_for(g.graph_id, counters_.graphs_over_cap)) {
     ga->untraced += 1;
     ga->untraced_span_ns += span;
-    if (ga->last_record_end_ns > 0 && g.start_ns >= ga->last_record_end_ns)
-      ga->gaps[ga->gaps_seen++ % ga->gaps.size()] = g.start_ns - ga->last_record_end_ns;
-    ga->last_record_end_ns = std::max(ga->last_record_end_ns, g.end_ns);
-    ga->note_successor(g.start_ns);
     // The newest held replay may still be arriving: it waits for a later one or a report.
     if (!ga->held.empty()) release_held(*ga, /*unchecked_too=*/false, ga->held.back().record.correlation_id);
   } else {

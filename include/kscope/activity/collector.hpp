@@ -542,7 +542,8 @@ class cupti_collector {
     graph_trace_on_.store(true, std::memory_order_release);
     if (options_.graphs == graph_tracing::graph) return "graphs traced as one record per replay";
     return "graphs sampled (each graph's first " + std::to_string(options_.graph_first) + " replays" +
-           (options_.graph_every > 0 ? " and every " + std::to_string(options_.graph_every) + "th" : std::string()) +
+           (options_.graph_every > 0 ? ", the next at powers of two, and every " + std::to_string(options_.graph_every) + "th"
+                                     : std::string()) +
            " traced node by node, the others as one record, scaled)";
   }
 

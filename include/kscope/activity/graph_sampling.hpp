@@ -4,9 +4,18 @@
 // kernels cost (a graph-replayed decode step was ~15 % slower on an H200); CUPTI's
 // graph-level trace gives one record per replay at almost no cost but names no kernel.
 // So the collector keeps graph-level trace on and, per graph, traces a few replays node by
-// node: the first `first` and then every `every`-th (cupti_options::graph_first,
-// graph_every). Those replays give kernels per replay and kernel time per span ns, by
-// which the attribution scales the others (attribution.hpp, node_gpu_activity::scaled_*).
+// node: the first `first`, then the `first`+2nd, +4th, +8th, ... (powers of two below
+// `every`), then every `every`-th (cupti_options::graph_first, graph_every). Those replays
+// give kernels per replay and kernel time per span ns, by which the attribution scales the
+// others (attribution.hpp, node_gpu_activity::scaled_*).
+//
+// Why the powers of two: the first replays are often cold (a warm-up; an H100 read a
+// gather 18 % faster in a graph's first replay, its table still in L2) and a short run of
+// 240 replays had only 2 more at every 100th. A kernel's share then rested on 2 replays,
+// and a replay's first kernel, which the attribution can only place to within a few us
+// under graph-level trace (CUPTI's offset, attribution.hpp), read 6-11 % off. The powers
+// of two give 6 more node-level replays per graph early (at most log2(every)), spread out
+// in time, and cost a fixed amount however long the run is.
 //
 // A graph instantiated before the collector started is always traced node by node: CUPTI
 // saw it built without graph-level trace, and the collector only lets CUPTI trace as a
@@ -18,7 +27,7 @@
 //   kscope::graph_replay_sampler s;
 //   s.configure(kscope::graph_tracing::sampled, 2, 100);
 //   s.graph_exec_created(exec);
-//   bool per_node = s.decide(exec);  // replays 1, 2, 102, 202, ... of each graph
+//   bool per_node = s.decide(exec);  // replays 1, 2, 4, 6, 10, 18, 34, 66, 102, 202, ...
 #pragma once
 
 #include "options.hpp"
@@ -110,7 +119,12 @@ KSCOPE_DECL bool graph_replay_sampler::decide(std::uintptr_t exec) {
     return true;
   }
   if (mode_ == graph_tracing::graph) return false;
-  const bool node_level = n <= first_ || (every_ > 0 && n > first_ && (n - first_) % every_ == 0);
+  bool node_level = n <= first_;
+  if (!node_level && every_ > 0) {
+    const std::uint64_t k = n - first_;
+    const bool early_power_of_two = k >= 2 && k < every_ && (k & (k - 1)) == 0;
+    node_level = early_power_of_two || k % every_ == 0;
+  }
   if (node_level) ++node_level_replays_; else ++graph_level_replays_;
   return node_level;
 }

@@ -33,8 +33,9 @@ namespace kscope {
 // launches of the same kernels and slowed a graph-replayed decode step by ~15 % on an H200
 // (bench/RESULTS.md); one record per launch costs nearly nothing but names no kernel.
 enum class graph_tracing : std::uint8_t {
-  // Each graph's first `graph_first` replays and then every `graph_every`-th are traced
-  // node by node, the others as one record; per-scope kernel counts and times of the
+  // Each graph's first `graph_first` replays, then its `graph_first`+2nd, +4th, +8th, ...
+  // below `graph_every`, then every `graph_every`-th are traced node by node
+  // (graph_sampling.hpp says why), the others as one record; per-scope kernel counts and times of the
   // replays traced as one record are scaled from the node-level replays of the same graph,
   // and the report says from how many (node_gpu_activity::graph_replays*). The default.
   sampled,
