@@ -1471,6 +1471,46 @@ TEST_CASE("graph-level trace on, PM sampling's pattern: only the first kernels a
   }
 }
 
+TEST_CASE("graph-level trace on: a node-level replay that lost a kernel counts as one record of the usual span") {
+  // As seen on an H100 with PM sampling on (2 of 10 node-level replays): one kernel stamped
+  // to end before it began (dropped, counted) and the others offset by different amounts.
+  // No kernel of it can be placed: the replay is one more record of the graph's 40 us.
+  gpu_attribution a;
+  a.set_graph_level_trace(true);
+  for (std::uint32_t c = 70; c <= 76; ++c) a.launches().record_launch(c, 3, 0);
+  offset_replay(a, 70, 1'000'000, 2'000'000);  // whole: 3 kernels, retimed
+  a.add_graph(graph_replay(71, 2'000'000, 40000));
+  a.add_graph(graph_replay(72, 3'000'000, 40000));
+  const std::int64_t t = 4'000'000;
+  const char* names[] = {"_Z2k1v", "_Z2k2v", "_Z2k3v"};
+  const kernel_record parts[] = {make_kernel(73, t, t + 10000 + 5'000'000, 7, names[0]),
+                                 make_kernel(73, t + 15000 + 1'000'000, t + 25000 + 1'000'000, 7, names[1]),
+                                 make_kernel(73, t + 30000 + 3'000'000, t + 40000, 7, names[2])};
+  for (kernel_record k : parts) {
+    k.graph_id = 5;
+    a.add_kernel(k);
+  }
+  a.add_graph(graph_replay(74, 5'000'000, 40000));
+  const auto r = a.report();
+  CHECK(r.counters.graph_replays_incomplete == 1);
+  CHECK(r.counters.graph_replays_retimed == 1);
+  CHECK(r.counters.dropped_end_before_start == 1);
+  const kscope::node_gpu_activity* n = r.find(3);
+  REQUIRE(n != nullptr);
+  CHECK(n->graph_replays == 5);
+  CHECK(n->graph_replays_traced == 1);
+  REQUIRE(r.top_kernels.size() == 3);
+  for (const kscope::kernel_summary& k : r.top_kernels) {
+    CAPTURE(k.name);
+    CHECK(k.max_ns == 10000);               // no offset kept anywhere
+    CHECK(k.calls == 5);                    // 1 traced, 4 scaled (73 among them)
+    CHECK(k.total_ns == 10000 + 4 * 10000);  // 160 us of one-record span x 10/40
+  }
+  bool said = false;
+  for (const std::string& w : r.warnings) said = said || w.find("lost kernel records") != std::string::npos;
+  CHECK(said);
+}
+
 TEST_CASE("graph-level trace on, a graph never traced as one record: held replays go unchecked past the cap") {
   gpu_attribution a;
   a.set_graph_level_trace(true);

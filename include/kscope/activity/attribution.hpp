@@ -226,6 +226,11 @@ class gpu_attribution {
     // The replay let go last, and the shift it got: its kernels that arrive after it was let
     // go (a later buffer) get the same one.
     std::uint32_t released_correlation = 0;
+    bool released_as_one_record = false;  // it was counted as one record (below)
+    // The most kernels a node-level replay of this graph brought: a replay with fewer lost
+    // some (under PM sampling CUPTI stamped one kernel of a replay to end before it began,
+    // and offset the others unevenly).
+    std::size_t most_kernels_per_replay = 0;
     std::int64_t released_head_start_ns = 0, released_late_from_ns = 0, released_shift_ns = 0;
 
     void add_traced_kernel(std::uint32_t correlation_id, std::int64_t start, std::int64_t end,
@@ -286,6 +291,11 @@ class gpu_attribution {
   // and `unchecked_too`), then applied. Without a reference and !unchecked_too they stay.
   // `keep_correlation` (not 0): that replay stays held (its kernels may still be arriving).
   void release_held(graph_accumulator& g, bool unchecked_too, std::uint32_t keep_correlation = 0);
+
+  // A node-level replay that lost kernels, counted as a replay traced as one record of
+  // `span` from `start` (graph_replays_incomplete).
+  void count_as_one_record(graph_accumulator& g, const graph_accumulator::held_kernel& head, std::int64_t start,
+                           std::int64_t span);
   // Corrects one kernel of an already released replay the way that replay was.
   static void retime_like_released(const graph_accumulator& g, kernel_record& k) noexcept;
 
@@ -411,6 +421,7 @@ KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, cons
   graph_accumulator* g = acc.graph_for(k.graph_id, over_cap);
   if (g == nullptr) return false;
   if (k.correlation_id != 0 && k.correlation_id == g->released_correlation) {
+    if (g->released_as_one_record) return true;  // inside that record's estimate already
     // A kernel of a replay already let go, from a later buffer: shifted like the rest of it.
     kernel_record late = k;
     retime_like_released(*g, late);
@@ -441,6 +452,25 @@ KSCOPE_DECL std::int64_t gpu_attribution::reference_span_ns(std::uint32_t graph_
   std::array<std::int64_t, 15> v = r.spans;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.begin() + static_cast<std::ptrdiff_t>(n));
   return v[n / 2];
+}
+
+KSCOPE_DECL void gpu_attribution::count_as_one_record(graph_accumulator& g, const graph_accumulator::held_kernel& head,
+                                                      std::int64_t start, std::int64_t span) {
+  ++counters_.graph_replays_incomplete;
+  g.released_as_one_record = true;
+  activity_header r = head.record;
+  r.start_ns = start;
+  r.end_ns = start + span;
+  launch_origin origin = head.origin;
+  account(r, origin);
+  if (interval_sink_ != nullptr) interval_sink_->add_interval({r.start_ns, r.end_ns, origin.node, r.device});
+  g.untraced += 1;
+  g.untraced_span_ns += span;
+  if (options_.recent_capacity > 0) {
+    gpu_activity_event e = event_of(r, activity_kind::graph, origin);
+    e.name = "CUDA graph";
+    push_recent(e);
+  }
 }
 
 KSCOPE_DECL void gpu_attribution::retime_like_released(const graph_accumulator& g, kernel_record& k) noexcept {
@@ -484,9 +514,21 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
     }
     const std::int64_t span = end - start;
     g.released_correlation = held[first].record.correlation_id;
+    g.released_as_one_record = false;
     g.released_head_start_ns = start;
     g.released_late_from_ns = 0;
     g.released_shift_ns = 0;
+    const std::size_t kernels = last - first;
+    g.most_kernels_per_replay = std::max(g.most_kernels_per_replay, kernels);
+    if (reference > 0 && kernels < g.most_kernels_per_replay) {
+      // Kernels lost (CUPTI stamped one to end before it began: dropped and counted) and the
+      // rest offset unevenly (an H100 under PM sampling: 2 of 10 replays). No kernel of it
+      // can be placed; the replay counts as one record of the graph's usual span, scaled
+      // like those, from its true start.
+      count_as_one_record(g, held[earliest], start, reference);
+      first = last;
+      continue;
+    }
     if (reference <= 0) {
       ++counters_.graph_replays_unchecked;
       ++g.released_unchecked;
@@ -1118,6 +1160,10 @@ KSCOPE_DECL std::vector<std::string> gpu_attribution::warnings(const attribution
       " CUDA-graph replays traced node by node came with CUPTI's timestamp offset (their first kernel "
       "ended late, the rest shifted: graph-level trace on); moved back by the excess over the graph's "
       "replays traced as one record");
+  say(c.graph_replays_incomplete,
+      " CUDA-graph replays traced node by node lost kernel records (CUPTI stamped one to end before it "
+      "began, and offset the rest unevenly): counted as replays traced as one record of the graph's usual "
+      "span, their kernels scaled like those");
   say(c.graph_replays_unchecked,
       " CUDA-graph replays traced node by node while graph-level trace was on had no replay of their "
       "graph traced as one record to check against: their first kernel's time may include CUPTI's "

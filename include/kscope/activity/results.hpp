@@ -254,8 +254,10 @@ struct attribution_counters {
   // Node-level replays traced while graph-level trace was on (gpu_attribution::
   // set_graph_level_trace): moved back by CUPTI's timestamp offset (retimed), counted with
   // no replay traced as one record to check them against (unchecked), and still waiting for
-  // one at report time (held: in no figure yet).
+  // one at report time (held: in no figure yet), and those that lost kernel records
+  // (incomplete: counted as one record of the graph's usual span).
   std::uint64_t graph_replays_retimed = 0;
+  std::uint64_t graph_replays_incomplete = 0;
   std::uint64_t graph_replays_unchecked = 0;
   std::uint64_t graph_replays_held = 0;
 };
