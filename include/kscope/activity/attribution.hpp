@@ -582,7 +582,7 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
           if (held[i].record.start_ns > head.start_ns) next_start = std::min(next_start, held[i].record.start_ns);
         }
         std::sort(others.begin(), others.end());
-        std::int64_t others_ns = 0, previous_end = std::numeric_limits<std::int64_t>::min();
+        std::int64_t others_ns = 0, previous_end = others.empty() ? 0 : others.front().first;
         for (const auto& [s, e] : others) {
           const std::int64_t overlap = previous_end - s;
           const bool stamped_overlap = overlap > 0 && overlap <= graph_chain_stamp_overlap_ns && overlap < e - s;
