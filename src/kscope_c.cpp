@@ -373,38 +373,32 @@ bool read_diagnose_options(const char* text, kscope::diagnose_options& o, kscope
   const char* what = "diagnose options";
   json_value doc;
   if (!parse_object(text, what, doc, status)) return false;
+  // The members by name from their one declaration (verdict/diagnose.hpp).
+  using field = kscope::diagnose_option_field;
+  const std::vector<field>& fields = kscope::diagnose_option_fields();
+  const kscope::diagnose_options defaults;
   for (const auto& [key, v] : doc.members) {
-    bool ok = true;
-    if (key == "step_names") ok = read_names(v, key, what, o.step_names, status);
-    else if (key == "prefill_names") ok = read_names(v, key, what, o.prefill_names, status);
-    else if (key == "decode_names") ok = read_names(v, key, what, o.decode_names, status);
-    else if (key == "sync_names") ok = read_names(v, key, what, o.sync_names, status);
-    else if (key == "kv_names") ok = read_names(v, key, what, o.kv_names, status);
-    else if (key == "weight_names") ok = read_names(v, key, what, o.weight_names, status);
-    else if (key == "low_busy_share") ok = read_number(v, key, what, o.low_busy_share, status);
-    else if (key == "step_tail_ratio") ok = read_number(v, key, what, o.step_tail_ratio, status);
-    else if (key == "prefill_max_step_share") ok = read_number(v, key, what, o.prefill_max_step_share, status);
-    else if (key == "prefill_explains") ok = read_number(v, key, what, o.prefill_explains, status);
-    else if (key == "busy_share_high") ok = read_number(v, key, what, o.busy_share_high, status);
-    else if (key == "decode_min_gpu_share") ok = read_number(v, key, what, o.decode_min_gpu_share, status);
-    else if (key == "comm_share") ok = read_number(v, key, what, o.comm_share, status);
-    else if (key == "sync_idle_share") ok = read_number(v, key, what, o.sync_idle_share, status);
-    else if (key == "sync_copies_per_step") ok = read_number(v, key, what, o.sync_copies_per_step, status);
-    else if (key == "kv_bytes_share") ok = read_number(v, key, what, o.kv_bytes_share, status);
-    else if (key == "host_link_bytes_per_s")
-      ok = v.is_null() || read_number(v, key, what, o.host_link_bytes_per_s, status);
-    else if (key == "min_step_calls") {
-      std::size_t n = 0;
-      ok = read_count(v, key, what, n, status);
-      if (ok) o.min_step_calls = n;
-    } else {
-      *status = fail(KSCOPE_ERROR_INVALID_ARGUMENT,
-                     unknown_key(what, key,
-                                 "step_names, prefill_names, decode_names, sync_names, kv_names, weight_names, "
-                                 "low_busy_share, step_tail_ratio, prefill_max_step_share, prefill_explains, "
-                                 "min_step_calls, busy_share_high, decode_min_gpu_share, comm_share, "
-                                 "sync_idle_share, sync_copies_per_step, kv_bytes_share, host_link_bytes_per_s"));
+    const auto f = std::find_if(fields.begin(), fields.end(), [&key](const field& x) { return key == x.name; });
+    if (f == fields.end()) {
+      std::string known;
+      for (const field& x : fields) known += (known.empty() ? "" : ", ") + std::string(x.name);
+      *status = fail(KSCOPE_ERROR_INVALID_ARGUMENT, unknown_key(what, key, known.c_str()));
       return false;
+    }
+    bool ok = true;
+    switch (f->type) {
+      case field::kind::names: ok = read_names(v, key, what, o.*f->names, status); break;
+      case field::kind::number:
+        // null: unknown, for a member whose default is unknown (NaN) too.
+        if (v.is_null() && std::isnan(defaults.*f->number)) o.*f->number = std::nan("");
+        else ok = read_number(v, key, what, o.*f->number, status);
+        break;
+      case field::kind::count: {
+        std::size_t n = 0;
+        ok = read_count(v, key, what, n, status);
+        if (ok) o.*f->count = n;
+        break;
+      }
     }
     if (!ok) return false;
   }
@@ -1012,6 +1006,13 @@ kscope_status kscope_diagnose(const kscope_report* report, const char* options, 
     const std::string as_json = json ? kscope::diagnosis_json(found) : std::string();
     const std::string as_text = text ? kscope::diagnosis_text(found, report->report) : std::string();
     return give_texts(as_json, json, json_size, as_text, text, text_size);
+  });
+}
+
+kscope_status kscope_diagnose_options(char** json, size_t* json_size) {
+  return guarded("kscope_diagnose_options", [&] {
+    if (json == nullptr) return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_diagnose_options: null json pointer");
+    return give_text(kscope::diagnose_options_json(), json, json_size);
   });
 }
 

@@ -895,3 +895,26 @@ TEST_CASE("diagnose: idle time outside the step never names the step's cause") {
     }
   }
 }
+
+TEST_CASE("diagnose options: every member by name from one declaration, written as JSON") {
+  const std::vector<kscope::diagnose_option_field>& fields = kscope::diagnose_option_fields();
+  REQUIRE(fields.size() == 18);
+  CHECK(std::string(fields.front().name) == "step_names");
+  CHECK(std::string(fields.back().name) == "host_link_bytes_per_s");
+  kscope::diagnose_options o;
+  for (const kscope::diagnose_option_field& f : fields) {
+    CAPTURE(f.name);
+    switch (f.type) {  // each field points at its own member
+      case kscope::diagnose_option_field::kind::names: (o.*f.names).push_back(std::string("x_") + f.name); break;
+      case kscope::diagnose_option_field::kind::number: o.*f.number = 0.25; break;
+      case kscope::diagnose_option_field::kind::count: o.*f.count = 7; break;
+    }
+  }
+  CHECK(o.kv_names.back() == "x_kv_names");
+  CHECK(o.comm_share == 0.25);
+  CHECK(o.min_step_calls == 7);
+  const std::string json = kscope::diagnose_options_json(o);
+  CHECK(json.find("\"weight_names\":[\"weights\",\"x_weight_names\"]") != std::string::npos);
+  CHECK(json.find("\"min_step_calls\":7") != std::string::npos);
+  CHECK(kscope::diagnose_options_json().find("\"host_link_bytes_per_s\":null") != std::string::npos);
+}

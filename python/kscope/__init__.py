@@ -23,6 +23,7 @@ from ._session import (Report, disable_counters, disable_metric_sampling, enable
                        enable_metric_sampling, enable_production, load_report, report, reset, warn,
                        write_trace)
 from ._diagnose import Diagnosis, Evidence, Finding, diagnose
+from ._diagnose import options as diagnose_options
 from ._bench import Benchmark, BenchResult, OutputCheck, ReferenceResult, bench
 
 __version__ = "0.1.0"
@@ -46,7 +47,7 @@ __all__ = [
     "enable_cupti", "enable_production", "enable_metric_sampling", "disable_metric_sampling",
     "enable_counters", "disable_counters", "reset", "warn", "write_trace",
     "report", "Report", "load_report",
-    "diagnose", "Diagnosis", "Finding", "Evidence",
+    "diagnose", "diagnose_options", "Diagnosis", "Finding", "Evidence",
     "bench", "Benchmark", "BenchResult", "ReferenceResult", "OutputCheck",
     "KscopeError", "KscopeWarning", "available", "load_error", "library_path", "version",
 ]

@@ -20,10 +20,18 @@ from . import _native
 from ._native import ERROR_INVALID_ARGUMENT, encode
 from ._session import Report, report as _session_report
 
-_NAME_OPTIONS = ("step_names", "prefill_names", "decode_names", "sync_names", "kv_names", "weight_names")
-_NUMBER_OPTIONS = ("low_busy_share", "step_tail_ratio", "prefill_max_step_share", "prefill_explains",
-                   "min_step_calls", "busy_share_high", "decode_min_gpu_share", "comm_share", "sync_idle_share",
-                   "sync_copies_per_step", "kv_bytes_share", "host_link_bytes_per_s")
+_option_defaults: Optional[dict] = None
+
+
+def options() -> dict:
+    """Every option kscope.diagnose takes, with its default: names lists (which scopes play
+    which role) and numbers (thresholds; None: unknown). They come from the one list the
+    C++ options are declared in (KSCOPE_DIAGNOSE_OPTIONS), through the native library."""
+    global _option_defaults
+    if _option_defaults is None:
+        lib = _native.require()
+        _option_defaults = json.loads(_native.text_call(lib.kscope_diagnose_options, what="kscope.diagnose options"))
+    return dict(_option_defaults)
 
 
 def _number(value) -> float:
@@ -93,24 +101,21 @@ class Diagnosis:
         return tuple(f.kind for f in self.findings)
 
 
-def _options_json(options: dict) -> Optional[bytes]:
-    if not options:
+def _options_json(given: dict) -> Optional[bytes]:
+    if not given:
         return None
+    known = options()
     out = {}
-    for key, value in options.items():
-        if key in _NAME_OPTIONS:
+    for key, value in given.items():
+        if key not in known:
+            raise TypeError(f"kscope.diagnose: unknown option {key!r} (known: {', '.join(known)})")
+        if isinstance(known[key], list):
             if isinstance(value, (str, bytes)):
                 value = [value]
             out[key] = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in value]
-        elif key in _NUMBER_OPTIONS:
-            out[key] = None if value is None else float(value)
         else:
-            raise TypeError(f"kscope.diagnose: unknown option {key!r} (known: "
-                            f"{', '.join(_NAME_OPTIONS + _NUMBER_OPTIONS)})")
-    # NaN is not JSON: an unknown host link rate is null.
-    if "host_link_bytes_per_s" in out and out["host_link_bytes_per_s"] is not None and \
-            math.isnan(out["host_link_bytes_per_s"]):
-        out["host_link_bytes_per_s"] = None
+            # NaN is not JSON: an unknown number is null.
+            out[key] = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
     return encode(json.dumps(out))
 
 

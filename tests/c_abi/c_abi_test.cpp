@@ -305,6 +305,34 @@ TEST_CASE("c abi: the diagnosis, its options checked") {
   kscope_report_destroy(r);
 }
 
+TEST_CASE("c abi: the diagnosis's options listed with their defaults, from their one declaration") {
+  char* json = nullptr;
+  size_t size = 0;
+  REQUIRE(kscope_diagnose_options(&json, &size) == KSCOPE_OK);
+  const nlohmann::json o = nlohmann::json::parse(take(json, size));
+  CHECK(o.size() == 18);
+  CHECK(o["step_names"] == nlohmann::json::array({"step"}));
+  CHECK(o["sync_names"] == nlohmann::json::array({"d2h", "sampling"}));
+  CHECK(o["low_busy_share"] == 0.5);
+  CHECK(o["min_step_calls"] == 10);
+  CHECK(o["host_link_bytes_per_s"].is_null());  // unknown until measured
+  // Every member listed is one kscope_diagnose takes; null only where unknown is allowed.
+  kscope_report* r = nullptr;
+  REQUIRE(kscope_report_create(&r) == KSCOPE_OK);
+  char* out = nullptr;
+  size_t out_size = 0;
+  for (const auto& [key, value] : o.items()) {
+    CAPTURE(key);
+    const std::string one = nlohmann::json{{key, value}}.dump();
+    CHECK(kscope_diagnose(r, one.c_str(), &out, &out_size, nullptr, nullptr) == KSCOPE_OK);
+    take(out, out_size);
+  }
+  CHECK(kscope_diagnose(r, "{\"low_busy_share\": null}", &out, &out_size, nullptr, nullptr) ==
+        KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(kscope_diagnose_options(nullptr, nullptr) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  kscope_report_destroy(r);
+}
+
 TEST_CASE("c abi: CUPTI without a GPU, or with bad options, says why") {
   CHECK(kscope_enable_cupti("graphs=sideways") == KSCOPE_ERROR_INVALID_ARGUMENT);
   CHECK(last_error().find("graphs") != std::string::npos);

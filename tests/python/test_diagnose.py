@@ -118,6 +118,17 @@ def test_a_host_only_report_says_what_could_not_be_checked(name):
     assert "without a GPU timeline" in d.text or "no problem found" in d.text
 
 
+def test_the_options_come_from_their_one_declaration_with_defaults():
+    o = kscope.diagnose_options()
+    assert o["step_names"] == ["step"]
+    assert o["low_busy_share"] == 0.5
+    assert o["host_link_bytes_per_s"] is None
+    r = kscope.report()
+    for key, value in o.items():  # each one is taken by name
+        kscope.diagnose(r, **{key: value})
+    kscope.diagnose(r, host_link_bytes_per_s=float("nan"))  # NaN: unknown, sent as null
+
+
 def test_bad_options_and_arguments_are_clear_errors():
     r = kscope.report()
     with pytest.raises(TypeError, match="unknown option 'stepnames'"):

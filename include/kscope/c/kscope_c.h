@@ -209,14 +209,18 @@ KSCOPE_C_API kscope_status kscope_report_format(const kscope_report* report, int
 KSCOPE_C_API kscope_status kscope_report_write(const kscope_report* report, int format, const char* path);
 /* The serving diagnosis (verdict/diagnose.hpp) of a report: `json` gets
  * kscope.diagnosis/1, `text` the printed findings (either may be NULL). `options` is NULL
- * or a JSON object of diagnose_options' members: "step_names", "prefill_names",
- * "decode_names", "sync_names", "kv_names", "weight_names" (arrays of strings) and the
- * numbers "low_busy_share", "step_tail_ratio", "prefill_max_step_share",
- * "prefill_explains", "min_step_calls", "busy_share_high", "decode_min_gpu_share",
- * "comm_share", "sync_idle_share", "sync_copies_per_step", "kv_bytes_share",
- * "host_link_bytes_per_s". */
+ * or a JSON object of diagnose_options' members (kscope_diagnose_options lists them):
+ * "step_names", "prefill_names", "decode_names", "sync_names", "kv_names", "weight_names"
+ * (arrays of strings) and the numbers "low_busy_share", "step_tail_ratio",
+ * "prefill_max_step_share", "prefill_explains", "min_step_calls", "busy_share_high",
+ * "decode_min_gpu_share", "comm_share", "sync_idle_share", "sync_copies_per_step",
+ * "kv_bytes_share", "host_link_bytes_per_s" (null: unknown). */
 KSCOPE_C_API kscope_status kscope_diagnose(const kscope_report* report, const char* options, char** json,
                                            size_t* json_size, char** text, size_t* text_size);
+/* Every option kscope_diagnose takes, with its default, as one JSON object (an array of
+ * strings for the names, a number, or null for an unknown number): the list the options
+ * are declared in once (KSCOPE_DIAGNOSE_OPTIONS, verdict/diagnose.hpp). */
+KSCOPE_C_API kscope_status kscope_diagnose_options(char** json, size_t* json_size);
 
 /* ---- benchmarks -------------------------------------------------------------------- */
 

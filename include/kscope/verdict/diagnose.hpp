@@ -174,37 +174,75 @@ struct diagnosis {
   std::string cost_basis;
 };
 
-// Which scopes play which role: a scope whose name, or whose "phase" tag, equals one of
-// the names. Thresholds default to the constants above.
+// Every option of diagnose(), declared once: the struct diagnose_options below, the table
+// diagnose_option_fields() that the C interface reads JSON options by (src/kscope_c.cpp)
+// and its defaults (diagnose_options_json(), kscope_diagnose_options()), from which
+// Python's keyword arguments come (python/kscope/_diagnose.py), all expand this list.
+// Each entry: NAMES(member, (default names...)), NUMBER(member, default) or
+// COUNT(member, default).
+//   step_names ... weight_names   which scopes play which role: a scope whose name, or
+//                                 whose "phase" tag, equals one of the names. kv_names and
+//                                 weight_names: scopes (inside decode) whose memory traffic
+//                                 is the KV cache, and the weights; their declared bytes
+//                                 tell the two apart (rule 3)
+//   low_busy_share ... kv_bytes_share   the thresholds (the constants above)
+//   host_link_bytes_per_s         the host link's rate (bytes/s) that a copy from pinned
+//                                 memory reaches, measured (a pinned cudaMemcpyAsync of tens
+//                                 of MB) or rated (PCIe, NVLink-C2C). The report's device
+//                                 description holds no host-link bandwidth, so only this sets
+//                                 it; NaN: unknown, and the pageable-copy finding names no
+//                                 pinned rate
+#define KSCOPE_DIAGNOSE_OPTIONS(NAMES, NUMBER, COUNT)                     \
+  NAMES(step_names, ("step"))                                              \
+  NAMES(prefill_names, ("prefill"))                                        \
+  NAMES(decode_names, ("decode"))                                          \
+  NAMES(sync_names, ("d2h", "sampling"))                                   \
+  NAMES(kv_names, ("kv", "kv_cache", "attention"))                         \
+  NAMES(weight_names, ("weights"))                                         \
+  NUMBER(low_busy_share, diagnose_low_busy_share)                          \
+  NUMBER(step_tail_ratio, diagnose_step_tail_ratio)                        \
+  NUMBER(prefill_max_step_share, diagnose_prefill_max_step_share)          \
+  NUMBER(prefill_explains, diagnose_prefill_explains)                      \
+  COUNT(min_step_calls, diagnose_min_step_calls)                           \
+  NUMBER(busy_share_high, diagnose_busy_share_high)                        \
+  NUMBER(decode_min_gpu_share, diagnose_decode_min_gpu_share)              \
+  NUMBER(comm_share, diagnose_comm_share)                                  \
+  NUMBER(sync_idle_share, diagnose_sync_idle_share)                        \
+  NUMBER(sync_copies_per_step, diagnose_sync_copies_per_step)              \
+  NUMBER(kv_bytes_share, diagnose_kv_bytes_share)                          \
+  NUMBER(host_link_bytes_per_s, std::numeric_limits<double>::quiet_NaN())
+
+#define KSCOPE_DETAIL_UNPAREN(...) __VA_ARGS__
+#define KSCOPE_DETAIL_DIAGNOSE_NAMES_MEMBER(member, defaults) \
+  std::vector<std::string> member{KSCOPE_DETAIL_UNPAREN defaults};
+#define KSCOPE_DETAIL_DIAGNOSE_NUMBER_MEMBER(member, default_value) double member = default_value;
+#define KSCOPE_DETAIL_DIAGNOSE_COUNT_MEMBER(member, default_value) std::uint64_t member = default_value;
+
 //   kscope::diagnose_options o;
 //   o.step_names = {"iteration"};
 //   o.host_link_bytes_per_s = 53e9;  // measured: pinned cudaMemcpyAsync of 64 MB, PCIe Gen5 x16
 struct diagnose_options {
-  std::vector<std::string> step_names{"step"};
-  std::vector<std::string> prefill_names{"prefill"};
-  std::vector<std::string> decode_names{"decode"};
-  std::vector<std::string> sync_names{"d2h", "sampling"};
-  // Scopes (inside decode) whose memory traffic is the KV cache, and those whose traffic
-  // is the weights; their declared bytes tell the two apart (rule 3).
-  std::vector<std::string> kv_names{"kv", "kv_cache", "attention"};
-  std::vector<std::string> weight_names{"weights"};
-  double low_busy_share = diagnose_low_busy_share;
-  double step_tail_ratio = diagnose_step_tail_ratio;
-  double prefill_max_step_share = diagnose_prefill_max_step_share;
-  double prefill_explains = diagnose_prefill_explains;
-  std::uint64_t min_step_calls = diagnose_min_step_calls;
-  double busy_share_high = diagnose_busy_share_high;
-  double decode_min_gpu_share = diagnose_decode_min_gpu_share;
-  double comm_share = diagnose_comm_share;
-  double sync_idle_share = diagnose_sync_idle_share;
-  double sync_copies_per_step = diagnose_sync_copies_per_step;
-  double kv_bytes_share = diagnose_kv_bytes_share;
-  // The host link's rate (bytes/s) that a copy from pinned memory reaches, measured (a
-  // pinned cudaMemcpyAsync of tens of MB) or rated (PCIe, NVLink-C2C). The report's device
-  // description holds no host-link bandwidth, so only this sets it; NaN: unknown, and the
-  // pageable-copy finding names no pinned rate.
-  double host_link_bytes_per_s = std::numeric_limits<double>::quiet_NaN();
+  KSCOPE_DIAGNOSE_OPTIONS(KSCOPE_DETAIL_DIAGNOSE_NAMES_MEMBER, KSCOPE_DETAIL_DIAGNOSE_NUMBER_MEMBER,
+                          KSCOPE_DETAIL_DIAGNOSE_COUNT_MEMBER)
 };
+
+// One member of diagnose_options by name, for the interfaces that take options as text.
+//   for (const kscope::diagnose_option_field& f : kscope::diagnose_option_fields())
+//     if (f.type == kscope::diagnose_option_field::kind::number) std::printf("%s\n", f.name);
+struct diagnose_option_field {
+  enum class kind : std::uint8_t { names, number, count };
+  const char* name;
+  kind type;
+  std::vector<std::string> diagnose_options::*names;  // set for kind::names
+  double diagnose_options::*number;                   // kind::number
+  std::uint64_t diagnose_options::*count;             // kind::count
+};
+
+// Every member, in the struct's order.
+[[nodiscard]] KSCOPE_DECL const std::vector<diagnose_option_field>& diagnose_option_fields();
+
+// The options as a JSON object, every member (the defaults when given none); NaN is null.
+[[nodiscard]] KSCOPE_DECL std::string diagnose_options_json(const diagnose_options& o = diagnose_options{});
 
 namespace detail {
 
@@ -1082,6 +1120,45 @@ KSCOPE_DECL std::string diagnosis_json(const std::vector<diagnosis>& found) {
     w.end_object();
   }
   w.end_array();
+  w.end_object();
+  return out;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+#define KSCOPE_DETAIL_DIAGNOSE_NAMES_FIELD(member, defaults) \
+  {#member, diagnose_option_field::kind::names, &diagnose_options::member, nullptr, nullptr},
+#define KSCOPE_DETAIL_DIAGNOSE_NUMBER_FIELD(member, default_value) \
+  {#member, diagnose_option_field::kind::number, nullptr, &diagnose_options::member, nullptr},
+#define KSCOPE_DETAIL_DIAGNOSE_COUNT_FIELD(member, default_value) \
+  {#member, diagnose_option_field::kind::count, nullptr, nullptr, &diagnose_options::member},
+KSCOPE_DECL const std::vector<diagnose_option_field>& diagnose_option_fields() {
+  static const std::vector<diagnose_option_field> fields{
+      KSCOPE_DIAGNOSE_OPTIONS(KSCOPE_DETAIL_DIAGNOSE_NAMES_FIELD, KSCOPE_DETAIL_DIAGNOSE_NUMBER_FIELD,
+                              KSCOPE_DETAIL_DIAGNOSE_COUNT_FIELD)};
+  return fields;
+}
+#undef KSCOPE_DETAIL_DIAGNOSE_NAMES_FIELD
+#undef KSCOPE_DETAIL_DIAGNOSE_NUMBER_FIELD
+#undef KSCOPE_DETAIL_DIAGNOSE_COUNT_FIELD
+
+KSCOPE_DECL std::string diagnose_options_json(const diagnose_options& o) {
+  std::string out;
+  detail::json_writer w(out);
+  w.begin_object();
+  for (const diagnose_option_field& f : diagnose_option_fields()) {
+    switch (f.type) {
+      case diagnose_option_field::kind::names:
+        w.key(f.name).begin_array();
+        for (const std::string& name : o.*f.names) w.value(name);
+        w.end_array();
+        break;
+      case diagnose_option_field::kind::number: w.member(f.name, o.*f.number); break;
+      case diagnose_option_field::kind::count:
+        w.member(f.name, static_cast<unsigned long long>(o.*f.count));
+        break;
+    }
+  }
   w.end_object();
   return out;
 }
