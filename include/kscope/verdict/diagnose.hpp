@@ -64,6 +64,13 @@
 //      diagnose_sync_copies_per_step synchronous cudaMemcpy / cudaMemset per step (CUPTI's
 //      async flag absent; pageable copies are rule 5's), unless rule 1 or 1b named it.
 //
+// How it is built: each rule is one function (detail::rule_*, in detail::diagnose_rules()'s
+// order) that reads the report and what every rule shares (detail::diagnose_context: the
+// step, what a share of the wall time costs per step, the loop's scopes, the scopes whose
+// copies go through pageable memory), never another rule's finding. One arbiter
+// (detail::arbitrate) merges the findings that name the same time ("unless rule 1 or 1b
+// named it", "rule 5's" above) and orders them by cost.
+//
 // Severity: every finding states what it costs (diagnosis::cost_ms_per_step, cost_share,
 // cost_basis), as evidence ("cost.ms_per_step", "cost.share_of_…") and at the end of its
 // text: the GPU's idle time for rules 1 and 1b and the memory-bound scope's GPU time for
@@ -492,191 +499,274 @@ KSCOPE_DECL std::string directions_text(const std::array<copy_totals, copy_direc
 
 }  // namespace detail
 
+namespace detail {
+
+// What every rule reads besides the report: the options, the step scope and what a share
+// of the wall time costs per step, the loop's scopes, and which of them copy through
+// pageable host memory. That last one is evidence, not a finding: rules 1 and 1b leave a
+// scope that blocks only through such copies to rule 5 (one cause, one finding).
+struct diagnose_context {
+  diagnose_context(const session_report& report, const diagnose_options& options);
+  const session_report& r;
+  const diagnose_options& o;
+  std::size_t step;          // std::string::npos: no step scope
+  const gpu_time_report* t;  // nullptr: no GPU timeline
+  double step_ns = std::numeric_limits<double>::quiet_NaN();        // the step's time per call
+  double step_calls = std::numeric_limits<double>::quiet_NaN();
+  double step_total_ns = std::numeric_limits<double>::quiet_NaN();  // its host time in all
+  std::size_t loop_first = 0, loop_last = 0;  // the step's subtree, or every scope without one
+  std::vector<bool> pageable_found;           // per scope of the loop (rule 5's scopes)
+  // A finding's cost as a share of the wall time: that share of the step's time per step.
+  void wall_cost(diagnosis& d, double share) const;
+  [[nodiscard]] bool pageable_in_subtree(std::size_t i) const;
+  // Whether a scope path lies inside the loop (the step's subtree; every path without one).
+  [[nodiscard]] bool in_loop(const std::string& path) const;
+};
+
+// A rule's finding and the scope it names, which the arbiter merges by.
+struct diagnose_finding {
+  diagnosis d;
+  const scope_report* names_scope = nullptr;  // set by the host_sync and sync_copy rules
+};
+
+// The GPU's idle time inside the loop and the scope (by open host scope) holding most of it.
+struct loop_idle {
+  const gpu_idle_by_scope* top = nullptr;
+  double total = 0;    // all idle time, the loop's and the rest
+  double in_loop = 0;
+};
+KSCOPE_DECL loop_idle idle_of_loop(const diagnose_context& c);
+
+// What the scope holding most of the loop's idle time did per call (rule 1).
+struct waiting_scope {
+  std::string name;  // its path, "(no scope)" when none was open
+  const scope_report* scope = nullptr;
+  const scope_gpu_time* gpu = nullptr;
+  double d2h = 0;    // device-to-host copies per call, less the pageable ones
+  double syncs = 0;  // host synchronizes per call
+  bool own_kernel_gaps = false;  // the GPU waits between the scope's own kernels
+  bool blocks = false;           // the host blocks there (a copy, a synchronize, a sync role)
+  bool pageable_only = false;    // blocked only by pageable copies: rule 5's
+};
+KSCOPE_DECL waiting_scope waiting_scope_of(const diagnose_context& c, const gpu_idle_by_scope& top);
+
+// The rules, one function per pathology (the numbers at the top of this file). Each reads
+// the report and the context only, never another rule's finding, and returns at most a
+// few findings; arbitrate() decides between those that name the same time.
+using diagnose_rule = std::vector<diagnose_finding> (*)(const diagnose_context&);
+KSCOPE_DECL std::vector<diagnose_finding> rule_gpu_waits(const diagnose_context& c);
+KSCOPE_DECL std::vector<diagnose_finding> rule_host_blocks(const diagnose_context& c);
+KSCOPE_DECL std::vector<diagnose_finding> rule_prefill_stall(const diagnose_context& c);
+KSCOPE_DECL std::vector<diagnose_finding> rule_decode_memory_bound(const diagnose_context& c);
+KSCOPE_DECL std::vector<diagnose_finding> rule_communication(const diagnose_context& c);
+KSCOPE_DECL std::vector<diagnose_finding> rule_pageable_copies(const diagnose_context& c);
+KSCOPE_DECL std::vector<diagnose_finding> rule_sync_copies(const diagnose_context& c);
+// In the order their findings are listed before the sort by cost (1, 1b, 2, 3, 4, 5, 6).
+KSCOPE_DECL const std::vector<diagnose_rule>& diagnose_rules();
+
+// One finding per cause, then by cost, largest first: the host_sync findings all name the
+// GPU's idle time while the host blocked, so the first (rule 1's, from where the loop
+// idled most) stands and a later one (rule 1b's) does not; a synchronous copy (rule 6) in
+// the scope a standing host_sync finding names is the cause that finding gives already.
+KSCOPE_DECL std::vector<diagnosis> arbitrate(std::vector<diagnose_finding> found);
+
+}  // namespace detail
+
 // The findings for `r` (see the rules at the top), by cost, largest first. Empty for a
 // healthy report, an empty one, or one without the data a rule needs (no CUPTI: rules 1,
 // 3, 4, 5 and 6 need its records).
 [[nodiscard]] KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o = {});
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o) {
-  using detail::pct;
-  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<diagnosis> out;
-  const std::vector<scope_report>& scopes = r.scopes;
-  const std::size_t step = detail::find_role(scopes, o.step_names);
-  const gpu_time_report* t = r.gpu_time ? &*r.gpu_time : nullptr;
-  // What a share of the wall time costs per step: that share of the step's time.
-  const double step_ns = step != std::string::npos ? detail::step_time_ns(scopes[step]) : nan;
-  const double step_calls =
-      step != std::string::npos && scopes[step].calls > 0 ? static_cast<double>(scopes[step].calls) : nan;
-  const double step_total_ns = step != std::string::npos && std::isfinite(scopes[step].host_inclusive_ns) &&
-                                       scopes[step].host_inclusive_ns > 0
-                                   ? scopes[step].host_inclusive_ns
-                                   : nan;
-  const auto wall_cost = [&](diagnosis& d, double share) {
-    detail::set_cost(d, share * step_ns / 1e6, share, "wall time");
-  };
-  // The scopes inside the loop: the step's subtree, or every scope without a step.
-  const std::size_t loop_first = step != std::string::npos ? step : 0;
-  const std::size_t loop_last = step != std::string::npos ? detail::subtree_end(scopes, step) : scopes.size();
+namespace detail {
 
-  // Rule 5's scopes, decided first: rules 1 and 1b leave a scope that blocks only through
-  // pageable copies to it (one cause, one finding).
-  std::vector<bool> pageable_found(scopes.size(), false);
+KSCOPE_DECL diagnose_context::diagnose_context(const session_report& report, const diagnose_options& options)
+    : r(report), o(options), step(find_role(report.scopes, options.step_names)),
+      t(report.gpu_time ? &*report.gpu_time : nullptr) {
+  const std::vector<scope_report>& scopes = r.scopes;
+  if (step != std::string::npos) {
+    step_ns = step_time_ns(scopes[step]);
+    if (scopes[step].calls > 0) step_calls = static_cast<double>(scopes[step].calls);
+    if (std::isfinite(scopes[step].host_inclusive_ns) && scopes[step].host_inclusive_ns > 0)
+      step_total_ns = scopes[step].host_inclusive_ns;
+    loop_first = step;
+    loop_last = subtree_end(scopes, step);
+  } else {
+    loop_last = scopes.size();
+  }
+  pageable_found.assign(scopes.size(), false);
   for (std::size_t j = loop_first; j < loop_last; ++j) {
     const scope_report& s = scopes[j];
     if (!s.gpu_activity) continue;
     const std::uint64_t n = s.gpu_activity->pageable_copies().count;
     pageable_found[j] = n > 0 && (step != std::string::npos || n >= o.min_step_calls);
   }
-  const auto pageable_in_subtree = [&](std::size_t i) {
-    for (std::size_t j = i; j < detail::subtree_end(scopes, i); ++j)
-      if (pageable_found[j]) return true;
-    return false;
-  };
-  // Scopes rule 1 or 1b named: rule 6 does not name them again.
-  std::vector<const scope_report*> blocking;
+}
 
-  // ---- 1. the GPU waits: launch/CPU-bound or a host sync ----
-  if (t != nullptr && std::isfinite(t->busy_share) && t->busy_share < o.low_busy_share && t->wall_ns > 0) {
-    // The step's own GPU share, when there is a step: its busy per call over its host time.
-    double step_busy = nan, step_host = nan;
-    double kernels_per_step = nan;
-    const scope_gpu_time* step_gpu = step != std::string::npos ? t->find(scopes[step].id) : nullptr;
-    if (step != std::string::npos) {
-      step_host = scopes[step].host_ns.median;
-      if (step_gpu != nullptr && step_gpu->calls_seen > 0) {
-        step_busy = step_gpu->busy_per_call_ns.median;
-        kernels_per_step = step_gpu->kernels_per_call;
-      }
-    }
-    const bool step_waits = step == std::string::npos ||
-                            (std::isfinite(step_busy) && std::isfinite(step_host) && step_host > 0 &&
-                             step_busy < o.low_busy_share * step_host);
-    // With a step, only the GPU's idle time while the host was inside the step says why the
-    // step waits: idle time during a prefill outside the step, start-up (a library's first
-    // call) or between steps is not the step's (a PyTorch loop idled most in its first
-    // prefill, which then took the finding). Without a step, every scope is the loop.
-    // By path, not by the scope list: an idle entry's path names its scope even where the
-    // report's list does not hold it.
-    const auto in_loop = [&](const std::string& path) {
-      if (step == std::string::npos) return true;
-      const std::string& root = scopes[step].path;
-      return path == root ||
-             (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
-    };
-    double idle_total = 0, idle_in_loop = 0;
-    const gpu_idle_by_scope* top = nullptr;
-    for (const gpu_idle_by_scope& g : t->idle_by_scope) {
-      idle_total += g.ns;
-      if (!in_loop(g.path)) continue;
-      idle_in_loop += g.ns;
-      if (top == nullptr || g.ns > top->ns) top = &g;
-    }
-    if (step_waits && top != nullptr && top->ns > 0 && std::isfinite(idle_total) && idle_total > 0) {
-      const std::string waits_in = top->path.empty() ? std::string("(no scope)") : top->path;
-      const scope_report* waiting = top->path.empty() ? nullptr : r.find(top->path);
-      const std::size_t waiting_at = waiting != nullptr ? static_cast<std::size_t>(waiting - scopes.data()) : 0;
-      const scope_gpu_time* wg = waiting ? t->find(waiting->id) : nullptr;
-      // Its D2H copies per call, less the pageable ones (rule 5's).
-      const double calls = waiting != nullptr && waiting->calls > 0 ? static_cast<double>(waiting->calls) : nan;
-      const auto pageable_per_call = [&](bool d2h_only) {
-        return std::isfinite(calls)
-                   ? static_cast<double>(detail::subtree_pageable(scopes, waiting_at, d2h_only).count) / calls
-                   : 0.0;
-      };
-      const double pageable_d2h = pageable_per_call(true), pageable_any = pageable_per_call(false);
-      const double waiting_d2h = wg != nullptr && wg->calls_seen > 0
-                                     ? std::max(0.0, detail::finite_or(wg->d2h_per_call, 0) - pageable_d2h)
-                                     : 0;
-      // The host blocks in the scope where the GPU idles: it copies device to host in
-      // every call (the copy, or the synchronize before it, waits for the GPU to drain),
-      // or it is a scope the user marked as a sync point.
-      const double waiting_syncs = waiting != nullptr && waiting->gpu_activity && waiting->calls > 0
-                                       ? static_cast<double>(waiting->gpu_activity->host_sync.count) /
-                                             static_cast<double>(waiting->calls)
-                                       : 0;
-      const bool gaps_between_own_kernels = detail::gaps_between_own_kernels(wg);
-      const bool drained_before_sync = waiting != nullptr && std::isfinite(calls) &&
-                                       detail::drained_before_sync(*waiting, wg, top->ns / calls);
-      const bool syncs = (waiting != nullptr && detail::plays_role(*waiting, o.sync_names)) ||
-                         (!drained_before_sync && (waiting_d2h >= 1 || waiting_syncs >= 1));
-      // Blocked only by its pageable copies (a sync point's role says where the host waits,
-      // not why): rule 5 names the scope, with this idle time.
-      const bool pageable_only = waiting_d2h < 1 && waiting_syncs < 1 && pageable_any >= 1 && waiting != nullptr &&
-                                 pageable_in_subtree(waiting_at);
-      diagnosis d;
-      d.evidence.push_back({"gpu_time.busy_share", t->busy_share, "share"});
-      d.evidence.push_back({"gpu_time.wall_ns", t->wall_ns, "ns"});
-      d.evidence.push_back({"idle.top_scope_ns", top->ns, "ns"});
-      if (idle_total > 0) d.evidence.push_back({"idle.top_scope_share", top->ns / idle_total, "share"});
-      if (std::isfinite(step_host)) d.evidence.push_back({"step.host_median_ns", step_host, "ns"});
-      if (std::isfinite(step_busy)) d.evidence.push_back({"step.gpu_busy_median_ns", step_busy, "ns"});
-      if (std::isfinite(kernels_per_step)) d.evidence.push_back({"step.kernels_per_call", kernels_per_step, "kernels"});
-      std::string gaps_text;  // the loop's longest gaps (idle_gaps is sorted, longest first)
-      std::size_t gaps_named = 0;
-      for (std::size_t i = 0; i < t->idle_gaps.size() && gaps_named < 3; ++i) {
-        if (!in_loop(t->idle_gaps[i].open_path)) continue;
-        gaps_text += (gaps_named++ ? ", " : "") + format_duration_ns(static_cast<double>(t->idle_gaps[i].ns)) +
-                     " in " + (t->idle_gaps[i].open_path.empty() ? std::string("(no scope)") : t->idle_gaps[i].open_path);
-      }
-      std::string base = "GPU busy " + pct(t->busy_share) + " of " + format_duration_ns(t->wall_ns);
-      if (std::isfinite(step_busy) && std::isfinite(step_host))
-        base += "; step '" + scopes[step].path + "': GPU busy " + format_duration_ns(step_busy) + " of " +
-                format_duration_ns(step_host) + " per call (medians)";
-      base += "; the GPU idled " + format_duration_ns(top->ns) + " (" + pct(top->ns / idle_total) +
-              " of its idle time, " + std::to_string(top->gaps) + (top->gaps == 1 ? " gap" : " gaps") +
-              ") while the host was in '" + waits_in + "'";
-      if (!gaps_text.empty()) base += "; longest idle gaps: " + gaps_text;
-      if (pageable_only) {
-        // No finding here: see above.
-      } else if (syncs) {
-        d.kind = diagnosis_kind::host_sync;
-        d.title = "the host blocks on the GPU inside the step, then the GPU waits for the host";
-        d.evidence.push_back({"waiting_scope.d2h_copies_per_call", waiting_d2h, "copies"});
-        d.evidence.push_back({"waiting_scope.host_syncs_per_call", waiting_syncs, "calls"});
-        d.text = base + "; '" + waits_in + "' " +
-                 (waiting_d2h >= 1 ? "copies device to host " + detail::format_general(waiting_d2h, 3) +
-                                         " times per call"
-                  : waiting_syncs >= 1 ? "synchronizes " + detail::format_general(waiting_syncs, 3) +
-                                             " times per call"
-                                       : std::string("is a sync point (diagnose_options::sync_names)")) +
-                 ": the host waits there for the GPU to drain, and the GPU then waits for the host's next launches";
-        d.suggestion = "take the synchronization out of the step: copy asynchronously into pinned memory "
-                       "(cudaMemcpyAsync, an event to wait on only when the data is needed), drop debugging "
-                       "synchronizes, overlap the copy with the next step's launches";
-        // The GPU's idle time while the host was blocked there.
-        wall_cost(d, top->ns / t->wall_ns);
-        if (waiting != nullptr) blocking.push_back(waiting);
-        out.push_back(std::move(d));
-      } else {
-        d.kind = diagnosis_kind::cpu_launch_bound;
-        d.title = "the GPU waits for the CPU: launch/CPU-bound";
-        std::string where;
-        if (gaps_between_own_kernels)
-          where = "; in '" + waits_in + "' the GPU waits between its own " +
-                  detail::format_general(wg->kernels_per_call, 3) + " kernels per call (gaps " +
-                  format_duration_ns(wg->gaps_per_call_ns.median) + ", busy " +
-                  format_duration_ns(wg->busy_per_call_ns.median) + " per call)";
-        d.text = base + where +
-                 (std::isfinite(kernels_per_step) && kernels_per_step > 0
-                      ? "; " + detail::format_general(kernels_per_step, 3) + " kernel launches per step"
-                      : std::string());
-        d.suggestion = "launch less from the CPU and keep host work off the critical path: capture the step in a "
-                       "CUDA graph, fuse small kernels, batch more requests per step, move host work (scheduling, "
-                       "detokenizing) to another thread or overlap it with the GPU";
-        // All of the GPU's idle time inside the loop: the host, not the GPU, sets the pace.
-        wall_cost(d, idle_in_loop / t->wall_ns);
-        out.push_back(std::move(d));
-      }
+KSCOPE_DECL void diagnose_context::wall_cost(diagnosis& d, double share) const {
+  set_cost(d, share * step_ns / 1e6, share, "wall time");
+}
+
+KSCOPE_DECL bool diagnose_context::pageable_in_subtree(std::size_t i) const {
+  for (std::size_t j = i; j < subtree_end(r.scopes, i); ++j)
+    if (pageable_found[j]) return true;
+  return false;
+}
+
+KSCOPE_DECL bool diagnose_context::in_loop(const std::string& path) const {
+  // With a step, only the GPU's idle time while the host was inside the step says why the
+  // step waits: idle time during a prefill outside the step, start-up (a library's first
+  // call) or between steps is not the step's (a PyTorch loop idled most in its first
+  // prefill, which then took the finding). Without a step, every scope is the loop.
+  // By path, not by the scope list: an idle entry's path names its scope even where the
+  // report's list does not hold it.
+  if (step == std::string::npos) return true;
+  const std::string& root = r.scopes[step].path;
+  return path == root ||
+         (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
+}
+
+KSCOPE_DECL loop_idle idle_of_loop(const diagnose_context& c) {
+  loop_idle idle;
+  for (const gpu_idle_by_scope& g : c.t->idle_by_scope) {
+    idle.total += g.ns;
+    if (!c.in_loop(g.path)) continue;
+    idle.in_loop += g.ns;
+    if (idle.top == nullptr || g.ns > idle.top->ns) idle.top = &g;
+  }
+  return idle;
+}
+
+KSCOPE_DECL waiting_scope waiting_scope_of(const diagnose_context& c, const gpu_idle_by_scope& top) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<scope_report>& scopes = c.r.scopes;
+  waiting_scope w;
+  w.name = top.path.empty() ? std::string("(no scope)") : top.path;
+  w.scope = top.path.empty() ? nullptr : c.r.find(top.path);
+  const std::size_t at = w.scope != nullptr ? static_cast<std::size_t>(w.scope - scopes.data()) : 0;
+  w.gpu = w.scope != nullptr ? c.t->find(w.scope->id) : nullptr;
+  // Its D2H copies per call, less the pageable ones (rule 5's).
+  const double calls = w.scope != nullptr && w.scope->calls > 0 ? static_cast<double>(w.scope->calls) : nan;
+  const auto pageable_per_call = [&](bool d2h_only) {
+    return std::isfinite(calls) ? static_cast<double>(subtree_pageable(scopes, at, d2h_only).count) / calls : 0.0;
+  };
+  const double pageable_d2h = pageable_per_call(true), pageable_any = pageable_per_call(false);
+  w.d2h = w.gpu != nullptr && w.gpu->calls_seen > 0 ? std::max(0.0, finite_or(w.gpu->d2h_per_call, 0) - pageable_d2h)
+                                                    : 0;
+  // The host blocks in the scope where the GPU idles: it copies device to host in every
+  // call (the copy, or the synchronize before it, waits for the GPU to drain), or it is a
+  // scope the user marked as a sync point.
+  w.syncs = w.scope != nullptr && w.scope->gpu_activity && w.scope->calls > 0
+                ? static_cast<double>(w.scope->gpu_activity->host_sync.count) / static_cast<double>(w.scope->calls)
+                : 0;
+  w.own_kernel_gaps = gaps_between_own_kernels(w.gpu);
+  const bool drained = w.scope != nullptr && std::isfinite(calls) && drained_before_sync(*w.scope, w.gpu, top.ns / calls);
+  w.blocks = (w.scope != nullptr && plays_role(*w.scope, c.o.sync_names)) || (!drained && (w.d2h >= 1 || w.syncs >= 1));
+  // Blocked only by its pageable copies (a sync point's role says where the host waits,
+  // not why): rule 5 names the scope, with this idle time.
+  w.pageable_only = w.d2h < 1 && w.syncs < 1 && pageable_any >= 1 && w.scope != nullptr && c.pageable_in_subtree(at);
+  return w;
+}
+
+// 1. The GPU waits (a low busy share while the step's GPU work fills less than that share
+// of its host time): a host sync where the host blocks in the scope holding most of the
+// loop's idle time, else launch/CPU-bound.
+KSCOPE_DECL std::vector<diagnose_finding> rule_gpu_waits(const diagnose_context& c) {
+  using detail::pct;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const diagnose_options& o = c.o;
+  const std::size_t step = c.step;
+  const gpu_time_report* t = c.t;
+  std::vector<diagnose_finding> found;
+  if (t == nullptr || !std::isfinite(t->busy_share) || !(t->busy_share < o.low_busy_share) || !(t->wall_ns > 0))
+    return found;
+  // The step's own GPU share, when there is a step: its busy per call over its host time.
+  double step_busy = nan, step_host = nan, kernels_per_step = nan;
+  const std::string step_path = step != std::string::npos ? c.r.scopes[step].path : std::string();
+  if (step != std::string::npos) {
+    step_host = c.r.scopes[step].host_ns.median;
+    if (const scope_gpu_time* g = t->find(c.r.scopes[step].id); g != nullptr && g->calls_seen > 0) {
+      step_busy = g->busy_per_call_ns.median;
+      kernels_per_step = g->kernels_per_call;
     }
   }
+  const bool step_waits = step == std::string::npos || (std::isfinite(step_busy) && std::isfinite(step_host) &&
+                                                        step_host > 0 && step_busy < o.low_busy_share * step_host);
+  const loop_idle idle = idle_of_loop(c);
+  const gpu_idle_by_scope* top = idle.top;
+  if (!step_waits || top == nullptr || !(top->ns > 0) || !std::isfinite(idle.total) || !(idle.total > 0)) return found;
+  const waiting_scope w = waiting_scope_of(c, *top);
+  if (w.pageable_only) return found;  // rule 5's (above)
+  diagnosis d;
+  d.evidence.push_back({"gpu_time.busy_share", t->busy_share, "share"});
+  d.evidence.push_back({"gpu_time.wall_ns", t->wall_ns, "ns"});
+  d.evidence.push_back({"idle.top_scope_ns", top->ns, "ns"});
+  d.evidence.push_back({"idle.top_scope_share", top->ns / idle.total, "share"});
+  if (std::isfinite(step_host)) d.evidence.push_back({"step.host_median_ns", step_host, "ns"});
+  if (std::isfinite(step_busy)) d.evidence.push_back({"step.gpu_busy_median_ns", step_busy, "ns"});
+  if (std::isfinite(kernels_per_step)) d.evidence.push_back({"step.kernels_per_call", kernels_per_step, "kernels"});
+  std::string gaps_text;  // the loop's longest gaps (idle_gaps is sorted, longest first)
+  std::size_t gaps_named = 0;
+  for (std::size_t i = 0; i < t->idle_gaps.size() && gaps_named < 3; ++i) {
+    if (!c.in_loop(t->idle_gaps[i].open_path)) continue;
+    gaps_text += (gaps_named++ ? ", " : "") + format_duration_ns(static_cast<double>(t->idle_gaps[i].ns)) + " in " +
+                 (t->idle_gaps[i].open_path.empty() ? std::string("(no scope)") : t->idle_gaps[i].open_path);
+  }
+  std::string base = "GPU busy " + pct(t->busy_share) + " of " + format_duration_ns(t->wall_ns);
+  if (std::isfinite(step_busy) && std::isfinite(step_host))
+    base += "; step '" + step_path + "': GPU busy " + format_duration_ns(step_busy) + " of " +
+            format_duration_ns(step_host) + " per call (medians)";
+  base += "; the GPU idled " + format_duration_ns(top->ns) + " (" + pct(top->ns / idle.total) + " of its idle time, " +
+          std::to_string(top->gaps) + (top->gaps == 1 ? " gap" : " gaps") + ") while the host was in '" + w.name + "'";
+  if (!gaps_text.empty()) base += "; longest idle gaps: " + gaps_text;
+  if (w.blocks) {
+    d.kind = diagnosis_kind::host_sync;
+    d.title = "the host blocks on the GPU inside the step, then the GPU waits for the host";
+    d.evidence.push_back({"waiting_scope.d2h_copies_per_call", w.d2h, "copies"});
+    d.evidence.push_back({"waiting_scope.host_syncs_per_call", w.syncs, "calls"});
+    d.text = base + "; '" + w.name + "' " +
+             (w.d2h >= 1     ? "copies device to host " + format_general(w.d2h, 3) + " times per call"
+              : w.syncs >= 1 ? "synchronizes " + format_general(w.syncs, 3) + " times per call"
+                             : std::string("is a sync point (diagnose_options::sync_names)")) +
+             ": the host waits there for the GPU to drain, and the GPU then waits for the host's next launches";
+    d.suggestion = "take the synchronization out of the step: copy asynchronously into pinned memory "
+                   "(cudaMemcpyAsync, an event to wait on only when the data is needed), drop debugging "
+                   "synchronizes, overlap the copy with the next step's launches";
+    c.wall_cost(d, top->ns / t->wall_ns);  // the GPU's idle time while the host was blocked there
+    found.push_back({std::move(d), w.scope});
+    return found;
+  }
+  d.kind = diagnosis_kind::cpu_launch_bound;
+  d.title = "the GPU waits for the CPU: launch/CPU-bound";
+  std::string where;
+  if (w.own_kernel_gaps)
+    where = "; in '" + w.name + "' the GPU waits between its own " + format_general(w.gpu->kernels_per_call, 3) +
+            " kernels per call (gaps " + format_duration_ns(w.gpu->gaps_per_call_ns.median) + ", busy " +
+            format_duration_ns(w.gpu->busy_per_call_ns.median) + " per call)";
+  d.text = base + where +
+           (std::isfinite(kernels_per_step) && kernels_per_step > 0
+                ? "; " + format_general(kernels_per_step, 3) + " kernel launches per step"
+                : std::string());
+  d.suggestion = "launch less from the CPU and keep host work off the critical path: capture the step in a "
+                 "CUDA graph, fuse small kernels, batch more requests per step, move host work (scheduling, "
+                 "detokenizing) to another thread or overlap it with the GPU";
+  // All of the GPU's idle time inside the loop: the host, not the GPU, sets the pace.
+  c.wall_cost(d, idle.in_loop / t->wall_ns);
+  found.push_back({std::move(d), nullptr});
+  return found;
+}
 
-  // ---- 1b. the host blocks inside the step (whatever the busy share) ----
+// 1b. The host blocks inside the step in every call (whatever the busy share).
+KSCOPE_DECL std::vector<diagnose_finding> rule_host_blocks(const diagnose_context& c) {
+  using detail::pct;
+  const diagnose_options& o = c.o;
+  const std::vector<scope_report>& scopes = c.r.scopes;
+  const std::size_t step = c.step;
+  const gpu_time_report* t = c.t;
+  std::vector<diagnose_finding> found;
   // Not on an account with holes (gpu_time_report::unknown_reason): its idle time may be
   // records it never got.
-  if (t != nullptr && t->wall_ns > 0 && t->unknown_reason.empty() &&
-      std::none_of(out.begin(), out.end(), [](const diagnosis& d) { return d.kind == diagnosis_kind::host_sync; })) {
+  if (t != nullptr && t->wall_ns > 0 && t->unknown_reason.empty()) {
     const std::size_t first = step != std::string::npos ? step + 1 : 0;
     const std::size_t last = step != std::string::npos ? detail::subtree_end(scopes, step) : scopes.size();
     const scope_report* worst = nullptr;
@@ -733,13 +823,23 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
       d.suggestion = "take the synchronization out of the step: drop debugging synchronizes, wait on an event only "
                      "where the data is needed, copy asynchronously into pinned memory (cudaMemcpyAsync) and "
                      "overlap the copy with the next step's launches";
-      wall_cost(d, worst_idle / t->wall_ns);
-      blocking.push_back(worst);
-      out.push_back(std::move(d));
+      c.wall_cost(d, worst_idle / t->wall_ns);
+      found.push_back({std::move(d), worst});
     }
   }
 
-  // ---- 2. decode stalls behind prefill ----
+  return found;
+}
+
+// 2. Decode steps stall behind long prefills.
+KSCOPE_DECL std::vector<diagnose_finding> rule_prefill_stall(const diagnose_context& c) {
+  using detail::pct;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const diagnose_options& o = c.o;
+  const std::vector<scope_report>& scopes = c.r.scopes;
+  const std::size_t step = c.step;
+  const gpu_time_report* t = c.t;
+  std::vector<diagnose_finding> found;
   if (step != std::string::npos) {
     const scope_report& s = scopes[step];
     const double p50 = s.host_ns.median, p99 = s.host_ns.p99;
@@ -787,13 +887,24 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
         // What a step at the p99 pays over the median one: a tail of 3x p50 costs it 2/3
         // of its time, one of 10x 9/10.
         detail::set_cost(d, (p99 - p50) / 1e6, (p99 - p50) / p99, "step p99");
-        out.push_back(std::move(d));
+        found.push_back({std::move(d), nullptr});
         break;
       }
     }
   }
 
-  // ---- 3. decode memory-bound: the KV cache named only on evidence ----
+  return found;
+}
+
+// 3. Decode memory-bound: the KV cache named only on evidence.
+KSCOPE_DECL std::vector<diagnose_finding> rule_decode_memory_bound(const diagnose_context& c) {
+  using detail::pct;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const session_report& r = c.r;
+  const diagnose_options& o = c.o;
+  const std::vector<scope_report>& scopes = c.r.scopes;
+  const gpu_time_report* t = c.t;
+  std::vector<diagnose_finding> found;
   if (t != nullptr && std::isfinite(t->busy_share) && t->busy_share >= o.busy_share_high) {
     double total = 0;
     for (const scope_report& s : scopes) total += detail::own_gpu_ns(s);
@@ -877,13 +988,24 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                  numbers + (std::isfinite(fraction) ? ", " + pct(fraction) + " of the roof" : std::string()) + ")" +
                  why;
         // The memory-bound scope's GPU time: what moving fewer bytes shortens.
-        wall_cost(d, total > 0 ? detail::subtree_gpu_ns(scopes, bound_at) / total * t->busy_share : nan);
-        out.push_back(std::move(d));
+        c.wall_cost(d, total > 0 ? detail::subtree_gpu_ns(scopes, bound_at) / total * t->busy_share : nan);
+        found.push_back({std::move(d), nullptr});
       }
     }
   }
 
-  // ---- 4. communication ----
+  return found;
+}
+
+// 4. Communication takes a large share of the GPU time.
+KSCOPE_DECL std::vector<diagnose_finding> rule_communication(const diagnose_context& c) {
+  using detail::pct;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const diagnose_options& o = c.o;
+  const std::vector<scope_report>& scopes = c.r.scopes;
+  const gpu_time_report* t = c.t;
+  const double step_calls = c.step_calls;
+  std::vector<diagnose_finding> found;
   {
     double kernel_ns = 0, comm_ns = 0, exposed_ns = 0;
     const scope_report* top = nullptr;
@@ -927,13 +1049,25 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
         detail::set_cost(d, ms, exposed_ns / kernel_ns * t->busy_share, "wall time");
       else
         detail::set_cost(d, ms, exposed_ns / kernel_ns, "kernel time");
-      out.push_back(std::move(d));
+      found.push_back({std::move(d), nullptr});
     }
   }
 
-  // ---- 5. copies to or from pageable host memory ----
+  return found;
+}
+
+// 5. Copies to or from pageable host memory.
+KSCOPE_DECL std::vector<diagnose_finding> rule_pageable_copies(const diagnose_context& c) {
+  using detail::pct;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const diagnose_options& o = c.o;
+  const std::vector<scope_report>& scopes = c.r.scopes;
+  const gpu_time_report* t = c.t;
+  const double step_calls = c.step_calls, step_total_ns = c.step_total_ns;
+  const std::size_t loop_first = c.loop_first, loop_last = c.loop_last;
+  std::vector<diagnose_finding> found;
   for (std::size_t j = loop_first; j < loop_last; ++j) {
-    if (!pageable_found[j]) continue;
+    if (!c.pageable_found[j]) continue;
     const scope_report& s = scopes[j];
     const node_gpu_activity& a = *s.gpu_activity;
     const copy_totals c = a.pageable_copies();
@@ -995,14 +1129,25 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                    "an event only where the host reads the data";
     // The copies' own time: what the host waits for in every step.
     detail::set_cost(d, copy_ns / step_calls / 1e6, copy_ns / step_total_ns, "step time");
-    out.push_back(std::move(d));
+    found.push_back({std::move(d), nullptr});
   }
 
-  // ---- 6. synchronous memcpy / memset inside the step ----
+  return found;
+}
+
+// 6. Synchronous cudaMemcpy / cudaMemset inside the step.
+KSCOPE_DECL std::vector<diagnose_finding> rule_sync_copies(const diagnose_context& c) {
+  using detail::pct;
+  const diagnose_options& o = c.o;
+  const std::vector<scope_report>& scopes = c.r.scopes;
+  const std::size_t step = c.step;
+  const gpu_time_report* t = c.t;
+  const double step_calls = c.step_calls, step_total_ns = c.step_total_ns;
+  const std::size_t loop_first = c.loop_first, loop_last = c.loop_last;
+  std::vector<diagnose_finding> found;
   for (std::size_t j = loop_first; j < loop_last; ++j) {
     const scope_report& s = scopes[j];
     if (!s.gpu_activity || s.calls == 0 || detail::plays_role(s, o.sync_names)) continue;
-    if (std::find(blocking.begin(), blocking.end(), &s) != blocking.end()) continue;
     const node_gpu_activity& a = *s.gpu_activity;
     const double copies = static_cast<double>(a.memcpy_sync.count), sets = static_cast<double>(a.memset_sync.count);
     // Per step, or per call of the scope without a step scope.
@@ -1040,17 +1185,51 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
                    "copies) and synchronize only where the host needs the result";
     // Their own time, a lower bound: the host also waits for the work queued before them.
     detail::set_cost(d, sync_ns / step_calls / 1e6, sync_ns / step_total_ns, "step time");
-    out.push_back(std::move(d));
+    found.push_back({std::move(d), &s});
   }
 
-  // ---- what each costs, largest first ----
-  for (diagnosis& d : out) detail::state_cost(d);
+  return found;
+}
+
+KSCOPE_DECL const std::vector<diagnose_rule>& diagnose_rules() {
+  static const std::vector<diagnose_rule> rules{rule_gpu_waits,           rule_host_blocks,   rule_prefill_stall,
+                                                rule_decode_memory_bound, rule_communication, rule_pageable_copies,
+                                                rule_sync_copies};
+  return rules;
+}
+
+KSCOPE_DECL std::vector<diagnosis> arbitrate(std::vector<diagnose_finding> found) {
+  const diagnose_finding* host_sync = nullptr;
+  for (const diagnose_finding& f : found)
+    if (f.d.kind == diagnosis_kind::host_sync) {
+      host_sync = &f;
+      break;
+    }
+  std::vector<diagnosis> out;
+  for (diagnose_finding& f : found) {
+    if (f.d.kind == diagnosis_kind::host_sync && &f != host_sync) continue;
+    if (f.d.kind == diagnosis_kind::sync_copy && host_sync != nullptr && host_sync->names_scope != nullptr &&
+        f.names_scope == host_sync->names_scope)
+      continue;
+    out.push_back(std::move(f.d));
+  }
+  for (diagnosis& d : out) state_cost(d);
   std::stable_sort(out.begin(), out.end(), [](const diagnosis& a, const diagnosis& b) {
     const auto key = [](double v) { return std::isfinite(v) ? v : -1.0; };
     if (key(a.cost_share) != key(b.cost_share)) return key(a.cost_share) > key(b.cost_share);
     return key(a.cost_ms_per_step) > key(b.cost_ms_per_step);
   });
   return out;
+}
+
+}  // namespace detail
+
+KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagnose_options& o) {
+  const detail::diagnose_context c(r, o);
+  std::vector<detail::diagnose_finding> found;
+  for (const detail::diagnose_rule rule : detail::diagnose_rules())
+    for (detail::diagnose_finding& f : rule(c)) found.push_back(std::move(f));
+  return detail::arbitrate(std::move(found));
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
