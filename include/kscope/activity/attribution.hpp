@@ -259,32 +259,60 @@ class gpu_attribution {
     // The accumulator of graph `id`, or nullptr past the cap (counted in `over_cap`).
     graph_accumulator* graph_for(std::uint32_t id, std::uint64_t& over_cap);
 
-    // The accumulator of `device`, or nullptr past the cap.
-    device_accumulator* device_for(std::uint32_t device);
+    // The accumulator of `device`, or nullptr past the cap. The last one used is checked
+    // inline (a stream's records come in runs); the others in device_for_uncached.
+    inline device_accumulator* device_for(std::uint32_t device);
+    device_accumulator* device_for_uncached(std::uint32_t device);
   };
 
   static attribution_options sanitize(attribution_options o);
 
-  bool valid_times(std::int64_t start, std::int64_t end) noexcept;
+  // The per-record path, from here to next_recent, is declared inline: in the compiled mode
+  // (kscope::compiled, built with -fPIC) an ordinary external function is never inlined,
+  // since another library might interpose it, and a call per step of every record made the
+  // compiled mode's buffer walk a quarter slower than the header-only one. Only
+  // kscope_compiled.cpp (or a header-only program) defines and calls them; add() and the
+  // public add_* are the ways in. The cold parts (a node, device or kernel name not seen
+  // lately, a graph-launched record) stay out of line.
+  inline void kernel_in(const kernel_record& k);
+  inline void memcpy_in(const memcpy_record& m);
+  inline void memset_in(const memset_record& s);
+
+  KSCOPE_FORCE_INLINE inline bool valid_times(std::int64_t start, std::int64_t end) noexcept;
 
   // Launched inside a call the per-scope counters profiled (correlation.hpp marks it): its
   // time includes kernel replay, so it is counted and kept out of every aggregate.
-  bool profiled(const launch_origin& origin) noexcept;
+  KSCOPE_FORCE_INLINE inline bool profiled(const launch_origin& origin) noexcept;
 
   // The one path from a record to its node: correlation_table::find_launch's rule, and
   // what each answer counts. Decided now, never revisited (see find_launch for why).
-  launch_origin origin_of(std::uint32_t correlation_id, std::uint32_t runtime_correlation_id) noexcept;
+  // Forced inline: called, it returned its 8 bytes through two 4-byte stores the caller
+  // read back as one load, which the CPU cannot forward (a stall per record).
+  KSCOPE_FORCE_INLINE inline launch_origin origin_of(std::uint32_t correlation_id,
+                                                     std::uint32_t runtime_correlation_id) noexcept;
 
-  node_accumulator& node_for(launch_origin& origin);
+  // The node cache inline; a node not in it goes to node_for_uncached (which may move it
+  // to unscoped_node past the node cap). That one takes the node alone, so that the
+  // per-record path's launch_origin never has its address taken and stays in registers.
+  KSCOPE_FORCE_INLINE inline node_accumulator& node_for(launch_origin& origin);
+  node_accumulator& node_for_uncached(node_id& node);
 
   // What every kind does to its node: the span and the union of all its activity.
-  node_accumulator& account(const activity_header& r, launch_origin& origin);
+  KSCOPE_FORCE_INLINE inline node_accumulator& account(const activity_header& r, launch_origin& origin);
 
-  void apply_kernel(const kernel_record& k, launch_origin origin, detail::kernel_stats& stats);
+  // Forced inline, as apply_transfer is: called, the launch_origin passed by value was
+  // stored as two halves and read back whole, which the CPU cannot forward (a stall on
+  // every record).
+  KSCOPE_FORCE_INLINE inline void apply_kernel(const kernel_record& k, launch_origin origin,
+                                               detail::kernel_stats& stats);
+  // A node-level replay's kernel, applied: its share in the graph's figures that scale the
+  // replays traced as one record (out of apply_kernel, which every kernel runs).
+  void note_traced_replay_kernel(node_accumulator& acc, const kernel_record& k, const detail::kernel_stats& stats,
+                                 node_id captured_in, std::int64_t ns);
 
   // A node-level replay's kernel while graph-level trace is on: held in its graph's
   // accumulator (set_graph_level_trace says why); false when it has none (past the cap).
-  bool hold_graph_kernel(const kernel_record& k, const launch_origin& origin, detail::kernel_stats& stats);
+  bool hold_graph_kernel(const kernel_record& k, launch_origin origin, detail::kernel_stats& stats);
 
   // The held replays of `g`, each checked against the graph's reference span (retimed when
   // it is longer by more than the tolerance; counted unchecked when there is no reference
@@ -303,7 +331,10 @@ class gpu_attribution {
   // not the launch-time node (after the node cap: the node the record really went to),
   // its share in that node's graph_capture breakdown. Counted whatever the answer.
   // Returns the capture scope when it is another than the launching one (0 otherwise).
-  node_id note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
+  // Inline for the records no graph launched; the others go to note_graph_node.
+  inline node_id note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node,
+                                    bool kernel, std::int64_t ns);
+  node_id note_graph_node(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
                           std::int64_t ns);
 
   // The replays of each graph traced as one record, scaled from the node-level replays of
@@ -316,8 +347,9 @@ class gpu_attribution {
   // Copies (per direction) and memsets: count, bytes and time in their bucket. Returns the
   // totals of the node the record went to (the caller adds the pageable and synchronous
   // buckets there).
-  node_gpu_activity& apply_transfer(const activity_header& r, activity_kind kind, memcpy_kind copy,
-                                    std::uint64_t bytes, launch_origin origin);
+  KSCOPE_FORCE_INLINE inline node_gpu_activity& apply_transfer(const activity_header& r, activity_kind kind,
+                                                               memcpy_kind copy, std::uint64_t bytes,
+                                                               launch_origin origin);
 
   // One record into one bucket: count, bytes, duration.
   static void add_copy(copy_totals& t, const activity_header& r, std::uint64_t bytes) noexcept {
@@ -328,9 +360,17 @@ class gpu_attribution {
 
   static std::string_view memcpy_label(memcpy_kind kind) noexcept;
 
-  static gpu_activity_event event_of(const activity_header& r, activity_kind kind, const launch_origin& origin) noexcept;
+  static inline gpu_activity_event event_of(const activity_header& r, activity_kind kind,
+                                           const launch_origin& origin) noexcept;
+  // Sets every field of `e` (those no record of `kind` has to their defaults), in place: the
+  // per-record path writes the ring slot directly rather than copy a 120-byte event into it.
+  KSCOPE_FORCE_INLINE static inline void fill_event(gpu_activity_event& e, const activity_header& r, activity_kind kind,
+                                const launch_origin& origin) noexcept;
 
-  void push_recent(const gpu_activity_event& e);
+  inline void push_recent(const gpu_activity_event& e);
+  // The ring slot the next event goes to, the overwritten event's end noted: the per-record
+  // path fills it in place (fill_event) rather than build a 120-byte event and copy it in.
+  inline gpu_activity_event& next_recent();
 
   std::vector<std::string> warnings(const attribution_counters& c) const;
 
@@ -390,9 +430,9 @@ KSCOPE_DECL gpu_attribution::gpu_attribution(attribution_options options) : opti
 
 KSCOPE_DECL void gpu_attribution::add(const activity_record& r) {
   switch (r.kind) {
-    case activity_kind::kernel: add_kernel(r.kernel); break;
-    case activity_kind::memcpy: add_memcpy(r.memcpy); break;
-    case activity_kind::memset: add_memset(r.memset); break;
+    case activity_kind::kernel: kernel_in(r.kernel); break;
+    case activity_kind::memcpy: memcpy_in(r.memcpy); break;
+    case activity_kind::memset: memset_in(r.memset); break;
     case activity_kind::synchronization: add_sync(r.sync); break;
     case activity_kind::graph: add_graph(r.graph); break;
     default:
@@ -402,7 +442,13 @@ KSCOPE_DECL void gpu_attribution::add(const activity_record& r) {
   }
 }
 
-KSCOPE_DECL void gpu_attribution::add_kernel(const kernel_record& k) {
+KSCOPE_DECL void gpu_attribution::add_kernel(const kernel_record& k) { kernel_in(k); }
+
+KSCOPE_DECL void gpu_attribution::add_memcpy(const memcpy_record& m) { memcpy_in(m); }
+
+KSCOPE_DECL void gpu_attribution::add_memset(const memset_record& s) { memset_in(s); }
+
+inline void gpu_attribution::kernel_in(const kernel_record& k) {
   ++counters_.records_seen;
   if (!valid_times(k.start_ns, k.end_ns)) return;
   ++counters_.kernel_records;
@@ -413,7 +459,7 @@ KSCOPE_DECL void gpu_attribution::add_kernel(const kernel_record& k) {
   apply_kernel(k, origin, stats);
 }
 
-KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, const launch_origin& origin,
+KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, launch_origin origin,
                                                     detail::kernel_stats& stats) {
   launch_origin o = origin;
   node_accumulator& acc = node_for(o);
@@ -602,7 +648,7 @@ KSCOPE_DECL void gpu_attribution::release_held(graph_accumulator& g, bool unchec
   }
 }
 
-KSCOPE_DECL void gpu_attribution::add_memcpy(const memcpy_record& m) {
+inline void gpu_attribution::memcpy_in(const memcpy_record& m) {
   ++counters_.records_seen;
   if (!valid_times(m.start_ns, m.end_ns)) return;
   ++counters_.memcpy_records;
@@ -617,7 +663,7 @@ KSCOPE_DECL void gpu_attribution::add_memcpy(const memcpy_record& m) {
   }
 }
 
-KSCOPE_DECL void gpu_attribution::add_memset(const memset_record& s) {
+inline void gpu_attribution::memset_in(const memset_record& s) {
   ++counters_.records_seen;
   if (!valid_times(s.start_ns, s.end_ns)) return;
   ++counters_.memset_records;
@@ -843,8 +889,12 @@ KSCOPE_DECL auto gpu_attribution::node_accumulator::graph_for(std::uint32_t id, 
   return &graphs.back();
 }
 
-KSCOPE_DECL auto gpu_attribution::node_accumulator::device_for(std::uint32_t device) -> device_accumulator* {
+inline auto gpu_attribution::node_accumulator::device_for(std::uint32_t device) -> device_accumulator* {
   if (last_device < devices.size() && devices[last_device].totals.device == device) return &devices[last_device];
+  return device_for_uncached(device);
+}
+
+KSCOPE_DECL auto gpu_attribution::node_accumulator::device_for_uncached(std::uint32_t device) -> device_accumulator* {
   for (std::size_t i = 0; i < devices.size(); ++i) {
     if (devices[i].totals.device == device) {
       last_device = i;
@@ -864,7 +914,7 @@ KSCOPE_DECL attribution_options gpu_attribution::sanitize(attribution_options o)
   return o;
 }
 
-KSCOPE_DECL bool gpu_attribution::valid_times(std::int64_t start, std::int64_t end) noexcept {
+inline bool gpu_attribution::valid_times(std::int64_t start, std::int64_t end) noexcept {
   if (start == 0) {
     ++counters_.dropped_zero_start;
     return false;
@@ -876,13 +926,13 @@ KSCOPE_DECL bool gpu_attribution::valid_times(std::int64_t start, std::int64_t e
   return true;
 }
 
-KSCOPE_DECL bool gpu_attribution::profiled(const launch_origin& origin) noexcept {
+inline bool gpu_attribution::profiled(const launch_origin& origin) noexcept {
   if (origin.thread_index == unknown_thread || (origin.thread_index & profiled_launch_bit) == 0) return false;
   ++counters_.profiled_records;
   return true;
 }
 
-KSCOPE_DECL launch_origin gpu_attribution::origin_of(std::uint32_t correlation_id, std::uint32_t runtime_correlation_id) noexcept {
+inline launch_origin gpu_attribution::origin_of(std::uint32_t correlation_id, std::uint32_t runtime_correlation_id) noexcept {
   const correlation_table::lookup_result hit = table_.find_launch(correlation_id, runtime_correlation_id);
   switch (hit.status) {
     case correlation_table::lookup_status::found:
@@ -898,24 +948,33 @@ KSCOPE_DECL launch_origin gpu_attribution::origin_of(std::uint32_t correlation_i
   return launch_origin{};  // unscoped_node, unknown_thread
 }
 
-KSCOPE_DECL auto gpu_attribution::node_for(launch_origin& origin) -> node_accumulator& {
-  node_cache_entry& cached = node_cache_[origin.node % node_cache_size];
+inline auto gpu_attribution::node_for(launch_origin& origin) -> node_accumulator& {
+  const node_cache_entry& cached = node_cache_[origin.node % node_cache_size];
   if (cached.accumulator != nullptr && cached.node == origin.node) return *cached.accumulator;
-  auto it = nodes_.find(origin.node);
+  node_id node = origin.node;
+  node_accumulator& acc = node_for_uncached(node);
+  origin.node = node;
+  return acc;
+}
+
+KSCOPE_DECL auto gpu_attribution::node_for_uncached(node_id& node) -> node_accumulator& {
+  node_cache_entry& cached = node_cache_[node % node_cache_size];
+  if (cached.accumulator != nullptr && cached.node == node) return *cached.accumulator;
+  auto it = nodes_.find(node);
   if (it == nodes_.end()) {
-    if (nodes_.size() >= options_.max_nodes && origin.node != unscoped_node) {
+    if (nodes_.size() >= options_.max_nodes && node != unscoped_node) {
       ++counters_.nodes_over_cap;
-      origin.node = unscoped_node;
-      return node_for(origin);
+      node = unscoped_node;
+      return node_for_uncached(node);
     }
-    it = nodes_.emplace(origin.node, node_accumulator(options_.max_intervals_per_node)).first;
+    it = nodes_.emplace(node, node_accumulator(options_.max_intervals_per_node)).first;
   }
-  cached.node = origin.node;
+  cached.node = node;
   cached.accumulator = &it->second;  // unordered_map nodes are stable across rehashing
   return it->second;
 }
 
-KSCOPE_DECL auto gpu_attribution::account(const activity_header& r, launch_origin& origin) -> node_accumulator& {
+inline auto gpu_attribution::account(const activity_header& r, launch_origin& origin) -> node_accumulator& {
   node_accumulator& acc = node_for(origin);
   acc.activity_union.add(r.start_ns, r.end_ns);
   if (acc.totals.first_start_ns == 0 || r.start_ns < acc.totals.first_start_ns) acc.totals.first_start_ns = r.start_ns;
@@ -923,7 +982,7 @@ KSCOPE_DECL auto gpu_attribution::account(const activity_header& r, launch_origi
   return acc;
 }
 
-KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_origin origin, detail::kernel_stats& stats) {
+inline void gpu_attribution::apply_kernel(const kernel_record& k, launch_origin origin, detail::kernel_stats& stats) {
   node_accumulator& acc = account(k, origin);
   const std::int64_t ns = k.end_ns - k.start_ns;
   if (interval_sink_ != nullptr) interval_sink_->add_interval({k.start_ns, k.end_ns, origin.node, k.device});
@@ -932,28 +991,7 @@ KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_or
   acc.totals.kernel_ns += ns;
   acc.kernel_union.add(k.start_ns, k.end_ns);
   stats.add_call(k);
-  if (k.graph_id != 0) {
-    // A node-level replay: its figures scale the replays of the same graph traced as one record.
-    std::uint64_t over_cap = 0;
-    if (graph_accumulator* ga = acc.graph_for(k.graph_id, over_cap)) {
-      const std::uint64_t before = ga->traced;
-      ga->add_traced_kernel(k.correlation_id, k.start_ns, k.end_ns, &stats);
-      counters_.graph_replays_traced += ga->traced - before;
-      if (captured_in != 0) {
-        graph_accumulator::capture_share* share = nullptr;
-        for (auto& c : ga->captured)
-          if (c.captured_in == captured_in) share = &c;
-        if (share == nullptr && ga->captured.size() < graph_accumulator::max_capture_shares) {
-          ga->captured.push_back({captured_in, 0, 0});
-          share = &ga->captured.back();
-        }
-        if (share != nullptr) {
-          share->kernels += 1;
-          share->ns += ns;
-        }
-      }
-    }
-  }
+  if (k.graph_id != 0) note_traced_replay_kernel(acc, k, stats, captured_in, ns);
   const bool communication = stats.communication;
   if (communication) {
     acc.totals.comm_kernel_count += 1;
@@ -974,17 +1012,47 @@ KSCOPE_DECL void gpu_attribution::apply_kernel(const kernel_record& k, launch_or
     ++counters_.devices_over_cap;
   }
   if (options_.recent_capacity > 0) {
-    gpu_activity_event e = event_of(k, activity_kind::kernel, origin);
+    gpu_activity_event& e = next_recent();
+    fill_event(e, k, activity_kind::kernel, origin);
     e.name = stats.mangled;
     e.grid = {k.grid_x, k.grid_y, k.grid_z};
     e.block = {k.block_x, k.block_y, k.block_z};
-    push_recent(e);
   }
 }
 
-KSCOPE_DECL node_id gpu_attribution::note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node, bool kernel,
-                        std::int64_t ns) {
+KSCOPE_DECL void gpu_attribution::note_traced_replay_kernel(node_accumulator& acc, const kernel_record& k,
+                                                            const detail::kernel_stats& stats, node_id captured_in,
+                                                            std::int64_t ns) {
+  // A node-level replay: its figures scale the replays of the same graph traced as one record.
+  std::uint64_t over_cap = 0;
+  if (graph_accumulator* ga = acc.graph_for(k.graph_id, over_cap)) {
+    const std::uint64_t before = ga->traced;
+    ga->add_traced_kernel(k.correlation_id, k.start_ns, k.end_ns, &stats);
+    counters_.graph_replays_traced += ga->traced - before;
+    if (captured_in != 0) {
+      graph_accumulator::capture_share* share = nullptr;
+      for (auto& c : ga->captured)
+        if (c.captured_in == captured_in) share = &c;
+      if (share == nullptr && ga->captured.size() < graph_accumulator::max_capture_shares) {
+        ga->captured.push_back({captured_in, 0, 0});
+        share = &ga->captured.back();
+      }
+      if (share != nullptr) {
+        share->kernels += 1;
+        share->ns += ns;
+      }
+    }
+  }
+}
+
+inline node_id gpu_attribution::note_graph_capture(node_accumulator& acc, std::uint64_t graph_node_id,
+                                                   node_id launch_node, bool kernel, std::int64_t ns) {
   if (graph_node_id == 0) return 0;
+  return note_graph_node(acc, graph_node_id, launch_node, kernel, ns);
+}
+
+KSCOPE_DECL node_id gpu_attribution::note_graph_node(node_accumulator& acc, std::uint64_t graph_node_id, node_id launch_node,
+                                                    bool kernel, std::int64_t ns) {
   ++counters_.graph_records;
   const graph_node_table::lookup_result built = graph_nodes_.find(graph_node_id);
   if (!built.found) {
@@ -1072,7 +1140,7 @@ KSCOPE_DECL void gpu_attribution::add_graph_estimates(const node_accumulator& ac
   }
 }
 
-KSCOPE_DECL node_gpu_activity& gpu_attribution::apply_transfer(const activity_header& r, activity_kind kind,
+inline node_gpu_activity& gpu_attribution::apply_transfer(const activity_header& r, activity_kind kind,
                                                               memcpy_kind copy, std::uint64_t bytes,
                                                               launch_origin origin) {
   node_accumulator& acc = account(r, origin);
@@ -1082,11 +1150,11 @@ KSCOPE_DECL node_gpu_activity& gpu_attribution::apply_transfer(const activity_he
                                          : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))],
            r, bytes);
   if (options_.recent_capacity > 0) {
-    gpu_activity_event e = event_of(r, kind, origin);
+    gpu_activity_event& e = next_recent();
+    fill_event(e, r, kind, origin);
     e.name = kind == activity_kind::memset ? std::string_view("Memset") : memcpy_label(copy);
     e.copy_kind = copy;
     e.bytes = bytes;
-    push_recent(e);
   }
   return acc.totals;
 }
@@ -1103,25 +1171,38 @@ KSCOPE_DECL std::string_view gpu_attribution::memcpy_label(memcpy_kind kind) noe
   }
 }
 
-KSCOPE_DECL gpu_activity_event gpu_attribution::event_of(const activity_header& r, activity_kind kind, const launch_origin& origin) noexcept {
+inline gpu_activity_event gpu_attribution::event_of(const activity_header& r, activity_kind kind,
+                                                   const launch_origin& origin) noexcept {
   gpu_activity_event e;
+  fill_event(e, r, kind, origin);
+  return e;
+}
+
+inline void gpu_attribution::push_recent(const gpu_activity_event& e) { next_recent() = e; }
+
+inline void gpu_attribution::fill_event(gpu_activity_event& e, const activity_header& r, activity_kind kind,
+                                        const launch_origin& origin) noexcept {
+  static_assert(sizeof(void*) != 8 || sizeof(gpu_activity_event) == 120,
+                "gpu_activity_event changed: fill_event must set every field of it");
   static_cast<activity_header&>(e) = r;
   e.kind = kind;
   e.node = origin.node;
   e.thread_index = origin.thread_index;
-  return e;
+  e.name = std::string_view();
+  e.copy_kind = memcpy_kind::unknown;
+  e.bytes = 0;
+  e.grid = {};
+  e.block = {};
 }
 
-KSCOPE_DECL void gpu_attribution::push_recent(const gpu_activity_event& e) {
-  if (recent_.size() < options_.recent_capacity) {
-    recent_.push_back(e);
-    return;
-  }
+inline gpu_activity_event& gpu_attribution::next_recent() {
+  const std::size_t capacity = options_.recent_capacity;
+  if (recent_.size() < capacity) return recent_.emplace_back();
   gpu_activity_event& oldest = recent_[recent_next_];
   counters_.recent_overwritten_end_ns = std::max(counters_.recent_overwritten_end_ns, oldest.end_ns);
-  oldest = e;
-  recent_next_ = (recent_next_ + 1) % options_.recent_capacity;
+  if (++recent_next_ == capacity) recent_next_ = 0;  // no division per record
   ++counters_.recent_overwritten;
+  return oldest;
 }
 
 KSCOPE_DECL std::vector<std::string> gpu_attribution::warnings(const attribution_counters& c) const {

@@ -79,11 +79,17 @@ class correlation_table {
   // (gpu_attribution puts it on unscoped_node and counts it unattributed).
   //
   //   auto hit = table.find_launch(copy.correlation_id, copy.runtime_correlation_id);
-  [[nodiscard]] lookup_result find_launch(std::uint32_t correlation_id,
-                                          std::uint32_t runtime_correlation_id = 0) const noexcept;
+  //
+  // Defined inline in both modes, as find and slot_of are: the attribution looks up every
+  // record, and in the compiled mode (kscope::compiled, built with -fPIC) an ordinary
+  // external function is never inlined, since another library might interpose it. Forced:
+  // called, the 12-byte answer came back through the stack in pieces that the CPU cannot
+  // forward to the caller's wider load, a stall on every record.
+  [[nodiscard]] KSCOPE_FORCE_INLINE inline lookup_result find_launch(
+      std::uint32_t correlation_id, std::uint32_t runtime_correlation_id = 0) const noexcept;
 
   // One id, no fallback: the primitive find_launch is built on.
-  [[nodiscard]] lookup_result find(std::uint32_t correlation_id) const noexcept;
+  [[nodiscard]] KSCOPE_FORCE_INLINE inline lookup_result find(std::uint32_t correlation_id) const noexcept;
 
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   [[nodiscard]] std::size_t memory_bytes() const noexcept;
@@ -97,7 +103,7 @@ class correlation_table {
   // id mod capacity, with its bits rotated left by 2: ids that differ by less than
   // capacity / 4 never share a 64-byte line (4 slots), so threads launching at the same
   // time (CUPTI hands out neighbouring ids) do not write the same cache line.
-  std::size_t slot_of(std::uint32_t id) const noexcept;
+  inline std::size_t slot_of(std::uint32_t id) const noexcept;
   static unsigned log2(std::size_t pow2) noexcept;
   static std::size_t round_up_pow2(std::size_t n) noexcept;
 
@@ -126,8 +132,22 @@ KSCOPE_DECL void correlation_table::record_launch(std::uint32_t correlation_id, 
   s.thread_word.store(pack(correlation_id, thread_index), std::memory_order_release);
 }
 
-KSCOPE_DECL auto correlation_table::find_launch(std::uint32_t correlation_id,
-                        std::uint32_t runtime_correlation_id) const noexcept -> lookup_result {
+KSCOPE_DECL unsigned correlation_table::log2(std::size_t pow2) noexcept {
+  unsigned bits = 0;
+  while ((std::size_t{1} << bits) < pow2) ++bits;
+  return bits;
+}
+
+KSCOPE_DECL std::size_t correlation_table::round_up_pow2(std::size_t n) noexcept {
+  std::size_t p = 1024;  // a floor: tiny tables only make tests and benches lie
+  while (p < n && p < (std::size_t{1} << 30)) p <<= 1;
+  return p;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+// The lookups (declared inline above), visible in both modes.
+inline auto correlation_table::find_launch(std::uint32_t correlation_id,
+                                           std::uint32_t runtime_correlation_id) const noexcept -> lookup_result {
   lookup_result hit = find(correlation_id);
   if (hit.status == lookup_status::found || runtime_correlation_id == 0 ||
       runtime_correlation_id == correlation_id) {
@@ -138,7 +158,7 @@ KSCOPE_DECL auto correlation_table::find_launch(std::uint32_t correlation_id,
   return hit;  // evicted beats unknown: the launch was seen, its mapping is lost
 }
 
-KSCOPE_DECL auto correlation_table::find(std::uint32_t correlation_id) const noexcept -> lookup_result {
+inline auto correlation_table::find(std::uint32_t correlation_id) const noexcept -> lookup_result {
   lookup_result result;
   const slot& s = slots_[slot_of(correlation_id)];
   const std::uint64_t node_word = s.node_word.load(std::memory_order_acquire);
@@ -161,23 +181,10 @@ KSCOPE_DECL auto correlation_table::find(std::uint32_t correlation_id) const noe
   return result;
 }
 
-KSCOPE_DECL std::size_t correlation_table::slot_of(std::uint32_t id) const noexcept {
+inline std::size_t correlation_table::slot_of(std::uint32_t id) const noexcept {
   const std::size_t v = id & mask_;
   return ((v << 2) | (v >> (bits_ - 2))) & mask_;
 }
-
-KSCOPE_DECL unsigned correlation_table::log2(std::size_t pow2) noexcept {
-  unsigned bits = 0;
-  while ((std::size_t{1} << bits) < pow2) ++bits;
-  return bits;
-}
-
-KSCOPE_DECL std::size_t correlation_table::round_up_pow2(std::size_t n) noexcept {
-  std::size_t p = 1024;  // a floor: tiny tables only make tests and benches lie
-  while (p < n && p < (std::size_t{1} << 30)) p <<= 1;
-  return p;
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The launch-time hook as the CUPTI API callback calls it, on the launching thread: stores
 // the node open on this thread. A runtime API launch also triggers the driver-API

@@ -37,7 +37,9 @@ class interval_union {
  public:
   explicit interval_union(std::size_t max_intervals = 256);
 
-  void add(std::int64_t start, std::int64_t end);
+  // Inline in both modes: the attribution adds every record to several unions, and in the
+  // compiled mode (built with -fPIC) an ordinary external function is never inlined.
+  inline void add(std::int64_t start, std::int64_t end);
 
   // Total covered time. Merges in place (amortized; no allocation).
   [[nodiscard]] std::int64_t total_ns();
@@ -59,17 +61,7 @@ class interval_union {
   bool sorted_ = true;
 };
 
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL std::size_t interval_union::memory_bytes() const noexcept {
-  return intervals_.capacity() * sizeof(intervals_[0]);
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL interval_union::interval_union(std::size_t max_intervals)
-    : max_intervals_(std::max<std::size_t>(max_intervals, 8)), compact_at_(max_intervals_) {}
-
-KSCOPE_DECL void interval_union::add(std::int64_t start, std::int64_t end) {
+inline void interval_union::add(std::int64_t start, std::int64_t end) {
   if (end <= start) return;
   newest_end_ns_ = std::max(newest_end_ns_, end);
   if (start < frontier_ns_) {
@@ -87,13 +79,23 @@ KSCOPE_DECL void interval_union::add(std::int64_t start, std::int64_t end) {
     if (start < last.first) sorted_ = false;
   }
   intervals_.emplace_back(start, end);
-  if (intervals_.size() > compact_at_) {
+  if (KSCOPE_UNLIKELY(intervals_.size() > compact_at_)) {
     compact(true);
-    // The next compaction after another half cap of intervals: each costs a sort, so it is
-    // amortized even while nothing can be folded yet.
+    // The next compaction after another half cap of intervals: one after out-of-order
+    // arrivals costs a sort, so it is amortized even while nothing can be folded yet.
     compact_at_ = std::max(max_intervals_, intervals_.size() + max_intervals_ / 2);
   }
 }
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::size_t interval_union::memory_bytes() const noexcept {
+  return intervals_.capacity() * sizeof(intervals_[0]);
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL interval_union::interval_union(std::size_t max_intervals)
+    : max_intervals_(std::max<std::size_t>(max_intervals, 8)), compact_at_(max_intervals_) {}
 
 KSCOPE_DECL std::int64_t interval_union::total_ns() {
   compact(false);
@@ -103,19 +105,23 @@ KSCOPE_DECL std::int64_t interval_union::total_ns() {
 }
 
 KSCOPE_DECL void interval_union::compact(bool fold) {
+  // While sorted_ holds, the list is merged too: add() appends only past the last end (an
+  // interval that reaches into the last one extends it), and every compaction leaves it
+  // merged. So in-order arrival, the common case, skips both the sort and the merge pass
+  // (the per-record path compacts every half cap of intervals).
   if (!sorted_) {
     std::sort(intervals_.begin(), intervals_.end());
     sorted_ = true;
-  }
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < intervals_.size(); ++i) {
-    if (out > 0 && intervals_[i].first <= intervals_[out - 1].second) {
-      intervals_[out - 1].second = std::max(intervals_[out - 1].second, intervals_[i].second);
-    } else {
-      intervals_[out++] = intervals_[i];
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < intervals_.size(); ++i) {
+      if (out > 0 && intervals_[i].first <= intervals_[out - 1].second) {
+        intervals_[out - 1].second = std::max(intervals_[out - 1].second, intervals_[i].second);
+      } else {
+        intervals_[out++] = intervals_[i];
+      }
     }
+    intervals_.resize(out);
   }
-  intervals_.resize(out);
   if (fold && intervals_.size() > max_intervals_ / 2) {
     // Fold what ended a margin before the newest record: nothing later can reach it.
     std::size_t folded = 0;

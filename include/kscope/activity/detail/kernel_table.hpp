@@ -53,7 +53,9 @@ struct kernel_stats {
   bool communication = false;  // classified once per name, not per record
   bool folded = false;         // the "(other kernels)" row past the name cap
 
-  void add_call(const kernel_record& k) noexcept;
+  // Inline in both modes (it runs for every kernel record; in the compiled mode, built with
+  // -fPIC, an ordinary external function is never inlined).
+  inline void add_call(const kernel_record& k) noexcept;
 
   // Forgets the calls; the name, its classification and the generator state stay.
   void clear() noexcept;
@@ -61,10 +63,7 @@ struct kernel_stats {
   [[nodiscard]] kernel_summary summary() const;
 };
 
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL kernel_stats::kernel_stats(std::size_t median_samples) : durations(median_samples) {}
-
-KSCOPE_DECL void kernel_stats::add_call(const kernel_record& k) noexcept {
+inline void kernel_stats::add_call(const kernel_record& k) noexcept {
   const std::int64_t ns = k.end_ns - k.start_ns;
   if (calls == 0) {
     grid = {k.grid_x, k.grid_y, k.grid_z};
@@ -83,6 +82,9 @@ KSCOPE_DECL void kernel_stats::add_call(const kernel_record& k) noexcept {
   max_ns = std::max(max_ns, ns);
   (void)durations.offer(ns);
 }
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL kernel_stats::kernel_stats(std::size_t median_samples) : durations(median_samples) {}
 
 KSCOPE_DECL void kernel_stats::clear() noexcept {
   calls = 0;
@@ -128,8 +130,9 @@ class kernel_table {
   // fast key. Within one buffer, two live names cannot share an address, so a small
   // pointer cache is trusted until the end of the buffer (end_of_buffer() clears it);
   // across buffers a pointer is checked against its text, because it can be reused for
-  // another name after a module is unloaded.
-  kernel_stats& find_or_add(const char* name, std::uint64_t& folded_calls);
+  // another name after a module is unloaded. The cache probe is inline in both modes (every
+  // kernel record asks); a miss goes to find_or_add_uncached.
+  inline kernel_stats& find_or_add(const char* name, std::uint64_t& folded_calls);
 
   // Pointers seen in this buffer may name other kernels in the next one.
   void end_of_buffer() noexcept;
@@ -156,11 +159,23 @@ class kernel_table {
   [[nodiscard]] std::size_t memory_bytes() const noexcept;
 
  private:
-  static constexpr std::size_t name_cache_size = 64;  // = 2^(64 - 58), see find_or_add
+  static constexpr std::size_t name_cache_size = 64;  // = 2^(64 - 58), see cache_slot
+  // Open addressing with linear probing, at most this many slots from a name's own: two
+  // names whose pointers hash alike both stay cached (direct-mapped, they evicted each other
+  // on every call, and each miss costs a map lookup and a strcmp). Entries are only ever
+  // added until end_of_buffer() clears them all, so a probe may stop at the first empty slot.
+  static constexpr std::size_t name_cache_probes = 8;
   struct name_cache_entry {
     const char* pointer = nullptr;
     kernel_stats* stats = nullptr;
   };
+
+  // Fibonacci hashing: string literals sit next to each other, so low bits collide.
+  static std::size_t cache_slot(const char* name) noexcept {
+    return static_cast<std::size_t>(
+        (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(name)) * 0x9e3779b97f4a7c15ull) >> 58);
+  }
+  kernel_stats& find_or_add_uncached(const char* name, std::uint64_t& folded_calls);
 
   std::size_t max_names_;
   std::size_t median_samples_;
@@ -170,6 +185,18 @@ class kernel_table {
   std::unordered_map<std::string_view, std::uint32_t> by_text_;
   std::array<name_cache_entry, name_cache_size> name_cache_{};
 };
+
+inline kernel_stats& kernel_table::find_or_add(const char* name, std::uint64_t& folded_calls) {
+  if (name != nullptr) {
+    const std::size_t home = cache_slot(name);
+    for (std::size_t probe = 0; probe < name_cache_probes; ++probe) {
+      const name_cache_entry& e = name_cache_[(home + probe) % name_cache_size];
+      if (e.pointer == name) return *e.stats;
+      if (e.pointer == nullptr) break;
+    }
+  }
+  return find_or_add_uncached(name, folded_calls);
+}
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL void kernel_table::end_of_buffer() noexcept { name_cache_.fill(name_cache_entry{}); }
@@ -183,13 +210,8 @@ KSCOPE_DECL kernel_table::kernel_table(std::size_t max_names, std::size_t median
   other_kernels_.folded = true;
 }
 
-KSCOPE_DECL kernel_stats& kernel_table::find_or_add(const char* name, std::uint64_t& folded_calls) {
+KSCOPE_DECL kernel_stats& kernel_table::find_or_add_uncached(const char* name, std::uint64_t& folded_calls) {
   if (name == nullptr) name = "(unknown kernel)";
-  // Fibonacci hashing: string literals sit next to each other, so low bits collide.
-  const std::size_t slot = static_cast<std::size_t>(
-      (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(name)) * 0x9e3779b97f4a7c15ull) >> 58);
-  name_cache_entry& cached = name_cache_[slot];
-  if (cached.pointer == name) return *cached.stats;
   kernel_stats* found = nullptr;
   auto by_pointer = by_pointer_.find(name);
   if (by_pointer != by_pointer_.end() && std::strcmp(kernels_[by_pointer->second].mangled.c_str(), name) == 0) {
@@ -213,8 +235,18 @@ KSCOPE_DECL kernel_stats& kernel_table::find_or_add(const char* name, std::uint6
     if (by_pointer_.size() < 4 * max_names_) by_pointer_[name] = index;
     found = &kernels_[index];
   }
-  cached.pointer = name;
-  cached.stats = found;
+  // The first free slot of the probe sequence; with none free, the name's own slot.
+  const std::size_t home = cache_slot(name);
+  name_cache_entry* cached = &name_cache_[home];
+  for (std::size_t probe = 0; probe < name_cache_probes; ++probe) {
+    name_cache_entry& e = name_cache_[(home + probe) % name_cache_size];
+    if (e.pointer == nullptr || e.pointer == name) {
+      cached = &e;
+      break;
+    }
+  }
+  cached->pointer = name;
+  cached->stats = found;
   return *found;
 }
 

@@ -89,21 +89,17 @@ KSCOPE_DETAIL_SAME_OFFSET(cupti_graph_record, CUpti_ActivityGraphTrace, streamId
 #undef KSCOPE_DETAIL_KERNEL_LAYOUT
 #undef KSCOPE_DETAIL_SAME_OFFSET
 
+// The record conversions (to_kscope_ns to parse_activity) are inline in both modes: every
+// record of every buffer goes through them, and in the compiled mode (kscope::compiled,
+// built with -fPIC) an ordinary external function is never inlined.
+
 // CUPTI timestamp (ns) -> kscope clock. 0 stays 0: "not timed" must survive so that the
 // attribution can count and drop it.
-KSCOPE_DECL std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept;
-
-KSCOPE_DECL memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept;
-
-// CUpti_ActivityMemoryKind (a copy record's srcKind / dstKind) -> memory_kind.
-KSCOPE_DECL memory_kind to_memory_kind(std::uint8_t kind) noexcept;
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept {
+inline std::int64_t to_kscope_ns(std::uint64_t cupti_ns, std::int64_t offset_ns) noexcept {
   return cupti_ns == 0 ? 0 : static_cast<std::int64_t>(cupti_ns) + offset_ns;
 }
 
-KSCOPE_DECL memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
+inline memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
   switch (copy_kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return memcpy_kind::h2d;
     case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return memcpy_kind::d2h;
@@ -119,7 +115,8 @@ KSCOPE_DECL memcpy_kind to_memcpy_kind(std::uint8_t copy_kind) noexcept {
   }
 }
 
-KSCOPE_DECL memory_kind to_memory_kind(std::uint8_t kind) noexcept {
+// CUpti_ActivityMemoryKind (a copy record's srcKind / dstKind) -> memory_kind.
+inline memory_kind to_memory_kind(std::uint8_t kind) noexcept {
   switch (kind) {
     case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return memory_kind::pageable;
     case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return memory_kind::pinned;
@@ -131,7 +128,6 @@ KSCOPE_DECL memory_kind to_memory_kind(std::uint8_t kind) noexcept {
     default: return memory_kind::unknown;
   }
 }
-#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The fields every kind shares; CUPTI names them alike in each of its record structs.
 template <class CuptiRecord>
@@ -146,10 +142,7 @@ inline void copy_header(const CuptiRecord& from, activity_header& to, std::int64
   to.graph_node_id = from.graphNodeId;
 }
 
-KSCOPE_DECL sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept;
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept {
+inline sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexcept {
   switch (type) {
     case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return sync_kind::event;
     case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return sync_kind::stream_wait_event;
@@ -158,7 +151,6 @@ KSCOPE_DECL sync_kind to_sync_kind(CUpti_ActivitySynchronizationType type) noexc
     default: return sync_kind::unknown;
   }
 }
-#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Both CUPTI copy records (MEMCPY, MEMCPY2) -> one memcpy_record. `flags_valid`: the
 // record's flags carry CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC (CUPTI documents it for MEMCPY
@@ -185,7 +177,7 @@ inline bool parse_copy(const CuptiCopy& from, std::uint32_t runtime_correlation_
 //
 //   kscope::activity_record r;
 //   if (detail::parse_activity(record, r, 0)) attribution.add(r);
-KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& out,
+inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
                            std::int64_t clock_offset_ns) noexcept;
 
 // Size of a record of `kind` in the compile-time headers; 0 for unknown kinds. Besides the
@@ -194,8 +186,7 @@ KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& o
 // and the walk steps over them (parse_activity counts them as `other`).
 KSCOPE_DECL std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept;
 
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& out,
+inline bool parse_activity(const CUpti_Activity* record, activity_record& out,
                            std::int64_t clock_offset_ns) noexcept {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -267,6 +258,7 @@ KSCOPE_DECL bool parse_activity(const CUpti_Activity* record, activity_record& o
   }
 }
 
+#if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::size_t activity_record_size(CUpti_ActivityKind kind) noexcept {
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
