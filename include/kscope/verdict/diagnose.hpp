@@ -240,9 +240,14 @@ struct diagnose_option_field {
   enum class kind : std::uint8_t { names, number, count };
   const char* name;
   kind type;
-  std::vector<std::string> diagnose_options::*names;  // set for kind::names
-  double diagnose_options::*number;                   // kind::number
-  std::uint64_t diagnose_options::*count;             // kind::count
+  // Pointers to members through aliases: nvcc writes a plain declaration of one back in
+  // parentheses, which g++ 13 then warns about (-Wparentheses).
+  using names_member = std::vector<std::string> diagnose_options::*;
+  using number_member = double diagnose_options::*;
+  using count_member = std::uint64_t diagnose_options::*;
+  names_member names;    // set for kind::names
+  number_member number;  // kind::number
+  count_member count;    // kind::count
 };
 
 // Every member, in the struct's order.
