@@ -376,7 +376,7 @@ bool read_diagnose_options(const char* text, kscope::diagnose_options& o, kscope
   // The members by name from their one declaration (verdict/diagnose.hpp).
   using field = kscope::diagnose_option_field;
   const std::vector<field>& fields = kscope::diagnose_option_fields();
-  const kscope::diagnose_options defaults;
+  kscope::diagnose_options defaults;
   for (const auto& [key, v] : doc.members) {
     const auto f = std::find_if(fields.begin(), fields.end(), [&key](const field& x) { return key == x.name; });
     if (f == fields.end()) {
@@ -387,16 +387,16 @@ bool read_diagnose_options(const char* text, kscope::diagnose_options& o, kscope
     }
     bool ok = true;
     switch (f->type) {
-      case field::kind::names: ok = read_names(v, key, what, o.*f->names, status); break;
+      case field::kind::names: ok = read_names(v, key, what, *f->names(o), status); break;
       case field::kind::number:
         // null: unknown, for a member whose default is unknown (NaN) too.
-        if (v.is_null() && std::isnan(defaults.*f->number)) o.*f->number = std::nan("");
-        else ok = read_number(v, key, what, o.*f->number, status);
+        if (v.is_null() && std::isnan(*f->number(defaults))) *f->number(o) = std::nan("");
+        else ok = read_number(v, key, what, *f->number(o), status);
         break;
       case field::kind::count: {
         std::size_t n = 0;
         ok = read_count(v, key, what, n, status);
-        if (ok) o.*f->count = n;
+        if (ok) *f->count(o) = n;
         break;
       }
     }

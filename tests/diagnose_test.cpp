@@ -905,9 +905,9 @@ TEST_CASE("diagnose options: every member by name from one declaration, written 
   for (const kscope::diagnose_option_field& f : fields) {
     CAPTURE(f.name);
     switch (f.type) {  // each field points at its own member
-      case kscope::diagnose_option_field::kind::names: (o.*f.names).push_back(std::string("x_") + f.name); break;
-      case kscope::diagnose_option_field::kind::number: o.*f.number = 0.25; break;
-      case kscope::diagnose_option_field::kind::count: o.*f.count = 7; break;
+      case kscope::diagnose_option_field::kind::names: f.names(o)->push_back(std::string("x_") + f.name); break;
+      case kscope::diagnose_option_field::kind::number: *f.number(o) = 0.25; break;
+      case kscope::diagnose_option_field::kind::count: *f.count(o) = 7; break;
     }
   }
   CHECK(o.kv_names.back() == "x_kv_names");

@@ -235,19 +235,16 @@ struct diagnose_options {
 
 // One member of diagnose_options by name, for the interfaces that take options as text.
 //   for (const kscope::diagnose_option_field& f : kscope::diagnose_option_fields())
-//     if (f.type == kscope::diagnose_option_field::kind::number) std::printf("%s\n", f.name);
+//     if (f.type == kscope::diagnose_option_field::kind::number) *f.number(options) = 0.5;
 struct diagnose_option_field {
   enum class kind : std::uint8_t { names, number, count };
   const char* name;
   kind type;
-  // Pointers to members through aliases: nvcc writes a plain declaration of one back in
-  // parentheses, which g++ 13 then warns about (-Wparentheses).
-  using names_member = std::vector<std::string> diagnose_options::*;
-  using number_member = double diagnose_options::*;
-  using count_member = std::uint64_t diagnose_options::*;
-  names_member names;    // set for kind::names
-  number_member number;  // kind::number
-  count_member count;    // kind::count
+  // The member of an options object. Functions, not pointers to members: nvcc writes a
+  // pointer-to-member declaration back in parentheses, which g++ 13 fails (-Wparentheses).
+  std::vector<std::string>* (*names)(diagnose_options&);  // set for kind::names
+  double* (*number)(diagnose_options&);                   // kind::number
+  std::uint64_t* (*count)(diagnose_options&);             // kind::count
 };
 
 // Every member, in the struct's order.
@@ -1310,12 +1307,12 @@ KSCOPE_DECL std::string diagnosis_json(const std::vector<diagnosis>& found) {
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_DETAIL_DEFINITIONS
-#define KSCOPE_DETAIL_DIAGNOSE_NAMES_FIELD(member, defaults) \
-  {#member, diagnose_option_field::kind::names, &diagnose_options::member, nullptr, nullptr},
-#define KSCOPE_DETAIL_DIAGNOSE_NUMBER_FIELD(member, default_value) \
-  {#member, diagnose_option_field::kind::number, nullptr, &diagnose_options::member, nullptr},
-#define KSCOPE_DETAIL_DIAGNOSE_COUNT_FIELD(member, default_value) \
-  {#member, diagnose_option_field::kind::count, nullptr, nullptr, &diagnose_options::member},
+#define KSCOPE_DETAIL_DIAGNOSE_NAMES_FIELD(member, defaults)                                                 \
+  {#member, diagnose_option_field::kind::names, [](diagnose_options& o) { return &o.member; }, nullptr, nullptr},
+#define KSCOPE_DETAIL_DIAGNOSE_NUMBER_FIELD(member, default_value)                                           \
+  {#member, diagnose_option_field::kind::number, nullptr, [](diagnose_options& o) { return &o.member; }, nullptr},
+#define KSCOPE_DETAIL_DIAGNOSE_COUNT_FIELD(member, default_value)                                            \
+  {#member, diagnose_option_field::kind::count, nullptr, nullptr, [](diagnose_options& o) { return &o.member; }},
 KSCOPE_DECL const std::vector<diagnose_option_field>& diagnose_option_fields() {
   static const std::vector<diagnose_option_field> fields{
       KSCOPE_DIAGNOSE_OPTIONS(KSCOPE_DETAIL_DIAGNOSE_NAMES_FIELD, KSCOPE_DETAIL_DIAGNOSE_NUMBER_FIELD,
@@ -1326,7 +1323,8 @@ KSCOPE_DECL const std::vector<diagnose_option_field>& diagnose_option_fields() {
 #undef KSCOPE_DETAIL_DIAGNOSE_NUMBER_FIELD
 #undef KSCOPE_DETAIL_DIAGNOSE_COUNT_FIELD
 
-KSCOPE_DECL std::string diagnose_options_json(const diagnose_options& o) {
+KSCOPE_DECL std::string diagnose_options_json(const diagnose_options& given) {
+  diagnose_options o = given;  // the fields reach members of a non-const object
   std::string out;
   detail::json_writer w(out);
   w.begin_object();
@@ -1334,12 +1332,12 @@ KSCOPE_DECL std::string diagnose_options_json(const diagnose_options& o) {
     switch (f.type) {
       case diagnose_option_field::kind::names:
         w.key(f.name).begin_array();
-        for (const std::string& name : o.*f.names) w.value(name);
+        for (const std::string& name : *f.names(o)) w.value(name);
         w.end_array();
         break;
-      case diagnose_option_field::kind::number: w.member(f.name, o.*f.number); break;
+      case diagnose_option_field::kind::number: w.member(f.name, *f.number(o)); break;
       case diagnose_option_field::kind::count:
-        w.member(f.name, static_cast<unsigned long long>(o.*f.count));
+        w.member(f.name, static_cast<unsigned long long>(*f.count(o)));
         break;
     }
   }
