@@ -3,7 +3,9 @@
 //   BM_attribute_records      synthetic CUPTI buffers of real record structs through the
 //                             live path: libcupti's cuptiActivityGetNextRecord walk,
 //                             parse_activity, gpu_attribution (items/s = records/s;
-//                             target >= 10 M records/s on one core)
+//                             target >= 15 M records/s on one core of the dev VM, issue 41;
+//                             built against kscope::compiled, as kscope's tools are, so it
+//                             measures the compiled mode's code: bench/RESULTS.md)
 //   BM_attribute_plain        the same records as kscope structs: attribution alone
 //   BM_launch_hook            the launch-time hook (what every kernel launch pays on top of
 //                             CUPTI's callback dispatch), 1 and 8 threads

@@ -1651,3 +1651,61 @@ TEST_CASE("graph-level trace on: the head gets what the rest leaves of the refer
   }
   CHECK(head_seen);
 }
+
+TEST_CASE("a node's compute and first-device unions stand in for kernel_union until they differ; the name cache past its size") {
+  // Until a node's first NCCL kernel or second device, its compute union and its first
+  // device's union are kernel_union itself (attribution.hpp: node_accumulator): the
+  // figures must be those of unions kept apart from the start, folding and clipping
+  // included, before and after they are set apart.
+  kscope::attribution_options o;
+  o.max_intervals_per_node = 8;  // folds after a few kernels
+  gpu_attribution a(o);
+  for (std::uint32_t id = 1; id <= 200; ++id) a.launches().record_launch(id, 5, 0);
+  std::uint32_t id = 1;
+  for (int i = 0; i < 100; ++i, ++id) a.add_kernel(make_kernel(id, 1000 + 100 * i, 1050 + 100 * i));
+  // Far older than the frontier the folds left: clipped (dropped) in every union it goes to:
+  // activity, kernel, compute, device 0.
+  a.add_kernel(make_kernel(id++, 1000, 1040));
+  auto r = a.report();
+  const kscope::node_gpu_activity* n = r.find(5);
+  REQUIRE(n != nullptr);
+  CHECK(n->busy_ns == 5000);
+  CHECK(n->compute_busy_ns == 5000);
+  CHECK(n->comm_busy_ns == 0);
+  REQUIRE(n->devices.size() == 1);
+  CHECK(n->devices[0].busy_ns == 5000);
+  CHECK(r.counters.busy_intervals_clipped == 4);
+
+  // Now apart: NCCL on device 0 [20000, 20400), device 1 [20200, 20600), device 0 [21000, 21100).
+  a.add_kernel(make_kernel(id++, 20000, 20400, 8, "_Z18ncclDevKernel_Sendv"));
+  kernel_record k = make_kernel(id++, 20200, 20600);
+  k.device = 1;
+  a.add_kernel(k);
+  a.add_kernel(make_kernel(id++, 21000, 21100));
+  r = a.report();
+  n = r.find(5);
+  REQUIRE(n != nullptr);
+  CHECK(n->busy_ns == 5000 + 600 + 100);
+  CHECK(n->comm_busy_ns == 400);
+  CHECK(n->compute_busy_ns == 5000 + 400 + 100);
+  REQUIRE(n->devices.size() == 2);
+  CHECK(n->devices[0].busy_ns == 5000 + 400 + 100);
+  CHECK(n->devices[1].busy_ns == 400);
+  CHECK(r.counters.busy_intervals_clipped == 4);
+
+  // 100 kernel names in one buffer, more than the name cache holds: each counted as itself.
+  gpu_attribution b;
+  std::vector<std::string> names;
+  for (int i = 0; i < 100; ++i) names.push_back("_Z7kernel" + std::to_string(100 + i) + "v");
+  std::uint32_t c = 1;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (const std::string& name : names) {
+      b.launches().record_launch(c, 2, 0);
+      b.add_kernel(make_kernel(c, 1000 + 10 * c, 1005 + 10 * c, 7, name.c_str()));
+      ++c;
+    }
+  }
+  const auto top = b.top_kernels();
+  REQUIRE(top.size() == names.size());
+  for (const kscope::kernel_summary& s : top) CHECK(s.calls == 3);
+}
