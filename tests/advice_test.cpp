@@ -467,3 +467,51 @@ TEST_CASE("the session reconciles and advises from an injected GPU activity sour
   session.set_gpu_activity_source(nullptr);
   session.reset();
 }
+
+TEST_CASE("declared bytes above the DRAM roof that the counters measured as less DRAM traffic: reused through cache") {
+  // A 5-point stencil: 6.44 GB declared per call (what it reads logically), 2.15 GB of DRAM
+  // traffic measured, in 1 ms per call: 6.44 TB/s declared is above the 4.8 TB/s roof,
+  // 2.15 TB/s is under it. Nothing impossible happened: neighbours came from cache.
+  const double event_ns = 1e6, declared_bytes = 6.44e9, dram_bytes = 2.15e9;
+  kscope::scope_report s = event_scope("stencil", 10, event_ns, 0);
+  s.declared = {2e9 * 10, declared_bytes * 10};  // 2 GFLOP per call: memory side of the roof
+  kscope::session_report r = advised(s, {}, false);
+  REQUIRE(kscope::detail::placement_impossible(r.scopes[0]));
+  SUBCASE("the counters' DRAM bytes explain it") {
+    r.scopes[0].counters = kscope::scope_counter_report{};
+    r.scopes[0].counters->profiled_calls = 4;
+    kscope::work_check w;
+    w.declared_bytes = declared_bytes;
+    w.measured_dram_bytes = dram_bytes;
+    r.scopes[0].counters->declared_vs_measured = w;
+    kscope::detail::explain_cache_reuse(r, peaks());
+    const kscope::scope_report& out = r.scopes[0];
+    CHECK_FALSE(kscope::detail::placement_impossible(out));
+    CHECK_MESSAGE(contains(out.roofline_roof_unknown, "declared bytes exceed DRAM traffic: reused through cache"),
+                  out.roofline_roof_unknown);
+    CHECK_MESSAGE(contains(out.roofline_roof_unknown, "declared 6.44 GB per call"), out.roofline_roof_unknown);
+    CHECK_MESSAGE(contains(out.roofline_roof_unknown, "DRAM moved 2.15 GB per call by the hardware counters over 4 calls"),
+                  out.roofline_roof_unknown);
+    const std::string text = r.text();
+    CHECK_MESSAGE(!contains(text, "impossible"), text);
+    CHECK_MESSAGE(contains(text, "reused through cache"), text);
+  }
+  SUBCASE("DRAM traffic as large as declared: still impossible") {
+    r.scopes[0].counters = kscope::scope_counter_report{};
+    kscope::work_check w;
+    w.declared_bytes = declared_bytes;
+    w.measured_dram_bytes = declared_bytes * 1.01;
+    r.scopes[0].counters->declared_vs_measured = w;
+    kscope::detail::explain_cache_reuse(r, peaks());
+    CHECK(kscope::detail::placement_impossible(r.scopes[0]));
+  }
+  SUBCASE("even the measured traffic above the roof: still impossible") {
+    r.scopes[0].counters = kscope::scope_counter_report{};
+    kscope::work_check w;
+    w.declared_bytes = declared_bytes;
+    w.measured_dram_bytes = declared_bytes * 0.95;  // 6.1 TB/s: above the roof too
+    r.scopes[0].counters->declared_vs_measured = w;
+    kscope::detail::explain_cache_reuse(r, peaks());
+    CHECK(kscope::detail::placement_impossible(r.scopes[0]));
+  }
+}

@@ -72,28 +72,72 @@ kscope::scope_report placed_scope(kscope::bound limiter, bool impossible = false
 
 }  // namespace
 
-TEST_CASE("the strongest evidence decides; the others are named as agreeing or not") {
+TEST_CASE("measured evidence decides, the busiest unit nearest its peak first; the others are named as agreeing or not") {
   kscope::scope_report s = placed_scope(kscope::bound::memory);
   s.counters = kscope::scope_counter_report{};
-  s.counters->classified.verdict = counters_said(kscope::bottleneck::memory, "DRAM");
-  const kscope::node_sampled_metrics sampled = sampled_node(88, 20, 93, 0.0);  // compute-bound, tensor pipe
-  const std::vector<std::string> metrics = kscope::default_sampling_metrics();
+  s.counters->classified.verdict = counters_said(kscope::bottleneck::memory, "DRAM");  // DRAM at 87 %
+  SUBCASE("counters' unit nearer its peak: the counters decide") {
+    const kscope::node_sampled_metrics sampled = sampled_node(70, 20, 85, 0.0);  // compute-bound, tensor at 85 %
+    const std::vector<std::string> metrics = kscope::default_sampling_metrics();
+    const std::optional<kscope::scope_verdict> v = kscope::decide_verdict({&s, &sampled, &metrics});
+    REQUIRE(v);
+    CHECK(v->basis == "hardware counters");
+    CHECK(v->verdict.kind == kscope::bottleneck::memory);
+    CHECK(v->verdict.where == "DRAM");
+    REQUIRE(v->others.size() == 2);
+    CHECK(v->others[0].basis == "sampled metrics");
+    CHECK(v->others[0].said.kind == kscope::bottleneck::compute);
+    CHECK_FALSE(v->others[0].agrees);
+    CHECK(v->others[1].basis == "declared work");
+    CHECK(v->others[1].agrees);
+    CHECK(v->missing.empty());
+    const std::string line = kscope::detail::verdict_text(*v);
+    CHECK(contains(line, "memory-bound (DRAM), from hardware counters"));
+    CHECK(contains(line, "sampled metrics say compute-bound (tensor pipe)"));
+    CHECK(contains(line, "declared work agree"));
+  }
+  SUBCASE("the sampled tensor pipe nearer its peak: the sampled metrics decide") {
+    const kscope::node_sampled_metrics sampled = sampled_node(88, 20, 93, 0.0);  // tensor pipe at 93 %
+    const std::vector<std::string> metrics = kscope::default_sampling_metrics();
+    const std::optional<kscope::scope_verdict> v = kscope::decide_verdict({&s, &sampled, &metrics});
+    REQUIRE(v);
+    CHECK(v->basis == "sampled metrics");
+    CHECK(v->verdict.kind == kscope::bottleneck::compute);
+    REQUIRE(v->others.size() == 2);
+    CHECK(v->others[0].basis == "hardware counters");
+    CHECK_FALSE(v->others[0].agrees);
+  }
+}
+
+TEST_CASE("a counter stand-in that read latency-bound gives way to a sampled unit measured near its peak") {
+  // The transpose: per-scope counters with only a stand-in for L2 (lts__t_sectors 22.6 %)
+  // said latency-bound; the sampled L2 ran at 76 % (Nsight Compute: L2 at 80 %).
+  kscope::scope_report s;
+  s.id = 4;
+  s.name = s.path = "transpose";
+  s.calls = 10;
+  s.gpu_activity = kscope::node_gpu_activity{};
+  s.gpu_activity->kernel_count = 10;
+  s.counters = kscope::scope_counter_report{};
+  kscope::finding latency;
+  latency.kind = kscope::bottleneck::latency;
+  latency.facts = {{"sm__throughput.avg.pct_of_peak_sustained_elapsed", 12, "%"},
+                   {"lts__t_sectors.avg.pct_of_peak_sustained_elapsed", 22.6, "%"},
+                   {"sm__warps_active.avg.pct_of_peak_sustained_active", 95, "%"}};  // occupancy: no unit
+  s.counters->classified.verdict = latency;
+  std::vector<std::string> metrics = kscope::default_sampling_metrics();
+  kscope::node_sampled_metrics sampled = sampled_node(15, 30, 0, 0.0);
+  metrics.push_back("lts__throughput.avg.pct_of_peak_sustained_elapsed");
+  sampled.values.resize(metrics.size());
+  sampled.values.back().mean = 76;
   const std::optional<kscope::scope_verdict> v = kscope::decide_verdict({&s, &sampled, &metrics});
   REQUIRE(v);
-  CHECK(v->basis == "hardware counters");
+  CHECK(v->basis == "sampled metrics");
   CHECK(v->verdict.kind == kscope::bottleneck::memory);
-  CHECK(v->verdict.where == "DRAM");
-  REQUIRE(v->others.size() == 2);
-  CHECK(v->others[0].basis == "sampled metrics");
-  CHECK(v->others[0].said.kind == kscope::bottleneck::compute);
-  CHECK_FALSE(v->others[0].agrees);
-  CHECK(v->others[1].basis == "declared work");
-  CHECK(v->others[1].agrees);
-  CHECK(v->missing.empty());
-  const std::string line = kscope::detail::verdict_text(*v);
-  CHECK(contains(line, "memory-bound (DRAM), from hardware counters"));
-  CHECK(contains(line, "sampled metrics say compute-bound (tensor pipe)"));
-  CHECK(contains(line, "declared work agree"));
+  CHECK(v->verdict.where == "L2");
+  REQUIRE(v->others.size() == 1);
+  CHECK(v->others[0].said.kind == kscope::bottleneck::latency);
+  CHECK(kscope::detail::measured_peak_pct(latency) == 22.6);  // occupancy left out
 }
 
 TEST_CASE("undecided counters give way to sampled metrics, and say why") {
@@ -143,6 +187,20 @@ TEST_CASE("a placement that cannot be true is no verdict, and no evidence is no 
     CHECK(v->basis == "hardware counters");
     CHECK(v->others.empty());
     CHECK(any_contains(v->missing, "declared work: its placement cannot be true (the declared work is more than what ran)"));
+  }
+  SUBCASE("GPU work and no evidence that decided: undetermined, with what was missing") {
+    kscope::scope_report s;
+    s.name = s.path = "barrier";
+    s.calls = 5;
+    s.gpu_activity = kscope::node_gpu_activity{};
+    s.gpu_activity->kernel_count = 5;
+    const std::optional<kscope::scope_verdict> v = kscope::decide_verdict({&s, nullptr, nullptr});
+    REQUIRE(v);
+    CHECK(v->verdict.kind == kscope::bottleneck::undetermined);
+    CHECK(any_contains(v->missing, "hardware counters: not collected"));
+    CHECK(any_contains(v->missing, "declared work: none"));
+    const std::string line = kscope::detail::verdict_text(*v);
+    CHECK(line.rfind("undetermined: hardware counters: not collected", 0) == 0);
   }
   SUBCASE("a host-only scope") {
     kscope::scope_report s;

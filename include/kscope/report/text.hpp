@@ -228,7 +228,7 @@ KSCOPE_DECL std::string session_report::text() const {
   bool any_verdict = false;
   for (const scope_report& s : scopes) any_verdict = any_verdict || s.verdict.has_value();
   if (any_verdict) {
-    out += "\nverdict per scope (counters, then sampled metrics, then declared work decide)\n";
+    out += "\nverdict per scope (measured evidence decides: the busiest unit nearest its peak; declared work only where\n  nothing measured did)\n";
     out += std::string(98, '-') + "\n";
     for (const scope_report& s : scopes)
       if (s.verdict) out += detail::wrap(printable_name(s.path + ": " + detail::verdict_text(*s.verdict)), 98);

@@ -686,6 +686,8 @@ KSCOPE_DECL session_report session::report() {
     if (section) section->add_to(out, evidence);
   // An untagged scope whose kernels ran on the tensor pipe is placed under a tensor roof.
   if (peaks) detail::place_by_evidence(out, *peaks);
+  // Declared bytes above the DRAM roof that the counters measured as less traffic: cache.
+  if (peaks) detail::explain_cache_reuse(out, *peaks);
   // One verdict per scope from all of it (verdict/scope_verdict.hpp).
   decide_verdicts(out);
   return out;

@@ -9,11 +9,17 @@
 // printer prints; the other conclusions stay beside it, marked as agreeing or not, so a
 // report never shows two verdicts for one scope without saying which one holds and why.
 //
-// The weighing, strongest first (measured per kernel beats measured GPU-wide beats declared):
-//   1. hardware counters, when they decided (not "undetermined");
-//   2. sampled metrics of the scope's kernels, when they decided;
-//   3. declared work on the roofline, unless the placement cannot be true (above every
-//      roof: it is then no verdict, and `missing` says why).
+// The weighing:
+//   1. what was measured decides: hardware counters and sampled metrics of the scope's
+//      kernels, each when it decided (not "undetermined"). Where both did, the one whose
+//      busiest unit ran nearer its peak wins (measured_peak_pct: a sampled L2 at 76 % beats
+//      a counter stand-in at 23 % that read latency-bound); on a tie, the counters (per
+//      kernel, not GPU-wide);
+//   2. declared work on the roofline decides only where nothing measured did, unless the
+//      placement cannot be true (above every roof: it is then no verdict, and `missing`
+//      says why);
+//   3. a scope with GPU work and no evidence that decided gets "undetermined", its text
+//      what was missing; a host-only scope gets no verdict.
 //
 //   kscope::session_report r = kscope::session::global().report();   // verdicts decided
 //   if (const auto* s = r.find("decode"); s && s->verdict)
@@ -26,6 +32,8 @@
 #include "../report/data.hpp"
 #include "../report/detail/printing.hpp"
 
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -52,6 +60,11 @@ KSCOPE_DECL void decide_verdicts(session_report& report);
 namespace detail {
 // The declared-work placement as a finding (nullopt when not placed or not possible).
 KSCOPE_DECL std::optional<finding> declared_work_finding(const scope_report& s);
+
+// How near its peak the busiest unit a measured finding names ran: the largest % of peak
+// among its throughput facts (a unit's or pipe's % of peak; occupancy is not one). NaN
+// when it has none.
+KSCOPE_DECL double measured_peak_pct(const finding& f);
 }  // namespace detail
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -76,6 +89,16 @@ KSCOPE_DECL std::optional<finding> declared_work_finding(const scope_report& s) 
   return f;
 }
 
+KSCOPE_DECL double measured_peak_pct(const finding& f) {
+  double best = std::numeric_limits<double>::quiet_NaN();
+  for (const evidence& e : f.facts) {
+    if (e.unit != "%" || !std::isfinite(e.value)) continue;
+    if (e.metric.find("warps_active") != std::string::npos || e.metric.find("occupancy") != std::string::npos) continue;
+    if (!(e.value <= best)) best = e.value;
+  }
+  return best;
+}
+
 }  // namespace detail
 
 KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e) {
@@ -97,8 +120,17 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
   if (e.sampled != nullptr && e.sampled_metrics != nullptr) {
     finding f = classify_sampled(*e.sampled, *e.sampled_metrics);
     if (f.kind != bottleneck::undetermined) decided.push_back({"sampled metrics", std::move(f)});
+    else missing.push_back("sampled metrics did not decide: " + f.text);
   } else if (s.gpu_activity) {
     missing.push_back("sampled metrics: not collected (session::enable_metric_sampling, KSCOPE_METRIC_SAMPLING=1)");
+  }
+  // Measured evidence: the busiest unit nearest its peak first (stable: counters on a tie).
+  if (decided.size() == 2) {
+    const auto pct = [](const candidate& c) {
+      const double v = detail::measured_peak_pct(c.said);
+      return std::isfinite(v) ? v : -1.0;
+    };
+    if (pct(decided[1]) > pct(decided[0])) std::swap(decided[0], decided[1]);
   }
   if (std::optional<finding> f = detail::declared_work_finding(s)) {
     decided.push_back({"declared work", std::move(*f)});
@@ -112,7 +144,17 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
   } else if (s.work_calls == 0) {
     missing.push_back("declared work: none (scope::set_work)");
   }
-  if (decided.empty()) return std::nullopt;
+  if (decided.empty()) {
+    const bool gpu_work = (s.gpu_activity && (s.gpu_activity->kernel_count > 0 || s.gpu_activity->busy_ns > 0)) ||
+                          s.gpu_calls > 0;
+    if (!gpu_work) return std::nullopt;
+    scope_verdict v;
+    v.verdict.kind = bottleneck::undetermined;
+    v.basis = "no evidence that decided";
+    for (const std::string& m : missing) v.verdict.text += (v.verdict.text.empty() ? "" : "; ") + m;
+    v.missing = std::move(missing);
+    return v;
+  }
   scope_verdict v;
   v.verdict = decided.front().said;
   v.basis = decided.front().basis;

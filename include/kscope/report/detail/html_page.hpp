@@ -1047,7 +1047,7 @@ KSCOPE_DECL void html_verdicts(html_page& p) {
   const session_report& r = p.r;
   std::string& out = p.out;
   html_section_open(out, "verdicts", "Verdict per scope");
-  html_paragraph(out, "counters, then sampled metrics, then declared work decide", "legend");
+  html_paragraph(out, "measured evidence decides (the busiest unit nearest its peak, counters or sampled metrics), declared work only where nothing measured did", "legend");
   out += "<ul class=\"verdicts\">\n";
   for (std::size_t i = 0; i < r.scopes.size(); ++i) {
     const scope_report& s = r.scopes[i];

@@ -478,6 +478,9 @@ KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_rep
   w.end_array();
 }
 KSCOPE_DECL std::string verdict_text(const scope_verdict& v) {
+  // Nothing decided: what is missing is the whole verdict.
+  if (v.verdict.kind == bottleneck::undetermined)
+    return "undetermined" + (v.verdict.text.empty() ? std::string() : ": " + v.verdict.text);
   std::string line = to_string(v.verdict.kind);
   if (!v.verdict.where.empty()) line += " (" + v.verdict.where + ")";
   line += ", from " + v.basis;

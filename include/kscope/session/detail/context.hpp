@@ -75,6 +75,15 @@ inline constexpr double tensor_roof_evidence_pct = 10.0;
 // not tagged. Called once the features' sections are in, before the verdicts.
 KSCOPE_DECL void place_by_evidence(session_report& out, const device_peaks& peaks);
 
+// A placement above every roof whose declared bytes the scope's hardware counters measured
+// as less DRAM traffic (counters' declared_vs_measured) is not impossible where the same
+// time with the DRAM traffic measured fits under the roofs: the rest of the declared bytes
+// came from cache (a stencil reads each value several times, from L2 or L1). It then reads
+// "declared bytes exceed DRAM traffic: reused through cache" with both numbers, and has no
+// limiter from declared work (scope_report::roofline_roof_unknown). Called after
+// place_by_evidence, before the verdicts.
+KSCOPE_DECL void explain_cache_reuse(session_report& out, const device_peaks& peaks);
+
 // Fills s.roofline (and friends) from the declared work and the median time per call:
 // the median between the scope's CUDA events, or the host median for a scope without a
 // stream. session/detail/advice.hpp may place it again by its kernels' time.
@@ -158,6 +167,32 @@ KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, doub
       s.roofline_impossible = true;
       s.roofline_impossible_reason = impossible_cause(s);
     }
+  }
+}
+
+KSCOPE_DECL void explain_cache_reuse(session_report& out, const device_peaks& peaks) {
+  for (scope_report& s : out.scopes) {
+    if (!placement_impossible(s) || !s.counters || !s.counters->declared_vs_measured || s.work_calls == 0) continue;
+    const work_check& w = *s.counters->declared_vs_measured;
+    if (!(w.measured_dram_bytes > 0) || !(w.declared_bytes > w.measured_dram_bytes)) continue;
+    const double time_s = s.roofline_time_ns * 1e-9;
+    const work measured{s.declared.flops / static_cast<double>(s.work_calls), w.measured_dram_bytes};
+    // The compute roof the scope was placed under (placement::roof_flops_per_s is the roof
+    // at its intensity, not the peak).
+    double peak_flops = std::nan("");
+    for (const compute_roof& r : peaks.compute)
+      if (std::string(to_string(r.type)) + " " + to_string(r.cores) == s.roof) peak_flops = r.theoretical_flops_per_s;
+    const std::optional<placement> p = try_place(measured, time_s, peak_flops, peaks.theoretical_bytes_per_s);
+    if (!p || !(p->fraction_of_roof <= roofline_impossible_above)) continue;
+    s.roofline_impossible = false;
+    s.roofline_impossible_reason.clear();
+    s.roofline_roof_unknown =
+        "declared bytes exceed DRAM traffic: reused through cache (declared " + format_si(w.declared_bytes, "B") +
+        " per call, " + roofline_percent_text(s.roofline->fraction_of_roof) +
+        " of the roof at the declared bytes; DRAM moved " + format_si(w.measured_dram_bytes, "B") +
+        " per call by the hardware counters over " + std::to_string(s.counters->profiled_calls) +
+        (s.counters->profiled_calls == 1 ? " call" : " calls") + ", " + roofline_percent_text(p->fraction_of_roof) +
+        " of the roof at that traffic)";
   }
 }
 
