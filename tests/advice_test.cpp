@@ -3,6 +3,7 @@
 // synthetic scopes: every rule on both sides of its threshold, and once through the
 // session with an injected GPU activity source.
 #include <kscope/scope/scope.hpp>
+#include <kscope/report/merge.hpp>
 #include <kscope/session/session.hpp>
 
 #include <doctest/doctest.h>
@@ -514,4 +515,44 @@ TEST_CASE("declared bytes above the DRAM roof that the counters measured as less
     kscope::detail::explain_cache_reuse(r, peaks());
     CHECK(kscope::detail::placement_impossible(r.scopes[0]));
   }
+}
+
+TEST_CASE("a report read back prints the roofline section it was written with") {
+  const double event_ns = 1e6;
+  kscope::scope_report placed = event_scope("gemm", 10, event_ns, 20e12 * event_ns * 1e-9);  // 20 TFLOP/s
+  kscope::scope_report unknown = event_scope("hgemm", 10, event_ns, 894e12 * event_ns * 1e-9);
+  kscope::scope_report far = event_scope("far", 10, event_ns, 50 * 894e12 * event_ns * 1e-9);
+  unknown.id = 8;
+  far.id = 9;
+  kscope::session_report r;
+  r.scopes = {advised(placed, {}, false).scopes[0], advised(unknown, {}, false).scopes[0],
+              advised(far, {}, false).scopes[0]};
+  REQUIRE(kscope::detail::placement_has_limiter(r.scopes[0]));
+  REQUIRE(kscope::detail::placement_roof_unknown(r.scopes[1]));
+  REQUIRE(kscope::detail::placement_impossible(r.scopes[2]));
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(r.json(), &error);
+  REQUIRE_MESSAGE(back, error);
+  REQUIRE(back->scopes.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const kscope::scope_report& was = r.scopes[i];
+    const kscope::scope_report& is = back->scopes[i];
+    CAPTURE(was.path);
+    REQUIRE(is.roofline);
+    CHECK(is.roof == was.roof);
+    CHECK(is.roofline->fraction_of_roof == doctest::Approx(was.roofline->fraction_of_roof));
+    CHECK(kscope::detail::placement_impossible(is) == kscope::detail::placement_impossible(was));
+    CHECK(kscope::detail::placement_has_limiter(is) == kscope::detail::placement_has_limiter(was));
+    CHECK(kscope::detail::placement_advice(is) == kscope::detail::placement_advice(was));
+  }
+  // The roofline section itself, line for line.
+  const auto section = [](const std::string& text) {
+    const std::size_t from = text.find("roofline (median call)");
+    if (from == std::string::npos) return std::string();
+    const std::size_t to = text.find("\n\n", from);
+    return text.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  };
+  const std::string written = section(r.text());
+  REQUIRE_FALSE(written.empty());
+  CHECK(section(back->text()) == written);
 }

@@ -84,6 +84,11 @@ KSCOPE_DECL void context_from_json(const json_value& c, report_context& context)
 
 KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k);
 
+// A scope's "roofline" object back into its placement, roof, time and advice, so that a
+// report read back prints the roofline section it was written with: the limiter's hint
+// becomes the scope's advice, an impossible placement keeps its cause.
+KSCOPE_DECL void roofline_from_json(const json_value& r, scope_report& out);
+
 // One element of "scopes"; `tags_read` counts tags over the whole report.
 KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read);
 
@@ -351,6 +356,39 @@ KSCOPE_DECL std::optional<scope_verdict> verdict_from_json(const json_value& v) 
   return out;
 }
 
+KSCOPE_DECL void roofline_from_json(const json_value& r, scope_report& out) {
+  if (!r.is_object()) return;
+  const double nan = nan_value();
+  placement p{};
+  p.flops_per_s = r.member_number("flops_per_s", nan);
+  p.bytes_per_s = r.member_number("bytes_per_s", nan);
+  p.intensity = r.member_number("intensity", nan);
+  p.roof_flops_per_s = r.member_number("roof_flops_per_s", nan);
+  p.fraction_of_roof = r.member_number("fraction_of_roof", nan);
+  const std::string limiter = r.member_string("limiter");
+  p.limiter = limiter == "compute" ? bound::compute : limiter == "latency" ? bound::latency : bound::memory;
+  out.roofline = p;
+  out.roof = r.member_string("roof");
+  out.fraction_of_measured_roof = r.member_number("fraction_of_measured_roof", nan);
+  out.roofline_time_source = r.member_string("time_source");
+  out.roofline_time_ns = r.member_number("time_ns", nan);
+  out.roofline_roof_unknown = r.member_string("roof_unknown");
+  out.roof_basis = r.member_string("roof_basis");
+  if (const json_value* ci = r.find("flops_per_s_ci"); ci && ci->is_object())
+    out.flops_per_s_ci = interval{ci->member_number("lo", nan), ci->member_number("hi", nan), ci->member_number("level", nan)};
+  if (r.member_bool("impossible", false)) {
+    // Written as the whole line ("impossible: N% of the theoretical roof — ... can take (...);
+    // CAUSE"); the printer puts the first part back from the numbers, so only the cause is kept.
+    const std::string line = r.member_string("impossible_reason");
+    const std::size_t after = line.find("can take");
+    const std::size_t cause = line.find("; ", after == std::string::npos ? 0 : after);
+    out.roofline_impossible = true;
+    out.roofline_impossible_reason = cause == std::string::npos ? line : line.substr(cause + 2);
+  } else if (!limiter.empty()) {
+    out.advice = r.member_string("hint");
+  }
+}
+
 KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read) {
   if (!s.is_object()) throw json_field_error("a scope is not an object");
   const json_value* path = s.find("path");
@@ -377,6 +415,7 @@ KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_
     out.work_calls = integer_member<std::uint64_t>(*w, "calls");
   }
   if (const json_value* a = s.find("gpu_activity"); a && a->is_object()) out.gpu_activity = gpu_activity_from_json(*a);
+  if (const json_value* r = s.find("roofline")) roofline_from_json(*r, out);
   if (const json_value* v = s.find("verdict")) out.verdict = verdict_from_json(*v);
   out.samples_kept = integer_member<std::size_t>(s, "samples_kept");
   out.samples_capped = s.member_bool("samples_capped", false);
