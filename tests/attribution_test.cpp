@@ -6,6 +6,7 @@
 #include <kscope/activity/attribution.hpp>
 #include <kscope/activity/options.hpp>
 #include <kscope/activity/graph_sampling.hpp>
+#include <kscope/activity/trace_windows.hpp>
 #include <kscope/activity/detail/buffer_pool.hpp>
 #include <kscope/core/detail/reservoir.hpp>
 #include <kscope/core/stats.hpp>
@@ -1612,6 +1613,114 @@ TEST_CASE("KSCOPE_CUPTI_OPTIONS: every key, bad values named, the rest applied")
   CHECK(p.graph_every == kscope::cupti_options{}.graph_every);
   CHECK(p.graphs == kscope::graph_tracing::graph);
   CHECK(kscope::apply_cupti_options_text("", p).empty());
+}
+
+TEST_CASE("tracing in windows: the grid, its boundaries and the options") {
+  constexpr std::int64_t ms = 1000000;
+  const kscope::trace_window_schedule grid({100, 1000}, 5 * ms);
+  CHECK_FALSE(grid.traced_at(4 * ms));  // before the start
+  CHECK(grid.next_change_after(4 * ms) == 5 * ms);
+  CHECK(grid.traced_at(5 * ms));        // a window opens at the start
+  CHECK(grid.traced_at(105 * ms - 1));
+  CHECK_FALSE(grid.traced_at(105 * ms));  // [start, start + window)
+  CHECK(grid.next_change_after(5 * ms) == 105 * ms);
+  CHECK(grid.next_change_after(105 * ms) == 1005 * ms);
+  CHECK(grid.next_change_after(700 * ms) == 1005 * ms);
+  CHECK(grid.traced_at(1005 * ms));
+  CHECK(grid.traced_at(3050 * ms));  // the 4th window
+  CHECK_FALSE(grid.traced_at(3105 * ms));
+  // The share it traces, and what is not windowed: always traced, never a change.
+  CHECK(kscope::trace_window_options{100, 1000}.traced_share() == doctest::Approx(0.1));
+  CHECK(kscope::production_trace_windows.traced_share() == doctest::Approx(0.01));
+  for (const kscope::trace_window_options o : {kscope::trace_window_options{0, 1000}, kscope::trace_window_options{100, 100},
+                                                kscope::trace_window_options{200, 100}, kscope::trace_window_options{}}) {
+    CHECK_FALSE(o.windowed());
+    CHECK(o.traced_share() == 1.0);
+    const kscope::trace_window_schedule always(o, 5 * ms);
+    CHECK(always.traced_at(0));
+    CHECK(always.next_change_after(7 * ms) == INT64_MAX);
+  }
+
+  kscope::cupti_options c;
+  CHECK_FALSE(c.windows.windowed());  // the collector alone traces every launch
+  CHECK(kscope::apply_cupti_options_text("window_ms=200,period_ms=5000", c).empty());
+  CHECK(c.windows.window_ms == 200);
+  CHECK(c.windows.period_ms == 5000);
+  CHECK(c.windows.windowed());
+  const auto problems = kscope::apply_cupti_options_text("window_ms=-3,period_ms=99999999999,window_ms=0", c);
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0].find("'window_ms=-3'") != std::string::npos);
+  CHECK(problems[1].find("milliseconds") != std::string::npos);
+  CHECK(c.windows.window_ms == 0);  // the valid item applied: windows off
+  CHECK(c.windows.period_ms == 5000);
+}
+
+TEST_CASE("tracing in windows: the log says what was traced, bounded, and what a figure rests on") {
+  constexpr std::int64_t ms = 1000000;
+  kscope::trace_window_log log;
+  log.configure({100, 1000}, 10 * ms);
+  log.begin(10 * ms);
+  log.begin(20 * ms);  // already open: no second window
+  log.end(110 * ms);
+  log.end(120 * ms);   // already closed
+  log.begin(1010 * ms);
+  kscope::trace_window_summary s = log.summary(1060 * ms);  // the second one open, 50 ms in
+  CHECK(s.windowed);
+  CHECK(s.open);
+  CHECK(s.windows == 2);
+  CHECK(s.traced_ns == 150 * ms);
+  CHECK(s.elapsed_ns() == 1050 * ms);
+  CHECK(s.traced_share() == doctest::Approx(150.0 / 1050.0));
+  REQUIRE(s.recent.size() == 2);
+  CHECK(s.recent[1].start_ns == 1010 * ms);
+  CHECK(s.recent[1].end_ns == 1060 * ms);
+  CHECK(s.covers(20 * ms, 100 * ms));
+  CHECK_FALSE(s.covers(100 * ms, 200 * ms));  // runs past the window's end
+  CHECK_FALSE(s.covers(5 * ms, 20 * ms));     // began before it
+  CHECK_FALSE(s.covers(500 * ms, 600 * ms));  // between windows
+  CHECK(s.covers(1020 * ms, 1060 * ms));
+  CHECK(s.traced_within(0, 2000 * ms) == 150 * ms);
+  CHECK(s.traced_within(100 * ms, 1020 * ms) == 20 * ms);
+  CHECK(s.traced_within(50 * ms, 40 * ms) == 0);
+  const std::string line = s.describe();
+  CHECK(line.find("2 windows of 100 ms every 1 s") != std::string::npos);
+  CHECK(line.find("0.15 s of 1.05 s (14.3 %)") != std::string::npos);
+  CHECK(line.find("one open now") != std::string::npos);
+
+  // Bounded: past max_kept the oldest are counted, not listed; the totals stay exact.
+  for (int i = 0; i < 2000; ++i) {
+    log.end((2000 + 10 * i) * ms);
+    log.begin((2005 + 10 * i) * ms);
+  }
+  log.end(30000 * ms);
+  s = log.summary(30000 * ms);
+  CHECK_FALSE(s.open);
+  CHECK(s.windows == 2002);
+  CHECK(s.recent.size() == kscope::trace_window_log::max_kept);
+  CHECK(s.forgotten == 2002 - kscope::trace_window_log::max_kept);
+  CHECK(s.traced_ns == 100 * ms + 990 * ms + 1999 * 5 * ms + (30000 - 2005 - 19990) * ms);
+  CHECK_FALSE(s.covers(20 * ms, 100 * ms));  // forgotten: no longer known as traced
+
+  // A reset (the aggregates start afresh) forgets the windows; one open restarts now.
+  log.begin(31000 * ms);
+  log.reset(31050 * ms);
+  s = log.summary(31100 * ms);
+  CHECK(s.windows == 1);
+  CHECK(s.traced_ns == 50 * ms);
+  CHECK(s.elapsed_ns() == 50 * ms);
+
+  // Not windowed: no line, every interval covered; paused by the program: windowed from then.
+  kscope::trace_window_log always;
+  always.configure({}, 0);
+  always.begin(0);
+  CHECK(always.summary(5 * ms).describe().empty());
+  CHECK(always.summary(5 * ms).covers(1, 2));
+  always.note_program_window();
+  always.end(5 * ms);
+  const kscope::trace_window_summary own = always.summary(10 * ms);
+  CHECK(own.windowed);
+  CHECK(own.describe().find("paused and resumed by the program") != std::string::npos);
+  CHECK_FALSE(own.covers(6 * ms, 7 * ms));
 }
 
 TEST_CASE("graph-level trace on: the head gets what the rest leaves of the reference, however CUPTI stamps a chain") {

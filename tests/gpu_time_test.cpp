@@ -129,6 +129,60 @@ TEST_CASE("gpu_time: per scope totals from the aggregates, per call busy and gap
   CHECK(std::isnan(schedule->share_of_gpu));  // no activity of its own
 }
 
+TEST_CASE("gpu_time: tracing in windows: wall time is traced time, no gap between windows, whole calls only") {
+  // Traced twice: [100, 1100] (step A) and [1400, 2100] (decode B on). The 750 ns between
+  // A's last kernel and B's first span the untraced stretch: unknown, not an idle gap.
+  two_steps f;
+  f.in.traced = std::vector<kscope::traced_interval>{{100, 1100}, {1400, 2100}};
+  kscope::gpu_time_report t = kscope::account_gpu_time(f.in);
+  CHECK(t.windowed);
+  CHECK(t.traced_windows == 2);
+  CHECK(t.wall_ns == doctest::Approx(1000 + 700));
+  CHECK(t.busy_ns == doctest::Approx(470));
+  CHECK(t.busy_share == doctest::Approx(470.0 / 1700));  // not 470 / 2000: the untraced 300 ns are not idle
+  REQUIRE(t.idle_gaps.size() == 3);                      // 550-650, 1650-1700, 1800-2010; not 750-1500
+  for (const kscope::gpu_idle_gap& g : t.idle_gaps) CHECK(g.ns != 750);
+  CHECK(t.idle_gaps[0].ns == 210);
+  // Calls that lie whole in a window: step A, schedule A, decode A, decode B, d2h; step B and
+  // schedule B began before the second window opened.
+  CHECK(t.calls_untraced == 2);
+  const kscope::scope_gpu_time* decode = t.find(3);
+  REQUIRE(decode != nullptr);
+  CHECK(decode->calls_seen == 2);
+  CHECK(decode->kernels_per_call == doctest::Approx(2));
+  const kscope::scope_gpu_time* step = t.find(1);
+  REQUIRE(step != nullptr);
+  CHECK(step->calls_seen == 1);
+  CHECK(step->busy_per_call_ns.max == doctest::Approx(200));  // step A alone
+
+  // One window over step A; a kernel launched in it runs past its end: clipped there, and
+  // the calls after it (step B's) are left out of the per-call figures.
+  two_steps g;
+  g.in.gpu = {kernel(3, 450, 550), kernel(3, 650, 750), kernel(3, 950, 1200)};
+  g.in.traced = std::vector<kscope::traced_interval>{{90, 1120}};
+  t = kscope::account_gpu_time(g.in);
+  CHECK(t.wall_ns == doctest::Approx(1020));  // [100, 1120]: the window within the account's span
+  CHECK(t.busy_ns == doctest::Approx(100 + 100 + 170));
+  CHECK(t.busy_share == doctest::Approx(370.0 / 1020));
+  REQUIRE(t.idle_gaps.size() == 2);
+  CHECK(t.idle_gaps[0].ns == 200);  // 750-950
+  CHECK(t.idle_gaps[1].ns == 100);  // 550-650
+  CHECK(t.calls_untraced == 4);     // step B, schedule B, decode B, d2h
+  decode = t.find(3);
+  REQUIRE(decode != nullptr);
+  CHECK(decode->calls_seen == 1);
+  CHECK(decode->kernels_per_call == doctest::Approx(3));
+
+  // Windows that miss the account's span: nothing traced there, so no share at all (never 0).
+  two_steps h;
+  h.in.traced = std::vector<kscope::traced_interval>{{5000, 6000}};
+  t = kscope::account_gpu_time(h.in);
+  CHECK(t.wall_ns == 0);
+  CHECK(std::isnan(t.busy_share));
+  CHECK(t.idle_gaps.empty());
+  CHECK(t.calls_untraced == 7);
+}
+
 TEST_CASE("gpu_time: events of an unseen launching call, and an overflowed GPU ring") {
   two_steps f;
   f.in.gpu.push_back(kernel(3, 1900, 1950, /*thread=*/7));  // decode never ran on thread 7

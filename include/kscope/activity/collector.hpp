@@ -50,6 +50,7 @@
 #include "attribution.hpp"
 #include "options.hpp"
 #include "graph_sampling.hpp"
+#include "trace_windows.hpp"
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../cupti/detail/api.hpp"
@@ -59,6 +60,8 @@
 #include "../device/availability.hpp"  // probe_gpu(): no GPU, said once, in words
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -66,6 +69,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #if KSCOPE_HAS_CUPTI
@@ -74,6 +78,9 @@
 #  include "detail/graph_events.hpp"
 #  include "detail/parse.hpp"
 #  include <cuda_runtime_api.h>
+#  include <pthread.h>
+#  include <signal.h>
+#  include <unistd.h>
 #endif
 
 namespace kscope {
@@ -170,6 +177,19 @@ class cupti_collector {
 
   // Flushes (forced), disables the activity kinds and unsubscribes. Data stays readable.
   void stop() noexcept;
+
+  // Tracing in windows (trace_windows.hpp): stops tracing until resume_tracing(), leaving
+  // nothing per launch behind: the activity kinds are disabled and the launch, copy, sync
+  // and graph-launch callbacks switched off; the subscription and the resource callbacks
+  // (graph nodes built, modules loaded: never per launch) stay, and so do the records and
+  // aggregates so far. With cupti_options::windows set, the collector's own thread calls
+  // these on the schedule; a program may call them itself (its own windows: around the
+  // steps it wants traced), and each resume opens a window in the report. False when not
+  // running, or when CUPTI refused (then tracing stays as it was, counted).
+  bool pause_tracing();
+  bool resume_tracing();
+  // Running and not paused: launches are traced now.
+  [[nodiscard]] bool tracing() const noexcept;
 
   [[nodiscard]] cupti_status status() const;
 
@@ -279,7 +299,7 @@ class cupti_collector {
       } else if (node_level_in_this_call) {
         node_level_in_this_call = false;
         std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
-        if (graph_node_level_launches_ > 0 && --graph_node_level_launches_ == 0)
+        if (graph_node_level_launches_ > 0 && --graph_node_level_launches_ == 0 && !graph_trace_paused_)
           (void)api_.activity_enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
       }
     } catch (...) {
@@ -467,11 +487,24 @@ class cupti_collector {
     state_ = cupti_state::running;
     running_.store(true, std::memory_order_release);
     detail::activity_tracing().store(true, std::memory_order_release);
+    paused_ = false;
+    tracing_.store(true, std::memory_order_release);
+    if (options_.windows.window_ms > 0 && !options_.windows.windowed())
+      add_warning("cupti_options::windows: period_ms (" + std::to_string(options_.windows.period_ms) +
+                  ") is not longer than window_ms (" + std::to_string(options_.windows.window_ms) +
+                  "): every launch is traced, no windows");
+    const std::int64_t began = detail::now_ns();
+    window_log_.configure(options_.windows, began);
+    window_log_.begin(began);
+    if (options_.windows.windowed()) start_window_thread(trace_window_schedule(options_.windows, began));
     message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
                (!options_.driver_api_callbacks      ? "launch callback (runtime API only)"
                 : !options_.runtime_api_callbacks ? "launch callback (driver API only)"
                                                   : "launch callback (runtime+driver API)") +
                (graph_capture_enabled_ ? "; graph capture scopes" : "; graph capture scopes off") + "; " + graphs +
+               (options_.windows.windowed() ? "; traced in windows of " + detail::window_length_text(options_.windows.window_ms) +
+                                                  " every " + detail::window_length_text(options_.windows.period_ms)
+                                            : std::string()) +
                "; clock: " + to_string(clock_);
     return true;
   }
@@ -517,6 +550,8 @@ class cupti_collector {
       std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
       graph_node_level_launches_ = 0;  // a launch in flight at an earlier stop() left it counted
     }
+    graph_hooks_enabled_ = false;
+    graph_trace_paused_ = false;
     if (options_.graphs == graph_tracing::node) return "graphs traced node by node";
     bool hooks = api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) == CUPTI_SUCCESS;
@@ -525,6 +560,7 @@ class cupti_collector {
     for (CUpti_CallbackId id : {CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch),
                                 CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)})
       hooks = hooks && api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+    graph_hooks_enabled_ = hooks;
     if (!hooks) return "graphs traced node by node (the graph-launch callbacks could not be enabled)";
     const CUptiResult r = enable_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
     if (r != CUPTI_SUCCESS) {
@@ -576,6 +612,72 @@ class cupti_collector {
     return r;
   }
 
+  // The callbacks a traced launch needs, on (1) or off (0): the launch, copy, memset and
+  // sync ids of both APIs as start() enabled them, and the graph launch's (the per-replay
+  // decision). Ids the loaded CUPTI does not know fail here as they did at start.
+  void set_launch_callbacks(std::uint32_t on) {
+    std::size_t count = 0;
+    const CUpti_CallbackId* ids = detail::cupti_runtime_launch_cbids(count);
+    if (options_.runtime_api_callbacks || !options_.driver_api_callbacks)
+      for (std::size_t i = 0; i < count; ++i)
+        (void)api_.enable_callback(on, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]);
+    if (options_.driver_api_callbacks) {
+      ids = detail::cupti_driver_launch_cbids(count);
+      for (std::size_t i = 0; i < count; ++i)
+        (void)api_.enable_callback(on, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]);
+    }
+    if (graph_hooks_enabled_)
+      for (CUpti_CallbackId id : {CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch),
+                                  CUpti_CallbackId(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)})
+        (void)api_.enable_callback(on, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+
+  // Pause: the kinds first, then the callbacks, so that no record arrives whose launch went
+  // unseen (a launch seen with no record is harmless). Resume: the other way round.
+  // control_mutex_ held.
+  bool pause_locked() {
+    if (state_ != cupti_state::running || paused_) return false;
+    const std::int64_t began = detail::now_ns();
+    bool ok = true;
+    {
+      std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+      graph_trace_paused_ = true;
+      graph_trace_was_on_ = graph_trace_on_.exchange(false, std::memory_order_acq_rel);
+      graph_node_level_launches_ = 0;  // a launch in flight finds graph-level trace off and leaves it be
+      for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_disable(kind) == CUPTI_SUCCESS && ok;
+    }
+    set_launch_callbacks(0);
+    paused_ = true;
+    tracing_.store(false, std::memory_order_release);
+    const std::int64_t now = detail::now_ns();
+    window_log_.end(now);
+    toggle_ns_ += now - began;
+    ++toggles_;
+    if (!ok) window_log_.note_failed_toggle();
+    return ok;
+  }
+
+  bool resume_locked() {
+    if (state_ != cupti_state::running || !paused_) return false;
+    const std::int64_t began = detail::now_ns();
+    set_launch_callbacks(1);
+    bool ok = true;
+    {
+      std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+      for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_enable(kind) == CUPTI_SUCCESS && ok;
+      graph_trace_paused_ = false;
+      graph_trace_on_.store(graph_trace_was_on_, std::memory_order_release);
+    }
+    paused_ = false;
+    tracing_.store(true, std::memory_order_release);
+    const std::int64_t now = detail::now_ns();
+    window_log_.begin(began);
+    toggle_ns_ += now - began;
+    ++toggles_;
+    if (!ok) window_log_.note_failed_toggle();
+    return ok;
+  }
+
   // Undoes start: activity kinds off, callbacks off. Buffers stay registered (CUPTI keeps
   // the registration; re-registering is not needed on a later start()).
   void teardown() noexcept {
@@ -620,6 +722,29 @@ class cupti_collector {
   std::atomic<bool> graph_trace_on_{false};
   std::mutex graph_toggle_mutex_;  // a leaf: taken in the graph launch's callback, nothing inside
   std::uint32_t graph_node_level_launches_ = 0;  // guarded by graph_toggle_mutex_
+  bool graph_trace_paused_ = false;  // guarded by graph_toggle_mutex_: tracing paused, keep graph trace off
+  bool graph_trace_was_on_ = false;  // guarded by graph_toggle_mutex_: graph_trace_on_ before the pause
+  bool graph_hooks_enabled_ = false;  // the graph launch's callbacks were enabled at start
+  // Tracing in windows (trace_windows.hpp). paused_, the log and the toggle counts are
+  // guarded by control_mutex_; the thread's wake-up by window_thread_mutex_, which is held
+  // with no other kscope lock.
+  bool paused_ = false;
+  std::atomic<bool> tracing_{false};
+  trace_window_log window_log_;
+  std::uint64_t toggles_ = 0;
+  std::int64_t toggle_ns_ = 0;
+  std::int64_t stopped_at_ns_ = 0;
+  std::mutex window_thread_mutex_;
+  std::condition_variable window_wake_;
+  bool window_thread_stop_ = false;
+  trace_window_schedule window_schedule_;
+  // Heap-held and leaked in a forked child (the thread is not there to join).
+  std::thread* window_thread_ = nullptr;
+  long window_thread_pid_ = 0;
+
+  void start_window_thread(trace_window_schedule schedule);
+  void stop_window_thread() noexcept;
+  void window_thread_main();
 #if KSCOPE_HAS_CUPTI
   detail::cupti_api api_;
   CUpti_SubscriberHandle subscriber_ = nullptr;
@@ -663,10 +788,105 @@ KSCOPE_DECL void cupti_collector::flush(bool force) {
 }
 
 KSCOPE_DECL void cupti_collector::stop() noexcept {
+  stop_window_thread();  // first, without the control lock: the thread takes it to toggle
   try {
     std::lock_guard<std::mutex> control(control_mutex_);
     stop_locked();
   } catch (...) {
+  }
+}
+
+KSCOPE_DECL bool cupti_collector::pause_tracing() {
+  std::lock_guard<std::mutex> control(control_mutex_);
+#if KSCOPE_HAS_CUPTI
+  if (state_ == cupti_state::running && !paused_) window_log_.note_program_window();
+  return pause_locked();
+#else
+  return false;
+#endif
+}
+
+KSCOPE_DECL bool cupti_collector::resume_tracing() {
+  std::lock_guard<std::mutex> control(control_mutex_);
+#if KSCOPE_HAS_CUPTI
+  return resume_locked();
+#else
+  return false;
+#endif
+}
+
+KSCOPE_DECL bool cupti_collector::tracing() const noexcept { return tracing_.load(std::memory_order_acquire); }
+
+KSCOPE_DECL void cupti_collector::start_window_thread(trace_window_schedule schedule) {
+#if KSCOPE_HAS_CUPTI
+  stop_window_thread();  // an earlier start's (start() after stop() after start())
+  {
+    std::lock_guard<std::mutex> lock(window_thread_mutex_);
+    window_thread_stop_ = false;
+    window_schedule_ = schedule;
+  }
+  window_thread_pid_ = static_cast<long>(::getpid());
+  // Every signal blocked in the thread but the faults it could raise itself (as the
+  // metrics writer's thread, session/detail/metrics_writer.hpp): the program's handlers
+  // run on its own threads.
+  sigset_t all, previous;
+  sigfillset(&all);
+  for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS}) sigdelset(&all, fault);
+  const bool masked = pthread_sigmask(SIG_SETMASK, &all, &previous) == 0;
+  try {
+    window_thread_ = new std::thread([this] { window_thread_main(); });
+  } catch (const std::exception& e) {
+    window_thread_ = nullptr;
+    add_warning(std::string("tracing in windows: no thread to pause and resume tracing (") + e.what() +
+                "); every launch is traced");
+  }
+  if (masked) pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+#else
+  (void)schedule;
+#endif
+}
+
+KSCOPE_DECL void cupti_collector::stop_window_thread() noexcept {
+#if KSCOPE_HAS_CUPTI
+  if (window_thread_ == nullptr) return;
+  if (window_thread_pid_ != static_cast<long>(::getpid())) {
+    window_thread_ = nullptr;  // a forked child's copy names the parent's thread: leaked, never joined
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(window_thread_mutex_);
+    window_thread_stop_ = true;
+  }
+  window_wake_.notify_all();
+  try {
+    window_thread_->join();
+  } catch (...) {
+  }
+  delete window_thread_;
+  window_thread_ = nullptr;
+#endif
+}
+
+// Wakes at each boundary of the grid and sets tracing to what the grid says; a program's
+// own pause or resume in between stands until the next boundary.
+KSCOPE_DECL void cupti_collector::window_thread_main() {
+  std::unique_lock<std::mutex> lock(window_thread_mutex_);
+  while (!window_thread_stop_) {
+    const bool traced = window_schedule_.traced_at(detail::now_ns());
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> control(control_mutex_);
+#if KSCOPE_HAS_CUPTI
+      if (state_ == cupti_state::running) (void)(traced ? resume_locked() : pause_locked());
+#else
+      (void)traced;
+#endif
+    }
+    lock.lock();
+    const std::int64_t next = window_schedule_.next_change_after(detail::now_ns());
+    if (next == INT64_MAX) break;
+    const std::int64_t wait = next - detail::now_ns();
+    if (wait > 0) window_wake_.wait_for(lock, std::chrono::nanoseconds(wait), [this] { return window_thread_stop_; });
   }
 }
 
@@ -683,9 +903,14 @@ KSCOPE_DECL void cupti_collector::set_interval_sink(std::shared_ptr<kernel_inter
 
 KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limit) {
   cupti_snapshot s;
+  trace_window_summary windows;
   {
     std::lock_guard<std::mutex> control(control_mutex_);
     s.status = status_locked();
+    windows = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
+    if (windows.windowed && toggles_ > 0)
+      s.status.message += "; " + std::to_string(toggles_) + " pauses and resumes of tracing took " +
+                          std::to_string(toggle_ns_ / 1000) + " us in all";
     const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
          state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
     if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
@@ -698,6 +923,7 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
     a.note_dropped_by_cupti(dropped);
     s.activity = a.report(top_kernel_limit);
   }
+  s.activity.windows = std::move(windows);
   s.buffers_completed = buffers_completed_.load(std::memory_order_relaxed);
   s.buffers_denied = pool_.denied();
   s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
@@ -743,6 +969,10 @@ KSCOPE_DECL cupti_snapshot cupti_collector::report(std::size_t top_kernel_limit)
 }
 
 KSCOPE_DECL void cupti_collector::reset() {
+  {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    window_log_.reset(detail::now_ns());  // the aggregates start afresh: so do the windows they rest on
+  }
   std::lock_guard<std::mutex> lock(attribution_mutex_);
   attribution_locked().reset();
 }
@@ -775,6 +1005,7 @@ KSCOPE_DECL cupti_collector::cupti_collector() {
   detail::guard_across_fork(attribution_mutex_, detail::lock_rank::collector_attribution);
   detail::guard_across_fork(graph_sampler_.lock_for_fork(), detail::lock_rank::graph_sampler);
   detail::guard_across_fork(graph_toggle_mutex_, detail::lock_rank::graph_toggle);
+  detail::guard_across_fork(window_thread_mutex_, detail::lock_rank::collector_windows);
 }
 
 KSCOPE_DECL void cupti_collector::ensure_attribution(const attribution_options& options) {
@@ -864,6 +1095,9 @@ KSCOPE_DECL void cupti_collector::stop_locked() {
   teardown();
 #endif
   running_.store(false, std::memory_order_release);
+  tracing_.store(false, std::memory_order_release);
+  stopped_at_ns_ = detail::now_ns();
+  window_log_.end(stopped_at_ns_);
 #if KSCOPE_HAS_CUPTI
   detail::activity_tracing().store(false, std::memory_order_release);
 #endif

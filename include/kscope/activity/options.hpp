@@ -15,6 +15,7 @@
 #pragma once
 
 #include "attribution.hpp"
+#include "trace_windows.hpp"
 #include "../core/detail/env_switch.hpp"
 
 #include <cerrno>
@@ -83,6 +84,10 @@ struct cupti_options {
   std::uint32_t graph_first = 2;    // sampled: each graph's first replays traced per node
   std::uint32_t graph_every = 100;  // sampled: then every k-th replay (0: no more)
   std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
+  // Tracing in windows (trace_windows.hpp): trace for windows.window_ms out of every
+  // windows.period_ms, paused in between. Off (0) by default: every launch is traced. The
+  // production preset turns it on (production_trace_windows: 100 ms in every 10 s).
+  trace_window_options windows{};
   // GPU timestamps put on kscope's clock by CUPTI calling kscope's clock (exact); off: CUPTI's
   // own clock plus an offset measured from paired samples at start (drifts by microseconds
   // over hours). A switch so that the overhead bench can tell whether the callback costs
@@ -143,6 +148,7 @@ KSCOPE_DECL std::string_view trim_option(std::string_view s) {
 //   buffer_mb                          MiB per activity buffer (1 .. 1024)
 //   buffers                            activity buffers in the pool (1 .. 1024)
 //   flush_ms                           cuptiActivityFlushPeriod in ms (0 .. 3600000; 0: CUPTI's)
+//   window_ms, period_ms               tracing in windows, ms (0 .. 86400000; window_ms=0: always)
 //
 //   std::vector<std::string> problems = kscope::apply_cupti_options_text("graphs=node,sync=0", o);
 KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view text, cupti_options& options,
@@ -200,9 +206,14 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     } else if (key == "flush_ms") {
       if (detail::parse_option_count(value, 0, 3600000, n)) options.flush_period_ms = static_cast<std::uint32_t>(n);
       else refuse(item, "milliseconds from 0 to 3600000");
+    } else if (key == "window_ms" || key == "period_ms") {
+      if (detail::parse_option_count(value, 0, 86400000, n))
+        (key == "window_ms" ? options.windows.window_ms : options.windows.period_ms) = static_cast<std::uint32_t>(n);
+      else
+        refuse(item, "milliseconds from 0 to 86400000");
     } else {
       refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, timestamp_callback, graphs, graph_first, "
-                   "graph_every, buffer_mb, buffers, flush_ms");
+                   "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms");
     }
   }
   return problems;

@@ -11,6 +11,7 @@
 
 #include "../core/config.hpp"
 #include "records.hpp"
+#include "trace_windows.hpp"
 
 #include <algorithm>
 #include <array>
@@ -288,6 +289,9 @@ struct gpu_activity_report {
   std::vector<gpu_activity_event> recent;                     // oldest first
   std::vector<std::string> warnings;                          // one line per problem
   std::size_t memory_bytes = 0;                               // held by the attribution
+  // Tracing in windows (cupti_options::windows, trace_windows.hpp): every figure above
+  // covers the traced windows only. windows.windowed false: traced throughout.
+  trace_window_summary windows;
 
   // The aggregate for `node`, or nullptr when it had no GPU work.
   [[nodiscard]] const node_gpu_activity* find(node_id node) const noexcept;

@@ -53,10 +53,17 @@
 //     window's start: part of the window's GPU activity is gone, not idle, so busy_ns, each
 //     scope's gpu_ns, share_of_gpu and kernel_count are unknown too (totals_known false) and
 //     only the idle gaps after gpu_known_from_ns are listed.
+//   - tracing in windows (gpu_time_input::traced, activity/trace_windows.hpp): the GPU's
+//     activity is known inside the traced windows only, so the wall time is the window's
+//     overlap with them (traced_ns), busy is clipped to them, an idle gap is one that lies
+//     inside one of them, and per-call figures come from the calls that lie whole inside
+//     one (calls_untraced counts the others). Time between windows is unknown, not idle.
+//     The scopes' totals are what the aggregates hold: the traced windows' work.
 #pragma once
 
 #include "../core/stats.hpp"
 #include "../activity/results.hpp"
+#include "../activity/trace_windows.hpp"
 #include "../scope/host_interval.hpp"
 
 #include <algorithm>
@@ -102,6 +109,9 @@ struct gpu_time_input {
   std::int64_t window_start_ns = 0;
   std::int64_t window_end_ns = 0;
   [[nodiscard]] bool window_given() const noexcept { return window_end_ns > window_start_ns; }
+  // Tracing in windows (above): the intervals in which launches were traced, in time order.
+  // Unset: traced throughout.
+  std::optional<std::vector<traced_interval>> traced;
 };
 
 // An idle stretch of the GPU and the scope the host was in meanwhile.
@@ -165,6 +175,12 @@ struct gpu_time_report {
   // (gpu_known_from_ns): their GPU work is unknown, not absent, so they are left out of the
   // per-call figures (counting them as calls with no GPU work drove the medians to 0).
   std::uint64_t calls_before_gpu_ring = 0;
+  // Tracing in windows: wall_ns is the traced part of the window (the header says why), the
+  // traced windows it overlapped, and the calls left out of the per-call figures because
+  // they do not lie whole inside one.
+  bool windowed = false;
+  std::size_t traced_windows = 0;
+  std::uint64_t calls_untraced = 0;
 
   [[nodiscard]] const scope_gpu_time* find(node_id id) const noexcept;
 };
@@ -284,6 +300,28 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   }
   out.wall_ns = static_cast<double>(out.window_end_ns - out.window_start_ns);
 
+  // The traced part of the window (tracing in windows), merged and in time order.
+  std::vector<span> traced;
+  if (in.traced) {
+    out.windowed = true;
+    for (const traced_interval& w : *in.traced) {
+      const std::int64_t s = std::max(w.start_ns, out.window_start_ns), t = std::min(w.end_ns, out.window_end_ns);
+      if (t > s) traced.emplace_back(s, t);
+    }
+    detail::merge_intervals(traced);
+    out.traced_windows = traced.size();
+    out.wall_ns = detail::union_length(traced);
+  }
+  // Whether [start, end] lies whole inside one traced span.
+  const auto inside_traced = [&](std::int64_t start, std::int64_t end) {
+    if (!in.traced) return true;
+    auto it = std::upper_bound(traced.begin(), traced.end(), start,
+                               [](std::int64_t t, const span& w) { return t < w.first; });
+    if (it == traced.begin()) return false;
+    --it;
+    return start >= it->first && end <= it->second;
+  };
+
   std::vector<span> busy;
   busy.reserve(gpu.size());
   for (const gpu_activity_event* e : gpu) {
@@ -291,10 +329,22 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     if (t > s) busy.emplace_back(s, t);
   }
   detail::merge_intervals(busy);
+  if (in.traced) {  // clipped to the traced spans: work running past a window's end is not in it
+    std::vector<span> clipped;
+    std::size_t w = 0;
+    for (const span& b : busy) {
+      while (w < traced.size() && traced[w].second <= b.first) ++w;
+      for (std::size_t k = w; k < traced.size() && traced[k].first < b.second; ++k) {
+        const std::int64_t s = std::max(b.first, traced[k].first), t = std::min(b.second, traced[k].second);
+        if (t > s) clipped.emplace_back(s, t);
+      }
+    }
+    busy = std::move(clipped);
+  }
   out.busy_ns = detail::union_length(busy);
   if (given) {
-    if (covered) out.busy_share = out.busy_ns / out.wall_ns;
-    else out.busy_ns = std::numeric_limits<double>::quiet_NaN();
+    if (covered && out.wall_ns > 0) out.busy_share = out.busy_ns / out.wall_ns;
+    else if (!covered) out.busy_ns = std::numeric_limits<double>::quiet_NaN();
   } else if (!gpu.empty() && out.wall_ns > 0) {
     out.busy_share = out.busy_ns / out.wall_ns;
   }
@@ -341,6 +391,7 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     for (std::size_t i = 1; i < busy.size(); ++i) {  // busy is sorted: midpoints increase
       gpu_idle_gap g{busy[i - 1].second, busy[i].first - busy[i - 1].second, 0, {}};
       if (g.start_ns < gaps_known_from) continue;
+      if (!inside_traced(g.start_ns, busy[i].first)) continue;  // between windows: unknown, not idle
       const std::int64_t mid = g.start_ns + g.ns / 2;
       while (next < by_start.size() && by_start[next].h->start_ns <= mid) {
         heap.push_back(by_start[next++]);
@@ -482,6 +533,10 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
       for (const host_interval* h : it->second) {
         if (h->start_ns < gpu_known_from) {
           ++out.calls_before_gpu_ring;
+          continue;
+        }
+        if (!inside_traced(h->start_ns, h->end_ns)) {  // its launches were traced in part, or not at all
+          ++out.calls_untraced;
           continue;
         }
         ++s.calls_seen;

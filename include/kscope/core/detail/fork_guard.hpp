@@ -49,6 +49,7 @@ enum class lock_rank : int {
   session = 10,
   recorder = 20,
   event_pool = 30,
+  collector_windows = 38,  // the window thread's wake-up: held with no other kscope lock
   collector_control = 40,
   collector_attribution = 50,
   sampled_metrics = 60,  // PM-sample attribution: taken inside the attribution's lock

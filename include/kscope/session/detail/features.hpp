@@ -143,6 +143,10 @@ KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, 
                             " GPU records of calls the per-scope counters replayed are left out");
   in.window_start_ns = window_start_ns;
   in.window_end_ns = window_end_ns;
+  // Tracing in windows: only the traced windows' GPU activity is known.
+  // Windows older than the ones listed (trace_window_log::max_kept) count as untraced: the
+  // ring's events from them are left out with them.
+  if (activity.windows.windowed) in.traced = activity.windows.recent;
   return account_gpu_time(in);
 }
 

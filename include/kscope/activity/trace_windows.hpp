@@ -1,0 +1,290 @@
+// kscope/activity/trace_windows.hpp — tracing in windows: the activity collector traces for
+// `window_ms` out of every `period_ms`, and everything built on its records says that it
+// rests on those windows.
+//
+// Why: no setting that traces every launch costs less than CUPTI itself, and CUPTI's kernel
+// activity alone cost 4 % on an eager loop of 80 launches per ms (bench/RESULTS.md). A
+// window of 100 ms in every 10 s traces 1 % of the time, so it costs about 1 % of what full
+// tracing costs, and over a long run still sees thousands of steps. Between windows the
+// collector is paused (cupti_collector::pause): the activity kinds are disabled and the
+// launch callbacks unsubscribed, so a launch costs what it costs with no tracing at all;
+// the resource callbacks (graph nodes built, modules loaded) stay, because they fire when
+// graphs are built, never per launch, and the scopes they record are needed later. Scopes,
+// their CUDA events and PM sampling go on throughout.
+//
+// What windows do to the figures (docs/report_schema.md, `trace_windows`):
+//   - the CUPTI aggregates (kernel tables, per-scope kernel counts and GPU time from
+//     records, copies, host waits) cover the traced windows only: counts and sums are the
+//     windows' own, never scaled to the run;
+//   - the GPU-time account (serving/gpu_time.hpp) and the serving diagnosis take only the
+//     traced time as their wall time: busy share = busy in the windows / the windows'
+//     length; idle gaps only inside a window; per-call figures only from calls that lie
+//     whole inside a window. Time between windows is unknown, never idle;
+//   - per-call figures from the aggregates divide by the calls made in traced windows.
+//
+// Pure C++ (no CUDA, no CUPTI): the schedule and the log are driven with explicit times,
+// so the CPU tests check every boundary.
+//
+//   kscope::trace_window_options w{100, 10000};          // 100 ms of every 10 s
+//   kscope::trace_window_schedule s(w, start_ns);
+//   bool on = s.traced_at(now_ns);  std::int64_t next = s.next_change_after(now_ns);
+//
+//   KSCOPE_CUPTI_OPTIONS="window_ms=200,period_ms=5000" ./engine
+#pragma once
+
+#include "../core/config.hpp"
+#include "../core/detail/number_format.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kscope {
+
+// When the collector traces. window_ms == 0 (the default for cupti_options): all the time.
+// Otherwise a window of window_ms begins at the collector's start and then every period_ms;
+// period_ms <= window_ms also means all the time.
+struct trace_window_options {
+  std::uint32_t window_ms = 0;
+  std::uint32_t period_ms = 0;
+
+  [[nodiscard]] constexpr bool windowed() const noexcept { return window_ms > 0 && period_ms > window_ms; }
+  // The share of time traced, 1 when not windowed.
+  [[nodiscard]] constexpr double traced_share() const noexcept {
+    return windowed() ? static_cast<double>(window_ms) / static_cast<double>(period_ms) : 1.0;
+  }
+};
+
+// The production preset's windows (session.hpp production_preset): 100 ms in every 10 s,
+// 1 % of the time. Chosen so that the full collector's measured cost on an eager loop
+// (bench/RESULTS.md, "tracing in windows") stays below 1 % of a step even where full
+// tracing costs 50 % (PyTorch eager), while a window still holds tens of steps.
+inline constexpr trace_window_options production_trace_windows{100, 10000};
+
+// One traced window on kscope's clock (detail::now_ns). An open window's end is the time
+// it was read at.
+struct traced_interval {
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  [[nodiscard]] constexpr std::int64_t ns() const noexcept { return end_ns > start_ns ? end_ns - start_ns : 0; }
+};
+
+// What the windows covered, for the report, the metrics and the GPU-time account.
+struct trace_window_summary {
+  bool windowed = false;            // tracing ran in windows (false: all the time it ran)
+  trace_window_options options{};
+  std::uint64_t windows = 0;        // windows begun, the open one included
+  std::int64_t traced_ns = 0;       // their length, the open one up to the read
+  std::int64_t since_ns = 0;        // when tracing began (the first window's start)
+  std::int64_t until_ns = 0;        // when this was read
+  bool open = false;                // a window is open now
+  std::uint64_t failed_toggles = 0; // a pause or resume CUPTI refused (then tracing stayed as it was)
+  // The most recent windows, oldest first (at most trace_window_log::max_kept); older ones
+  // count in `windows` and traced_ns only (`forgotten` of them).
+  std::vector<traced_interval> recent;
+  std::uint64_t forgotten = 0;
+
+  [[nodiscard]] std::int64_t elapsed_ns() const noexcept { return until_ns > since_ns ? until_ns - since_ns : 0; }
+  // traced_ns / elapsed, 0 when nothing elapsed.
+  [[nodiscard]] double traced_share() const noexcept {
+    const std::int64_t e = elapsed_ns();
+    return e > 0 ? static_cast<double>(traced_ns) / static_cast<double>(e) : 0.0;
+  }
+  // True when [start, end] lies inside one window the summary still lists.
+  [[nodiscard]] bool covers(std::int64_t start_ns, std::int64_t end_ns) const noexcept;
+  // The traced part of [start, end): its overlap with the windows listed.
+  [[nodiscard]] std::int64_t traced_within(std::int64_t start_ns, std::int64_t end_ns) const noexcept;
+  // One line for the report: "GPU activity traced in 12 windows of 100 ms every 10 s:
+  // 1.20 s of 120 s (1.0 %)". Empty when not windowed.
+  [[nodiscard]] std::string describe() const;
+};
+
+// The fixed grid of windows: window k is [start + k * period, start + k * period + window).
+class trace_window_schedule {
+ public:
+  trace_window_schedule() = default;
+  trace_window_schedule(trace_window_options options, std::int64_t start_ns) noexcept
+      : options_(options), start_ns_(start_ns) {}
+
+  [[nodiscard]] const trace_window_options& options() const noexcept { return options_; }
+  [[nodiscard]] std::int64_t start_ns() const noexcept { return start_ns_; }
+
+  // Whether the grid traces at `now` (always, when not windowed; never before the start).
+  [[nodiscard]] bool traced_at(std::int64_t now_ns) const noexcept;
+
+  // The first time after `now` at which traced_at changes; INT64_MAX when it never does.
+  [[nodiscard]] std::int64_t next_change_after(std::int64_t now_ns) const noexcept;
+
+ private:
+  [[nodiscard]] std::int64_t window_ns() const noexcept { return std::int64_t{options_.window_ms} * 1000000; }
+  [[nodiscard]] std::int64_t period_ns() const noexcept { return std::int64_t{options_.period_ms} * 1000000; }
+
+  trace_window_options options_{};
+  std::int64_t start_ns_ = 0;
+};
+
+// What actually happened: the collector calls begin() when it resumed tracing and end()
+// when it paused (a toggle can come late, or fail, so the grid alone does not say).
+// Bounded: the last max_kept windows are listed, older ones only counted. Not thread-safe:
+// the collector guards it.
+class trace_window_log {
+ public:
+  static constexpr std::size_t max_kept = 1024;
+
+  void configure(trace_window_options options, std::int64_t since_ns);
+  void begin(std::int64_t now_ns);
+  void end(std::int64_t now_ns);
+  void note_failed_toggle() noexcept { ++failed_toggles_; }
+  // The program paused tracing itself (cupti_collector::pause_tracing): windows from now on,
+  // whatever the options said.
+  void note_program_window() noexcept { windowed_ = true; }
+  [[nodiscard]] bool open() const noexcept { return open_; }
+  [[nodiscard]] trace_window_summary summary(std::int64_t now_ns) const;
+  // Forgets the windows before `now` (cupti_collector::reset: the aggregates start afresh,
+  // so the windows they rest on do too); an open window restarts at `now`.
+  void reset(std::int64_t now_ns);
+
+ private:
+  trace_window_options options_{};
+  bool windowed_ = false;
+  std::int64_t since_ns_ = 0;
+  std::deque<traced_interval> kept_;
+  std::uint64_t windows_ = 0;
+  std::uint64_t forgotten_ = 0;
+  std::int64_t closed_ns_ = 0;  // length of the closed windows
+  bool open_ = false;
+  std::int64_t open_since_ns_ = 0;
+  std::uint64_t failed_toggles_ = 0;
+};
+
+namespace detail {
+// "100 ms", "10 s", "1.5 s": a length in ms as people read it.
+KSCOPE_DECL std::string window_length_text(std::uint32_t ms);
+}  // namespace detail
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL bool trace_window_schedule::traced_at(std::int64_t now_ns) const noexcept {
+  if (!options_.windowed()) return true;
+  if (now_ns < start_ns_) return false;
+  return (now_ns - start_ns_) % period_ns() < window_ns();
+}
+
+KSCOPE_DECL std::int64_t trace_window_schedule::next_change_after(std::int64_t now_ns) const noexcept {
+  constexpr std::int64_t never = INT64_MAX;
+  if (!options_.windowed()) return never;
+  if (now_ns < start_ns_) return start_ns_;
+  const std::int64_t into = (now_ns - start_ns_) % period_ns();
+  const std::int64_t period_start = now_ns - into;
+  return into < window_ns() ? period_start + window_ns() : period_start + period_ns();
+}
+
+KSCOPE_DECL void trace_window_log::configure(trace_window_options options, std::int64_t since_ns) {
+  options_ = options;
+  windowed_ = options.windowed();
+  since_ns_ = since_ns;
+  kept_.clear();
+  windows_ = forgotten_ = failed_toggles_ = 0;
+  closed_ns_ = 0;
+  open_ = false;
+}
+
+KSCOPE_DECL void trace_window_log::begin(std::int64_t now_ns) {
+  if (open_) return;
+  open_ = true;
+  open_since_ns_ = now_ns;
+  ++windows_;
+}
+
+KSCOPE_DECL void trace_window_log::end(std::int64_t now_ns) {
+  if (!open_) return;
+  open_ = false;
+  const traced_interval w{open_since_ns_, std::max(open_since_ns_, now_ns)};
+  closed_ns_ += w.ns();
+  kept_.push_back(w);
+  if (kept_.size() > max_kept) {
+    kept_.pop_front();
+    ++forgotten_;
+  }
+}
+
+KSCOPE_DECL trace_window_summary trace_window_log::summary(std::int64_t now_ns) const {
+  trace_window_summary s;
+  s.windowed = windowed_;
+  s.options = options_;
+  s.windows = windows_;
+  s.since_ns = since_ns_;
+  s.until_ns = std::max(since_ns_, now_ns);
+  s.open = open_;
+  s.failed_toggles = failed_toggles_;
+  s.forgotten = forgotten_;
+  s.recent.assign(kept_.begin(), kept_.end());
+  s.traced_ns = closed_ns_;
+  if (open_) {
+    const traced_interval w{open_since_ns_, std::max(open_since_ns_, s.until_ns)};
+    s.recent.push_back(w);
+    s.traced_ns += w.ns();
+  }
+  return s;
+}
+
+KSCOPE_DECL void trace_window_log::reset(std::int64_t now_ns) {
+  kept_.clear();
+  windows_ = forgotten_ = 0;
+  closed_ns_ = 0;
+  since_ns_ = now_ns;
+  if (open_) {
+    open_since_ns_ = now_ns;
+    windows_ = 1;
+  }
+}
+
+KSCOPE_DECL bool trace_window_summary::covers(std::int64_t start_ns, std::int64_t end_ns) const noexcept {
+  if (!windowed) return true;
+  // recent is in time order: the last window starting at or before `start` is the only candidate.
+  auto it = std::upper_bound(recent.begin(), recent.end(), start_ns,
+                             [](std::int64_t t, const traced_interval& w) { return t < w.start_ns; });
+  if (it == recent.begin()) return false;
+  --it;
+  return start_ns >= it->start_ns && end_ns <= it->end_ns;
+}
+
+KSCOPE_DECL std::int64_t trace_window_summary::traced_within(std::int64_t start_ns, std::int64_t end_ns) const noexcept {
+  if (end_ns <= start_ns) return 0;
+  if (!windowed) return end_ns - start_ns;
+  std::int64_t sum = 0;
+  for (const traced_interval& w : recent) {
+    const std::int64_t a = std::max(w.start_ns, start_ns), b = std::min(w.end_ns, end_ns);
+    if (b > a) sum += b - a;
+  }
+  return sum;
+}
+
+KSCOPE_DECL std::string detail::window_length_text(std::uint32_t ms) {
+  if (ms < 1000 || ms % 100 != 0) return std::to_string(ms) + " ms";
+  const std::uint32_t tenths = ms / 100;
+  return std::to_string(tenths / 10) + (tenths % 10 ? "." + std::to_string(tenths % 10) : std::string()) + " s";
+}
+
+KSCOPE_DECL std::string trace_window_summary::describe() const {
+  if (!windowed) return {};
+  const auto seconds = [](std::int64_t ns) {
+    const double s = static_cast<double>(ns) / 1e9;
+    return detail::format_fixed(s, s < 10 ? 2 : s < 100 ? 1 : 0) + " s";
+  };
+  const std::string share = detail::format_fixed(100.0 * traced_share(), 1) + " %";
+  std::string line = "GPU activity traced in " + std::to_string(windows) + (windows == 1 ? " window" : " windows") +
+                     (options.windowed() ? " of " + detail::window_length_text(options.window_ms) + " every " +
+                                               detail::window_length_text(options.period_ms)
+                                         : std::string(" (paused and resumed by the program)")) +
+                     ": " + seconds(traced_ns) + " of " + seconds(elapsed_ns()) + " (" + share + ")";
+  if (open) line += ", one open now";
+  if (failed_toggles > 0) line += "; " + std::to_string(failed_toggles) + " pauses or resumes refused by CUPTI";
+  return line;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+}  // namespace kscope
