@@ -10,12 +10,17 @@
 //   sampled     the default collector (graphs sampled: a few replays per node, the rest as
 //               one record each)
 //   pm          the default collector and PM sampling (KSCOPE_METRIC_SAMPLING=1's settings)
-//   production  the production preset
+//   production  the production preset, tracing in windows of 60 ms every 150 ms (its
+//               default, 100 ms every 10 s, would trace this short loop's first window only)
 // The truth: CUDA events around every graph launch, their elapsed times summed over the
 // report's own GPU-time window. The checks:
 //   (a) with PM sampling and with the production preset (and the default and node-level
 //       collector too), gpu_time.busy_share is within 5 % of the events' share, and the
-//       diagnosis has no host-sync finding;
+//       diagnosis has no host-sync finding. With tracing in windows, the events of each step
+//       count by the share of the step's host interval that was traced, over the traced
+//       time (what the account's wall time is): a busy GPU between windows must not read
+//       as idle, nor the untraced time as busy. The windows must have paused and resumed
+//       (at least 4 windows, 30-50 % of the time traced) with no record left unattributed;
 //   (c) with graphs sampled, each of the top 5 kernels' total time (traced + scaled) is
 //       within 5 % of its total with graphs traced node by node (the mean of the two
 //       runs), and its scaled share is
@@ -112,6 +117,7 @@ struct child_result {
   double truth_ns = std::nan("");
   int host_sync_findings = -1;
   int findings = -1;
+  double windows = -1, traced_share = -1, unattributed = -1, report_says_windows = -1;
   std::string findings_text;
   struct kernel_row {
     double total_ns = 0;
@@ -140,6 +146,10 @@ child_result parse_result(const std::string& text) {
     else if (key == "truth_ns") r.truth_ns = number();
     else if (key == "host_sync_findings") in >> r.host_sync_findings;
     else if (key == "findings") in >> r.findings;
+    else if (key == "windows") r.windows = number();
+    else if (key == "traced_share") r.traced_share = number();
+    else if (key == "unattributed") r.unattributed = number();
+    else if (key == "report_says_windows") r.report_says_windows = number();
     else if (key == "kernel") {
       std::string name;
       child_result::kernel_row row;
@@ -191,6 +201,7 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
   } else if (mode == "pm") {
     started = session.enable_cupti() && session.enable_metric_sampling();
   } else if (mode == "production") {
+    ::setenv("KSCOPE_CUPTI_OPTIONS", "window_ms=60,period_ms=150", 1);  // the environment wins over the preset
     started = session.enable_production();
   } else {
     FAIL("unknown mode " << mode);
@@ -216,6 +227,8 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
   KSCOPE_TEST_CUDA(cudaDeviceSynchronize());
 
   cudaGraphExec_t exec = nullptr;
+  cudaEvent_t warm_start = nullptr, warm_end = nullptr;
+  std::pair<std::int64_t, std::int64_t> warm_host;  // the warm-up replays' host interval
   {
     kscope::scope warmup{"warmup", stream};
     cudaGraph_t graph = nullptr;
@@ -230,8 +243,14 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
     KSCOPE_TEST_CUDA(cudaStreamEndCapture(stream, &graph));
     KSCOPE_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     KSCOPE_TEST_CUDA(cudaGraphDestroy(graph));
+    KSCOPE_TEST_CUDA(cudaEventCreate(&warm_start));
+    KSCOPE_TEST_CUDA(cudaEventCreate(&warm_end));
+    warm_host.first = kscope::detail::now_ns();
+    KSCOPE_TEST_CUDA(cudaEventRecord(warm_start, stream));
     for (int i = 0; i < warmup_replays; ++i) KSCOPE_TEST_CUDA(cudaGraphLaunch(exec, stream));
+    KSCOPE_TEST_CUDA(cudaEventRecord(warm_end, stream));
     KSCOPE_TEST_CUDA(cudaStreamSynchronize(stream));
+    warm_host.second = kscope::detail::now_ns();
   }
 
   std::vector<cudaEvent_t> starts(replays), ends(replays);
@@ -239,8 +258,10 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
     KSCOPE_TEST_CUDA(cudaEventCreate(&starts[i]));
     KSCOPE_TEST_CUDA(cudaEventCreate(&ends[i]));
   }
+  std::vector<std::pair<std::int64_t, std::int64_t>> step_host(replays);  // launch to synchronized
   for (int i = 0; i < replays; ++i) {
     kscope::scope step{"step"};
+    step_host[i].first = kscope::detail::now_ns();
     {
       kscope::scope decode{"decode", stream};
       KSCOPE_TEST_CUDA(cudaEventRecord(starts[i], stream));
@@ -252,6 +273,7 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
       KSCOPE_TEST_CUDA(cudaMemcpyAsync(host_token, a, sizeof(float), cudaMemcpyDeviceToHost, stream));
       KSCOPE_TEST_CUDA(cudaStreamSynchronize(stream));
     }
+    step_host[i].second = kscope::detail::now_ns();
   }
   KSCOPE_TEST_CUDA(cudaDeviceSynchronize());
 
@@ -304,14 +326,35 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
   out.precision(17);
   REQUIRE(report.gpu_time.has_value());
   const kscope::gpu_time_report& t = *report.gpu_time;
+  // Tracing in windows: each replay's events count by the traced share of its host interval
+  // (the GPU ran it inside that interval: the step synchronizes).
+  const kscope::trace_window_summary windows = kscope::cupti_collector::global().snapshot().activity.windows;
+  const auto traced_share_of = [&windows](const std::pair<std::int64_t, std::int64_t>& host) {
+    if (!windows.windowed) return 1.0;
+    const double length = static_cast<double>(host.second - host.first);
+    return length > 0 ? static_cast<double>(windows.traced_within(host.first, host.second)) / length : 0.0;
+  };
   double truth_ns = 0;
   for (int i = 0; i < replays; ++i) {
     float ms = 0;
     KSCOPE_TEST_CUDA(cudaEventElapsedTime(&ms, starts[i], ends[i]));
-    truth_ns += static_cast<double>(ms) * 1e6;
+    truth_ns += static_cast<double>(ms) * 1e6 * traced_share_of(step_host[i]);
   }
-  // Nothing else runs on the GPU in the loop but a 4-byte copy per step: the events' sum is
-  // the busy time inside the report's window (which starts at the warm-up scope).
+  {
+    float ms = 0;
+    KSCOPE_TEST_CUDA(cudaEventElapsedTime(&ms, warm_start, warm_end));
+    truth_ns += static_cast<double>(ms) * 1e6 * traced_share_of(warm_host);
+  }
+  if (windows.windowed) {
+    std::printf("graph truth child %s: %s\n", mode.c_str(), windows.describe().c_str());
+    out << "windows " << windows.windows << "\n";
+    out << "traced_share " << windows.traced_share() << "\n";
+    out << "unattributed " << report.cupti_counters.unattributed << "\n";
+    out << "report_says_windows " << (report.text().find("traced in") != std::string::npos ? 1 : 0) << "\n";
+  }
+  // Nothing else runs on the GPU in the loop but a 4-byte copy per step: the events' sum
+  // (warm-up replays included) is the busy time inside the report's window (which starts
+  // at the warm-up scope).
   out << "busy_share " << t.busy_share << "\n";
   out << "busy_ns " << t.busy_ns << "\n";
   out << "truth_ns " << truth_ns << "\n";
@@ -333,6 +376,8 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
     (void)cudaEventDestroy(starts[i]);
     (void)cudaEventDestroy(ends[i]);
   }
+  (void)cudaEventDestroy(warm_start);
+  (void)cudaEventDestroy(warm_end);
   (void)cudaGraphExecDestroy(exec);
   (void)cudaFree(big);
   (void)cudaFree(a);
@@ -370,6 +415,16 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
       CAPTURE(name);
       CHECK(kernel.second.total_ns <= r.busy_ns * 1.01);
     }
+  }
+
+  {  // The production preset traced in windows: paused and resumed, every record attributed.
+    const child_result& production = by_mode["production"];
+    INFO("windows " << production.windows << ", traced share " << production.traced_share);
+    CHECK(production.windows >= 4);
+    CHECK(production.traced_share >= 0.3);
+    CHECK(production.traced_share <= 0.5);
+    CHECK(production.unattributed == 0);
+    CHECK(production.report_says_windows == 1);
   }
 
   // The reference: graphs=node's two runs, kernel by kernel, their mean.

@@ -33,7 +33,7 @@
 // the collector, its graph mode and the samplers are process-wide):
 //   default     session::enable_cupti()
 //   pm          session::enable_cupti() and session::enable_metric_sampling()
-//   production  session::enable_production()
+//   production  session::enable_production(), tracing every launch (window_ms=0)
 // A feature that does not start in the child fails the test (on a device where
 // tests/gpu/expectations.hpp expects it; elsewhere the pm and production modes are not run
 // and the case is recorded as skipped: the GPU main then exits 77).
@@ -563,6 +563,10 @@ TEST_CASE("serving diagnosis child: one program in one collector mode" * doctest
     REQUIRE_MESSAGE(session.enable_cupti(), "enable_cupti() did not start: ", session.report().cupti_status);
     REQUIRE_MESSAGE(session.enable_metric_sampling(), "enable_metric_sampling() did not start: ", sampling_status());
   } else if (mode == "production") {
+    // Tracing every launch: these loops last well under the preset's first window period
+    // (100 ms traced in every 10 s), and the truth here is each program's whole loop. The
+    // preset's windows are checked against the truth in graph_truth_test.
+    ::setenv("KSCOPE_CUPTI_OPTIONS", "window_ms=0", 1);
     REQUIRE_MESSAGE(session.enable_production(), "enable_production(): the collector did not start: ",
                     session.report().cupti_status);
   } else {

@@ -908,9 +908,14 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
     std::lock_guard<std::mutex> control(control_mutex_);
     s.status = status_locked();
     windows = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
-    if (windows.windowed && toggles_ > 0)
-      s.status.message += "; " + std::to_string(toggles_) + " pauses and resumes of tracing took " +
-                          std::to_string(toggle_ns_ / 1000) + " us in all";
+    // Said where every printer shows the collector's status: the kernel tables, the GPU-time
+    // account and the diagnosis rest on these windows only.
+    if (windows.windowed) {
+      s.status.message += "; " + windows.describe() + ": kernel tables, GPU-time account and diagnosis from these";
+      if (toggles_ > 0)
+        s.status.message += " (" + std::to_string(toggles_) + " pauses and resumes took " +
+                            std::to_string(toggle_ns_ / 1000) + " us in all)";
+    }
     const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
          state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
     if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
