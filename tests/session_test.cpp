@@ -28,7 +28,7 @@ TEST_CASE("the JSON report parses back with every field") {
   const kscope::session_report r = session.report();
   const auto doc = nlohmann::json::parse(r.json());
 
-  CHECK(doc["schema"] == "kscope.report/1");
+  CHECK(doc["schema"] == "kscope.report/2");
   const auto& ctx = doc["context"];
   CHECK(ctx["kscope_version"] == KSCOPE_VERSION_STRING);
   CHECK(ctx["timestamp_utc"].get<std::string>().size() == 20);
@@ -192,15 +192,19 @@ TEST_CASE("scopes with declared work are placed on the roofline of their dtype")
   kscope::detail::place_scope(idle, peaks);
   CHECK_FALSE(idle.roofline);
 
-  // The text report shows the roofline table and a hint per placed scope.
+  // The text report shows the roofline table, and each placed scope's verdict (declared
+  // work decides where nothing was measured) with its advice.
   kscope::session_report r;
   r.scopes = {copy, gemm};
+  kscope::decide_verdicts(r);
   const std::string text = r.text();
   CHECK(text.find("roofline (median call)") != std::string::npos);
-  CHECK(text.find("memory-bound") != std::string::npos);
+  CHECK(text.find("copy: memory-bound") != std::string::npos);
   CHECK(text.find("bf16 tensor") != std::string::npos);
   const auto doc = nlohmann::json::parse(r.json());
-  CHECK(doc["scopes"][0]["roofline"]["limiter"] == "memory");
+  CHECK(doc["scopes"][0]["verdict"]["class"] == "memory-bound");
+  CHECK(doc["scopes"][0]["verdict"]["source"] == "declared work");
+  CHECK(doc["scopes"][1]["verdict"]["class"] == "compute-bound");
   CHECK(doc["scopes"][1]["roofline"]["roof"] == "bf16 tensor");
   CHECK(doc["scopes"][0]["roofline"]["fraction_of_measured_roof"].get<double>() == doctest::Approx(4e12 / 4.2e12));
 }
@@ -437,7 +441,7 @@ TEST_CASE("the report accounts GPU time per call and lists requests") {
   session.reset();
 }
 
-TEST_CASE("the production preset: graphs sampled, low-rate metric sampling, no per-scope counters") {
+TEST_CASE("the production preset: graphs sampled, tracing in windows, low-rate metric sampling, no per-scope counters") {
   const kscope::production_options p = kscope::production_preset();
   CHECK(p.cupti.graphs == kscope::graph_tracing::sampled);
   CHECK(p.cupti.graph_first >= 1);
@@ -447,6 +451,10 @@ TEST_CASE("the production preset: graphs sampled, low-rate metric sampling, no p
   CHECK(p.sampling.sampler.interval_ns == 10 * kscope::metric_sampler_options{}.interval_ns);
   CHECK(p.sampling.sampler.max_decoder_share == doctest::Approx(0.05));
   CHECK(p.sampling.sampler.max_decoder_share < kscope::metric_sampler_options{}.max_decoder_share);
+  // The collector traces in windows, 1 % of the time; the collector alone traces every launch.
+  CHECK(p.cupti.windows.windowed());
+  CHECK(p.cupti.windows.traced_share() <= 0.01);
+  CHECK_FALSE(kscope::cupti_options{}.windows.windowed());
   // The collector and the sampler are what it turns on; counters stay off.
   kscope::production_options lean = p;
   lean.metric_sampling = false;
