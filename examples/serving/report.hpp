@@ -117,6 +117,18 @@ void print_gpu_work_per_step(const kscope::session_report& report) {
     for (const kscope::copy_totals& c : s.gpu_activity->memcpy) copies += c.count;
   }
   if (!report.cupti_status.empty()) std::printf("  CUPTI              %s\n", report.cupti_status.c_str());
+  // Traced in windows (the production preset): the CUPTI totals hold the windows' steps
+  // only, so per step comes from the GPU-time account's steps whole inside a window.
+  if (report.gpu_time && report.gpu_time->windowed) {
+    const kscope::scope_report* step = report.find("step");
+    const kscope::scope_gpu_time* t = step ? report.gpu_time->find(step->id) : nullptr;
+    if (t != nullptr && t->calls_seen > 0)
+      std::printf("  GPU work per step  %.1f kernels, %.1f device-to-host copies (CUPTI, %llu steps in traced windows)\n",
+                  t->kernels_per_call, t->d2h_per_call, static_cast<unsigned long long>(t->calls_seen));
+    else
+      std::printf("  GPU work per step  unknown: no step lay whole inside a traced window\n");
+    return;
+  }
   if (steps == 0 || kernels == 0) return;
   std::printf("  GPU work per step  %.1f kernels, %.1f copies (CUPTI, %llu steps)\n", double(kernels) / steps,
               double(copies) / steps, static_cast<unsigned long long>(steps));

@@ -299,16 +299,23 @@ KSCOPE_DECL std::string scope_advice(const scope_report& s, const subtree_gpu_wo
 
 KSCOPE_DECL void reconcile_and_advise(session_report& out, const gpu_activity_report& activity, const device_peaks* peaks,
                                  bool timeline) {
+  // Traced in windows (activity/trace_windows.hpp): the aggregates hold the windows' work
+  // only, and a call straddling a window's edge was traced in part, so no per-call figure is
+  // divided out of them here (the report says less, never a false per-call number); the
+  // GPU-time account gives per-call figures from the calls whole inside a window.
+  const bool whole_run = !activity.windows.windowed;
   const auto streams = kernel_streams_by_node(activity.recent);
   for (std::size_t i = 0; i < out.scopes.size(); ++i) {
     scope_report& s = out.scopes[i];
     if (s.id == unscoped_node) continue;
     const subtree_gpu_work subtree = subtree_work(out.scopes, i);
     const auto it = streams.find(s.id);
-    const std::string warning =
-        reconcile_gpu_time(s, subtree, it == streams.end() ? std::string() : kernel_streams_text(it->second), peaks);
-    if (!warning.empty()) out.warnings.push_back(warning);
-    s.advice = scope_advice(s, subtree, timeline);
+    if (whole_run) {
+      const std::string warning =
+          reconcile_gpu_time(s, subtree, it == streams.end() ? std::string() : kernel_streams_text(it->second), peaks);
+      if (!warning.empty()) out.warnings.push_back(warning);
+    }
+    s.advice = scope_advice(s, subtree, timeline && whole_run);
   }
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS

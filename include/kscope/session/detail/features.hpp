@@ -60,7 +60,10 @@ class gpu_time_feature final : public session_feature {
   [[nodiscard]] std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
 };
 
-KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks);
+// `whole_run`: the CUPTI aggregates cover every call (not traced in windows), so a scope's
+// kernel busy time per call can be divided out of them.
+KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks,
+                                    bool whole_run = true);
 // The GPU-time accounting of `out.scopes` (summarized already) on the trace ring and the
 // activity's recent events; over [window_start_ns, window_end_ns] when given
 // (session::window(), gpu_time_input's given window), else over what the rings hold.
@@ -69,7 +72,8 @@ KSCOPE_DECL gpu_time_report account_session_gpu_time(const session_report& out, 
                                                      std::int64_t window_start_ns = 0, std::int64_t window_end_ns = 0);
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks) {
+KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_snapshot& snap, const device_peaks* peaks,
+                                    bool whole_run) {
   session_counters_status st;
   st.enabled = snap.enabled;
   st.status = snap.status;
@@ -90,7 +94,7 @@ KSCOPE_DECL void add_scope_counters(session_report& out, const scope_counters_sn
                                 s.declared.bytes > 0 ? s.declared.bytes / calls : nan}
                          : work{nan, nan};
     const double span = s.host_ns.n > 0 ? s.host_ns.median : nan;
-    const double busy = s.gpu_activity && s.calls > 0
+    const double busy = whole_run && s.gpu_activity && s.calls > 0
                             ? static_cast<double>(s.gpu_activity->busy_ns) / static_cast<double>(s.calls)
                             : nan;
     std::optional<hierarchical_roofs> roofs;
@@ -177,7 +181,8 @@ struct sampled_metrics_section final : feature_section {
 struct counters_section final : feature_section {
   scope_counters_snapshot snap;
   void add_to(session_report& out, const report_evidence& evidence) override {
-    add_scope_counters(out, snap, evidence.peaks);
+    add_scope_counters(out, snap, evidence.peaks,
+                       evidence.activity == nullptr || !evidence.activity->windows.windowed);
   }
 };
 
