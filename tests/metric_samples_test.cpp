@@ -88,6 +88,39 @@ TEST_CASE("metric samples: a sample is shared among nodes by their overlap") {
   CHECK(r.index_of("nope") == 2);
 }
 
+TEST_CASE("metric samples: tracing in windows: untraced sample time is neither busy nor idle") {
+  // The example above with the collector traced only over [0, 150): sample B's second half
+  // had kernels nobody saw. Busy 125 of the 150 traced ns, not of the 200 sampled.
+  const std::vector<kscope::metric_sample> samples = {sample(0, 100, 80, 1000), sample(100, 200, 20, 0)};
+  const std::vector<kscope::kernel_interval> kernels = {kernel(0, 50, 1), kernel(50, 100, 2), kernel(100, 125, 1)};
+  kscope::sampled_metrics agg(two_metrics);
+  agg.set_traced(std::vector<kscope::traced_interval>{{0, 150}});
+  for (const kscope::metric_sample& m : samples) agg.add_sample(m.start_ns, m.end_ns, m.values.data());
+  for (const kscope::kernel_interval& k : kernels) agg.add_kernel(k);
+  agg.attribute_all();
+  const kscope::sampled_metrics_report r = agg.report();
+  CHECK(r.device_wide.sampled_ns == doctest::Approx(200));
+  CHECK(r.device_wide.known_ns == doctest::Approx(150));
+  CHECK(r.device_wide.busy_share() == doctest::Approx(125.0 / 150));  // not 0.625: the untraced 50 ns are not idle
+  CHECK(r.device_wide.values[0].mean == doctest::Approx(50));        // GPU-wide values count whole
+  const kscope::node_sampled_metrics* one = r.find(1);
+  REQUIRE(one != nullptr);
+  CHECK(one->values[0].mean == doctest::Approx(60));  // its slices are unchanged
+  CHECK(one->idle_share() == doctest::Approx(25.0 / 150));  // idle within the traced 150 ns it touched
+
+  // A hand-built device summary with no known time: all of the sampled time.
+  kscope::device_sampled_metrics d;
+  d.sampled_ns = 100;
+  d.busy_ns = 40;
+  CHECK(d.busy_share() == doctest::Approx(0.4));
+  // Nothing traced at all: no busy share (never 0).
+  kscope::sampled_metrics none(two_metrics);
+  none.set_traced(std::vector<kscope::traced_interval>{});
+  none.add_sample(0, 100, samples[0].values.data());
+  none.attribute_all();
+  CHECK(std::isnan(none.report().device_wide.busy_share()));
+}
+
 TEST_CASE("metric samples: two nodes running side by side split the busy time") {
   // One sample [0, 100) at 40 %. Node 1 ran the whole sample, node 2 [0, 50) beside it:
   // busy 100, overlaps 100 and 50 -> slices 100 * 100/150 and 100 * 50/150.

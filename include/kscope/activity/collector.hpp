@@ -190,6 +190,9 @@ class cupti_collector {
   bool resume_tracing();
   // Running and not paused: launches are traced now.
   [[nodiscard]] bool tracing() const noexcept;
+  // The windows traced so far (windowed false: every launch since start). Cheap: no flush,
+  // no attribution lock (the PM-sample attribution reads it at every fold).
+  [[nodiscard]] trace_window_summary trace_windows() const;
 
   [[nodiscard]] cupti_status status() const;
 
@@ -816,6 +819,11 @@ KSCOPE_DECL bool cupti_collector::resume_tracing() {
 }
 
 KSCOPE_DECL bool cupti_collector::tracing() const noexcept { return tracing_.load(std::memory_order_acquire); }
+
+KSCOPE_DECL trace_window_summary cupti_collector::trace_windows() const {
+  std::lock_guard<std::mutex> control(control_mutex_);
+  return window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
+}
 
 KSCOPE_DECL void cupti_collector::start_window_thread(trace_window_schedule schedule) {
 #if KSCOPE_HAS_CUPTI

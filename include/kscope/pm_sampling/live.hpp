@@ -180,6 +180,10 @@ KSCOPE_DECL void live_metric_sampling::add_step_call(sampled_node node, std::int
 
 KSCOPE_DECL void live_metric_sampling::fold(std::int64_t watermark_ns) {
   const std::int64_t decoded_until = sampler_.status().decoded_until_ns;
+  // Tracing in windows: kernels are known inside the collector's windows only. Read before
+  // this object's lock: the collector's control lock comes first (a flush delivers kernel
+  // intervals into add_interval under it).
+  const trace_window_summary windows = cupti_collector::global().trace_windows();
   std::lock_guard<std::mutex> lock(mutex_);
   if (aggregator_ == nullptr) return;
   sampler_.drain([this](const metric_sample_view& s) {
@@ -188,6 +192,7 @@ KSCOPE_DECL void live_metric_sampling::fold(std::int64_t watermark_ns) {
   });
   const std::int64_t until = std::min(watermark_ns, decoded_until);
   if (until > folded_until_ns_) {
+    aggregator_->set_traced(windows.windowed ? std::optional<std::vector<traced_interval>>(windows.recent) : std::nullopt);
     aggregator_->attribute_until(until);
     folded_until_ns_ = until;
   }

@@ -36,6 +36,10 @@
 //   everywhere in kscope). A call no sample overlapped is counted, not used.
 // - Device-wide: every sample counts, weighted by its length; the busy share is the
 //   utilisation (time some kernel ran / time sampled).
+// - Tracing in windows (set_traced): kernels are known inside the traced windows only, so
+//   a sample's busy and idle parts are taken within its traced part: the device's busy
+//   share is busy / traced sample time, a node's idle share likewise; the untraced time of
+//   samples is neither (never idle). Metric values are GPU-wide and count whole.
 // - Input in any order. Samples and kernels wait in bounded pending buffers until
 //   attribute_until(watermark) or attribute_all() folds them into the aggregates, so the
 //   memory is fixed (memory_bound_bytes()) however long the program runs. Whatever a full
@@ -46,6 +50,7 @@
 #pragma once
 
 #include "../activity/records.hpp"  // kernel_interval
+#include "../activity/trace_windows.hpp"
 #include "../counters/metrics.hpp"
 #include "../core/detail/reservoir.hpp"
 #include "../core/detail/stats_math.hpp"
@@ -56,6 +61,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -322,6 +328,9 @@ struct device_sampled_metrics {
   std::uint64_t samples = 0;
   double sampled_ns = 0;
   double busy_ns = 0;  // some kernel running
+  // The sampled time whose kernels were known: sampled_ns, or with tracing in windows
+  // (sampled_metrics::set_traced) its part inside the traced windows. NaN: all of sampled_ns.
+  double known_ns = std::numeric_limits<double>::quiet_NaN();
   std::vector<sampled_value> values;  // every sample, weighted by its length
 
   // Utilisation: the share of the sampled time with a kernel running.
@@ -330,7 +339,8 @@ struct device_sampled_metrics {
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL double device_sampled_metrics::busy_share() const noexcept {
-  return sampled_ns > 0 ? busy_ns / sampled_ns : std::numeric_limits<double>::quiet_NaN();
+  const double basis = std::isnan(known_ns) ? sampled_ns : known_ns;
+  return basis > 0 ? busy_ns / basis : std::numeric_limits<double>::quiet_NaN();
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -503,6 +513,11 @@ class sampled_metrics {
   // Folds everything pending, as if every interval had arrived (the end of a run).
   void attribute_all();
 
+  // Tracing in windows (activity/trace_windows.hpp): the kernel intervals given are only
+  // those of these windows, in time order; samples folded from now on count busy and idle
+  // within them (the header's rules). Unset: kernels are known all the time.
+  void set_traced(std::optional<std::vector<traced_interval>> windows) { traced_ = std::move(windows); }
+
   [[nodiscard]] std::size_t pending_samples() const noexcept { return pending_.size(); }
   [[nodiscard]] std::size_t pending_kernels() const noexcept { return kernels_.size(); }
 
@@ -578,6 +593,8 @@ class sampled_metrics {
   std::uint64_t device_samples_ = 0;
   double device_sampled_ns_ = 0;
   double device_busy_ns_ = 0;
+  double device_known_ns_ = 0;
+  std::optional<std::vector<traced_interval>> traced_;
   // Samples ending at or before this were folded; a sample or call ending there is late.
   std::int64_t folded_until_ = std::numeric_limits<std::int64_t>::min();
   // Kernels ending at or before this were forgotten; one arriving now is late.
@@ -680,6 +697,7 @@ KSCOPE_DECL sampled_metrics_report sampled_metrics::report() const {
   r.device_wide.samples = device_samples_;
   r.device_wide.sampled_ns = device_sampled_ns_;
   r.device_wide.busy_ns = device_busy_ns_;
+  r.device_wide.known_ns = device_known_ns_;
   for (std::size_t m = 0; m < metrics_.size(); ++m) r.device_wide.values.push_back(device_[m].value(is_count_[m]));
   for (const auto& [node, acc] : nodes_) {
     node_sampled_metrics n;
@@ -807,7 +825,16 @@ KSCOPE_DECL void sampled_metrics::fold_sample(const metric_sample_view& s) {
     spans_.emplace_back(slice.start_ns, slice.end_ns);
   }
   const std::int64_t busy = detail::union_length(spans_);
-  const std::int64_t idle = length - busy;
+  // The part of the sample whose kernels are known (all of it unless traced in windows).
+  std::int64_t known = length;
+  if (traced_) {
+    known = 0;
+    for (const traced_interval& w : *traced_) {
+      const std::int64_t a = std::max(w.start_ns, s.start_ns), b = std::min(w.end_ns, s.end_ns);
+      if (b > a) known += b - a;
+    }
+  }
+  const std::int64_t idle = std::max<std::int64_t>(0, known - busy);
 
   // Each node's overlap: the union of its own slices.
   std::sort(slices_.begin(), slices_.end(), [](const node_slice& a, const node_slice& b) {
@@ -830,6 +857,7 @@ KSCOPE_DECL void sampled_metrics::fold_sample(const metric_sample_view& s) {
   ++device_samples_;
   device_sampled_ns_ += static_cast<double>(length);
   device_busy_ns_ += static_cast<double>(busy);
+  device_known_ns_ += static_cast<double>(std::max(known, busy));
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     const double v = s.values[m];
     if (std::isnan(v)) {
@@ -850,7 +878,7 @@ KSCOPE_DECL void sampled_metrics::fold_sample(const metric_sample_view& s) {
     ++acc->samples;
     acc->attributed_ns += weight;
     acc->kernel_ns += static_cast<double>(own);
-    acc->touched_sample_ns += static_cast<double>(length);
+    acc->touched_sample_ns += static_cast<double>(std::max(known, busy));
     acc->touched_idle_ns += static_cast<double>(idle);
     for (std::size_t m = 0; m < metrics_.size(); ++m) {
       const double v = s.values[m];
