@@ -535,3 +535,79 @@ TEST_CASE("a graph captured in scope \"build\" and replayed in \"replay\": the r
   cudaFree(x);
   cudaStreamDestroy(stream);
 }
+
+// Tracing in windows (activity/trace_windows.hpp): after pauses and resumes, each window's
+// eager kernels, graph replays and host waits go to the scope that launched them, nothing
+// launched between windows makes a record, and no record is left unattributed. (On an H100
+// with the launch callbacks switched off during pauses, every record after the first resume
+// carried one stale correlation id: this is the check for that.)
+TEST_CASE("tracing paused and resumed: each window's work goes to its scope, nothing between windows") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
+  auto& c = collector();
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float* x = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  graph_step_a<<<1, 256, 0, stream>>>(x);
+  graph_step_b<<<1, 256, 0, stream>>>(x);
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
+  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  const kscope::cupti_snapshot before = flushed_snapshot();
+  constexpr int windows = 4;
+  for (int w = 0; w < windows; ++w) {
+    {
+      test_scope s(static_cast<kscope::node_id>(7000 + w));  // traced: 5 kernels, a wait
+      for (int i = 0; i < 5; ++i) tag_kernel<<<1, 32, 0, stream>>>(nullptr, i);
+      REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    }
+    {
+      test_scope s(static_cast<kscope::node_id>(7100 + w));  // traced: 3 graph replays
+      for (int i = 0; i < 3; ++i) REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+      REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    }
+    REQUIRE(c.pause_tracing());
+    CHECK_FALSE(c.tracing());
+    {
+      test_scope s(static_cast<kscope::node_id>(7200 + w));  // between windows: nothing recorded
+      for (int i = 0; i < 5; ++i) tag_kernel<<<1, 32, 0, stream>>>(nullptr, i);
+      REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+      REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    }
+    REQUIRE(c.resume_tracing());
+    CHECK(c.tracing());
+  }
+  const kscope::cupti_snapshot snap = flushed_snapshot();
+  for (int w = 0; w < windows; ++w) {
+    CAPTURE(w);
+    const kscope::node_gpu_activity* eager = snap.activity.find(static_cast<kscope::node_id>(7000 + w));
+    REQUIRE(eager != nullptr);
+    CHECK(eager->kernel_count == 5);
+    CHECK(eager->host_sync.count == 1);
+    const kscope::node_gpu_activity* replays = snap.activity.find(static_cast<kscope::node_id>(7100 + w));
+    REQUIRE(replays != nullptr);
+    CHECK(replays->graph_replays == 3);
+    CHECK(snap.activity.find(static_cast<kscope::node_id>(7200 + w)) == nullptr);
+  }
+  CHECK(snap.activity.counters.unattributed == before.activity.counters.unattributed);
+  CHECK(snap.activity.counters.unscoped == before.activity.counters.unscoped);
+  // Every window's launches carried their own correlation ids.
+  std::set<std::uint32_t> correlations;
+  std::size_t events = 0;
+  for (const auto& e : snap.activity.recent) {
+    if (e.node < 7000 || e.node >= 7200 || e.kind == kscope::activity_kind::synchronization) continue;
+    ++events;
+    correlations.insert(e.correlation_id);
+  }
+  CHECK(correlations.size() >= static_cast<std::size_t>(windows * (5 + 3)));
+  const kscope::trace_window_summary w = c.trace_windows();
+  CHECK(w.windowed);  // paused by the program: windows from then on
+  CHECK(w.windows >= static_cast<std::uint64_t>(windows));
+  MESSAGE(w.describe() << "; " << events << " events in distinct " << correlations.size() << " correlations");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(x);
+  cudaStreamDestroy(stream);
+}

@@ -178,11 +178,11 @@ class cupti_collector {
   // Flushes (forced), disables the activity kinds and unsubscribes. Data stays readable.
   void stop() noexcept;
 
-  // Tracing in windows (trace_windows.hpp): stops tracing until resume_tracing(), leaving
-  // nothing per launch behind: the activity kinds are disabled and the launch, copy, sync
-  // and graph-launch callbacks switched off; the subscription and the resource callbacks
-  // (graph nodes built, modules loaded: never per launch) stay, and so do the records and
-  // aggregates so far. With cupti_options::windows set, the collector's own thread calls
+  // Tracing in windows (trace_windows.hpp): stops tracing until resume_tracing(): the
+  // activity kinds are disabled, so a launch gets no record; its callback (two stores)
+  // stays unless cupti_options::pause_callbacks says otherwise (options.hpp says why), and
+  // so do the subscription, the resource callbacks (graph nodes built, modules loaded:
+  // never per launch) and the records and aggregates so far. With cupti_options::windows set, the collector's own thread calls
   // these on the schedule; a program may call them itself (its own windows: around the
   // steps it wants traced), and each resume opens a window in the report. False when not
   // running, or when CUPTI refused (then tracing stays as it was, counted).
@@ -649,7 +649,7 @@ class cupti_collector {
       graph_node_level_launches_ = 0;  // a launch in flight finds graph-level trace off and leaves it be
       for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_disable(kind) == CUPTI_SUCCESS && ok;
     }
-    set_launch_callbacks(0);
+    if (options_.pause_callbacks) set_launch_callbacks(0);
     paused_ = true;
     tracing_.store(false, std::memory_order_release);
     const std::int64_t now = detail::now_ns();
@@ -663,7 +663,7 @@ class cupti_collector {
   bool resume_locked() {
     if (state_ != cupti_state::running || !paused_) return false;
     const std::int64_t began = detail::now_ns();
-    set_launch_callbacks(1);
+    if (options_.pause_callbacks) set_launch_callbacks(1);
     bool ok = true;
     {
       std::lock_guard<std::mutex> lock(graph_toggle_mutex_);

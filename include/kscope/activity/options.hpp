@@ -88,6 +88,13 @@ struct cupti_options {
   // windows.period_ms, paused in between. Off (0) by default: every launch is traced. The
   // production preset turns it on (production_trace_windows: 100 ms in every 10 s).
   trace_window_options windows{};
+  // A pause also switches off the launch, copy, sync and graph-launch callbacks, so that a
+  // launch between windows pays nothing at all. Off by default: on an H100 (driver 580,
+  // CUPTI 130001) every record after the first resume then carried one stale correlation
+  // id, and all of them went to the scope of that one launch (bench/RESULTS.md, "tracing in
+  // windows"); with the callbacks kept, a launch between windows pays the callback (two
+  // stores) and no record.
+  bool pause_callbacks = false;
   // GPU timestamps put on kscope's clock by CUPTI calling kscope's clock (exact); off: CUPTI's
   // own clock plus an offset measured from paired samples at start (drifts by microseconds
   // over hours). A switch so that the overhead bench can tell whether the callback costs
@@ -149,6 +156,7 @@ KSCOPE_DECL std::string_view trim_option(std::string_view s) {
 //   buffers                            activity buffers in the pool (1 .. 1024)
 //   flush_ms                           cuptiActivityFlushPeriod in ms (0 .. 3600000; 0: CUPTI's)
 //   window_ms, period_ms               tracing in windows, ms (0 .. 86400000; window_ms=0: always)
+//   pause_callbacks                    on/off: a pause switches the launch callbacks off too
 //
 //   std::vector<std::string> problems = kscope::apply_cupti_options_text("graphs=node,sync=0", o);
 KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view text, cupti_options& options,
@@ -179,12 +187,13 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     const std::string_view value = detail::trim_option(item.substr(eq + 1));
     std::uint64_t n = 0;
     if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api" ||
-        key == "timestamp_callback") {
+        key == "timestamp_callback" || key == "pause_callbacks") {
       bool& target = key == "memcpy"       ? options.collect_memcpy
                      : key == "memset"     ? options.collect_memset
                      : key == "sync"       ? options.collect_sync
                      : key == "driver_api" ? options.driver_api_callbacks
                      : key == "timestamp_callback" ? options.timestamp_callback
+                     : key == "pause_callbacks" ? options.pause_callbacks
                                            : options.runtime_api_callbacks;
       if (!detail::parse_option_switch(value, target)) refuse(item, "on or off");
     } else if (key == "graphs") {
@@ -213,7 +222,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
         refuse(item, "milliseconds from 0 to 86400000");
     } else {
       refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, timestamp_callback, graphs, graph_first, "
-                   "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms");
+                   "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, pause_callbacks");
     }
   }
   return problems;
