@@ -17,9 +17,9 @@
 //   (a) with PM sampling and with the production preset (and the default and node-level
 //       collector too), gpu_time.busy_share is within 5 % of the events' share, and the
 //       diagnosis has no host-sync finding. With tracing in windows, the events of each step
-//       count by the share of the step's host interval that was traced, over the traced
-//       time (what the account's wall time is): a busy GPU between windows must not read
-//       as idle, nor the untraced time as busy. The windows must have paused and resumed
+//       launched inside a window count by the share of the step's host interval inside it,
+//       over the account's wall time (the windows from their first record on): a busy GPU
+//       between windows must not read as idle, nor the untraced time as busy. The windows must have paused and resumed
 //       (at least 4 windows, 30-50 % of the time traced) with no record left unattributed;
 //   (c) with graphs sampled, each of the top 5 kernels' total time (traced + scaled) is
 //       within 5 % of its total with graphs traced node by node (the mean of the two
@@ -326,11 +326,14 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
   out.precision(17);
   REQUIRE(report.gpu_time.has_value());
   const kscope::gpu_time_report& t = *report.gpu_time;
-  // Tracing in windows: each replay's events count by the traced share of its host interval
-  // (the GPU ran it inside that interval: the step synchronizes).
+  // Tracing in windows: a replay launched inside a window was recorded; its events count by
+  // the share of its host interval inside that window (the GPU ran it inside that interval:
+  // the step synchronizes). One launched before a window opened made no record, and the
+  // account knows a window only from its first record on (gpu_time.hpp): it counts nowhere.
   const kscope::trace_window_summary windows = kscope::cupti_collector::global().snapshot().activity.windows;
   const auto traced_share_of = [&windows](const std::pair<std::int64_t, std::int64_t>& host) {
     if (!windows.windowed) return 1.0;
+    if (!windows.covers(host.first, host.first)) return 0.0;
     const double length = static_cast<double>(host.second - host.first);
     return length > 0 ? static_cast<double>(windows.traced_within(host.first, host.second)) / length : 0.0;
   };

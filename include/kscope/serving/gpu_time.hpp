@@ -54,11 +54,15 @@
 //     scope's gpu_ns, share_of_gpu and kernel_count are unknown too (totals_known false) and
 //     only the idle gaps after gpu_known_from_ns are listed.
 //   - tracing in windows (gpu_time_input::traced, activity/trace_windows.hpp): the GPU's
-//     activity is known inside the traced windows only, so the wall time is the window's
-//     overlap with them (traced_ns), busy is clipped to them, an idle gap is one that lies
-//     inside one of them, and per-call figures come from the calls that lie whole inside
-//     one (calls_untraced counts the others). Time between windows is unknown, not idle.
-//     The scopes' totals are what the aggregates hold: the traced windows' work.
+//     activity is known inside the traced windows only, and within a window only from the
+//     start of its first GPU record on: work launched before the window opened may still
+//     run at its start and made no record, so the time before that first record is
+//     unknown, not idle (a window with no record at all is left out whole). The wall time
+//     is those spans' overlap with the account's window, busy is clipped to them, an idle
+//     gap is one that lies inside one of them, and per-call figures come from the calls that
+//     lie whole inside a window (their launches were all traced; calls_untraced counts the
+//     others). Time between windows is unknown, not idle. The scopes' totals are what the
+//     aggregates hold: the traced windows' work.
 #pragma once
 
 #include "../core/stats.hpp"
@@ -301,23 +305,39 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
   out.wall_ns = static_cast<double>(out.window_end_ns - out.window_start_ns);
 
   // The traced part of the window (tracing in windows), merged and in time order.
-  std::vector<span> traced;
+  // `traced`: the windows as the host saw them (a call inside one had every launch traced);
+  // `known`: each from its first GPU record on (the header says why), for the GPU side.
+  std::vector<span> traced, known;
   if (in.traced) {
     out.windowed = true;
     for (const traced_interval& w : *in.traced) {
-      const std::int64_t s = std::max(w.start_ns, out.window_start_ns), t = std::min(w.end_ns, out.window_end_ns);
-      if (t > s) traced.emplace_back(s, t);
+      if (w.end_ns > w.start_ns) traced.emplace_back(w.start_ns, w.end_ns);
     }
     detail::merge_intervals(traced);
-    out.traced_windows = traced.size();
-    out.wall_ns = detail::union_length(traced);
+    std::vector<std::int64_t> first(traced.size(), std::numeric_limits<std::int64_t>::max());
+    for (const gpu_activity_event* e : gpu) {
+      auto it = std::upper_bound(traced.begin(), traced.end(), e->start_ns,
+                                 [](std::int64_t t, const span& w) { return t < w.first; });
+      if (it == traced.begin()) continue;
+      --it;
+      if (e->start_ns < it->second) {
+        std::int64_t& f = first[static_cast<std::size_t>(it - traced.begin())];
+        f = std::min(f, e->start_ns);
+      }
+    }
+    for (std::size_t i = 0; i < traced.size(); ++i) {
+      const std::int64_t s = std::max(first[i], out.window_start_ns), t = std::min(traced[i].second, out.window_end_ns);
+      if (first[i] != std::numeric_limits<std::int64_t>::max() && t > s) known.emplace_back(s, t);
+    }
+    out.traced_windows = known.size();
+    out.wall_ns = detail::union_length(known);
   }
-  // Whether [start, end] lies whole inside one traced span.
-  const auto inside_traced = [&](std::int64_t start, std::int64_t end) {
+  // Whether [start, end] lies whole inside one span of `spans` (sorted, disjoint).
+  const auto inside = [&](const std::vector<span>& spans, std::int64_t start, std::int64_t end) {
     if (!in.traced) return true;
-    auto it = std::upper_bound(traced.begin(), traced.end(), start,
+    auto it = std::upper_bound(spans.begin(), spans.end(), start,
                                [](std::int64_t t, const span& w) { return t < w.first; });
-    if (it == traced.begin()) return false;
+    if (it == spans.begin()) return false;
     --it;
     return start >= it->first && end <= it->second;
   };
@@ -333,9 +353,9 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     std::vector<span> clipped;
     std::size_t w = 0;
     for (const span& b : busy) {
-      while (w < traced.size() && traced[w].second <= b.first) ++w;
-      for (std::size_t k = w; k < traced.size() && traced[k].first < b.second; ++k) {
-        const std::int64_t s = std::max(b.first, traced[k].first), t = std::min(b.second, traced[k].second);
+      while (w < known.size() && known[w].second <= b.first) ++w;
+      for (std::size_t k = w; k < known.size() && known[k].first < b.second; ++k) {
+        const std::int64_t s = std::max(b.first, known[k].first), t = std::min(b.second, known[k].second);
         if (t > s) clipped.emplace_back(s, t);
       }
     }
@@ -391,7 +411,7 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
     for (std::size_t i = 1; i < busy.size(); ++i) {  // busy is sorted: midpoints increase
       gpu_idle_gap g{busy[i - 1].second, busy[i].first - busy[i - 1].second, 0, {}};
       if (g.start_ns < gaps_known_from) continue;
-      if (!inside_traced(g.start_ns, busy[i].first)) continue;  // between windows: unknown, not idle
+      if (!inside(known, g.start_ns, busy[i].first)) continue;  // between windows: unknown, not idle
       const std::int64_t mid = g.start_ns + g.ns / 2;
       while (next < by_start.size() && by_start[next].h->start_ns <= mid) {
         heap.push_back(by_start[next++]);
@@ -535,7 +555,7 @@ KSCOPE_DECL gpu_time_report account_gpu_time(const gpu_time_input& in) {
           ++out.calls_before_gpu_ring;
           continue;
         }
-        if (!inside_traced(h->start_ns, h->end_ns)) {  // its launches were traced in part, or not at all
+        if (!inside(traced, h->start_ns, h->end_ns)) {  // its launches were traced in part, or not at all
           ++out.calls_untraced;
           continue;
         }
