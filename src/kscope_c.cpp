@@ -994,6 +994,23 @@ kscope_status kscope_report_write(const kscope_report* report, int format, const
   });
 }
 
+kscope_status kscope_report_verdict(const kscope_report* report, const char* path, size_t path_size, char** json,
+                                    size_t* json_size) {
+  return guarded("kscope_report_verdict", [&] {
+    if (report == nullptr || json == nullptr || (path == nullptr && path_size != 0))
+      return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_report_verdict: null report, path or json pointer");
+    const std::string wanted(view_of(path, path_size));
+    const kscope::scope_report* s = report->report.find(wanted);
+    if (s == nullptr)
+      return fail(KSCOPE_ERROR_NOT_FOUND, "kscope_report_verdict: the report has no scope \"" +
+                                              kscope::printable_text(wanted) + "\"");
+    std::string out;
+    kscope::detail::json_writer w(out);
+    if (s->verdict) kscope::detail::write_verdict_json(w, *s->verdict); else w.value(nullptr);
+    return give_text(out, json, json_size);
+  });
+}
+
 kscope_status kscope_diagnose(const kscope_report* report, const char* options, char** json, size_t* json_size,
                               char** text, size_t* text_size) {
   return guarded("kscope_diagnose", [&] {

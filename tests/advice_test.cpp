@@ -87,6 +87,7 @@ kscope::session_report advised(const kscope::scope_report& s, const std::vector<
   kscope::gpu_activity_report activity;
   activity.recent = recent;
   kscope::detail::reconcile_and_advise(r, activity, &peaks(), timeline);
+  kscope::decide_verdicts(r);
   return r;
 }
 
@@ -128,14 +129,22 @@ TEST_CASE("events that disagree with the scope's kernels: a warning with both nu
 
   const std::string text = r.text();
   CHECK_MESSAGE(contains(text, "≠CUPTI"), text);  // the event median is not shown as GPU time
-  CHECK_MESSAGE(contains(text, "decode [timed by kernels (CUPTI)]: at the compute roof: 60% of the fp32 plain roof"), text);
+  // The roofline section says how it was timed; the advice is the scope's verdict's (declared work decided).
+  CHECK_MESSAGE(contains(text, "\ndecode [timed by kernels (CUPTI)]\n"), text);
+  REQUIRE(r.scopes[0].verdict);
+  CHECK_MESSAGE(contains(text, "decode: compute-bound (fp32 plain), from declared work over "), text);
+  CHECK_MESSAGE(contains(text, "  - compute-bound (declared work: "), text);
+  CHECK_MESSAGE(contains(r.scopes[0].verdict->verdict.text, "at the compute roof: 60% of the fp32 plain roof"),
+                r.scopes[0].verdict->verdict.text);
   CHECK_MESSAGE(!contains(text, "impossible"), text);
   const auto doc = nlohmann::json::parse(r.json());
   CHECK(doc["scopes"][0]["gpu_time_disagreement"] == w);
   CHECK(doc["scopes"][0]["roofline"]["time_source"] == "kernels (CUPTI)");
   CHECK(doc["scopes"][0]["roofline"]["time_ns"].get<double>() == doctest::Approx(kernel_ns));
   CHECK(doc["scopes"][0]["roofline"]["impossible"] == false);
-  CHECK(doc["scopes"][0]["roofline"]["limiter"] == "compute");
+  CHECK(doc["scopes"][0]["roofline"].find("limiter") == doc["scopes"][0]["roofline"].end());
+  CHECK(doc["scopes"][0]["verdict"]["class"] == "compute-bound");
+  CHECK(doc["scopes"][0]["verdict"]["source"] == "declared work");
 }
 
 TEST_CASE("the disagreement rule: kernel busy per call > 1.5 x event time per call + 5 us") {
@@ -207,8 +216,10 @@ TEST_CASE("above 110% of the theoretical roof a placement is impossible and gets
     const auto doc = nlohmann::json::parse(r.json());
     const auto& roofline = doc["scopes"][0]["roofline"];
     CHECK(roofline["impossible"] == true);
-    CHECK(roofline["limiter"].is_null());
-    CHECK(roofline["hint"].is_null());
+    CHECK(roofline.find("limiter") == roofline.end());
+    CHECK(roofline.find("hint") == roofline.end());
+    // No verdict rests on it: the scope ran on the GPU and nothing decided.
+    CHECK(doc["scopes"][0]["verdict"]["class"] == "undetermined");
     CHECK(contains(roofline["impossible_reason"].get<std::string>(), "impossible: 150%"));
     CHECK(!contains(r.html(), "at the compute roof"));
   }
@@ -236,7 +247,9 @@ TEST_CASE("above 110% of the theoretical roof a placement is impossible and gets
     s.roofline = kscope::place({2e12, 1e9}, 1e-3, 67e12, 4.8e12);  // 2 PFLOP/s: 30x the roof
     r.scopes = {s};
     CHECK_MESSAGE(contains(r.text(), "by_hand: impossible: 2985% of the theoretical roof"), r.text());
-    CHECK(nlohmann::json::parse(r.json())["scopes"][0]["roofline"]["limiter"].is_null());
+    const auto doc = nlohmann::json::parse(r.json());
+    CHECK(doc["scopes"][0]["roofline"]["impossible"] == true);
+    CHECK(doc["scopes"][0]["verdict"].is_null());  // decided by nobody: a report built by hand
   }
 }
 
@@ -261,7 +274,8 @@ TEST_CASE("untagged work above the fp32 roof: roof unknown while a faster roof a
   CHECK_MESSAGE(contains(text, "roof?"), text);
   const auto doc = nlohmann::json::parse(r.json());
   CHECK(doc["scopes"][0]["roofline"]["impossible"] == false);
-  CHECK(doc["scopes"][0]["roofline"]["limiter"].is_null());
+  CHECK(doc["scopes"][0]["roofline"].find("limiter") == doc["scopes"][0]["roofline"].end());
+  CHECK(doc["scopes"][0]["verdict"]["class"] == "undetermined");
   CHECK(contains(doc["scopes"][0]["roofline"]["roof_unknown"].get<std::string>(), "tag the dtype"));
   CHECK(!contains(r.html(), "impossible"));
 
@@ -318,7 +332,10 @@ TEST_CASE("one long kernel far under both roofs is not told to look for CPU gaps
     CHECK_MESSAGE(contains(a, "GPU busy 100% of the scope's span"), a);
     CHECK_MESSAGE(contains(a, "hardware counters"), a);
     CHECK_MESSAGE(!contains(a, "CPU gaps"), a);
-    CHECK(contains(r.text(), "naive_gemm: one long kernel"));
+    CHECK(contains(r.text(), "naive_gemm: latency-bound, from declared work over 5 calls"));
+    CHECK(contains(r.text(), "  - latency-bound (declared work: "));
+    REQUIRE(r.scopes[0].verdict);
+    CHECK(contains(r.scopes[0].verdict->verdict.text, "one long kernel far under both roofs"));
   }
   SUBCASE("without CUPTI: no evidence either way, and it says so") {
     const kscope::session_report r = advised(s, {}, false);
@@ -543,7 +560,15 @@ TEST_CASE("a report read back prints the roofline section it was written with") 
     CHECK(is.roofline->fraction_of_roof == doctest::Approx(was.roofline->fraction_of_roof));
     CHECK(kscope::detail::placement_impossible(is) == kscope::detail::placement_impossible(was));
     CHECK(kscope::detail::placement_has_limiter(is) == kscope::detail::placement_has_limiter(was));
-    CHECK(kscope::detail::placement_advice(is) == kscope::detail::placement_advice(was));
+    // The advice of a placement that holds is its verdict's; an impossible or roof-unknown
+    // placement keeps its own line.
+    if (kscope::detail::placement_has_limiter(was)) {
+      REQUIRE(is.verdict);
+      REQUIRE(was.verdict);
+      CHECK(is.verdict->verdict.text == was.verdict->verdict.text);
+    } else {
+      CHECK(kscope::detail::placement_advice(is) == kscope::detail::placement_advice(was));
+    }
   }
   // The roofline section itself, line for line.
   const auto section = [](const std::string& text) {

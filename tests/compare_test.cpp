@@ -74,7 +74,7 @@ TEST_CASE("load_comparable: a report's scopes become host and GPU times; the env
   const kscope::comparable_load l = kscope::load_comparable(read_fixture("compare_h200.json"));
   REQUIRE_MESSAGE(l.ok(), l.error);
   CHECK(l.schema == "kscope.report/1");
-  CHECK(l.run.format == "kscope.report/1");
+  CHECK(l.run.format == "kscope.report/2");  // a /1 file is compared as the current reports
   CHECK(l.run.item == "scope");
   CHECK(l.run.names == std::vector<std::string>{"step", "step/allreduce", "decode"});
   REQUIRE(l.run.entries.size() == 5);  // decode has no GPU time
@@ -95,7 +95,8 @@ TEST_CASE("load_comparable: a report's scopes become host and GPU times; the env
 TEST_CASE("load_comparable: a bench document's benchmarks, by name and parameters, in nanoseconds") {
   const kscope::comparable_load l = kscope::load_comparable(bench_doc(1.42e-4));
   REQUIRE_MESSAGE(l.ok(), l.error);
-  CHECK(l.run.format == "kscope.bench/1");
+  CHECK(l.schema == "kscope.bench/1");
+  CHECK(l.run.format == "kscope.bench/2");  // a /1 file is compared as the current results
   CHECK(l.run.item == "benchmark");
   // Sweep points stay apart; a repeated name pairs up by position; a benchmark without a
   // median (stop_reason "error") is a name without a time.
@@ -130,7 +131,7 @@ TEST_CASE("load_comparable: every other document is refused with a status that n
   check("", load_status::not_json, "not valid JSON");
   check(R"({"name": "my-app", "version": "1.2.0"})", load_status::not_kscope, "without a \"schema\" member");
   check("[1, 2, 3]", load_status::not_kscope, "the JSON is not an object");
-  check(R"({"schema": "kscope.report/2", "scopes": []})", load_status::not_kscope, "schema \"kscope.report/2\"");
+  check(R"({"schema": "kscope.report/3", "scopes": []})", load_status::not_kscope, "schema \"kscope.report/3\"");
   check(R"({"schema": 7})", load_status::not_kscope, "without a \"schema\" member");
   check(R"({"schema": "kscope.report/1"})", load_status::malformed, "no \"scopes\" array");
   check(R"({"schema": "kscope.bench/1", "results": []})", load_status::malformed, "no \"benchmarks\" array");
@@ -226,7 +227,7 @@ TEST_CASE("compare_runs on bench documents: per benchmark, compare_summaries' ve
   CHECK(c.scopes[0].result.result ==
         kscope::compare_summaries(base.run.entries[0].ns, cand.run.entries[0].ns, 0.02).result);
   CHECK(c.gate() == kscope::gate_result::slower);
-  CHECK(c.text().find("kscope.bench/1") != std::string::npos);
+  CHECK(c.text().find("kscope.bench/2") != std::string::npos);
   CHECK(c.text().find("1 slower: FAIL") != std::string::npos);
   // "broken" has no median on either side: nothing lost, nothing compared.
   CHECK(c.missing_count() == 0);

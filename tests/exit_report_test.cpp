@@ -173,7 +173,7 @@ TEST_CASE("the stderr line: where the report went, or why it did not") {
     const exit_report_plan p = plan_exit_report(path, exit_report_target::missing, 1, std::nullopt);
     CHECK(write_exit_report(p, path, &a_report) == "kscope: report written to " + path);
     const auto doc = nlohmann::json::parse(slurp(path));
-    CHECK(doc["schema"] == "kscope.report/1");
+    CHECK(doc["schema"] == "kscope.report/2");
     CHECK(doc["warnings"][0] == "made by the test");
   }
   SUBCASE("a text file") {
@@ -187,7 +187,7 @@ TEST_CASE("the stderr line: where the report went, or why it did not") {
     const std::string base = dir.path + "/kscope_report.99.rank2";
     CHECK(write_exit_report(p, dir.path, &a_report) ==
           "kscope: report written to " + base + ".json, .html and .txt");
-    CHECK(nlohmann::json::parse(slurp(base + ".json"))["schema"] == "kscope.report/1");
+    CHECK(nlohmann::json::parse(slurp(base + ".json"))["schema"] == "kscope.report/2");
     CHECK(slurp(base + ".html").find("<html") != std::string::npos);
     CHECK(slurp(base + ".txt").find("made by the test") != std::string::npos);
   }

@@ -236,7 +236,7 @@ TEST_CASE("compare_runs with rules: each name judged with its threshold; unused 
 
 TEST_CASE("report_comparison::markdown: verdict heading, table, and names that cannot break it") {
   kscope::comparable_run base, cand;
-  base.format = cand.format = "kscope.report/1";
+  base.format = cand.format = "kscope.report/2";
   kscope::summary s{};
   s.n = 20;
   s.median = 1000;

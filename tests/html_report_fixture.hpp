@@ -235,11 +235,13 @@ inline kscope::session_report full_report() {
     v.verdict.where = "DRAM";
     v.verdict.text = "memory-bound: DRAM 86% of peak";
     v.verdict.facts.push_back(kscope::evidence{"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 86, "%"});
-    kscope::scope_verdict::other_evidence sampled_said;
-    sampled_said.basis = "sampled metrics";
-    sampled_said.said = v.verdict;
-    sampled_said.agrees = true;
-    v.others.push_back(sampled_said);
+    v.evidence.push_back(kscope::verdict_evidence{"hardware counters", v.verdict.facts, 86,
+                                                  "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                                                  12, "profiled calls", true});
+    v.evidence.push_back(kscope::verdict_evidence{"sampled metrics",
+                                                  {kscope::evidence{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 80, "%"}},
+                                                  80, "dram__throughput.avg.pct_of_peak_sustained_elapsed", 24, "samples",
+                                                  true});
     decode.verdict = v;
     kscope::scope_verdict p;
     p.basis = "declared work";

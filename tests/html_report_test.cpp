@@ -81,8 +81,11 @@ TEST_CASE("the full report: every section of the text on the page, each picture 
   CHECK(contains(html, ">p99 step<"));
   // What the sections say, as the text says it.
   CHECK(contains(html, "GPU busy 62.0% of the wall time"));
-  CHECK(contains(html, "memory-bound (DRAM), from hardware counters; sampled metrics agree"));
-  CHECK(contains(html, "not collected: hardware counters: session::enable_counters()"));
+  CHECK(contains(html, "step/decode: memory-bound (DRAM), from hardware counters over 12 profiled calls; busiest "
+                       "unit gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed at 86.0% of peak"));
+  CHECK(contains(html, "<li>memory-bound: DRAM 86% of peak</li>"));
+  CHECK(contains(html, "sampled metrics (24 samples): dram__throughput.avg.pct_of_peak_sustained_elapsed 80.0%"));
+  CHECK(contains(html, "not decided or not collected: hardware counters: session::enable_counters()"));
   CHECK(contains(html, "graph kernels built in: step/decode/attention"));
   CHECK(contains(html, "@GPU 1"));
   CHECK(contains(html, "flash_fwd_kernel&lt;bf16&gt; ~40"));
@@ -175,7 +178,7 @@ TEST_CASE("reports with fewer sections: the page has exactly those") {
     const std::string html = r.html();
     check_sections(r, html);
     CHECK(contains(html, "data-section=\"counters\""));
-    CHECK(contains(html, "memory-bound: DRAM at 103%"));
+    CHECK(contains(html, "step/decode: measured roofline: "));
   }
   SUBCASE("counters without a declared placement: the roofline picture in the counters section") {
     kscope::session_report r = kscope_test::full_report();

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -141,6 +142,80 @@ TEST_CASE("parse_report: a report's JSON reads back into the same numbers") {
   CHECK(a["context"]["rank"] == b["context"]["rank"]);
   // And its text renders (the CLI's `kscope report`).
   CHECK(r->text().find("allreduce") != std::string::npos);
+}
+
+TEST_CASE("parse_report: a kscope.report/1 file still reads; each scope gets one verdict, written back as /2") {
+  // Three scopes as /1 wrote them: one with /1's verdict object (its other conclusion
+  // becomes evidence that does not agree) beside a counters verdict and a limiter, one from
+  // before verdicts (its placement's limiter and hint become its verdict), one host-only.
+  const std::string v1 = R"({"schema": "kscope.report/1", "sampled_metrics": null, "scopes": [
+    {"path": "transpose", "calls": 10, "declared_work": {"flops": 1e9, "bytes": 4e9, "calls": 10},
+     "roofline": {"roof": "fp32 plain", "flops_per_s": 1e12, "bytes_per_s": 4e12, "intensity": 0.25,
+                  "roof_flops_per_s": 1.2e12, "fraction_of_roof": 0.2, "limiter": "latency",
+                  "hint": "latency-bound: far under both roofs"},
+     "counters": {"profiled_calls": 4, "verdict": {"kind": "latency-bound", "where": "", "text": "latency-bound: x",
+                                                   "evidence": [], "missing": []}},
+     "verdict": {"basis": "sampled metrics",
+                 "verdict": {"kind": "memory-bound", "where": "L2", "text": "memory-bound (L2): L2 76%",
+                             "evidence": [{"metric": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "value": 76, "unit": "%"}]},
+                 "others": [{"basis": "hardware counters", "agrees": false,
+                             "said": {"kind": "latency-bound", "where": "", "text": "latency-bound: x",
+                                      "evidence": [{"metric": "lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "value": 22.6, "unit": "%"}]}}],
+                 "missing": ["declared work: outweighed"]}},
+    {"path": "decode", "calls": 10, "declared_work": {"flops": 1e9, "bytes": 4e9, "calls": 10},
+     "roofline": {"roof": "fp32 plain", "flops_per_s": 1e12, "bytes_per_s": 4e12, "intensity": 0.25,
+                  "roof_flops_per_s": 1.2e12, "fraction_of_roof": 0.83, "limiter": "memory",
+                  "hint": "memory-bound: 83% of the DRAM roof"}},
+    {"path": "tokenize", "calls": 3}]})";
+  std::string error;
+  const std::optional<kscope::session_report> r = kscope::parse_report(v1, &error);
+  REQUIRE_MESSAGE(r.has_value(), error);
+  REQUIRE(r->scopes.size() == 3);
+  REQUIRE(r->scopes[0].verdict);
+  const kscope::scope_verdict& t = *r->scopes[0].verdict;
+  CHECK(t.basis == "sampled metrics");
+  CHECK(t.verdict.kind == kscope::bottleneck::memory);
+  CHECK(t.verdict.where == "L2");
+  CHECK(t.verdict.facts.size() == 1);
+  REQUIRE(t.evidence.size() == 2);
+  CHECK(t.evidence[0].source == "sampled metrics");
+  CHECK(t.evidence[1].source == "hardware counters");
+  CHECK_FALSE(t.evidence[1].agrees);
+  CHECK(t.missing == std::vector<std::string>{"declared work: outweighed"});
+  REQUIRE(r->scopes[1].verdict);
+  const kscope::scope_verdict& d = *r->scopes[1].verdict;
+  CHECK(d.basis == "declared work");
+  CHECK(d.verdict.kind == kscope::bottleneck::memory);
+  CHECK(d.verdict.where == "DRAM");
+  CHECK(d.verdict.text == "memory-bound: 83% of the DRAM roof");
+  REQUIRE(d.decided() != nullptr);
+  CHECK(d.decided()->count == 10);
+  CHECK(d.decided()->percent_of_peak == doctest::Approx(83));
+  CHECK_FALSE(r->scopes[2].verdict);
+  // Printed, each scope says one conclusion, in the verdict section only.
+  const std::string text = r->text();
+  const std::size_t section = text.find("\nverdict per scope");
+  REQUIRE_MESSAGE(section != std::string::npos, text);
+  CHECK_MESSAGE(text.find("-bound") > section, text);
+  CHECK_MESSAGE(text.find("latency-bound") == std::string::npos, text);
+  CHECK_MESSAGE(text.find("transpose: memory-bound (L2), from sampled metrics\n  - memory-bound (L2): L2 76%") !=
+                    std::string::npos,
+                text);
+  CHECK_MESSAGE(text.find("decode: memory-bound (DRAM), from declared work over 10 calls; 83% of the roof it was "
+                          "placed under\n  - memory-bound: 83% of the DRAM roof") != std::string::npos,
+                text);
+  // Written again, it is a /2 report: one verdict object per scope, no limiter beside it.
+  const auto doc = nlohmann::json::parse(r->json());
+  CHECK(doc["schema"] == "kscope.report/2");
+  CHECK(doc["scopes"][0]["verdict"]["class"] == "memory-bound");
+  CHECK(doc["scopes"][0]["verdict"]["evidence"][1]["agrees"] == false);
+  CHECK(doc["scopes"][1]["verdict"]["source"] == "declared work");
+  CHECK(doc["scopes"][1]["roofline"].find("limiter") == doc["scopes"][1]["roofline"].end());
+  CHECK(doc["scopes"][2]["verdict"].is_null());
+  // And it reads back to the same verdicts.
+  const std::optional<kscope::session_report> again = kscope::parse_report(r->json(), &error);
+  REQUIRE_MESSAGE(again.has_value(), error);
+  CHECK(again->text() == text);
 }
 
 TEST_CASE("merge: three ranks, rank 2 straggles on step; per-rank and across-rank values") {
@@ -490,8 +565,9 @@ TEST_CASE("parse_report: reads in one pass; unknown members are skipped, the fir
   CHECK(parse_error("[1, 2").find("not valid JSON") == 0);
   CHECK(parse_error("[1, 2]") == "not a kscope report: the document is not a JSON object");
   CHECK(parse_error(R"({"schema": "kscope.bench/1", "benchmarks": [)") ==
-        "not a kscope report: schema is \"kscope.bench/1\", expected \"kscope.report/1\"");
-  CHECK(parse_error(R"({"scopes": []})") == "not a kscope report: schema is \"\", expected \"kscope.report/1\"");
+        "not a kscope report: schema is \"kscope.bench/1\", expected \"kscope.report/2\" or \"kscope.report/1\"");
+  CHECK(parse_error(R"({"scopes": []})") ==
+        "not a kscope report: schema is \"\", expected \"kscope.report/2\" or \"kscope.report/1\"");
   CHECK(parse_error(R"({"schema": "kscope.report/1", "scopes": {}})") ==
         "malformed kscope report: no \"scopes\" array");
   CHECK(parse_error(R"({"schema": "kscope.report/1", "scopes": [7]})") ==

@@ -1,9 +1,11 @@
 // pm_sampling/report.hpp: the session report's section for GPU metrics sampled while
 // the program ran, printed from synthetic samples (the aggregation is core/metric_samples's,
-// tested in metric_samples_test.cpp): the table, the verdicts with their numbers, the step
+// tested in metric_samples_test.cpp): the table (numbers only), the scopes' verdicts the
+// samples decided, with their numbers, the step
 // distributions, the losses line, the JSON, and the not-started case.
 #include <kscope/pm_sampling/sampler.hpp>  // default_sampling_metrics
 #include <kscope/report/report.hpp>
+#include <kscope/verdict/scope_verdict.hpp>  // decide_verdicts: the samples decide each scope's verdict
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -57,6 +59,7 @@ kscope::session_report report_with_samples() {
   m.attributed = true;
   m.data = agg.report();
   r.sampled_metrics = m;
+  kscope::decide_verdicts(r);  // as the session does: the samples are each scope's evidence
   return r;
 }
 
@@ -71,9 +74,15 @@ TEST_CASE("sampled metrics section: table, verdicts, steps, losses") {
   CHECK(contains(text, "DRAM %"));
   CHECK(contains(text, "tensor %"));
   CHECK(contains(text, "device (every sample)"));
-  // copy: 80.0 DRAM in its row; its verdict memory-bound with the numbers.
-  CHECK(contains(text, "step/copy: memory-bound (from sampling, 10 samples): SM 10%, DRAM 80%"));
-  CHECK(contains(text, "step/gemm: compute-bound (from sampling, 10 samples)"));
+  // copy: 80.0 DRAM in its row; the section names no class: the scope's verdict, which the
+  // samples decided, is memory-bound with the numbers, its evidence under it.
+  const std::string section = text.substr(text.find("GPU metrics sampled while running"),
+                                          text.find("\nverdict per scope") - text.find("GPU metrics sampled while running"));
+  CHECK_FALSE(contains(section, "-bound"));
+  CHECK(contains(text, "step/copy: memory-bound (DRAM), from sampled metrics over 10 samples; busiest unit"));
+  CHECK(contains(text, "  - memory-bound (from sampling, 10 samples): SM 10%, DRAM 80%"));
+  CHECK(contains(text, "step/gemm: compute-bound (tensor pipe), from sampled metrics over 10 samples"));
+  CHECK(contains(text, "  - compute-bound (from sampling, 10 samples)"));
   CHECK(contains(text, "tensor pipe 90%"));
   // The step: two calls, p50 / p90 of the per-call means.
   CHECK(contains(text, "step step: 2 calls sampled"));
@@ -97,10 +106,15 @@ TEST_CASE("sampled metrics section: JSON") {
     seen_copy = true;
     CHECK(s.at("samples") == 10);
     CHECK(s.at("values").at(1).at("mean").get<double>() == doctest::Approx(80.0));
-    CHECK(s.at("verdict").at("kind") == "memory-bound");
-    CHECK(s.at("verdict").at("evidence").size() >= 3);
+    CHECK(s.find("verdict") == s.end());  // the scope's one verdict is in scopes[]
   }
   CHECK(seen_copy);
+  const nlohmann::json& copy = j.at("scopes").at(1);
+  REQUIRE(copy.at("path") == "step/copy");
+  CHECK(copy.at("verdict").at("class") == "memory-bound");
+  CHECK(copy.at("verdict").at("source") == "sampled metrics");
+  CHECK(copy.at("verdict").at("count") == 10);
+  CHECK(copy.at("verdict").at("evidence").at(0).at("facts").size() >= 3);
   REQUIRE(m.at("steps").size() == 1);
   CHECK(m.at("steps").at(0).at("calls") == 2);
   // Without sampling the key is null.
@@ -125,7 +139,8 @@ TEST_CASE("session report CSV: one row per scope with the sampled columns") {
   INFO(csv);
   const std::string header = csv.substr(0, csv.find('\n'));
   CHECK(contains(header, "sampled_dram_pct"));
-  CHECK(contains(header, "counter_verdict"));
+  CHECK(contains(header, ",verdict,verdict_unit,verdict_source"));
+  CHECK_FALSE(contains(header, "sampled_verdict"));
   std::size_t rows = 0;
   for (char c : csv) rows += c == '\n';
   CHECK(rows == 1 + r.scopes.size());

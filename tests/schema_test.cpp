@@ -453,18 +453,19 @@ std::string session_report_json(bool with_devices) {
     sampled.folded_until_ns = 200'000;
     sampled.data = agg2.report();
     r.sampled_metrics = sampled;
-    // The scope's one verdict, with another piece of evidence beside it and one missing.
+    // The scope's one verdict, its evidence and another source's under it, and one missing.
     kscope::scope_verdict verdict;
     verdict.basis = "hardware counters";
     verdict.verdict.kind = kscope::bottleneck::memory;
     verdict.verdict.where = "DRAM";
     verdict.verdict.text = "memory-bound (DRAM 80%)";
     verdict.verdict.facts.push_back(kscope::evidence{"dram__throughput.avg.pct_of_peak_sustained_elapsed", 80, "%"});
-    kscope::scope_verdict::other_evidence other;
-    other.basis = "sampled metrics";
-    other.said = verdict.verdict;
-    other.agrees = true;
-    verdict.others.push_back(other);
+    verdict.evidence.push_back(kscope::verdict_evidence{"hardware counters", verdict.verdict.facts, 80,
+                                                        "dram__throughput.avg.pct_of_peak_sustained_elapsed", 2,
+                                                        "profiled calls", true});
+    verdict.evidence.push_back(kscope::verdict_evidence{"sampled metrics", verdict.verdict.facts, 80,
+                                                        "dram__throughput.avg.pct_of_peak_sustained_elapsed", 2,
+                                                        "samples", true});
     verdict.missing.push_back("declared work: none (scope::set_work)");
     step.verdict = verdict;
   }

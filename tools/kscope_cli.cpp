@@ -87,7 +87,7 @@ const char* const usage_text =
 
 const char* const merge_help =
     "usage: kscope merge OUT.json RANK0.json [RANK1.json ...] [--wall-clock]\n"
-    "  Reports: merges per-rank kscope.report/1 files (kscope::write_json_for_rank): prints\n"
+    "  Reports: merges per-rank kscope.report files (kscope::write_json_for_rank): prints\n"
     "  per-rank and across-rank tables (the slowest rank per scope) and writes kscope.merged/1\n"
     "  JSON to OUT.json.\n"
     "  Traces: merges per-rank Chrome traces (session::write_trace; any {\"traceEvents\": ...}\n"
@@ -102,7 +102,8 @@ const char* const merge_help =
 
 const char* const report_help =
     "usage: kscope report FILE.json [--format F]\n"
-    "  Prints a kscope.report/1 file ('-': standard input) as a running program prints it.\n"
+    "  Prints a kscope.report file, /2 or /1 ('-': standard input), as a running program prints\n"
+    "  it.\n"
     "options:\n"
     "  --format F           text (default: the tables), markdown (the tables in a fenced block,\n"
     "                       for a pull-request comment), json (the report again, as kscope\n"
@@ -114,7 +115,7 @@ const char* const report_help =
 
 const char* const diagnose_help =
     "usage: kscope diagnose FILE.json\n"
-    "  Prints the serving diagnosis of a saved kscope.report/1 file ('-': standard input), as\n"
+    "  Prints the serving diagnosis of a saved kscope.report file ('-': standard input), as\n"
     "  kscope::diagnose() gives it in the running program: each finding with the numbers it\n"
     "  rests on and what to try. It reads the scopes, their GPU activity and verdicts and the\n"
     "  GPU-time section; a report without a GPU-time section (no CUPTI) gets only the\n"
@@ -123,8 +124,8 @@ const char* const diagnose_help =
 const char* const compare_help =
     "usage: kscope compare BASELINE.json CANDIDATE.json [options]\n"
     "  Compares two runs name by name, on medians and their 95% intervals:\n"
-    "    kscope.report/1   session reports, scope by scope (host and GPU time)\n"
-    "    kscope.bench/1    kscope bench results, benchmark by benchmark (GPU time)\n"
+    "    kscope.report/2   session reports (and /1), scope by scope (host and GPU time)\n"
+    "    kscope.bench/2    kscope bench results (and /1), benchmark by benchmark (GPU time)\n"
     "    Google Benchmark JSON (--benchmark_out=FILE --benchmark_out_format=json), benchmark\n"
     "                      by benchmark (real time); the repetitions are the samples, so run\n"
     "                      with --benchmark_repetitions=10 (at least 6 for an interval)\n"
@@ -434,12 +435,12 @@ int run_report(const std::vector<std::string>& raw_args) {
     const kscope::comparable_load other = kscope::load_comparable(text);
     if (kscope::identify_document(text) == kscope::document_kind::chrome_trace) {
       std::fprintf(stderr,
-                   "kscope report: %s is a Chrome trace, not a kscope.report/1 session report: open it in "
+                   "kscope report: %s is a Chrome trace, not a kscope.report session report: open it in "
                    "https://ui.perfetto.dev, or merge the traces of several ranks with kscope merge\n",
                    shown.c_str());
-    } else if (other.ok() && other.run.format != "kscope.report/1") {
+    } else if (other.ok() && other.run.format != kscope::report_schema) {
       std::fprintf(stderr,
-                   "kscope report: %s is %s, not a kscope.report/1 session report: kscope compare reads it "
+                   "kscope report: %s is %s, not a kscope.report session report: kscope compare reads it "
                    "(kscope compare BASELINE CANDIDATE)\n",
                    shown.c_str(), other.run.format.c_str());
     } else {

@@ -8,7 +8,7 @@
     r.data["scopes"][0]["host_ns"]["median"]
 
 The report is kscope::session_report (include/kscope/report/data.hpp), kept on the C side;
-its text, JSON (kscope.report/1, docs/report_schema.md), CSV and HTML come from kscope's
+its text, JSON (kscope.report/2, docs/report_schema.md), CSV and HTML come from kscope's
 own printers, so Python prints exactly what a C++ program does.
 """
 
@@ -138,7 +138,7 @@ class Report:
 
     @classmethod
     def from_json(cls, text) -> "Report":
-        """A report read back from kscope.report/1 JSON text (ValueError if it is not one)."""
+        """A report read back from kscope.report/2 (or /1) JSON text (ValueError if it is not one)."""
         lib = _native.require()
         data = encode(text)
         handle = c_void_p()
@@ -170,7 +170,7 @@ class Report:
         return self._format(FORMAT_TEXT, "Report.text")
 
     def json(self) -> str:
-        """kscope.report/1 JSON (docs/report_schema.md)."""
+        """kscope.report/2 JSON (docs/report_schema.md)."""
         if self._json is None:
             self._json = self._format(FORMAT_JSON, "Report.json")
         return self._json
@@ -211,6 +211,23 @@ class Report:
             if s.get("path") == path:
                 return s
         return None
+
+    def verdict(self, path: str):
+        """The one verdict of the scope at `path` ("step/decode"), as a dict (docs/report_schema.md,
+        `scopes[].verdict`): "class" ("memory-bound", ...), "unit" ("L2", ...), "percent_of_peak",
+        "metric", "source", "count" and "count_of" (the calls or samples it rests on), "text",
+        "evidence" (every source's numbers, the deciding one first) and "missing". None when the
+        scope has none (a host-only scope); KeyError when the report has no scope at `path`.
+        Each scope dict of `scopes` carries the same under its "verdict" key."""
+        data = encode(path)
+        try:
+            text = _native.text_call(_native.lib.kscope_report_verdict, self._handle, data, len(data),
+                                     what="Report.verdict")
+        except _native.KscopeError as e:
+            if e.status == _native.ERROR_NOT_FOUND:
+                raise KeyError(path) from None
+            raise
+        return json.loads(text)
 
     def _write(self, fmt: int, path, what: str) -> None:
         _native.check(_native.lib.kscope_report_write(self._handle, fmt, encode(os.fspath(path))), what)

@@ -90,7 +90,7 @@ TEST_CASE("c abi: a name registers once; scopes nest and reach the report with e
     CHECK(kscope_scope_close(s) == KSCOPE_OK);
   }
   const auto report = nlohmann::json::parse(report_as(KSCOPE_FORMAT_JSON));
-  CHECK(report["schema"] == "kscope.report/1");
+  CHECK(report["schema"] == "kscope.report/2");
   const nlohmann::json* decode = find_scope(report, "c_step/c_decode");
   REQUIRE(decode != nullptr);
   CHECK((*decode)["calls"] == 7);
@@ -282,6 +282,63 @@ TEST_CASE("c abi: reports read back, formats and files") {
   CHECK(kscope_report_format(nullptr, KSCOPE_FORMAT_TEXT, &text, &size) == KSCOPE_ERROR_INVALID_ARGUMENT);
   CHECK(kscope_write_trace("") == KSCOPE_ERROR_INVALID_ARGUMENT);
   CHECK(kscope_write_trace("/nonexistent-dir/py30/trace.json") == KSCOPE_ERROR_IO);
+}
+
+TEST_CASE("c abi: a scope's one verdict, from a report of either schema") {
+  const auto verdict_of = [](const std::string& doc, const std::string& path, kscope_status* status) {
+    kscope_report* r = nullptr;
+    REQUIRE(kscope_report_parse(doc.data(), doc.size(), &r) == KSCOPE_OK);
+    char* text = nullptr;
+    size_t size = 0;
+    *status = kscope_report_verdict(r, path.data(), path.size(), &text, &size);
+    kscope_report_destroy(r);
+    return *status == KSCOPE_OK ? nlohmann::json::parse(take(text, size)) : nlohmann::json();
+  };
+  // kscope.report/2: the sampled L2 at 76 % decided over a counter stand-in that read otherwise.
+  const std::string v2 = R"json({"schema": "kscope.report/2", "scopes": [
+    {"path": "transpose", "verdict": {"class": "memory-bound", "unit": "L2", "percent_of_peak": 76,
+      "metric": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "source": "sampled metrics", "count": 40,
+      "count_of": "samples", "text": "memory-bound (L2): L2 76%",
+      "evidence": [{"source": "sampled metrics", "percent_of_peak": 76, "metric": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                    "count": 40, "count_of": "samples", "agrees": true,
+                    "facts": [{"metric": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "value": 76, "unit": "%"}]},
+                   {"source": "hardware counters", "percent_of_peak": 22.6, "metric": "lts__t_sectors.avg.pct_of_peak_sustained_elapsed",
+                    "count": 4, "count_of": "profiled calls", "agrees": false,
+                    "facts": [{"metric": "lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "value": 22.6, "unit": "%"}]}],
+      "missing": ["declared work: none (scope::set_work)"]}},
+    {"path": "tokenize", "verdict": null}]})json";
+  kscope_status status = KSCOPE_OK;
+  const nlohmann::json v = verdict_of(v2, "transpose", &status);
+  REQUIRE(status == KSCOPE_OK);
+  CHECK(v["class"] == "memory-bound");
+  CHECK(v["unit"] == "L2");
+  CHECK(v["percent_of_peak"] == 76);
+  CHECK(v["source"] == "sampled metrics");
+  CHECK(v["count"] == 40);
+  REQUIRE(v["evidence"].size() == 2);
+  CHECK(v["evidence"][1]["agrees"] == false);
+  CHECK(v["missing"][0] == "declared work: none (scope::set_work)");
+  CHECK(verdict_of(v2, "tokenize", &status).is_null());
+  CHECK(status == KSCOPE_OK);
+  verdict_of(v2, "no/such/scope", &status);
+  CHECK(status == KSCOPE_ERROR_NOT_FOUND);
+  CHECK(last_error().find("no/such/scope") != std::string::npos);
+  char* text = nullptr;
+  size_t size = 0;
+  CHECK(kscope_report_verdict(nullptr, "a", 1, &text, &size) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  // An old kscope.report/1 file, written before verdicts: its placement's limiter and hint.
+  const std::string v1 = R"({"schema": "kscope.report/1", "scopes": [{"path": "decode",
+    "declared_work": {"flops": 1e9, "bytes": 4e9, "calls": 10},
+    "roofline": {"roof": "fp32 plain", "flops_per_s": 1e12, "bytes_per_s": 4e12, "intensity": 0.25,
+                 "roof_flops_per_s": 1.2e12, "fraction_of_roof": 0.83, "limiter": "memory",
+                 "hint": "memory-bound: 83% of the DRAM roof"}}]})";
+  const nlohmann::json old = verdict_of(v1, "decode", &status);
+  REQUIRE(status == KSCOPE_OK);
+  CHECK(old["class"] == "memory-bound");
+  CHECK(old["unit"] == "DRAM");
+  CHECK(old["source"] == "declared work");
+  CHECK(old["text"] == "memory-bound: 83% of the DRAM roof");
+  CHECK(old["count"] == 10);
 }
 
 TEST_CASE("c abi: the diagnosis, its options checked") {

@@ -106,7 +106,7 @@ run_result run_program(const char* mode, const std::optional<std::string>& value
 // The scope paths in a JSON report, with their calls.
 std::vector<std::pair<std::string, long long>> scopes_of(const std::string& json_path) {
   const auto doc = nlohmann::json::parse(slurp(json_path));
-  REQUIRE(doc["schema"] == "kscope.report/1");
+  REQUIRE(doc["schema"] == "kscope.report/2");
   std::vector<std::pair<std::string, long long>> out;
   for (const auto& s : doc["scopes"]) out.emplace_back(s["path"].get<std::string>(), s["calls"].get<long long>());
   return out;

@@ -19,7 +19,7 @@ def test_the_report_in_every_format(name):
             pass
     r = kscope.report()
     data = r.data
-    assert data["schema"] == "kscope.report/1"
+    assert data["schema"] == "kscope.report/2"
     assert r.to_dict() == data and r.to_dict() is not data
     assert json.loads(r.json()) == data
     assert find(r, name)["calls"] == 3
@@ -49,6 +49,45 @@ def test_files_and_reading_a_report_back(name, tmp_path):
     back = kscope.load_report(tmp_path / "r.json")
     assert [s["path"] for s in back.scopes] == [s["path"] for s in r.scopes]
     assert find(back, name)["calls"] == 1
+
+
+def test_each_scope_has_one_verdict_from_a_report_of_either_schema():
+    # kscope.report/2: the sampled L2 at 76 % decided; the counters' stand-in is evidence under it.
+    v2 = {"schema": "kscope.report/2", "scopes": [
+        {"path": "transpose", "verdict": {
+            "class": "memory-bound", "unit": "L2", "percent_of_peak": 76,
+            "metric": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "source": "sampled metrics",
+            "count": 40, "count_of": "samples", "text": "memory-bound (L2): L2 76%",
+            "evidence": [
+                {"source": "sampled metrics", "percent_of_peak": 76, "metric": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+                 "count": 40, "count_of": "samples", "agrees": True,
+                 "facts": [{"metric": "lts__throughput.avg.pct_of_peak_sustained_elapsed", "value": 76, "unit": "%"}]},
+                {"source": "hardware counters", "percent_of_peak": 22.6, "metric": "lts__t_sectors.avg.pct_of_peak_sustained_elapsed",
+                 "count": 4, "count_of": "profiled calls", "agrees": False,
+                 "facts": [{"metric": "lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "value": 22.6, "unit": "%"}]}],
+            "missing": []}},
+        {"path": "tokenize", "verdict": None}]}
+    r = kscope.Report.from_json(json.dumps(v2))
+    v = r.verdict("transpose")
+    assert (v["class"], v["unit"], v["percent_of_peak"], v["source"], v["count"]) == \
+        ("memory-bound", "L2", 76, "sampled metrics", 40)
+    assert [e["source"] for e in v["evidence"]] == ["sampled metrics", "hardware counters"]
+    assert v["evidence"][1]["agrees"] is False
+    assert r.find("transpose")["verdict"] == v
+    assert r.verdict("tokenize") is None
+    with pytest.raises(KeyError):
+        r.verdict("no/such/scope")
+    # A kscope.report/1 file written before verdicts: its placement's limiter and hint.
+    v1 = {"schema": "kscope.report/1", "scopes": [
+        {"path": "decode", "declared_work": {"flops": 1e9, "bytes": 4e9, "calls": 10},
+         "roofline": {"roof": "fp32 plain", "flops_per_s": 1e12, "bytes_per_s": 4e12, "intensity": 0.25,
+                      "roof_flops_per_s": 1.2e12, "fraction_of_roof": 0.83, "limiter": "memory",
+                      "hint": "memory-bound: 83% of the DRAM roof"}}]}
+    old = kscope.Report.from_json(json.dumps(v1))
+    assert old.data["schema"] == "kscope.report/2"
+    assert old.verdict("decode")["class"] == "memory-bound"
+    assert old.verdict("decode")["source"] == "declared work"
+    assert "limiter" not in old.find("decode")["roofline"]
 
 
 def test_what_is_not_a_report_is_refused_with_the_reason(tmp_path):

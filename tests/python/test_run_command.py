@@ -58,7 +58,7 @@ SCRIPT = """
 def report_paths(path):
     with open(path) as f:
         data = json.load(f)
-    assert data["schema"] == "kscope.report/1"
+    assert data["schema"] == "kscope.report/2"
     return {s["path"]: s for s in data["scopes"]}
 
 
@@ -87,7 +87,7 @@ def test_a_script_that_raises_exits_1_and_still_gets_its_report(tmp_path):
 
 
 @pytest.mark.parametrize("fmt,suffix,marker", [
-    ("html", ".html", "<html"), ("csv", ".csv", "path,depth,calls"), ("json", ".json", '"kscope.report/1"'),
+    ("html", ".html", "<html"), ("csv", ".csv", "path,depth,calls"), ("json", ".json", '"kscope.report/2"'),
     ("text", ".txt", "scope "), ("openmetrics", ".prom", "# EOF"),
 ])
 def test_each_format_by_option_or_by_suffix(tmp_path, fmt, suffix, marker):

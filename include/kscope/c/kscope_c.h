@@ -70,7 +70,7 @@ typedef enum kscope_status {
 /* The formats a report prints to. */
 typedef enum kscope_format {
   KSCOPE_FORMAT_TEXT = 0,
-  KSCOPE_FORMAT_JSON = 1, /* kscope.report/1, docs/report_schema.md */
+  KSCOPE_FORMAT_JSON = 1, /* kscope.report/2, docs/report_schema.md */
   KSCOPE_FORMAT_CSV = 2,
   KSCOPE_FORMAT_HTML = 3, /* with the SVG roofline */
   KSCOPE_FORMAT_OPENMETRICS = 4
@@ -201,12 +201,19 @@ KSCOPE_C_API kscope_status kscope_write_trace(const char* path);
 
 /* The session's report now (session::report()). */
 KSCOPE_C_API kscope_status kscope_report_create(kscope_report** report);
-/* A report read back from kscope.report/1 JSON (a file's content). */
+/* A report read back from kscope.report/2 (or /1) JSON (a file's content). */
 KSCOPE_C_API kscope_status kscope_report_parse(const char* json, size_t size, kscope_report** report);
 KSCOPE_C_API void kscope_report_destroy(kscope_report* report);
 KSCOPE_C_API kscope_status kscope_report_format(const kscope_report* report, int format, char** text, size_t* size);
 /* Writes the format to `path`, all or nothing. */
 KSCOPE_C_API kscope_status kscope_report_write(const kscope_report* report, int format, const char* path);
+/* The one verdict of the scope at `path` ("step/decode", `path_size` bytes): its class, limiting
+ * unit, % of peak, the source and metric it rests on, how many calls or samples, its text and
+ * the evidence under it, as the JSON object of docs/report_schema.md (`scopes[].verdict`);
+ * "null" when the scope has none (a host-only scope). KSCOPE_ERROR_NOT_FOUND when the report
+ * has no scope at `path`. */
+KSCOPE_C_API kscope_status kscope_report_verdict(const kscope_report* report, const char* path, size_t path_size,
+                                                 char** json, size_t* json_size);
 /* The serving diagnosis (verdict/diagnose.hpp) of a report: `json` gets
  * kscope.diagnosis/1, `text` the printed findings (either may be NULL). `options` is NULL
  * or a JSON object of diagnose_options' members (kscope_diagnose_options lists them):

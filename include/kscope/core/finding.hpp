@@ -2,7 +2,7 @@
 // or kernel (bottleneck), one number a conclusion rests on (evidence), and a conclusion with
 // its numbers and one line of text (finding). Counters, sampled metrics, warp stalls and the
 // declared-work roofline each conclude in these terms; verdict/ weighs them into one verdict
-// per scope.
+// per scope (scope_verdict), the only conclusion a report prints.
 #pragma once
 
 #include "config.hpp"
@@ -62,18 +62,38 @@ struct finding {
   std::string text;
 };
 
-// What a section prints beside its own conclusion for a scope whose one verdict
-// (scope_report::verdict, verdict/scope_verdict.hpp) rests on stronger evidence and says
-// otherwise: "" when it agrees, when the section's evidence decided, or when there is no
-// verdict. A report never shows two conclusions for one scope without saying which holds.
-//   details += path + ": " + f.text + kscope::outweighed_note(s, f.kind, "sampled metrics");
-template <class Scope>
-[[nodiscard]] std::string outweighed_note(const Scope& s, bottleneck said, const std::string& basis) {
-  if (!s.verdict || said == bottleneck::undetermined || s.verdict->basis == basis || s.verdict->verdict.kind == said)
-    return {};
-  std::string where = s.verdict->verdict.where.empty() ? std::string() : " (" + s.verdict->verdict.where + ")";
-  return " [outweighed: the scope's verdict is " + std::string(to_string(s.verdict->verdict.kind)) + where +
-         ", from " + s.verdict->basis + "]";
-}
+// One source's evidence under a scope's (or bench row's) verdict: the numbers it measured,
+// the busiest unit's share of its peak, and how many calls or samples they rest on. It
+// carries no class of its own: a report prints one conclusion per scope, the verdict, and
+// lists its evidence under it.
+//   for (const kscope::verdict_evidence& e : v.evidence) std::printf("%s: %zu facts\n", e.source.c_str(), e.facts.size());
+struct verdict_evidence {
+  std::string source;            // "hardware counters", "sampled metrics", "declared work"
+  std::vector<evidence> facts;   // the numbers
+  // The busiest unit's % of its peak and its metric (measured sources); declared work: its
+  // % of the roof it was placed under. NaN / "" when none.
+  double percent_of_peak = std::numeric_limits<double>::quiet_NaN();
+  std::string metric;
+  std::uint64_t count = 0;       // how many of `count_of` the numbers rest on
+  std::string count_of;          // "profiled calls", "samples", "calls", "profiled call"
+  bool agrees = true;            // read alone, it names the verdict's class
+};
+
+// The one verdict of a scope or bench row (verdict/weigh.hpp decides it): the class and the
+// limiting unit, what to try, the source it rests on, every source's evidence under it
+// (the deciding one first), and what was not collected or did not decide.
+//   if (s->verdict) std::printf("%s (%s)\n", kscope::to_string(s->verdict->verdict.kind), s->verdict->basis.c_str());
+struct scope_verdict {
+  finding verdict;     // kind: the class; where: the limiting unit; text: the numbers and what to try
+  std::string basis;   // the source that decided ("hardware counters", "sampled metrics",
+                       // "declared work"); "no evidence that decided" for undetermined
+  std::vector<verdict_evidence> evidence;  // the deciding source first; empty when undetermined
+  std::vector<std::string> missing;        // evidence not collected or not decided, and how to collect it
+
+  // The deciding source's evidence (its % of peak, metric, count), or nullptr.
+  [[nodiscard]] const verdict_evidence* decided() const noexcept {
+    return !evidence.empty() && evidence.front().source == basis ? &evidence.front() : nullptr;
+  }
+};
 
 }  // namespace kscope

@@ -6,8 +6,9 @@
 //
 // Per scope: calls profiled, kernels per call, DRAM bytes and FP FLOPs per call (from the
 // counters, not from declared work), the speed-of-light pair, the measured roofline point
-// per memory level, the declared-vs-measured line when they differ by more than 10 %, and
-// the verdict of counters/metrics.hpp's classify with the numbers it rests on.
+// per memory level, the declared-vs-measured line when they differ by more than 10 %. The
+// classification (counters/metrics.hpp: classify) is evidence for the scope's one verdict
+// (verdict/scope_verdict.hpp), the conclusion the report prints; the section prints none.
 #pragma once
 
 #include "metrics.hpp"
@@ -168,7 +169,7 @@ KSCOPE_DECL std::string metric_calls_text(const scope_counter_report& c) {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// The section's text: a table, then per scope its verdict and the work line.
+// The section's text: a table, then per scope the work line and the measured roofline.
 template <class Scopes>
 std::string scope_counters_text(const session_counters_status& st, const Scopes& scopes) {
   std::string out = "\nHardware counters per scope (sampled calls profiled; their times are not in the tables "
@@ -183,8 +184,8 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
     return out;
   }
   out += fit("scope", 26) + fit("prof", 6, true) + fit("kern/c", 8, true) + fit("DRAM/call", 11, true) +
-         fit("FLOP/call", 11, true) + fit("SM %", 7, true) + fit("mem %", 7, true) + "  " + fit("verdict", 18) + "\n";
-  out += std::string(96, '-') + "\n";
+         fit("FLOP/call", 11, true) + fit("SM %", 7, true) + fit("mem %", 7, true) + "\n";
+  out += std::string(76, '-') + "\n";
   std::string details;
   for (const auto& s : scopes) {
     if (!s.counters) continue;
@@ -206,34 +207,29 @@ std::string scope_counters_text(const session_counters_status& st, const Scopes&
            fit(counter_cell(c.per_call(dram), "B"), 11, true) +
            fit(counter_cell(c.per_call(c.measured.flops.total), ""), 11, true) +
            fit(std::isfinite(sm) ? format_fixed(sm, 1) : "-", 7, true) +
-           fit(std::isfinite(mem) ? format_fixed(mem, 1) : "-", 7, true) + "  " +
-           fit((outweighed_note(s, c.classified.verdict.kind, "hardware counters").empty() ? "" : "~") +
-                   std::string(to_string(c.classified.verdict.kind)),
-               18) +
-           "\n";
-    details += wrap(printable_name(s.path) + ": " + c.classified.verdict.text +
-                        outweighed_note(s, c.classified.verdict.kind, "hardware counters"),
-                    98);
+           fit(std::isfinite(mem) ? format_fixed(mem, 1) : "-", 7, true) + "\n";
+    // The numbers only: what limits the scope is its one verdict ("verdict per scope").
+    const std::string path = printable_name(s.path) + ": ";
     if (c.declared_vs_measured && !c.declared_vs_measured->text.empty())
-      details += wrap("  " + printable_name(s.path) + ": " + c.declared_vs_measured->text, 98);
+      details += wrap(path + c.declared_vs_measured->text, 98);
     const std::string measured = describe(c.measured);
-    if (!measured.empty()) details += wrap("  measured roofline: " + measured, 98);
+    if (!measured.empty()) details += wrap(path + "measured roofline: " + measured, 98);
     if (c.failed_calls)
-      details += wrap("  " + std::to_string(c.failed_calls) + " profiled calls failed (notes below)", 98);
+      details += wrap(path + std::to_string(c.failed_calls) + " profiled calls failed (notes below)", 98);
     if (c.partial_calls)
-      details += wrap("  " + std::to_string(c.partial_calls) + " of " + std::to_string(c.profiled_calls) +
+      details += wrap(path + std::to_string(c.partial_calls) + " of " + std::to_string(c.profiled_calls) +
                           " profiled calls launched more kernels than the counter-data image held (it filled after " +
                           format_fixed(static_cast<double>(c.partial_kernels) / static_cast<double>(c.partial_calls), 0) +
                           "): their kernels are left out and the sums rest on the " + std::to_string(whole) +
                           " calls profiled whole; the scope's later calls got an image twice as large" +
                           (whole == 0 ? " (none profiled whole yet: no figure in this row is per call)" : ""),
                       98);
-    if (c.groups > 1) details += wrap("  " + metric_calls_text(c), 98);
+    if (c.groups > 1) details += wrap(path + metric_calls_text(c), 98);
   }
   out += wrap("prof: calls profiled; kern/c: kernels per profiled call (* some calls had more kernels than the "
               "counter image held, >N: every call did); DRAM/call, FLOP/call: measured (DRAM "
               "read + write, and the write-back after the call where measured; SASS FP instructions, fma = 2); SM %, mem %: speed-of-light throughputs, "
-              "kernel-time weighted",
+              "kernel-time weighted; what limits each scope: its verdict, below",
               98);
   out += details;
   std::string line = std::to_string(st.passes) + " counter passes";
@@ -293,17 +289,6 @@ KSCOPE_DECL void write_scope_counters_json(json_writer& w, const scope_counter_r
     w.member("bytes_differ", k.bytes_differ).member("flops_differ", k.flops_differ).member("text", k.text);
     w.end_object();
   }
-  w.key("verdict").begin_object();
-  w.member("kind", to_string(c.classified.verdict.kind)).member("where", c.classified.verdict.where);
-  w.member("text", c.classified.verdict.text);
-  w.key("evidence").begin_array();
-  for (const evidence& e : c.classified.verdict.facts)
-    w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
-  w.end_array();
-  w.key("missing").begin_array();
-  for (const std::string& m : c.classified.missing) w.value(m);
-  w.end_array();
-  w.end_object();
   w.end_object();
 }
 

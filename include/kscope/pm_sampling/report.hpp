@@ -4,8 +4,9 @@
 //
 // The text, per scope with samples: its sample count, the idle share of the samples its
 // kernels touched, the time-weighted mean of each metric (a count as a rate per second),
-// then one verdict line per scope (pm_sampling/samples.hpp: classify_sampled) and the
-// per-call distributions of step scopes. Device-wide numbers come first, losses last.
+// then the per-call distributions of step scopes. What the samples say limits a scope
+// (pm_sampling/samples.hpp: classify_sampled) is evidence for its one verdict
+// (verdict/scope_verdict.hpp), which the report prints; this section prints no conclusion. Device-wide numbers come first, losses last.
 #pragma once
 
 #include "../core/detail/json_writer.hpp"
@@ -136,22 +137,18 @@ std::string sampled_metrics_text(const session_sampled_metrics& m, const Scopes&
   };
   const device_sampled_metrics& dev = d.device_wide;
   out += row("device (every sample)", dev.samples, 1 - dev.busy_share(), dev.values);
-  std::string verdicts;
   for (const auto& s : scopes) {
     const node_sampled_metrics* n = d.find(static_cast<sampled_node>(s.id));
     if (n == nullptr || n->samples == 0) continue;
     const std::string name = std::string(indent_width(s.depth), ' ') + printable_name(s.name);
     out += row(name, n->samples, n->idle_share(), n->values);
-    const finding f = classify_sampled(*n, d.metrics);
-    verdicts += wrap(printable_name(s.path) + ": " + f.text + outweighed_note(s, f.kind, "sampled metrics"), 98);
   }
   if (!m.attributed)
     out += "(no kernel activity reached the sampler: per-scope rows need the CUPTI collector running)\n";
   std::string legend = "idle: share of the sampled time, around the scope's kernels, with no kernel running; "
                        "values: time-weighted means over the samples the scope's kernels overlapped (GPU-wide "
-                       "counters), counts as rates";
+                       "counters), counts as rates; what limits each scope: its verdict, below";
   out += wrap(legend, 98);
-  out += verdicts;
   for (const step_sampled_metrics& st : d.steps) {
     std::string path = "node " + std::to_string(st.node);
     for (const auto& s : scopes)
@@ -214,7 +211,6 @@ void write_sampled_metrics_json(json_writer& w, const session_sampled_metrics& m
   for (const auto& s : scopes) {
     const node_sampled_metrics* n = d.find(static_cast<sampled_node>(s.id));
     if (n == nullptr) continue;
-    const finding f = classify_sampled(*n, d.metrics);
     w.begin_object();
     w.member("id", static_cast<unsigned long long>(s.id)).member("path", s.path);
     w.member("samples", static_cast<unsigned long long>(n->samples));
@@ -223,13 +219,6 @@ void write_sampled_metrics_json(json_writer& w, const session_sampled_metrics& m
     w.key("values").begin_array();
     for (const sampled_value& v : n->values) write_sampled_value_json(w, v);
     w.end_array();
-    w.key("verdict").begin_object();
-    w.member("kind", to_string(f.kind)).member("where", f.where).member("text", f.text);
-    w.key("evidence").begin_array();
-    for (const evidence& e : f.facts)
-      w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
-    w.end_array();
-    w.end_object();
     w.end_object();
   }
   w.end_array();

@@ -1,8 +1,8 @@
 // kscope/report/compare.hpp — two runs compared name by name: the CI gate behind
 // `kscope compare`.
 //
-// Reads session reports ("kscope.report/1": every scope's host and GPU per-call times),
-// benchmark results ("kscope.bench/1": every benchmark's GPU time per launch) and Google
+// Reads session reports ("kscope.report/2" or /1: every scope's host and GPU per-call times),
+// benchmark results ("kscope.bench/2" or /1: every benchmark's GPU time per launch) and Google
 // Benchmark JSON (each benchmark's real time per iteration, its repetitions as samples:
 // gbench_json.hpp). All become summaries for the gate, so every time is compared with compare_summaries()
 // (core/stats.hpp): the ratio of the medians, an interval of that ratio built from the
@@ -69,7 +69,7 @@ struct run_environment {
 // A run reduced to what the gate compares.
 //   kscope::comparable_run run = kscope::comparable_from_report(report);
 struct comparable_run {
-  std::string format;                // "kscope.report/1", "kscope.bench/1" or gbench_format
+  std::string format;                // "kscope.report/2", "kscope.bench/2" (/1 files too) or gbench_format
   std::string item = "scope";        // what its names are: "scope" or "benchmark"
   run_environment environment;
   std::vector<std::string> names;    // every scope or benchmark, timed or not, in order
@@ -267,7 +267,7 @@ enum class gate_result {
 struct report_comparison {
   double threshold = compare_options{}.threshold;
   bool allow_missing = false;
-  std::string format = "kscope.report/1";      // what was compared
+  std::string format = report_schema;          // what was compared
   std::string item = "scope";                  // "scope" or "benchmark"
   std::size_t baseline_items = 0;              // scopes (benchmarks) in the baseline
   std::size_t candidate_items = 0;             // and in the candidate
@@ -427,15 +427,15 @@ KSCOPE_DECL void make_names_unique(std::vector<std::string>& names) {
 
 KSCOPE_DECL comparable_load load_bench(const json_value& doc) {
   comparable_load out;
-  out.schema = "kscope.bench/1";
+  out.schema = doc.member_string("schema", "kscope.bench/2");
   const json_value* benchmarks = doc.find("benchmarks");
   if (benchmarks == nullptr || !benchmarks->is_array()) {
     out.status = load_status::malformed;
-    out.error = "malformed kscope.bench/1 document: no \"benchmarks\" array";
+    out.error = "malformed " + out.schema + " document: no \"benchmarks\" array";
     return out;
   }
   comparable_run& run = out.run;
-  run.format = "kscope.bench/1";
+  run.format = "kscope.bench/2";  // a /1 file too: the times are the same
   run.item = "benchmark";
   run.environment.kscope_version = doc.member_string("kscope_version");
   if (const json_value* c = doc.find("context"); c && c->is_object()) {
@@ -453,7 +453,7 @@ KSCOPE_DECL comparable_load load_bench(const json_value& doc) {
   for (const json_value& b : benchmarks->items) {
     if (!b.is_object() || !b.find("name") || !b.find("name")->is_string()) {
       out.status = load_status::malformed;
-      out.error = "malformed kscope.bench/1 document: a benchmark without a \"name\"";
+      out.error = "malformed " + out.schema + " document: a benchmark without a \"name\"";
       return out;
     }
     names.push_back(bench_entry_name(b));
@@ -509,7 +509,7 @@ KSCOPE_DECL comparable_load load_gbench(const json_value& doc) {
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL comparable_run comparable_from_report(const session_report& report) {
   comparable_run run;
-  run.format = "kscope.report/1";
+  run.format = report_schema;  // a /1 file read too: the times are the same
   run.item = "scope";
   run.environment.kscope_version = report.context.kscope_version;
   if (!report.context.devices_json.empty()) {
@@ -527,7 +527,7 @@ KSCOPE_DECL comparable_run comparable_from_report(const session_report& report) 
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// Reads a kscope.report/1 or kscope.bench/1 document, or Google Benchmark JSON, for the
+// Reads a kscope.report or kscope.bench document (/2 or /1), or Google Benchmark JSON, for the
 // gate. Anything else gets a status and an error naming what it saw: not JSON, JSON of
 // another kind, a malformed document, or a merged report (refused: no intervals to judge with).
 //   kscope::comparable_load l = kscope::load_comparable(text);
@@ -541,7 +541,7 @@ KSCOPE_DECL comparable_load load_comparable(std::string_view json_text) {
   if (!parsed.ok()) {
     out.status = load_status::not_json;
     out.error = "not valid JSON: " + parsed.error +
-                " (kscope compare reads kscope.report/1, kscope.bench/1 and Google Benchmark JSON)";
+                " (kscope compare reads kscope.report and kscope.bench /2 and /1, and Google Benchmark JSON)";
     return out;
   }
   const detail::json_value& doc = parsed.value;
@@ -550,13 +550,13 @@ KSCOPE_DECL comparable_load load_comparable(std::string_view json_text) {
   if (!doc.is_object() || schema == nullptr || !schema->is_string()) {
     out.status = load_status::not_kscope;
     out.error = doc.is_object() ? "not a kscope document: JSON without a \"schema\" member (kscope compare reads "
-                                  "kscope.report/1, kscope.bench/1 and Google Benchmark JSON)"
+                                  "kscope.report and kscope.bench /2 and /1, and Google Benchmark JSON)"
                                 : "not a kscope document: the JSON is not an object (kscope compare reads "
-                                  "kscope.report/1, kscope.bench/1 and Google Benchmark JSON)";
+                                  "kscope.report and kscope.bench /2 and /1, and Google Benchmark JSON)";
     return out;
   }
   out.schema = schema->string;
-  if (out.schema == "kscope.report/1") {
+  if (out.schema == report_schema || out.schema == "kscope.report/1") {
     std::string error;
     std::optional<session_report> report = parse_report(json_text, &error);
     if (!report) {
@@ -567,7 +567,7 @@ KSCOPE_DECL comparable_load load_comparable(std::string_view json_text) {
     out.run = comparable_from_report(*report);
     return out;
   }
-  if (out.schema == "kscope.bench/1") {
+  if (out.schema == "kscope.bench/2" || out.schema == "kscope.bench/1") {
     comparable_load bench = detail::load_bench(doc);
     return bench;
   }
@@ -575,12 +575,12 @@ KSCOPE_DECL comparable_load load_comparable(std::string_view json_text) {
     out.status = load_status::not_comparable;
     out.error = "a merged multi-rank report (kscope.merged/1) cannot be gated: it keeps each rank's median without "
                 "its interval, so every verdict would be inconclusive and the gate could never fail; compare the "
-                "per-rank kscope.report/1 files instead (run.rank0.json against run.rank0.json)";
+                "per-rank kscope.report/2 files instead (run.rank0.json against run.rank0.json)";
     return out;
   }
   out.status = load_status::not_kscope;
   out.error = "not a document kscope compare reads: schema \"" + detail::printable_name(out.schema) +
-              "\" (it reads kscope.report/1, kscope.bench/1 and Google Benchmark JSON)";
+              "\" (it reads kscope.report and kscope.bench /2 and /1, and Google Benchmark JSON)";
   return out;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
@@ -726,7 +726,7 @@ KSCOPE_DECL std::string report_comparison::text() const {
   std::string out = "kscope compare (" + format + "; threshold " + detail::format_fixed(threshold * 100, 1) + "%" +
                     (rules > 0 ? " and " + std::to_string(rules) + " per-name rule" + (rules == 1 ? "" : "s") : "") +
                     "; on medians and their 95% intervals only" +
-                    (format == "kscope.report/1" ? std::string(": reports hold no samples") : std::string()) + ")\n";
+                    (format == report_schema ? std::string(": reports hold no samples") : std::string()) + ")\n";
   using detail::printable_name;
   for (const std::string& w : environment_warnings) out += detail::wrap("warning: " + printable_name(w), 98);
   for (const std::string& r : unused_rules)

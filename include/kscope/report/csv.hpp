@@ -15,8 +15,8 @@ KSCOPE_DECL std::string session_report::csv() const {
   std::string out =
       "path,depth,calls,profiled_calls,host_median_ns,host_median_ci_lo_ns,host_median_ci_hi_ns,host_total_ns,"
       "gpu_median_ns,gpu_total_ns,kernels,kernel_ns,gpu_busy_ns,sampled_samples,sampled_idle_share,sampled_sm_pct,"
-      "sampled_dram_pct,sampled_tensor_pct,sampled_verdict,counter_calls,counter_dram_bytes_per_call,"
-      "counter_flops_per_call,counter_verdict\n";
+      "sampled_dram_pct,sampled_tensor_pct,counter_calls,counter_dram_bytes_per_call,counter_flops_per_call,"
+      "verdict,verdict_unit,verdict_source\n";
   const double nan = std::numeric_limits<double>::quiet_NaN();
   sampled_metric_columns columns;
   if (sampled_metrics) columns = sampled_metric_columns::of(sampled_metrics->data.metrics);
@@ -45,16 +45,18 @@ KSCOPE_DECL std::string session_report::csv() const {
     f.push_back(sampled(columns.sm_pct));
     f.push_back(sampled(columns.dram_pct));
     f.push_back(sampled(columns.tensor_pct));
-    f.push_back(n ? csv_field(to_string(classify_sampled(*n, sampled_metrics->data.metrics).kind)) : std::string());
     if (s.counters) {
       const scope_counter_report& c = *s.counters;
       f.push_back(std::to_string(c.profiled_calls));
       f.push_back(csv_number(c.per_call(dram_bytes_moved(c.totals))));
       f.push_back(csv_number(c.per_call(c.measured.flops.total)));
-      f.push_back(csv_field(to_string(c.classified.verdict.kind)));
     } else {
-      f.insert(f.end(), 4, std::string());
+      f.insert(f.end(), 3, std::string());
     }
+    // The scope's one conclusion (the sections' columns are numbers only).
+    f.push_back(s.verdict ? csv_field(to_string(s.verdict->verdict.kind)) : std::string());
+    f.push_back(s.verdict ? csv_field(s.verdict->verdict.where) : std::string());
+    f.push_back(s.verdict ? csv_field(s.verdict->basis) : std::string());
     for (std::size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + f[i];
     out += "\n";
   }

@@ -33,23 +33,9 @@
 
 namespace kscope {
 
-// The one verdict of a scope, decided by verdict/scope_verdict.hpp from every piece of
-// evidence the scope has (hardware counters, sampled metrics, declared work on the
-// roofline), with what each other piece concluded and what was not collected. Every
-// printer prints this one; the feature sections show the evidence it rests on.
-struct scope_verdict {
-  finding verdict;     // the conclusion, the numbers behind it, what to try
-  std::string basis;   // the evidence that decided: "hardware counters", "sampled metrics",
-                       // "declared work"
-  // What another piece of evidence concluded, and whether it agrees (same bottleneck).
-  struct other_evidence {
-    std::string basis;
-    finding said;
-    bool agrees = false;
-  };
-  std::vector<other_evidence> others;
-  std::vector<std::string> missing;  // evidence not collected, and how to collect it
-};
+// The schema of session_report::json() (docs/report_schema.md). parse_report() reads it and
+// the one before ("kscope.report/1": a limiter and a verdict per section beside the scope's).
+inline constexpr const char* report_schema = "kscope.report/2";
 
 // One distinct value of a user tag on a scope, with how many instances carried it.
 struct tag_count {
@@ -135,8 +121,9 @@ struct scope_report {
   // replay are counted here and in no timing statistic.
   std::uint64_t profiled_calls = 0;
   std::optional<scope_counter_report> counters;
-  // The scope's one verdict (verdict/scope_verdict.hpp): absent when it has no evidence
-  // at all (a host-only scope, or one whose work is neither declared nor measured).
+  // The scope's one verdict (core/finding.hpp, decided by verdict/scope_verdict.hpp): the
+  // only conclusion the printers print for it, its evidence under it; absent when it has
+  // no evidence at all (a host-only scope, or one whose work is neither declared nor measured).
   std::optional<scope_verdict> verdict;
 };
 

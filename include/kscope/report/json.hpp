@@ -1,5 +1,8 @@
 // kscope/report/json.hpp — session_report::json() and write_json(): the versioned JSON form
-// ("kscope.report/1", docs/report_schema.md) that the kscope tool reads back.
+// ("kscope.report/2", docs/report_schema.md) that the kscope tool reads back. Each scope
+// carries one conclusion, its `verdict` with the evidence under it; the sections carry
+// numbers only ("kscope.report/1" had a limiter, a counters verdict and a sampled verdict
+// beside it: merge.hpp still reads those files).
 #pragma once
 
 #include "../core/config.hpp"
@@ -13,7 +16,7 @@ KSCOPE_DECL std::string session_report::json() const {
   std::string out;
   detail::json_writer w(out);
   w.begin_object();
-  w.member("schema", "kscope.report/1");
+  w.member("schema", report_schema);
   w.key("context").begin_object();
   w.member("kscope_version", context.kscope_version);
   w.member("host", context.host_name);
@@ -134,18 +137,13 @@ KSCOPE_DECL std::string session_report::json() const {
       w.member("fraction_of_measured_roof", s.fraction_of_measured_roof);
       w.member("time_source", s.roofline_time_source);
       w.member("time_ns", s.roofline_time_ns);
-      // An impossible placement keeps its numbers (they show what was measured) but has
-      // no limiter and no advice: both would rest on a time that cannot be right.
+      // The placement's numbers; what limits the scope (and the advice) is in its verdict.
+      // An impossible placement says why; no verdict rests on it.
       const bool impossible = detail::placement_impossible(s);
-      const bool limiter = detail::placement_has_limiter(s);
       w.member("impossible", impossible);
       w.member("impossible_reason", impossible ? detail::placement_advice(s) : std::string());
       w.member("roof_unknown", s.roofline_roof_unknown);
       w.member("roof_basis", s.roof_basis);
-      w.key("limiter");
-      if (!limiter) w.value(nullptr); else w.value(to_string(p.limiter));
-      w.key("hint");
-      if (!limiter) w.value(nullptr); else w.value(detail::placement_advice(s));
       w.key("flops_per_s_ci").begin_object();
       w.member("lo", s.flops_per_s_ci.lo).member("hi", s.flops_per_s_ci.hi).member("level", s.flops_per_s_ci.level);
       w.end_object();

@@ -1,4 +1,5 @@
-// kscope/report/merge.hpp — read "kscope.report/1" JSON back, and merge one report per rank.
+// kscope/report/merge.hpp — read "kscope.report/2" JSON back (and "kscope.report/1", the
+// schema before one verdict per scope), and merge one report per rank.
 //
 // With one process per GPU, each rank writes its own report (rank.hpp names the files);
 // merge_reports() lines the scopes up by path and says, per scope, what every rank spent
@@ -84,9 +85,9 @@ KSCOPE_DECL void context_from_json(const json_value& c, report_context& context)
 
 KSCOPE_DECL kernel_summary kernel_from_json(const json_value& k);
 
-// A scope's "roofline" object back into its placement, roof, time and advice, so that a
-// report read back prints the roofline section it was written with: the limiter's hint
-// becomes the scope's advice, an impossible placement keeps its cause.
+// A scope's "roofline" object back into its placement, roof and time, so that a report read
+// back prints the roofline section it was written with: an impossible placement keeps its
+// cause. A kscope.report/1 placement's limiter and hint become its limiter and advice.
 KSCOPE_DECL void roofline_from_json(const json_value& r, scope_report& out);
 
 // One element of "scopes"; `tags_read` counts tags over the whole report.
@@ -98,8 +99,14 @@ KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t);
 // The "window" object of a window report (session::window()).
 KSCOPE_DECL report_window window_from_json(const json_value& w);
 
-KSCOPE_DECL finding finding_from_json(const json_value& f);
+// A scope's "verdict" object (null: none). Reads kscope.report/2's one verdict ("class",
+// "evidence") and kscope.report/1's ("basis", "verdict", "others"), whose other conclusions
+// become evidence that agrees or not.
 KSCOPE_DECL std::optional<scope_verdict> verdict_from_json(const json_value& v);
+
+// A kscope.report/1 scope written before verdicts existed: its declared-work placement's
+// limiter and hint as its verdict, as that report printed them. nullopt without a limiter.
+KSCOPE_DECL std::optional<scope_verdict> verdict_from_placement(const json_value& roofline, const scope_report& s);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL summary summary_from_json(const json_value& v) {
@@ -324,36 +331,86 @@ KSCOPE_DECL report_window window_from_json(const json_value& w) {
   return out;
 }
 
-KSCOPE_DECL finding finding_from_json(const json_value& f) {
-  finding out;
-  if (!f.is_object()) return out;
-  out.kind = bottleneck_from_string(f.member_string("kind"));
-  out.where = f.member_string("where");
-  out.text = f.member_string("text");
-  if (const json_value* facts = f.find("evidence"); facts && facts->is_array())
-    for (const json_value& e : facts->items)
-      out.facts.push_back(evidence{e.member_string("metric"), e.member_number("value", nan_value()), e.member_string("unit")});
-  return out;
-}
-
 KSCOPE_DECL std::optional<scope_verdict> verdict_from_json(const json_value& v) {
   if (!v.is_object()) return std::nullopt;  // null: the scope had no verdict
+  const auto facts_of = [](const json_value* facts) {
+    std::vector<evidence> out;
+    if (facts != nullptr && facts->is_array())
+      for (const json_value& e : facts->items)
+        out.push_back(evidence{e.member_string("metric"), e.member_number("value", nan_value()), e.member_string("unit")});
+    return out;
+  };
   scope_verdict out;
-  out.basis = v.member_string("basis");
-  if (const json_value* f = v.find("verdict")) out.verdict = finding_from_json(*f);
-  if (const json_value* others = v.find("others"); others && others->is_array()) {
-    for (const json_value& o : others->items) {
-      scope_verdict::other_evidence e;
-      e.basis = o.member_string("basis");
-      e.agrees = o.member_bool("agrees", false);
-      if (const json_value* said = o.find("said")) e.said = finding_from_json(*said);
-      out.others.push_back(std::move(e));
-    }
-  }
   if (const json_value* missing = v.find("missing"); missing && missing->is_array())
     for (const json_value& m : missing->items)
       if (m.is_string()) out.missing.push_back(m.string);
+  if (v.find("class") != nullptr) {  // kscope.report/2
+    out.verdict.kind = bottleneck_from_string(v.member_string("class"));
+    out.verdict.where = v.member_string("unit");
+    out.verdict.text = v.member_string("text");
+    out.basis = v.member_string("source");
+    if (const json_value* list = v.find("evidence"); list && list->is_array()) {
+      for (const json_value& e : list->items) {
+        verdict_evidence item;
+        item.source = e.member_string("source");
+        item.facts = facts_of(e.find("facts"));
+        item.percent_of_peak = e.member_number("percent_of_peak", nan_value());
+        item.metric = e.member_string("metric");
+        item.count = integer_member<std::uint64_t>(e, "count");
+        item.count_of = e.member_string("count_of");
+        item.agrees = e.member_bool("agrees", true);
+        out.evidence.push_back(std::move(item));
+      }
+    }
+    if (const verdict_evidence* decided = out.decided()) out.verdict.facts = decided->facts;
+    return out;
+  }
+  // kscope.report/1: the deciding finding, and what each other source said.
+  out.basis = v.member_string("basis");
+  const auto source_of = [&](const std::string& basis, const json_value& f, bool agrees) {
+    verdict_evidence e;
+    e.source = basis;
+    e.facts = facts_of(f.find("evidence"));
+    e.agrees = agrees;
+    return e;
+  };
+  if (const json_value* f = v.find("verdict"); f && f->is_object()) {
+    out.verdict.kind = bottleneck_from_string(f->member_string("kind"));
+    out.verdict.where = f->member_string("where");
+    out.verdict.text = f->member_string("text");
+    out.verdict.facts = facts_of(f->find("evidence"));
+    if (out.verdict.kind != bottleneck::undetermined) out.evidence.push_back(source_of(out.basis, *f, true));
+  }
+  if (const json_value* others = v.find("others"); others && others->is_array())
+    for (const json_value& o : others->items)
+      if (const json_value* said = o.find("said"); said && said->is_object())
+        out.evidence.push_back(source_of(o.member_string("basis"), *said, o.member_bool("agrees", false)));
   return out;
+}
+
+KSCOPE_DECL std::optional<scope_verdict> verdict_from_placement(const json_value& roofline, const scope_report& s) {
+  if (!roofline.is_object() || !s.roofline) return std::nullopt;
+  const std::string limiter = roofline.member_string("limiter");
+  if (limiter != "memory" && limiter != "compute" && limiter != "latency") return std::nullopt;
+  scope_verdict v;
+  v.basis = "declared work";
+  v.verdict.kind = limiter == "memory" ? bottleneck::memory : limiter == "compute" ? bottleneck::compute : bottleneck::latency;
+  v.verdict.where = limiter == "memory" ? "DRAM" : limiter == "compute" ? s.roof : std::string();
+  v.verdict.text = roofline.member_string("hint");
+  const placement& p = *s.roofline;
+  v.verdict.facts = {{"declared.flops_per_s", p.flops_per_s, "FLOP/s"},
+                     {"declared.bytes_per_s", p.bytes_per_s, "B/s"},
+                     {"roofline.fraction_of_roof", p.fraction_of_roof, "share"}};
+  verdict_evidence e;
+  e.source = v.basis;
+  e.facts = v.verdict.facts;
+  e.percent_of_peak = 100 * p.fraction_of_roof;
+  e.metric = "roofline.fraction_of_roof";
+  e.count = s.work_calls;
+  e.count_of = "calls";
+  v.evidence.push_back(std::move(e));
+  v.missing.push_back("measured evidence: not in this kscope.report/1 file (written before one verdict per scope)");
+  return v;
 }
 
 KSCOPE_DECL void roofline_from_json(const json_value& r, scope_report& out) {
@@ -365,8 +422,10 @@ KSCOPE_DECL void roofline_from_json(const json_value& r, scope_report& out) {
   p.intensity = r.member_number("intensity", nan);
   p.roof_flops_per_s = r.member_number("roof_flops_per_s", nan);
   p.fraction_of_roof = r.member_number("fraction_of_roof", nan);
+  // kscope.report/1 wrote the limiter; /2 leaves it to the scope's verdict (the placement's
+  // own limiter is then unknown, and nothing prints it).
   const std::string limiter = r.member_string("limiter");
-  p.limiter = limiter == "compute" ? bound::compute : limiter == "latency" ? bound::latency : bound::memory;
+  p.limiter = limiter == "compute" ? bound::compute : limiter == "memory" ? bound::memory : bound::latency;
   out.roofline = p;
   out.roof = r.member_string("roof");
   out.fraction_of_measured_roof = r.member_number("fraction_of_measured_roof", nan);
@@ -417,6 +476,7 @@ KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_
   if (const json_value* a = s.find("gpu_activity"); a && a->is_object()) out.gpu_activity = gpu_activity_from_json(*a);
   if (const json_value* r = s.find("roofline")) roofline_from_json(*r, out);
   if (const json_value* v = s.find("verdict")) out.verdict = verdict_from_json(*v);
+  if (const json_value* r = s.find("roofline"); r && !out.verdict) out.verdict = verdict_from_placement(*r, out);
   out.samples_kept = integer_member<std::size_t>(s, "samples_kept");
   out.samples_capped = s.member_bool("samples_capped", false);
   if (const json_value* tags = s.find("tags")) {
@@ -430,7 +490,7 @@ KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// Reads a "kscope.report/1" document one part at a time (json_cursor): each scope, top
+// Reads a "kscope.report/2" (or /1) document one part at a time (json_cursor): each scope, top
 // kernel and the context are read as a small tree, converted and dropped, and members it
 // does not use are skipped without being built, so reading a report costs about its
 // session_report, not a tree of the whole file. Throws json_syntax_error and
@@ -453,6 +513,7 @@ class report_reader {
   static json_limits limits();
 
   not_a_report wrong_schema() const;
+  bool known_schema() const;
 
   bool first_time(const std::string& key);
 
@@ -515,7 +576,7 @@ KSCOPE_DECL session_report report_reader::read() {
       json_value v;
       cursor_.read_value(v, report_max_values_per_entry);
       schema_ = v.string_or("");
-      if (schema_ != "kscope.report/1") throw wrong_schema();
+      if (!known_schema()) throw wrong_schema();
     } else if (key == "context") {
       json_value v;
       cursor_.read_value(v, report_max_values_per_entry);
@@ -559,7 +620,7 @@ KSCOPE_DECL session_report report_reader::read() {
     }
   }
   cursor_.finish();
-  if (schema_ != "kscope.report/1") throw wrong_schema();
+  if (!known_schema()) throw wrong_schema();
   if (!saw_scopes_) throw malformed("no \"scopes\" array");
   return std::move(report_);
 }
@@ -572,8 +633,10 @@ KSCOPE_DECL json_limits report_reader::limits() {
 }
 
 KSCOPE_DECL auto report_reader::wrong_schema() const -> not_a_report {
-  return not_a_report("schema is \"" + schema_ + "\", expected \"kscope.report/1\"");
+  return not_a_report("schema is \"" + schema_ + "\", expected \"" + report_schema + "\" or \"kscope.report/1\"");
 }
+
+KSCOPE_DECL bool report_reader::known_schema() const { return schema_ == report_schema || schema_ == "kscope.report/1"; }
 
 KSCOPE_DECL bool report_reader::first_time(const std::string& key) {
   static constexpr const char* known[] = {"schema",   "context", "sample_cap", "gpu_timing_skipped",
@@ -617,7 +680,7 @@ KSCOPE_DECL void report_reader::read_cupti() {
 
 }  // namespace detail
 
-// Rebuilds a session_report from its "kscope.report/1" JSON (the inverse of json(), up to
+// Rebuilds a session_report from its "kscope.report/2" JSON (the inverse of json(), up to
 // what the JSON holds: the context's device lines are rebuilt from `context.gpu`, which
 // is also kept as is in context.devices_json; samples are not in the JSON). Empty result,
 // with `*error` set, for anything that is not such a document. The error starts with what

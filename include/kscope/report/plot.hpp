@@ -65,6 +65,10 @@ struct plot_options {
   double max_intensity = std::numeric_limits<double>::quiet_NaN();
   double min_flops_per_s = std::numeric_limits<double>::quiet_NaN();
   double max_flops_per_s = std::numeric_limits<double>::quiet_NaN();
+  // Colour each point by its limiter and name it in the point's tooltip. A session report's
+  // page turns it off: what limits a scope is its one verdict, printed beside the picture,
+  // and the points show where the scope ran, nothing more.
+  bool point_limiters = true;
 };
 
 // A table for the HTML page; every cell is plain text (escaped when rendered).
@@ -347,12 +351,13 @@ KSCOPE_DECL std::string roofline_svg(const std::vector<roof_line>& roofs,
     const double intensity = std::clamp(p.intensity, x_min, x_max);
     const double flops = std::clamp(p.flops_per_s, y_min, y_max);
     const double x = px(intensity), y = py(flops);
-    const char* colour = detail::limiter_colour(p.limiter);
-    s += "<g class=\"kscope-point\" data-limiter=\"";
-    s += to_string(p.limiter);
-    s += "\"><title>";
+    const char* colour = options.point_limiters ? detail::limiter_colour(p.limiter) : "#333333";
+    s += "<g class=\"kscope-point\"";
+    if (options.point_limiters) s += std::string(" data-limiter=\"") + to_string(p.limiter) + "\"";
+    s += "><title>";
     append_xml_escaped(s, p.label + ": " + detail::format_si(p.intensity, "FLOP/B") + ", " +
-                              detail::format_si(p.flops_per_s, "FLOP/s") + ", " + to_string(p.limiter) + "-bound" +
+                              detail::format_si(p.flops_per_s, "FLOP/s") +
+                              (options.point_limiters ? ", " + std::string(to_string(p.limiter)) + "-bound" : "") +
                               (off_scale ? " (off scale: drawn at the plot edge)" : ""));
     s += "</title><circle cx=\"" + svg_number(x) + "\" cy=\"" + svg_number(y) + "\" r=\"5\" fill=\"" +
          (off_scale ? std::string("#ffffff") : std::string(colour)) + "\" stroke=\"" + colour +
@@ -412,9 +417,15 @@ KSCOPE_DECL std::string roofline_svg(const std::vector<roof_line>& roofs,
   s += "<text x=\"" + svg_number(lx) + "\" y=\"" + svg_number(ly) + "\" font-weight=\"bold\">points</text>\n";
   ly += 18;
   for (bound b : {bound::memory, bound::compute, bound::latency}) {
+    if (!options.point_limiters) break;
     s += "<circle cx=\"" + svg_number(lx + 13) + "\" cy=\"" + svg_number(ly) + "\" r=\"5\" fill=\"" +
          detail::limiter_colour(b) + "\"/>";
     s += "<text x=\"" + svg_number(lx + 32) + "\" y=\"" + svg_number(ly + 4) + "\">" + to_string(b) + "-bound</text>\n";
+    ly += 18;
+  }
+  if (!options.point_limiters) {
+    s += "<circle cx=\"" + svg_number(lx + 13) + "\" cy=\"" + svg_number(ly) + "\" r=\"5\" fill=\"#333333\"/>";
+    s += "<text x=\"" + svg_number(lx + 32) + "\" y=\"" + svg_number(ly + 4) + "\">a scope's median call</text>\n";
     ly += 18;
   }
   s += "<circle cx=\"" + svg_number(lx + 13) + "\" cy=\"" + svg_number(ly) +

@@ -83,12 +83,13 @@ KSCOPE_DECL std::string session_report::text() const {
   bool any_placed = false;
   for (const scope_report& s : scopes) any_placed = any_placed || s.roofline.has_value();
   if (any_placed) {
+    // The declared work's numbers; what limits the scope is its verdict (below), so the
+    // placement names no limiter of its own: only whether it can be true and its roof.
     out += "\n" + detail::fit("roofline (median call)", 30) + detail::fit("FLOP/s", 10, true) +
            detail::fit("B/s", 10, true) + detail::fit("FLOP/B", 8, true) + detail::fit("%roof", 7, true) +
-           detail::fit("%meas", 7, true) + "  " + detail::fit("limiter", 11) + detail::fit("roof", 12) + "\n";
+           detail::fit("%meas", 7, true) + "  " + detail::fit("placement", 11) + detail::fit("roof", 12) + "\n";
     out += std::string(98, '-') + "\n";
-    std::string hints;
-    bool any_outweighed = false;
+    std::string notes;
     for (const scope_report& s : scopes) {
       if (!s.roofline) continue;
       const placement& p = *s.roofline;
@@ -99,31 +100,26 @@ KSCOPE_DECL std::string session_report::text() const {
                                            : std::string("-");
       std::string name(detail::indent_width(s.depth), ' ');
       name += printable_name(s.name);
-      // The declared point's limiter, marked when the scope's measured verdict outweighs it.
-      const std::string outweighed =
-          detail::placement_has_limiter(s) ? outweighed_note(s, detail::bottleneck_of(p.limiter), "declared work")
-                                           : std::string();
-      any_outweighed = any_outweighed || !outweighed.empty();
       out += detail::fit(name, 30) + detail::fit(detail::format_si(p.flops_per_s, ""), 10, true) +
              detail::fit(detail::format_si(p.bytes_per_s, ""), 10, true) + detail::fit(intensity, 8, true) +
              detail::fit(roof_pct, 7, true) + detail::fit(measured_pct, 7, true) + "  " +
-             detail::fit(detail::placement_impossible(s)     ? "impossible"
-                         : detail::placement_roof_unknown(s) ? "roof?"
-                                                             : (outweighed.empty() ? "" : "~") +
-                                                                   std::string(to_string(p.limiter)),
+             detail::fit(detail::placement_impossible(s) ? "impossible" : detail::placement_roof_unknown(s) ? "roof?" : "",
                          11) +
              detail::fit(printable_name(s.roof), 12) + "\n";
-      // Said with the advice when the placement is not timed by the scope's events.
+      // Said under the table when the placement is not timed by the scope's events, its
+      // roof was chosen by the kernels, or it cannot be placed (impossible, roof unknown).
       const std::string timed = s.roofline_time_source.empty() || s.roofline_time_source == "events"
                                     ? std::string()
                                     : " [timed by " + s.roofline_time_source + "]";
       const std::string basis = s.roof_basis.empty() ? std::string() : " [" + s.roof_basis + "]";
-      hints += detail::wrap(printable_name(s.path + timed + basis + ": " + detail::placement_advice(s) + outweighed), 98);
+      const bool unplaced = !detail::placement_has_limiter(s);
+      if (unplaced || !timed.empty() || !basis.empty())
+        notes += detail::wrap(
+            printable_name(s.path + timed + basis + (unplaced ? ": " + detail::placement_advice(s) : std::string())), 98);
     }
-    out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof" +
-           std::string(any_outweighed ? "; ~: the declared work's limiter, outweighed by the scope's measured verdict"
-                                      : "") +
-           "\n" + hints;
+    out += "%roof: of the theoretical roof at the scope's intensity; %meas: of the measured roof; what limits "
+           "each scope: its verdict, below\n" +
+           notes;
   }
   bool any_activity = false;
   for (const scope_report& s : scopes) any_activity = any_activity || s.gpu_activity.has_value();
@@ -223,15 +219,28 @@ KSCOPE_DECL std::string session_report::text() const {
   }
   if (counters) out += detail::scope_counters_text(*counters, scopes);
   if (sampled_metrics) out += detail::sampled_metrics_text(*sampled_metrics, scopes);
-  // One verdict per scope (verdict/scope_verdict.hpp), from the strongest evidence, with
-  // whether the rest agrees: the sections above show the evidence it rests on.
+  // One conclusion per scope (verdict/scope_verdict.hpp), its evidence under it: the
+  // sections above give the numbers and name no class of their own.
   bool any_verdict = false;
   for (const scope_report& s : scopes) any_verdict = any_verdict || s.verdict.has_value();
   if (any_verdict) {
-    out += "\nverdict per scope (measured evidence decides: the busiest unit nearest its peak; declared work only where\n  nothing measured did)\n";
+    out += detail::wrap("\nverdict per scope (one conclusion each: measured evidence decides, the busiest unit nearest "
+                        "its peak; declared work only where nothing measured did; the evidence under it)",
+                        98);
     out += std::string(98, '-') + "\n";
-    for (const scope_report& s : scopes)
-      if (s.verdict) out += detail::wrap(printable_name(s.path + ": " + detail::verdict_text(*s.verdict)), 98);
+    const auto under = [&out](const std::string& line) {  // an item under its scope: "  - ", wrapped
+      const std::string wrapped = detail::wrap(printable_name(line), 94);
+      for (std::size_t at = 0; at < wrapped.size();) {
+        const std::size_t end = wrapped.find('\n', at);
+        out += (at == 0 ? "  - " : "  ") + wrapped.substr(at, end + 1 - at);
+        at = end + 1;
+      }
+    };
+    for (const scope_report& s : scopes) {
+      if (!s.verdict) continue;
+      out += detail::wrap(printable_name(s.path + ": " + detail::verdict_headline(*s.verdict)), 98);
+      for (const std::string& line : detail::verdict_lines(*s.verdict)) under(line);
+    }
   }
   if (!cupti_status.empty()) out += detail::wrap("CUPTI: " + printable_name(cupti_status), 98);
   if (gpu_timing_skipped)

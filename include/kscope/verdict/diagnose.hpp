@@ -323,10 +323,10 @@ KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, st
   // The declared-work placement counts as memory-bound only at the roof by the same measure
   // as counters and samples (counters_at_roof_pct): under the ridge is not yet "memory
   // traffic sets the pace" (the healthy serving loop's decode sat at 54 % of the roof).
-  const auto declared_memory_bound = [&] {
+  const auto declared_memory_bound = [&](bottleneck kind) {
     source = "declared-work roofline";
     fraction = s.roofline->fraction_of_roof;
-    return s.roofline->limiter == bound::memory && std::isfinite(fraction) && fraction * 100 >= counters_at_roof_pct;
+    return kind == bottleneck::memory && std::isfinite(fraction) && fraction * 100 >= counters_at_roof_pct;
   };
   // The scope's one verdict; a report built without verdicts gets it decided here, by the
   // same rules (scope_verdict.hpp), so there is one place that weighs the evidence.
@@ -341,7 +341,7 @@ KSCOPE_DECL bool memory_bound(const session_report& r, const scope_report& s, st
     decided = decide_verdict(e);
   }
   if (!decided) return false;
-  if (decided->basis == "declared work" && s.roofline) return declared_memory_bound();
+  if (decided->basis == "declared work" && s.roofline) return declared_memory_bound(decided->verdict.kind);
   source = decided->basis;
   facts = decided->verdict.facts;
   return decided->verdict.kind == bottleneck::memory;

@@ -435,9 +435,11 @@ KSCOPE_DECL std::string roofline_picture(const session_report& r, std::string& c
   options.title = r.context.devices.empty()
                       ? "Roofline"
                       : "Roofline: " + r.context.devices.front().substr(0, r.context.devices.front().find(':'));
+  options.point_limiters = false;  // what limits a scope is its verdict, not its point's side of the ridge
   caption =
       "Each scope at its median call: declared work (scope::set_work) as 'path', hardware counters' "
-      "measured levels as 'path (DRAM)', 'path (L2)', 'path (L1)'; solid roofs theoretical, dashed measured.";
+      "measured levels as 'path (DRAM)', 'path (L2)', 'path (L1)'; solid roofs theoretical, dashed measured; "
+      "what limits each scope: its verdict (Verdict per scope).";
   if (scopes_left_out > 0)
     caption += " " + std::to_string(scopes_left_out) + " scopes with less time not drawn (at most " +
                std::to_string(max_points) + " points; the table lists them).";
@@ -757,15 +759,11 @@ KSCOPE_DECL void html_roofline(html_page& p) {
     p.roofline_drawn = true;
   }
   std::vector<std::vector<html_cell>> rows;
-  std::vector<std::string> hints;
-  bool any_outweighed = false;
+  std::vector<std::string> notes;
   for (std::size_t i = 0; i < r.scopes.size(); ++i) {
     const scope_report& s = r.scopes[i];
     if (!s.roofline || !p.shown[i]) continue;
     const placement& p = *s.roofline;
-    const std::string outweighed =
-        placement_has_limiter(s) ? outweighed_note(s, bottleneck_of(p.limiter), "declared work") : std::string();
-    any_outweighed = any_outweighed || !outweighed.empty();
     rows.push_back(
         {html_name_cell(s),
          {format_si(p.flops_per_s, "FLOP/s"), "", 0, 1},
@@ -775,25 +773,23 @@ KSCOPE_DECL void html_roofline(html_page& p) {
          {std::isfinite(s.fraction_of_measured_roof) ? format_fixed(100 * s.fraction_of_measured_roof, 0) + "%"
                                                      : std::string("-"),
           "", 0, 1},
-         {placement_impossible(s)     ? "impossible"
-          : placement_roof_unknown(s) ? "roof?"
-                                      : (outweighed.empty() ? "" : "~") + std::string(to_string(p.limiter)),
-          "", 0, 1},
+         {placement_impossible(s) ? "impossible" : placement_roof_unknown(s) ? "roof?" : "", "", 0, 1},
          {s.roof, s.roof_basis, 0, 1}});
+    // As text() says them: a time other than the events, the kernels' roof, or why it is not placed.
     const std::string timed = s.roofline_time_source.empty() || s.roofline_time_source == "events"
                                   ? std::string()
                                   : " [timed by " + s.roofline_time_source + "]";
     const std::string basis = s.roof_basis.empty() ? std::string() : " [" + s.roof_basis + "]";
-    hints.push_back(s.path + timed + basis + ": " + placement_advice(s) + outweighed);
+    const bool unplaced = !placement_has_limiter(s);
+    if (unplaced || !timed.empty() || !basis.empty())
+      notes.push_back(s.path + timed + basis + (unplaced ? ": " + placement_advice(s) : std::string()));
   }
-  append_html_grid(out, {"scope", "FLOP/s", "B/s", "FLOP/B", "% roof", "% measured roof", "limiter", "roof"}, rows);
-  html_paragraph(
-      out,
-      "% roof: of the theoretical roof at the scope's intensity; % measured roof: of the measured roof" +
-          std::string(any_outweighed ? "; ~: the declared work's limiter, outweighed by the scope's measured verdict"
-                                     : ""),
-      "legend");
-  html_list(out, hints, "advice");
+  append_html_grid(out, {"scope", "FLOP/s", "B/s", "FLOP/B", "% roof", "% measured roof", "placement", "roof"}, rows);
+  html_paragraph(out,
+                 "% roof: of the theoretical roof at the scope's intensity; % measured roof: of the measured roof; "
+                 "what limits each scope: its verdict (Verdict per scope)",
+                 "legend");
+  html_list(out, notes, "advice");
   out += "</section>\n";
 }
 
@@ -930,16 +926,13 @@ KSCOPE_DECL void html_counters(html_page& p) {
           : c.partial_calls > 0
               ? ">" + format_fixed(static_cast<double>(c.partial_kernels) / static_cast<double>(c.partial_calls), 0)
               : std::string("-");
-      const std::string outweighed = outweighed_note(s, c.classified.verdict.kind, "hardware counters");
       rows.push_back({html_name_cell(s),
                       {std::to_string(c.profiled_calls), "", 0, 1},
                       {per_call_kernels + (c.partial_calls > 0 && whole > 0 ? "*" : ""), "", 0, 1},
                       {counter_cell(c.per_call(dram), "B"), "", 0, 1},
                       {counter_cell(c.per_call(c.measured.flops.total), "FLOP"), "", 0, 1},
                       {std::isfinite(sm) ? format_fixed(sm, 1) : "-", "", 0, 1},
-                      {std::isfinite(mem) ? format_fixed(mem, 1) : "-", "", 0, 1},
-                      {(outweighed.empty() ? "" : "~") + std::string(to_string(c.classified.verdict.kind)), "", 0, 1}});
-      details.push_back(s.path + ": " + c.classified.verdict.text + outweighed);
+                      {std::isfinite(mem) ? format_fixed(mem, 1) : "-", "", 0, 1}});
       if (c.declared_vs_measured && !c.declared_vs_measured->text.empty())
         details.push_back(s.path + ": " + c.declared_vs_measured->text);
       if (const std::string measured = describe(c.measured); !measured.empty())
@@ -954,12 +947,13 @@ KSCOPE_DECL void html_counters(html_page& p) {
       if (c.groups > 1) details.push_back(s.path + ": " + metric_calls_text(c));
     }
     append_html_grid(
-        out, {"scope", "profiled", "kernels/call", "DRAM/call", "FLOP/call", "SM %", "memory %", "verdict"}, rows);
+        out, {"scope", "profiled", "kernels/call", "DRAM/call", "FLOP/call", "SM %", "memory %"}, rows);
     html_paragraph(out,
                    "profiled: calls profiled; kernels/call: kernels per profiled call (* some calls had more kernels "
                    "than the counter image held, >N: every call did); DRAM/call, FLOP/call: measured (DRAM read + "
                    "write, and the write-back after the call where measured; SASS FP instructions, fma = 2); SM %, "
-                   "memory %: speed-of-light throughputs, kernel-time weighted; ~: outweighed by the scope's verdict",
+                   "memory %: speed-of-light throughputs, kernel-time weighted; what limits each scope: its verdict "
+                   "(Verdict per scope)",
                    "legend");
     html_list(out, details, "details");
     std::string line = std::to_string(st.passes) + " counter passes";
@@ -998,14 +992,11 @@ KSCOPE_DECL void html_sampled_metrics(html_page& p) {
     std::vector<std::vector<html_cell>> rows;
     rows.push_back(row({"device (every sample)", "", 0, 1}, d.device_wide.samples, 1 - d.device_wide.busy_share(),
                        d.device_wide.values));
-    std::vector<std::string> verdicts;
     for (std::size_t i = 0; i < r.scopes.size(); ++i) {
       const scope_report& s = r.scopes[i];
       const node_sampled_metrics* n = d.find(static_cast<sampled_node>(s.id));
       if (n == nullptr || n->samples == 0 || !p.shown[i]) continue;
       rows.push_back(row(html_name_cell(s), n->samples, n->idle_share(), n->values));
-      const finding f = classify_sampled(*n, d.metrics);
-      verdicts.push_back(s.path + ": " + f.text + outweighed_note(s, f.kind, "sampled metrics"));
     }
     append_html_grid(out, columns, rows);
     if (!m.attributed)
@@ -1014,9 +1005,8 @@ KSCOPE_DECL void html_sampled_metrics(html_page& p) {
     html_paragraph(out,
                    "idle: share of the sampled time, around the scope's kernels, with no kernel running; values: "
                    "time-weighted means over the samples the scope's kernels overlapped (GPU-wide counters), counts "
-                   "as rates",
+                   "as rates; what limits each scope: its verdict (Verdict per scope)",
                    "legend");
-    html_list(out, verdicts, "details");
     std::vector<std::string> step_lines;
     for (const step_sampled_metrics& st : d.steps) {
       std::string path = "node " + std::to_string(st.node);
@@ -1042,12 +1032,15 @@ KSCOPE_DECL void html_sampled_metrics(html_page& p) {
   out += "</section>\n";
 }
 
-// The one verdict per scope, with what was not collected.
+// The one conclusion per scope, its evidence and what was not collected under it.
 KSCOPE_DECL void html_verdicts(html_page& p) {
   const session_report& r = p.r;
   std::string& out = p.out;
   html_section_open(out, "verdicts", "Verdict per scope");
-  html_paragraph(out, "measured evidence decides (the busiest unit nearest its peak, counters or sampled metrics), declared work only where nothing measured did", "legend");
+  html_paragraph(out,
+                 "one conclusion each: measured evidence decides (the busiest unit nearest its peak, counters or "
+                 "sampled metrics), declared work only where nothing measured did; the evidence under it",
+                 "legend");
   out += "<ul class=\"verdicts\">\n";
   for (std::size_t i = 0; i < r.scopes.size(); ++i) {
     const scope_report& s = r.scopes[i];
@@ -1055,11 +1048,10 @@ KSCOPE_DECL void html_verdicts(html_page& p) {
     out += "<li><span class=\"verdict\" data-kind=\"";
     out += to_string(s.verdict->verdict.kind);
     out += "\">";
-    append_xml_escaped(out, s.path + ": " + verdict_text(*s.verdict));
+    append_xml_escaped(out, s.path + ": " + verdict_headline(*s.verdict));
     out += "</span>";
-    std::vector<std::string> missing;
-    for (const std::string& m : s.verdict->missing) missing.push_back("not collected: " + m);
-    html_list(out, missing, "missing");
+    std::vector<std::string> lines;
+    html_list(out, verdict_lines(*s.verdict), "evidence");
     out += "</li>\n";
   }
   out += "</ul>\n</section>\n";

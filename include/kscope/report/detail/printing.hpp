@@ -5,6 +5,7 @@
 
 #include "../../core/config.hpp"
 #include "../data.hpp"
+#include "../../core/detail/verdict_text.hpp"  // the one verdict, worded and written as JSON
 
 namespace kscope {
 
@@ -54,11 +55,6 @@ KSCOPE_DECL bool placement_roof_unknown(const scope_report& s);
 // roof known.
 KSCOPE_DECL bool placement_has_limiter(const scope_report& s);
 
-// The roofline limiter in the verdict vocabulary.
-[[nodiscard]] constexpr bottleneck bottleneck_of(bound b) noexcept {
-  return b == bound::memory ? bottleneck::memory : b == bound::compute ? bottleneck::compute : bottleneck::latency;
-}
-
 // The line under the roofline table for a placed scope: why it is impossible, else the
 // session's evidence-based advice, else the placement's hint().
 KSCOPE_DECL std::string placement_advice(const scope_report& s);
@@ -96,11 +92,6 @@ KSCOPE_DECL std::string requests_text(const std::vector<scope_report>& scopes);
 
 KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_report>& scopes);
 
-// A scope's verdict in one line: "memory-bound (DRAM), from hardware counters; sampled
-// metrics agree; declared work say latency-bound", then its text.
-KSCOPE_DECL std::string verdict_text(const scope_verdict& v);
-KSCOPE_DECL void write_finding_json(json_writer& w, const finding& f);
-KSCOPE_DECL void write_verdict_json(json_writer& w, const scope_verdict& v);
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string format_ci_percent(const summary& s) {
@@ -476,50 +467,6 @@ KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_rep
     w.end_object();
   }
   w.end_array();
-}
-KSCOPE_DECL std::string verdict_text(const scope_verdict& v) {
-  // Nothing decided: what is missing is the whole verdict.
-  if (v.verdict.kind == bottleneck::undetermined)
-    return "undetermined" + (v.verdict.text.empty() ? std::string() : ": " + v.verdict.text);
-  std::string line = to_string(v.verdict.kind);
-  if (!v.verdict.where.empty()) line += " (" + v.verdict.where + ")";
-  line += ", from " + v.basis;
-  for (const scope_verdict::other_evidence& o : v.others) {
-    line += "; " + o.basis + (o.agrees ? std::string(" agree") : " say " + std::string(to_string(o.said.kind)));
-    if (!o.agrees && !o.said.where.empty()) line += " (" + o.said.where + ")";
-  }
-  if (!v.verdict.text.empty()) line += ": " + v.verdict.text;
-  return line;
-}
-
-KSCOPE_DECL void write_finding_json(json_writer& w, const finding& f) {
-  w.begin_object();
-  w.member("kind", to_string(f.kind));
-  w.member("where", f.where);
-  w.member("text", f.text);
-  w.key("evidence").begin_array();
-  for (const evidence& e : f.facts) w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
-  w.end_array();
-  w.end_object();
-}
-
-KSCOPE_DECL void write_verdict_json(json_writer& w, const scope_verdict& v) {
-  w.begin_object();
-  w.member("basis", v.basis);
-  w.key("verdict");
-  write_finding_json(w, v.verdict);
-  w.key("others").begin_array();
-  for (const scope_verdict::other_evidence& o : v.others) {
-    w.begin_object().member("basis", o.basis).member("agrees", o.agrees);
-    w.key("said");
-    write_finding_json(w, o.said);
-    w.end_object();
-  }
-  w.end_array();
-  w.key("missing").begin_array();
-  for (const std::string& m : v.missing) w.value(m);
-  w.end_array();
-  w.end_object();
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
