@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -528,12 +529,12 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("JSON round trip: kscope.bench/1 parsed back with nlohmann-json") {
+TEST_CASE("JSON round trip: kscope.bench/2 parsed back with nlohmann-json") {
   const kscope::bench_result r = sample_result();
   const kscope::bench_report report{sample_context(), {r}};
   const nlohmann::json j = nlohmann::json::parse(report.json());
 
-  CHECK(j["schema"] == "kscope.bench/1");
+  CHECK(j["schema"] == "kscope.bench/2");
   CHECK(j["kscope_version"] == KSCOPE_VERSION_STRING);
   const auto& gpu = j["context"]["gpu"];
   CHECK(gpu["name"] == "NVIDIA H200");
@@ -599,7 +600,10 @@ TEST_CASE("JSON round trip: kscope.bench/1 parsed back with nlohmann-json") {
 
   CHECK(b["rates"]["flops_per_s"]["median"].get<double>() == r.flops_per_s.median);
   CHECK(b["rates"]["flops_per_s"]["ci"]["lo"].get<double>() == r.flops_per_s.ci.lo);
-  CHECK(b["roofline"]["bound"] == "compute");
+  CHECK(b["roofline"].find("bound") == b["roofline"].end());  // the row's one conclusion is its verdict
+  CHECK(b["verdict"]["class"] == "compute-bound");
+  CHECK(b["verdict"]["source"] == "declared work");
+  CHECK(b["verdict"]["count_of"] == "timed samples");
   CHECK(b["roofline"]["fraction_of_roof"].get<double>() == r.roofline->fraction_of_roof);
   CHECK(b["resources"]["registers_per_thread"] == 64);
   CHECK(b["resources"]["occupancy"].get<double>() == 0.5);
@@ -662,6 +666,7 @@ TEST_CASE("CSV round trip: one row per benchmark, one per sample") {
   CHECK(column("reference") == "cuBLAS");
   CHECK(column("verdict") == "slower");
   CHECK(column("bound") == "compute");
+  CHECK(column("bound_source") == "declared work");
 
   const auto samples = parse_csv(report.samples_csv());
   REQUIRE(samples.size() == 1 + 2 * (r.series.samples_s.size() + r.reference->series.samples_s.size()));
@@ -1469,17 +1474,23 @@ TEST_CASE("counters: markdown columns and notes, JSON object, CSV columns") {
   CHECK(contains(md, "- counters note: sm__pipe_tensor_cycles_active"));
   CHECK(contains(md, "- measured: 0.00 FLOP none (no FP instructions) in 500 us"));
   CHECK(contains(md, "DRAM 2.50 GB"));
-  CHECK(contains(md, "- bound (measured): memory-bound: DRAM at 86% of its peak "
+  // One conclusion per row, the counters' (they decided), its evidence under it.
+  CHECK_MESSAGE(contains(md, "- verdict: memory-bound (DRAM), from hardware counters over 1 profiled call; busiest unit "),
+                md);
+  CHECK(contains(md, "\n  - memory-bound: DRAM at 86% of its peak "
                      "(dram__throughput.avg.pct_of_peak_sustained_elapsed = 86)"));
+  CHECK_MESSAGE(contains(md, "\n  - declared work (" ), md);
+  CHECK_FALSE(contains(md, "bound (measured)"));
+  CHECK_FALSE(contains(md, "- also: "));
   // A table without counters keeps its columns.
   CHECK_FALSE(contains(kscope::bench_report{{}, {plain}}.markdown(), "DRAM B"));
   // The declared point keeps its numbers but leaves the bound to the counters: one verdict.
   CHECK(contains(md, "of the roof (" ));
-  CHECK(contains(md, "from the declared work; the bound is the measured one below"));
+  CHECK(contains(md, "at this intensity), from the declared work"));
   CHECK_FALSE(contains(md, "- roofline: intensity 0 flop/B, 52.1 % of the roof (0 FLOP/s at this intensity), memory-bound"));
   // One row, one verdict: the roof column shows the declared point's share, not a limiter
   // beside the measured bound.
-  CHECK_MESSAGE(contains(md, "% of roof (declared) |"), md);
+  CHECK_MESSAGE(contains(md, "% of roof |"), md);
   CHECK_FALSE(contains(md, "% memory |"));
   CHECK_FALSE(contains(md, "% latency |"));
 
@@ -1499,10 +1510,17 @@ TEST_CASE("counters: markdown columns and notes, JSON object, CSV columns") {
   CHECK(c["measured"]["levels"][0]["roof_bytes_per_s"] == 4.8e12);
   CHECK(c["measured"]["levels"][1]["roof_bytes_per_s"].is_null());  // no L2 roof known here
   CHECK(c["declared_vs_measured"]["bytes_differ"] == false);
-  CHECK(c["classification"]["verdict"] == "memory-bound");
-  CHECK(c["classification"]["where"] == "DRAM");
+  CHECK(c.find("classification") == c.end());  // the row's one conclusion is its verdict
+  for (const auto& level : c["measured"]["levels"]) CHECK(level.find("bound") == level.end());
+  const nlohmann::json& v = j["benchmarks"][0]["verdict"];
+  CHECK(v["class"] == "memory-bound");
+  CHECK(v["unit"] == "DRAM");
+  CHECK(v["source"] == "hardware counters");
+  REQUIRE(v["evidence"].size() == 2);  // the counters, and the declared work that agrees
+  CHECK(v["evidence"][1]["source"] == "declared work");
+  CHECK(j["benchmarks"][1]["verdict"].is_null());  // no counters, no declared work
   bool evidence = false;
-  for (const auto& e : c["classification"]["evidence"])
+  for (const auto& e : v["evidence"][0]["facts"])
     evidence |= e["metric"] == "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed" &&
                 std::fabs(e["value"].get<double>() - 86) < 1e-9 && e["unit"] == "%";
   CHECK(evidence);
@@ -1515,9 +1533,65 @@ TEST_CASE("counters: markdown columns and notes, JSON object, CSV columns") {
   CHECK(std::stod(csv_column(csv, "flops_measured")) == 0);
   CHECK(std::stod(csv_column(csv, "sm_throughput_pct")) == doctest::Approx(18));
   CHECK(std::stod(csv_column(csv, "memory_throughput_pct")) == doctest::Approx(86));
-  CHECK(csv_column(csv, "measured_bound") == "memory (DRAM)");
+  CHECK(csv_column(csv, "bound") == "memory (DRAM)");
+  CHECK(csv_column(csv, "bound_source") == "hardware counters");
   CHECK(csv_column(csv, "counters_state", 2).empty());
   CHECK(csv_column(csv, "dram_bytes", 2).empty());
+}
+
+TEST_CASE("a bench row whose sources disagree: one conclusion in markdown, JSON and CSV") {
+  // Declared work far under both roofs (5 % of the DRAM roof: latency-bound by itself) and
+  // counters that measured DRAM at 86 % of its peak: the row says memory-bound, once.
+  fake_timer timer(noisy(1e-3, 0.002));
+  auto source = std::make_shared<fake_counter_source>();
+  source->prepared = two_copy_kernels();
+  kscope::bench b = make_bench("copy");
+  b.set_work({0, 2.5e8}).peaks(60e12, 4.8e12).counter_source(source);
+  const kscope::bench_result r = b.run(timer);
+  REQUIRE(r.roofline);
+  REQUIRE(r.roofline->limiter == kscope::bound::latency);
+  const std::optional<kscope::scope_verdict> v = kscope::bench_verdict(r);
+  REQUIRE(v);
+  CHECK(v->basis == "hardware counters");
+  CHECK(v->verdict.kind == kscope::bottleneck::memory);
+  REQUIRE(v->evidence.size() == 2);
+  CHECK_FALSE(v->evidence[1].agrees);
+  const kscope::bench_report report{{}, {r}};
+  // The class words a text holds, each once.
+  const auto bound_words = [](const std::string& text) {
+    std::vector<std::string> found;
+    for (const char* w : {"memory-bound", "compute-bound", "latency-bound", "launch/CPU-bound", "undetermined", "latency"})
+      if (text.find(w) != std::string::npos) found.push_back(w);
+    return found;
+  };
+  const std::string md = report.markdown();
+  CHECK_MESSAGE(bound_words(md) == std::vector<std::string>{"memory-bound"}, md);
+  // ... said in the row's verdict note alone: its headline and its text under it.
+  const std::size_t note = md.find("- verdict: ");
+  REQUIRE(note != std::string::npos);
+  CHECK(md.find("memory-bound") > note);
+  CHECK_MESSAGE(contains(md, "- verdict: memory-bound (DRAM), from hardware counters"), md);
+  CHECK_MESSAGE(contains(md, "\n  - memory-bound: DRAM at 86% of its peak"), md);
+  CHECK_MESSAGE(contains(md, " | memory (DRAM) |\n"), md);
+  CHECK_MESSAGE(contains(md, "\n  - declared work ("), md);
+  CHECK_MESSAGE(contains(md, ", outweighed): "), md);
+  const nlohmann::json j = nlohmann::json::parse(report.json());
+  CHECK(j["benchmarks"][0]["verdict"]["class"] == "memory-bound");
+  CHECK(j["benchmarks"][0]["verdict"]["evidence"][1]["agrees"] == false);
+  std::size_t strings_with_a_class = 0;
+  const auto walk = [&](const nlohmann::json& x, const auto& self) -> void {
+    if (x.is_object() || x.is_array()) {
+      for (const auto& item : x) self(item, self);
+    } else if (x.is_string()) {
+      strings_with_a_class += !bound_words(x.get<std::string>()).empty();
+    }
+  };
+  walk(j, walk);
+  CHECK(strings_with_a_class == 2);  // verdict.class and verdict.text
+  const std::string csv = report.csv();
+  CHECK(csv_column(csv, "bound") == "memory (DRAM)");
+  CHECK(csv_column(csv, "bound_source") == "hardware counters");
+  CHECK_MESSAGE(bound_words(csv).empty(), csv);
 }
 
 TEST_CASE("counters: an invalid or failed result is never profiled") {
@@ -1547,7 +1621,8 @@ TEST_CASE("counters: an invalid or failed result is never profiled") {
     CHECK_FALSE(r->counters);
     const kscope::bench_report report{{}, {*r}};
     CHECK_FALSE(contains(report.markdown(), "DRAM B"));
-    CHECK_FALSE(contains(report.markdown(), "bound (measured)"));
+    CHECK_FALSE(contains(report.markdown(), "- verdict: "));
+    CHECK(nlohmann::json::parse(report.json())["benchmarks"][0]["verdict"].is_null());
     CHECK(nlohmann::json::parse(report.json())["benchmarks"][0]["counters"].is_null());
     CHECK(csv_column(report.csv(), "counters_state").empty());
   }
@@ -1597,7 +1672,11 @@ TEST_CASE("counters: unavailable counters leave one note and the timing as it wa
   const nlohmann::json c = nlohmann::json::parse(report.json())["benchmarks"][0]["counters"];
   CHECK(c["state"] == "no permission");
   CHECK(c["measured"].is_null());
-  CHECK(c["classification"].is_null());
+  CHECK(c.find("classification") == c.end());
+  // The declared work decides; the counters that could not run are named under it, once.
+  const nlohmann::json v = nlohmann::json::parse(report.json())["benchmarks"][0]["verdict"];
+  CHECK(v["source"] == "declared work");
+  CHECK(v["missing"][0] == "hardware counters: no permission (the counters note says why)");
   CHECK(csv_column(report.csv(), "counters_state") == "no permission");
   CHECK(csv_column(report.csv(), "dram_bytes").empty());
 

@@ -107,6 +107,10 @@ class BenchResult:
     text: str = field(repr=False)
     json: str = field(repr=False)
     data: dict = field(repr=False, compare=False)
+    # The row's one conclusion (docs/bench_schema.md, `benchmarks[].verdict`): "class",
+    # "unit", "percent_of_peak", "source", "count", "text", "evidence", ...; None when neither
+    # counters nor declared work said anything.
+    verdict: Optional[dict] = field(default=None, repr=False, compare=False)
 
     @property
     def reason(self) -> str:
@@ -153,7 +157,8 @@ def _result(doc: dict, text: str, as_json: str) -> BenchResult:
         launches_per_sample=int(m.get("launches_per_sample") or 0), batching=m.get("batching", ""),
         flops_per_s=_nan((rates.get("flops_per_s") or {}).get("median")),
         bytes_per_s=_nan((rates.get("bytes_per_s") or {}).get("median")),
-        reference=reference, warnings=tuple(b.get("warnings") or ()), text=text, json=as_json, data=doc)
+        reference=reference, warnings=tuple(b.get("warnings") or ()), text=text, json=as_json, data=doc,
+        verdict=b.get("verdict") if isinstance(b.get("verdict"), dict) else None)
 
 
 def _takes_stream(fn) -> bool:

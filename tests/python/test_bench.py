@@ -37,6 +37,9 @@ def test_host_timer_gives_a_median_with_its_interval():
     assert b["params"] == {"n": 300, "kind": "py"} and b["shape"] == [300] and b["dtype"] == "int"
     assert b["settings"]["use_graphs"] is False  # the Python default (see _bench.py)
     assert any("timed on the host" in w for w in r.warnings)
+    # No counters and no roofs to place the work under: the row concludes nothing.
+    assert r.data["schema"] == "kscope.bench/2"
+    assert r.verdict is None and b["verdict"] is None
 
 
 def test_the_reference_ratio_and_its_interval():

@@ -10,7 +10,7 @@
 //   gemm.output([&] { return read_back(c); }, 1e-2).reference(ref);   // ABBA-interleaved, checked
 //   kscope::bench_report report{kscope::describe_bench_context(), {gemm.run()}};
 //   report.print();                       // markdown table: "72.0 % of cuBLAS, 95 % CI [71.4, 72.6]"
-//   report.write_json("sgemm.json");      // schema kscope.bench/1 (docs/bench_schema.md)
+//   report.write_json("sgemm.json");      // schema kscope.bench/2 (docs/bench_schema.md)
 //
 // How a run goes (docs/bench_schema.md, "How the numbers are produced", has the details):
 //   1. One call whose time is thrown away (module loading, allocations), then a first
@@ -915,7 +915,7 @@ KSCOPE_DECL output_check bench::check_against_reference(bench_timer& timer) {
 //
 //   kscope::bench_report report{kscope::describe_bench_context(), {a.run(), b.run()}};
 //   report.print();                          // markdown on stdout
-//   report.write_json("results.json");       // kscope.bench/1, raw samples included
+//   report.write_json("results.json");       // kscope.bench/2, raw samples included
 //   report.write_csv("results.csv");         // one row per benchmark
 struct bench_report {
   bench_context context;

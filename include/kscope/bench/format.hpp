@@ -1,5 +1,5 @@
 // kscope/bench/format.hpp — benchmark results as a markdown table, JSON
-// ("kscope.bench/1", documented in docs/bench_schema.md) and CSV.
+// ("kscope.bench/2", documented in docs/bench_schema.md) and CSV.
 //
 // Every timing is printed as a median with its confidence interval, every rate with
 // the transformed interval, and every table starts with the context it was taken in.
@@ -14,7 +14,9 @@
 #include "../core/detail/csv.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/text_escape.hpp"
+#include "../core/detail/verdict_text.hpp"
 #include "../device/device_info.hpp"
+#include "../verdict/weigh.hpp"
 #include "result.hpp"
 
 #include <algorithm>
@@ -176,6 +178,45 @@ KSCOPE_DECL std::string relative_speed_text(const reference_result& ref) {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+// The one verdict of a benchmark row, by the rule the session's scopes follow
+// (verdict/weigh.hpp): the hardware counters of the profiled call when they were collected
+// and decided, else the declared work's placement on the roofline; "undetermined" when
+// counters were asked for and nothing decided; nullopt for a result that is not valid or
+// has neither. Every printer (markdown, JSON, CSV) prints this one conclusion per row.
+//   if (auto v = kscope::bench_verdict(r)) std::puts(v->verdict.text.c_str());
+[[nodiscard]] KSCOPE_DECL std::optional<scope_verdict> bench_verdict(const bench_result& r);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::optional<scope_verdict> bench_verdict(const bench_result& r) {
+  if (!r.valid()) return std::nullopt;
+  std::vector<verdict_candidate> candidates;
+  std::vector<std::string> missing;
+  const bool counted = r.counters && r.counters->collected() && r.counters->classified;
+  if (counted) {
+    candidates.push_back({"hardware counters", r.counters->classified->verdict, true, 1, "profiled call"});
+    for (const std::string& m : r.counters->classified->missing) missing.push_back("hardware counters lacked " + m);
+  } else if (r.counters) {
+    missing.push_back("hardware counters: " + r.counters->state + " (the counters note says why)");
+  }
+  if (r.roofline) {
+    const placement& p = *r.roofline;
+    finding f;
+    f.kind = p.limiter == bound::memory ? bottleneck::memory : p.limiter == bound::compute ? bottleneck::compute
+                                                                                          : bottleneck::latency;
+    if (p.limiter == bound::memory) f.where = "DRAM";
+    f.facts = {{"declared.flops_per_s", p.flops_per_s, "FLOP/s"},
+               {"declared.bytes_per_s", p.bytes_per_s, "B/s"},
+               {"roofline.fraction_of_roof", p.fraction_of_roof, "share"}};
+    // "memory-bound: ..." once: some hints already name their limiter.
+    const std::string label = std::string(to_string(f.kind));
+    const std::string text(hint(p));
+    f.text = text.rfind(label, 0) == 0 ? text : label + ": " + text;
+    candidates.push_back({"declared work", std::move(f), false, r.analysis.stats.n, "timed samples"});
+  }
+  return weigh_verdict(std::move(candidates), std::move(missing), r.counters.has_value());
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 namespace detail {
 namespace harness {
 
@@ -205,7 +246,8 @@ KSCOPE_DECL double measured_flops(const bench_counters& c);
 KSCOPE_DECL std::string quantity_cell(double value, const char* unit);
 
 // The notes of a result's counter pass: what was collected (or the one reason why not),
-// the measured point, where the declared work differs, and the classification.
+// the measured point and where the declared work differs (their conclusion is the row's
+// verdict, noted by result_notes).
 KSCOPE_DECL void append_counter_notes(const bench_counters& c, std::vector<std::string>& notes);
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -276,15 +318,7 @@ KSCOPE_DECL void append_counter_notes(const bench_counters& c, std::vector<std::
     notes.push_back("declared vs measured (per call, over 10 % apart): " + c.declared_vs_measured->text);
   if (c.warp_stalls)
     notes.push_back("warp stalls (one more call, PC sampling, never timed): " + c.warp_stalls->message);
-  if (c.classified) {
-    notes.push_back("bound (measured): " + c.classified->verdict.text);
-    for (const finding& f : c.classified->also) notes.push_back("also: " + f.text);
-    if (!c.classified->missing.empty()) {
-      std::string missing;
-      for (const std::string& m : c.classified->missing) missing += (missing.empty() ? "" : "; ") + m;
-      notes.push_back("classification lacks: " + missing);
-    }
-  }
+  // What the counters conclude is the row's one verdict (bench_verdict), noted once below.
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -314,8 +348,11 @@ KSCOPE_DECL void write_series(json_writer& w, const sample_series& s, const seri
                          bool valid);
 KSCOPE_DECL void write_rate(json_writer& w, const rate_estimate& r);
 
+// The schema of to_json() (docs/bench_schema.md): one `verdict` per benchmark; "kscope.bench/1"
+// had a declared limiter, a per-level bound and the counters' classification beside each other.
+inline constexpr const char* bench_schema = "kscope.bench/2";
+
 // The "counters" object of a result (docs/bench_schema.md, "benchmarks[].counters").
-KSCOPE_DECL void write_finding_evidence(json_writer& w, const std::vector<evidence>& facts);
 KSCOPE_DECL void write_counters(json_writer& w, const bench_counters& c);
 
 KSCOPE_DECL std::string to_json(const bench_context& c, const std::vector<bench_result>& results, bool include_samples);
@@ -401,23 +438,13 @@ KSCOPE_DECL std::vector<std::string> result_notes(const bench_result& r) {
     }
     if (!k.error.empty()) notes.push_back("kernel resources: " + k.error);
   }
-  // "memory-bound: ..." once: some hints already name their limiter.
-  const auto roofline_verdict = [](const placement& p) {
-    const std::string label = std::string(to_string(p.limiter)) + "-bound";
-    const std::string text(hint(p));
-    return text.rfind(label, 0) == 0 ? text : label + ": " + text;
-  };
   if (r.roofline) {
-    // With counters the bound comes from what the hardware measured ("bound (measured)"
-    // below); the declared point's own guess (a naive GEMM far under both roofs reads as
-    // "latency-bound: check CPU gaps", while its counters show L1 at 92 %) is not repeated.
-    const bool measured_bound = r.counters && r.counters->collected() && r.counters->classified &&
-                                r.counters->classified->verdict.kind != bottleneck::undetermined;
+    // The declared point's numbers; what limits the row is its one verdict (below): with
+    // counters, what the hardware measured (a naive GEMM far under both roofs would read
+    // "latency-bound: check CPU gaps" from its declared work, while its counters show L1 at 92 %).
     notes.push_back("roofline: intensity " + printf_string("%.3g flop/B", r.roofline->intensity) + ", " +
                     format_percent(r.roofline->fraction_of_roof) + " of the roof (" +
-                    format_rate(r.roofline->roof_flops_per_s, "FLOP/s") + " at this intensity), " +
-                    (measured_bound ? std::string("from the declared work; the bound is the measured one below")
-                                    : roofline_verdict(*r.roofline)) +
+                    format_rate(r.roofline->roof_flops_per_s, "FLOP/s") + " at this intensity), from the declared work" +
                     (r.peak_flops_source.empty() ? "" : " [compute roof: " + r.peak_flops_source + "]"));
   }
   if (r.reference) {
@@ -438,6 +465,11 @@ KSCOPE_DECL std::vector<std::string> result_notes(const bench_result& r) {
     if (!ref.check.note.empty()) notes.push_back("output check: " + ref.check.note);
   }
   if (r.counters) append_counter_notes(*r.counters, notes);
+  // The row's one conclusion, its evidence under it.
+  if (const std::optional<scope_verdict> v = bench_verdict(r)) {
+    notes.push_back("verdict: " + verdict_headline(*v));
+    for (const std::string& line : verdict_lines(*v)) notes.push_back("  " + line);
+  }
   for (const std::string& w : r.warnings) notes.push_back("warning: " + w);
   return notes;
 }
@@ -446,19 +478,36 @@ KSCOPE_DECL std::string to_markdown(const bench_context& context, const std::vec
   std::string out = printable_name(context_line(context)) + "\n\n";
   // The measured columns appear only when some result has counters: a table of plain
   // timings keeps its shape.
-  bool measured_columns = false;
-  for (const bench_result& r : results) measured_columns |= collected_counters(r) != nullptr;
+  bool measured_columns = false, verdict_column = false;
+  std::vector<std::optional<scope_verdict>> verdicts;
+  for (const bench_result& r : results) {
+    measured_columns |= collected_counters(r) != nullptr;
+    verdicts.push_back(bench_verdict(r));
+    verdict_column |= verdicts.back().has_value();
+  }
   out += "| benchmark | shape | dtype | median | median CI | ± | samples | SM clock | FLOP/s | B/s | roof | vs reference |";
-  if (measured_columns) out += " DRAM B | FLOP (meas.) | bound |";
+  if (measured_columns) out += " DRAM B | FLOP (meas.) |";
+  if (verdict_column) out += " bound |";
   out += "\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---|---|";
-  if (measured_columns) out += "---:|---:|---|";
+  if (measured_columns) out += "---:|---:|";
+  if (verdict_column) out += "---|";
   out += "\n";
+  // The measured quantities, then the row's one conclusion (bench_verdict).
+  std::size_t row = 0;
   const auto measured_cells = [&](const bench_result& r) -> std::string {
-    if (!measured_columns) return {};
-    const bench_counters* c = collected_counters(r);
-    if (c == nullptr) return "  |  |  |";
-    return " " + quantity_cell(measured_dram_bytes(*c), "B") + " | " + quantity_cell(measured_flops(*c), "FLOP") +
-           " | " + (c->classified ? cell(bound_text(c->classified->verdict)) : std::string()) + " |";
+    std::string cells;
+    if (measured_columns) {
+      const bench_counters* c = collected_counters(r);
+      cells += c == nullptr ? "  |  |"
+                            : " " + quantity_cell(measured_dram_bytes(*c), "B") + " | " +
+                                  quantity_cell(measured_flops(*c), "FLOP") + " |";
+    }
+    if (verdict_column) {
+      const std::optional<scope_verdict>& v = verdicts[row];
+      cells += " " + (v ? cell(bound_text(v->verdict)) : std::string()) + " |";
+    }
+    ++row;
+    return cells;
   };
   for (const bench_result& r : results) {
     if (!r.valid()) {
@@ -470,16 +519,10 @@ KSCOPE_DECL std::string to_markdown(const bench_context& context, const std::vec
       continue;
     }
     const summary& st = r.analysis.stats;
-    // One row, one verdict: with a measured bound (the counters' classification) the roof
-    // column shows the declared point as what it is, its share of the roof, and no limiter
-    // of its own beside the measured one.
-    const bench_counters* counted = collected_counters(r);
-    const bool measured_bound = counted != nullptr && counted->classified &&
-                                counted->classified->verdict.kind != bottleneck::undetermined;
+    // One row, one verdict (its own column): the roof column gives the declared point's
+    // share of its roof, and no limiter of its own.
     std::string roof;
-    if (r.roofline)
-      roof = format_percent(r.roofline->fraction_of_roof, 0) +
-             (measured_bound ? std::string(" of roof (declared)") : " " + std::string(to_string(r.roofline->limiter)));
+    if (r.roofline) roof = format_percent(r.roofline->fraction_of_roof, 0) + " of roof";
     else if (std::isfinite(r.fraction_of_peak_bandwidth)) roof = format_percent(r.fraction_of_peak_bandwidth, 0) + " of BW";
     std::string clock = std::isfinite(r.analysis.median_sm_clock_mhz)
                             ? printf_string("%.0f MHz", r.analysis.median_sm_clock_mhz)
@@ -498,10 +541,12 @@ KSCOPE_DECL std::string to_markdown(const bench_context& context, const std::vec
          " distribution-free interval of the median; ± its half-width relative to the median; (!) marks a run "
          "that stopped before reaching its target.\n";
   if (measured_columns)
-    out += "DRAM B, FLOP (meas.), bound: hardware counters of the call, profiled after the timed samples (once "
+    out += "DRAM B, FLOP (meas.): hardware counters of the call, profiled after the timed samples (once "
            "per counter pass) and never part of them (DRAM read + write bytes with the write-back of what the "
-           "call left dirty in the L2, FLOPs from the SASS FP instruction counts, the classification from the "
-           "speed-of-light throughputs).\n";
+           "call left dirty in the L2, FLOPs from the SASS FP instruction counts).\n";
+  if (verdict_column)
+    out += "bound: the row's one verdict: the counters' (speed-of-light throughputs) where they decided, else the "
+           "declared work's on the roofline; its evidence is in the notes.\n";
   bool any_unusable = false;
   for (const bench_result& r : results) any_unusable |= !r.valid();
   if (any_unusable)
@@ -509,7 +554,9 @@ KSCOPE_DECL std::string to_markdown(const bench_context& context, const std::vec
            "carries numbers; the notes say why.\n";
   for (const bench_result& r : results) {
     out += "\n" + printable_name(display_name(r)) + ":\n";
-    for (const std::string& n : result_notes(r)) out += "- " + printable_name(n) + "\n";
+    // A note indented by two spaces (a verdict's evidence) is an item of the note above it.
+    for (const std::string& n : result_notes(r))
+      out += (n.rfind("  ", 0) == 0 ? "  - " + printable_name(n.substr(2)) : "- " + printable_name(n)) + "\n";
   }
   // The last guard: nothing that reached the table unescaped reaches a terminal raw.
   return printable_text(out);
@@ -600,14 +647,6 @@ KSCOPE_DECL void write_rate(json_writer& w, const rate_estimate& r) {
   w.end_object();
 }
 
-KSCOPE_DECL void write_finding_evidence(json_writer& w, const std::vector<evidence>& facts) {
-  w.key("evidence").begin_array();
-  for (const evidence& e : facts) {
-    w.begin_object().member("metric", e.metric).member("value", e.value).member("unit", e.unit).end_object();
-  }
-  w.end_array();
-}
-
 KSCOPE_DECL void write_counters(json_writer& w, const bench_counters& c) {
   w.begin_object();
   w.member("state", c.state).member("message", c.message);
@@ -643,7 +682,6 @@ KSCOPE_DECL void write_counters(json_writer& w, const bench_counters& c) {
       w.member("bytes_per_s", p.bytes_per_s).member("roof_bytes_per_s", p.roof_bytes_per_s);
       w.member("fraction_of_bandwidth", p.fraction_of_bandwidth);
       w.member("fraction_of_roof", p.placed ? p.placed->fraction_of_roof : std::numeric_limits<double>::quiet_NaN());
-      w.member("bound", p.placed ? to_string(p.placed->limiter) : "");
       w.end_object();
     }
     w.end_array();
@@ -663,22 +701,6 @@ KSCOPE_DECL void write_counters(json_writer& w, const bench_counters& c) {
     w.member("declared_flops", d.declared_flops).member("measured_flops", d.measured_flops);
     w.member("flops_ratio", d.flops_ratio).member("flops_differ", d.flops_differ);
     w.member("text", d.text);
-    w.end_object();
-  } else {
-    w.value(nullptr);
-  }
-  w.key("classification");
-  if (c.classified) {
-    const classification& k = *c.classified;
-    w.begin_object();
-    w.member("verdict", to_string(k.verdict.kind)).member("where", k.verdict.where).member("text", k.verdict.text);
-    write_finding_evidence(w, k.verdict.facts);
-    w.key("also").begin_array();
-    for (const finding& f : k.also) w.value(f.text);
-    w.end_array();
-    w.key("missing").begin_array();
-    for (const std::string& m : k.missing) w.value(m);
-    w.end_array();
     w.end_object();
   } else {
     w.value(nullptr);
@@ -703,7 +725,7 @@ KSCOPE_DECL std::string to_json(const bench_context& c, const std::vector<bench_
   std::string out;
   json_writer w(out);
   w.begin_object();
-  w.member("schema", "kscope.bench/1");
+  w.member("schema", bench_schema);
   w.member("kscope_version", c.kscope_version);
   w.key("context").begin_object();
   w.member("timestamp_utc", c.timestamp_utc).member("host", c.host_name);
@@ -775,7 +797,6 @@ KSCOPE_DECL std::string to_json(const bench_context& c, const std::vector<bench_
       w.begin_object();
       w.member("flops_per_s", p.flops_per_s).member("bytes_per_s", p.bytes_per_s).member("intensity", p.intensity);
       w.member("roof_flops_per_s", p.roof_flops_per_s).member("fraction_of_roof", p.fraction_of_roof);
-      w.member("bound", to_string(p.limiter));
       w.end_object();
     } else {
       w.value(nullptr);
@@ -829,6 +850,10 @@ KSCOPE_DECL std::string to_json(const bench_context& c, const std::vector<bench_
     } else {
       w.value(nullptr);
     }
+    // The row's one conclusion, every source's evidence under it (docs/bench_schema.md).
+    w.key("verdict");
+    if (const std::optional<scope_verdict> v = bench_verdict(r)) write_verdict_json(w, *v);
+    else w.value(nullptr);
     w.key("warnings").begin_array();
     for (const std::string& x : r.warnings) w.value(x);
     w.end_array();
@@ -871,7 +896,7 @@ KSCOPE_DECL const char* csv_columns() {
          "flops_per_s_lo,flops_per_s_hi,bytes_per_s,bytes_per_s_lo,bytes_per_s_hi,fraction_of_roof,bound,"
          "reference,reference_median_s,ratio,ratio_lo,ratio_hi,relative_speed,relative_speed_lo,"
          "relative_speed_hi,verdict,max_rel_error,wall_s,valid,invalid_reason,counters_state,dram_bytes,l2_bytes,"
-         "l1_bytes,flops_measured,sm_throughput_pct,memory_throughput_pct,measured_bound";
+         "l1_bytes,flops_measured,sm_throughput_pct,memory_throughput_pct,bound_source";
 }
 
 KSCOPE_DECL std::string to_csv(const std::vector<bench_result>& results) {
@@ -914,7 +939,9 @@ KSCOPE_DECL std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(csv_number(r.bytes_per_s.ci.lo));
     f.push_back(csv_number(r.bytes_per_s.ci.hi));
     f.push_back(csv_number(r.roofline ? r.roofline->fraction_of_roof : nan));
-    f.push_back(r.roofline ? to_string(r.roofline->limiter) : "");
+    // The row's one conclusion (bench_verdict): its class and unit here, its source at the end.
+    const std::optional<scope_verdict> verdict = bench_verdict(r);
+    f.push_back(verdict ? csv_field(bound_text(verdict->verdict)) : std::string());
     const reference_result* ref = r.reference ? &*r.reference : nullptr;
     f.push_back(csv_field(ref ? ref->name : ""));
     f.push_back(csv_number(ref && r.valid() ? ref->analysis.stats.median : nan));
@@ -940,7 +967,7 @@ KSCOPE_DECL std::string to_csv(const std::vector<bench_result>& results) {
     f.push_back(csv_number(counted ? measured_flops(*counted) : nan));
     f.push_back(csv_number(counter(counter_metric::sm_throughput)));
     f.push_back(csv_number(counter(counter_metric::memory_throughput)));
-    f.push_back(csv_field(counted && counted->classified ? bound_text(counted->classified->verdict) : std::string()));
+    f.push_back(verdict ? csv_field(verdict->basis) : std::string());
     for (std::size_t i = 0; i < f.size(); ++i) {
       if (i) out += ',';
       out += f[i];
