@@ -144,6 +144,49 @@ TEST_CASE("parse_report: a report's JSON reads back into the same numbers") {
   CHECK(r->text().find("allreduce") != std::string::npos);
 }
 
+TEST_CASE("parse_report: tracing in windows reads back; a report without windows has null; bad windows refused") {
+  kscope::session_report r;
+  r.cupti_status = "CUPTI 130001: kernel activity; GPU activity traced in 2 windows";
+  kscope::trace_window_log log;
+  log.configure({100, 10000}, 1000);
+  log.begin(1000);
+  log.end(100001000);
+  log.begin(10000001000);
+  r.trace_windows = log.summary(10050001000);
+  const std::string doc = r.json();
+  const auto j = nlohmann::json::parse(doc);
+  REQUIRE(j["cupti"]["trace_windows"].is_object());
+  CHECK(j["cupti"]["trace_windows"]["windows"] == 2);
+  CHECK(j["cupti"]["trace_windows"]["traced_share"].get<double>() == doctest::Approx(0.15 / 10.05));
+  std::string error;
+  auto back = kscope::parse_report(doc, &error);
+  REQUIRE_MESSAGE(back.has_value(), error);
+  CHECK(back->trace_windows.windowed);
+  CHECK(back->trace_windows.windows == 2);
+  CHECK(back->trace_windows.traced_ns == r.trace_windows.traced_ns);
+  CHECK(back->trace_windows.open);
+  REQUIRE(back->trace_windows.recent.size() == 2);
+  CHECK(back->trace_windows.recent[1].end_ns == 10050001000);
+  CHECK(back->trace_windows.describe() == r.trace_windows.describe());
+  CHECK(nlohmann::json::parse(back->json())["cupti"]["trace_windows"] == j["cupti"]["trace_windows"]);
+
+  // Every launch traced: null, and nothing windowed read back.
+  const kscope::session_report whole;
+  CHECK(nlohmann::json::parse(whole.json())["cupti"]["trace_windows"].is_null());
+  auto plain = kscope::parse_report(whole.json(), &error);
+  REQUIRE(plain.has_value());
+  CHECK_FALSE(plain->trace_windows.windowed);
+
+  // A window that ends before it starts, out of order, or a number too large: refused, named.
+  for (const char* bad : {"[[5, 1]]", "[[5, 9], [1, 2]]", "[[1e300, 2e300]]", "[[1]]"}) {
+    auto edited = j;
+    edited["cupti"]["trace_windows"]["recent"] = nlohmann::json::parse(bad);
+    CAPTURE(bad);
+    CHECK_FALSE(kscope::parse_report(edited.dump(), &error).has_value());
+    CHECK(error.find("recent[") != std::string::npos);
+  }
+}
+
 TEST_CASE("parse_report: a kscope.report/1 file still reads; each scope gets one verdict, written back as /2") {
   // Three scopes as /1 wrote them: one with /1's verdict object (its other conclusion
   // becomes evidence that does not agree) beside a counters verdict and a limiter, one from

@@ -177,6 +177,9 @@ struct session_report {
   std::string cupti_status;
   std::vector<kernel_summary> top_kernels;
   attribution_counters cupti_counters;
+  // Tracing in windows (activity/trace_windows.hpp): the windows the CUPTI figures, the
+  // GPU-time account and the diagnosis rest on. windowed false: every launch was traced.
+  trace_window_summary trace_windows;
   std::size_t sample_cap = 0;
   std::uint64_t gpu_timing_skipped = 0;  // stream scopes that got no event pair
   // GPU metrics sampled while running (PM sampling): absent unless sampling was enabled.

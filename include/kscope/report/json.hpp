@@ -56,6 +56,29 @@ KSCOPE_DECL std::string session_report::json() const {
   w.end_array();
   w.key("cupti").begin_object();
   w.member("status", cupti_status);
+  // Tracing in windows (docs/report_schema.md, `cupti.trace_windows`): null when every
+  // launch was traced.
+  w.key("trace_windows");
+  if (trace_windows.windowed) {
+    const trace_window_summary& t = trace_windows;
+    w.begin_object();
+    w.member("window_ms", static_cast<unsigned long long>(t.options.window_ms));
+    w.member("period_ms", static_cast<unsigned long long>(t.options.period_ms));
+    w.member("windows", static_cast<unsigned long long>(t.windows));
+    w.member("traced_ns", static_cast<long long>(t.traced_ns));
+    w.member("since_ns", static_cast<long long>(t.since_ns)).member("until_ns", static_cast<long long>(t.until_ns));
+    w.member("traced_share", t.traced_share());
+    w.member("open", t.open);
+    w.member("failed_toggles", static_cast<unsigned long long>(t.failed_toggles));
+    w.member("forgotten", static_cast<unsigned long long>(t.forgotten));
+    w.key("recent").begin_array();
+    for (const traced_interval& i : t.recent)
+      w.begin_array().value(static_cast<long long>(i.start_ns)).value(static_cast<long long>(i.end_ns)).end_array();
+    w.end_array();
+    w.end_object();
+  } else {
+    w.value(nullptr);
+  }
   w.key("counters").begin_object();
   const attribution_counters& c = cupti_counters;
   w.member("records_seen", static_cast<unsigned long long>(c.records_seen));

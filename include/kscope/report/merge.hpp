@@ -68,6 +68,8 @@ KSCOPE_DECL double nan_value() noexcept;
 KSCOPE_DECL double nan_value() noexcept { return std::numeric_limits<double>::quiet_NaN(); }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+
+
 // A member that counts or measures something, as its integer type: any value of the type
 // is accepted (the range check is what keeps the conversion defined), absent or null is 0.
 template <class Integer>
@@ -75,7 +77,44 @@ template <class Integer>
   return v.member_integer<Integer>(key, std::numeric_limits<Integer>::min(), std::numeric_limits<Integer>::max(), 0);
 }
 
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL trace_window_summary trace_windows_from_json(const json_value& v) {
+  trace_window_summary t;
+  t.windowed = true;
+  t.options.window_ms = v.member_integer<std::uint32_t>("window_ms", 0, 86400000, 0);
+  t.options.period_ms = v.member_integer<std::uint32_t>("period_ms", 0, 86400000, 0);
+  t.windows = integer_member<std::uint64_t>(v, "windows");
+  t.traced_ns = v.member_integer<std::int64_t>("traced_ns", 0, std::numeric_limits<std::int64_t>::max(), 0);
+  t.since_ns = integer_member<std::int64_t>(v, "since_ns");
+  t.until_ns = integer_member<std::int64_t>(v, "until_ns");
+  t.open = v.member_bool("open", false);
+  t.failed_toggles = integer_member<std::uint64_t>(v, "failed_toggles");
+  t.forgotten = integer_member<std::uint64_t>(v, "forgotten");
+  if (const json_value* recent = v.find("recent"); recent != nullptr && recent->is_array()) {
+    if (recent->items.size() > trace_window_log::max_kept)
+      throw json_field_error("recent: " + std::to_string(recent->items.size()) + " windows, more than " +
+                             std::to_string(trace_window_log::max_kept));
+    for (std::size_t i = 0; i < recent->items.size(); ++i) {
+      const json_value& w = recent->at(i);
+      const std::string field = "recent[" + std::to_string(i) + "]";
+      if (!w.is_array() || w.items.size() != 2) throw json_field_error(field + ": not a [start, end] pair");
+      constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min(), hi = std::numeric_limits<std::int64_t>::max();
+      const std::int64_t start = json_integer<std::int64_t>(w.at(0), field, lo, hi);
+      const std::int64_t end = json_integer<std::int64_t>(w.at(1), field, lo, hi);
+      if (end < start || (!t.recent.empty() && start < t.recent.back().start_ns))
+        throw json_field_error(field + ": a window that ends before it starts, or out of time order");
+      t.recent.push_back({start, end});
+    }
+  }
+  return t;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
 KSCOPE_DECL summary summary_from_json(const json_value& v);
+
+// cupti.trace_windows (json.hpp) back into the summary; the recent windows past
+// trace_window_log::max_kept are refused, as the writer never writes more.
+KSCOPE_DECL trace_window_summary trace_windows_from_json(const json_value& v);
 
 KSCOPE_DECL void copy_from_json(const json_value* v, copy_totals& c);
 
@@ -658,13 +697,18 @@ KSCOPE_DECL void report_reader::read_cupti() {
   }
   cursor_.begin_object();
   std::string key;
-  bool saw_status = false, saw_kernels = false;
+  bool saw_status = false, saw_kernels = false, saw_windows = false;
   while (cursor_.next_member(key)) {
     if (key == "status" && !saw_status) {
       saw_status = true;
       json_value v;
       cursor_.read_value(v, report_max_values_per_entry);
       report_.cupti_status = v.string_or("");
+    } else if (key == "trace_windows" && !saw_windows) {
+      saw_windows = true;
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry);
+      if (v.is_object()) in_part("cupti.trace_windows", [&] { report_.trace_windows = trace_windows_from_json(v); });
     } else if (key == "top_kernels" && !saw_kernels) {
       saw_kernels = true;
       std::size_t index = 0;

@@ -621,6 +621,7 @@ KSCOPE_DECL cupti_snapshot session::read_gpu_activity(std::size_t top_kernel_lim
     source->flush();
     gpu = source->snapshot(top_kernel_limit);
     out.cupti_status = gpu.status.message;
+    out.trace_windows = gpu.activity.windows;
   }
   return gpu;
 }
