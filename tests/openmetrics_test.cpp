@@ -115,6 +115,12 @@ TEST_CASE("openmetrics: names, types, units and values of every section, ending 
   CHECK_FALSE(contains(text, "kscope_scope_calls_total{scope=\"(unscoped)\""));
   CHECK_FALSE(contains(text, "kscope_scope_host_seconds_count{scope=\"(unscoped)\""));
 
+  // Traced in windows: how many, how long, what share of the run.
+  CHECK(has_line(text, "# TYPE kscope_traced_windows counter"));
+  CHECK(has_line(text, "kscope_traced_windows_total{rank=\"3\"} 3"));
+  CHECK(has_line(text, "# UNIT kscope_traced_seconds seconds"));
+  CHECK(has_line(text, "kscope_traced_seconds_total{rank=\"3\"} 0.3"));
+  CHECK(has_line(text, "kscope_traced_ratio{rank=\"3\"} 0.01"));
   CHECK(has_line(text, "# UNIT kscope_gpu_busy_ratio ratio"));
   CHECK(has_line(text, "kscope_gpu_busy_ratio{rank=\"3\"} 0.75"));
   CHECK(has_line(text, "kscope_gpu_idle_ratio{rank=\"3\"} 0.25"));
@@ -179,7 +185,7 @@ TEST_CASE("openmetrics: every line is metadata or a sample, families whole, meta
     CHECK_FALSE(value.empty());
     CHECK(value.find_first_not_of("0123456789.e+-") == std::string::npos);
   }
-  CHECK(families.size() == 29);  // the hand-built report has every family
+  CHECK(families.size() == 32);  // the hand-built report has every family
 }
 
 TEST_CASE("openmetrics: a hostile scope name is one escaped label value, never part of a name") {
@@ -268,7 +274,7 @@ TEST_CASE("openmetrics: every metric family is documented in docs/openmetrics.md
     CHECK(contains(doc, "| `" + sample + "` | " + type + " |"));
     written.insert(sample);
   }
-  CHECK(written.size() == 29);
+  CHECK(written.size() == 32);
   // And the other way: every metric row of the page is a family the code writes.
   std::size_t rows = 0;
   for (const std::string& line : lines_of(doc)) {

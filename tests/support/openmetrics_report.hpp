@@ -109,6 +109,13 @@ inline kscope::session_report openmetrics_report() {
   sh.path = hostile.path;  // share NaN: left out
   t.scopes.push_back(sh);
   r.gpu_time = t;
+  // Traced in windows: 3 of 100 ms in 30 s.
+  r.trace_windows.windowed = true;
+  r.trace_windows.options = {100, 10000};
+  r.trace_windows.windows = 3;
+  r.trace_windows.traced_ns = 300000000;
+  r.trace_windows.since_ns = 1000;
+  r.trace_windows.until_ns = 1000 + 30000000000;
 
   kscope::session_sampled_metrics m;
   m.running = true;

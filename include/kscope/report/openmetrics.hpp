@@ -307,6 +307,29 @@ KSCOPE_DECL std::string openmetrics(const session_report& r) {
                    "Time the scope's threads waited for the GPU in synchronizations.", has_waits,
                    [](om_family& f, const node_gpu_activity& a) { f.value("_total", static_cast<double>(a.host_sync.ns) / 1e9); });
 
+  // ---- tracing in windows: what the activity figures above rest on --------------------------
+  if (r.trace_windows.windowed) {
+    const trace_window_summary& w = r.trace_windows;
+    {
+      om_family f(out, common, "kscope_traced_windows", "counter", "",
+                  "Windows in which the activity collector traced launches; the kscope_scope_kernel*, copy, memset, "
+                  "host wait and GPU-time series cover these windows only.");
+      f.begin({});
+      f.count("_total", w.windows);
+    }
+    {
+      om_family f(out, common, "kscope_traced_seconds", "counter", "seconds", "Length of the traced windows.");
+      f.begin({});
+      f.value("_total", static_cast<double>(w.traced_ns) / 1e9);
+    }
+    {
+      om_family f(out, common, "kscope_traced_ratio", "gauge", "ratio",
+                  "Share of the time since tracing began that launches were traced.");
+      f.begin({});
+      f.value("", w.traced_share());
+    }
+  }
+
   // ---- where the GPU's time went (the recent window the rings hold) --------------------------
   if (r.gpu_time) {
     const gpu_time_report& t = *r.gpu_time;
