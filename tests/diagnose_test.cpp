@@ -235,6 +235,13 @@ TEST_CASE("diagnose: host sync with a busy GPU — decode synchronizes 9 times p
     r.scopes[2].gpu_activity->host_sync = kscope::host_sync_totals{50, 10'000'000, 50, 0, 0};
     CHECK(kscope::diagnose(r).empty());
   }
+  SUBCASE("traced in windows: the waits counted are the windows' only, so no per-call count and no finding") {
+    // 900 waits in the windows over 100 calls of the run would read 9 per call; they may be
+    // 90 per call of the 10 calls the windows held. Saying nothing is true; 9 is not known.
+    r.trace_windows.windowed = true;
+    r.trace_windows.windows = 3;
+    CHECK(kscope::diagnose(r).empty());
+  }
 }
 
 TEST_CASE("diagnose: decode stalls behind prefill — a step tail that the prefill steps explain") {
@@ -661,6 +668,10 @@ TEST_CASE("diagnose: synchronous cudaMemcpy / cudaMemset inside the step") {
   }
   SUBCASE("in a sync point: no finding") {
     r.scopes[2].name = "sampling";
+    CHECK(kscope::diagnose(r).empty());
+  }
+  SUBCASE("traced in windows: no count per step out of the windows' copies") {
+    r.trace_windows.windowed = true;
     CHECK(kscope::diagnose(r).empty());
   }
   SUBCASE("a scope the host-sync rule already names is not named twice") {

@@ -145,6 +145,14 @@ TEST_CASE("gpu_time: tracing in windows: wall time is traced time, no gap betwee
   REQUIRE(t.idle_gaps.size() == 3);                      // 550-650, 1650-1700, 1800-2010; not 750-1500
   for (const kscope::gpu_idle_gap& g : t.idle_gaps) CHECK(g.ns != 750);
   CHECK(t.idle_gaps[0].ns == 210);
+  {  // The text says what the share is of.
+    kscope::session_report rep;
+    rep.gpu_time = t;
+    std::string text = rep.text();
+    for (std::size_t at; (at = text.find("\n  ")) != std::string::npos;) text.replace(at, 3, " ");
+    CHECK_MESSAGE(text.find("GPU busy 37.6% of the traced time") != std::string::npos, text);
+    CHECK_MESSAGE(text.find("in 2 traced windows; between them unknown") != std::string::npos, text);
+  }
   // Calls that lie whole in a window: step A, schedule A, decode A, decode B, d2h; step B and
   // schedule B began before the second window opened.
   CHECK(t.calls_untraced == 2);

@@ -367,6 +367,13 @@ KSCOPE_DECL bool gaps_between_own_kernels(const scope_gpu_time* g);
 // synchronizes, kept it waiting (rules 1 and 1b leave it to the launch-bound finding).
 KSCOPE_DECL bool drained_before_sync(const scope_report& s, const scope_gpu_time* g, double idle_per_call_ns);
 
+// The calls to divide a scope's CUPTI aggregates by: its calls, or NaN when the collector
+// traced in windows (activity/trace_windows.hpp): the aggregates then hold the windows'
+// work only, and a call across a window's edge was traced in part, so no per-call figure
+// comes out of them (the rules that need one say nothing; the GPU-time account's per-call
+// figures, from calls whole inside a window, still count).
+KSCOPE_DECL double aggregate_calls(const session_report& r, const scope_report& s) noexcept;
+
 // Whether declared bytes tell decode's KV-cache traffic from the rest (rule 3): kv-role
 // scopes inside decode (at `dec`) declared `kv_bytes` > 0, and either weight-role scopes
 // declared the rest or the decode scope declared its whole work (≥ kv_bytes), whose
@@ -407,6 +414,10 @@ KSCOPE_DECL copy_totals subtree_pageable(const std::vector<scope_report>& scopes
 KSCOPE_DECL bool gaps_between_own_kernels(const scope_gpu_time* g) {
   return g != nullptr && g->calls_seen > 0 && g->kernels_per_call >= 2 &&
          g->gaps_per_call_ns.median >= g->busy_per_call_ns.median;
+}
+
+KSCOPE_DECL double aggregate_calls(const session_report& r, const scope_report& s) noexcept {
+  return s.calls > 0 && !r.trace_windows.windowed ? static_cast<double>(s.calls) : std::numeric_limits<double>::quiet_NaN();
 }
 
 KSCOPE_DECL bool drained_before_sync(const scope_report& s, const scope_gpu_time* g, double idle_per_call_ns) {
@@ -648,7 +659,7 @@ KSCOPE_DECL waiting_scope waiting_scope_of(const diagnose_context& c, const gpu_
   const std::size_t at = w.scope != nullptr ? static_cast<std::size_t>(w.scope - scopes.data()) : 0;
   w.gpu = w.scope != nullptr ? c.t->find(w.scope->id) : nullptr;
   // Its D2H copies per call, less the pageable ones (rule 5's).
-  const double calls = w.scope != nullptr && w.scope->calls > 0 ? static_cast<double>(w.scope->calls) : nan;
+  const double calls = w.scope != nullptr ? aggregate_calls(c.r, *w.scope) : nan;
   const auto pageable_per_call = [&](bool d2h_only) {
     return std::isfinite(calls) ? static_cast<double>(subtree_pageable(scopes, at, d2h_only).count) / calls : 0.0;
   };
@@ -658,8 +669,8 @@ KSCOPE_DECL waiting_scope waiting_scope_of(const diagnose_context& c, const gpu_
   // The host blocks in the scope where the GPU idles: it copies device to host in every
   // call (the copy, or the synchronize before it, waits for the GPU to drain), or it is a
   // scope the user marked as a sync point.
-  w.syncs = w.scope != nullptr && w.scope->gpu_activity && w.scope->calls > 0
-                ? static_cast<double>(w.scope->gpu_activity->host_sync.count) / static_cast<double>(w.scope->calls)
+  w.syncs = w.scope != nullptr && w.scope->gpu_activity && std::isfinite(calls)
+                ? static_cast<double>(w.scope->gpu_activity->host_sync.count) / calls
                 : 0;
   w.own_kernel_gaps = gaps_between_own_kernels(w.gpu);
   const bool drained = w.scope != nullptr && std::isfinite(calls) && drained_before_sync(*w.scope, w.gpu, top.ns / calls);
@@ -777,7 +788,9 @@ KSCOPE_DECL std::vector<diagnose_finding> rule_host_blocks(const diagnose_contex
     for (std::size_t j = first; j < last; ++j) {
       const scope_report& s = scopes[j];
       if (s.calls == 0 || detail::plays_role(s, o.sync_names)) continue;
-      const double calls = static_cast<double>(s.calls);
+      // Traced in windows: per-call waits from the aggregates are unknown (aggregate_calls).
+      const double calls = detail::aggregate_calls(c.r, s);
+      if (!std::isfinite(calls)) continue;
       const double syncs = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.count) / calls : 0;
       const double wait = s.gpu_activity ? static_cast<double>(s.gpu_activity->host_sync.ns) / calls : 0;
       const scope_gpu_time* g = t->find(s.id);
@@ -1062,6 +1075,7 @@ KSCOPE_DECL std::vector<diagnose_finding> rule_communication(const diagnose_cont
 KSCOPE_DECL std::vector<diagnose_finding> rule_pageable_copies(const diagnose_context& c) {
   using detail::pct;
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const session_report& report = c.r;
   const diagnose_options& o = c.o;
   const std::vector<scope_report>& scopes = c.r.scopes;
   const gpu_time_report* t = c.t;
@@ -1075,7 +1089,7 @@ KSCOPE_DECL std::vector<diagnose_finding> rule_pageable_copies(const diagnose_co
     const copy_totals c = a.pageable_copies();
     const double count = static_cast<double>(c.count), bytes = static_cast<double>(c.bytes);
     const double copy_ns = std::max(0.0, static_cast<double>(c.ns));
-    const double calls = s.calls > 0 ? static_cast<double>(s.calls) : nan;
+    const double calls = detail::aggregate_calls(report, s);
     const double bytes_per_call = bytes / calls, ns_per_call = copy_ns / calls;
     // Bytes over copy time; a copy timed at 0 ns has no rate.
     const double rate = copy_ns > 0 ? bytes / (copy_ns / 1e9) : nan;
@@ -1152,7 +1166,9 @@ KSCOPE_DECL std::vector<diagnose_finding> rule_sync_copies(const diagnose_contex
     if (!s.gpu_activity || s.calls == 0 || detail::plays_role(s, o.sync_names)) continue;
     const node_gpu_activity& a = *s.gpu_activity;
     const double copies = static_cast<double>(a.memcpy_sync.count), sets = static_cast<double>(a.memset_sync.count);
-    // Per step, or per call of the scope without a step scope.
+    // Per step, or per call of the scope without a step scope. Traced in windows, the
+    // aggregates hold the windows' copies only: no count per step comes out of them.
+    if (c.r.trace_windows.windowed) continue;
     const double per = std::isfinite(step_calls) ? step_calls : static_cast<double>(s.calls);
     if (!((copies + sets) / per >= o.sync_copies_per_step) ||
         (step == std::string::npos && a.memcpy_sync.count + a.memset_sync.count < o.min_step_calls))

@@ -619,8 +619,10 @@ KSCOPE_DECL void html_gpu_busy(html_page& p) {
   html_section_open(out, "gpu-busy", "GPU busy and idle");
   if (std::isfinite(t.busy_share)) {
     html_paragraph(out,
-                   "GPU busy " + share_text(t.busy_share) + " of the wall time (" + format_duration_ns(t.busy_ns) +
-                       " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets)",
+                   "GPU busy " + share_text(t.busy_share) + (t.windowed ? " of the traced time (" : " of the wall time (") +
+                    format_duration_ns(t.busy_ns) +
+                       " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets" +
+                    (t.windowed ? ", in " + std::to_string(t.traced_windows) + " traced windows; between them unknown)" : ")"),
                    "headline");
   } else if (!t.unknown_reason.empty()) {
     html_paragraph(out,
@@ -683,8 +685,9 @@ KSCOPE_DECL void html_gpu_busy(html_page& p) {
       rows.push_back({{s.path, "", 0, 1},
                       {html_ns(h.ns), "", 0, 1},
                       {std::to_string(h.count), "", 0, 1},
-                      {s.calls > 0 ? format_general(static_cast<double>(h.count) / static_cast<double>(s.calls), 3)
-                                   : std::string("-"),
+                      {s.calls > 0 && !t.windowed  // traced in windows: the waits are the windows' only
+                           ? format_general(static_cast<double>(h.count) / static_cast<double>(s.calls), 3)
+                           : std::string("-"),
                        "", 0, 1}});
     }
     out += "<h3>Host waits for the GPU (stream/event/device synchronizes)</h3>\n";

@@ -289,8 +289,10 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
                                  const std::vector<std::size_t>& order, const report_window* window) {
   std::string out = "\n";
   if (std::isfinite(t.busy_share)) {
-    out += wrap("GPU busy " + share_text(t.busy_share) + " of the wall time (" + format_duration_ns(t.busy_ns) +
-                    " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets)",
+    out += wrap("GPU busy " + share_text(t.busy_share) + (t.windowed ? " of the traced time (" : " of the wall time (") +
+                    format_duration_ns(t.busy_ns) +
+                    " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets" +
+                    (t.windowed ? ", in " + std::to_string(t.traced_windows) + " traced windows; between them unknown)" : ")"),
                 98);
   } else if (!t.unknown_reason.empty()) {
     out += wrap("GPU busy: unknown (" + printable_name(t.unknown_reason) +
@@ -334,7 +336,7 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
       const host_sync_totals& h = s.gpu_activity->host_sync;
       line += (i ? ", " : "") + printable_name(s.path) + " " + format_duration_ns(static_cast<double>(h.ns)) + " in " +
               std::to_string(h.count) + (h.count == 1 ? " call" : " calls");
-      if (s.calls > 0)
+      if (s.calls > 0 && !t.windowed)  // traced in windows: the waits are the windows' only
         line += " (" + format_general(static_cast<double>(h.count) / static_cast<double>(s.calls), 3) + " per scope call)";
     }
     if (waiting.size() > 5) line += ", " + std::to_string(waiting.size() - 5) + " more in the JSON";
