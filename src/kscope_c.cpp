@@ -878,6 +878,26 @@ kscope_status kscope_enable_production(void) {
   });
 }
 
+kscope_status kscope_pause_tracing(void) {
+  return guarded("kscope_pause_tracing", [&] {
+    kscope::cupti_collector& c = kscope::cupti_collector::global();
+    if (!c.running()) return fail(KSCOPE_ERROR_UNAVAILABLE, "the activity collector is not running; nothing to pause");
+    (void)c.pause_tracing();
+    if (!c.tracing()) return KSCOPE_OK;
+    return fail(KSCOPE_ERROR_UNAVAILABLE, "CUPTI refused to pause tracing; it goes on");
+  });
+}
+
+kscope_status kscope_resume_tracing(void) {
+  return guarded("kscope_resume_tracing", [&] {
+    kscope::cupti_collector& c = kscope::cupti_collector::global();
+    if (!c.running()) return fail(KSCOPE_ERROR_UNAVAILABLE, "the activity collector is not running; nothing to resume");
+    (void)c.resume_tracing();
+    if (c.tracing()) return KSCOPE_OK;
+    return fail(KSCOPE_ERROR_UNAVAILABLE, "CUPTI refused to resume tracing");
+  });
+}
+
 kscope_status kscope_enable_metric_sampling(const char* step_scopes) {
   return guarded("kscope_enable_metric_sampling", [&] {
     kscope::session& s = kscope::session::global();

@@ -20,8 +20,8 @@ the benchmark harness are kscope's C++ code (docs/python.md).
 from ._native import KscopeError, KscopeWarning, available, load_error, library_path, version
 from ._scope import Range, is_enabled, scope, set_enabled, set_nvtx, start_range
 from ._session import (Report, disable_counters, disable_metric_sampling, enable_counters, enable_cupti,
-                       enable_metric_sampling, enable_production, load_report, report, reset, warn,
-                       write_trace)
+                       enable_metric_sampling, enable_production, load_report, pause_tracing, report, reset,
+                       resume_tracing, warn, write_trace)
 from ._diagnose import Diagnosis, Evidence, Finding, diagnose
 from ._diagnose import options as diagnose_options
 from ._bench import Benchmark, BenchResult, OutputCheck, ReferenceResult, bench
@@ -44,7 +44,8 @@ def __getattr__(name):
 
 __all__ = [
     "scope", "Range", "start_range", "set_enabled", "is_enabled", "set_nvtx",
-    "enable_cupti", "enable_production", "enable_metric_sampling", "disable_metric_sampling",
+    "enable_cupti", "enable_production", "pause_tracing", "resume_tracing",
+    "enable_metric_sampling", "disable_metric_sampling",
     "enable_counters", "disable_counters", "reset", "warn", "write_trace",
     "report", "Report", "load_report",
     "diagnose", "diagnose_options", "Diagnosis", "Finding", "Evidence",

@@ -142,6 +142,8 @@ _PROTOTYPES = [
     ("kscope_set_nvtx", None, (c_int,)),
     ("kscope_enable_cupti", c_int, (c_char_p,)),
     ("kscope_enable_production", c_int, ()),
+    ("kscope_pause_tracing", c_int, ()),
+    ("kscope_resume_tracing", c_int, ()),
     ("kscope_enable_metric_sampling", c_int, (c_char_p,)),
     ("kscope_disable_metric_sampling", None, ()),
     ("kscope_enable_counters", c_int, (c_int,)),

@@ -64,10 +64,26 @@ def enable_cupti(options=None) -> bool:
 
 
 def enable_production() -> bool:
-    """The production preset: the collector with CUDA graphs sampled, and GPU metrics
-    sampled at a low rate (kscope::production_options). True when the collector runs."""
+    """The production preset: the collector traced in windows (100 ms in every 10 s) with
+    CUDA graphs sampled, and GPU metrics sampled at a low rate (kscope::production_options).
+    True when the collector runs."""
     lib = _native.require()
     return _enable(lib.kscope_enable_production(), "enable_production")
+
+
+def pause_tracing() -> bool:
+    """Stops the activity collector recording launches until resume_tracing(): tracing in
+    windows the program chooses (around the steps it wants traced). The report then says
+    its GPU figures rest on the traced windows. True when paused; False, with one warning,
+    when the collector is not running."""
+    lib = _native.require()
+    return _enable(lib.kscope_pause_tracing(), "pause_tracing")
+
+
+def resume_tracing() -> bool:
+    """Records launches again after pause_tracing(): a new traced window."""
+    lib = _native.require()
+    return _enable(lib.kscope_resume_tracing(), "resume_tracing")
 
 
 def enable_metric_sampling(step_scopes=()) -> bool:

@@ -397,6 +397,10 @@ TEST_CASE("c abi: CUPTI without a GPU, or with bad options, says why") {
   if (no_gpu != nullptr && std::string(no_gpu) == "1") {
     CHECK(kscope_enable_cupti(nullptr) == KSCOPE_ERROR_UNAVAILABLE);
     CHECK(!last_error().empty());
+    // Nothing runs: nothing to pause or resume, said, and the program goes on.
+    CHECK(kscope_pause_tracing() == KSCOPE_ERROR_UNAVAILABLE);
+    CHECK(last_error().find("not running") != std::string::npos);
+    CHECK(kscope_resume_tracing() == KSCOPE_ERROR_UNAVAILABLE);
   }
 }
 

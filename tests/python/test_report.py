@@ -132,7 +132,10 @@ def test_without_a_gpu_every_feature_says_why_and_the_program_goes_on():
         assert kscope.enable_cupti({"sync": False}) is False
         assert kscope.enable_production() is False
         assert kscope.enable_metric_sampling(["step"]) is False
+        assert kscope.pause_tracing() is False  # no collector: nothing to pause, said
+        assert kscope.resume_tracing() is False
     messages = [str(w.message) for w in caught if issubclass(w.category, kscope.KscopeWarning)]
+    assert any(m.startswith("kscope.pause_tracing: ") and "not running" in m for m in messages), messages
     assert any(m.startswith("kscope.enable_cupti: ") and "GPU" in m for m in messages), messages
     assert any(m.startswith("kscope.enable_metric_sampling: ") for m in messages), messages
     # The warning points at this file, the caller's line, not inside the package.

@@ -183,6 +183,12 @@ KSCOPE_C_API void kscope_set_nvtx(int on);
 KSCOPE_C_API kscope_status kscope_enable_cupti(const char* options);
 /* The production preset (session::enable_production). */
 KSCOPE_C_API kscope_status kscope_enable_production(void);
+/* Tracing in windows chosen by the program (cupti_collector::pause_tracing / resume_tracing):
+ * pause stops recording launches until resume; the report then says that its GPU figures
+ * rest on the windows traced. KSCOPE_OK when tracing is paused (resumed) after the call;
+ * KSCOPE_ERROR_UNAVAILABLE when the collector is not running, or CUPTI refused. */
+KSCOPE_C_API kscope_status kscope_pause_tracing(void);
+KSCOPE_C_API kscope_status kscope_resume_tracing(void);
 /* GPU metrics sampled while running; `step_scopes`: scope names separated by '\n' (or
  * NULL) whose calls get per-step distributions. */
 KSCOPE_C_API kscope_status kscope_enable_metric_sampling(const char* step_scopes);
