@@ -20,6 +20,8 @@ compiled with KSCOPE_DISABLE):
   sampling    + KSCOPE_METRIC_SAMPLING=1 (PM sampling at its default interval)
   counters    + KSCOPE_COUNTERS=1 (per-scope hardware counters on sampled calls)
   production  KSCOPE_PRODUCTION=1 (the production preset)
+  production-steady   the preset with its windows scaled to the run (10 ms every 1 s: 1 %)
+  collector-paused    the collector paused after 1 ms: what a pause leaves per launch
   name:VAR=value[;VAR=value]   any other configuration (a name starting with bare- runs the
               uninstrumented binary) (configurations are separated by
               blanks), e.g. 'lean:KSCOPE_CUPTI_OPTIONS=sync=0,memcpy=0'; a bare- one with
@@ -57,6 +59,12 @@ BASE_CONFIGS = {
     "sampling": {"KSCOPE_METRIC_SAMPLING": "1"},
     "counters": {"KSCOPE_COUNTERS": "1"},
     "production": {"KSCOPE_PRODUCTION": "1"},
+    # The preset's steady state in a run of a few seconds: its windows (100 ms in every 10 s)
+    # scaled to 10 ms in every 1 s, the same 1 % traced, so the first window is not a fifth of
+    # the run (bench/RESULTS.md, "tracing in windows").
+    "production-steady": {"KSCOPE_PRODUCTION": "1", "KSCOPE_CUPTI_OPTIONS": "window_ms=10,period_ms=1000"},
+    # The collector paused after its first millisecond: what a pause leaves per launch.
+    "collector-paused": {"KSCOPE_CUPTI_OPTIONS": "window_ms=1,period_ms=86400000"},
 }
 
 STEP_LINE = re.compile(r"step time\s+mean ([0-9.]+) us\s+p50 ([0-9.]+) us\s+p99 ([0-9.]+) us\s+max ([0-9.]+) us\s+"

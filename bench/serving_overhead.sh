@@ -56,7 +56,7 @@ done
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 } | tee "$work/machine.txt"
 python3 "$root/bench/serving_overhead.py" "${builds[@]}" --variants "${VARIANTS:-graph,eager,gpu}" \
-  --configs "${CONFIGS:-none scopes collector sampling counters production}" --rounds "${ROUNDS:-3}" \
+  --configs "${CONFIGS:-none scopes collector sampling counters production production-steady collector-paused}" --rounds "${ROUNDS:-3}" \
   --timeout "${RUN_TIMEOUT:-120}" --once "${ONCE:-}" --csv "$work/serving_overhead.csv" --log-dir "$work/logs" | tee "$work/table.txt"
 cat "$work/machine.txt" "$work/table.txt" > "$final/serving_overhead.md"
 tar -czf "$final/serving_overhead.tgz" -C "$work" --exclude='serving' --exclude='serving_uninstrumented' .
