@@ -650,6 +650,11 @@ class cupti_collector {
       for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_disable(kind) == CUPTI_SUCCESS && ok;
     }
     if (options_.pause_callbacks) set_launch_callbacks(0);
+    // The window's records now: launches between windows still take correlation ids, and
+    // after 2^18 of them (a second or two of an eager loop) the table would have forgotten
+    // the window's launches whose records CUPTI had not yet delivered (counted, not lost,
+    // but unattributed).
+    flush_locked(false);
     paused_ = true;
     tracing_.store(false, std::memory_order_release);
     const std::int64_t now = detail::now_ns();
