@@ -441,6 +441,79 @@ TEST_CASE("the report accounts GPU time per call and lists requests") {
   session.reset();
 }
 
+// Tracing in windows through the session: a source that traced one window, over the first
+// two of four calls, gives a report whose GPU account, per-call figures, JSON and text rest
+// on that window alone, and say so.
+TEST_CASE("traced in windows: the report's account, per-call figures, JSON and text rest on the windows") {
+  auto& session = kscope::session::global();
+  auto fake = std::make_shared<fake_gpu_source>();
+  session.set_gpu_activity_source(fake);
+  session.reset();
+  REQUIRE(session.enable_cupti());
+
+  kscope::node_id decode = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> decode_calls;
+  for (int i = 0; i < 4; ++i) {
+    kscope::scope s{"tw_step"};
+    kscope::scope d{"tw_decode"};
+    decode = d.node();
+    const std::int64_t start = kscope::detail::now_ns();
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    decode_calls.emplace_back(start, kscope::detail::now_ns());
+  }
+  const kscope::recorder_trace ring = kscope::recorder::global().trace_snapshot();
+  std::uint32_t thread = 0;
+  for (const kscope::recorded_interval& e : ring.intervals)
+    if (e.node == decode) thread = e.thread_index;
+  // The window: the first two calls. Only their kernels were traced: two per call, 20 us each.
+  const std::int64_t window_start = decode_calls[0].first - 100000, window_end = decode_calls[1].second + 50000;
+  kscope::node_gpu_activity decode_activity;
+  decode_activity.kernel_count = 4;
+  decode_activity.kernel_ns = decode_activity.busy_ns = 4 * 20000;
+  fake->data.activity.nodes = {{decode, decode_activity}};
+  fake->data.activity.recent.clear();
+  for (int call = 0; call < 2; ++call)
+    for (int k = 0; k < 2; ++k) {
+      kscope::gpu_activity_event e;
+      e.node = decode;
+      e.thread_index = thread;
+      e.name = "tw_kernel";
+      e.start_ns = decode_calls[call].first + 10000 + k * 40000;
+      e.end_ns = e.start_ns + 20000;
+      fake->data.activity.recent.push_back(e);
+    }
+  kscope::trace_window_log log;
+  log.configure({1, 1000000}, window_start);
+  log.begin(window_start);
+  log.end(window_end);
+  fake->data.activity.windows = log.summary(decode_calls[3].second);
+
+  const kscope::session_report r = session.report();
+  CHECK(r.trace_windows.windowed);
+  CHECK(r.trace_windows.windows == 1);
+  REQUIRE(r.gpu_time);
+  const kscope::gpu_time_report& t = *r.gpu_time;
+  CHECK(t.windowed);
+  // Busy over the traced time from the window's first record on, not over the four calls.
+  const double wall = static_cast<double>(window_end - (decode_calls[0].first + 10000));
+  CHECK(t.wall_ns == doctest::Approx(wall));
+  CHECK(t.busy_share == doctest::Approx(4 * 20000 / wall));
+  const kscope::scope_gpu_time* d = t.find(decode);
+  REQUIRE(d != nullptr);
+  CHECK(d->calls_seen == 2);  // calls 3 and 4 were not traced: not calls with no kernels
+  CHECK(d->kernels_per_call == doctest::Approx(2));
+  CHECK(t.calls_untraced >= 4);  // decode and step, calls 3 and 4
+  const auto doc = nlohmann::json::parse(r.json());
+  CHECK(doc["cupti"]["trace_windows"]["windows"] == 1);
+  std::string text = r.text();
+  for (std::size_t at; (at = text.find("\n  ")) != std::string::npos;) text.replace(at, 3, " ");
+  CHECK_MESSAGE(text.find("of the traced time") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("in 1 traced window; between them unknown") != std::string::npos, text);
+
+  session.set_gpu_activity_source(nullptr);
+  session.reset();
+}
+
 TEST_CASE("the production preset: graphs sampled, tracing in windows, low-rate metric sampling, no per-scope counters") {
   const kscope::production_options p = kscope::production_preset();
   CHECK(p.cupti.graphs == kscope::graph_tracing::sampled);

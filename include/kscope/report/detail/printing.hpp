@@ -292,7 +292,9 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
     out += wrap("GPU busy " + share_text(t.busy_share) + (t.windowed ? " of the traced time (" : " of the wall time (") +
                     format_duration_ns(t.busy_ns) +
                     " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets" +
-                    (t.windowed ? ", in " + std::to_string(t.traced_windows) + " traced windows; between them unknown)" : ")"),
+                    (t.windowed ? ", in " + std::to_string(t.traced_windows) +
+                                      (t.traced_windows == 1 ? " traced window" : " traced windows") + "; between them unknown)"
+                                : ")"),
                 98);
   } else if (!t.unknown_reason.empty()) {
     out += wrap("GPU busy: unknown (" + printable_name(t.unknown_reason) +
