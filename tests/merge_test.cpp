@@ -185,6 +185,16 @@ TEST_CASE("parse_report: tracing in windows reads back; a report without windows
     CHECK_FALSE(kscope::parse_report(edited.dump(), &error).has_value());
     CHECK(error.find("recent[") != std::string::npos);
   }
+  // More traced than elapsed (a share above 100 %), or an interval that ends before it starts.
+  for (const auto& [traced, until] : {std::pair<long long, long long>{20'000'000'000, 10'050'001'000},
+                                      std::pair<long long, long long>{0, 0}}) {
+    auto edited = j;
+    edited["cupti"]["trace_windows"]["traced_ns"] = traced;
+    edited["cupti"]["trace_windows"]["until_ns"] = until;
+    CAPTURE(traced);
+    CHECK_FALSE(kscope::parse_report(edited.dump(), &error).has_value());
+    CHECK(error.find("traced_ns") != std::string::npos);
+  }
 }
 
 TEST_CASE("parse_report: a kscope.report/1 file still reads; each scope gets one verdict, written back as /2") {

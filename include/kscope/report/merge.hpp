@@ -87,6 +87,11 @@ KSCOPE_DECL trace_window_summary trace_windows_from_json(const json_value& v) {
   t.traced_ns = v.member_integer<std::int64_t>("traced_ns", 0, std::numeric_limits<std::int64_t>::max(), 0);
   t.since_ns = integer_member<std::int64_t>(v, "since_ns");
   t.until_ns = integer_member<std::int64_t>(v, "until_ns");
+  // A share above 100 % cannot be: more traced than elapsed, or an end before the start.
+  if (t.until_ns < t.since_ns || t.traced_ns > t.until_ns - t.since_ns)
+    throw json_field_error("traced_ns: " + std::to_string(t.traced_ns) + " ns traced in " +
+                           (t.until_ns < t.since_ns ? std::string("an interval that ends before it starts")
+                                                    : std::to_string(t.until_ns - t.since_ns) + " ns elapsed"));
   t.open = v.member_bool("open", false);
   t.failed_toggles = integer_member<std::uint64_t>(v, "failed_toggles");
   t.forgotten = integer_member<std::uint64_t>(v, "forgotten");
