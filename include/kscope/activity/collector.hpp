@@ -657,11 +657,8 @@ class cupti_collector {
     flush_locked(false);
     paused_ = true;
     tracing_.store(false, std::memory_order_release);
-    const std::int64_t now = detail::now_ns();
-    window_log_.end(now);
-    toggle_ns_ += now - began;
-    ++toggles_;
-    if (!ok) window_log_.note_failed_toggle();
+    window_log_.end(detail::now_ns());
+    count_toggle(began, ok);
     return ok;
   }
 
@@ -678,12 +675,16 @@ class cupti_collector {
     }
     paused_ = false;
     tracing_.store(true, std::memory_order_release);
-    const std::int64_t now = detail::now_ns();
     window_log_.begin(began);
-    toggle_ns_ += now - began;
+    count_toggle(began, ok);
+    return ok;
+  }
+
+  // A pause or resume done: what it took, and whether CUPTI refused part of it.
+  void count_toggle(std::int64_t began, bool ok) {
+    toggle_ns_ += detail::now_ns() - began;
     ++toggles_;
     if (!ok) window_log_.note_failed_toggle();
-    return ok;
   }
 
   // Undoes start: activity kinds off, callbacks off. Buffers stay registered (CUPTI keeps
