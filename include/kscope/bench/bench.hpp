@@ -185,9 +185,9 @@ class cupti_counter_source final : public bench_counter_source {
   // `options` chooses the libraries, the kernel limit and the replay; its ranges are per
   // kernel whatever they say (the values are reported per kernel).
   explicit cupti_counter_source(counter_options options = bench_counter_options());
-  counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override;
+  KSCOPE_DECL counter_result profile(const std::vector<std::string>& metrics, const std::function<void()>& call) override;
   // profile_warp_stalls on one call (kernel-serialized, CUPTI's default period).
-  std::optional<bench_warp_stalls> warp_stalls(const std::function<void()>& call) override;
+  KSCOPE_DECL std::optional<bench_warp_stalls> warp_stalls(const std::function<void()>& call) override;
 
  private:
   counter_options options_;

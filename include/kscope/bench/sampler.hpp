@@ -193,7 +193,7 @@ class bench_timer {
 
   // Called once a batch size is chosen, before warm-up. Returns how the batch runs:
   // "none" (one launch), "graph" (captured into a CUDA graph) or "loop".
-  virtual std::string prepare(std::size_t /*which*/, std::size_t launches);
+  virtual KSCOPE_DECL std::string prepare(std::size_t /*which*/, std::size_t launches);
   // What the last prepare() of `which` learnt from capturing its launches (see
   // batch_capture); a timer that captures nothing returns the default (no evidence).
   virtual batch_capture capture(std::size_t /*which*/) const { return {}; }
@@ -202,7 +202,7 @@ class bench_timer {
   // them, timed exactly as time() does (the CUDA timer takes the median of a few, once,
   // and keeps it). A sample no longer than this, within the margin no_work_limit_s()
   // gives, saw no work. NaN: unknown, and only a zero time counts as no work.
-  virtual double empty_stream_s();
+  virtual KSCOPE_DECL double empty_stream_s();
   // Runs target `which` once, untimed, and waits for it (for the output check).
   virtual void execute(std::size_t /*which*/) {}
   // The clock of the time budget (steady_clock ns; a fake advances its own).
@@ -211,7 +211,7 @@ class bench_timer {
   virtual std::vector<std::string> notes() const { return {}; }
   // The rated (maximum) SM clock in MHz, used to tell a power-managed run; NaN when the
   // timer does not know it (a real run takes it from the device instead).
-  virtual double rated_sm_clock_mhz() const;
+  virtual KSCOPE_DECL double rated_sm_clock_mhz() const;
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS

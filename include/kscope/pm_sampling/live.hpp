@@ -90,7 +90,7 @@ class live_metric_sampling final : public kernel_interval_sink {
   [[nodiscard]] metric_sampler_status status() const { return sampler_.status(); }
 
   // kernel_interval_sink: from the collector's attribution (its lock held).
-  void add_interval(const kernel_interval& interval) noexcept override;
+  KSCOPE_DECL void add_interval(const kernel_interval& interval) noexcept override;
 
   // One call of a step scope (node), kscope's clock: its metrics' distribution over calls.
   void add_step_call(sampled_node node, std::int64_t start_ns, std::int64_t end_ns);

@@ -86,11 +86,11 @@ class gpu_activity_source {
 //   kscope::session::global().set_gpu_activity_source(std::make_shared<kscope::cupti_activity_source>());
 class cupti_activity_source final : public gpu_activity_source {
  public:
-  bool start(const cupti_options& options) override;
-  void flush() override;
-  [[nodiscard]] cupti_snapshot snapshot(std::size_t top_kernel_limit) override;
-  void reset() override;
-  [[nodiscard]] cupti_status status() const override;
+  KSCOPE_DECL bool start(const cupti_options& options) override;
+  KSCOPE_DECL void flush() override;
+  [[nodiscard]] KSCOPE_DECL cupti_snapshot snapshot(std::size_t top_kernel_limit) override;
+  KSCOPE_DECL void reset() override;
+  [[nodiscard]] KSCOPE_DECL cupti_status status() const override;
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS

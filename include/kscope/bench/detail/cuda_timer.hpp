@@ -263,18 +263,18 @@ class cuda_bench_timer final : public bench_timer {
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
   [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
 
-  std::string prepare(std::size_t which, std::size_t launches) override;
+  KSCOPE_DECL std::string prepare(std::size_t which, std::size_t launches) override;
 
-  batch_capture capture(std::size_t which) const override;
+  KSCOPE_DECL batch_capture capture(std::size_t which) const override;
 
-  timed_sample time(std::size_t which, std::size_t launches) override;
+  KSCOPE_DECL timed_sample time(std::size_t which, std::size_t launches) override;
 
   // The median of empty_samples samples taken exactly as time() takes one (flush,
   // held start, events, post probe) with no call between the events, measured on the
   // first request and kept: the time this stream reads when no work reaches it.
-  double empty_stream_s() override;
+  KSCOPE_DECL double empty_stream_s() override;
 
-  void execute(std::size_t which) override;
+  KSCOPE_DECL void execute(std::size_t which) override;
 
   std::vector<std::string> notes() const override { return notes_; }
 

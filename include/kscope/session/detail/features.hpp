@@ -35,8 +35,8 @@ class pm_sampling_feature final : public session_feature {
   pm_sampling_feature() : live_(std::make_shared<live_metric_sampling>()) {}
   [[nodiscard]] const char* name() const noexcept override { return "pm_sampling"; }
   [[nodiscard]] const std::shared_ptr<live_metric_sampling>& sampling() const noexcept { return live_; }
-  [[nodiscard]] std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
-  void add_trace_tracks(trace_options& options, std::int64_t now_ns) override;
+  [[nodiscard]] KSCOPE_DECL std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
+  KSCOPE_DECL void add_trace_tracks(trace_options& options, std::int64_t now_ns) override;
 
  private:
   std::shared_ptr<live_metric_sampling> live_;
@@ -47,7 +47,7 @@ class pm_sampling_feature final : public session_feature {
 class counters_feature final : public session_feature {
  public:
   [[nodiscard]] const char* name() const noexcept override { return "counters"; }
-  [[nodiscard]] std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
+  [[nodiscard]] KSCOPE_DECL std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
 };
 
 // Where the GPU's time went (serving/gpu_time.hpp), from the recent host intervals of the
@@ -57,7 +57,7 @@ class counters_feature final : public session_feature {
 class gpu_time_feature final : public session_feature {
  public:
   [[nodiscard]] const char* name() const noexcept override { return "gpu_time"; }
-  [[nodiscard]] std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
+  [[nodiscard]] KSCOPE_DECL std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
 };
 
 // `whole_run`: the CUPTI aggregates cover every call (not traced in windows), so a scope's
