@@ -514,7 +514,7 @@ TEST_CASE("traced in windows: the report's account, per-call figures, JSON and t
   session.reset();
 }
 
-TEST_CASE("the production preset: graphs sampled, tracing in windows, low-rate metric sampling, no per-scope counters") {
+TEST_CASE("the production preset: graphs sampled, every launch traced, low-rate metric sampling, no per-scope counters") {
   const kscope::production_options p = kscope::production_preset();
   CHECK(p.cupti.graphs == kscope::graph_tracing::sampled);
   CHECK(p.cupti.graph_first >= 1);
@@ -524,10 +524,18 @@ TEST_CASE("the production preset: graphs sampled, tracing in windows, low-rate m
   CHECK(p.sampling.sampler.interval_ns == 10 * kscope::metric_sampler_options{}.interval_ns);
   CHECK(p.sampling.sampler.max_decoder_share == doctest::Approx(0.05));
   CHECK(p.sampling.sampler.max_decoder_share < kscope::metric_sampler_options{}.max_decoder_share);
-  // The collector traces in windows, 1 % of the time; the collector alone traces every launch.
-  CHECK(p.cupti.windows.windowed());
-  CHECK(p.cupti.windows.traced_share() <= 0.01);
+  // Every launch traced: windows on a timer are off until they are right on the GPU
+  // (cupti_options::window_thread), and nothing turns the collector's thread on.
+  CHECK_FALSE(p.cupti.windows.windowed());
+  CHECK_FALSE(p.cupti.window_thread);
   CHECK_FALSE(kscope::cupti_options{}.windows.windowed());
+  CHECK_FALSE(kscope::cupti_options{}.window_thread);
+  // window_thread is a switch of KSCOPE_CUPTI_OPTIONS (for probes).
+  kscope::cupti_options probe;
+  CHECK(kscope::apply_cupti_options_text("window_ms=100,period_ms=10000,window_thread=on", probe).empty());
+  CHECK(probe.window_thread);
+  CHECK(probe.windows.traced_share() == doctest::Approx(kscope::production_trace_windows.traced_share()));
+  CHECK_FALSE(kscope::apply_cupti_options_text("window_thread=maybe", probe).empty());
   // The collector and the sampler are what it turns on; counters stay off.
   kscope::production_options lean = p;
   lean.metric_sampling = false;

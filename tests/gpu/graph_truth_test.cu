@@ -10,17 +10,21 @@
 //   sampled     the default collector (graphs sampled: a few replays per node, the rest as
 //               one record each)
 //   pm          the default collector and PM sampling (KSCOPE_METRIC_SAMPLING=1's settings)
-//   production  the production preset, tracing in windows of 60 ms every 150 ms (its
-//               default, 100 ms every 10 s, would trace this short loop's first window only)
+//   production  the production preset: every launch traced (windows on a timer are off:
+//               cupti_options::window_thread says why), PM sampling on
+//   program_windows  the default collector, paused and resumed by the loop itself on its
+//               launching thread between steps (30 steps traced, 30 not, four times)
 // The truth: CUDA events around every graph launch, their elapsed times summed over the
 // report's own GPU-time window. The checks:
-//   (a) with PM sampling and with the production preset (and the default and node-level
-//       collector too), gpu_time.busy_share is within 5 % of the events' share, and the
+//   (a) with PM sampling, the production preset and the program's own windows (and the
+//       default and node-level collector too), gpu_time.busy_share is within 5 % of the
+//       events' share, and the
 //       diagnosis has no host-sync finding. With tracing in windows, the events of each step
 //       launched inside a window count by the share of the step's host interval inside it,
 //       over the account's wall time (the windows from their first record on): a busy GPU
-//       between windows must not read as idle, nor the untraced time as busy. The windows must have paused and resumed
-//       (at least 4 windows, 30-50 % of the time traced) with no record left unattributed;
+//       between windows must not read as idle, nor the untraced time as busy. The program's
+//       windows must have paused and resumed (at least 4 windows, 30-70 % of the time
+//       traced) with no record left unattributed; the preset must trace every launch;
 //   (c) with graphs sampled, each of the top 5 kernels' total time (traced + scaled) is
 //       within 5 % of its total with graphs traced node by node (the mean of the two
 //       runs), and its scaled share is
@@ -117,7 +121,7 @@ struct child_result {
   double truth_ns = std::nan("");
   int host_sync_findings = -1;
   int findings = -1;
-  double windows = -1, traced_share = -1, unattributed = -1, report_says_windows = -1;
+  double windowed = -1, windows = -1, traced_share = -1, unattributed = -1, report_says_windows = -1;
   std::string findings_text;
   struct kernel_row {
     double total_ns = 0;
@@ -146,6 +150,7 @@ child_result parse_result(const std::string& text) {
     else if (key == "truth_ns") r.truth_ns = number();
     else if (key == "host_sync_findings") in >> r.host_sync_findings;
     else if (key == "findings") in >> r.findings;
+    else if (key == "windowed") r.windowed = number();
     else if (key == "windows") r.windows = number();
     else if (key == "traced_share") r.traced_share = number();
     else if (key == "unattributed") r.unattributed = number();
@@ -201,8 +206,9 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
   } else if (mode == "pm") {
     started = session.enable_cupti() && session.enable_metric_sampling();
   } else if (mode == "production") {
-    ::setenv("KSCOPE_CUPTI_OPTIONS", "window_ms=60,period_ms=150", 1);  // the environment wins over the preset
     started = session.enable_production();
+  } else if (mode == "program_windows") {
+    started = session.enable_cupti();
   } else {
     FAIL("unknown mode " << mode);
   }
@@ -259,7 +265,13 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
     KSCOPE_TEST_CUDA(cudaEventCreate(&ends[i]));
   }
   std::vector<std::pair<std::int64_t, std::int64_t>> step_host(replays);  // launch to synchronized
+  kscope::cupti_collector& collector = kscope::cupti_collector::global();
   for (int i = 0; i < replays; ++i) {
+    if (mode == "program_windows" && i > 0 && i % 30 == 0) {
+      // Between steps, on the launching thread, with the GPU drained (the step synchronized).
+      if (i % 60 == 30) REQUIRE(collector.pause_tracing());
+      else REQUIRE(collector.resume_tracing());
+    }
     kscope::scope step{"step"};
     step_host[i].first = kscope::detail::now_ns();
     {
@@ -348,6 +360,7 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
     KSCOPE_TEST_CUDA(cudaEventElapsedTime(&ms, warm_start, warm_end));
     truth_ns += static_cast<double>(ms) * 1e6 * traced_share_of(warm_host);
   }
+  out << "windowed " << (windows.windowed ? 1 : 0) << "\n";
   if (windows.windowed) {
     std::printf("graph truth child %s: %s\n", mode.c_str(), windows.describe().c_str());
     out << "windows " << windows.windows << "\n";
@@ -397,7 +410,7 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
   std::map<std::string, child_result> by_mode;
   // graphs=node runs first and last: the kernel table's reference is their mean (a 16 us
   // kernel's total moved by 4 % between two such runs on one H100).
-  const char* modes[] = {"node", "sampled", "pm", "production", "node_after"};
+  const char* modes[] = {"node", "sampled", "pm", "production", "program_windows", "node_after"};
   for (const char* mode : modes) by_mode[mode] = run_child(mode, dir);
 
   for (const auto& entry : by_mode) {
@@ -420,14 +433,17 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
     }
   }
 
-  {  // The production preset traced in windows: paused and resumed, every record attributed.
-    const child_result& production = by_mode["production"];
-    INFO("windows " << production.windows << ", traced share " << production.traced_share);
-    CHECK(production.windows >= 4);
-    CHECK(production.traced_share >= 0.3);
-    CHECK(production.traced_share <= 0.5);
-    CHECK(production.unattributed == 0);
-    CHECK(production.report_says_windows == 1);
+  // The production preset traces every launch (windows on a timer are off).
+  CHECK(by_mode["production"].windowed == 0);
+  {  // The program's own windows: paused and resumed, every record attributed, and said.
+    const child_result& w = by_mode["program_windows"];
+    INFO("windows " << w.windows << ", traced share " << w.traced_share);
+    CHECK(w.windowed == 1);
+    CHECK(w.windows >= 4);
+    CHECK(w.traced_share >= 0.3);
+    CHECK(w.traced_share <= 0.7);
+    CHECK(w.unattributed == 0);
+    CHECK(w.report_says_windows == 1);
   }
 
   // The reference: graphs=node's two runs, kernel by kernel, their mean.
@@ -442,7 +458,7 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
   const child_result& sampled = by_mode["sampled"];
   REQUIRE(node.order.size() >= 5);
   // For the log: the top kernels' totals in every mode against graphs=node's.
-  for (const char* mode : {"node", "node_after", "sampled", "pm", "production"}) {
+  for (const char* mode : {"node", "node_after", "sampled", "pm", "production", "program_windows"}) {
     for (std::size_t i = 0; i < 5; ++i) {
       const std::string& name = node.order[i];
       const auto it = by_mode[mode].kernels.find(name);

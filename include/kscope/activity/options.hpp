@@ -85,9 +85,19 @@ struct cupti_options {
   std::uint32_t graph_every = 100;  // sampled: then every k-th replay (0: no more)
   std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
   // Tracing in windows (trace_windows.hpp): trace for windows.window_ms out of every
-  // windows.period_ms, paused in between. Off (0) by default: every launch is traced. The
-  // production preset turns it on (production_trace_windows: 100 ms in every 10 s).
+  // windows.period_ms, paused in between by a thread of the collector's. Off (0) by default:
+  // every launch is traced. Windows on a timer also need window_thread (below): without it
+  // the collector traces every launch and says why.
   trace_window_options windows{};
+  // Lets the collector's own thread pause and resume tracing on the windows' grid. Off by
+  // default, and the production preset leaves it off: on an H100 (driver 580, CUDA 13.0,
+  // CUPTI 130001) a graph-replayed loop paused from that thread got kernel records carrying
+  // one stale correlation id after the first pause (every kernel to one launch's scope, the
+  // kernel totals 5.6 times the busy time), and a program that captured CUDA graphs while
+  // paused crashed (SIGSEGV) in 4 runs of 4 (bench/RESULTS.md, "tracing in windows", session
+  // 15). A program that pauses and resumes from its own launching thread between steps
+  // (pause_tracing / resume_tracing) got every window's records right. On: for probes only.
+  bool window_thread = false;
   // A pause also switches off the launch, copy, sync and graph-launch callbacks, so that a
   // launch between windows pays nothing at all. Off by default: on an H100 (driver 580,
   // CUPTI 130001) every record after the first resume then carried one stale correlation
@@ -156,6 +166,7 @@ KSCOPE_DECL std::string_view trim_option(std::string_view s) {
 //   buffers                            activity buffers in the pool (1 .. 1024)
 //   flush_ms                           cuptiActivityFlushPeriod in ms (0 .. 3600000; 0: CUPTI's)
 //   window_ms, period_ms               tracing in windows, ms (0 .. 86400000; window_ms=0: always)
+//   window_thread                      on/off: the collector's thread pauses and resumes (probes only)
 //   pause_callbacks                    on/off: a pause switches the launch callbacks off too
 //
 //   std::vector<std::string> problems = kscope::apply_cupti_options_text("graphs=node,sync=0", o);
@@ -187,13 +198,14 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     const std::string_view value = detail::trim_option(item.substr(eq + 1));
     std::uint64_t n = 0;
     if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api" ||
-        key == "timestamp_callback" || key == "pause_callbacks") {
+        key == "timestamp_callback" || key == "pause_callbacks" || key == "window_thread") {
       bool& target = key == "memcpy"       ? options.collect_memcpy
                      : key == "memset"     ? options.collect_memset
                      : key == "sync"       ? options.collect_sync
                      : key == "driver_api" ? options.driver_api_callbacks
                      : key == "timestamp_callback" ? options.timestamp_callback
                      : key == "pause_callbacks" ? options.pause_callbacks
+                     : key == "window_thread" ? options.window_thread
                                            : options.runtime_api_callbacks;
       if (!detail::parse_option_switch(value, target)) refuse(item, "on or off");
     } else if (key == "graphs") {
@@ -222,7 +234,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
         refuse(item, "milliseconds from 0 to 86400000");
     } else {
       refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, timestamp_callback, graphs, graph_first, "
-                   "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, pause_callbacks");
+                   "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, window_thread, pause_callbacks");
     }
   }
   return problems;

@@ -145,7 +145,8 @@ struct production_options {
 KSCOPE_DECL production_options production_preset() {
   production_options p;
   p.cupti.graphs = graph_tracing::sampled;
-  p.cupti.windows = production_trace_windows;
+  // Every launch traced: windows on a timer are off until they are right on the GPU
+  // (activity/options.hpp, window_thread).
   p.sampling.sampler.interval_ns = 1'000'000;
   p.sampling.sampler.window = std::chrono::milliseconds(50);
   p.sampling.sampler.max_decoder_share = 0.05;
