@@ -20,8 +20,12 @@ compiled with KSCOPE_DISABLE):
   sampling    + KSCOPE_METRIC_SAMPLING=1 (PM sampling at its default interval)
   counters    + KSCOPE_COUNTERS=1 (per-scope hardware counters on sampled calls)
   production  KSCOPE_PRODUCTION=1 (the production preset)
-  production-steady   the preset with its windows scaled to the run (10 ms every 1 s: 1 %)
-  collector-paused    the collector paused after 1 ms: what a pause leaves per launch
+  production-steps    the preset, tracing 1 step of every 100: the engine pauses and resumes
+                      CUPTI between steps on its own thread (serving --trace-steps 1/100)
+  production-steady   the preset with windows on the collector's timer thread, scaled to the
+                      run (10 ms every 1 s; window_thread=1: a probe, it crashed on an H100)
+  collector-paused    the collector paused after 1 ms by its timer thread (a probe)
+  (ARGS=... in a configuration adds command-line arguments to the example's.)
   name:VAR=value[;VAR=value]   any other configuration (a name starting with bare- runs the
               uninstrumented binary) (configurations are separated by
               blanks), e.g. 'lean:KSCOPE_CUPTI_OPTIONS=sync=0,memcpy=0'; a bare- one with
@@ -62,9 +66,14 @@ BASE_CONFIGS = {
     # The preset's steady state in a run of a few seconds: its windows (100 ms in every 10 s)
     # scaled to 10 ms in every 1 s, the same 1 % traced, so the first window is not a fifth of
     # the run (bench/RESULTS.md, "tracing in windows").
-    "production-steady": {"KSCOPE_PRODUCTION": "1", "KSCOPE_CUPTI_OPTIONS": "window_ms=10,period_ms=1000"},
+    # Windows on the collector's timer are off unless window_thread=1 (cupti_options::
+    # window_thread): these two are probes of that path.
+    "production-steady": {"KSCOPE_PRODUCTION": "1", "KSCOPE_CUPTI_OPTIONS": "window_ms=10,period_ms=1000,window_thread=1"},
     # The collector paused after its first millisecond: what a pause leaves per launch.
-    "collector-paused": {"KSCOPE_CUPTI_OPTIONS": "window_ms=1,period_ms=86400000"},
+    "collector-paused": {"KSCOPE_CUPTI_OPTIONS": "window_ms=1,period_ms=86400000,window_thread=1"},
+    # The preset with the engine's own windows: 1 % of the steps traced, paused between steps
+    # on the launching thread (the way windows gave true records on an H100).
+    "production-steps": {"KSCOPE_PRODUCTION": "1", "ARGS": "--trace-steps 1/100"},
 }
 
 STEP_LINE = re.compile(r"step time\s+mean ([0-9.]+) us\s+p50 ([0-9.]+) us\s+p99 ([0-9.]+) us\s+max ([0-9.]+) us\s+"
@@ -197,7 +206,9 @@ def main():
                         continue
                     binary = os.path.join(directory, "serving_uninstrumented" if uninstrumented else "serving")
                     log = os.path.join(a.log_dir, f"{build}_{variant}_{name}_{r}.log") if a.log_dir else ""
-                    res = run_once(binary, VARIANTS[variant], env, a.timeout, log, pin)
+                    run_env = dict(env)
+                    extra_args = run_env.pop("ARGS", "").split() if not uninstrumented else []
+                    res = run_once(binary, VARIANTS[variant] + extra_args, run_env, a.timeout, log, pin)
                     results.setdefault((build, variant, name), []).append(res)
                     rows.append(dict(round=r, build=build, variant=variant, config=name, **res))
                     print(f"round {r} {build:>7} {variant:>5} {name:>12}: mean {res['mean_us']:9.1f} us  "

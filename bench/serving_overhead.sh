@@ -7,7 +7,7 @@
 # $OUT/serving_overhead.md.
 #
 #   bash bench/serving_overhead.sh                         # this tree only
-#   BEFORE=.before/include bash bench/serving_overhead.sh  # old headers too
+#   BEFORE=.before/include bash bench/serving_overhead.sh  # old headers (and .before/examples) too
 #   BEFORE_CONFIGS=scopes+collector ONCE='before:counters:eager'   # which ones the old build runs
 #   VARIANTS=eager CONFIGS='none collector nosync:KSCOPE_CUPTI_OPTIONS=sync=0' ROUNDS=3 bash bench/serving_overhead.sh
 #   CONFIGS='none collector bare-kernel:CUPTI_ALONE=kernel bare-kinds:CUPTI_ALONE=kernel,memcpy,memset,sync'
@@ -24,17 +24,23 @@ export PATH=/usr/local/cuda/bin:$PATH
 arch=${CUDA_ARCH:-90}
 flags=(-O2 -std=c++17 -arch=sm_$arch -DKSCOPE_HAS_CUDA=1 -Xcompiler -pthread -ldl -lcublas)
 
-build_pair() {  # $1 name, $2 include dir
+build_pair() {  # $1 name, $2 include dir, $3 examples dir (default: this tree's)
+  local examples=${3:-$root/examples}
   mkdir -p "$work/$1"
-  nvcc "${flags[@]}" -I"$2" "$root/examples/serving.cu" -o "$work/$1/serving" > "$work/$1/build.log" 2>&1 &
-  nvcc "${flags[@]}" -DKSCOPE_DISABLE -I"$2" "$root/examples/serving.cu" -o "$work/$1/serving_uninstrumented" \
+  nvcc "${flags[@]}" -I"$2" "$examples/serving.cu" -o "$work/$1/serving" > "$work/$1/build.log" 2>&1 &
+  nvcc "${flags[@]}" -DKSCOPE_DISABLE -I"$2" "$examples/serving.cu" -o "$work/$1/serving_uninstrumented" \
     > "$work/$1/build_uninstrumented.log" 2>&1 &
 }
 start=$(date +%s)
 build_pair after "$root/include"
 builds=(--build "after=$work/after")
 if [ -n "${BEFORE:-}" ]; then
-  build_pair before "$BEFORE"
+  # The example as it was then, beside the old headers (BEFORE_EXAMPLES; default: the
+  # examples/ folder beside BEFORE's include/, else this tree's): today's example may use
+  # names the old headers lack.
+  before_examples=${BEFORE_EXAMPLES:-$(dirname "$BEFORE")/examples}
+  [ -f "$before_examples/serving.cu" ] || before_examples=$root/examples
+  build_pair before "$BEFORE" "$before_examples"
   builds=(--build "before=$work/before${BEFORE_CONFIGS:+@$BEFORE_CONFIGS}" "${builds[@]}")
 fi
 # CUPTI alone, for the bare-...:CUPTI_ALONE=... configurations (bench/cupti_alone_injection.cpp).
@@ -56,7 +62,7 @@ done
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 } | tee "$work/machine.txt"
 python3 "$root/bench/serving_overhead.py" "${builds[@]}" --variants "${VARIANTS:-graph,eager,gpu}" \
-  --configs "${CONFIGS:-none scopes collector sampling counters production production-steady collector-paused}" --rounds "${ROUNDS:-3}" \
+  --configs "${CONFIGS:-none scopes collector sampling counters production production-steps}" --rounds "${ROUNDS:-3}" \
   --timeout "${RUN_TIMEOUT:-120}" --once "${ONCE:-}" --csv "$work/serving_overhead.csv" --log-dir "$work/logs" | tee "$work/table.txt"
 cat "$work/machine.txt" "$work/table.txt" > "$final/serving_overhead.md"
 tar -czf "$final/serving_overhead.tgz" -C "$work" --exclude='serving' --exclude='serving_uninstrumented' .

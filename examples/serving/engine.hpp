@@ -352,6 +352,19 @@ class engine {
     }
     retire(plan, queue);
     ++steps_;
+    trace_window_boundary();
+  }
+
+  // --trace-steps W/P: after a step (synchronized: the GPU has drained), this thread, the
+  // one that launches, pauses tracing after W steps of every P and resumes it at the next
+  // period. kscope's report then says which figures rest on traced windows.
+  void trace_window_boundary() {
+#if !defined(KSCOPE_DISABLE)
+    if (o_.trace_period_steps <= 0) return;
+    const long in_period = steps_ % o_.trace_period_steps;
+    if (in_period == o_.traced_steps) (void)kscope::cupti_collector::global().pause_tracing();
+    else if (in_period == 0) (void)kscope::cupti_collector::global().resume_tracing();
+#endif
   }
 
   // ---- memory ----

@@ -36,6 +36,9 @@ struct serving_options {
   bool interleave_prefill = false;
   bool large_kv = false;
   bool graph = false;
+  // --trace-steps W/P: CUPTI traces W steps of every P, paused and resumed by the engine
+  // between steps (0/0: every step traced).
+  int traced_steps = 0, trace_period_steps = 0;
   bool metric_sampling = false;
   bool quiet = false;
   std::string json_path;
@@ -63,6 +66,8 @@ void print_usage(std::FILE* out) {
       "  --hidden H            hidden size, a multiple of 128 (default 4096; 1024 with\n"
       "                        --launch-bound)\n"
       "  --graph               replay decode as a CUDA graph, captured once per batch size\n"
+      "  --trace-steps W/P     CUPTI traces W steps of every P: the engine pauses and resumes\n"
+      "                        tracing between steps, on its own thread (default: every step)\n"
       "  --concurrency C       closed loop: C clients, each sending its next request as soon\n"
       "                        as its last one is done (--rate unused; default 0: open loop,\n"
       "                        Poisson arrivals at --rate)\n"
@@ -214,6 +219,12 @@ int parse_command_line(int argc, char** argv, serving_options& o) {
        [&](const std::string& v) {
          o.sweep = v;
          return v == "batch" || v == "seq" || v == "rate" || v == "all";
+       }},
+      {"--trace-steps", "W/P, two integers with 0 < W < P <= 1000000",
+       [&](const std::string& v) {
+         const std::size_t slash = v.find('/');
+         return slash != std::string::npos && parse_int(v.substr(0, slash), 1, 999999, o.traced_steps) &&
+                parse_int(v.substr(slash + 1), 2, 1000000, o.trace_period_steps) && o.traced_steps < o.trace_period_steps;
        }},
       {"--sweep-points", "a comma-separated list of numbers > 0",
        [&](const std::string& v) { return parse_points(v, o.sweep_points); }},
