@@ -64,8 +64,8 @@ def enable_cupti(options=None) -> bool:
 
 
 def enable_production() -> bool:
-    """The production preset: the collector traced in windows (100 ms in every 10 s) with
-    CUDA graphs sampled, and GPU metrics sampled at a low rate (kscope::production_options).
+    """The production preset: the collector tracing every launch with CUDA graphs sampled,
+    and GPU metrics sampled at a low rate (kscope::production_options).
     True when the collector runs."""
     lib = _native.require()
     return _enable(lib.kscope_enable_production(), "enable_production")

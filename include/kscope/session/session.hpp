@@ -115,12 +115,11 @@ KSCOPE_DECL void cupti_activity_source::flush() {
 // The production preset: what an engine can leave on while it serves (bench/RESULTS.md
 // measures its cost on examples/serving). Kept: every scope (host times, CUDA-event GPU
 // times, NVTX ranges) and GPU-wide metrics sampled at a low rate (PM sampling, no replay)
-// all the time; the activity collector in windows (activity/trace_windows.hpp: 100 ms in
-// every 10 s, paused in between at no cost per launch), with exact attribution of every
-// eager kernel, copy, memset and host wait in them, CUDA-graph replays traced as one record
-// each with a few replays per graph traced node by node (per-scope GPU time and kernel
-// tables scaled from those, and said to be). The kernel tables, the GPU-time account and
-// the diagnosis rest on the traced windows, and the report says how many and how long.
+// all the time; the activity collector on every launch (windows on its timer are off:
+// activity/options.hpp, window_thread; a program may pause and resume it between steps),
+// with exact attribution of every eager kernel, copy, memset and host wait, CUDA-graph
+// replays traced as one record each with a few replays per graph traced node by node
+// (per-scope GPU time and kernel tables scaled from those, and said to be).
 // Given up: per-scope hardware counters (enable_counters), node-level detail of most graph
 // replays, dense metric samples, records between windows (KSCOPE_CUPTI_OPTIONS=window_ms=0
 // traces every launch again). For a profiling run take the full view instead:
