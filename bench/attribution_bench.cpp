@@ -1,8 +1,9 @@
 // Benchmarks of kscope's attribution path on the CPU (no GPU needed).
 //
 //   BM_attribute_records      synthetic CUPTI buffers of real record structs through the
-//                             live path: libcupti's cuptiActivityGetNextRecord walk,
-//                             parse_activity, gpu_attribution (items/s = records/s;
+//                             live path: libcupti's cuptiActivityGetNextRecord walk, the
+//                             per-kind parse and gpu_attribution (detail::consume_activity_
+//                             buffer; items/s = records/s;
 //                             target >= 15 M records/s on one core of the dev VM, issue 41;
 //                             built against kscope::compiled, as kscope's tools are, so it
 //                             measures the compiled mode's code: bench/RESULTS.md)

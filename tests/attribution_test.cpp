@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -1786,6 +1787,8 @@ TEST_CASE("a node's compute and first-device unions stand in for kernel_union un
   CHECK(n->comm_busy_ns == 0);
   REQUIRE(n->devices.size() == 1);
   CHECK(n->devices[0].busy_ns == 5000);
+  CHECK(n->devices[0].kernel_count == 101);  // its totals are the node's until a second device
+  CHECK(n->devices[0].kernel_ns == 5040);
   CHECK(r.counters.busy_intervals_clipped == 4);
 
   // Now apart: NCCL on device 0 [20000, 20400), device 1 [20200, 20600), device 0 [21000, 21100).
@@ -1804,6 +1807,16 @@ TEST_CASE("a node's compute and first-device unions stand in for kernel_union un
   CHECK(n->devices[0].busy_ns == 5000 + 400 + 100);
   CHECK(n->devices[1].busy_ns == 400);
   CHECK(r.counters.busy_intervals_clipped == 4);
+  // The first device's totals, taken over from the node's when device 1 came: its NCCL
+  // kernel (before the split) and its last kernel (after) included, device 1's not.
+  CHECK(n->devices[0].kernel_count == 103);
+  CHECK(n->devices[0].kernel_ns == 5040 + 400 + 100);
+  CHECK(n->devices[0].comm_kernel_count == 1);
+  CHECK(n->devices[0].comm_ns == 400);
+  CHECK(n->devices[1].kernel_count == 1);
+  CHECK(n->devices[1].kernel_ns == 400);
+  CHECK(n->devices[1].comm_kernel_count == 0);
+  CHECK(n->kernel_count == 104);
 
   // 100 kernel names in one buffer, more than the name cache holds: each counted as itself.
   gpu_attribution b;
@@ -1820,4 +1833,94 @@ TEST_CASE("a node's compute and first-device unions stand in for kernel_union un
   const auto top = b.top_kernels();
   REQUIRE(top.size() == names.size());
   for (const kscope::kernel_summary& s : top) CHECK(s.calls == 3);
+}
+
+TEST_CASE("the trace ring gives back every field of every kind, oldest first once it wrapped") {
+  // The ring keeps its events compact (attribution.hpp: recent_event) and rebuilds them:
+  // each kind's name, bytes and launch shape as the record had them, defaults elsewhere.
+  kscope::attribution_options o;
+  o.recent_capacity = 4;
+  gpu_attribution a(o);
+  for (std::uint32_t id = 1; id <= 5; ++id) a.launches().record_launch(id, 4, 2);
+
+  kernel_record k = make_kernel(1, 1000, 1500, 7, "_Z6kernelv");
+  k.device = 1;
+  k.context = 9;
+  k.grid_x = 3;
+  k.grid_y = 2;
+  k.block_y = 2;
+  k.graph_id = 6;
+  k.graph_node_id = 77;
+  a.add_kernel(k);
+  memcpy_record m = make_copy(2, memcpy_kind::d2h, 4096, 1600, 1700);
+  m.stream = 3;
+  a.add_memcpy(m);
+  memset_record s;
+  s.correlation_id = 3;
+  s.start_ns = 1800;
+  s.end_ns = 1850;
+  s.bytes = 512;
+  a.add_memset(s);
+  kscope::graph_record g;
+  g.correlation_id = 4;
+  g.start_ns = 1900;
+  g.end_ns = 2900;
+  g.graph_id = 8;
+  a.add_graph(g);
+
+  auto recent = a.recent_events();
+  REQUIRE(recent.size() == 4);
+  const kscope::gpu_activity_event& ke = recent[0];
+  CHECK(ke.kind == kscope::activity_kind::kernel);
+  CHECK(ke.name == "_Z6kernelv");
+  CHECK(ke.correlation_id == 1);
+  CHECK(ke.device == 1);
+  CHECK(ke.context == 9);
+  CHECK(ke.stream == 7);
+  CHECK(ke.start_ns == 1000);
+  CHECK(ke.end_ns == 1500);
+  CHECK(ke.graph_id == 6);
+  CHECK(ke.graph_node_id == 77);
+  CHECK(ke.node == 4);
+  CHECK(ke.thread_index == 2);
+  CHECK(ke.grid == std::array<std::int32_t, 3>{3, 2, 1});
+  CHECK(ke.block == std::array<std::int32_t, 3>{128, 2, 1});
+  CHECK(ke.bytes == 0);
+  CHECK(ke.copy_kind == memcpy_kind::unknown);
+  const kscope::gpu_activity_event& me = recent[1];
+  CHECK(me.kind == kscope::activity_kind::memcpy);
+  CHECK(me.name == "Memcpy DtoH");
+  CHECK(me.copy_kind == memcpy_kind::d2h);
+  CHECK(me.bytes == 4096);
+  CHECK(me.stream == 3);
+  CHECK(me.grid == std::array<std::int32_t, 3>{});
+  CHECK(me.block == std::array<std::int32_t, 3>{});
+  const kscope::gpu_activity_event& se = recent[2];
+  CHECK(se.kind == kscope::activity_kind::memset);
+  CHECK(se.name == "Memset");
+  CHECK(se.copy_kind == memcpy_kind::unknown);
+  CHECK(se.bytes == 512);
+  const kscope::gpu_activity_event& ge = recent[3];
+  CHECK(ge.kind == kscope::activity_kind::graph);
+  CHECK(ge.name == "CUDA graph");
+  CHECK(ge.graph_id == 8);
+  CHECK(ge.bytes == 0);
+  CHECK(ge.start_ns == 1900);
+  CHECK(ge.end_ns == 2900);
+
+  // A fifth event overwrites the kernel: oldest first from the copy on.
+  a.add_kernel(make_kernel(5, 3000, 3100, 7, "_Z1bv"));
+  recent = a.recent_events();
+  REQUIRE(recent.size() == 4);
+  CHECK(recent[0].name == "Memcpy DtoH");
+  CHECK(recent[3].name == "_Z1bv");
+  CHECK(recent[3].grid == std::array<std::int32_t, 3>{4, 1, 1});
+  CHECK(a.counters().recent_overwritten == 1);
+  CHECK(a.counters().recent_overwritten_end_ns == 1500);
+  // The names outlive a reset of the aggregates; the ring starts over.
+  a.reset();
+  CHECK(a.recent_events().empty());
+  a.add_kernel(make_kernel(5, 4000, 4100, 7, "_Z1bv"));
+  REQUIRE(a.recent_events().size() == 1);
+  CHECK(a.recent_events()[0].name == "_Z1bv");
 }

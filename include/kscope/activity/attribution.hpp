@@ -94,6 +94,10 @@ class kernel_interval_sink {
   virtual void add_interval(const kernel_interval& interval) noexcept = 0;
 };
 
+namespace detail {
+struct attribution_feed;  // detail/parse.hpp: the buffer walk's way in
+}  // namespace detail
+
 class gpu_attribution {
  public:
   explicit gpu_attribution(attribution_options options = {});
@@ -259,11 +263,24 @@ class gpu_attribution {
     // that kernel. Every kernel went to four unions; two made the buffer walk about 14 %
     // faster (bench/attribution_bench.cpp), and the memory they held is not held twice.
     bool compute_union_shared = true;
-    bool device_union_shared = true;
     detail::interval_union& compute_union_now() noexcept { return compute_union_shared ? kernel_union : compute_union; }
-    detail::interval_union& device_union_now(device_accumulator& d) noexcept {
-      return device_union_shared && &d == &devices.front() ? kernel_union : d.kernel_union;
+    // The same holds for the first device's kernel totals (count, time, and of them NCCL's):
+    // until the node's second device, `totals` holds them and the first device's stay
+    // untouched; the kernel that sets the device apart copies them over first. So a node on
+    // one GPU, the common case, keeps nothing per device per kernel (device_for and four
+    // additions on every kernel record before). sole_device says which case holds: the
+    // first device's ordinal while its union and totals are shared, no_device_yet before
+    // the node's first kernel, several_devices once they are set apart.
+    static constexpr std::int64_t no_device_yet = -1;
+    static constexpr std::int64_t several_devices = -2;
+    std::int64_t sole_device = no_device_yet;
+    [[nodiscard]] bool shares_device(const device_accumulator& d) const noexcept {
+      return sole_device >= 0 && &d == &devices.front();
     }
+    detail::interval_union& device_union_now(device_accumulator& d) noexcept {
+      return shares_device(d) ? kernel_union : d.kernel_union;
+    }
+    [[nodiscard]] device_gpu_activity device_totals_now(const device_accumulator& d) const noexcept;
     std::vector<graph_accumulator> graphs;    // at most max_graphs_per_node
     std::size_t last_graph = 0;
     // Replays traced as one record of graphs past the cap: spans counted busy, kernels unknown.
@@ -280,6 +297,11 @@ class gpu_attribution {
   };
 
   static attribution_options sanitize(attribution_options o);
+
+  // The buffer walk (detail/parse.hpp) parses each CUPTI record by its kind and hands it
+  // straight to that kind's path below: through add() every record cost a call and a second
+  // switch on the kind it had just been parsed by.
+  friend struct detail::attribution_feed;
 
   // The per-record path, from here to next_recent, is declared inline: in the compiled mode
   // (kscope::compiled, built with -fPIC) an ordinary external function is never inlined,
@@ -319,6 +341,12 @@ class gpu_attribution {
   // every record).
   KSCOPE_FORCE_INLINE inline void apply_kernel(const kernel_record& k, launch_origin origin,
                                                detail::kernel_stats& stats);
+  // A kernel of `acc` on another device than its sole one so far (node_accumulator::
+  // sole_device), before it is counted: the node's first kernel records its device; one on
+  // a second device sets the first device's union and totals apart. Out of line: once per
+  // node, and once more for a node on several GPUs.
+  static void leave_sole_device(node_accumulator& acc, std::uint32_t device);
+
   // A node-level replay's kernel, applied: its share in the graph's figures that scale the
   // replays traced as one record (out of apply_kernel, which every kernel runs).
   void note_traced_replay_kernel(node_accumulator& acc, const kernel_record& k, const detail::kernel_stats& stats,
@@ -374,17 +402,44 @@ class gpu_attribution {
 
   static std::string_view memcpy_label(memcpy_kind kind) noexcept;
 
-  static inline gpu_activity_event event_of(const activity_header& r, activity_kind kind,
-                                           const launch_origin& origin) noexcept;
-  // Sets every field of `e` (those no record of `kind` has to their defaults), in place: the
-  // per-record path writes the ring slot directly rather than copy a 120-byte event into it.
-  KSCOPE_FORCE_INLINE static inline void fill_event(gpu_activity_event& e, const activity_header& r, activity_kind kind,
-                                const launch_origin& origin) noexcept;
+  // One event of the trace ring as it is kept: the gpu_activity_event it stands for, less
+  // what its kind implies (recent_events() rebuilds the event). The name is the kernel's
+  // (kept as its statistics, which hold it and never move), else "Memcpy HtoD"-style by
+  // copy kind, "Memset" or "CUDA graph"; a kernel has no bytes, the others no launch shape.
+  // 88 bytes where the event is 120: the ring (65536 events by default) is far larger than
+  // the L2 cache, and writing it was a sixth of the buffer walk's time, mostly the memory
+  // traffic; kept this way the walk measured about a tenth faster (bench/attribution_bench.cpp).
+  struct recent_event {
+    std::int64_t start_ns;
+    std::int64_t end_ns;
+    std::uint64_t graph_node_id;
+    union {
+      const detail::kernel_stats* kernel;  // kind kernel
+      std::uint64_t bytes;                 // kinds memcpy and memset
+    };
+    std::uint32_t correlation_id;
+    std::uint32_t device;
+    std::uint32_t context;
+    std::uint32_t stream;
+    std::uint32_t graph_id;
+    node_id node;
+    std::uint32_t thread_index;
+    std::array<std::int32_t, 3> grid;  // kind kernel
+    std::array<std::int32_t, 3> block;
+    activity_kind kind;
+    memcpy_kind copy_kind;
+  };
+  static_assert(sizeof(void*) != 8 || sizeof(recent_event) == 88, "recent_event grew");
 
-  inline void push_recent(const gpu_activity_event& e);
+  // Sets what every kind has (the record's header, kind, launch origin; copy kind unknown);
+  // the caller adds its kind's own fields.
+  KSCOPE_FORCE_INLINE static inline void fill_recent(recent_event& e, const activity_header& r, activity_kind kind,
+                                                     const launch_origin& origin) noexcept;
   // The ring slot the next event goes to, the overwritten event's end noted: the per-record
-  // path fills it in place (fill_event) rather than build a 120-byte event and copy it in.
-  inline gpu_activity_event& next_recent();
+  // path fills it in place. Forced inline: left to GCC it stayed a call on every record.
+  KSCOPE_FORCE_INLINE inline recent_event& next_recent();
+  // The gpu_activity_event a ring slot stands for.
+  static gpu_activity_event event_of(const recent_event& e);
 
   std::vector<std::string> warnings(const attribution_counters& c) const;
 
@@ -400,8 +455,9 @@ class gpu_attribution {
   };
   std::array<node_cache_entry, node_cache_size> node_cache_{};
   detail::kernel_table kernels_;
-  std::vector<gpu_activity_event> recent_;
-  std::size_t recent_next_ = 0;
+  std::vector<recent_event> recent_;
+  std::size_t recent_next_ = 0;  // the slot to overwrite next, once full
+  bool recent_full_ = false;     // recent_ holds recent_capacity events
   kernel_interval_sink* interval_sink_ = nullptr;
   bool graph_level_trace_ = false;
   // Per CUDA graph (whichever scope replayed it), the spans of its latest replays traced as
@@ -526,11 +582,7 @@ KSCOPE_DECL void gpu_attribution::count_as_one_record(graph_accumulator& g, cons
   if (interval_sink_ != nullptr) interval_sink_->add_interval({r.start_ns, r.end_ns, origin.node, r.device});
   g.untraced += 1;
   g.untraced_span_ns += span;
-  if (options_.recent_capacity > 0) {
-    gpu_activity_event e = event_of(r, activity_kind::graph, origin);
-    e.name = "CUDA graph";
-    push_recent(e);
-  }
+  if (options_.recent_capacity > 0) fill_recent(next_recent(), r, activity_kind::graph, origin);
 }
 
 KSCOPE_DECL void gpu_attribution::retime_like_released(const graph_accumulator& g, kernel_record& k) noexcept {
@@ -727,11 +779,7 @@ KSCOPE_DECL void gpu_attribution::add_graph(const graph_record& g) {
     acc.unsampled_replays += 1;
     acc.unsampled_span_ns += span;
   }
-  if (options_.recent_capacity > 0) {
-    gpu_activity_event e = event_of(g, activity_kind::graph, origin);
-    e.name = "CUDA graph";
-    push_recent(e);
-  }
+  if (options_.recent_capacity > 0) fill_recent(next_recent(), g, activity_kind::graph, origin);
 }
 
 KSCOPE_DECL void gpu_attribution::reset() {
@@ -741,6 +789,7 @@ KSCOPE_DECL void gpu_attribution::reset() {
   kernels_.reset();
   recent_.clear();
   recent_next_ = 0;
+  recent_full_ = false;
   counters_ = attribution_counters{};
 }
 
@@ -776,7 +825,7 @@ KSCOPE_DECL gpu_activity_report gpu_attribution::report(std::size_t top_kernel_l
  acc.comm_union.clipped() + acc.compute_union_now().clipped();
       a.devices.reserve(acc.devices.size());
       for (auto& d : acc.devices) {
-        device_gpu_activity split = d.totals;
+        device_gpu_activity split = acc.device_totals_now(d);
         split.busy_ns = acc.device_union_now(d).total_ns();
         clipped += acc.device_union_now(d).clipped();
         a.devices.push_back(split);
@@ -808,19 +857,17 @@ KSCOPE_DECL gpu_activity_report gpu_attribution::report(std::size_t top_kernel_l
 KSCOPE_DECL std::vector<gpu_activity_event> gpu_attribution::recent_events() const {
   std::vector<gpu_activity_event> out;
   out.reserve(recent_.size());
-  if (recent_.size() < options_.recent_capacity || recent_next_ == 0) {
-    out = recent_;
-  } else {
-    out.insert(out.end(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_), recent_.end());
-    out.insert(out.end(), recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_next_));
-  }
+  // Oldest first: from the next slot to overwrite once the ring has wrapped.
+  const std::size_t oldest = recent_full_ ? recent_next_ : 0;
+  for (std::size_t i = oldest; i < recent_.size(); ++i) out.push_back(event_of(recent_[i]));
+  for (std::size_t i = 0; i < oldest; ++i) out.push_back(event_of(recent_[i]));
   return out;
 }
 
 KSCOPE_DECL std::size_t gpu_attribution::memory_bytes() const noexcept {
   std::size_t bytes = sizeof(*this) + table_.memory_bytes() + graph_nodes_.memory_bytes() +
       kernels_.memory_bytes();
-  bytes += recent_.capacity() * sizeof(gpu_activity_event);
+  bytes += recent_.capacity() * sizeof(recent_event);
   bytes += graph_references_.size() * (sizeof(graph_reference) + 32);
   for (const auto& [id, acc] : nodes_) {
     (void)id;
@@ -901,6 +948,30 @@ KSCOPE_DECL auto gpu_attribution::node_accumulator::graph_for(std::uint32_t id, 
   graphs.back().graph_id = id;
   last_graph = graphs.size() - 1;
   return &graphs.back();
+}
+
+KSCOPE_DECL device_gpu_activity gpu_attribution::node_accumulator::device_totals_now(
+    const device_accumulator& d) const noexcept {
+  device_gpu_activity t = d.totals;
+  if (shares_device(d)) {
+    t.kernel_count = totals.kernel_count;
+    t.kernel_ns = totals.kernel_ns;
+    t.comm_kernel_count = totals.comm_kernel_count;
+    t.comm_ns = totals.comm_ns;
+  }
+  return t;
+}
+
+KSCOPE_DECL void gpu_attribution::leave_sole_device(node_accumulator& acc, std::uint32_t device) {
+  if (acc.sole_device == node_accumulator::no_device_yet) {
+    acc.device_for(device);  // the node's first device: never past the cap
+    acc.sole_device = device;
+    return;
+  }
+  device_accumulator& first = acc.devices.front();
+  first.kernel_union = acc.kernel_union;
+  first.totals = acc.device_totals_now(first);
+  acc.sole_device = node_accumulator::several_devices;
 }
 
 inline auto gpu_attribution::node_accumulator::device_for(std::uint32_t device) -> device_accumulator* {
@@ -1001,20 +1072,24 @@ inline void gpu_attribution::apply_kernel(const kernel_record& k, launch_origin 
   const std::int64_t ns = k.end_ns - k.start_ns;
   if (interval_sink_ != nullptr) interval_sink_->add_interval({k.start_ns, k.end_ns, origin.node, k.device});
   const node_id captured_in = note_graph_capture(acc, k.graph_node_id, origin.node, true, ns);
-  acc.totals.kernel_count += 1;
-  acc.totals.kernel_ns += ns;
   const bool communication = stats.communication;
-  device_accumulator* dev = acc.device_for(k.device);
-  // A kernel that sets a shared union apart (node_accumulator says why they are shared):
-  // the union takes kernel_union's state before kernel_union takes this kernel.
+  // A kernel that sets a shared union or total apart (node_accumulator says why they are
+  // shared): it takes kernel_union's and the totals' state before this kernel is counted.
+  // The device's own figures: none while the node has run on its sole device.
+  device_accumulator* dev = nullptr;
+  if (KSCOPE_UNLIKELY(acc.sole_device != static_cast<std::int64_t>(k.device))) {
+    if (acc.sole_device != node_accumulator::several_devices) leave_sole_device(acc, k.device);
+    if (acc.sole_device == node_accumulator::several_devices) {
+      dev = acc.device_for(k.device);
+      if (dev == nullptr) ++counters_.devices_over_cap;
+    }
+  }
   if (KSCOPE_UNLIKELY(communication && acc.compute_union_shared)) {
     acc.compute_union = acc.kernel_union;
     acc.compute_union_shared = false;
   }
-  if (KSCOPE_UNLIKELY(acc.device_union_shared && dev != &acc.devices.front())) {
-    acc.devices.front().kernel_union = acc.kernel_union;
-    acc.device_union_shared = false;
-  }
+  acc.totals.kernel_count += 1;
+  acc.totals.kernel_ns += ns;
   acc.kernel_union.add(k.start_ns, k.end_ns);
   stats.add_call(k);
   if (k.graph_id != 0) note_traced_replay_kernel(acc, k, stats, captured_in, ns);
@@ -1028,18 +1103,16 @@ inline void gpu_attribution::apply_kernel(const kernel_record& k, launch_origin 
   if (dev != nullptr) {
     dev->totals.kernel_count += 1;
     dev->totals.kernel_ns += ns;
-    if (!acc.device_union_shared) dev->kernel_union.add(k.start_ns, k.end_ns);
+    dev->kernel_union.add(k.start_ns, k.end_ns);
     if (communication) {
       dev->totals.comm_kernel_count += 1;
       dev->totals.comm_ns += ns;
     }
-  } else {
-    ++counters_.devices_over_cap;
   }
   if (options_.recent_capacity > 0) {
-    gpu_activity_event& e = next_recent();
-    fill_event(e, k, activity_kind::kernel, origin);
-    e.name = stats.mangled;
+    recent_event& e = next_recent();
+    fill_recent(e, k, activity_kind::kernel, origin);
+    e.kernel = &stats;
     e.grid = {k.grid_x, k.grid_y, k.grid_z};
     e.block = {k.block_x, k.block_y, k.block_z};
   }
@@ -1175,9 +1248,8 @@ inline node_gpu_activity& gpu_attribution::apply_transfer(const activity_header&
                                          : acc.totals.memcpy[static_cast<std::size_t>(direction_of(copy))],
            r, bytes);
   if (options_.recent_capacity > 0) {
-    gpu_activity_event& e = next_recent();
-    fill_event(e, r, kind, origin);
-    e.name = kind == activity_kind::memset ? std::string_view("Memset") : memcpy_label(copy);
+    recent_event& e = next_recent();
+    fill_recent(e, r, kind, origin);
     e.copy_kind = copy;
     e.bytes = bytes;
   }
@@ -1196,34 +1268,68 @@ KSCOPE_DECL std::string_view gpu_attribution::memcpy_label(memcpy_kind kind) noe
   }
 }
 
-inline gpu_activity_event gpu_attribution::event_of(const activity_header& r, activity_kind kind,
-                                                   const launch_origin& origin) noexcept {
-  gpu_activity_event e;
-  fill_event(e, r, kind, origin);
-  return e;
-}
-
-inline void gpu_attribution::push_recent(const gpu_activity_event& e) { next_recent() = e; }
-
-inline void gpu_attribution::fill_event(gpu_activity_event& e, const activity_header& r, activity_kind kind,
-                                        const launch_origin& origin) noexcept {
-  static_assert(sizeof(void*) != 8 || sizeof(gpu_activity_event) == 120,
-                "gpu_activity_event changed: fill_event must set every field of it");
-  static_cast<activity_header&>(e) = r;
-  e.kind = kind;
+inline void gpu_attribution::fill_recent(recent_event& e, const activity_header& r, activity_kind kind,
+                                         const launch_origin& origin) noexcept {
+  static_assert(sizeof(void*) != 8 || sizeof(activity_header) == 48,
+                "activity_header changed: recent_event must keep every field of it");
+  e.start_ns = r.start_ns;
+  e.end_ns = r.end_ns;
+  e.graph_node_id = r.graph_node_id;
+  e.correlation_id = r.correlation_id;
+  e.device = r.device;
+  e.context = r.context;
+  e.stream = r.stream;
+  e.graph_id = r.graph_id;
   e.node = origin.node;
   e.thread_index = origin.thread_index;
-  e.name = std::string_view();
+  e.kind = kind;
   e.copy_kind = memcpy_kind::unknown;
-  e.bytes = 0;
-  e.grid = {};
-  e.block = {};
 }
 
-inline gpu_activity_event& gpu_attribution::next_recent() {
+KSCOPE_DECL gpu_activity_event gpu_attribution::event_of(const recent_event& e) {
+  static_assert(sizeof(void*) != 8 || sizeof(gpu_activity_event) == 120,
+                "gpu_activity_event changed: event_of must set every field of it");
+  gpu_activity_event out;  // what the kind does not have keeps its default
+  out.correlation_id = e.correlation_id;
+  out.device = e.device;
+  out.context = e.context;
+  out.stream = e.stream;
+  out.start_ns = e.start_ns;
+  out.end_ns = e.end_ns;
+  out.graph_id = e.graph_id;
+  out.graph_node_id = e.graph_node_id;
+  out.kind = e.kind;
+  out.node = e.node;
+  out.thread_index = e.thread_index;
+  out.copy_kind = e.copy_kind;
+  switch (e.kind) {
+    case activity_kind::kernel:
+      out.name = e.kernel->mangled;
+      out.grid = e.grid;
+      out.block = e.block;
+      break;
+    case activity_kind::memcpy:
+      out.name = memcpy_label(e.copy_kind);
+      out.bytes = e.bytes;
+      break;
+    case activity_kind::memset:
+      out.name = "Memset";
+      out.bytes = e.bytes;
+      break;
+    default:
+      out.name = "CUDA graph";
+      break;
+  }
+  return out;
+}
+
+inline auto gpu_attribution::next_recent() -> recent_event& {
   const std::size_t capacity = options_.recent_capacity;
-  if (recent_.size() < capacity) return recent_.emplace_back();
-  gpu_activity_event& oldest = recent_[recent_next_];
+  if (KSCOPE_UNLIKELY(!recent_full_)) {
+    recent_full_ = recent_.size() + 1 == capacity;
+    return recent_.emplace_back();
+  }
+  recent_event& oldest = recent_[recent_next_];
   counters_.recent_overwritten_end_ns = std::max(counters_.recent_overwritten_end_ns, oldest.end_ns);
   if (++recent_next_ == capacity) recent_next_ = 0;  // no division per record
   ++counters_.recent_overwritten;

@@ -10,6 +10,7 @@
 //   std::vector<kscope::kernel_summary> top = table.top(50);
 #pragma once
 
+#include "../../core/config.hpp"
 #include "../../core/detail/reservoir.hpp"
 #include "../../core/stats.hpp"
 #include "../results.hpp"
@@ -54,8 +55,10 @@ struct kernel_stats {
   bool folded = false;         // the "(other kernels)" row past the name cap
 
   // Inline in both modes (it runs for every kernel record; in the compiled mode, built with
-  // -fPIC, an ordinary external function is never inlined).
-  inline void add_call(const kernel_record& k) noexcept;
+  // -fPIC, an ordinary external function is never inlined), and forced: GCC's inliner ran
+  // out of budget in kscope_compiled.cpp and made it a call (with its own six-register
+  // prologue) on every kernel record.
+  KSCOPE_FORCE_INLINE inline void add_call(const kernel_record& k) noexcept;
 
   // Forgets the calls; the name, its classification and the generator state stay.
   void clear() noexcept;
