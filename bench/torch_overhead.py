@@ -372,7 +372,13 @@ def fmt(v, spec=".1f"):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--configs", default="none scopes collector production bare-kernel torch-profiler census")
+    # bare-launch-cb and collector-driver split what is left of the per-op cost once the
+    # records are gone (a paused collector still cost 90 % of a tracing one, bench/RESULTS.md
+    # session 15): CUPTI alone with the launch callbacks only (no activity kind), and the
+    # collector hooking the driver's launch calls only (a torch launch makes a runtime and a
+    # driver call, each with a callback).
+    ap.add_argument("--configs", default="census none scopes collector production bare-kernel "
+                    "bare-launch-cb:CUPTI_ALONE=runtime,driver collector-driver:KSCOPE_CUPTI_OPTIONS=runtime_api=0")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=150, help="timed steps per run")
     ap.add_argument("--warmup", type=int, default=30, help="discarded steps per run")

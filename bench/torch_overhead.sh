@@ -128,7 +128,7 @@ elapsed=$(( $(date +%s) - script_start ))
 deadline=$(( ${DEADLINE:-330} - elapsed - 10 ))  # 10 s for packing
 [ "$deadline" -gt 30 ] || deadline=30
 "$py" "$root/bench/torch_overhead.py" \
-  --configs "${CONFIGS:-none scopes collector production bare-kernel torch-profiler census}" \
+  --configs "${CONFIGS:-census none scopes collector production bare-kernel bare-launch-cb:CUPTI_ALONE=runtime,driver collector-driver:KSCOPE_CUPTI_OPTIONS=runtime_api=0}" \
   --rounds "${ROUNDS:-4}" --steps "${STEPS:-150}" --warmup "${WARMUP:-30}" --timeout "${RUN_TIMEOUT:-90}" \
   --deadline "$deadline" --log-dir "$work/logs" --csv "$work/torch_overhead.csv" --md "$work/table.md" \
   2>&1 | tee "$work/run.log"
