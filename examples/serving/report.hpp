@@ -44,6 +44,9 @@ void print_configuration(const serving_options& o, const model_shape& shape) {
                                                      ? "--launch-bound decodes eagerly"
                                                      : "--sync-in-step's synchronizations cannot be captured");
   if (o.concurrency > 0 && o.rate_given) std::printf("  note: --rate unused: --concurrency runs a closed loop\n");
+  if (o.trace_period_steps > 0)
+    std::printf("  CUPTI traces %d step%s of every %d (paused and resumed between steps by the engine)\n",
+                o.traced_steps, o.traced_steps == 1 ? "" : "s", o.trace_period_steps);
   std::fflush(stdout);
 }
 

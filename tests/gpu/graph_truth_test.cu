@@ -14,6 +14,8 @@
 //               cupti_options::window_thread says why), PM sampling on
 //   program_windows  the default collector, paused and resumed by the loop itself on its
 //               launching thread between steps (30 steps traced, 30 not, four times)
+//   program_windows_quiet  the same with the launch callbacks off while paused
+//               (pause_callbacks: a launch between windows then costs nothing at all)
 // The truth: CUDA events around every graph launch, their elapsed times summed over the
 // report's own GPU-time window. The checks:
 //   (a) with PM sampling, the production preset and the program's own windows (and the
@@ -207,8 +209,10 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
     started = session.enable_cupti() && session.enable_metric_sampling();
   } else if (mode == "production") {
     started = session.enable_production();
-  } else if (mode == "program_windows") {
-    started = session.enable_cupti();
+  } else if (mode == "program_windows" || mode == "program_windows_quiet") {
+    kscope::cupti_options o;
+    o.pause_callbacks = mode == "program_windows_quiet";
+    started = session.enable_cupti(o);
   } else {
     FAIL("unknown mode " << mode);
   }
@@ -267,7 +271,7 @@ TEST_CASE("graph truth child: a graph-replayed GPU-bound loop in one collector m
   std::vector<std::pair<std::int64_t, std::int64_t>> step_host(replays);  // launch to synchronized
   kscope::cupti_collector& collector = kscope::cupti_collector::global();
   for (int i = 0; i < replays; ++i) {
-    if (mode == "program_windows" && i > 0 && i % 30 == 0) {
+    if (mode.rfind("program_windows", 0) == 0 && i > 0 && i % 30 == 0) {
       // Between steps, on the launching thread, with the GPU drained (the step synchronized).
       if (i % 60 == 30) REQUIRE(collector.pause_tracing());
       else REQUIRE(collector.resume_tracing());
@@ -410,7 +414,7 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
   std::map<std::string, child_result> by_mode;
   // graphs=node runs first and last: the kernel table's reference is their mean (a 16 us
   // kernel's total moved by 4 % between two such runs on one H100).
-  const char* modes[] = {"node", "sampled", "pm", "production", "program_windows", "node_after"};
+  const char* modes[] = {"node", "sampled", "pm", "production", "program_windows", "program_windows_quiet", "node_after"};
   for (const char* mode : modes) by_mode[mode] = run_child(mode, dir);
 
   for (const auto& entry : by_mode) {
@@ -435,8 +439,10 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
 
   // The production preset traces every launch (windows on a timer are off).
   CHECK(by_mode["production"].windowed == 0);
-  {  // The program's own windows: paused and resumed, every record attributed, and said.
-    const child_result& w = by_mode["program_windows"];
+  for (const char* windowed_mode : {"program_windows", "program_windows_quiet"}) {
+    // The program's own windows: paused and resumed, every record attributed, and said.
+    CAPTURE(windowed_mode);
+    const child_result& w = by_mode[windowed_mode];
     INFO("windows " << w.windows << ", traced share " << w.traced_share);
     CHECK(w.windowed == 1);
     CHECK(w.windows >= 4);
@@ -458,7 +464,7 @@ TEST_CASE("a graph-replayed GPU-bound loop: busy share true in every collector m
   const child_result& sampled = by_mode["sampled"];
   REQUIRE(node.order.size() >= 5);
   // For the log: the top kernels' totals in every mode against graphs=node's.
-  for (const char* mode : {"node", "node_after", "sampled", "pm", "production", "program_windows"}) {
+  for (const char* mode : {"node", "node_after", "sampled", "pm", "production", "program_windows", "program_windows_quiet"}) {
     for (std::size_t i = 0; i < 5; ++i) {
       const std::string& name = node.order[i];
       const auto it = by_mode[mode].kernels.find(name);
