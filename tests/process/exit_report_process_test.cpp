@@ -68,7 +68,8 @@ struct run_result {
 // Runs the program in `mode` with KSCOPE_REPORT = `value` (unset when empty optional) and
 // the extra environment variables given; its stdout and stderr go to files in `scratch`.
 run_result run_program(const char* mode, const std::optional<std::string>& value, const std::string& scratch,
-                       const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+                       const std::vector<std::pair<std::string, std::string>>& extra = {},
+                       const char* program = KSCOPE_EXIT_REPORT_PROGRAM) {
   const std::string out_path = scratch + "/stdout", err_path = scratch + "/stderr";
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -83,7 +84,7 @@ run_result run_program(const char* mode, const std::optional<std::string>& value
     const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (out < 0 || err < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) ::_exit(120);
     ::alarm(60);  // a hang fails the run instead of the whole test
-    ::execl(KSCOPE_EXIT_REPORT_PROGRAM, KSCOPE_EXIT_REPORT_PROGRAM, mode, static_cast<char*>(nullptr));
+    ::execl(program, program, mode, static_cast<char*>(nullptr));
     ::_exit(121);
   }
   int status = 0;
@@ -185,6 +186,20 @@ TEST_CASE("KSCOPE_REPORT empty, off or unset: nothing written, nothing said") {
     CHECK(r.err.empty());
   }
   CHECK(dir.entries().empty());
+}
+
+TEST_CASE("KSCOPE_NO_ENVIRONMENT_START in every file: KSCOPE_REPORT writes nothing, says nothing") {
+  // The same program built with the macro (tests/CMakeLists.txt): nothing registered the
+  // exit report, so the variable is not read at all; the one built without it writes.
+  temporary_directory dir;
+  const std::string path = dir.path + "/run.json";
+  const run_result quiet = run_program("normal", path, dir.path, {}, KSCOPE_EXIT_REPORT_PROGRAM_NO_ENVIRONMENT);
+  CHECK(quiet.status == 0);
+  CHECK(quiet.err.empty());
+  CHECK(dir.entries().empty());
+  const run_result r = run_program("normal", path, dir.path);
+  CHECK(r.status == 0);
+  CHECK(dir.entries() == std::vector<std::string>{"run.json"});
 }
 
 TEST_CASE("scopes still open at exit are left out; exit(3) keeps its status") {

@@ -873,6 +873,14 @@ KSCOPE_DECL void session::reset() noexcept {
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
+// KSCOPE_NO_ENVIRONMENT_START (defined for a file): this file starts nothing from the
+// environment. Each file that includes this header initializes the inline variables below
+// before main, and so compiles the session, every feature and every printer they reach (a
+// header-only file that includes kscope.hpp and opens one scope: 30 s of g++ -O1, 8.6 s
+// without them; bench/RESULTS.md). One file of the program without the macro is enough for
+// KSCOPE_CUPTI=1, KSCOPE_REPORT=path and the other switches to work with no code change; a
+// program whose files all define it starts features itself.
+#if !defined(KSCOPE_NO_ENVIRONMENT_START)
 // KSCOPE_PRODUCTION=1 first: it starts the collector with its options, which a plain
 // KSCOPE_CUPTI=1 after it then finds running.
 inline const bool production_started_from_environment = session::global().start_production_from_environment();
@@ -890,6 +898,7 @@ inline const bool metric_sampling_started_from_environment =
 // KSCOPE_METRICS=path likewise, after them: its first file then shows what they started.
 inline const bool metrics_started_from_environment =
     start_metrics_from_environment([] { return session::global().openmetrics(); });
+#endif  // !KSCOPE_NO_ENVIRONMENT_START
 
 // session::global().report() as a plain function, for the exit report.
 KSCOPE_DECL session_report global_session_report();
@@ -901,8 +910,10 @@ KSCOPE_DECL session_report global_session_report() { return session::global().re
 // KSCOPE_REPORT=path: the report written when the program exits (detail/exit_report.hpp).
 // Last: its exit handler then runs before those of what the switches above started (the
 // collector's, the metrics writer's).
+#if !defined(KSCOPE_NO_ENVIRONMENT_START)
 inline const bool exit_report_registered_from_environment =
     register_exit_report(std::getenv(exit_report_variable), &global_session_report);
+#endif  // !KSCOPE_NO_ENVIRONMENT_START
 }  // namespace detail
 
 }  // namespace kscope
