@@ -127,7 +127,9 @@ o2_base=$(best_cpu_s compile_o2 "$work/baseline.cpp")
 o2_scope=$(best_cpu_s compile_o2 "$work/scope.cpp")
 o2_scope_compiled=$(best_cpu_s compile_o2 -DKSCOPE_SEPARATE_COMPILATION "$work/scope.cpp")
 o2_umbrella=$(best_cpu_s compile_o2 "$work/umbrella.cpp")
+o2_umbrella_quiet=$(best_cpu_s compile_o2 -DKSCOPE_NO_ENVIRONMENT_START "$work/umbrella.cpp")
 o2_report=$(best_cpu_s compile_o2 "$work/report_text.cpp")
+o2_report_quiet=$(best_cpu_s compile_o2 -DKSCOPE_NO_ENVIRONMENT_START "$work/report_text.cpp")
 o2_report_compiled=$(best_cpu_s compile_o2 -DKSCOPE_SEPARATE_COMPILATION "$work/report_text.cpp")
 load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
@@ -155,7 +157,9 @@ row "-O2: <vector> <string> <map> (baseline)" "$o2_base" "$o2_base" ""
 row "-O2: + scope.hpp, one KSCOPE_SCOPE" "$o2_scope" "$o2_base" ""
 row "-O2: the same, compiled mode" "$o2_scope_compiled" "$o2_base" "2.5"
 row "-O2: kscope.hpp, one KSCOPE_SCOPE" "$o2_umbrella" "$o2_base" ""
+row "-O2: the same, KSCOPE_NO_ENVIRONMENT_START" "$o2_umbrella_quiet" "$o2_base" ""
 row "-O2: kscope.hpp + report().text()" "$o2_report" "$o2_base" ""
+row "-O2: the same, KSCOPE_NO_ENVIRONMENT_START" "$o2_report_quiet" "$o2_base" ""
 # An absolute target: the ratio column is against one second.
 row "-O2: the same, compiled mode (s)" "$o2_report_compiled" "1" "3"
 
