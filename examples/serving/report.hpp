@@ -120,7 +120,7 @@ void print_gpu_work_per_step(const kscope::session_report& report) {
     for (const kscope::copy_totals& c : s.gpu_activity->memcpy) copies += c.count;
   }
   if (!report.cupti_status.empty()) std::printf("  CUPTI              %s\n", report.cupti_status.c_str());
-  // Traced in windows (the production preset): the CUPTI totals hold the windows' steps
+  // Traced in windows (--trace-steps): the CUPTI totals hold the windows' steps
   // only, so per step comes from the GPU-time account's steps whole inside a window.
   if (report.gpu_time && report.gpu_time->windowed) {
     const kscope::scope_report* step = report.find("step");
