@@ -75,6 +75,15 @@ memcpy_record make_copy(std::uint32_t correlation, memcpy_kind kind, std::uint64
   return m;
 }
 
+memset_record make_memset(std::uint32_t correlation, std::uint64_t bytes, std::int64_t start, std::int64_t end) {
+  memset_record s;
+  s.correlation_id = correlation;
+  s.bytes = bytes;
+  s.start_ns = start;
+  s.end_ns = end;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("correlation_table: found, evicted and unknown") {
@@ -236,12 +245,7 @@ TEST_CASE("per node: busy is the union over streams, idle the gaps inside the sp
   a.add_kernel(make_kernel(2, 300, 400, 1));
   a.add_kernel(make_kernel(3, 150, 350, 2));
   a.add_memcpy(make_copy(4, memcpy_kind::h2d, 1000, 450, 500));
-  memset_record s;
-  s.correlation_id = 5;
-  s.start_ns = 600;
-  s.end_ns = 650;
-  s.bytes = 64;
-  a.add_memset(s);
+  a.add_memset(make_memset(5, 64, 600, 650));
 
   auto r = a.report();
   const auto* n = r.find(5);
@@ -1069,11 +1073,7 @@ TEST_CASE("a graph captured in scope A and replayed in scope B: B's kernels carr
   // A memset node of the same graph, and a record carrying the original id (either id
   // CUPTI reports finds the scope).
   a.graph_nodes().record_created(4, build);
-  memset_record s;
-  s.correlation_id = 3;
-  s.start_ns = t;
-  s.end_ns = t + 50;
-  s.bytes = 64;
+  memset_record s = make_memset(3, 64, t, t + 50);
   s.graph_node_id = 4;
   a.add_memset(s);
   a.add_kernel(graph_kernel(3, 2, t + 100, 10));
@@ -1855,12 +1855,7 @@ TEST_CASE("the trace ring gives back every field of every kind, oldest first onc
   memcpy_record m = make_copy(2, memcpy_kind::d2h, 4096, 1600, 1700);
   m.stream = 3;
   a.add_memcpy(m);
-  memset_record s;
-  s.correlation_id = 3;
-  s.start_ns = 1800;
-  s.end_ns = 1850;
-  s.bytes = 512;
-  a.add_memset(s);
+  a.add_memset(make_memset(3, 512, 1800, 1850));
   kscope::graph_record g;
   g.correlation_id = 4;
   g.start_ns = 1900;

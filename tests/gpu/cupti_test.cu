@@ -56,6 +56,23 @@ __global__ void tag_kernel(int* out, int value) {
 __global__ void graph_step_a(float* x) { x[threadIdx.x] += 1.0f; }
 __global__ void graph_step_b(float* x) { x[threadIdx.x] *= 2.0f; }
 __global__ void graph_step_c(float* x) { x[threadIdx.x] -= 1.0f; }
+
+// A graph of graph_step_a, graph_step_b and (when `kernels` is 3) graph_step_c on `x`,
+// captured on `stream` and instantiated.
+struct step_graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+step_graph capture_step_graph(cudaStream_t stream, float* x, int kernels) {
+  step_graph g;
+  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  graph_step_a<<<1, 256, 0, stream>>>(x);
+  graph_step_b<<<1, 256, 0, stream>>>(x);
+  if (kernels == 3) graph_step_c<<<1, 256, 0, stream>>>(x);
+  REQUIRE_CUDA(cudaStreamEndCapture(stream, &g.graph));
+  REQUIRE_CUDA(cudaGraphInstantiate(&g.exec, g.graph, 0));
+  return g;
+}
 __global__ void spin_ns(unsigned long long ns) {
   unsigned long long start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -171,14 +188,7 @@ TEST_CASE("a 3-kernel CUDA graph launched 10 times: 30 kernels in its node, grap
   REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   float* x = nullptr;
   REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  graph_step_a<<<1, 256, 0, stream>>>(x);
-  graph_step_b<<<1, 256, 0, stream>>>(x);
-  graph_step_c<<<1, 256, 0, stream>>>(x);
-  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
-  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  const auto [graph, exec] = capture_step_graph(stream, x, 3);
   constexpr kscope::node_id graph_node = 5000;
   {
     test_scope s(graph_node);
@@ -548,13 +558,7 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
   REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   float* x = nullptr;
   REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  REQUIRE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  graph_step_a<<<1, 256, 0, stream>>>(x);
-  graph_step_b<<<1, 256, 0, stream>>>(x);
-  REQUIRE_CUDA(cudaStreamEndCapture(stream, &graph));
-  REQUIRE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  const auto [graph, exec] = capture_step_graph(stream, x, 2);
   const kscope::cupti_snapshot before = flushed_snapshot();
   constexpr int windows = 4;
   for (int w = 0; w < windows; ++w) {
