@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -588,6 +589,14 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
     CAPTURE(w);
     const kscope::node_gpu_activity* eager = snap.activity.find(static_cast<kscope::node_id>(7000 + w));
     REQUIRE(eager != nullptr);
+    if (eager->kernel_count != 5) {  // which records: the same record twice, or another window's
+      std::ostringstream events;
+      for (const auto& e : snap.activity.recent)
+        if (e.node == static_cast<kscope::node_id>(7000 + w) || e.node == static_cast<kscope::node_id>(7200 + w))
+          events << " [node " << e.node << " kind " << static_cast<int>(e.kind) << " correlation " << e.correlation_id
+                 << " start " << e.start_ns << " end " << e.end_ns << "]";
+      MESSAGE("window " << w << " events:" << events.str());
+    }
     CHECK(eager->kernel_count == 5);
     CHECK(eager->host_sync.count == 1);
     const kscope::node_gpu_activity* replays = snap.activity.find(static_cast<kscope::node_id>(7100 + w));
