@@ -1552,6 +1552,21 @@ TEST_CASE("graph_replay_sampler: first replays and every k-th per graph, unknown
   CHECK(c.node_level == 7);
   CHECK(c.graph_level == 5);
   CHECK(c.unknown_graph == 5);
+  CHECK(c.built_paused == 0);
+  // A graph built while graph-level trace was off (tracing paused) is never traced as one
+  // record either, and counted as such.
+  s.graph_exec_created(0x4000, /*graph_trace_on=*/false);
+  for (int n = 0; n < 4; ++n) CHECK(s.decide(0x4000));
+  c = s.decisions();
+  CHECK(c.unknown_graph == 9);
+  CHECK(c.built_paused == 4);
+  CHECK(c.graph_level == 5);
+  // Built again on the same handle with graph-level trace on: sampled like any other.
+  s.graph_exec_destroyed(0x4000);
+  s.graph_exec_created(0x4000, true);
+  CHECK(s.decide(0x4000));
+  CHECK(s.decide(0x4000));
+  CHECK_FALSE(s.decide(0x4000));
   // A destroyed exec's handle reused by a new graph starts counting again.
   s.graph_exec_destroyed(0x1000);
   s.graph_exec_created(0x1000);

@@ -564,19 +564,19 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
   constexpr int windows = 4;
   for (int w = 0; w < windows; ++w) {
     {
-      test_scope s(static_cast<kscope::node_id>(7000 + w));  // traced: 5 kernels, a wait
+      test_scope s(static_cast<kscope::node_id>(11000 + w));  // traced: 5 kernels, a wait
       for (int i = 0; i < 5; ++i) tag_kernel<<<1, 32, 0, stream>>>(nullptr, i);
       REQUIRE_CUDA(cudaStreamSynchronize(stream));
     }
     {
-      test_scope s(static_cast<kscope::node_id>(7100 + w));  // traced: 3 graph replays
+      test_scope s(static_cast<kscope::node_id>(11100 + w));  // traced: 3 graph replays
       for (int i = 0; i < 3; ++i) REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
       REQUIRE_CUDA(cudaStreamSynchronize(stream));
     }
     REQUIRE(c.pause_tracing());
     CHECK_FALSE(c.tracing());
     {
-      test_scope s(static_cast<kscope::node_id>(7200 + w));  // between windows: nothing recorded
+      test_scope s(static_cast<kscope::node_id>(11200 + w));  // between windows: nothing recorded
       for (int i = 0; i < 5; ++i) tag_kernel<<<1, 32, 0, stream>>>(nullptr, i);
       REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
       REQUIRE_CUDA(cudaStreamSynchronize(stream));
@@ -587,22 +587,22 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
   const kscope::cupti_snapshot snap = flushed_snapshot();
   for (int w = 0; w < windows; ++w) {
     CAPTURE(w);
-    const kscope::node_gpu_activity* eager = snap.activity.find(static_cast<kscope::node_id>(7000 + w));
+    const kscope::node_gpu_activity* eager = snap.activity.find(static_cast<kscope::node_id>(11000 + w));
     REQUIRE(eager != nullptr);
     if (eager->kernel_count != 5) {  // which records: the same record twice, or another window's
       std::ostringstream events;
       for (const auto& e : snap.activity.recent)
-        if (e.node == static_cast<kscope::node_id>(7000 + w) || e.node == static_cast<kscope::node_id>(7200 + w))
+        if (e.node == static_cast<kscope::node_id>(11000 + w) || e.node == static_cast<kscope::node_id>(11200 + w))
           events << " [node " << e.node << " kind " << static_cast<int>(e.kind) << " correlation " << e.correlation_id
                  << " start " << e.start_ns << " end " << e.end_ns << "]";
       MESSAGE("window " << w << " events:" << events.str());
     }
     CHECK(eager->kernel_count == 5);
     CHECK(eager->host_sync.count == 1);
-    const kscope::node_gpu_activity* replays = snap.activity.find(static_cast<kscope::node_id>(7100 + w));
+    const kscope::node_gpu_activity* replays = snap.activity.find(static_cast<kscope::node_id>(11100 + w));
     REQUIRE(replays != nullptr);
     CHECK(replays->graph_replays == 3);
-    CHECK(snap.activity.find(static_cast<kscope::node_id>(7200 + w)) == nullptr);
+    CHECK(snap.activity.find(static_cast<kscope::node_id>(11200 + w)) == nullptr);
   }
   CHECK(snap.activity.counters.unattributed == before.activity.counters.unattributed);
   // No kernel went to (unscoped) (the snapshots' own device synchronizes do: not counted here).
@@ -612,7 +612,7 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
   std::set<std::uint32_t> correlations;
   std::size_t events = 0;
   for (const auto& e : snap.activity.recent) {
-    if (e.node < 7000 || e.node >= 7200 || e.kind == kscope::activity_kind::synchronization) continue;
+    if (e.node < 11000 || e.node >= 11200 || e.kind == kscope::activity_kind::synchronization) continue;
     ++events;
     correlations.insert(e.correlation_id);
   }
@@ -621,6 +621,48 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
   CHECK(w.windowed);  // paused by the program: windows from then on
   CHECK(w.windows >= static_cast<std::uint64_t>(windows));
   MESSAGE(w.describe() << "; " << events << " events in distinct " << correlations.size() << " correlations");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(x);
+  cudaStreamDestroy(stream);
+}
+
+// A graph instantiated while tracing is paused and replayed after the resume, as a serving
+// loop that captures its decode graphs lazily does: traced node by node (CUPTI saw it built
+// without graph-level trace), every kernel to the scope that replayed it, nothing scaled.
+// Replayed as one record, such a graph crashed CUPTI inside cuGraphLaunch on an H100.
+TEST_CASE("a graph built while tracing is paused: replayed after the resume, node by node") {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
+  auto& c = collector();
+  cudaStream_t stream;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float* x = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  const kscope::cupti_snapshot before = flushed_snapshot();
+  REQUIRE(c.pause_tracing());
+  const auto [graph, exec] = capture_step_graph(stream, x, 3);
+  REQUIRE_CUDA(cudaGraphLaunch(exec, stream));  // its first replay, while paused: no record
+  REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  REQUIRE(c.resume_tracing());
+  constexpr kscope::node_id replay_node = 12000;
+  constexpr int replays = 6;
+  {
+    test_scope s(replay_node);
+    for (int i = 0; i < replays; ++i) REQUIRE_CUDA(cudaGraphLaunch(exec, stream));
+    REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  }
+  const kscope::cupti_snapshot snap = flushed_snapshot();
+  const kscope::node_gpu_activity* a = snap.activity.find(replay_node);
+  REQUIRE_MESSAGE(a != nullptr, snap.status.message);
+  CHECK(a->kernel_count == static_cast<std::uint64_t>(replays * 3));
+  CHECK(a->scaled_kernel_count == 0);  // every replay traced node by node
+  CHECK(snap.activity.counters.unattributed == before.activity.counters.unattributed);
+  const bool graph_level = snap.status.message.find("graphs sampled") != std::string::npos ||
+                           snap.status.message.find("as one record per replay") != std::string::npos;
+  if (graph_level)
+    CHECK_MESSAGE(snap.status.message.find("node by node (graphs instantiated while tracing was paused)") !=
+                      std::string::npos,
+                  snap.status.message);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaFree(x);

@@ -315,8 +315,19 @@ class cupti_collector {
       const auto* graph = static_cast<const CUpti_GraphData*>(data.resourceDescriptor);
       if (graph == nullptr) return;
       const auto exec = reinterpret_cast<std::uintptr_t>(graph->graphExec);
-      if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) graph_sampler_.graph_exec_created(exec);
-      else graph_sampler_.graph_exec_destroyed(exec);
+      if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
+        // Whether CUPTI builds it with graph-level trace: not while paused, nor while a
+        // node-level replay holds the kind off (graph_sampling.hpp: such a graph replayed
+        // as one record crashed CUPTI).
+        bool graph_trace_on = false;
+        {
+          std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
+          graph_trace_on = graph_trace_on_.load(std::memory_order_acquire) && graph_node_level_launches_ == 0;
+        }
+        graph_sampler_.graph_exec_created(exec, graph_trace_on);
+      } else {
+        graph_sampler_.graph_exec_destroyed(exec);
+      }
     } catch (...) {
       callback_errors_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -664,9 +675,7 @@ class cupti_collector {
     // after 2^18 of them (a second or two of an eager loop) the table would have forgotten
     // the window's launches whose records CUPTI had not yet delivered (counted, not lost,
     // but unattributed). Forced: the kinds are off, so the buffers CUPTI holds are handed
-    // over whole now. (Unforced, the first window's five kernels of gpu_cupti_test's pause
-    // case were counted twice on an H100: a buffer delivered part-full and again later is
-    // the likely cause, not yet confirmed.)
+    // over whole now.
     flush_locked(true);
     paused_ = true;
     tracing_.store(false, std::memory_order_release);
@@ -966,9 +975,12 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
   if (graphs.graph_level + graphs.node_level + graphs.unknown_graph > 0) {
     s.status.message += "; graph replays: " + std::to_string(graphs.node_level) + " sampled node by node, " +
         std::to_string(graphs.graph_level) + " as one record";
-    if (graphs.unknown_graph > 0)
-      s.status.message += ", " + std::to_string(graphs.unknown_graph) +
+    if (graphs.unknown_graph > graphs.built_paused)
+      s.status.message += ", " + std::to_string(graphs.unknown_graph - graphs.built_paused) +
           " node by node (graphs instantiated before the collector started)";
+    if (graphs.built_paused > 0)
+      s.status.message += ", " + std::to_string(graphs.built_paused) +
+          " node by node (graphs instantiated while tracing was paused)";
   }
   if (s.attribution_records > 0) {
     // What watching costs kscope itself (CUPTI's own cost comes on top, in the launches).

@@ -17,9 +17,13 @@
 // of two give 6 more node-level replays per graph early (at most log2(every)), spread out
 // in time, and cost a fixed amount however long the run is.
 //
-// A graph instantiated before the collector started is always traced node by node: CUPTI
-// saw it built without graph-level trace, and the collector only lets CUPTI trace as a
-// whole the executable graphs whose creation it watched (graph_exec_created).
+// A graph instantiated before the collector started, or while graph-level trace was off (the
+// program had paused tracing), is always traced node by node: CUPTI saw it built without
+// graph-level trace, and the collector only lets CUPTI trace as a whole the executable
+// graphs it saw built with graph-level trace on (graph_exec_created). On an H100 (CUPTI
+// 13.0.1) a graph instantiated while tracing was paused and replayed with graph-level trace
+// on crashed inside cuGraphLaunch (a null read in libcupti), in 4 of 4 runs of a serving loop
+// that captures its decode graphs lazily; traced node by node it ran clean.
 //
 // Pure C++ (no CUDA, no CUPTI): the collector calls decide() in the graph launch's
 // API-enter callback, on the launching thread; the CPU tests drive it directly.
@@ -48,8 +52,10 @@ class graph_replay_sampler {
 
   void configure(graph_tracing mode, std::uint32_t first, std::uint32_t every);
 
-  // CUPTI's GRAPHEXEC_CREATED: this executable graph was built while the collector watched.
-  void graph_exec_created(std::uintptr_t exec);
+  // CUPTI's GRAPHEXEC_CREATED: this executable graph was built while the collector watched;
+  // `graph_trace_on`: with CUPTI's graph-level trace enabled at that moment (else its
+  // replays are always traced node by node, as those of a graph built before the start).
+  void graph_exec_created(std::uintptr_t exec, bool graph_trace_on = true);
 
   // CUPTI's GRAPHEXEC_DESTROY_STARTING: a later graph may reuse the handle.
   void graph_exec_destroyed(std::uintptr_t exec);
@@ -64,7 +70,8 @@ class graph_replay_sampler {
   struct counts {
     std::uint64_t node_level = 0;     // sampled replays traced node by node
     std::uint64_t graph_level = 0;    // replays traced as one record
-    std::uint64_t unknown_graph = 0;  // replays of graphs built before the collector watched: per node
+    std::uint64_t unknown_graph = 0;  // replays of graphs built unwatched: per node
+    std::uint64_t built_paused = 0;   // of those, graphs built while graph-level trace was off
     std::uint64_t table_resets = 0;
   };
   [[nodiscard]] counts decisions() const;
@@ -72,7 +79,8 @@ class graph_replay_sampler {
  private:
   struct entry {
     std::uint64_t replays = 0;
-    bool created_seen = false;
+    bool created_seen = false;   // built with graph-level trace on: may be traced as one record
+    bool built_paused = false;   // built while the collector watched, graph-level trace off
   };
   void make_room();
 
@@ -82,6 +90,7 @@ class graph_replay_sampler {
   std::uint32_t every_ = 100;
   std::unordered_map<std::uintptr_t, entry> graphs_;
   std::uint64_t node_level_replays_ = 0, graph_level_replays_ = 0, unknown_graph_replays_ = 0, table_resets_ = 0;
+  std::uint64_t built_paused_replays_ = 0;
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
@@ -92,11 +101,11 @@ KSCOPE_DECL void graph_replay_sampler::configure(graph_tracing mode, std::uint32
   every_ = every;
 }
 
-KSCOPE_DECL void graph_replay_sampler::graph_exec_created(std::uintptr_t exec) {
+KSCOPE_DECL void graph_replay_sampler::graph_exec_created(std::uintptr_t exec, bool graph_trace_on) {
   if (exec == 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
   make_room();
-  graphs_[exec] = entry{0, true};
+  graphs_[exec] = entry{0, graph_trace_on, !graph_trace_on};
 }
 
 KSCOPE_DECL void graph_replay_sampler::graph_exec_destroyed(std::uintptr_t exec) {
@@ -116,6 +125,7 @@ KSCOPE_DECL bool graph_replay_sampler::decide(std::uintptr_t exec) {
   const std::uint64_t n = ++e.replays;
   if (!e.created_seen) {
     ++unknown_graph_replays_;
+    if (e.built_paused) ++built_paused_replays_;
     return true;
   }
   if (mode_ == graph_tracing::graph) return false;
@@ -131,7 +141,7 @@ KSCOPE_DECL bool graph_replay_sampler::decide(std::uintptr_t exec) {
 
 KSCOPE_DECL auto graph_replay_sampler::decisions() const -> counts {
   std::lock_guard<std::mutex> lock(mutex_);
-  return counts{node_level_replays_, graph_level_replays_, unknown_graph_replays_, table_resets_};
+  return counts{node_level_replays_, graph_level_replays_, unknown_graph_replays_, built_paused_replays_, table_resets_};
 }
 
 KSCOPE_DECL void graph_replay_sampler::make_room() {
