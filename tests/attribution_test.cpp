@@ -1663,9 +1663,9 @@ TEST_CASE("tracing in windows: the grid, its boundaries and the options") {
   CHECK(c.windows.window_ms == 200);
   CHECK(c.windows.period_ms == 5000);
   CHECK(c.windows.windowed());
-  CHECK_FALSE(c.pause_callbacks);  // a pause keeps the launch callbacks (options.hpp says why)
-  CHECK(kscope::apply_cupti_options_text("pause_callbacks=on", c).empty());
-  CHECK(c.pause_callbacks);
+  CHECK(c.pause_callbacks);  // a pause switches the launch callbacks off (options.hpp says why)
+  CHECK(kscope::apply_cupti_options_text("pause_callbacks=off", c).empty());
+  CHECK_FALSE(c.pause_callbacks);
   const auto problems = kscope::apply_cupti_options_text("window_ms=-3,period_ms=99999999999,window_ms=0", c);
   REQUIRE(problems.size() == 2);
   CHECK(problems[0].find("'window_ms=-3'") != std::string::npos);

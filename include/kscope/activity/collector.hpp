@@ -179,9 +179,9 @@ class cupti_collector {
   void stop() noexcept;
 
   // Tracing in windows (trace_windows.hpp): stops tracing until resume_tracing(): the
-  // activity kinds are disabled, so a launch gets no record; its callback (two stores)
-  // stays unless cupti_options::pause_callbacks says otherwise (options.hpp says why), and
-  // so do the subscription, the resource callbacks (graph nodes built, modules loaded:
+  // activity kinds are disabled, so a launch gets no record, and its callbacks are off
+  // unless cupti_options::pause_callbacks says otherwise (options.hpp says why); the
+  // subscription stays, and so do the resource callbacks (graph nodes built, modules loaded:
   // never per launch) and the records and aggregates so far. With cupti_options::windows set, the collector's own thread calls
   // these on the schedule; a program may call them itself (its own windows: around the
   // steps it wants traced), and each resume opens a window in the report. False when not

@@ -99,12 +99,14 @@ struct cupti_options {
   // (pause_tracing / resume_tracing) got every window's records right. On: for probes only.
   bool window_thread = false;
   // A pause also switches off the launch, copy, sync and graph-launch callbacks, so that a
-  // launch between windows pays nothing at all. Off by default: on an H100 (driver 580,
-  // CUPTI 130001) every record after the first resume then carried one stale correlation
-  // id, and all of them went to the scope of that one launch (bench/RESULTS.md, "tracing in
-  // windows"); with the callbacks kept, a launch between windows pays the callback (two
-  // stores) and no record.
-  bool pause_callbacks = false;
+  // launch between windows pays no callback of kscope's. On by default: on an H100 (driver
+  // 580, CUPTI 130001), a program pausing between its steps from its launching thread got
+  // every window's records right with them off (gpu_cupti_test's pause case, and
+  // gpu_graph_truth_test's program_windows_quiet on a graph loop, session 16). Off keeps
+  // them (a launch between windows pays two stores and makes no record): the stale
+  // correlation ids seen with them off came from pauses on the collector's own thread
+  // (window_thread), which was wrong with them kept too.
+  bool pause_callbacks = true;
   // GPU timestamps put on kscope's clock by CUPTI calling kscope's clock (exact); off: CUPTI's
   // own clock plus an offset measured from paired samples at start (drifts by microseconds
   // over hours). A switch so that the overhead bench can tell whether the callback costs

@@ -7,10 +7,9 @@
 // window of 100 ms in every 10 s traces 1 % of the time, so it costs about 1 % of what full
 // tracing costs, and over a long run still sees thousands of steps. Between windows the
 // collector is paused (cupti_collector::pause_tracing): the activity kinds are disabled,
-// so a launch makes no record; its callback (two stores) stays, because switching the
-// launch callbacks off broke CUPTI's correlation ids after the next resume
-// (cupti_options::pause_callbacks); the resource callbacks (graph nodes built, modules
-// loaded) stay too: they fire when graphs are built, never per launch. Scopes, their CUDA
+// so a launch makes no record, and the launch callbacks are off (cupti_options::
+// pause_callbacks), so it pays no callback of kscope's either; the resource callbacks (graph
+// nodes built, modules loaded) stay: they fire when graphs are built, never per launch. Scopes, their CUDA
 // events and PM sampling go on throughout.
 //
 // What windows do to the figures (docs/report_schema.md, `trace_windows`):
