@@ -323,6 +323,7 @@ class engine {
   void step(request_queue& queue) {
     const steady::time_point began = steady::now();  // the loop's own clock, not kscope's
     step_body(queue);
+    trace_window_boundary();  // after the step scope closed: a traced step lies whole inside its window
     step_us_.push_back(std::chrono::duration<double, std::micro>(steady::now() - began).count());
   }
   // Host time of every step, for what instrumenting the loop costs (bench/serving_overhead.sh).
@@ -352,7 +353,6 @@ class engine {
     }
     retire(plan, queue);
     ++steps_;
-    trace_window_boundary();
   }
 
   // --trace-steps W/P: after a step (synchronized: the GPU has drained), this thread, the
