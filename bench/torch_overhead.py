@@ -296,13 +296,36 @@ def parse_config(text):
     return name, env, untimed
 
 
+_no_randomization = None
+
+
+def no_randomization_works():
+    """Whether `setarch <arch> -R` runs here (a container's seccomp filter may refuse it)."""
+    global _no_randomization
+    if _no_randomization is None:
+        _no_randomization = False
+        if shutil.which("setarch"):
+            try:
+                _no_randomization = subprocess.run(["setarch", os.uname().machine, "-R", "true"],
+                                                   capture_output=True, timeout=10).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                pass
+    return _no_randomization
+
+
 def run_child(python, name, env_extra, a, log_path, pin, timeout):
     env = dict(os.environ)
     for key in CLEARED:
         env.pop(key, None)
     env.update(env_extra)
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    # Every process laid out alike: one hash seed, and no address randomization where setarch
+    # can turn it off. In session 16 the uninstrumented loop's median step moved 2358-3689 us
+    # between processes of one run (+-22 %), wider than most of what is measured here.
+    env.setdefault("PYTHONHASHSEED", "0")
     cmd = [python, os.path.abspath(__file__), "--child", "--steps", str(a.steps), "--warmup", str(a.warmup)]
+    if a.fixed_layout and no_randomization_works():
+        cmd = ["setarch", os.uname().machine, "-R"] + cmd
     if pin:
         cmd = ["taskset", "-c", pin] + cmd
     start = time.monotonic()
@@ -384,6 +407,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=30, help="discarded steps per run")
     ap.add_argument("--timeout", type=float, default=120, help="seconds per run")
     ap.add_argument("--python", default=sys.executable, help="the interpreter of the runs (one with torch)")
+    ap.add_argument("--no-fixed-layout", dest="fixed_layout", action="store_false",
+                    help="leave address randomization on in the runs (default: off via setarch -R where it exists)")
     ap.add_argument("--pin", default="auto", help="cores to run on (taskset -c); auto: 2-7 with 8+ cores; '' off")
     ap.add_argument("--deadline", type=float, default=0,
                     help="seconds this run may take (0: no limit): no round starts that would end past it")
@@ -407,6 +432,7 @@ def main():
         pin = "2-7" if shutil.which("taskset") and (os.cpu_count() or 0) >= 8 else ""
     print(f"torch_overhead: {OPS_PER_STEP} ops and {SCOPES_PER_STEP} scopes per step, {SIZE} floats per tensor; "
           f"{a.warmup} warm-up + {a.steps} timed steps per run; {a.rounds} rounds; pinned to '{pin or 'none'}'; "
+          f"address randomization {'off' if a.fixed_layout and no_randomization_works() else 'on'}, PYTHONHASHSEED=0; "
           f"python {a.python}", flush=True)
 
     started = time.monotonic()
