@@ -50,7 +50,7 @@
 #include "attribution.hpp"
 #include "options.hpp"
 #include "graph_sampling.hpp"
-#include "trace_windows.hpp"
+#include "../evidence/trace_windows.hpp"
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../cupti/detail/api.hpp"

@@ -5,7 +5,7 @@
 // hand in tests, compared, and printed without CUDA. Include report.hpp for the printers.
 #pragma once
 
-#include "../activity/results.hpp"  // the result types only, not the attribution machinery
+#include "../evidence/activity_results.hpp"  // the result types only, not the attribution machinery
 #include "../core/config.hpp"
 #include "../core/finding.hpp"
 #include "../core/detail/atomic_file.hpp"  // write_json/write_html: all or nothing
@@ -177,7 +177,7 @@ struct session_report {
   std::string cupti_status;
   std::vector<kernel_summary> top_kernels;
   attribution_counters cupti_counters;
-  // Tracing in windows (activity/trace_windows.hpp): the windows the CUPTI figures, the
+  // Tracing in windows (evidence/trace_windows.hpp): the windows the CUPTI figures, the
   // GPU-time account and the diagnosis rest on. windowed false: every launch was traced.
   trace_window_summary trace_windows;
   std::size_t sample_cap = 0;

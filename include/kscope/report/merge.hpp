@@ -20,7 +20,7 @@
 #include "../core/detail/text_escape.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
-#include "../activity/communication.hpp"
+#include "../evidence/communication.hpp"
 #include "report.hpp"
 
 #include <algorithm>

@@ -368,7 +368,7 @@ KSCOPE_DECL bool gaps_between_own_kernels(const scope_gpu_time* g);
 KSCOPE_DECL bool drained_before_sync(const scope_report& s, const scope_gpu_time* g, double idle_per_call_ns);
 
 // The calls to divide a scope's CUPTI aggregates by: its calls, or NaN when the collector
-// traced in windows (activity/trace_windows.hpp): the aggregates then hold the windows'
+// traced in windows (evidence/trace_windows.hpp): the aggregates then hold the windows'
 // work only, and a call across a window's edge was traced in part, so no per-call figure
 // comes out of them (the rules that need one say nothing; the GPU-time account's per-call
 // figures, from calls whole inside a window, still count).

@@ -1,4 +1,4 @@
-// kscope/activity/trace_windows.hpp — tracing in windows: the activity collector traces for
+// kscope/evidence/trace_windows.hpp — tracing in windows: the activity collector traces for
 // `window_ms` out of every `period_ms`, and everything built on its records says that it
 // rests on those windows.
 //
