@@ -36,7 +36,7 @@
 #include "warp_stalls/collect.hpp"
 #include "pm_sampling/live.hpp"
 #include "pm_sampling/sampler.hpp"
-#include "serving/gpu_time.hpp"
+#include "evidence/gpu_time.hpp"
 
 // Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks,
 // compare; the conclusions drawn from a report.

@@ -15,7 +15,7 @@
 #include "../core/detail/text_escape.hpp"    // user strings made safe for a terminal
 #include "../scope/detail/thread_state.hpp"
 #include "../core/detail/text_layout.hpp"
-#include "../serving/gpu_time.hpp"
+#include "../evidence/gpu_time.hpp"
 #include "plot.hpp"
 #include "../pm_sampling/report.hpp"
 #include "../counters/report.hpp"
@@ -154,7 +154,7 @@ struct report_window {
   std::int64_t since_ns = 0;      // the previous window's end (or the recorder's start, or reset())
   std::int64_t until_ns = 0;      // when this window was taken
   std::int64_t duration_ns = 0;   // until_ns - since_ns
-  // The GPU's busy share of [since_ns, until_ns] (serving/gpu_time.hpp over the window);
+  // The GPU's busy share of [since_ns, until_ns] (evidence/gpu_time.hpp over the window);
   // NaN when unknown, with the reason in gpu_busy_unavailable ("" when known).
   double gpu_busy_share = std::nan("");
   double gpu_busy_ns = std::nan("");

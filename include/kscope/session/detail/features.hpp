@@ -14,7 +14,7 @@
 #include "../../report/data.hpp"
 #include "../../report/trace.hpp"
 #include "../../scope/recorder_snapshot.hpp"
-#include "../../serving/gpu_time.hpp"
+#include "../../evidence/gpu_time.hpp"
 #include "../feature.hpp"
 
 #include <cmath>
@@ -50,7 +50,7 @@ class counters_feature final : public session_feature {
   [[nodiscard]] KSCOPE_DECL std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
 };
 
-// Where the GPU's time went (serving/gpu_time.hpp), from the recent host intervals of the
+// Where the GPU's time went (evidence/gpu_time.hpp), from the recent host intervals of the
 // trace ring and the recent GPU events of the activity source, with the scopes' CUPTI
 // aggregates for the totals. Bounded by the two rings; says how much they covered. Only
 // with a GPU timeline (the activity collector ran).

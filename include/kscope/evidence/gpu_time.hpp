@@ -1,4 +1,4 @@
-// kscope/serving/gpu_time.hpp — where the GPU's time went, per scope and per call, and
+// kscope/evidence/gpu_time.hpp — where the GPU's time went, per scope and per call, and
 // where it idled: HTA's temporal breakdown, online, with kernels attributed by the scope
 // that launched them (correlation id), not by time overlap.
 //
@@ -66,8 +66,8 @@
 #pragma once
 
 #include "../core/stats.hpp"
-#include "../evidence/activity_results.hpp"
-#include "../evidence/trace_windows.hpp"
+#include "activity_results.hpp"
+#include "trace_windows.hpp"
 #include "../scope/host_interval.hpp"
 
 #include <algorithm>
