@@ -31,7 +31,7 @@
 #include "activity/attribution.hpp"
 #include "activity/collector.hpp"
 #include "counters/collect.hpp"
-#include "counters/cost.hpp"
+#include "evidence/counter_cost.hpp"
 #include "counters/scope_counters.hpp"
 #include "warp_stalls/collect.hpp"
 #include "pm_sampling/live.hpp"

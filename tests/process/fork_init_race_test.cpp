@@ -14,7 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <kscope/bench/detail/gbench_status.hpp>
-#include <kscope/counters/metrics.hpp>
+#include <kscope/evidence/metrics.hpp>
 #include <kscope/core/detail/clock.hpp>
 #include <kscope/core/detail/json_reader.hpp>
 #include <kscope/core/detail/once.hpp>

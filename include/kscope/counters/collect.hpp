@@ -8,7 +8,7 @@
 //   for (const kscope::counter_values& k : r.kernels)                   // launch order
 //     std::printf("%s: %.0f bytes read\n", k.name.c_str(), k.value("dram__bytes_read.sum"));
 //
-// What the values mean and what to conclude from them is counters/metrics.hpp's business
+// What the values mean and what to conclude from them is evidence/metrics.hpp's business
 // (count_flops, counter_aggregate, measure_roofline, classify); this header only collects.
 //
 // Modes (counter_options::ranges):
@@ -37,7 +37,7 @@
 // (device/detail/kernel_library.hpp), a read of twice the L2 that writes nothing: one
 // after Start, before the work, whose ranges then begin with a clean L2; one after the
 // work, whose DRAM writes — the lines the work left dirty — are recorded as the last
-// kernel's (or the user range's) kscope__dram_bytes_write_back.sum (counters/metrics.hpp:
+// kernel's (or the user range's) kscope__dram_bytes_write_back.sum (evidence/metrics.hpp:
 // add_write_back; dram__bytes_write.sum stays what the hardware counted in the range,
 // as Nsight Compute's does, and the write-back enters volumes, never rates). In
 // per_kernel mode the sweeps are the pass's first and last ranges; in whole_callable
@@ -57,7 +57,7 @@
 //
 // The sequence (CUPTI 13 / 12.6+): cuptiProfilerInitialize (once per process), chip name
 // and counter availability, host object for the chip, metric availability through the
-// host API (base metrics, and a config built with each name; counters/metrics.hpp
+// host API (base metrics, and a config built with each name; evidence/metrics.hpp
 // resolves fallbacks and suggests close names), config image and pass count, range
 // profiler enabled on the current context, counter-data image, SetConfig, Start
 // [PushRange] work [PopRange] Stop until all passes are submitted, DecodeData,
@@ -76,7 +76,7 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../core/detail/once.hpp"
 #include "../device/availability.hpp"
 #include "../scope/detail/counter_hook.hpp"  // profiled_depth: the L2 sweep's launch is not the program's
@@ -1355,7 +1355,7 @@ template <class Work>
 
 #if KSCOPE_HAS_RANGE_PROFILER
 namespace detail {
-// The one-pass groups for `metrics` on the current device (counters/metrics.hpp:
+// The one-pass groups for `metrics` on the current device (evidence/metrics.hpp:
 // plan_one_pass_groups), with the names resolved as a pass resolves them (fallbacks for
 // names the device does not offer). Call with the counter-pass lock held. False, with
 // `why`, when the profiler cannot be set up here.

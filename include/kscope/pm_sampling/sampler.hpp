@@ -58,7 +58,7 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "../counters/metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../core/detail/once.hpp"
 #include "samples.hpp"
 #include "../cupti/detail/api.hpp"

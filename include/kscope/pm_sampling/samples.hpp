@@ -51,7 +51,7 @@
 
 #include "../evidence/activity_records.hpp"  // kernel_interval
 #include "../evidence/trace_windows.hpp"
-#include "../counters/metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../core/detail/reservoir.hpp"
 #include "../core/detail/stats_math.hpp"
 
@@ -998,7 +998,7 @@ KSCOPE_DECL sampled_metric_columns sampled_metric_columns::of(const std::vector<
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// What limited a scope, from its sampled means: the classification of counters/metrics.hpp
+// What limited a scope, from its sampled means: the classification of evidence/metrics.hpp
 // on the values PM sampling gives (no replay, so no per-level bytes, instruction mix or
 // occupancy). Same thresholds: idle ≥ launch_idle_share of the samples its kernels
 // touched → launch/CPU-bound; a tensor pipe at the roof → compute-bound (tensor); else

@@ -18,7 +18,7 @@
 #include "../evidence/gpu_time.hpp"
 #include "plot.hpp"
 #include "../pm_sampling/report.hpp"
-#include "../counters/report.hpp"
+#include "../evidence/counter_report.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 

@@ -80,7 +80,7 @@
 // returns the findings by cost_share, largest first (then cost_ms_per_step; unknown last).
 #pragma once
 
-#include "../counters/metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../pm_sampling/samples.hpp"
 #include "../report/report.hpp"
 #include "scope_verdict.hpp"
@@ -161,7 +161,7 @@ KSCOPE_DECL const char* to_string(diagnosis_kind k) noexcept {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// One finding: `evidence` holds the numbers (counters/metrics.hpp's evidence: a name such as
+// One finding: `evidence` holds the numbers (evidence/metrics.hpp's evidence: a name such as
 // "gpu_time.busy_share", a value, a unit); `text` names them; `suggestion` says what to try.
 // What it costs: `cost_ms_per_step`, milliseconds per step (for a tail finding, what a step
 // at the p99 pays over the median one), and `cost_share`, the share of `cost_basis` it
