@@ -1,6 +1,6 @@
 // kscope/pm_sampling/live.hpp — PM samples (metric_sampler.hpp) shared among the
 // program's scopes while it runs: the sampler's windows, the activity collector's kernel
-// intervals and pm_sampling/samples.hpp's attribution, held together with a fixed memory
+// intervals and evidence/pm_samples.hpp's attribution, held together with a fixed memory
 // footprint however long the program runs.
 //
 //   auto live = std::make_shared<kscope::live_metric_sampling>();
@@ -30,7 +30,7 @@
 
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
-#include "samples.hpp"
+#include "../evidence/pm_samples.hpp"
 #include "../core/detail/fork_guard.hpp"
 #include "../activity/attribution.hpp"
 #include "../activity/collector.hpp"

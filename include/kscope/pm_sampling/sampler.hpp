@@ -10,7 +10,7 @@
 //   sampler.stop();                                         // decodes the rest
 //
 // The samples are on kscope's clock (steady_clock ns, as the activity records), so the
-// session can hand them with the kernel intervals to pm_sampling/samples.hpp's
+// session can hand them with the kernel intervals to evidence/pm_samples.hpp's
 // sampled_metrics, which shares each sample among the scopes whose kernels overlapped it.
 //
 // Windows, because decoding is slow. Measured on an H200 (CUPTI 13.0, 7 metrics): turning
@@ -60,7 +60,7 @@
 #include "../core/config.hpp"
 #include "../evidence/metrics.hpp"
 #include "../core/detail/once.hpp"
-#include "samples.hpp"
+#include "../evidence/pm_samples.hpp"
 #include "../cupti/detail/api.hpp"
 #include "detail/pm_sampling_api.hpp"
 

@@ -17,7 +17,7 @@
 #include "../core/detail/text_layout.hpp"
 #include "../evidence/gpu_time.hpp"
 #include "plot.hpp"
-#include "../pm_sampling/report.hpp"
+#include "../evidence/pm_report.hpp"
 #include "../evidence/counter_report.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"

@@ -81,7 +81,7 @@
 #pragma once
 
 #include "../evidence/metrics.hpp"
-#include "../pm_sampling/samples.hpp"
+#include "../evidence/pm_samples.hpp"
 #include "../report/report.hpp"
 #include "scope_verdict.hpp"
 

@@ -2,7 +2,7 @@
 // table, list and figure pieces, which scopes a table lists, the pictures' data (the step
 // timeline composed from the per-call figures, the GPU-time bars, the roofline's points),
 // and one function per section of the page, each the counterpart of a section of text()
-// (text.hpp, printing.hpp, evidence/counter_report.hpp, pm_sampling/report.hpp), from the same data.
+// (text.hpp, printing.hpp, evidence/counter_report.hpp, evidence/pm_report.hpp), from the same data.
 #pragma once
 
 #include "../../core/config.hpp"

@@ -10,7 +10,7 @@
 #include "../../core/detail/clock.hpp"
 #include "../../counters/scope_counters.hpp"
 #include "../../pm_sampling/live.hpp"
-#include "../../pm_sampling/report.hpp"
+#include "../../evidence/pm_report.hpp"
 #include "../../report/data.hpp"
 #include "../../report/trace.hpp"
 #include "../../scope/recorder_snapshot.hpp"

@@ -1,4 +1,4 @@
-// kscope/pm_sampling/samples.hpp — GPU-wide metric samples (CUPTI PM sampling) shared out
+// kscope/evidence/pm_samples.hpp — GPU-wide metric samples (CUPTI PM sampling) shared out
 // among the scopes whose kernels ran while each sample was taken.
 //
 // Pure arithmetic, no CUDA: the samples come from pm_sampling/sampler.hpp (or, in the
@@ -49,9 +49,9 @@
 // clock) before they get here: sample_clock_map maps the CUPTI / GPU timeline onto it.
 #pragma once
 
-#include "../evidence/activity_records.hpp"  // kernel_interval
-#include "../evidence/trace_windows.hpp"
-#include "../evidence/metrics.hpp"
+#include "activity_records.hpp"  // kernel_interval
+#include "trace_windows.hpp"
+#include "metrics.hpp"
 #include "../core/detail/reservoir.hpp"
 #include "../core/detail/stats_math.hpp"
 
