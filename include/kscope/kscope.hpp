@@ -34,7 +34,7 @@
 #include "evidence/counter_cost.hpp"
 #include "counters/scope_counters.hpp"
 #include "warp_stalls/collect.hpp"
-#include "pm_sampling/live.hpp"
+#include "session/live_metric_sampling.hpp"
 #include "pm_sampling/sampler.hpp"
 #include "evidence/gpu_time.hpp"
 

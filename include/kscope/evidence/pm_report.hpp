@@ -1,6 +1,6 @@
-// kscope/evidence/pm_report.hpp — the report's section for GPU metrics sampled while
-// the program ran (PM sampling, pm_sampling/live.hpp): the data as the report holds it,
-// and its text and JSON printers. report/data.hpp includes this header; the session fills it.
+// kscope/evidence/pm_report.hpp — the report's section for GPU metrics sampled while the
+// program ran (PM sampling, session/live_metric_sampling.hpp): the data as the report holds
+// it, and its text and JSON printers. report/data.hpp includes this header; the session fills it.
 //
 // The text, per scope with samples: its sample count, the idle share of the samples its
 // kernels touched, the time-weighted mean of each metric (a count as a rate per second),

@@ -177,7 +177,7 @@ struct metric_sampler_options {
   std::size_t max_buffered_samples = 65536;      // decoded, not yet drained; more are dropped and counted
   // Called by the decoder thread after each window is decoded (continuous mode: about
   // every 250 ms), with no sampler lock held: where a consumer drains the samples and
-  // folds them (pm_sampling/live.hpp). Must not call stop() on this sampler.
+  // folds them (session/live_metric_sampling.hpp). Must not call stop() on this sampler.
   std::function<void()> after_decode;
   std::string cupti_library;                     // explicit libcupti, as counter_options
   std::string nvperf_host_library;               // explicit libnvperf_host.so

@@ -9,7 +9,7 @@
 #include "../../core/config.hpp"
 #include "../../core/detail/clock.hpp"
 #include "../../counters/scope_counters.hpp"
-#include "../../pm_sampling/live.hpp"
+#include "../live_metric_sampling.hpp"
 #include "../../evidence/pm_report.hpp"
 #include "../../report/data.hpp"
 #include "../../report/trace.hpp"
