@@ -22,7 +22,7 @@
 #include <kscope/warp_stalls/stalls.hpp>
 #include <kscope/activity/collector.hpp>
 #include <kscope/counters/collect.hpp>
-#include <kscope/warp_stalls/detail/cubin_store.hpp>
+#include <kscope/cupti/detail/cubin_store.hpp>
 #include <kscope/counters/detail/kernel_names.hpp>
 #include <kscope/pm_sampling/sampler.hpp>
 #include <kscope/counters/scope_counters.hpp>

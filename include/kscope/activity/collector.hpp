@@ -74,7 +74,7 @@
 
 #if KSCOPE_HAS_CUPTI
 #  include "detail/callback_ids.hpp"
-#  include "../warp_stalls/detail/cubin_store.hpp"  // module cubins for warp-stall source lines
+#  include "../cupti/detail/cubin_store.hpp"  // module cubins for warp-stall source lines
 #  include "detail/graph_events.hpp"
 #  include "detail/parse.hpp"
 #  include <cuda_runtime_api.h>
