@@ -82,7 +82,7 @@
 
 #if KSCOPE_HAS_PM_SAMPLING
 #  include "../core/detail/clock.hpp"
-#  include "../counters/collect.hpp"
+#  include "../cupti/counter_pass.hpp"
 #  include "../cupti/detail/profiler_host.hpp"
 #endif
 
@@ -519,11 +519,8 @@ class pm_sampling_run {
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, metric_sampler_status& status) {
-  counter_options plumbing;
-  plumbing.cupti_library = options.cupti_library;
-  plumbing.nvperf_host_library = options.nvperf_host_library;
-  counter_setup setup;  // libraries, profiler initialization, device, chip (counters/collect.hpp)
-  if (!setup.open(plumbing)) {
+  counter_setup setup;  // libraries, profiler initialization, device, chip (cupti/counter_pass.hpp)
+  if (!setup.open(options.cupti_library, options.nvperf_host_library)) {
     // One subject in the message: the setup speaks of "hardware counters".
     std::string why = setup.message;
     const std::string theirs = "hardware counters unavailable: ";

@@ -12,7 +12,7 @@
 // dominant stall, per-scope sums) is warp_stalls/stalls.hpp's business; this header only
 // collects. docs/warp_stalls.md has the whole story.
 //
-// The sequence: CUPTI loaded through the counters' loader (counters/collect.hpp: one
+// The sequence: CUPTI loaded through the loader every pass shares (cupti/counter_pass.hpp: one
 // libcupti per process, never linked), cuptiProfilerDeviceSupported where it can tell why a
 // device is unsupported, the module-load watch (below, Source lines), cuptiPCSamplingEnable
 // on the current context, the device's stall-reason names
@@ -55,7 +55,7 @@
 #include "../core/config.hpp"
 #include "../core/detail/once.hpp"
 #include "stalls.hpp"
-#include "../counters/collect.hpp"
+#include "../cupti/counter_pass.hpp"
 #include "../cupti/detail/cubin_store.hpp"
 #include "detail/pc_sampling_api.hpp"
 
