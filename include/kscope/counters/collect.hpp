@@ -77,23 +77,18 @@
 
 #include "../core/config.hpp"
 #include "../evidence/metrics.hpp"
-#include "../core/detail/once.hpp"
-#include "../device/availability.hpp"
 #include "../scope/detail/counter_hook.hpp"  // profiled_depth: the L2 sweep's launch is not the program's
 #include "../cupti/counter_pass.hpp"  // counter_state, one pass at a time, counter_setup: shared with PC and PM sampling
-#include "../cupti/detail/api.hpp"
 #include "../cupti/detail/profiler_api.hpp"
 #include "../cupti/detail/profiler_host.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <limits>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>

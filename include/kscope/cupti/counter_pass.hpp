@@ -189,10 +189,14 @@ KSCOPE_DECL counter_libraries& counter_library_state() {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+// A driver entry point through the runtime (kscope links cudart only): nullptr when the
+// driver lacks it. A failed lookup's error is cleared: it is kscope's, not the program's.
+KSCOPE_DECL void* driver_entry_point(const char* name) noexcept;
+
 // The context the runtime made current (the device's primary context), through the
-// driver entry point the runtime hands out: kscope links cudart only. false with `why`
-// when there is none; `no_entry_point` says the driver lacks cuCtxGetCurrent (the counters
-// call that "unavailable", a missing context "failed"). Used by counters and warp stalls.
+// driver's cuCtxGetCurrent. false with `why` when there is none; `no_entry_point` says the
+// driver lacks cuCtxGetCurrent (the counters call that "unavailable", a missing context
+// "failed"). Used by counters and warp stalls.
 KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point = nullptr);
 
 // The driver's id of the current context (cuCtxGetId, CUDA 12.0+): unique for the process's
@@ -202,17 +206,22 @@ KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool
 KSCOPE_DECL bool current_cuda_context_id(std::uint64_t& id) noexcept;
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point) {
-  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
+KSCOPE_DECL void* driver_entry_point(const char* name) noexcept {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
 #if CUDART_VERSION >= 12050
-  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
 #else
-  const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found);
 #endif
-  if (e != cudaSuccess || fn == nullptr || found != cudaDriverEntryPointSuccess) {
-    if (e != cudaSuccess) (void)cudaGetLastError();
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e == cudaSuccess && found == cudaDriverEntryPointSuccess ? fn : nullptr;
+}
+
+KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point) {
+  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
+  void* const fn = driver_entry_point("cuCtxGetCurrent");
+  if (fn == nullptr) {
     why = "the driver entry point cuCtxGetCurrent could not be found";
     if (no_entry_point) *no_entry_point = true;
     return false;
@@ -229,33 +238,13 @@ KSCOPE_DECL bool current_cuda_context_id(std::uint64_t& id) noexcept {
   using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
   using get_id_fn = CUresult(CUDAAPI*)(CUcontext, unsigned long long*);
   // Looked up once: the entry points do not change while the process runs.
-  static const std::pair<void*, void*> entry = [] {
-    void* current = nullptr;
-    void* get_id = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &current, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      current = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetId", &get_id, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      get_id = nullptr;
-#else
-    if (cudaGetDriverEntryPoint("cuCtxGetCurrent", &current, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      current = nullptr;
-    if (cudaGetDriverEntryPoint("cuCtxGetId", &get_id, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      get_id = nullptr;
-#endif
-    (void)cudaGetLastError();
-    return std::pair<void*, void*>{current, get_id};
-  }();
-  if (entry.first == nullptr || entry.second == nullptr) return false;
+  static void* const get_current = driver_entry_point("cuCtxGetCurrent");
+  static void* const get_id = driver_entry_point("cuCtxGetId");
+  if (get_current == nullptr || get_id == nullptr) return false;
   CUcontext context = nullptr;
-  if (reinterpret_cast<get_current_fn>(entry.first)(&context) != CUDA_SUCCESS || context == nullptr) return false;
+  if (reinterpret_cast<get_current_fn>(get_current)(&context) != CUDA_SUCCESS || context == nullptr) return false;
   unsigned long long value = 0;
-  if (reinterpret_cast<get_id_fn>(entry.second)(context, &value) != CUDA_SUCCESS) return false;
+  if (reinterpret_cast<get_id_fn>(get_id)(context, &value) != CUDA_SUCCESS) return false;
   id = value;
   return true;
 }
@@ -275,7 +264,6 @@ class counter_setup {
   std::vector<std::uint8_t> availability;
   profiler_host host;  // a range-profiler host object (cupti/detail/profiler_host.hpp)
 
-  // The libraries: an explicit path each, or "" to search the usual places.
   bool open(const std::string& cupti_library, const std::string& nvperf_host_library);
 
   // The base metrics the host object lists (counters, ratios, throughputs), sorted.
