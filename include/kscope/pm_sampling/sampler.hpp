@@ -1,6 +1,6 @@
 // kscope/pm_sampling/sampler.hpp — GPU-wide hardware counters read at a fixed interval
 // while the program runs (CUPTI PM sampling: no kernel replay, no serialisation), CUPTI and
-// libnvperf_host loaded with dlopen like the range profiler (counters/collect.hpp).
+// libnvperf_host loaded with dlopen and set up as for the range profiler (cupti/counter_pass.hpp).
 //
 //   kscope::metric_sampler sampler;
 //   if (!sampler.start())                                   // default metrics and windows

@@ -1,9 +1,9 @@
 // kscope/session/detail/features.hpp — the built-in features a session composes
 // (session/feature.hpp): GPU metrics sampled while running (pm_sampling/), per-scope
-// hardware counters (counters/), and where a serving loop's GPU time went (serving/).
+// hardware counters (counters/), and where a serving loop's GPU time went (evidence/gpu_time.hpp).
 //
-// Each adapts its folder's snapshot to the session_feature interface and writes its
-// member of the report; the maths, the collection and the printers stay in the folder.
+// Each adapts its feature's snapshot to the session_feature interface and writes its member
+// of the report; the collection stays in the feature's folder, the maths and printers in evidence/.
 #pragma once
 
 #include "../../core/config.hpp"
