@@ -232,8 +232,7 @@ struct range_profiler_handle {
   range_profiler_handle& operator=(const range_profiler_handle&) = delete;
   ~range_profiler_handle() {
     if (object == nullptr) return;
-    CUpti_RangeProfiler_Disable_Params p{};
-    p.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Disable_Params, p);
     p.pRangeProfilerObject = object;
     (void)api->range_disable(&p);
   }
@@ -452,8 +451,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   else
     range_ = std::make_shared<range_profiler_handle>();
   if (range_->object == nullptr) {
-    CUpti_RangeProfiler_Enable_Params enable{};
-    enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params, enable);
     enable.ctx = setup_.context;
     if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
     setup_.libs->range_profiler_enabled.store(true, std::memory_order_relaxed);
@@ -461,8 +459,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
     range_->object = enable.pRangeProfilerObject;
     range_->context = setup_.context;
   }
-  CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
-  data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params, data_size);
   data_size.pRangeProfilerObject = range_->object;
   data_size.pMetricNames = names_.data();
   data_size.numMetrics = names_.size();
@@ -483,13 +480,11 @@ KSCOPE_DECL bool counter_pass_run::arm() {
   // A re-armed pass hands CUPTI the image the last pass decoded into: cleared first, as a
   // new one is, so that nothing of the last pass can be read back as this one's.
   std::fill(counter_data_.begin(), counter_data_.end(), std::uint8_t{0});
-  CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
-  data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params, data_init);
   data_init.pRangeProfilerObject = range_->object;
   data_init.counterDataSize = counter_data_.size();
   data_init.pCounterData = counter_data_.data();
-  CUpti_RangeProfiler_SetConfig_Params set{};
-  set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params, set);
   set.pRangeProfilerObject = range_->object;
   set.configSize = config_.size();
   set.pConfig = config_.data();
@@ -531,8 +526,7 @@ KSCOPE_DECL bool counter_pass_run::wants_run(const counter_result& result) const
 
 KSCOPE_DECL bool counter_pass_run::start_run(counter_result& result) {
   const profiler_api& p = setup_.libs->profiler;
-  CUpti_RangeProfiler_Start_Params start{};
-  start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Start_Params, start);
   start.pRangeProfilerObject = range_->object;
   if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
   started_ = true;
@@ -604,11 +598,9 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
   }
 
   // Decode, then evaluate every range.
-  CUpti_RangeProfiler_DecodeData_Params decode{};
-  decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_DecodeData_Params, decode);
   decode.pRangeProfilerObject = range_->object;
-  CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
-  info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataInfo_Params, info);
   info.pCounterDataImage = counter_data_.data();
   info.counterDataImageSize = counter_data_.size();
   if (!setup_.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
@@ -812,24 +804,21 @@ KSCOPE_DECL std::string counter_pass_run::run_sweep() {
 }
 
 KSCOPE_DECL bool counter_pass_run::push_range(const char* name) {
-  CUpti_RangeProfiler_PushRange_Params push{};
-  push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_PushRange_Params, push);
   push.pRangeProfilerObject = range_->object;
   push.pRangeName = name;
   return setup_.cupti_ok(setup_.libs->profiler.range_push(&push), "cuptiRangeProfilerPushRange");
 }
 
 KSCOPE_DECL void counter_pass_run::pop_range() {
-  CUpti_RangeProfiler_PopRange_Params pop{};
-  pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_PopRange_Params, pop);
   pop.pRangeProfilerObject = range_->object;
   (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
 }
 
 KSCOPE_DECL void counter_pass_run::stop_range() {
   if (!started_) return;
-  CUpti_RangeProfiler_Stop_Params stop{};
-  stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Stop_Params, stop);
   stop.pRangeProfilerObject = range_->object;
   started_ = false;
   if (!setup_.cupti_ok(setup_.libs->profiler.range_stop(&stop), "cuptiRangeProfilerStop")) return;

@@ -329,8 +329,7 @@ KSCOPE_DECL bool counter_setup::open(const std::string& cupti_library, const std
   if (!libs->profiler_initialized) {
     // Once per process, never deinitialized: like cuptiFinalize, deinitializing races
     // with other threads still in CUDA.
-    CUpti_Profiler_Initialize_Params init{};
-    init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params, init);
     if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
     libs->profiler_initialized = true;
   }
@@ -342,8 +341,7 @@ KSCOPE_DECL bool counter_setup::open(const std::string& cupti_library, const std
   if (const auto cached = libs->availability.find(device); cached != libs->availability.end()) {
     availability = cached->second;
   } else {
-    CUpti_Profiler_GetCounterAvailability_Params avail{};
-    avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_GetCounterAvailability_Params, avail);
     avail.ctx = context;
     if (!cupti_ok(read_counter_availability(p.get_counter_availability, avail, availability),
                   "cuptiProfilerGetCounterAvailability"))

@@ -613,17 +613,13 @@ KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, me
     window_note = "continuous sampling: the counter-data image holds " + std::to_string(samples) +
                   " samples, less than two decode periods; samples are lost whenever a decode finds more";
   }
-  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
-  size.pPmSamplingObject = object_;
-  size.pMetricNames = names_.data();
-  size.numMetrics = names_.size();
-  size.maxSamples = samples;
-  if (!ok(pm.get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
+  std::size_t data_bytes = 0;
+  if (!counter_data_size(samples, data_bytes)) return false;
   try {
-    counter_data_.assign(size.counterDataSize, 0);
+    counter_data_.assign(data_bytes, 0);
   } catch (...) {
     return refuse(metric_sampler_state::failed, "metric sampling not started: no memory for a counter-data image of " +
-                                                    std::to_string(size.counterDataSize) +
+                                                    std::to_string(data_bytes) +
                                                     " bytes (lower max_counter_data_bytes)");
   }
   status.counter_data_samples = samples;

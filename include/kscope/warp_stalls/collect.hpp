@@ -509,8 +509,7 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   // initialized; where the library lacks it, the enable below has the word.
   if (!libs.profiler.resolved()) (void)resolve_profiler_symbols(libs.cupti.handle, libs.profiler);
   if (libs.profiler.resolved() && !libs.profiler_initialized) {
-    CUpti_Profiler_Initialize_Params init{};
-    init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params, init);
     if (libs.profiler.initialize(&init) == CUPTI_SUCCESS) libs.profiler_initialized = true;  // never deinitialized
   }
   if (libs.profiler_initialized) {
