@@ -7,7 +7,7 @@
 // Five kernels at n = 4096 (GEMMs) / 2^28 floats (streams): a copy, saxpy, a naive fp32
 // GEMM (one thread per output), a shared-memory tiled GEMM, and cuBLAS SGEMM (linked
 // directly here, as examples do). bench/counters_vs_ncu.sh runs both modes and compares.
-#include <kscope/counters/metrics.hpp>
+#include <kscope/evidence/metrics.hpp>
 #include <kscope/counters/collect.hpp>
 
 #include <cublas_v2.h>

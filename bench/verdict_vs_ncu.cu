@@ -26,7 +26,7 @@
 //   KSCOPE case=<c> class=<memory|compute|latency|launch|undetermined> unit=<where, spaces as _> text=<verdict>
 // bench/verdict_vs_ncu.sh builds this, runs both modes per case and compares.
 #include <kscope/counters/collect.hpp>
-#include <kscope/counters/metrics.hpp>
+#include <kscope/evidence/metrics.hpp>
 #include <kscope/warp_stalls/collect.hpp>
 #include <kscope/warp_stalls/stalls.hpp>
 

@@ -6,7 +6,7 @@
 #include <kscope/activity/attribution.hpp>
 #include <kscope/activity/options.hpp>
 #include <kscope/activity/graph_sampling.hpp>
-#include <kscope/activity/trace_windows.hpp>
+#include <kscope/evidence/trace_windows.hpp>
 #include <kscope/activity/detail/buffer_pool.hpp>
 #include <kscope/core/detail/reservoir.hpp>
 #include <kscope/core/stats.hpp>

@@ -1,9 +1,9 @@
-// counters/metrics.hpp: the metric catalog, FLOPs from SASS instruction counts, aggregation
+// evidence/metrics.hpp: the metric catalog, FLOPs from SASS instruction counts, aggregation
 // per scope, metric-name checks and suggestions, the measured (hierarchical) roofline, the
 // declared-vs-measured line and every classification rule, on synthetic values whose
 // expected answers are worked out in the comments. The CUPTI side (counters/collect.hpp) is
 // checked here only where it runs without a GPU: its error mapping and its refusals.
-#include <kscope/counters/metrics.hpp>
+#include <kscope/evidence/metrics.hpp>
 #include <kscope/counters/collect.hpp>
 
 #include <doctest/doctest.h>

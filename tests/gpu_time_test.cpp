@@ -1,7 +1,7 @@
-// GPU-time accounting (serving/gpu_time.hpp) on synthetic host intervals and GPU events:
+// GPU-time accounting (evidence/gpu_time.hpp) on synthetic host intervals and GPU events:
 // the window, the busy union, the idle gaps and the scope open in each, per-call busy time
 // and gaps with children's work included, what the rings covered, and bad input.
-#include <kscope/serving/gpu_time.hpp>
+#include <kscope/evidence/gpu_time.hpp>
 #include <kscope/report/report.hpp>
 #include <kscope/report/merge.hpp>
 #include <kscope/verdict/diagnose.hpp>

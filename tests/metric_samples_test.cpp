@@ -1,8 +1,8 @@
-// pm_sampling/samples.hpp: GPU-wide metric samples shared out among the nodes whose
+// evidence/pm_samples.hpp: GPU-wide metric samples shared out among the nodes whose
 // kernels ran during them, on synthetic samples whose answers are worked out in the
 // comments; the clock mapping arithmetic; and (pm_sampling/sampler.hpp) what the sampler
 // says without a GPU: its option checks and the unavailable paths.
-#include <kscope/pm_sampling/samples.hpp>
+#include <kscope/evidence/pm_samples.hpp>
 #include <kscope/pm_sampling/sampler.hpp>
 
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// pm_sampling/report.hpp: the session report's section for GPU metrics sampled while
+// evidence/pm_report.hpp: the session report's section for GPU metrics sampled while
 // the program ran, printed from synthetic samples (the aggregation is core/metric_samples's,
 // tested in metric_samples_test.cpp): the table (numbers only), the scopes' verdicts the
 // samples decided, with their numbers, the step

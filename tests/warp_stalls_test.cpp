@@ -3,11 +3,12 @@
 // printers, on synthetic PC-sampling records whose expected answers are worked out in the
 // comments. The CUPTI side (warp_stalls/collect.hpp) is checked here only where it runs
 // without a GPU: its refusal of bad options. Source lines: the cubin store
-// (warp_stalls/detail/cubin_store.hpp: budget, eviction, duplicates, lookups, counts, with
+// (cupti/detail/cubin_store.hpp: budget, eviction, duplicates, lookups, counts, with
 // made-up CRCs and byte strings), the ELF line-table check on hand-built ELF images, the
-// rules that turn a store miss or a lookup into a status, and how each status prints.
+// rules that turn a store miss or a lookup into a status (warp_stalls/collect.hpp:
+// find_source_line), and how each status prints.
 #include <kscope/warp_stalls/stalls.hpp>
-#include <kscope/warp_stalls/detail/cubin_store.hpp>
+#include <kscope/cupti/detail/cubin_store.hpp>
 #include <kscope/warp_stalls/collect.hpp>
 
 #include <kscope/core/detail/json_reader.hpp>

@@ -1,5 +1,5 @@
 // session::window(): what happened since the previous window, without resetting the run
-// (recorder::take_window, session/detail/window.hpp, serving/gpu_time.hpp's given window).
+// (recorder::take_window, session/detail/window.hpp, evidence/gpu_time.hpp's given window).
 //
 // Known answers come from records with exact tick values (recorder::log, the path a closing
 // scope takes) and from GPU events handed to a fake activity source; the memory case runs

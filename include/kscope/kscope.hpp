@@ -1,8 +1,8 @@
 // kscope/kscope.hpp — the umbrella header: include this one and use everything.
 //
-// The library is layered (docs/architecture.md): the base (core → device → scope → cupti),
-// one folder per feature (counters → warp_stalls → activity → pm_sampling → serving), then
-// report → verdict → session → bench, each folder including only the folders before it.
+// The library is layered (docs/architecture.md): the base (core → device → scope → cupti →
+// evidence), the features side by side on it (counters, warp_stalls, activity, pm_sampling),
+// report → verdict on the base, and session → bench, which compose everything before them.
 // Each public header's declarations stand alone (tests/headers compiles every one of them
 // first in its own translation unit, in the compiled mode); their definitions are compiled
 // header-only through this header. bench/gbench.hpp is not included here: it needs Google
@@ -26,17 +26,16 @@
 // Scopes and ranges: what instrumented code includes.
 #include "scope/scope.hpp"
 
-// The features: GPU activity attributed to scopes, hardware counters, warp stalls, GPU
-// metrics sampled while running, GPU-time accounting.
+// The evidence the features produce (here the GPU-time account; the rest comes with the
+// features and the report), then the features: GPU activity attributed to scopes, hardware
+// counters, warp stalls, GPU metrics sampled while running.
+#include "evidence/gpu_time.hpp"
 #include "activity/attribution.hpp"
 #include "activity/collector.hpp"
 #include "counters/collect.hpp"
-#include "counters/cost.hpp"
 #include "counters/scope_counters.hpp"
 #include "warp_stalls/collect.hpp"
-#include "pm_sampling/live.hpp"
 #include "pm_sampling/sampler.hpp"
-#include "serving/gpu_time.hpp"
 
 // Report data and its printers: text, JSON, CSV, Chrome trace, SVG, merge across ranks,
 // compare; the conclusions drawn from a report.
@@ -52,6 +51,7 @@
 #include "verdict/diagnosis_page.hpp"
 #include "verdict/scope_verdict.hpp"
 
+#include "session/live_metric_sampling.hpp"
 #include "session/session.hpp"
 
 // Micro-benchmark harness.

@@ -18,7 +18,7 @@
 // Every case but the last needs the counters: where tests/gpu/expectations.hpp does not
 // expect them those cases do not run (exit 77); where it does, a refusal fails (r.ok()).
 // Every result message and note is printed, for bench/RESULTS.md.
-#include <kscope/counters/metrics.hpp>
+#include <kscope/evidence/metrics.hpp>
 #include <kscope/counters/collect.hpp>
 
 #include <doctest/doctest.h>

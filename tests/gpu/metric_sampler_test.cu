@@ -21,7 +21,7 @@
 //
 // Every number is printed (lines starting with "PMSAMPLE") for bench/RESULTS.md.
 #include <kscope/core/detail/clock.hpp>
-#include <kscope/pm_sampling/samples.hpp>
+#include <kscope/evidence/pm_samples.hpp>
 #include <kscope/pm_sampling/sampler.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
 

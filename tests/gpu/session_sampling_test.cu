@@ -9,7 +9,7 @@
 // does not start, or cuBLAS that does not load, fails the case where tests/gpu/expectations.hpp
 // expects PM sampling (sm_90 with CUPTI 13); elsewhere the case does not run (exit 77).
 #include <kscope/kscope.hpp>
-#include <kscope/pm_sampling/live.hpp>
+#include <kscope/session/live_metric_sampling.hpp>
 #include <kscope/device/detail/cublas_loader.hpp>
 
 #include <doctest/doctest.h>

@@ -1,11 +1,20 @@
 # Checks the layer rule of docs/architecture.md: a header under include/kscope/<folder>/
-# includes kscope headers only from its own folder or from folders earlier in the layer
-# order; only the umbrella and the four entry headers sit at the top level; with SOURCE_DIR,
-# tools/ and examples/ never reach into a detail/ header or namespace; no virtual function is
-# declared without KSCOPE_DECL (below). Fails with the list of offences.
+# includes kscope headers only from the folders its kind of layer may reach (below); only
+# the umbrella and the four entry headers sit at the top level; with SOURCE_DIR, tools/ and
+# examples/ never reach into a detail/ header or namespace; no virtual function is declared
+# without KSCOPE_DECL (below). Fails with the list of offences.
 #   cmake -DINCLUDE_DIR=<repo>/include -DSOURCE_DIR=<repo> -P check_layers.cmake
+#
+# The shape: the base layers in order (each includes its own folder and those before it);
+# the features side by side (each includes its own folder and the base, never another
+# feature: what two features share goes down into cupti/ or evidence/); report/ and
+# verdict/ on the base (verdict/ on report/ too), never on a feature, so the report reads
+# only evidence; session/ and bench/, the composers, on everything before them.
 cmake_policy(SET CMP0007 NEW)
-set(layers core device scope cupti counters warp_stalls activity pm_sampling serving report verdict session bench)
+set(base_layers core device scope cupti evidence)
+set(feature_layers counters warp_stalls activity pm_sampling)
+set(upper_layers report verdict session bench)
+set(composers session bench)  # the upper layers that may include a feature
 file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR}/kscope ${INCLUDE_DIR}/kscope/*.hpp)
 set(violations "")
 set(checked 0)
@@ -19,8 +28,10 @@ foreach(header IN LISTS headers)
     continue()
   endif()
   string(REPLACE "/" "" top "${top}")
-  list(FIND layers ${top} own_rank)
-  if(own_rank LESS 0)
+  list(FIND base_layers ${top} own_base)
+  list(FIND feature_layers ${top} own_feature)
+  list(FIND upper_layers ${top} own_upper)
+  if(own_base LESS 0 AND own_feature LESS 0 AND own_upper LESS 0)
     list(APPEND violations "${header}: folder '${top}' is not a layer")
     continue()
   endif()
@@ -44,10 +55,34 @@ foreach(header IN LISTS headers)
     file(RELATIVE_PATH rel ${INCLUDE_DIR}/kscope ${resolved})
     string(REGEX MATCH "^[a-z_]+/" target_top "${rel}")
     string(REPLACE "/" "" target_top "${target_top}")
-    list(FIND layers "${target_top}" target_rank)
     math(EXPR checked "${checked} + 1")
-    if(target_rank LESS 0 OR target_rank GREATER own_rank)
-      list(APPEND violations "${header} includes ${rel}")
+    if(target_top STREQUAL top)
+      continue()  # its own folder
+    endif()
+    list(FIND base_layers "${target_top}" target_base)
+    list(FIND feature_layers "${target_top}" target_feature)
+    list(FIND upper_layers "${target_top}" target_upper)
+    if(own_base GREATER_EQUAL 0)
+      # A base layer: only the base layers before it.
+      if(target_base LESS 0 OR target_base GREATER own_base)
+        list(APPEND violations "${header} includes ${rel}: a base layer includes only the base layers before it")
+      endif()
+    elseif(own_feature GREATER_EQUAL 0)
+      # A feature: its own folder and the base, never another feature.
+      if(target_base LESS 0)
+        list(APPEND violations "${header} includes ${rel}: a feature includes only its own folder and the base")
+      endif()
+    elseif(target_base LESS 0)
+      # report/, verdict/, session/, bench/: the base, the upper layers before it, and
+      # (session/ and bench/ only) the features.
+      list(FIND composers ${top} composer)
+      if(target_feature GREATER_EQUAL 0)
+        if(composer LESS 0)
+          list(APPEND violations "${header} includes ${rel}: ${top}/ reads evidence/, never a feature")
+        endif()
+      elseif(target_upper LESS 0 OR target_upper GREATER own_upper)
+        list(APPEND violations "${header} includes ${rel}: ${top}/ includes only the upper layers before it")
+      endif()
     endif()
   endforeach()
 endforeach()
@@ -67,7 +102,9 @@ if(DEFINED SOURCE_DIR)
 endif()
 if(violations)
   list(JOIN violations "\n  " text)
-  string(REPLACE ";" " -> " order "${layers}")
-  message(FATAL_ERROR "include against the layer order ${order}:\n  ${text}")
+  string(REPLACE ";" " < " base "${base_layers}")
+  string(REPLACE ";" ", " features "${feature_layers}")
+  string(REPLACE ";" " < " upper "${upper_layers}")
+  message(FATAL_ERROR "include against the layers (base ${base}; features ${features}; then ${upper}):\n  ${text}")
 endif()
-message(STATUS "layer order kept: ${checked} includes in ${INCLUDE_DIR}/kscope checked")
+message(STATUS "layers kept: ${checked} includes in ${INCLUDE_DIR}/kscope checked")

@@ -14,7 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <kscope/bench/detail/gbench_status.hpp>
-#include <kscope/counters/metrics.hpp>
+#include <kscope/evidence/metrics.hpp>
 #include <kscope/core/detail/clock.hpp>
 #include <kscope/core/detail/json_reader.hpp>
 #include <kscope/core/detail/once.hpp>
@@ -22,7 +22,7 @@
 #include <kscope/warp_stalls/stalls.hpp>
 #include <kscope/activity/collector.hpp>
 #include <kscope/counters/collect.hpp>
-#include <kscope/warp_stalls/detail/cubin_store.hpp>
+#include <kscope/cupti/detail/cubin_store.hpp>
 #include <kscope/counters/detail/kernel_names.hpp>
 #include <kscope/pm_sampling/sampler.hpp>
 #include <kscope/counters/scope_counters.hpp>

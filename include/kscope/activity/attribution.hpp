@@ -37,13 +37,13 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "results.hpp"
-#include "communication.hpp"
+#include "../evidence/activity_results.hpp"
+#include "../evidence/communication.hpp"
 #include "correlation.hpp"
 #include "graph_nodes.hpp"
 #include "detail/interval_union.hpp"
 #include "detail/kernel_table.hpp"
-#include "records.hpp"
+#include "../evidence/activity_records.hpp"
 
 #include <algorithm>
 #include <array>

@@ -50,7 +50,7 @@
 #include "attribution.hpp"
 #include "options.hpp"
 #include "graph_sampling.hpp"
-#include "trace_windows.hpp"
+#include "../evidence/trace_windows.hpp"
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../cupti/detail/api.hpp"
@@ -74,7 +74,7 @@
 
 #if KSCOPE_HAS_CUPTI
 #  include "detail/callback_ids.hpp"
-#  include "../warp_stalls/detail/cubin_store.hpp"  // module cubins for warp-stall source lines
+#  include "../cupti/detail/cubin_store.hpp"  // module cubins for warp-stall source lines
 #  include "detail/graph_events.hpp"
 #  include "detail/parse.hpp"
 #  include <cuda_runtime_api.h>

@@ -11,7 +11,7 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "records.hpp"
+#include "../evidence/activity_records.hpp"
 #include "../scope/detail/counter_hook.hpp"
 #include "../scope/detail/thread_state.hpp"
 

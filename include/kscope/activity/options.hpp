@@ -15,7 +15,7 @@
 #pragma once
 
 #include "attribution.hpp"
-#include "trace_windows.hpp"
+#include "../evidence/trace_windows.hpp"
 #include "../core/detail/env_switch.hpp"
 
 #include <cerrno>

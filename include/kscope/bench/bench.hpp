@@ -50,7 +50,7 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "../counters/metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../counters/collect.hpp"
 #include "../device/device.hpp"
 #include "../warp_stalls/collect.hpp"
@@ -550,7 +550,7 @@ class bench {
                 double tolerance = std::numeric_limits<double>::quiet_NaN());
   // ---- hardware counters ----
   // After the timed samples, profiles one more call of the benchmark for `metrics` (empty:
-  // the default set, counters/metrics.hpp) and adds the values to the result
+  // the default set, evidence/metrics.hpp) and adds the values to the result
   // (bench_result::counters): per-metric values over the call's kernels, the measured
   // roofline point, the declared-vs-measured line and the classification. The profiled
   // call is slow (kernels serialised and replayed) and never a sample.

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "../counters/metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 #include "../core/sweep.hpp"

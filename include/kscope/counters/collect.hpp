@@ -8,7 +8,7 @@
 //   for (const kscope::counter_values& k : r.kernels)                   // launch order
 //     std::printf("%s: %.0f bytes read\n", k.name.c_str(), k.value("dram__bytes_read.sum"));
 //
-// What the values mean and what to conclude from them is counters/metrics.hpp's business
+// What the values mean and what to conclude from them is evidence/metrics.hpp's business
 // (count_flops, counter_aggregate, measure_roofline, classify); this header only collects.
 //
 // Modes (counter_options::ranges):
@@ -37,7 +37,7 @@
 // (device/detail/kernel_library.hpp), a read of twice the L2 that writes nothing: one
 // after Start, before the work, whose ranges then begin with a clean L2; one after the
 // work, whose DRAM writes — the lines the work left dirty — are recorded as the last
-// kernel's (or the user range's) kscope__dram_bytes_write_back.sum (counters/metrics.hpp:
+// kernel's (or the user range's) kscope__dram_bytes_write_back.sum (evidence/metrics.hpp:
 // add_write_back; dram__bytes_write.sum stays what the hardware counted in the range,
 // as Nsight Compute's does, and the write-back enters volumes, never rates). In
 // per_kernel mode the sweeps are the pass's first and last ranges; in whole_callable
@@ -57,7 +57,7 @@
 //
 // The sequence (CUPTI 13 / 12.6+): cuptiProfilerInitialize (once per process), chip name
 // and counter availability, host object for the chip, metric availability through the
-// host API (base metrics, and a config built with each name; counters/metrics.hpp
+// host API (base metrics, and a config built with each name; evidence/metrics.hpp
 // resolves fallbacks and suggests close names), config image and pass count, range
 // profiler enabled on the current context, counter-data image, SetConfig, Start
 // [PushRange] work [PopRange] Stop until all passes are submitted, DecodeData,
@@ -76,23 +76,19 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "metrics.hpp"
-#include "../core/detail/once.hpp"
-#include "../device/availability.hpp"
+#include "../evidence/metrics.hpp"
 #include "../scope/detail/counter_hook.hpp"  // profiled_depth: the L2 sweep's launch is not the program's
-#include "../cupti/detail/api.hpp"
+#include "../cupti/counter_pass.hpp"  // counter_state, one pass at a time, counter_setup: shared with PC and PM sampling
 #include "../cupti/detail/profiler_api.hpp"
 #include "../cupti/detail/profiler_host.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <limits>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -108,34 +104,6 @@
 #endif
 
 namespace kscope {
-
-// How a counter pass ended.
-enum class counter_state : std::uint8_t {
-  collected,           // values in counter_result::kernels
-  invalid_request,     // bad options or metric list (checked before touching the GPU)
-  disabled,            // built without the CUPTI range profiler headers (CUDA < 12.6)
-  unavailable,         // no device, libcupti / libnvperf_host missing or too old
-  no_permission,       // CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: counters restricted to admins
-  busy,                // another profiler holds the counters, or a pass is already running here
-  unsupported_device,  // vGPU, MIG, confidential computing, CMP, SLI, WSL, old architecture
-  unknown_metric,      // a requested metric the device does not offer (message lists close names)
-  failed,              // any other CUPTI or CUDA error (message names the call and the error)
-};
-
-[[nodiscard]] constexpr const char* to_string(counter_state s) noexcept {
-  switch (s) {
-    case counter_state::collected: return "collected";
-    case counter_state::invalid_request: return "invalid request";
-    case counter_state::disabled: return "disabled";
-    case counter_state::unavailable: return "unavailable";
-    case counter_state::no_permission: return "no permission";
-    case counter_state::busy: return "busy";
-    case counter_state::unsupported_device: return "unsupported device";
-    case counter_state::unknown_metric: return "unknown metric";
-    case counter_state::failed: return "failed";
-  }
-  return "unknown";
-}
 
 // What one range of a counter pass covers.
 enum class counter_ranges : std::uint8_t {
@@ -235,37 +203,8 @@ KSCOPE_DECL bool counter_metric_list::ok() const noexcept { return state == coun
 
 namespace detail {
 
-// The work of a pass, called through one pointer so the pass itself is not a template.
-struct counter_work_ref {
-  void* object;
-  void (*call)(void*);
-  void operator()() const { call(object); }
-};
-
 // "" when the request can be tried, else what is wrong with it.
 KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o);
-
-// One pass at a time per process (CUPTI's profiler is per context and process-wide). Not
-// registered with the fork guard: it is only ever try-locked, so a child forked during a
-// pass gets counter_state::busy from its own passes instead of a deadlock.
-KSCOPE_DECL std::mutex& counter_pass_mutex();
-
-// A range profiler kept enabled between passes (the per-scope counters keep one, so that a
-// profiled call does not pay for enabling it: counters/scope_counters.hpp) holds the
-// context's counters while no pass runs, and another range-profiler pass, PC sampling or
-// PM sampling could not start. Its keeper registers how to let it go; every other pass
-// calls release_kept_range_profiler() first, with counter_pass_mutex() held (so no kept
-// pass is running), and the keeper enables a new one at its next call.
-using kept_range_profiler_release = void (*)() noexcept;
-KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_range_profiler_releaser() noexcept;
-KSCOPE_DECL void release_kept_range_profiler() noexcept;
-
-// PC sampling kept enabled between warp-stall passes (warp_stalls/collect.hpp,
-// warp_stall_options::keep_enabled) holds the context's counters the same way: a
-// range-profiler or PM-sampling pass calls release_kept_pc_sampling() first, with
-// counter_pass_mutex() held.
-KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_pc_sampling_releaser() noexcept;
-KSCOPE_DECL void release_kept_pc_sampling() noexcept;
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
@@ -278,106 +217,9 @@ KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& me
     if (m.empty()) return "empty metric name in the metric list";
   return {};
 }
-
-KSCOPE_DECL std::mutex& counter_pass_mutex() {
-  static lazy_global<std::mutex> m{lock_rank::init};  // built fork-safely (core/detail/once.hpp)
-  return m.get([] { return new std::mutex(); });
-}
-
-KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_range_profiler_releaser() noexcept {
-  static std::atomic<kept_range_profiler_release> release{nullptr};  // constant-initialized
-  return release;
-}
-
-KSCOPE_DECL void release_kept_range_profiler() noexcept {
-  if (const kept_range_profiler_release release = kept_range_profiler_releaser().load(std::memory_order_acquire))
-    release();
-}
-
-KSCOPE_DECL std::atomic<kept_range_profiler_release>& kept_pc_sampling_releaser() noexcept {
-  static std::atomic<kept_range_profiler_release> release{nullptr};  // constant-initialized
-  return release;
-}
-
-KSCOPE_DECL void release_kept_pc_sampling() noexcept {
-  if (const kept_range_profiler_release release = kept_pc_sampling_releaser().load(std::memory_order_acquire))
-    release();
-}
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 #if KSCOPE_HAS_RANGE_PROFILER
-
-// The counter_state a CUPTI error means.
-KSCOPE_DECL counter_state counter_state_for(CUptiResult r) noexcept;
-
-// What the user can do about a CUPTI error ("" when there is nothing specific to say).
-KSCOPE_DECL std::string counter_error_advice(CUptiResult r);
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL counter_state counter_state_for(CUptiResult r) noexcept {
-  switch (r) {
-    case CUPTI_SUCCESS: return counter_state::collected;
-    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES: return counter_state::no_permission;
-    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-    case CUPTI_ERROR_HARDWARE_BUSY:
-    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED: return counter_state::busy;
-    case CUPTI_ERROR_NOT_SUPPORTED:
-    case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
-    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
-    case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
-    case CUPTI_ERROR_INVALID_CHIP_NAME: return counter_state::unsupported_device;
-    default: return counter_state::failed;
-  }
-}
-
-KSCOPE_DECL std::string counter_error_advice(CUptiResult r) {
-  switch (counter_state_for(r)) {
-    case counter_state::no_permission:
-      return "the GPU performance counters are restricted to administrators (ERR_NVGPUCTRPERM): run as root, "
-             "or load the nvidia kernel module with NVreg_RestrictProfilingToAdminUsers=0, or start the container "
-             "with --cap-add SYS_ADMIN";
-    case counter_state::busy:
-      return "another profiler holds the GPU counters (Nsight Compute, Nsight Systems GPU metrics, DCGM profiling, "
-             "or CUPTI's legacy profiler API in this process): run without it";
-    case counter_state::unsupported_device:
-      return "this device or configuration does not support CUPTI profiling (vGPU without profiling, MIG, "
-             "confidential computing, CMP, SLI or WSL)";
-    default: return {};
-  }
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
-
-// The libraries, loaded once per process and kept (CUPTI holds on to them).
-struct counter_libraries {
-  cupti_api cupti;
-  profiler_api profiler;
-  bool profiler_initialized = false;
-  std::map<std::string, bool> metric_accepted;  // chip + '\n' + metric name -> config_accepts()
-  std::map<std::string, std::size_t> passes_needed;  // chip + '\n' + names -> count_passes()
-  // Device ordinal -> its counter availability image, read once: CUPTI refuses the query
-  // (CUPTI_ERROR_INVALID_PARAMETER, CUDA 13.0) on a context whose range profiler is enabled,
-  // which a kept one is (counters/scope_counters.hpp), and what a device offers does not
-  // change while the process runs.
-  std::map<int, std::vector<std::uint8_t>> availability;
-  // A range profiler was enabled in this process: from then on CUPTI's PC sampling names no
-  // kernel whose code was loaded before it (H100, CUDA 13.0; bench/RESULTS.md), which the
-  // warp-stall pass says when its samples all fall in unnamed code (warp_stalls/collect.hpp).
-  std::atomic<bool> range_profiler_enabled{false};
-};
-
-KSCOPE_DECL counter_libraries& counter_library_state();
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL counter_libraries& counter_library_state() {
-  static lazy_global<counter_libraries> state{lock_rank::init};  // fork-safe (core/detail/once.hpp)
-  return state.get([] { return new counter_libraries(); });
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The range profiler enabled on a context, disabled when it goes. Shared (through a
 // shared_ptr) by the runs of one keeper that holds it enabled between passes.
@@ -390,269 +232,11 @@ struct range_profiler_handle {
   range_profiler_handle& operator=(const range_profiler_handle&) = delete;
   ~range_profiler_handle() {
     if (object == nullptr) return;
-    CUpti_RangeProfiler_Disable_Params p{};
-    p.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Disable_Params, p);
     p.pRangeProfilerObject = object;
     (void)api->range_disable(&p);
   }
 };
-
-// The context the runtime made current (the device's primary context), through the
-// driver entry point the runtime hands out: kscope links cudart only. false with `why`
-// when there is none; `no_entry_point` says the driver lacks cuCtxGetCurrent (the counters
-// call that "unavailable", a missing context "failed"). Used by counters and warp stalls.
-KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point = nullptr);
-
-// The driver's id of the current context (cuCtxGetId, CUDA 12.0+): unique for the process's
-// life, unlike the CUcontext pointer, which a context made after another was destroyed may
-// reuse. What a kept range profiler is keyed by. False when there is no current context or
-// the driver has no cuCtxGetId.
-KSCOPE_DECL bool current_cuda_context_id(std::uint64_t& id) noexcept;
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL bool current_cuda_context(CUcontext& context, std::string& why, bool* no_entry_point) {
-  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
-#else
-  const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
-#endif
-  if (e != cudaSuccess || fn == nullptr || found != cudaDriverEntryPointSuccess) {
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    why = "the driver entry point cuCtxGetCurrent could not be found";
-    if (no_entry_point) *no_entry_point = true;
-    return false;
-  }
-  const CUresult r = reinterpret_cast<get_current_fn>(fn)(&context);
-  if (r != CUDA_SUCCESS || context == nullptr) {
-    why = "no current CUDA context (cuCtxGetCurrent returned " + std::to_string(static_cast<int>(r)) + ")";
-    return false;
-  }
-  return true;
-}
-
-KSCOPE_DECL bool current_cuda_context_id(std::uint64_t& id) noexcept {
-  using get_current_fn = CUresult(CUDAAPI*)(CUcontext*);
-  using get_id_fn = CUresult(CUDAAPI*)(CUcontext, unsigned long long*);
-  // Looked up once: the entry points do not change while the process runs.
-  static const std::pair<void*, void*> entry = [] {
-    void* current = nullptr;
-    void* get_id = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &current, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      current = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetId", &get_id, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      get_id = nullptr;
-#else
-    if (cudaGetDriverEntryPoint("cuCtxGetCurrent", &current, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      current = nullptr;
-    if (cudaGetDriverEntryPoint("cuCtxGetId", &get_id, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      get_id = nullptr;
-#endif
-    (void)cudaGetLastError();
-    return std::pair<void*, void*>{current, get_id};
-  }();
-  if (entry.first == nullptr || entry.second == nullptr) return false;
-  CUcontext context = nullptr;
-  if (reinterpret_cast<get_current_fn>(entry.first)(&context) != CUDA_SUCCESS || context == nullptr) return false;
-  unsigned long long value = 0;
-  if (reinterpret_cast<get_id_fn>(entry.second)(context, &value) != CUDA_SUCCESS) return false;
-  id = value;
-  return true;
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
-
-// Everything both a pass and a metric listing need: device, context, libraries, chip,
-// counter availability and a host object for the chip. The first failure sets state and
-// message and makes open() return false.
-class counter_setup {
- public:
-  counter_state state = counter_state::failed;
-  std::string message;
-  counter_libraries* libs = nullptr;
-  int device = 0;
-  CUcontext context = nullptr;
-  std::string chip;
-  std::vector<std::uint8_t> availability;
-  profiler_host host;  // a range-profiler host object (cupti/detail/profiler_host.hpp)
-
-  bool open(const counter_options& options);
-
-  // The base metrics the host object lists (counters, ratios, throughputs), sorted.
-  std::vector<std::string> base_metrics() const;
-
-  // A fresh host object for this chip (a host object keeps every metric added to it, so a
-  // question about one set needs its own); false when the host API refuses.
-  bool throwaway_host(profiler_host& out);
-
-  // The host API's word on one full metric name: whether a config with it alone can be
-  // built for this chip, the test the PM-sampling probe used (an unknown name fails with
-  // CUPTI_ERROR_INVALID_PARAMETER there). A throwaway host object per name, since a host
-  // object keeps every metric added to it; the answer is cached per chip and name.
-  bool config_accepts(const std::string& name);
-
-  // The passes a metric set needs on this device (0 when it cannot be configured), from a
-  // throwaway host object's config image, as begin() builds the real one. Cached per chip
-  // and set: plan_one_pass_groups asks many small questions once per process.
-  std::size_t count_passes(const std::vector<std::string>& names);
-
-  // Records a CUPTI failure: state from the error, message naming the call and the fix.
-  bool cupti_ok(CUptiResult r, const char* call);
-
-  bool cuda_ok(cudaError_t e, const char* call);
-
-  bool refuse(counter_state s, std::string why);
-
- private:
-  bool current_context();
-
-  // cuptiProfilerDeviceSupported, where the library has it: names why a device cannot be
-  // profiled before any other call fails with a less telling error.
-  bool device_supported();
-};
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL bool counter_setup::open(const counter_options& options) {
-  // The short reason: the report's GPU line says why there is no GPU (availability.hpp).
-  if (const gpu_availability& gpu = probe_gpu(); !gpu.available())
-    return refuse(counter_state::unavailable, "hardware counters unavailable: " + gpu.reason);
-  if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice") || !cuda_ok(cudaFree(nullptr), "cudaFree(nullptr)"))
-    return false;
-  if (!current_context()) return false;
-
-  libs = &counter_library_state();
-  std::string why;
-  if (!load_cupti(libs->cupti, options.cupti_library, why))
-    return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
-  if (libs->cupti.version != 0 && libs->cupti.version < range_profiler_min_cupti_version)
-    return refuse(counter_state::unavailable,
-                  "hardware counters unavailable: " + libs->cupti.path + " is CUPTI " +
-                      std::to_string(libs->cupti.version) +
-                      ", older than the range profiler (CUPTI 24, CUDA 12.6)");
-  if (!libs->profiler.resolved()) {
-    const std::string missing = resolve_profiler_symbols(libs->cupti.handle, libs->profiler);
-    if (!missing.empty())
-      return refuse(counter_state::unavailable, "hardware counters unavailable: " + libs->cupti.path + " has no " +
-                                                    missing + " (the range profiler needs CUDA 12.6 or later)");
-  }
-  if (!load_nvperf_host(options.nvperf_host_library, libs->cupti.path, why))
-    return refuse(counter_state::unavailable, "hardware counters unavailable: " + why);
-  const profiler_api& p = libs->profiler;
-  if (!libs->profiler_initialized) {
-    // Once per process, never deinitialized: like cuptiFinalize, deinitializing races
-    // with other threads still in CUDA.
-    CUpti_Profiler_Initialize_Params init{};
-    init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-    if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
-    libs->profiler_initialized = true;
-  }
-  if (!device_supported()) return false;
-
-  if (!cupti_ok(read_chip_name(p, device, chip), "cuptiDeviceGetChipName")) return false;
-
-  // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
-  if (const auto cached = libs->availability.find(device); cached != libs->availability.end()) {
-    availability = cached->second;
-  } else {
-    CUpti_Profiler_GetCounterAvailability_Params avail{};
-    avail.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
-    avail.ctx = context;
-    if (!cupti_ok(read_counter_availability(p.get_counter_availability, avail, availability),
-                  "cuptiProfilerGetCounterAvailability"))
-      return false;
-    libs->availability.emplace(device, availability);
-  }
-
-  return cupti_ok(host.initialize(p, CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability),
-                  "cuptiProfilerHostInitialize");
-}
-
-KSCOPE_DECL std::vector<std::string> counter_setup::base_metrics() const {
-  std::vector<std::string> out = host.base_metrics();
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-KSCOPE_DECL bool counter_setup::throwaway_host(profiler_host& out) {
-  return out.initialize(libs->profiler, CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability) == CUPTI_SUCCESS;
-}
-
-KSCOPE_DECL bool counter_setup::config_accepts(const std::string& name) {
-  const std::string key = chip + '\n' + name;
-  const auto cached = libs->metric_accepted.find(key);
-  if (cached != libs->metric_accepted.end()) return cached->second;
-  profiler_host probe;
-  if (!throwaway_host(probe)) return false;  // not cached: not the name's fault
-  const char* one[] = {name.c_str()};
-  const bool accepted = probe.add_metrics(one, 1) == CUPTI_SUCCESS;
-  libs->metric_accepted.emplace(key, accepted);
-  return accepted;
-}
-
-KSCOPE_DECL std::size_t counter_setup::count_passes(const std::vector<std::string>& names) {
-  std::string key = chip;
-  for (const std::string& n : names) key += '\n' + n;
-  const auto cached = libs->passes_needed.find(key);
-  if (cached != libs->passes_needed.end()) return cached->second;
-  profiler_host probe;
-  if (!throwaway_host(probe)) return 0;
-  std::vector<const char*> pointers;
-  for (const std::string& n : names) pointers.push_back(n.c_str());
-  std::size_t passes = 0;  // stays 0 when a call refuses
-  std::vector<std::uint8_t> image;
-  if (probe.add_metrics(pointers.data(), pointers.size()) == CUPTI_SUCCESS) (void)probe.config_image(image, &passes);
-  libs->passes_needed.emplace(key, passes);
-  return passes;
-}
-
-KSCOPE_DECL bool counter_setup::cupti_ok(CUptiResult r, const char* call) {
-  if (r == CUPTI_SUCCESS) return true;
-  const counter_state s = counter_state_for(r);
-  const std::string advice = counter_error_advice(r);
-  return refuse(s == counter_state::collected ? counter_state::failed : s,
-                std::string("hardware counters unavailable: ") + call + " failed with " +
-                    (libs != nullptr ? libs->cupti.result_name(r) : std::to_string(static_cast<int>(r))) +
-                    (advice.empty() ? std::string() : ": " + advice));
-}
-
-KSCOPE_DECL bool counter_setup::cuda_ok(cudaError_t e, const char* call) {
-  if (e == cudaSuccess) return true;
-  (void)cudaGetLastError();  // kscope's own call failed: clear its error
-  return refuse(counter_state::failed,
-                std::string("hardware counters unavailable: ") + call + " failed: " + cudaGetErrorString(e));
-}
-
-KSCOPE_DECL bool counter_setup::refuse(counter_state s, std::string why) {
-  state = s;
-  message = std::move(why);
-  return false;
-}
-
-KSCOPE_DECL bool counter_setup::current_context() {
-  std::string why;
-  bool no_entry_point = false;
-  if (current_cuda_context(context, why, &no_entry_point)) return true;
-  return refuse(no_entry_point ? counter_state::unavailable : counter_state::failed,
-                "hardware counters unavailable: " + why);
-}
-
-KSCOPE_DECL bool counter_setup::device_supported() {
-  const device_support support = read_device_support(libs->profiler, device, CUPTI_PROFILER_RANGE_PROFILING);
-  // Refused only with a named reason: an overall "unsupported" without one is left for
-  // the calls that follow to confirm, with their own error.
-  if (!support.unsupported || support.reasons.empty()) return true;
-  return refuse(counter_state::unsupported_device,
-                "hardware counters unavailable: CUPTI cannot profile this device (" + support.reasons + ")");
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The pass itself (see the top of this header). `user_error` receives an exception the
 // work threw; the caller rethrows it once everything here is torn down.
@@ -785,7 +369,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
     return false;
   }
   // The setup's first failure, as the pass's outcome.
-  const bool opened = setup_.open(options);
+  const bool opened = setup_.open(options.cupti_library, options.nvperf_host_library);
   if (setup_.libs != nullptr) result.cupti_version = setup_.libs->cupti.version;
   if (!opened) return give_up(result);
   result.chip = setup_.chip;
@@ -867,8 +451,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   else
     range_ = std::make_shared<range_profiler_handle>();
   if (range_->object == nullptr) {
-    CUpti_RangeProfiler_Enable_Params enable{};
-    enable.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params, enable);
     enable.ctx = setup_.context;
     if (!setup_.cupti_ok(p.range_enable(&enable), "cuptiRangeProfilerEnable")) return give_up(result);
     setup_.libs->range_profiler_enabled.store(true, std::memory_order_relaxed);
@@ -876,8 +459,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
     range_->object = enable.pRangeProfilerObject;
     range_->context = setup_.context;
   }
-  CUpti_RangeProfiler_GetCounterDataSize_Params data_size{};
-  data_size.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params, data_size);
   data_size.pRangeProfilerObject = range_->object;
   data_size.pMetricNames = names_.data();
   data_size.numMetrics = names_.size();
@@ -898,13 +480,11 @@ KSCOPE_DECL bool counter_pass_run::arm() {
   // A re-armed pass hands CUPTI the image the last pass decoded into: cleared first, as a
   // new one is, so that nothing of the last pass can be read back as this one's.
   std::fill(counter_data_.begin(), counter_data_.end(), std::uint8_t{0});
-  CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{};
-  data_init.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params, data_init);
   data_init.pRangeProfilerObject = range_->object;
   data_init.counterDataSize = counter_data_.size();
   data_init.pCounterData = counter_data_.data();
-  CUpti_RangeProfiler_SetConfig_Params set{};
-  set.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params, set);
   set.pRangeProfilerObject = range_->object;
   set.configSize = config_.size();
   set.pConfig = config_.data();
@@ -946,8 +526,7 @@ KSCOPE_DECL bool counter_pass_run::wants_run(const counter_result& result) const
 
 KSCOPE_DECL bool counter_pass_run::start_run(counter_result& result) {
   const profiler_api& p = setup_.libs->profiler;
-  CUpti_RangeProfiler_Start_Params start{};
-  start.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Start_Params, start);
   start.pRangeProfilerObject = range_->object;
   if (!setup_.cupti_ok(p.range_start(&start), "cuptiRangeProfilerStart")) return false;
   started_ = true;
@@ -1019,11 +598,9 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
   }
 
   // Decode, then evaluate every range.
-  CUpti_RangeProfiler_DecodeData_Params decode{};
-  decode.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_DecodeData_Params, decode);
   decode.pRangeProfilerObject = range_->object;
-  CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
-  info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataInfo_Params, info);
   info.pCounterDataImage = counter_data_.data();
   info.counterDataImageSize = counter_data_.size();
   if (!setup_.cupti_ok(p.range_decode_data(&decode), "cuptiRangeProfilerDecodeData") ||
@@ -1227,24 +804,21 @@ KSCOPE_DECL std::string counter_pass_run::run_sweep() {
 }
 
 KSCOPE_DECL bool counter_pass_run::push_range(const char* name) {
-  CUpti_RangeProfiler_PushRange_Params push{};
-  push.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_PushRange_Params, push);
   push.pRangeProfilerObject = range_->object;
   push.pRangeName = name;
   return setup_.cupti_ok(setup_.libs->profiler.range_push(&push), "cuptiRangeProfilerPushRange");
 }
 
 KSCOPE_DECL void counter_pass_run::pop_range() {
-  CUpti_RangeProfiler_PopRange_Params pop{};
-  pop.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_PopRange_Params, pop);
   pop.pRangeProfilerObject = range_->object;
   (void)setup_.cupti_ok(setup_.libs->profiler.range_pop(&pop), "cuptiRangeProfilerPopRange");
 }
 
 KSCOPE_DECL void counter_pass_run::stop_range() {
   if (!started_) return;
-  CUpti_RangeProfiler_Stop_Params stop{};
-  stop.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Stop_Params, stop);
   stop.pRangeProfilerObject = range_->object;
   started_ = false;
   if (!setup_.cupti_ok(setup_.libs->profiler.range_stop(&stop), "cuptiRangeProfilerStop")) return;
@@ -1355,7 +929,7 @@ template <class Work>
 
 #if KSCOPE_HAS_RANGE_PROFILER
 namespace detail {
-// The one-pass groups for `metrics` on the current device (counters/metrics.hpp:
+// The one-pass groups for `metrics` on the current device (evidence/metrics.hpp:
 // plan_one_pass_groups), with the names resolved as a pass resolves them (fallbacks for
 // names the device does not offer). Call with the counter-pass lock held. False, with
 // `why`, when the profiler cannot be set up here.
@@ -1366,7 +940,7 @@ KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, co
 KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, const counter_options& options,
                                 one_pass_plan& plan, counter_state& state, std::string& why) {
   counter_setup setup;
-  if (!setup.open(options)) {
+  if (!setup.open(options.cupti_library, options.nvperf_host_library)) {
     state = setup.state;
     why = setup.message;
     return false;
@@ -1411,7 +985,7 @@ KSCOPE_DECL counter_metric_list list_counter_metrics(const counter_options& opti
       return out;
     }
     detail::counter_setup setup;
-    if (!setup.open(options)) {
+    if (!setup.open(options.cupti_library, options.nvperf_host_library)) {
       out.state = setup.state;
       out.message = setup.message;
       return out;

@@ -20,7 +20,7 @@
 // each group's pass (keep_profiler) costs ~0.07 s instead of ~0.4 s, but on an H100 (CUDA
 // 13.0) re-armed passes evaluated many metrics as NaN, so it is off unless asked for (and
 // switches itself off on such a NaN). The speed-of-light rollups that need several passes
-// are measured as their parts (counters/breakdown.hpp). The report says what the calls cost
+// are measured as their parts (evidence/breakdown.hpp). The report says what the calls cost
 // (scope_counter_cost: before and after the work, set-up and re-armed calls apart); with
 // kernel_replay each kernel also runs once per pass (tens for the default set) with device
 // memory saved and restored around each replay, which is why the default is one pass per
@@ -38,13 +38,13 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../scope/detail/counter_hook.hpp"
 #include "../core/detail/once.hpp"
 #include "../core/detail/clock.hpp"
 #include "../scope/node_id.hpp"
 #include "collect.hpp"
-#include "cost.hpp"
+#include "../evidence/counter_cost.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,6 +1,6 @@
 // kscope/pm_sampling/sampler.hpp — GPU-wide hardware counters read at a fixed interval
 // while the program runs (CUPTI PM sampling: no kernel replay, no serialisation), CUPTI and
-// libnvperf_host loaded with dlopen like the range profiler (counters/collect.hpp).
+// libnvperf_host loaded with dlopen and set up as for the range profiler (cupti/counter_pass.hpp).
 //
 //   kscope::metric_sampler sampler;
 //   if (!sampler.start())                                   // default metrics and windows
@@ -10,7 +10,7 @@
 //   sampler.stop();                                         // decodes the rest
 //
 // The samples are on kscope's clock (steady_clock ns, as the activity records), so the
-// session can hand them with the kernel intervals to pm_sampling/samples.hpp's
+// session can hand them with the kernel intervals to evidence/pm_samples.hpp's
 // sampled_metrics, which shares each sample among the scopes whose kernels overlapped it.
 //
 // Windows, because decoding is slow. Measured on an H200 (CUPTI 13.0, 7 metrics): turning
@@ -58,9 +58,9 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "../counters/metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../core/detail/once.hpp"
-#include "samples.hpp"
+#include "../evidence/pm_samples.hpp"
 #include "../cupti/detail/api.hpp"
 #include "detail/pm_sampling_api.hpp"
 
@@ -82,7 +82,7 @@
 
 #if KSCOPE_HAS_PM_SAMPLING
 #  include "../core/detail/clock.hpp"
-#  include "../counters/collect.hpp"
+#  include "../cupti/counter_pass.hpp"
 #  include "../cupti/detail/profiler_host.hpp"
 #endif
 
@@ -177,7 +177,7 @@ struct metric_sampler_options {
   std::size_t max_buffered_samples = 65536;      // decoded, not yet drained; more are dropped and counted
   // Called by the decoder thread after each window is decoded (continuous mode: about
   // every 250 ms), with no sampler lock held: where a consumer drains the samples and
-  // folds them (pm_sampling/live.hpp). Must not call stop() on this sampler.
+  // folds them (session/live_metric_sampling.hpp). Must not call stop() on this sampler.
   std::function<void()> after_decode;
   std::string cupti_library;                     // explicit libcupti, as counter_options
   std::string nvperf_host_library;               // explicit libnvperf_host.so
@@ -519,11 +519,8 @@ class pm_sampling_run {
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, metric_sampler_status& status) {
-  counter_options plumbing;
-  plumbing.cupti_library = options.cupti_library;
-  plumbing.nvperf_host_library = options.nvperf_host_library;
-  counter_setup setup;  // libraries, profiler initialization, device, chip (counters/collect.hpp)
-  if (!setup.open(plumbing)) {
+  counter_setup setup;  // libraries, profiler initialization, device, chip (cupti/counter_pass.hpp)
+  if (!setup.open(options.cupti_library, options.nvperf_host_library)) {
     // One subject in the message: the setup speaks of "hardware counters".
     std::string why = setup.message;
     const std::string theirs = "hardware counters unavailable: ";
@@ -616,17 +613,13 @@ KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, me
     window_note = "continuous sampling: the counter-data image holds " + std::to_string(samples) +
                   " samples, less than two decode periods; samples are lost whenever a decode finds more";
   }
-  KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, size);
-  size.pPmSamplingObject = object_;
-  size.pMetricNames = names_.data();
-  size.numMetrics = names_.size();
-  size.maxSamples = samples;
-  if (!ok(pm.get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
+  std::size_t data_bytes = 0;
+  if (!counter_data_size(samples, data_bytes)) return false;
   try {
-    counter_data_.assign(size.counterDataSize, 0);
+    counter_data_.assign(data_bytes, 0);
   } catch (...) {
     return refuse(metric_sampler_state::failed, "metric sampling not started: no memory for a counter-data image of " +
-                                                    std::to_string(size.counterDataSize) +
+                                                    std::to_string(data_bytes) +
                                                     " bytes (lower max_counter_data_bytes)");
   }
   status.counter_data_samples = samples;

@@ -5,7 +5,7 @@
 // hand in tests, compared, and printed without CUDA. Include report.hpp for the printers.
 #pragma once
 
-#include "../activity/results.hpp"  // the result types only, not the attribution machinery
+#include "../evidence/activity_results.hpp"  // the result types only, not the attribution machinery
 #include "../core/config.hpp"
 #include "../core/finding.hpp"
 #include "../core/detail/atomic_file.hpp"  // write_json/write_html: all or nothing
@@ -15,10 +15,10 @@
 #include "../core/detail/text_escape.hpp"    // user strings made safe for a terminal
 #include "../scope/detail/thread_state.hpp"
 #include "../core/detail/text_layout.hpp"
-#include "../serving/gpu_time.hpp"
+#include "../evidence/gpu_time.hpp"
 #include "plot.hpp"
-#include "../pm_sampling/report.hpp"
-#include "../counters/report.hpp"
+#include "../evidence/pm_report.hpp"
+#include "../evidence/counter_report.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 
@@ -154,7 +154,7 @@ struct report_window {
   std::int64_t since_ns = 0;      // the previous window's end (or the recorder's start, or reset())
   std::int64_t until_ns = 0;      // when this window was taken
   std::int64_t duration_ns = 0;   // until_ns - since_ns
-  // The GPU's busy share of [since_ns, until_ns] (serving/gpu_time.hpp over the window);
+  // The GPU's busy share of [since_ns, until_ns] (evidence/gpu_time.hpp over the window);
   // NaN when unknown, with the reason in gpu_busy_unavailable ("" when known).
   double gpu_busy_share = std::nan("");
   double gpu_busy_ns = std::nan("");
@@ -177,7 +177,7 @@ struct session_report {
   std::string cupti_status;
   std::vector<kernel_summary> top_kernels;
   attribution_counters cupti_counters;
-  // Tracing in windows (activity/trace_windows.hpp): the windows the CUPTI figures, the
+  // Tracing in windows (evidence/trace_windows.hpp): the windows the CUPTI figures, the
   // GPU-time account and the diagnosis rest on. windowed false: every launch was traced.
   trace_window_summary trace_windows;
   std::size_t sample_cap = 0;

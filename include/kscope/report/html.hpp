@@ -122,8 +122,8 @@ KSCOPE_DECL const std::vector<report_section_info>& report_sections() {
 }
 
 KSCOPE_DECL const std::vector<report_section_marker>& report_section_markers() {
-  // The words are text()'s (text.hpp, detail/printing.hpp, counters/report.hpp,
-  // pm_sampling/report.hpp) and diagnosis_text()'s (verdict/diagnose.hpp).
+  // The words are text()'s (text.hpp, detail/printing.hpp, evidence/counter_report.hpp,
+  // evidence/pm_report.hpp) and diagnosis_text()'s (verdict/diagnose.hpp).
   static const std::vector<report_section_marker> markers = {
       {"context", "kscope ", true, ""},
       {"context", "GPU: ", false, ""},

@@ -20,7 +20,7 @@
 #include "../core/detail/text_escape.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
-#include "../activity/communication.hpp"
+#include "../evidence/communication.hpp"
 #include "report.hpp"
 
 #include <algorithm>
@@ -137,7 +137,7 @@ KSCOPE_DECL void roofline_from_json(const json_value& r, scope_report& out);
 // One element of "scopes"; `tags_read` counts tags over the whole report.
 KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_read);
 
-// The "gpu_time" section (serving/gpu_time.hpp) as the JSON printer writes it.
+// The "gpu_time" section (evidence/gpu_time.hpp) as the JSON printer writes it.
 KSCOPE_DECL gpu_time_report gpu_time_from_json(const json_value& t);
 
 // The "window" object of a window report (session::window()).

@@ -192,12 +192,6 @@ KSCOPE_DECL std::string session_report::text() const {
     std::size_t shown = 0;
     for (const kernel_summary& k : top_kernels) {
       if (++shown > 15) break;
-      const auto dims = [](const std::array<std::int32_t, 3>& d) {
-        std::string t = std::to_string(d[0]);
-        if (d[1] > 1 || d[2] > 1) t += "x" + std::to_string(d[1]);
-        if (d[2] > 1) t += "x" + std::to_string(d[2]);
-        return t;
-      };
       any_kernel_scaled = any_kernel_scaled || k.scaled_calls > 0;
       // A scaled row says so in the row, with the node-level replays it rests on.
       const std::string scaled_mark =
@@ -206,7 +200,8 @@ KSCOPE_DECL std::string session_report::text() const {
              detail::fit(std::to_string(k.calls), 7, true) +
              detail::fit(format_duration_ns(static_cast<double>(k.total_ns)), 10, true) +
              detail::fit(format_duration_ns(k.median_ns), 10, true) + "  " +
-             detail::fit(dims(k.grid) + (k.launch_config_varies ? "*" : ""), 11) + detail::fit(dims(k.block), 9) +
+             detail::fit(detail::dims_text(k.grid) + (k.launch_config_varies ? "*" : ""), 11) +
+             detail::fit(detail::dims_text(k.block), 9) +
              detail::fit(std::to_string(k.registers_per_thread), 5, true) +
              detail::fit(detail::format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B"), 8, true) +
              "\n";

@@ -32,7 +32,7 @@
 //     partially overlap go to overflow tracks the same way. Both are counted (trace_stats).
 #pragma once
 
-#include "../activity/results.hpp"
+#include "../evidence/activity_results.hpp"
 #include "../scope/host_interval.hpp"
 #include "../cupti/detail/demangle.hpp"
 #include "../core/config.hpp"

@@ -38,7 +38,7 @@
 
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
-#include "../activity/results.hpp"
+#include "../evidence/activity_results.hpp"
 #include "../device/device.hpp"
 #include "../report/data.hpp"
 #include "../report/trace.hpp"

@@ -19,7 +19,7 @@
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
 #include "../activity/collector.hpp"
-#include "../pm_sampling/live.hpp"
+#include "live_metric_sampling.hpp"
 #include "../counters/scope_counters.hpp"
 #include "../device/device.hpp"
 #include "../report/rank.hpp"
@@ -231,7 +231,7 @@ class session {
 
   // Samples GPU-wide hardware counters while the program runs (CUPTI PM sampling: no
   // replay, no serialization; pm_sampling/sampler.hpp) and shares each sample among the
-  // scopes whose kernels ran during it (pm_sampling/live.hpp). The report then has a
+  // scopes whose kernels ran during it (session/live_metric_sampling.hpp). The report then has a
   // "GPU metrics sampled while running" section: per scope SM %, DRAM %, tensor-pipe %,
   // warps, clock and DRAM bytes, with a verdict from them, and per step scope (the names in
   // `step_scopes`) the p50 / p90 over calls. Starts the CUPTI collector too when it is not

@@ -80,8 +80,8 @@
 // returns the findings by cost_share, largest first (then cost_ms_per_step; unknown last).
 #pragma once
 
-#include "../counters/metrics.hpp"
-#include "../pm_sampling/samples.hpp"
+#include "../evidence/metrics.hpp"
+#include "../evidence/pm_samples.hpp"
 #include "../report/report.hpp"
 #include "scope_verdict.hpp"
 
@@ -161,7 +161,7 @@ KSCOPE_DECL const char* to_string(diagnosis_kind k) noexcept {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// One finding: `evidence` holds the numbers (counters/metrics.hpp's evidence: a name such as
+// One finding: `evidence` holds the numbers (evidence/metrics.hpp's evidence: a name such as
 // "gpu_time.busy_share", a value, a unit); `text` names them; `suggestion` says what to try.
 // What it costs: `cost_ms_per_step`, milliseconds per step (for a tail finding, what a step
 // at the p99 pays over the median one), and `cost_share`, the share of `cost_basis` it
@@ -368,7 +368,7 @@ KSCOPE_DECL bool gaps_between_own_kernels(const scope_gpu_time* g);
 KSCOPE_DECL bool drained_before_sync(const scope_report& s, const scope_gpu_time* g, double idle_per_call_ns);
 
 // The calls to divide a scope's CUPTI aggregates by: its calls, or NaN when the collector
-// traced in windows (activity/trace_windows.hpp): the aggregates then hold the windows'
+// traced in windows (evidence/trace_windows.hpp): the aggregates then hold the windows'
 // work only, and a call across a window's edge was traced in part, so no per-call figure
 // comes out of them (the rules that need one say nothing; the GPU-time account's per-call
 // figures, from calls whole inside a window, still count).

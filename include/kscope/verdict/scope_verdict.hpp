@@ -18,7 +18,7 @@
 
 #include "../core/config.hpp"
 #include "../core/finding.hpp"
-#include "../pm_sampling/samples.hpp"
+#include "../evidence/pm_samples.hpp"
 #include "../report/data.hpp"
 #include "../report/detail/printing.hpp"
 #include "weigh.hpp"

@@ -12,7 +12,7 @@
 // dominant stall, per-scope sums) is warp_stalls/stalls.hpp's business; this header only
 // collects. docs/warp_stalls.md has the whole story.
 //
-// The sequence: CUPTI loaded through the counters' loader (counters/collect.hpp: one
+// The sequence: CUPTI loaded through the loader every pass shares (cupti/counter_pass.hpp: one
 // libcupti per process, never linked), cuptiProfilerDeviceSupported where it can tell why a
 // device is unsupported, the module-load watch (below, Source lines), cuptiPCSamplingEnable
 // on the current context, the device's stall-reason names
@@ -34,7 +34,7 @@
 // Source lines: the hottest PCs of each profile (options.source_line_pcs) get file:line
 // from cuptiGetSassToSourceCorrelation, which needs the cubin of the PC's module. CUPTI
 // hands a cubin out only in its module-load callback, so kscope keeps copies of the cubins
-// of modules loaded while it watches (detail/cubin_store.hpp, bounded): kscope's activity
+// of modules loaded while it watches (cupti/detail/cubin_store.hpp, bounded): kscope's activity
 // collector watches from its start when it holds CUPTI's one callback subscriber; else the
 // pass subscribes for the duration of its work. A module loaded while nobody watched
 // (before the collector started, or between passes: CUDA loads a module at the first launch
@@ -55,8 +55,8 @@
 #include "../core/config.hpp"
 #include "../core/detail/once.hpp"
 #include "stalls.hpp"
-#include "../counters/collect.hpp"
-#include "detail/cubin_store.hpp"
+#include "../cupti/counter_pass.hpp"
+#include "../cupti/detail/cubin_store.hpp"
 #include "detail/pc_sampling_api.hpp"
 
 #include <algorithm>
@@ -167,6 +167,43 @@ KSCOPE_DECL bool warp_stall_result::ok() const noexcept { return state == counte
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 namespace detail {
+
+// The source line of one PC: its module's cubin from the store, then `correlate(cubin,
+// symbol, pc_offset)` -> sass_source. Without the cubin: dropped (the store lost it), not
+// seen (module loads were watched, so it loaded before), or not watched. With it: resolved;
+// no line info when the call succeeds without a line and the cubin has no line table, or
+// fails and the cubin has none; no line for the PC when the table exists but lacks it.
+// `error` receives the failed call's words.
+template <class Correlate>
+[[nodiscard]] source_line find_source_line(cubin_store& store, module_watch watch, const warp_stall_pc& pc,
+                                           Correlate&& correlate, std::string* error = nullptr) {
+  source_line out;
+  if (watch == module_watch::unavailable || pc.cubin_crc == 0 || pc.symbol.empty()) {
+    out.status = source_line_status::unavailable;
+    return out;
+  }
+  const cubin_ref cubin = store.find(pc.cubin_crc);
+  if (!cubin) {
+    out.status = store.lost(pc.cubin_crc)          ? source_line_status::module_dropped
+                 : watch == module_watch::watched ? source_line_status::module_not_seen
+                                                   : source_line_status::module_not_watched;
+    return out;
+  }
+  const sass_source s = correlate(*cubin.bytes, pc.symbol, pc.pc_offset);
+  if (s.ok && s.line > 0 && !s.file.empty()) {
+    out.status = source_line_status::resolved;
+    out.file = s.file;
+    out.line = s.line;
+  } else if (cubin.line_info == cubin_line_info::absent || (s.ok && cubin.line_info == cubin_line_info::unknown)) {
+    out.status = source_line_status::no_line_info;
+  } else if (s.ok) {
+    out.status = source_line_status::no_line_for_pc;
+  } else {
+    out.status = source_line_status::lookup_failed;
+    if (error != nullptr) *error = s.error;
+  }
+  return out;
+}
 
 // "" when the options can be tried, else what is wrong with them.
 KSCOPE_DECL std::string warp_stall_request_error(const warp_stall_options& o);
@@ -472,8 +509,7 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   // initialized; where the library lacks it, the enable below has the word.
   if (!libs.profiler.resolved()) (void)resolve_profiler_symbols(libs.cupti.handle, libs.profiler);
   if (libs.profiler.resolved() && !libs.profiler_initialized) {
-    CUpti_Profiler_Initialize_Params init{};
-    init.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params, init);
     if (libs.profiler.initialize(&init) == CUPTI_SUCCESS) libs.profiler_initialized = true;  // never deinitialized
   }
   if (libs.profiler_initialized) {

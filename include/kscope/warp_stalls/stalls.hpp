@@ -33,7 +33,7 @@
 //   ("no source line: module loaded before kscope saw it; ..."), and the printers say so.
 #pragma once
 
-#include "../counters/metrics.hpp"
+#include "../evidence/metrics.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/once.hpp"
@@ -773,7 +773,7 @@ KSCOPE_DECL std::vector<warp_stall_profile> aggregate_warp_stalls_by_scope(const
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// The stall shares classify() (counters/metrics.hpp) takes as evidence: every stall reason,
+// The stall shares classify() (evidence/metrics.hpp) takes as evidence: every stall reason,
 // "selected" left out, as a share of all samples.
 [[nodiscard]] KSCOPE_DECL std::vector<stall_share> to_stall_shares(const warp_stall_profile& p);
 

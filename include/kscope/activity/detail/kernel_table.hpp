@@ -13,9 +13,9 @@
 #include "../../core/config.hpp"
 #include "../../core/detail/reservoir.hpp"
 #include "../../core/stats.hpp"
-#include "../results.hpp"
-#include "../communication.hpp"
-#include "../records.hpp"
+#include "../../evidence/activity_results.hpp"
+#include "../../evidence/communication.hpp"
+#include "../../evidence/activity_records.hpp"
 #include "../../cupti/detail/demangle.hpp"
 
 #include <algorithm>

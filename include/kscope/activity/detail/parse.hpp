@@ -1,6 +1,6 @@
 // kscope/activity/detail/parse.hpp — the ONE path from a CUPTI activity buffer to attribution.
 //
-// parse_activity() turns one CUpti_Activity into kscope's plain records (records.hpp);
+// parse_activity() turns one CUpti_Activity into kscope's plain records (evidence/activity_records.hpp);
 // consume_activity_buffer() walks a whole buffer and feeds a gpu_attribution. The live
 // collector's buffer-completed callback and the CPU tests (synthetic buffers of real CUPTI
 // structs, tests/support/cupti_synth.hpp) call exactly these functions.

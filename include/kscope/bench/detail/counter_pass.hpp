@@ -6,7 +6,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
-#include "../../counters/metrics.hpp"
+#include "../../evidence/metrics.hpp"
 #include "../../core/roofline.hpp"
 #include "../../core/work.hpp"
 #include "../../counters/collect.hpp"

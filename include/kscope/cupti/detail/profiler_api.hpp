@@ -32,6 +32,12 @@
 #  define KSCOPE_HAS_RANGE_PROFILER 0
 #endif
 
+// Every CUPTI parameter struct: zeroed, structSize from the header's <Type>_STRUCT_SIZE
+// (the range profiler's, PC and PM sampling's, the host API's alike).
+#define KSCOPE_CUPTI_PARAMS(type, var) \
+  type var{};                          \
+  var.structSize = type##_STRUCT_SIZE
+
 #if KSCOPE_HAS_RANGE_PROFILER
 
 #include <cupti_profiler_host.h>
@@ -196,8 +202,7 @@ KSCOPE_DECL device_support read_device_support(const profiler_api& api, int devi
 KSCOPE_DECL device_support read_device_support(const profiler_api& api, int device, CUpti_Profiler_API which) {
   device_support out;
   if (api.device_supported == nullptr) return out;
-  CUpti_Profiler_DeviceSupported_Params p{};
-  p.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_DeviceSupported_Params, p);
   p.cuDevice = device;
   p.api = which;
   if (api.device_supported(&p) != CUPTI_SUCCESS) return out;  // unknown: the next calls say

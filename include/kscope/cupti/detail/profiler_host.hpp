@@ -104,8 +104,7 @@ class profiler_host {
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL CUptiResult read_chip_name(const profiler_api& api, int device, std::string& chip) {
-  CUpti_Device_GetChipName_Params name{};
-  name.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Device_GetChipName_Params, name);
   name.deviceIndex = static_cast<std::size_t>(device);
   const CUptiResult r = api.get_chip_name(&name);
   if (r == CUPTI_SUCCESS) chip = name.pChipName != nullptr ? name.pChipName : "";
@@ -114,16 +113,14 @@ KSCOPE_DECL CUptiResult read_chip_name(const profiler_api& api, int device, std:
 
 KSCOPE_DECL profiler_host::~profiler_host() {
   if (object_ == nullptr) return;
-  CUpti_Profiler_Host_Deinitialize_Params p{};
-  p.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_Deinitialize_Params, p);
   p.pHostObject = object_;
   (void)api_->host_deinitialize(&p);
 }
 
 KSCOPE_DECL CUptiResult profiler_host::initialize(const profiler_api& api, CUpti_ProfilerType type, const std::string& chip,
                                                   const std::vector<std::uint8_t>& availability) {
-  CUpti_Profiler_Host_Initialize_Params init{};
-  init.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params, init);
   init.profilerType = type;
   init.pChipName = chip.c_str();
   init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
@@ -136,8 +133,7 @@ KSCOPE_DECL CUptiResult profiler_host::initialize(const profiler_api& api, CUpti
 
 KSCOPE_DECL CUptiResult profiler_host::add_metrics(const char** names, std::size_t count) const {
   if (api_ == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
-  CUpti_Profiler_Host_ConfigAddMetrics_Params add{};
-  add.structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params, add);
   add.pHostObject = object_;
   add.ppMetricNames = names;
   add.numMetrics = count;
@@ -146,22 +142,19 @@ KSCOPE_DECL CUptiResult profiler_host::add_metrics(const char** names, std::size
 
 KSCOPE_DECL profiler_host_step profiler_host::config_image(std::vector<std::uint8_t>& image, std::size_t* passes) const {
   if (api_ == nullptr) return {CUPTI_ERROR_NOT_INITIALIZED, "cuptiProfilerHostGetConfigImageSize"};
-  CUpti_Profiler_Host_GetConfigImageSize_Params size{};
-  size.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params, size);
   size.pHostObject = object_;
   if (const CUptiResult r = api_->host_get_config_image_size(&size); r != CUPTI_SUCCESS)
     return {r, "cuptiProfilerHostGetConfigImageSize"};
   image.assign(size.configImageSize, 0);
-  CUpti_Profiler_Host_GetConfigImage_Params get{};
-  get.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params, get);
   get.pHostObject = object_;
   get.configImageSize = image.size();
   get.pConfigImage = image.data();
   if (const CUptiResult r = api_->host_get_config_image(&get); r != CUPTI_SUCCESS)
     return {r, "cuptiProfilerHostGetConfigImage"};
   if (passes != nullptr) {
-    CUpti_Profiler_Host_GetNumOfPasses_Params count{};
-    count.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params, count);
     count.configImageSize = image.size();
     count.pConfigImage = image.data();
     if (const CUptiResult r = api_->host_get_num_of_passes(&count); r != CUPTI_SUCCESS)
@@ -175,8 +168,7 @@ KSCOPE_DECL std::vector<std::string> profiler_host::base_metrics() const {
   std::vector<std::string> out;
   if (api_ == nullptr) return out;
   for (CUpti_MetricType type : {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
-    CUpti_Profiler_Host_GetBaseMetrics_Params p{};
-    p.structSize = CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE;
+    KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_GetBaseMetrics_Params, p);
     p.pHostObject = object_;
     p.metricType = type;
     if (api_->host_get_base_metrics(&p) != CUPTI_SUCCESS || p.ppMetricNames == nullptr) continue;
@@ -189,8 +181,7 @@ KSCOPE_DECL std::vector<std::string> profiler_host::base_metrics() const {
 KSCOPE_DECL CUptiResult profiler_host::evaluate(const std::vector<std::uint8_t>& counter_data, std::size_t index,
                                                 const char** names, std::size_t count, double* values) const {
   if (api_ == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
-  CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{};
-  eval.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+  KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params, eval);
   eval.pHostObject = object_;
   eval.pCounterDataImage = counter_data.data();
   eval.counterDataImageSize = counter_data.size();

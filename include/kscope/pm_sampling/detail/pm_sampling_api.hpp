@@ -73,11 +73,6 @@ KSCOPE_DECL std::string resolve_pm_sampling_symbols(void* handle, pm_sampling_ap
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// Every CUPTI parameter struct: zeroed, structSize from the header's <Type>_STRUCT_SIZE.
-#define KSCOPE_CUPTI_PARAMS(type, var) \
-  type var{};                          \
-  var.structSize = type##_STRUCT_SIZE
-
 }  // namespace detail
 }  // namespace kscope
 

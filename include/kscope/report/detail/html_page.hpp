@@ -2,7 +2,7 @@
 // table, list and figure pieces, which scopes a table lists, the pictures' data (the step
 // timeline composed from the per-call figures, the GPU-time bars, the roofline's points),
 // and one function per section of the page, each the counterpart of a section of text()
-// (text.hpp, printing.hpp, counters/report.hpp, pm_sampling/report.hpp), from the same data.
+// (text.hpp, printing.hpp, evidence/counter_report.hpp, evidence/pm_report.hpp), from the same data.
 #pragma once
 
 #include "../../core/config.hpp"
@@ -618,14 +618,7 @@ KSCOPE_DECL void html_gpu_busy(html_page& p) {
   const gpu_time_report& t = *r.gpu_time;
   html_section_open(out, "gpu-busy", "GPU busy and idle");
   if (std::isfinite(t.busy_share)) {
-    html_paragraph(out,
-                   "GPU busy " + share_text(t.busy_share) + (t.windowed ? " of the traced time (" : " of the wall time (") +
-                    format_duration_ns(t.busy_ns) +
-                       " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets" +
-                    (t.windowed ? ", in " + std::to_string(t.traced_windows) +
-                                      (t.traced_windows == 1 ? " traced window" : " traced windows") + "; between them unknown)"
-                                : ")"),
-                   "headline");
+    html_paragraph(out, gpu_busy_text(t), "headline");
   } else if (!t.unknown_reason.empty()) {
     html_paragraph(out,
                    "GPU busy: unknown (" + t.unknown_reason +
@@ -673,12 +666,7 @@ KSCOPE_DECL void html_gpu_busy(html_page& p) {
     if (t.idle_by_scope.size() > 20)
       html_paragraph(out, std::to_string(t.idle_by_scope.size() - 20) + " more in the JSON report", "note");
   }
-  std::vector<const scope_report*> waiting;
-  for (const scope_report& s : r.scopes)
-    if (s.gpu_activity && s.gpu_activity->host_sync.count > 0) waiting.push_back(&s);
-  std::stable_sort(waiting.begin(), waiting.end(), [](const scope_report* a, const scope_report* b) {
-    return a->gpu_activity->host_sync.ns > b->gpu_activity->host_sync.ns;
-  });
+  const std::vector<const scope_report*> waiting = scopes_waiting(r.scopes);
   if (!waiting.empty()) {
     std::vector<std::vector<html_cell>> rows;
     for (std::size_t i = 0; i < waiting.size() && i < 20; ++i) {
@@ -739,18 +727,7 @@ KSCOPE_DECL void html_gpu_time(html_page& p) {
       "; calls: calls in the host ring; busy/call, gaps/call (medians), kern/call (mean): from those calls, "
       "children's GPU work included; gaps: time between the call's GPU work";
   html_paragraph(out, legend, "legend");
-  std::string covered = "covered: " + std::to_string(t.host_intervals) + " recent host intervals";
-  if (t.host_overwritten) covered += " (" + std::to_string(t.host_overwritten) + " older overwritten)";
-  covered += " and " + std::to_string(t.gpu_events) + " recent GPU events";
-  if (t.gpu_overwritten) covered += " (" + std::to_string(t.gpu_overwritten) + " older overwritten)";
-  covered += ", window " + format_duration_ns(t.wall_ns);
-  if (t.gpu_events_unmatched)
-    covered +=
-        "; " + std::to_string(t.gpu_events_unmatched) + " GPU events had no call of their scope in the host ring";
-  if (t.calls_before_gpu_ring)
-    covered += "; " + std::to_string(t.calls_before_gpu_ring) +
-               " calls started before the GPU event ring held every event and are not in the per-call figures";
-  html_paragraph(out, covered, "legend");
+  html_paragraph(out, gpu_time_covered_text(t), "legend");
   out += "</section>\n";
 }
 
@@ -867,12 +844,6 @@ KSCOPE_DECL void html_top_kernels(html_page& p) {
   constexpr std::size_t max_kernels = 50;
   std::vector<std::vector<html_cell>> rows;
   bool any_scaled = false;
-  const auto dims = [](const std::array<std::int32_t, 3>& d) {
-    std::string t = std::to_string(d[0]);
-    if (d[1] > 1 || d[2] > 1) t += "x" + std::to_string(d[1]);
-    if (d[2] > 1) t += "x" + std::to_string(d[2]);
-    return t;
-  };
   for (std::size_t i = 0; i < r.top_kernels.size() && i < max_kernels; ++i) {
     const kernel_summary& k = r.top_kernels[i];
     any_scaled = any_scaled || k.scaled_calls > 0;
@@ -881,8 +852,8 @@ KSCOPE_DECL void html_top_kernels(html_page& p) {
                     {std::to_string(k.calls), "", 0, 1},
                     {html_ns(k.total_ns), "", 0, 1},
                     {format_duration_ns(k.median_ns), "", 0, 1},
-                    {dims(k.grid) + (k.launch_config_varies ? "*" : ""), "", 0, 1},
-                    {dims(k.block), "", 0, 1},
+                    {dims_text(k.grid) + (k.launch_config_varies ? "*" : ""), "", 0, 1},
+                    {dims_text(k.block), "", 0, 1},
                     {std::to_string(k.registers_per_thread), "", 0, 1},
                     {format_si(static_cast<double>(k.static_shared_bytes + k.dynamic_shared_bytes), "B"), "", 0, 1}});
   }

@@ -76,6 +76,15 @@ KSCOPE_DECL std::vector<std::size_t> display_order(const std::vector<scope_repor
 // "34.2%" or "-".
 KSCOPE_DECL std::string share_text(double fraction);
 
+// What the text and the HTML "GPU time" sections both say: the busy headline (finite
+// busy_share), what the account covered, the scopes that waited for the GPU (longest first).
+KSCOPE_DECL std::string gpu_busy_text(const gpu_time_report& t);
+KSCOPE_DECL std::string gpu_time_covered_text(const gpu_time_report& t);
+KSCOPE_DECL std::vector<const scope_report*> scopes_waiting(const std::vector<scope_report>& scopes);
+
+// A launch's grid or block: "128", "64x2", "8x8x4".
+KSCOPE_DECL std::string dims_text(const std::array<std::int32_t, 3>& d);
+
 // The "GPU time" section of text(): the session's busy share, the longest idle gaps with
 // the scope the host was in, and per scope its GPU total, share, kernels and per-call
 // busy time and gaps; rows in `order`. `window` (a window report's, else null): the totals
@@ -285,17 +294,51 @@ KSCOPE_DECL std::string share_text(double fraction) {
   return std::isfinite(fraction) ? format_fixed(100 * fraction, 1) + "%" : std::string("-");
 }
 
+KSCOPE_DECL std::string gpu_busy_text(const gpu_time_report& t) {
+  return "GPU busy " + share_text(t.busy_share) + (t.windowed ? " of the traced time (" : " of the wall time (") +
+         format_duration_ns(t.busy_ns) + " of " + format_duration_ns(t.wall_ns) +
+         ", union of all kernels, copies and memsets" +
+         (t.windowed ? ", in " + std::to_string(t.traced_windows) +
+                           (t.traced_windows == 1 ? " traced window" : " traced windows") + "; between them unknown)"
+                     : ")");
+}
+
+KSCOPE_DECL std::string gpu_time_covered_text(const gpu_time_report& t) {
+  std::string covered = "covered: " + std::to_string(t.host_intervals) + " recent host intervals";
+  if (t.host_overwritten) covered += " (" + std::to_string(t.host_overwritten) + " older overwritten)";
+  covered += " and " + std::to_string(t.gpu_events) + " recent GPU events";
+  if (t.gpu_overwritten) covered += " (" + std::to_string(t.gpu_overwritten) + " older overwritten)";
+  covered += ", window " + format_duration_ns(t.wall_ns);
+  if (t.gpu_events_unmatched)
+    covered += "; " + std::to_string(t.gpu_events_unmatched) + " GPU events had no call of their scope in the host ring";
+  if (t.calls_before_gpu_ring)
+    covered += "; " + std::to_string(t.calls_before_gpu_ring) +
+               " calls started before the GPU event ring held every event and are not in the per-call figures";
+  return covered;
+}
+
+KSCOPE_DECL std::vector<const scope_report*> scopes_waiting(const std::vector<scope_report>& scopes) {
+  std::vector<const scope_report*> waiting;
+  for (const scope_report& s : scopes)
+    if (s.gpu_activity && s.gpu_activity->host_sync.count > 0) waiting.push_back(&s);
+  std::stable_sort(waiting.begin(), waiting.end(), [](const scope_report* a, const scope_report* b) {
+    return a->gpu_activity->host_sync.ns > b->gpu_activity->host_sync.ns;
+  });
+  return waiting;
+}
+
+KSCOPE_DECL std::string dims_text(const std::array<std::int32_t, 3>& d) {
+  std::string t = std::to_string(d[0]);
+  if (d[1] > 1 || d[2] > 1) t += "x" + std::to_string(d[1]);
+  if (d[2] > 1) t += "x" + std::to_string(d[2]);
+  return t;
+}
+
 KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vector<scope_report>& scopes,
                                  const std::vector<std::size_t>& order, const report_window* window) {
   std::string out = "\n";
   if (std::isfinite(t.busy_share)) {
-    out += wrap("GPU busy " + share_text(t.busy_share) + (t.windowed ? " of the traced time (" : " of the wall time (") +
-                    format_duration_ns(t.busy_ns) +
-                    " of " + format_duration_ns(t.wall_ns) + ", union of all kernels, copies and memsets" +
-                    (t.windowed ? ", in " + std::to_string(t.traced_windows) +
-                                      (t.traced_windows == 1 ? " traced window" : " traced windows") + "; between them unknown)"
-                                : ")"),
-                98);
+    out += wrap(gpu_busy_text(t), 98);
   } else if (!t.unknown_reason.empty()) {
     out += wrap("GPU busy: unknown (" + printable_name(t.unknown_reason) +
                     "); idle time could be records the account never got, so no idle gap is listed",
@@ -325,12 +368,7 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
     out += wrap(by, 98);
   }
   // Host waits (CUPTI synchronization records), the scopes that waited longest.
-  std::vector<const scope_report*> waiting;
-  for (const scope_report& s : scopes)
-    if (s.gpu_activity && s.gpu_activity->host_sync.count > 0) waiting.push_back(&s);
-  std::stable_sort(waiting.begin(), waiting.end(), [](const scope_report* a, const scope_report* b) {
-    return a->gpu_activity->host_sync.ns > b->gpu_activity->host_sync.ns;
-  });
+  const std::vector<const scope_report*> waiting = scopes_waiting(scopes);
   if (!waiting.empty()) {
     std::string line = "host waits for the GPU (stream/event/device synchronizes): ";
     for (std::size_t i = 0; i < waiting.size() && i < 5; ++i) {
@@ -371,17 +409,7 @@ KSCOPE_DECL std::string gpu_time_text(const gpu_time_report& t, const std::vecto
   if (any_unknown) legend += " (-: unknown, the GPU event ring lost some of this window's events)";
   legend += "; calls: calls in the host ring; busy/call, gaps/call (medians), kern/call (mean): from those calls, "
             "children's GPU work included; gaps: time between the call's GPU work";
-  std::string covered = "covered: " + std::to_string(t.host_intervals) + " recent host intervals";
-  if (t.host_overwritten) covered += " (" + std::to_string(t.host_overwritten) + " older overwritten)";
-  covered += " and " + std::to_string(t.gpu_events) + " recent GPU events";
-  if (t.gpu_overwritten) covered += " (" + std::to_string(t.gpu_overwritten) + " older overwritten)";
-  covered += ", window " + format_duration_ns(t.wall_ns);
-  if (t.gpu_events_unmatched)
-    covered += "; " + std::to_string(t.gpu_events_unmatched) + " GPU events had no call of their scope in the host ring";
-  if (t.calls_before_gpu_ring)
-    covered += "; " + std::to_string(t.calls_before_gpu_ring) +
-               " calls started before the GPU event ring held every event and are not in the per-call figures";
-  out += wrap(legend + "; " + covered, 98);
+  out += wrap(legend + "; " + gpu_time_covered_text(t), 98);
   return out;
 }
 

@@ -29,7 +29,7 @@
 #pragma once
 
 #include "../../core/roofline.hpp"
-#include "../../activity/results.hpp"
+#include "../../evidence/activity_results.hpp"
 #include "../../report/report.hpp"
 #include "context.hpp"
 
@@ -299,7 +299,7 @@ KSCOPE_DECL std::string scope_advice(const scope_report& s, const subtree_gpu_wo
 
 KSCOPE_DECL void reconcile_and_advise(session_report& out, const gpu_activity_report& activity, const device_peaks* peaks,
                                  bool timeline) {
-  // Traced in windows (activity/trace_windows.hpp): the aggregates hold the windows' work
+  // Traced in windows (evidence/trace_windows.hpp): the aggregates hold the windows' work
   // only, and a call straddling a window's edge was traced in part, so no per-call figure is
   // divided out of them here (the report says less, never a false per-call number); the
   // GPU-time account gives per-call figures from the calls whole inside a window.

@@ -1,20 +1,20 @@
 // kscope/session/detail/features.hpp — the built-in features a session composes
 // (session/feature.hpp): GPU metrics sampled while running (pm_sampling/), per-scope
-// hardware counters (counters/), and where a serving loop's GPU time went (serving/).
+// hardware counters (counters/), and where a serving loop's GPU time went (evidence/gpu_time.hpp).
 //
-// Each adapts its folder's snapshot to the session_feature interface and writes its
-// member of the report; the maths, the collection and the printers stay in the folder.
+// Each adapts its feature's snapshot to the session_feature interface and writes its member
+// of the report; the collection stays in the feature's folder, the maths and printers in evidence/.
 #pragma once
 
 #include "../../core/config.hpp"
 #include "../../core/detail/clock.hpp"
 #include "../../counters/scope_counters.hpp"
-#include "../../pm_sampling/live.hpp"
-#include "../../pm_sampling/report.hpp"
+#include "../live_metric_sampling.hpp"
+#include "../../evidence/pm_report.hpp"
 #include "../../report/data.hpp"
 #include "../../report/trace.hpp"
 #include "../../scope/recorder_snapshot.hpp"
-#include "../../serving/gpu_time.hpp"
+#include "../../evidence/gpu_time.hpp"
 #include "../feature.hpp"
 
 #include <cmath>
@@ -50,7 +50,7 @@ class counters_feature final : public session_feature {
   [[nodiscard]] KSCOPE_DECL std::unique_ptr<feature_section> snapshot(std::int64_t now_ns) override;
 };
 
-// Where the GPU's time went (serving/gpu_time.hpp), from the recent host intervals of the
+// Where the GPU's time went (evidence/gpu_time.hpp), from the recent host intervals of the
 // trace ring and the recent GPU events of the activity source, with the scopes' CUPTI
 // aggregates for the totals. Bounded by the two rings; says how much they covered. Only
 // with a GPU timeline (the activity collector ran).

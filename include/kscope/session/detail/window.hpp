@@ -1,6 +1,6 @@
 // kscope/session/detail/window.hpp — what session::window() adds to the scopes of a window:
-// the interval it covers and the GPU's busy share over it, from the serving feature's
-// GPU-time accounting (serving/gpu_time.hpp) on that interval.
+// the interval it covers and the GPU's busy share over it, from the GPU-time accounting
+// (evidence/gpu_time.hpp) on that interval.
 //
 // Why the GPU side is not simply the CUPTI aggregates: those are sums over the whole run,
 // and nothing in them says when. The activity collector's ring of recent GPU events does,
@@ -19,7 +19,7 @@
 #include "../../activity/collector.hpp"
 #include "../../report/data.hpp"
 #include "../../scope/recorder_snapshot.hpp"
-#include "../../serving/gpu_time.hpp"
+#include "../../evidence/gpu_time.hpp"
 #include "features.hpp"
 
 #include <algorithm>

@@ -8,7 +8,7 @@
 // elsewhere KSCOPE_HAS_PC_SAMPLING is 0 and warp_stalls/collect.hpp reports "disabled". At
 // run time a libcupti without the entry points is named by resolve_pc_sampling_symbols().
 // The two utility entry points of the same header that give PCs their source lines,
-// cuptiGetCubinCrc and cuptiGetSassToSourceCorrelation, are resolved by cubin_store.hpp:
+// cuptiGetCubinCrc and cuptiGetSassToSourceCorrelation, are resolved by cupti/detail/cubin_store.hpp:
 // the activity collector needs the first one too, in toolkits without the range profiler.
 #pragma once
 

@@ -1,4 +1,4 @@
-// kscope/activity/trace_windows.hpp — tracing in windows: the activity collector traces for
+// kscope/evidence/trace_windows.hpp — tracing in windows: the activity collector traces for
 // `window_ms` out of every `period_ms`, and everything built on its records says that it
 // rests on those windows.
 //
@@ -16,7 +16,7 @@
 //   - the CUPTI aggregates (kernel tables, per-scope kernel counts and GPU time from
 //     records, copies, host waits) cover the traced windows only: counts and sums are the
 //     windows' own, never scaled to the run;
-//   - the GPU-time account (serving/gpu_time.hpp) and the serving diagnosis take only the
+//   - the GPU-time account (evidence/gpu_time.hpp) and the serving diagnosis take only the
 //     traced time as their wall time: busy share = busy in the windows / the windows'
 //     length; idle gaps only inside a window; per-call figures only from calls that lie
 //     whole inside a window. Time between windows is unknown, never idle;

@@ -1,4 +1,4 @@
-// kscope/counters/report.hpp — the report's section for hardware counters per scope
+// kscope/evidence/counter_report.hpp — the report's section for hardware counters per scope
 // (counters/scope_counters.hpp: a bounded sample of each scope's calls, each profiled once with
 // a one-pass metric group, or by kernel replay when asked): the
 // data as the report holds it, built from the profiled calls' aggregate by
@@ -7,12 +7,12 @@
 // Per scope: calls profiled, kernels per call, DRAM bytes and FP FLOPs per call (from the
 // counters, not from declared work), the speed-of-light pair, the measured roofline point
 // per memory level, the declared-vs-measured line when they differ by more than 10 %. The
-// classification (counters/metrics.hpp: classify) is evidence for the scope's one verdict
+// classification (evidence/metrics.hpp: classify) is evidence for the scope's one verdict
 // (verdict/scope_verdict.hpp), the conclusion the report prints; the section prints none.
 #pragma once
 
 #include "metrics.hpp"
-#include "cost.hpp"
+#include "counter_cost.hpp"
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/text_escape.hpp"

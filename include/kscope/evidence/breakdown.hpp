@@ -1,4 +1,4 @@
-// kscope/counters/breakdown.hpp — a rollup metric as the parts it is made of, so that a
+// kscope/evidence/breakdown.hpp — a rollup metric as the parts it is made of, so that a
 // program that gets one counter pass per call (per-scope counters, counters/scope_counters.hpp)
 // still measures the speed-of-light throughputs the bench's .counters() measure.
 //
@@ -8,7 +8,7 @@
 // metric), and most parts fit one pass. So each part is measured in some call (the one-pass
 // groups rotate over a scope's calls) and the rollup is put back together per kernel: the
 // maximum of its parts at each kernel position of the call, then the kernel-time-weighted
-// mean over the positions, the bench's aggregation (counters/metrics.hpp, counter_aggregate).
+// mean over the positions, the bench's aggregation (evidence/metrics.hpp, counter_aggregate).
 // The tensor pipe's FLOPs per source type work the same way with a sum: the fp16 count
 // (2 passes alone on GH100) is the HMMA counts (per destination type) plus the HGMMA count.
 // A part that does not fit one pass on the device leaves its rollup unmeasured (a note

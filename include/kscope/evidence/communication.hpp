@@ -1,8 +1,8 @@
-// kscope/activity/communication.hpp — which kernels are communication (NCCL), not compute.
+// kscope/evidence/communication.hpp — which kernels are communication (NCCL), not compute.
 //
 // A phase breakdown can then say "decode: 70 % compute, 30 % all-reduce": the attribution
 // classifies each kernel name once, on first sight, and keeps the communication kernels'
-// time and busy union apart (node_gpu_activity::comm_*, activity.hpp).
+// time and busy union apart (node_gpu_activity::comm_*, activity_results.hpp).
 #pragma once
 
 #include "../core/config.hpp"

@@ -1,4 +1,4 @@
-// kscope/serving/gpu_time.hpp — where the GPU's time went, per scope and per call, and
+// kscope/evidence/gpu_time.hpp — where the GPU's time went, per scope and per call, and
 // where it idled: HTA's temporal breakdown, online, with kernels attributed by the scope
 // that launched them (correlation id), not by time overlap.
 //
@@ -53,7 +53,7 @@
 //     window's start: part of the window's GPU activity is gone, not idle, so busy_ns, each
 //     scope's gpu_ns, share_of_gpu and kernel_count are unknown too (totals_known false) and
 //     only the idle gaps after gpu_known_from_ns are listed.
-//   - tracing in windows (gpu_time_input::traced, activity/trace_windows.hpp): the GPU's
+//   - tracing in windows (gpu_time_input::traced, evidence/trace_windows.hpp): the GPU's
 //     activity is known inside the traced windows only, and within a window only from the
 //     start of its first GPU record on: work launched before the window opened may still
 //     run at its start and made no record, so the time before that first record is
@@ -66,8 +66,8 @@
 #pragma once
 
 #include "../core/stats.hpp"
-#include "../activity/results.hpp"
-#include "../activity/trace_windows.hpp"
+#include "activity_results.hpp"
+#include "trace_windows.hpp"
 #include "../scope/host_interval.hpp"
 
 #include <algorithm>

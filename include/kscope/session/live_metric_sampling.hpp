@@ -1,7 +1,7 @@
-// kscope/pm_sampling/live.hpp — PM samples (metric_sampler.hpp) shared among the
-// program's scopes while it runs: the sampler's windows, the activity collector's kernel
-// intervals and pm_sampling/samples.hpp's attribution, held together with a fixed memory
-// footprint however long the program runs.
+// kscope/session/live_metric_sampling.hpp — PM samples (pm_sampling/sampler.hpp) shared among
+// the program's scopes while it runs: the sampler's windows, the activity collector's kernel
+// intervals and evidence/pm_samples.hpp's attribution, held together with a fixed memory
+// footprint however long the program runs. It joins two features, so it is the session's.
 //
 //   auto live = std::make_shared<kscope::live_metric_sampling>();
 //   if (!live->start())                                    // sampler + interval sink
@@ -30,11 +30,11 @@
 
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
-#include "samples.hpp"
+#include "../evidence/pm_samples.hpp"
 #include "../core/detail/fork_guard.hpp"
 #include "../activity/attribution.hpp"
 #include "../activity/collector.hpp"
-#include "sampler.hpp"
+#include "../pm_sampling/sampler.hpp"
 
 #include <algorithm>
 #include <chrono>

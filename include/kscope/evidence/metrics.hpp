@@ -1,4 +1,4 @@
-// kscope/counters/metrics.hpp — hardware-counter values and what they say: the metric catalog,
+// kscope/evidence/metrics.hpp — hardware-counter values and what they say: the metric catalog,
 // FLOPs from instruction counts, aggregation per scope, metric-name checks, the measured
 // (hierarchical) roofline and the classification of a slow scope from evidence.
 //
@@ -365,7 +365,7 @@ KSCOPE_DECL std::vector<std::string> pipe_metric_names() {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// What per-scope counters collect by default (scope_counters.hpp): the default set, the
+// What per-scope counters collect by default (counters/scope_counters.hpp): the default set, the
 // pipe utilisations and the issue rate. Metrics that need several passes alone
 // (sm__throughput, the memory throughput rollups) cannot be had in the one pass a running
 // program's call gets; plan_one_pass_groups() takes their one-pass stand-ins (catalog
@@ -410,7 +410,7 @@ template <class PassCount>
       continue;
     }
     // A rollup with a known breakdown on this chip: its parts, one pass each, and the
-    // rollup put back together from them (counters/breakdown.hpp, counter_aggregate).
+    // rollup put back together from them (evidence/breakdown.hpp, counter_aggregate).
     if (const metric_breakdown* parts = find_breakdown(name, chip)) {
       std::vector<std::string> unmeasurable;
       for (const std::string& part : parts->parts) {
@@ -642,7 +642,7 @@ class counter_aggregate {
 
   aggregated_metric finish(const running_metric& r) const;
 
-  // The rollups put back together from their parts (counters/breakdown.hpp), for those not
+  // The rollups put back together from their parts (evidence/breakdown.hpp), for those not
   // measured themselves. A busiest-part rollup is exact only where every call had the same
   // kernels (a kernel's parts, measured in different calls, are matched by position in the
   // call); otherwise it is left out, and the classification uses its lower-bound stand-ins.
@@ -1077,7 +1077,7 @@ KSCOPE_DECL std::vector<std::string> closest_suffixes(std::string_view suffix) {
 
 // Checks one metric name against the names a device offers (base names from the profiler
 // host API, or full names). Known: the name itself is listed, or its base is and its
-// suffix follows the metric grammar (counters/detail/metric_names.hpp). Otherwise the
+// suffix follows the metric grammar (evidence/detail/metric_names.hpp). Otherwise the
 // message says what is wrong and lists up to 3 close names.
 //   auto c = kscope::check_metric_name("dram__byte_read.sum", bases);
 //   // c.message: "unknown metric 'dram__byte_read.sum'; did you mean dram__bytes_read.sum?"
@@ -1283,7 +1283,7 @@ struct measured_roofline {
 
   [[nodiscard]] const level_point* find(memory_level level) const noexcept;
 
-  // The chart point of one level ("decode (L2)"), for plot.hpp; nullopt without FLOPs or
+  // The chart point of one level ("decode (L2)"), for report/plot.hpp; nullopt without FLOPs or
   // without that level.
   [[nodiscard]] std::optional<roof_point> chart_point(memory_level level, const std::string& label) const;
 };

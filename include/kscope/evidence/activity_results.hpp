@@ -1,4 +1,4 @@
-// kscope/activity/results.hpp — what the attribution hands out: GPU activity per node,
+// kscope/evidence/activity_results.hpp — what the attribution hands out: GPU activity per node,
 // the top-kernels table, counters and recent events.
 //
 // Plain data (no CUDA, no CUPTI, no attribution machinery), so the report and trace
@@ -10,7 +10,7 @@
 #pragma once
 
 #include "../core/config.hpp"
-#include "records.hpp"
+#include "activity_records.hpp"
 #include "trace_windows.hpp"
 
 #include <algorithm>
@@ -237,7 +237,7 @@ struct attribution_counters {
   std::uint64_t distinct_kernels_over_cap = 0;  // calls folded into "(other kernels)"
   std::uint64_t nodes_over_cap = 0;          // records of nodes past max_nodes -> (unscoped)
   std::uint64_t devices_over_cap = 0;        // kernels on a node's 65th+ device: no device split
-  // CUDA graphs (graph_nodes.hpp): records launched by a graph, and what their capture
+  // CUDA graphs (activity/graph_nodes.hpp): records launched by a graph, and what their capture
   // lookup found. graph_records = same scope + built_elsewhere + unknown.
   std::uint64_t graph_records = 0;           // kernels, copies, memsets with a graph node id
   std::uint64_t graph_built_elsewhere = 0;   // capture-time scope known, not the launch's: in graph_capture
@@ -263,7 +263,7 @@ struct attribution_counters {
   std::uint64_t graph_replays_held = 0;
 };
 
-// One GPU record kept for the trace (trace.hpp), on kscope's clock: the record's header
+// One GPU record kept for the trace (report/trace.hpp), on kscope's clock: the record's header
 // (launch, place, time) plus who launched it and what it was.
 // `name` points into storage owned by the gpu_attribution that produced the event (kernel
 // names are kept for its whole life), or to a string literal.

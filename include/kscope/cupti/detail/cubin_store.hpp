@@ -1,4 +1,4 @@
-// kscope/warp_stalls/detail/cubin_store.hpp — copies of the cubins of loaded modules, kept so that
+// kscope/cupti/detail/cubin_store.hpp — copies of the cubins of loaded modules, kept so that
 // the hottest PCs of a warp-stall pass can be given their source file and line.
 //
 // Why a store: cuptiGetSassToSourceCorrelation maps (cubin, function, PC offset) to a file
@@ -10,7 +10,7 @@
 //
 // Who feeds it: CUPTI allows one callback subscriber per process. When kscope's activity
 // collector holds it, the collector enables MODULE_LOADED and hands every module here
-// (collector.hpp, on_api_callback). Otherwise profile_warp_stalls subscribes for the
+// (activity/collector.hpp, on_api_callback). Otherwise profile_warp_stalls subscribes for the
 // duration of its work (module_load_subscription below). A module loaded while neither
 // watched is never seen (CUDA's default lazy loading loads a module at the first launch of
 // one of its kernels, so: before the collector started, or between two passes), and the
@@ -30,15 +30,14 @@
 //   detail::cubin_ref cubin = store.find(pc.cubin_crc);
 //   if (cubin) ... cuptiGetSassToSourceCorrelation(cubin.bytes->data(), ...);
 //
-// The store, the ELF check and the lookup rules (find_source_line) are plain C++, tested on
-// the CPU with made-up CRCs (tests/warp_stalls_test.cpp); the CUPTI calls are in the
-// KSCOPE_HAS_CUBIN_CAPTURE part (cupti_pcsampling.h, CUDA 11.3 and later; functions
-// resolved with dlsym, CUPTI never linked).
+// The store and the ELF check are plain C++, tested on the CPU with made-up CRCs
+// (tests/warp_stalls_test.cpp; the lookup rules, find_source_line, are warp_stalls/collect.hpp's);
+// the CUPTI calls are in the KSCOPE_HAS_CUBIN_CAPTURE part (cupti_pcsampling.h, CUDA 11.3 and
+// later; functions resolved with dlsym, CUPTI never linked).
 #pragma once
 
-#include "../stalls.hpp"
 #include "../../core/detail/once.hpp"
-#include "../../cupti/detail/api.hpp"
+#include "api.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -328,43 +327,6 @@ struct sass_source {
   std::uint32_t line = 0;  // 0 likewise
   std::string error;       // why the call failed
 };
-
-// The source line of one PC: its module's cubin from the store, then `correlate(cubin,
-// symbol, pc_offset)` -> sass_source. Without the cubin: dropped (the store lost it), not
-// seen (module loads were watched, so it loaded before), or not watched. With it: resolved;
-// no line info when the call succeeds without a line and the cubin has no line table, or
-// fails and the cubin has none; no line for the PC when the table exists but lacks it.
-// `error` receives the failed call's words.
-template <class Correlate>
-[[nodiscard]] source_line find_source_line(cubin_store& store, module_watch watch, const warp_stall_pc& pc,
-                                           Correlate&& correlate, std::string* error = nullptr) {
-  source_line out;
-  if (watch == module_watch::unavailable || pc.cubin_crc == 0 || pc.symbol.empty()) {
-    out.status = source_line_status::unavailable;
-    return out;
-  }
-  const cubin_ref cubin = store.find(pc.cubin_crc);
-  if (!cubin) {
-    out.status = store.lost(pc.cubin_crc)          ? source_line_status::module_dropped
-                 : watch == module_watch::watched ? source_line_status::module_not_seen
-                                                   : source_line_status::module_not_watched;
-    return out;
-  }
-  const sass_source s = correlate(*cubin.bytes, pc.symbol, pc.pc_offset);
-  if (s.ok && s.line > 0 && !s.file.empty()) {
-    out.status = source_line_status::resolved;
-    out.file = s.file;
-    out.line = s.line;
-  } else if (cubin.line_info == cubin_line_info::absent || (s.ok && cubin.line_info == cubin_line_info::unknown)) {
-    out.status = source_line_status::no_line_info;
-  } else if (s.ok) {
-    out.status = source_line_status::no_line_for_pc;
-  } else {
-    out.status = source_line_status::lookup_failed;
-    if (error != nullptr) *error = s.error;
-  }
-  return out;
-}
 
 // A file name from CUPTI's two parts: the directory is prepended to a relative file.
 [[nodiscard]] KSCOPE_DECL std::string join_source_path(const char* dir, const char* file);

@@ -1,6 +1,6 @@
-// kscope/counters/cost.hpp — what the per-scope counters' profiled calls cost the program:
+// kscope/evidence/counter_cost.hpp — what the per-scope counters' profiled calls cost the program:
 // plain data and its one-line description, shared by the sampler that measures it
-// (scope_counters.hpp) and the report section that prints it (report.hpp).
+// (counters/scope_counters.hpp) and the report section that prints it (counter_report.hpp).
 #pragma once
 
 #include "../core/config.hpp"

@@ -1,8 +1,8 @@
-// kscope/activity/records.hpp — kscope's own copies of the CUPTI activity records it uses.
+// kscope/evidence/activity_records.hpp — kscope's own copies of the CUPTI activity records it uses.
 //
 // Pure C++ (no CUDA, no CUPTI headers): the collector turns each CUpti_Activity into one
 // of these plain records (detail/parse.hpp) and the attribution consumes them
-// (attribution.hpp); the CPU tests build them by hand. Keeping CUPTI's structs out of
+// (activity/attribution.hpp); the CPU tests build them by hand. Keeping CUPTI's structs out of
 // here is what lets the attribution and its tests compile on a machine without CUDA.
 #pragma once
 
@@ -195,7 +195,7 @@ struct sync_record : activity_header {
 struct graph_record : activity_header {};
 
 // GPU work of one node on one device over [start_ns, end_ns), kscope's clock: what the
-// attribution hands a kernel_interval_sink (attribution.hpp) for every kernel, copy,
+// attribution hands a kernel_interval_sink (activity/attribution.hpp) for every kernel, copy,
 // memset and graph replay it applies; PM sampling shares its samples by these.
 struct kernel_interval {
   std::int64_t start_ns = 0;

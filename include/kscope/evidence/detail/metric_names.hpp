@@ -1,5 +1,5 @@
-// kscope/counters/detail/metric_names.hpp — the grammar of hardware-counter metric names and
-// the distance between two names, for counters/metrics.hpp's name checks and suggestions.
+// kscope/evidence/detail/metric_names.hpp — the grammar of hardware-counter metric names and
+// the distance between two names, for evidence/metrics.hpp's name checks and suggestions.
 //
 // A metric name is a base metric, a rollup and optionally a submetric:
 //     dram__bytes_read . sum . per_second

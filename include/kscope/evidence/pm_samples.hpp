@@ -1,4 +1,4 @@
-// kscope/pm_sampling/samples.hpp — GPU-wide metric samples (CUPTI PM sampling) shared out
+// kscope/evidence/pm_samples.hpp — GPU-wide metric samples (CUPTI PM sampling) shared out
 // among the scopes whose kernels ran while each sample was taken.
 //
 // Pure arithmetic, no CUDA: the samples come from pm_sampling/sampler.hpp (or, in the
@@ -49,9 +49,9 @@
 // clock) before they get here: sample_clock_map maps the CUPTI / GPU timeline onto it.
 #pragma once
 
-#include "../activity/records.hpp"  // kernel_interval
-#include "../activity/trace_windows.hpp"
-#include "../counters/metrics.hpp"
+#include "activity_records.hpp"  // kernel_interval
+#include "trace_windows.hpp"
+#include "metrics.hpp"
 #include "../core/detail/reservoir.hpp"
 #include "../core/detail/stats_math.hpp"
 
@@ -77,7 +77,7 @@ namespace kscope {
 using sampled_node = std::uint32_t;
 
 // kernel_interval (GPU work of one node on one device) is the activity feature's
-// (activity/records.hpp): the collector hands each one over as it attributes it.
+// (evidence/activity_records.hpp): the collector hands each one over as it attributes it.
 
 // One sample as stored: its interval and a pointer to its values (metric order).
 struct metric_sample_view {
@@ -513,7 +513,7 @@ class sampled_metrics {
   // Folds everything pending, as if every interval had arrived (the end of a run).
   void attribute_all();
 
-  // Tracing in windows (activity/trace_windows.hpp): the kernel intervals given are only
+  // Tracing in windows (evidence/trace_windows.hpp): the kernel intervals given are only
   // those of these windows, in time order; samples folded from now on count busy and idle
   // within them (the header's rules). Unset: kernels are known all the time.
   void set_traced(std::optional<std::vector<traced_interval>> windows) { traced_ = std::move(windows); }
@@ -998,7 +998,7 @@ KSCOPE_DECL sampled_metric_columns sampled_metric_columns::of(const std::vector<
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
-// What limited a scope, from its sampled means: the classification of counters/metrics.hpp
+// What limited a scope, from its sampled means: the classification of evidence/metrics.hpp
 // on the values PM sampling gives (no replay, so no per-level bytes, instruction mix or
 // occupancy). Same thresholds: idle ≥ launch_idle_share of the samples its kernels
 // touched → launch/CPU-bound; a tensor pipe at the roof → compute-bound (tensor); else

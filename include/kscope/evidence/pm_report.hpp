@@ -1,18 +1,18 @@
-// kscope/pm_sampling/report.hpp — the report's section for GPU metrics sampled while
-// the program ran (PM sampling, pm_sampling/live.hpp): the data as the report holds it,
-// and its text and JSON printers. report.hpp includes this header; the session fills it.
+// kscope/evidence/pm_report.hpp — the report's section for GPU metrics sampled while the
+// program ran (PM sampling, session/live_metric_sampling.hpp): the data as the report holds
+// it, and its text and JSON printers. report/data.hpp includes this header; the session fills it.
 //
 // The text, per scope with samples: its sample count, the idle share of the samples its
 // kernels touched, the time-weighted mean of each metric (a count as a rate per second),
 // then the per-call distributions of step scopes. What the samples say limits a scope
-// (pm_sampling/samples.hpp: classify_sampled) is evidence for its one verdict
+// (evidence/pm_samples.hpp: classify_sampled) is evidence for its one verdict
 // (verdict/scope_verdict.hpp), which the report prints; this section prints no conclusion. Device-wide numbers come first, losses last.
 #pragma once
 
 #include "../core/detail/json_writer.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/text_escape.hpp"
-#include "samples.hpp"
+#include "pm_samples.hpp"
 #include "../core/roofline.hpp"  // format_si
 #include "../core/detail/text_layout.hpp"
 
