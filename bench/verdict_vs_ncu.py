@@ -20,7 +20,7 @@ states, not from kscope's code:
     CSV holds (STALL_FAMILIES), as a share of all its reasons.
 Agreement: the same class and, for memory and compute, the same unit; for latency, the same
 top stall when both sides have stalls. Two of kscope's documented rules
-(counters/metrics.hpp) can name another unit than "the highest"; a row they explain is
+(evidence/metrics.hpp) can name another unit than "the highest"; a row they explain is
 marked yes* with the rule, so it is never silently counted as a plain agreement.
 Exit status: 0 when every row agrees (yes or yes*), 1 otherwise, 2 on bad input.
 """

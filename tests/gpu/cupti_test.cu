@@ -547,7 +547,7 @@ TEST_CASE("a graph captured in scope \"build\" and replayed in \"replay\": the r
   cudaStreamDestroy(stream);
 }
 
-// Tracing in windows (activity/trace_windows.hpp): after pauses and resumes, each window's
+// Tracing in windows (evidence/trace_windows.hpp): after pauses and resumes, each window's
 // eager kernels, graph replays and host waits go to the scope that launched them, nothing
 // launched between windows makes a record, and no record is left unattributed. (On an H100
 // with the launch callbacks switched off during pauses, every record after the first resume

@@ -5,10 +5,10 @@
 // through the very same functions. This header holds gpu_attribution and includes the
 // pieces it is built from, so including it gives the whole CUPTI data model:
 //
-//   records.hpp               kernel / memcpy / memset records, unscoped_node
+//   evidence/activity_records.hpp  kernel / memcpy / memset records, unscoped_node
 //   correlation.hpp           the launch table and THE lookup rule (find_launch)
 //   graph_nodes.hpp           CUDA graph node -> the scope that built it (capture time)
-//   communication.hpp         which kernels are NCCL communication
+//   evidence/communication.hpp     which kernels are NCCL communication
 //   activity.hpp              the results: per-node activity, kernel summaries, counters
 //   detail/interval_union.hpp busy time as a union of intervals
 //   detail/kernel_table.hpp   per-kernel-name statistics (the top-kernels table)
@@ -85,7 +85,7 @@ struct attribution_options {
 //   auto r = attribution.report();
 //   r.find(3)->kernel_count;                 // 1
 // Receives every attributed kernel, copy and memset interval as the attribution applies
-// it (the PM-sample attribution in pm_sampling/live.hpp). Called under the collector's
+// it (the PM-sample attribution in session/live_metric_sampling.hpp). Called under the collector's
 // attribution lock from CUPTI's buffer thread: add_interval must be quick, take no kscope
 // lock other than its own and never call back into the collector.
 class kernel_interval_sink {

@@ -178,7 +178,7 @@ class cupti_collector {
   // Flushes (forced), disables the activity kinds and unsubscribes. Data stays readable.
   void stop() noexcept;
 
-  // Tracing in windows (trace_windows.hpp): stops tracing until resume_tracing(): the
+  // Tracing in windows (evidence/trace_windows.hpp): stops tracing until resume_tracing(): the
   // activity kinds are disabled, so a launch gets no record, and its callbacks are off
   // unless cupti_options::pause_callbacks says otherwise (options.hpp says why); the
   // subscription stays, and so do the resource callbacks (graph nodes built, modules loaded:
@@ -756,7 +756,7 @@ class cupti_collector {
   bool graph_trace_paused_ = false;  // guarded by graph_toggle_mutex_: tracing paused, keep graph trace off
   bool graph_trace_was_on_ = false;  // guarded by graph_toggle_mutex_: graph_trace_on_ before the pause
   bool graph_hooks_enabled_ = false;  // the graph launch's callbacks were enabled at start
-  // Tracing in windows (trace_windows.hpp). paused_, the log and the toggle counts are
+  // Tracing in windows (evidence/trace_windows.hpp). paused_, the log and the toggle counts are
   // guarded by control_mutex_; the thread's wake-up by window_thread_mutex_, which is held
   // with no other kscope lock.
   bool paused_ = false;

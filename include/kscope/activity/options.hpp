@@ -84,7 +84,7 @@ struct cupti_options {
   std::uint32_t graph_first = 2;    // sampled: each graph's first replays traced per node
   std::uint32_t graph_every = 100;  // sampled: then every k-th replay (0: no more)
   std::uint32_t flush_period_ms = 0;  // > 0: cuptiActivityFlushPeriod; 0: CUPTI's heuristics
-  // Tracing in windows (trace_windows.hpp): trace for windows.window_ms out of every
+  // Tracing in windows (evidence/trace_windows.hpp): trace for windows.window_ms out of every
   // windows.period_ms, paused in between by a thread of the collector's. Off (0) by default:
   // every launch is traced. Windows on a timer also need window_thread (below): without it
   // the collector traces every launch and says why.
