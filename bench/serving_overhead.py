@@ -42,6 +42,8 @@ import subprocess
 import sys
 import time
 
+from process_layout import no_randomization_prefix
+
 # Workloads: closed loop (each client sends its next request when its last is done), so
 # steps run back to back at a full batch; sizes give a run of about a second.
 VARIANTS = {
@@ -111,25 +113,6 @@ def parse_config(text):
     return name, env, bare
 
 
-_no_randomization = None
-
-
-def no_randomization_works():
-    """Whether `setarch <arch> -R` runs here (a container's seccomp filter may refuse it): every
-    run then lays its process out alike (session 15's eager baseline moved 0.81-1.45 between
-    rounds)."""
-    global _no_randomization
-    if _no_randomization is None:
-        _no_randomization = False
-        if shutil.which("setarch"):
-            try:
-                _no_randomization = subprocess.run(["setarch", os.uname().machine, "-R", "true"],
-                                                   capture_output=True, timeout=10).returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                pass
-    return _no_randomization
-
-
 def run_once(binary, args, env_extra, timeout, log_path, pin=""):
     env = dict(os.environ)
     for key in ("KSCOPE_CUPTI", "KSCOPE_METRIC_SAMPLING", "KSCOPE_COUNTERS", "KSCOPE_PRODUCTION",
@@ -139,8 +122,7 @@ def run_once(binary, args, env_extra, timeout, log_path, pin=""):
     start = time.monotonic()
     try:
         prefix = ["taskset", "-c", pin] if pin else []
-        if no_randomization_works():
-            prefix += ["setarch", os.uname().machine, "-R"]
+        prefix += no_randomization_prefix()
         p = subprocess.run(prefix + [binary] + args + ["--quiet"], env=env, capture_output=True, text=True,
                            timeout=timeout)
         out, code = p.stdout + p.stderr, p.returncode

@@ -57,6 +57,8 @@ import subprocess
 import sys
 import time
 
+from process_layout import no_randomization_prefix
+
 SIZE = 4096          # elements per tensor
 BLOCKS = 5           # block scopes per step
 CHAIN = 7            # 4-op chains per half block
@@ -296,23 +298,6 @@ def parse_config(text):
     return name, env, untimed
 
 
-_no_randomization = None
-
-
-def no_randomization_works():
-    """Whether `setarch <arch> -R` runs here (a container's seccomp filter may refuse it)."""
-    global _no_randomization
-    if _no_randomization is None:
-        _no_randomization = False
-        if shutil.which("setarch"):
-            try:
-                _no_randomization = subprocess.run(["setarch", os.uname().machine, "-R", "true"],
-                                                   capture_output=True, timeout=10).returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                pass
-    return _no_randomization
-
-
 def run_child(python, name, env_extra, a, log_path, pin, timeout):
     env = dict(os.environ)
     for key in CLEARED:
@@ -324,8 +309,8 @@ def run_child(python, name, env_extra, a, log_path, pin, timeout):
     # between processes of one run (+-22 %), wider than most of what is measured here.
     env.setdefault("PYTHONHASHSEED", "0")
     cmd = [python, os.path.abspath(__file__), "--child", "--steps", str(a.steps), "--warmup", str(a.warmup)]
-    if a.fixed_layout and no_randomization_works():
-        cmd = ["setarch", os.uname().machine, "-R"] + cmd
+    if a.fixed_layout:
+        cmd = no_randomization_prefix() + cmd
     if pin:
         cmd = ["taskset", "-c", pin] + cmd
     start = time.monotonic()
@@ -432,7 +417,7 @@ def main():
         pin = "2-7" if shutil.which("taskset") and (os.cpu_count() or 0) >= 8 else ""
     print(f"torch_overhead: {OPS_PER_STEP} ops and {SCOPES_PER_STEP} scopes per step, {SIZE} floats per tensor; "
           f"{a.warmup} warm-up + {a.steps} timed steps per run; {a.rounds} rounds; pinned to '{pin or 'none'}'; "
-          f"address randomization {'off' if a.fixed_layout and no_randomization_works() else 'on'}, PYTHONHASHSEED=0; "
+          f"address randomization {'off' if a.fixed_layout and no_randomization_prefix() else 'on'}, PYTHONHASHSEED=0; "
           f"python {a.python}", flush=True)
 
     started = time.monotonic()
