@@ -298,12 +298,17 @@ class cupti_collector {
         if (!graph_sampler_.decide(exec)) return;
         node_level_in_this_call = true;
         std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
-        if (graph_node_level_launches_++ == 0) (void)api_.activity_disable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+        if (graph_node_level_launches_.fetch_add(1, std::memory_order_acq_rel) == 0)
+          (void)api_.activity_disable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
       } else if (node_level_in_this_call) {
         node_level_in_this_call = false;
         std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
-        if (graph_node_level_launches_ > 0 && --graph_node_level_launches_ == 0 && !graph_trace_paused_)
-          (void)api_.activity_enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+        const std::uint32_t in_flight = graph_node_level_launches_.load(std::memory_order_relaxed);
+        if (in_flight > 0) {
+          // Enabled before the count drops: a graph built meanwhile reads the kind as off.
+          if (in_flight == 1 && !graph_trace_paused_) (void)api_.activity_enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+          graph_node_level_launches_.fetch_sub(1, std::memory_order_acq_rel);
+        }
       }
     } catch (...) {
       callback_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -318,12 +323,11 @@ class cupti_collector {
       if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
         // Whether CUPTI builds it with graph-level trace: not while paused, nor while a
         // node-level replay holds the kind off (graph_sampling.hpp: such a graph replayed
-        // as one record crashed CUPTI).
-        bool graph_trace_on = false;
-        {
-          std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
-          graph_trace_on = graph_trace_on_.load(std::memory_order_acquire) && graph_node_level_launches_ == 0;
-        }
+        // as one record crashed CUPTI). Read without graph_toggle_mutex_: this runs inside
+        // CUPTI's callback while another thread may hold that lock and wait in CUPTI. Both
+        // flags say "off" from before the kind goes off until after it is back on.
+        const bool graph_trace_on = graph_trace_on_.load(std::memory_order_acquire) &&
+                                    graph_node_level_launches_.load(std::memory_order_acquire) == 0;
         graph_sampler_.graph_exec_created(exec, graph_trace_on);
       } else {
         graph_sampler_.graph_exec_destroyed(exec);
@@ -572,7 +576,7 @@ class cupti_collector {
     graph_sampler_.configure(graph_tracing::node, options_.graph_first, options_.graph_every);
     {
       std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
-      graph_node_level_launches_ = 0;  // a launch in flight at an earlier stop() left it counted
+      graph_node_level_launches_.store(0, std::memory_order_release);  // a launch in flight at an earlier stop() left it counted
     }
     graph_hooks_enabled_ = false;
     graph_trace_paused_ = false;
@@ -667,7 +671,7 @@ class cupti_collector {
       std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
       graph_trace_paused_ = true;
       graph_trace_was_on_ = graph_trace_on_.exchange(false, std::memory_order_acq_rel);
-      graph_node_level_launches_ = 0;  // a launch in flight finds graph-level trace off and leaves it be
+      graph_node_level_launches_.store(0, std::memory_order_release);  // a launch in flight finds graph-level trace off and leaves it be
       for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_disable(kind) == CUPTI_SUCCESS && ok;
     }
     if (options_.pause_callbacks) set_launch_callbacks(0);
@@ -752,7 +756,8 @@ class cupti_collector {
   graph_replay_sampler graph_sampler_;
   std::atomic<bool> graph_trace_on_{false};
   std::mutex graph_toggle_mutex_;  // a leaf: taken in the graph launch's callback, nothing inside
-  std::uint32_t graph_node_level_launches_ = 0;  // guarded by graph_toggle_mutex_
+  // Changed under graph_toggle_mutex_; atomic so that the graph-built callback reads it unlocked.
+  std::atomic<std::uint32_t> graph_node_level_launches_{0};
   bool graph_trace_paused_ = false;  // guarded by graph_toggle_mutex_: tracing paused, keep graph trace off
   bool graph_trace_was_on_ = false;  // guarded by graph_toggle_mutex_: graph_trace_on_ before the pause
   bool graph_hooks_enabled_ = false;  // the graph launch's callbacks were enabled at start
