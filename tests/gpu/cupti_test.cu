@@ -58,6 +58,23 @@ __global__ void graph_step_a(float* x) { x[threadIdx.x] += 1.0f; }
 __global__ void graph_step_b(float* x) { x[threadIdx.x] *= 2.0f; }
 __global__ void graph_step_c(float* x) { x[threadIdx.x] -= 1.0f; }
 
+// A non-blocking stream and the 256 floats the step graphs work on, released at scope exit
+// (a failed REQUIRE included).
+struct graph_workspace {
+  cudaStream_t stream = nullptr;
+  float* x = nullptr;
+  graph_workspace() {
+    REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  }
+  ~graph_workspace() {
+    cudaFree(x);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  graph_workspace(const graph_workspace&) = delete;
+  graph_workspace& operator=(const graph_workspace&) = delete;
+};
+
 // A graph of graph_step_a, graph_step_b and (when `kernels` is 3) graph_step_c on `x`,
 // captured on `stream` and instantiated.
 struct step_graph {
@@ -185,10 +202,9 @@ TEST_CASE("4 threads x 2 streams x nested scopes x 1000 kernels: all attributed 
 TEST_CASE("a 3-kernel CUDA graph launched 10 times: 30 kernels in its node, graph ids kept") {
   KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
-  cudaStream_t stream;
-  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  float* x = nullptr;
-  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  const graph_workspace workspace;
+  cudaStream_t stream = workspace.stream;
+  float* x = workspace.x;
   const auto [graph, exec] = capture_step_graph(stream, x, 3);
   constexpr kscope::node_id graph_node = 5000;
   {
@@ -224,8 +240,6 @@ TEST_CASE("a 3-kernel CUDA graph launched 10 times: 30 kernels in its node, grap
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  cudaFree(x);
-  cudaStreamDestroy(stream);
 }
 
 TEST_CASE("a cuBLAS GEMM inside a scope is attributed to it") {
@@ -468,10 +482,9 @@ TEST_CASE("a graph captured in scope \"build\" and replayed in \"replay\": the r
                         c.status().message);
   MESSAGE("collector: " << c.status().message);
   REQUIRE_MESSAGE(c.status().graph_capture, "graph-node callbacks not enabled: " << c.status().message);
-  cudaStream_t stream;
-  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  float* x = nullptr;
-  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  const graph_workspace workspace;
+  cudaStream_t stream = workspace.stream;
+  float* x = workspace.x;
   const std::uint64_t graph_records_before = c.snapshot().activity.counters.graph_records;
 
   // Two graphs, both captured inside "build" (host scopes: a stream scope would record
@@ -543,8 +556,6 @@ TEST_CASE("a graph captured in scope \"build\" and replayed in \"replay\": the r
     cudaGraphExecDestroy(execs[g]);
     cudaGraphDestroy(graphs[g]);
   }
-  cudaFree(x);
-  cudaStreamDestroy(stream);
 }
 
 // Tracing in windows (evidence/trace_windows.hpp): after pauses and resumes, each window's
@@ -555,10 +566,9 @@ TEST_CASE("a graph captured in scope \"build\" and replayed in \"replay\": the r
 TEST_CASE("tracing paused and resumed: each window's work goes to its scope, nothing between windows") {
   KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
-  cudaStream_t stream;
-  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  float* x = nullptr;
-  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  const graph_workspace workspace;
+  cudaStream_t stream = workspace.stream;
+  float* x = workspace.x;
   const auto [graph, exec] = capture_step_graph(stream, x, 2);
   const kscope::cupti_snapshot before = flushed_snapshot();
   constexpr int windows = 4;
@@ -623,8 +633,6 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
   MESSAGE(w.describe() << "; " << events << " events in distinct " << correlations.size() << " correlations");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  cudaFree(x);
-  cudaStreamDestroy(stream);
 }
 
 // A graph instantiated while tracing is paused and replayed after the resume, as a serving
@@ -634,10 +642,9 @@ TEST_CASE("tracing paused and resumed: each window's work goes to its scope, not
 TEST_CASE("a graph built while tracing is paused: replayed after the resume, node by node") {
   KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
   auto& c = collector();
-  cudaStream_t stream;
-  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  float* x = nullptr;
-  REQUIRE_CUDA(cudaMalloc(&x, 256 * sizeof(float)));
+  const graph_workspace workspace;
+  cudaStream_t stream = workspace.stream;
+  float* x = workspace.x;
   const kscope::cupti_snapshot before = flushed_snapshot();
   REQUIRE(c.pause_tracing());
   const auto [graph, exec] = capture_step_graph(stream, x, 3);
@@ -665,6 +672,4 @@ TEST_CASE("a graph built while tracing is paused: replayed after the resume, nod
                   snap.status.message);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  cudaFree(x);
-  cudaStreamDestroy(stream);
 }
