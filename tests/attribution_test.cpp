@@ -1400,6 +1400,36 @@ TEST_CASE("graph-level trace on: node-level replays wait for a reference span, i
   CHECK(r.find(4)->kernel_ns - r.find(4)->scaled_kernel_ns == 60000);
 }
 
+TEST_CASE("graph-level trace on: replays of a graph never traced as one record are counted at once") {
+  // A graph built while tracing was paused (or before the collector started) is traced node
+  // by node for good: the collector marks its launches, and the attribution counts them as
+  // they come instead of holding them for a reference span that never comes (on an H100 six
+  // such replays were in no figure at all). A replay not marked still waits.
+  gpu_attribution a;
+  a.set_graph_level_trace(true);
+  for (std::uint32_t c = 50; c <= 57; ++c) a.launches().record_launch(c, 9, 0);
+  for (std::uint32_t c = 50; c <= 55; ++c) a.unreferenced_replays().record_launch(c, 1, 0);
+  for (std::uint32_t c = 50; c <= 55; ++c) node_level_replay(a, c, 1000000 * c);
+  auto r = a.report();
+  const kscope::node_gpu_activity* n = r.find(9);
+  REQUIRE(n != nullptr);
+  CHECK(n->kernel_count == 18);
+  CHECK(n->kernel_ns == 18 * 10000);
+  CHECK(n->scaled_kernel_count == 0);
+  CHECK(r.counters.graph_replays_unreferenced == 6);
+  CHECK(r.counters.graph_replays_held == 0);
+  CHECK(r.counters.graph_replays_retimed == 0);
+  bool said = false;
+  for (const std::string& w : r.warnings) said = said || w.find("6 CUDA-graph replays of graphs CUPTI saw built without") == 0;
+  CHECK(said);
+  // Graph 5 replayed again, not marked (its replays may yet be traced as one record): held.
+  node_level_replay(a, 56, 90000000);
+  r = a.report();
+  CHECK(r.counters.graph_replays_held == 1);
+  CHECK(r.find(9)->kernel_count == 18);
+  CHECK(r.counters.graph_replays_unreferenced == 6);
+}
+
 TEST_CASE("graph-level trace on: a replay's kernels over several buffers, the reference from another scope") {
   // Scope 7 replays graph 5 twice node by node (both with CUPTI's offset) and never as one
   // record; scope 8 replays it as one record. Replay 30's last kernel arrives after that

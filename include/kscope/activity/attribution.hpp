@@ -124,6 +124,13 @@ class gpu_attribution {
   // moved back by the excess (graph_replays_retimed) before it is counted anywhere.
   void set_graph_level_trace(bool on) noexcept { graph_level_trace_ = graph_level_trace_ || on; }
 
+  // The launches of graph replays that no replay traced as one record will ever check: their
+  // graph was built before the collector started, or while graph-level trace was off (the
+  // program had paused tracing), so CUPTI traces it node by node only. The collector records
+  // them at the launch (lock-free, as launches()); their kernels are counted as they come
+  // instead of waiting for a reference that never comes (graph_replays_unreferenced).
+  [[nodiscard]] correlation_table& unreferenced_replays() noexcept { return unreferenced_; }
+
   // Dispatches on r.kind.
   void add(const activity_record& r);
 
@@ -231,6 +238,7 @@ class gpu_attribution {
     // go (a later buffer) get the same one.
     std::uint32_t released_correlation = 0;
     bool released_as_one_record = false;  // it was counted as one record (below)
+    std::uint32_t unreferenced_correlation = 0;  // the latest replay counted unreferenced
     // The most kernels a node-level replay of this graph brought: a replay with fewer lost
     // some (under PM sampling CUPTI stamped one kernel of a replay to end before it began,
     // and offset the others unevenly).
@@ -445,6 +453,7 @@ class gpu_attribution {
 
   attribution_options options_;
   correlation_table table_;
+  correlation_table unreferenced_{4096};  // a few thousand replays in flight at most
   graph_node_table graph_nodes_;
   attribution_counters counters_{};
   std::unordered_map<node_id, node_accumulator> nodes_;
@@ -536,6 +545,14 @@ KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, laun
   std::uint64_t over_cap = 0;  // counted when the replay is applied
   graph_accumulator* g = acc.graph_for(k.graph_id, over_cap);
   if (g == nullptr) return false;
+  if (k.correlation_id != 0 && unreferenced_.find(k.correlation_id).status == correlation_table::lookup_status::found) {
+    // No reference will come for this graph: counted now, as CUPTI stamped it.
+    if (k.correlation_id != g->unreferenced_correlation) {
+      g->unreferenced_correlation = k.correlation_id;
+      ++counters_.graph_replays_unreferenced;
+    }
+    return false;
+  }
   if (k.correlation_id != 0 && k.correlation_id == g->released_correlation) {
     if (g->released_as_one_record) return true;  // inside that record's estimate already
     // A kernel of a replay already let go, from a later buffer: shifted like the rest of it.
@@ -1383,6 +1400,10 @@ KSCOPE_DECL std::vector<std::string> gpu_attribution::warnings(const attribution
   say(c.graph_replays_held,
       " CUDA-graph replays traced node by node wait for a replay of their graph traced as one record "
       "to check their timestamps: not in any figure yet");
+  say(c.graph_replays_unreferenced,
+      " CUDA-graph replays of graphs CUPTI saw built without graph-level trace (before the collector "
+      "started, or while tracing was paused) were traced node by node, as CUPTI stamped them: no replay "
+      "of theirs traced as one record checks their timestamps");
   say(c.graph_nodes_evicted,
       " graph nodes were forgotten by the full graph-node table (raise "
       "attribution_options::graph_node_capacity)");

@@ -260,7 +260,7 @@ class cupti_collector {
       const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
       if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
                                                                   cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz))) {
-        global().on_graph_launch(*data);
+        global().on_graph_launch(*data, attribution);
         if (!global().options_.driver_api_callbacks) return;  // hooked for the graph decision only
       }
       if (data->callbackSite != CUPTI_API_ENTER) return;
@@ -284,7 +284,7 @@ class cupti_collector {
   // (a count under graph_toggle_mutex_), so no replay finds it switched back early; a
   // replay launched by another thread inside that window is traced node by node too,
   // which its records say (the attribution counts what it got, not what was decided).
-  void on_graph_launch(const CUpti_CallbackData& data) noexcept {
+  void on_graph_launch(const CUpti_CallbackData& data, gpu_attribution& attribution) noexcept {
     thread_local bool node_level_in_this_call = false;
     if (!graph_trace_on_.load(std::memory_order_acquire)) {
       node_level_in_this_call = false;  // stopped meanwhile: nothing to switch back
@@ -295,7 +295,11 @@ class cupti_collector {
         // cuGraphLaunch(hGraphExec, hStream): the executable graph is the first parameter.
         const void* const* params = static_cast<const void* const*>(data.functionParams);
         const auto exec = params != nullptr ? reinterpret_cast<std::uintptr_t>(params[0]) : std::uintptr_t{0};
-        if (!graph_sampler_.decide(exec)) return;
+        const graph_replay_sampler::replay_decision decision = graph_sampler_.decide_replay(exec);
+        // Before CUPTI can deliver a record of it: the attribution then counts its kernels
+        // as they come rather than holding them for a check that never comes.
+        if (decision.never_one_record) attribution.unreferenced_replays().record_launch(data.correlationId, 1, 0);
+        if (!decision.node_level) return;
         node_level_in_this_call = true;
         std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
         if (graph_node_level_launches_.fetch_add(1, std::memory_order_acq_rel) == 0)

@@ -60,8 +60,17 @@ class graph_replay_sampler {
   // CUPTI's GRAPHEXEC_DESTROY_STARTING: a later graph may reuse the handle.
   void graph_exec_destroyed(std::uintptr_t exec);
 
-  // At a graph launch: true when this replay is to be traced node by node.
-  [[nodiscard]] bool decide(std::uintptr_t exec);
+  // At a graph launch: whether this replay is traced node by node, and whether its graph is
+  // never traced as one record (built unwatched or with graph-level trace off), so that no
+  // replay traced as one record will come to check its node-level replays' timestamps
+  // against (the attribution counts those as they come: gpu_attribution::unreferenced_replays).
+  struct replay_decision {
+    bool node_level = true;
+    bool never_one_record = false;
+  };
+  [[nodiscard]] replay_decision decide_replay(std::uintptr_t exec);
+  // decide_replay(exec).node_level.
+  [[nodiscard]] bool decide(std::uintptr_t exec) { return decide_replay(exec).node_level; }
 
   // The lock, for the owner to register with the fork guard (core/detail/fork_guard.hpp)
   // when the sampler lives as long as the process (the collector's does; a test's does not).
@@ -113,9 +122,10 @@ KSCOPE_DECL void graph_replay_sampler::graph_exec_destroyed(std::uintptr_t exec)
   graphs_.erase(exec);
 }
 
-KSCOPE_DECL bool graph_replay_sampler::decide(std::uintptr_t exec) {
+KSCOPE_DECL auto graph_replay_sampler::decide_replay(std::uintptr_t exec) -> replay_decision {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (mode_ == graph_tracing::node) return true;
+  // Node mode: graph-level trace is never on, so no replay waits for a check.
+  if (mode_ == graph_tracing::node) return {true, false};
   auto it = graphs_.find(exec);
   if (it == graphs_.end()) {
     make_room();
@@ -126,9 +136,9 @@ KSCOPE_DECL bool graph_replay_sampler::decide(std::uintptr_t exec) {
   if (!e.created_seen) {
     ++unknown_graph_replays_;
     if (e.built_paused) ++built_paused_replays_;
-    return true;
+    return {true, true};
   }
-  if (mode_ == graph_tracing::graph) return false;
+  if (mode_ == graph_tracing::graph) return {false, false};
   bool node_level = n <= first_;
   if (!node_level && every_ > 0) {
     const std::uint64_t k = n - first_;
@@ -136,7 +146,7 @@ KSCOPE_DECL bool graph_replay_sampler::decide(std::uintptr_t exec) {
     node_level = early_power_of_two || k % every_ == 0;
   }
   if (node_level) ++node_level_replays_; else ++graph_level_replays_;
-  return node_level;
+  return {node_level, false};
 }
 
 KSCOPE_DECL auto graph_replay_sampler::decisions() const -> counts {

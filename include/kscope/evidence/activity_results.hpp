@@ -261,6 +261,10 @@ struct attribution_counters {
   std::uint64_t graph_replays_incomplete = 0;
   std::uint64_t graph_replays_unchecked = 0;
   std::uint64_t graph_replays_held = 0;
+  // Node-level replays of graphs CUPTI never traces as one record (built before the collector
+  // started, or while graph-level trace was off): counted as they came, with no reference
+  // span to check their timestamps against.
+  std::uint64_t graph_replays_unreferenced = 0;
 };
 
 // One GPU record kept for the trace (report/trace.hpp), on kscope's clock: the record's header
