@@ -22,6 +22,7 @@ compiled with KSCOPE_DISABLE):
   production  KSCOPE_PRODUCTION=1 (the production preset)
   production-steps    the preset, tracing 1 step of every 100: the engine pauses and resumes
                       CUPTI between steps on its own thread (serving --trace-steps 1/100)
+  collector-steps     the collector (no PM sampling) with the engine's windows, 1 step of 100
   production-steady   the preset with windows on the collector's timer thread, scaled to the
                       run (10 ms every 1 s; window_thread=1: a probe, it crashed on an H100)
   collector-paused    the collector paused after 1 ms by its timer thread (a probe)
@@ -76,11 +77,15 @@ BASE_CONFIGS = {
     # The preset with the engine's own windows: 1 % of the steps traced, paused between steps
     # on the launching thread (the way windows gave true records on an H100).
     "production-steps": {"KSCOPE_PRODUCTION": "1", "ARGS": "--trace-steps 1/100"},
+    # The collector alone with the engine's windows (no PM sampling): against production-steps
+    # it prices the preset's sampling, against collector-paused the traced 1 %.
+    "collector-steps": {"ARGS": "--trace-steps 1/100"},
 }
 
 STEP_LINE = re.compile(r"step time\s+mean ([0-9.]+) us\s+p50 ([0-9.]+) us\s+p99 ([0-9.]+) us\s+max ([0-9.]+) us\s+"
                        r"\((\d+) steady steps of (\d+)\)")
-WORK_LINE = re.compile(r"GPU work per step\s+([0-9.]+) kernels, ([0-9.]+) copies")
+# "1.0 copies" or, in windows, "1.0 device-to-host copies".
+WORK_LINE = re.compile(r"GPU work per step\s+([0-9.]+) kernels, ([0-9.]+) (?:[a-z-]+ )?copies")
 ATTRIBUTION = re.compile(r"attribution: (\d+) records in (\d+) ms of CPU")
 
 
