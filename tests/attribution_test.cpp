@@ -1704,6 +1704,64 @@ TEST_CASE("tracing in windows: the grid, its boundaries and the options") {
   CHECK(c.windows.period_ms == 5000);
 }
 
+TEST_CASE("tracing in windows of steps: the grid, the toggles at each close, the options and the log's line") {
+  using toggle = kscope::step_window_schedule::toggle;
+  kscope::step_window_schedule s({2, 5});  // steps 0-1, 5-6, 10-11, ... traced
+  std::vector<toggle> got;
+  for (int i = 0; i < 11; ++i) got.push_back(s.step_closed());
+  // After step 1 (the second traced): pause; after step 4: resume; after 6: pause; after 9: resume.
+  const std::vector<toggle> want{toggle::none, toggle::pause, toggle::none, toggle::none, toggle::resume,
+                                 toggle::none, toggle::pause, toggle::none, toggle::none, toggle::resume, toggle::none};
+  CHECK(got == want);
+  CHECK(s.steps() == 11);
+  CHECK(s.traced(0));
+  CHECK(s.traced(6));
+  CHECK_FALSE(s.traced(7));
+  CHECK(kscope::step_window_options{1, 100}.traced_share() == doctest::Approx(0.01));
+  // 1 of 2: a pause and a resume at every close.
+  kscope::step_window_schedule half({1, 2});
+  CHECK(half.step_closed() == toggle::pause);
+  CHECK(half.step_closed() == toggle::resume);
+  // Not windowed: never a toggle.
+  for (const kscope::step_window_options o : {kscope::step_window_options{}, kscope::step_window_options{3, 3},
+                                               kscope::step_window_options{0, 10}, kscope::step_window_options{5, 2}}) {
+    CHECK_FALSE(o.windowed());
+    kscope::step_window_schedule always(o);
+    for (int i = 0; i < 4; ++i) CHECK(always.step_closed() == toggle::none);
+    CHECK(always.traced(12345));
+  }
+
+  kscope::cupti_options c;
+  CHECK_FALSE(c.trace_steps.windowed());  // the collector alone traces every step
+  CHECK(kscope::apply_cupti_options_text("trace_steps=1/100,step_scope= decode ", c).empty());
+  CHECK(c.trace_steps.window_steps == 1);
+  CHECK(c.trace_steps.period_steps == 100);
+  CHECK(c.step_scope == "decode");
+  const auto problems = kscope::apply_cupti_options_text("trace_steps=5/5,trace_steps=x/3,trace_steps=0/9,trace_steps=2", c);
+  CHECK(problems.size() == 4);
+  CHECK(c.trace_steps.window_steps == 1);  // each refused item left it as it was
+  CHECK(kscope::apply_cupti_options_text("trace_steps=off", c).empty());
+  CHECK_FALSE(c.trace_steps.windowed());
+
+  // The log's line names the steps and the scope; the time grid is not claimed.
+  constexpr std::int64_t ms = 1000000;
+  kscope::trace_window_log log;
+  log.configure({}, 0);
+  log.configure_steps({1, 100}, "decode");
+  log.begin(0);
+  log.end(10 * ms);
+  log.begin(990 * ms);
+  log.end(1000 * ms);
+  kscope::trace_window_summary w = log.summary(1500 * ms);
+  w.steps_closed = 150;
+  CHECK(w.windowed);
+  CHECK(w.windows == 2);
+  const std::string line = w.describe();
+  CHECK(line.find("2 windows of 1 step every 100 (steps: calls of 'decode', 150 so far)") != std::string::npos);
+  CHECK(line.find("0.02 s of 1.50 s (1.3 %)") != std::string::npos);
+  CHECK(line.find(" ms every") == std::string::npos);
+}
+
 TEST_CASE("tracing in windows: the log says what was traced, bounded, and what a figure rests on") {
   constexpr std::int64_t ms = 1000000;
   kscope::trace_window_log log;

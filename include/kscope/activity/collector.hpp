@@ -51,6 +51,9 @@
 #include "options.hpp"
 #include "graph_sampling.hpp"
 #include "../evidence/trace_windows.hpp"
+#include "../scope/recorder.hpp"          // the step scope's node (cupti_options::step_scope)
+#include "../scope/detail/step_hook.hpp"  // windows of steps: the outermost scope's close
+#include "../scope/detail/thread_state.hpp"
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../cupti/detail/api.hpp"
@@ -525,10 +528,16 @@ class cupti_collector {
                   "(pause_tracing()/resume_tracing() from the launching thread between steps work)");
       options_.windows = {};
     }
+    if (options_.trace_steps.windowed() && options_.windows.windowed()) {
+      add_warning("cupti_options: windows of steps (trace_steps) and of time (window_ms) both set: windows of steps "
+                  "are used");
+      options_.windows = {};
+    }
     const std::int64_t began = detail::now_ns();
     window_log_.configure(options_.windows, began);
     window_log_.begin(began);
     if (options_.windows.windowed()) start_window_thread(trace_window_schedule(options_.windows, began));
+    if (options_.trace_steps.windowed()) start_step_windows();
     message_ = "CUPTI " + std::to_string(api_.version) + " (" + api_.path + "): " + kinds + " activity; " +
                (!options_.driver_api_callbacks      ? "launch callback (runtime API only)"
                 : !options_.runtime_api_callbacks ? "launch callback (driver API only)"
@@ -537,6 +546,12 @@ class cupti_collector {
                (options_.windows.windowed() ? "; traced in windows of " + detail::window_length_text(options_.windows.window_ms) +
                                                   " every " + detail::window_length_text(options_.windows.period_ms)
                                             : std::string()) +
+               (options_.trace_steps.windowed()
+                    ? "; traced in windows of " + std::to_string(options_.trace_steps.window_steps) + " step" +
+                          (options_.trace_steps.window_steps == 1 ? "" : "s") + " every " +
+                          std::to_string(options_.trace_steps.period_steps) + " (a step: a call of " +
+                          step_scope_text() + ")"
+                    : std::string()) +
                "; clock: " + to_string(clock_);
     return true;
   }
@@ -782,6 +797,22 @@ class cupti_collector {
   std::thread* window_thread_ = nullptr;
   long window_thread_pid_ = 0;
 
+  // Windows of steps (cupti_options::trace_steps): the hook at an outermost scope's close,
+  // the step scope's node (0: any outermost scope), the thread whose closes are steps (its
+  // thread state's address; null until its first close), the grid (touched by that thread
+  // only) and the steps counted.
+  void start_step_windows();
+  void stop_step_windows() noexcept;
+  static void on_outermost_close(node_id closed) noexcept;
+  std::string step_scope_text() const {
+    return options_.step_scope.empty() ? std::string("an outermost scope") : "'" + options_.step_scope + "'";
+  }
+  std::atomic<node_id> step_node_{0};
+  std::atomic<const void*> step_thread_{nullptr};
+  step_window_schedule step_schedule_;
+  std::atomic<std::uint64_t> steps_closed_{0};
+  std::atomic<bool> step_windows_on_{false};
+
   void start_window_thread(trace_window_schedule schedule);
   void stop_window_thread() noexcept;
   void window_thread_main();
@@ -859,7 +890,63 @@ KSCOPE_DECL bool cupti_collector::tracing() const noexcept { return tracing_.loa
 
 KSCOPE_DECL trace_window_summary cupti_collector::trace_windows() const {
   std::lock_guard<std::mutex> control(control_mutex_);
-  return window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
+  trace_window_summary w = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
+  w.steps_closed = steps_closed_.load(std::memory_order_relaxed);
+  return w;
+}
+
+KSCOPE_DECL void cupti_collector::start_step_windows() {
+  node_id step = 0;
+  if (!options_.step_scope.empty()) {
+    try {
+      step = recorder::global().intern(detail::root_node, options_.step_scope);
+    } catch (...) {
+      add_warning("tracing in windows of steps not started: no room for the step scope '" + options_.step_scope + "'");
+      options_.trace_steps = {};
+      return;
+    }
+  }
+  step_node_.store(step, std::memory_order_relaxed);
+  step_thread_.store(nullptr, std::memory_order_relaxed);
+  step_schedule_ = step_window_schedule(options_.trace_steps);
+  steps_closed_.store(0, std::memory_order_relaxed);
+  window_log_.configure_steps(options_.trace_steps, options_.step_scope.empty() ? "an outermost scope" : options_.step_scope);
+  step_windows_on_.store(true, std::memory_order_release);
+  detail::outermost_close_hook.store(&on_outermost_close, std::memory_order_release);
+}
+
+KSCOPE_DECL void cupti_collector::stop_step_windows() noexcept {
+  if (!step_windows_on_.exchange(false, std::memory_order_acq_rel)) return;
+  detail::outermost_close_hook.store(nullptr, std::memory_order_release);
+}
+
+// On the closing thread, after its record. Only the step thread's steps count; a toggle
+// takes the control lock (once per window edge), a step between edges takes none.
+KSCOPE_DECL void cupti_collector::on_outermost_close(node_id closed) noexcept {
+  cupti_collector& c = global();
+  if (!c.step_windows_on_.load(std::memory_order_acquire)) return;
+  const node_id step = c.step_node_.load(std::memory_order_relaxed);
+  if (step != 0 && closed != step) return;
+  const void* me = &detail::this_thread_state();
+  const void* owner = c.step_thread_.load(std::memory_order_acquire);
+  if (owner == nullptr) {
+    // The first step closed anywhere names the step thread (a race lost: the winner's).
+    if (!c.step_thread_.compare_exchange_strong(owner, me, std::memory_order_acq_rel) && owner != me) return;
+  } else if (owner != me) {
+    return;
+  }
+  c.steps_closed_.fetch_add(1, std::memory_order_relaxed);
+  const step_window_schedule::toggle next = c.step_schedule_.step_closed();
+  if (next == step_window_schedule::toggle::none) return;
+  try {
+    std::lock_guard<std::mutex> control(c.control_mutex_);
+#if KSCOPE_HAS_CUPTI
+    if (!c.step_windows_on_.load(std::memory_order_acquire)) return;  // stopped meanwhile
+    if (next == step_window_schedule::toggle::pause) (void)c.pause_locked();
+    else (void)c.resume_locked();
+#endif
+  } catch (...) {
+  }
 }
 
 KSCOPE_DECL void cupti_collector::start_window_thread(trace_window_schedule schedule) {
@@ -953,6 +1040,7 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
     std::lock_guard<std::mutex> control(control_mutex_);
     s.status = status_locked();
     windows = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
+    windows.steps_closed = steps_closed_.load(std::memory_order_relaxed);
     // Said where every printer shows the collector's status: the kernel tables, the GPU-time
     // account and the diagnosis rest on these windows only.
     if (windows.windowed) {
@@ -1143,6 +1231,7 @@ KSCOPE_DECL void cupti_collector::flush_locked(bool force) {
 
 KSCOPE_DECL void cupti_collector::stop_locked() {
   if (state_ != cupti_state::running) return;
+  stop_step_windows();
   flush_locked(true);
 #if KSCOPE_HAS_CUPTI
   teardown();

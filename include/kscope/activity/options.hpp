@@ -107,6 +107,15 @@ struct cupti_options {
   // correlation ids seen with them off came from pauses on the collector's own thread
   // (window_thread), which was wrong with them kept too.
   bool pause_callbacks = true;
+  // Tracing in windows of steps (evidence/trace_windows.hpp, step_window_options): trace
+  // trace_steps.window_steps of every trace_steps.period_steps steps, paused and resumed by
+  // the collector at a step's close, on the thread that runs the steps. A step is a call of
+  // the outermost scope named step_scope (any outermost scope when empty) on the first thread
+  // that closes one; outermost scopes of other threads are not steps. Off (0/0) by default;
+  // KSCOPE_CUPTI_OPTIONS=trace_steps=1/100,step_scope=decode. Windows in time (`windows`)
+  // are not used when these are set.
+  step_window_options trace_steps{};
+  std::string step_scope;
   // GPU timestamps put on kscope's clock by CUPTI calling kscope's clock (exact); off: CUPTI's
   // own clock plus an offset measured from paired samples at start (drifts by microseconds
   // over hours). A switch so that the overhead bench can tell whether the callback costs
@@ -234,9 +243,24 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
         (key == "window_ms" ? options.windows.window_ms : options.windows.period_ms) = static_cast<std::uint32_t>(n);
       else
         refuse(item, "milliseconds from 0 to 86400000");
+    } else if (key == "trace_steps") {
+      // W/P: W steps traced of every P; 0/0 (or "off") traces every step.
+      const std::size_t slash = value.find('/');
+      std::uint64_t window = 0, period = 0;
+      if (value == "off" || value == "0") {
+        options.trace_steps = step_window_options{};
+      } else if (slash != std::string_view::npos && detail::parse_option_count(value.substr(0, slash), 1, 1000000, window) &&
+                 detail::parse_option_count(value.substr(slash + 1), 2, 1000000, period) && window < period) {
+        options.trace_steps = step_window_options{static_cast<std::uint32_t>(window), static_cast<std::uint32_t>(period)};
+      } else {
+        refuse(item, "W/P, whole numbers with 0 < W < P <= 1000000, or off");
+      }
+    } else if (key == "step_scope") {
+      options.step_scope = std::string(value);
     } else {
       refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, timestamp_callback, graphs, graph_first, "
-                   "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, window_thread, pause_callbacks");
+                   "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, window_thread, pause_callbacks, "
+                   "trace_steps, step_scope");
     }
   }
   return problems;

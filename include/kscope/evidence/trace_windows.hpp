@@ -66,6 +66,45 @@ struct trace_window_options {
 // (cupti_options::window_thread says why they are off); a probe passes them with it.
 inline constexpr trace_window_options production_trace_windows{100, 10000};
 
+// Windows counted in steps instead of time: `window_steps` traced of every `period_steps`,
+// a step being one call of the program's step scope (cupti_options::step_scope), paused and
+// resumed at that scope's close on the thread that runs it. That thread is the one launching
+// the step's work, and between two of its steps it launches nothing: there a pause catches no
+// launch half-traced, which is where tracing in windows gave true records on an H100 (a
+// timer's thread pausing mid-step did not: cupti_options::window_thread).
+struct step_window_options {
+  std::uint32_t window_steps = 0;
+  std::uint32_t period_steps = 0;
+
+  [[nodiscard]] constexpr bool windowed() const noexcept { return window_steps > 0 && period_steps > window_steps; }
+  [[nodiscard]] constexpr double traced_share() const noexcept {
+    return windowed() ? static_cast<double>(window_steps) / static_cast<double>(period_steps) : 1.0;
+  }
+};
+
+// The step grid: step i (from 0, counted from the collector's start) is traced when
+// i mod period_steps < window_steps. The first step is traced (the collector starts
+// tracing). At each step's close it says what the next step needs.
+class step_window_schedule {
+ public:
+  enum class toggle : std::uint8_t { none, pause, resume };
+
+  step_window_schedule() = default;
+  explicit step_window_schedule(step_window_options options) noexcept : options_(options) {}
+
+  // Step `steps()` has closed: pause before the next one, resume, or leave tracing as it is.
+  [[nodiscard]] toggle step_closed() noexcept;
+  [[nodiscard]] bool traced(std::uint64_t step) const noexcept {
+    return !options_.windowed() || step % options_.period_steps < options_.window_steps;
+  }
+  [[nodiscard]] std::uint64_t steps() const noexcept { return closed_; }
+  [[nodiscard]] const step_window_options& options() const noexcept { return options_; }
+
+ private:
+  step_window_options options_{};
+  std::uint64_t closed_ = 0;
+};
+
 // One traced window on kscope's clock (detail::now_ns). An open window's end is the time
 // it was read at.
 struct traced_interval {
@@ -84,6 +123,11 @@ struct trace_window_summary {
   std::int64_t until_ns = 0;        // when this was read
   bool open = false;                // a window is open now
   std::uint64_t failed_toggles = 0; // a pause or resume CUPTI refused (then tracing stayed as it was)
+  // Windows in steps (cupti_options::trace_steps): their sizes, the step scope's name, and
+  // the steps closed so far (traced or not).
+  step_window_options steps{};
+  std::string step_scope;
+  std::uint64_t steps_closed = 0;
   // The most recent windows, oldest first (at most trace_window_log::max_kept); older ones
   // count in `windows` and traced_ns only (`forgotten` of them).
   std::vector<traced_interval> recent;
@@ -143,6 +187,9 @@ class trace_window_log {
   // The program paused tracing itself (cupti_collector::pause_tracing): windows from now on,
   // whatever the options said.
   void note_program_window() noexcept { windowed_ = true; }
+  // Windows in steps of `scope` (the collector pauses and resumes at its close; it counts
+  // the steps itself and fills trace_window_summary::steps_closed).
+  void configure_steps(step_window_options steps, std::string scope);
   [[nodiscard]] bool open() const noexcept { return open_; }
   [[nodiscard]] trace_window_summary summary(std::int64_t now_ns) const;
   // Forgets the windows before `now` (cupti_collector::reset: the aggregates start afresh,
@@ -160,6 +207,8 @@ class trace_window_log {
   bool open_ = false;
   std::int64_t open_since_ns_ = 0;
   std::uint64_t failed_toggles_ = 0;
+  step_window_options steps_{};
+  std::string step_scope_;
 };
 
 namespace detail {
@@ -183,8 +232,24 @@ KSCOPE_DECL std::int64_t trace_window_schedule::next_change_after(std::int64_t n
   return into < window_ns() ? period_start + window_ns() : period_start + period_ns();
 }
 
+KSCOPE_DECL auto step_window_schedule::step_closed() noexcept -> toggle {
+  const std::uint64_t closed = closed_++;
+  if (!options_.windowed()) return toggle::none;
+  const bool was = traced(closed), next = traced(closed + 1);
+  if (was == next) return toggle::none;
+  return next ? toggle::resume : toggle::pause;
+}
+
+KSCOPE_DECL void trace_window_log::configure_steps(step_window_options steps, std::string scope) {
+  steps_ = steps;
+  step_scope_ = std::move(scope);
+  if (steps.windowed()) windowed_ = true;
+}
+
 KSCOPE_DECL void trace_window_log::configure(trace_window_options options, std::int64_t since_ns) {
   options_ = options;
+  steps_ = step_window_options{};
+  step_scope_.clear();
   windowed_ = options.windowed();
   since_ns_ = since_ns;
   kept_.clear();
@@ -221,6 +286,8 @@ KSCOPE_DECL trace_window_summary trace_window_log::summary(std::int64_t now_ns) 
   s.until_ns = std::max(since_ns_, now_ns);
   s.open = open_;
   s.failed_toggles = failed_toggles_;
+  s.steps = steps_;
+  s.step_scope = step_scope_;
   s.forgotten = forgotten_;
   s.recent.assign(kept_.begin(), kept_.end());
   s.traced_ns = closed_ns_;
@@ -277,10 +344,17 @@ KSCOPE_DECL std::string trace_window_summary::describe() const {
     return detail::format_fixed(s, s < 10 ? 2 : s < 100 ? 1 : 0) + " s";
   };
   const std::string share = detail::format_fixed(100.0 * traced_share(), 1) + " %";
-  std::string line = "GPU activity traced in " + std::to_string(windows) + (windows == 1 ? " window" : " windows") +
-                     (options.windowed() ? " of " + detail::window_length_text(options.window_ms) + " every " +
-                                               detail::window_length_text(options.period_ms)
-                                         : std::string(" (paused and resumed by the program)")) +
+  std::string how;
+  if (steps.windowed()) {
+    const auto plural = [](std::uint64_t n, const char* one) { return std::to_string(n) + " " + one + (n == 1 ? "" : "s"); };
+    how = " of " + plural(steps.window_steps, "step") + " every " + std::to_string(steps.period_steps) + " (steps: calls of '" +
+          step_scope + "', " + std::to_string(steps_closed) + " so far)";
+  } else if (options.windowed()) {
+    how = " of " + detail::window_length_text(options.window_ms) + " every " + detail::window_length_text(options.period_ms);
+  } else {
+    how = " (paused and resumed by the program)";
+  }
+  std::string line = "GPU activity traced in " + std::to_string(windows) + (windows == 1 ? " window" : " windows") + how +
                      ": " + seconds(traced_ns) + " of " + seconds(elapsed_ns()) + " (" + share + ")";
   if (open) line += ", one open now";
   if (failed_toggles > 0) line += "; " + std::to_string(failed_toggles) + " pauses or resumes refused by CUPTI";

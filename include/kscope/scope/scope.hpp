@@ -61,6 +61,7 @@ using stream_t = void*;  // CPU-only builds accept (and ignore) a stream argumen
 
 #include "../core/detail/clock.hpp"
 #include "detail/counter_hook.hpp"
+#include "detail/step_hook.hpp"
 #include "detail/nvtx.hpp"
 #include "detail/thread_state.hpp"
 #include "recorder.hpp"
@@ -253,6 +254,18 @@ class scope {
     detail::thread_state& ts = detail::this_thread_state();
     ts.current = parent_;
     const detail::scope_record record{node_, slot_, start_ticks_, end_ticks, flops_, bytes_};
+    // A step may have ended (step_hook.hpp): after the record, so a pause there never
+    // delays it. Outermost scopes only: one compare on every other close.
+    if (KSCOPE_UNLIKELY(parent_ == detail::root_node)) {
+      push_record(ts, record);
+      if (const detail::outermost_close_hook_fn hook = detail::outermost_close_hook.load(std::memory_order_acquire))
+        hook(node_);
+      return;
+    }
+    push_record(ts, record);
+  }
+
+  static KSCOPE_FORCE_INLINE void push_record(detail::thread_state& ts, const detail::scope_record& record) noexcept {
     // Fast path: the thread's ring, reached through the thread state, with no lock.
     auto* log = static_cast<detail::thread_log*>(ts.scope_log);
     if (KSCOPE_LIKELY(log != nullptr) && KSCOPE_LIKELY(log->try_push(record))) return;
