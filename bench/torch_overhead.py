@@ -26,6 +26,8 @@ Configurations (separated by blanks; each sets the run's environment):
   scopes          kscope scopes (16 per step, host-only), KSCOPE_CUPTI=0
   collector       scopes + kscope.enable_cupti() (the activity collector, its defaults)
   production      scopes + kscope.enable_production() (the production preset)
+  collector-steps, production-steps   the same, tracing 1 step of every 100 (the library's
+                  windows of steps: KSCOPE_CUPTI_OPTIONS=trace_steps=1/100,step_scope=step)
   bare-kernel     no kscope; CUPTI alone with kernel activity only
                   (CUDA_INJECTION64_PATH=$CUPTI_ALONE_LIB, CUPTI_ALONE=kernel)
   torch-profiler  no kscope; torch.profiler.profile(activities=[CUDA]) around the loop
@@ -75,6 +77,11 @@ BASE_CONFIGS = {
     "scopes": {ENV_SCOPES: "1", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0"},
     "collector": {ENV_SCOPES: "1", ENV_COLLECT: "cupti"},
     "production": {ENV_SCOPES: "1", ENV_COLLECT: "production"},
+    # Windows of steps kept by the library (cupti_options::trace_steps): 1 step of every 100
+    # traced, paused and resumed at the close of the loop's outermost "step" scope.
+    "collector-steps": {ENV_SCOPES: "1", ENV_COLLECT: "cupti", "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step"},
+    "production-steps": {ENV_SCOPES: "1", ENV_COLLECT: "production",
+                         "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step"},
     "bare-kernel": {ENV_SCOPES: "0", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CUPTI_ALONE": "kernel"},
     "torch-profiler": {ENV_SCOPES: "0", ENV_COLLECT: "profiler", "KSCOPE_CUPTI": "0"},
     "census": {ENV_SCOPES: "1", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CENSUS": "1"},
