@@ -1760,6 +1760,13 @@ TEST_CASE("tracing in windows of steps: the grid, the toggles at each close, the
   CHECK(line.find("2 windows of 1 step every 100 (steps: calls of 'decode', 150 so far)") != std::string::npos);
   CHECK(line.find("0.02 s of 1.50 s (1.3 %)") != std::string::npos);
   CHECK(line.find(" ms every") == std::string::npos);
+  // None named: not found yet, then found at run time; the line says which.
+  log.configure_steps({1, 100}, "", true);
+  CHECK(log.summary(1500 * ms).describe().find("no step scope found yet, every launch traced") != std::string::npos);
+  log.configure_steps({1, 100}, "step", true);
+  CHECK(log.summary(1500 * ms).describe().find(
+            "calls of 'step', found as the first outermost scope to launch GPU work at two closes, 0 so far") !=
+        std::string::npos);
 }
 
 TEST_CASE("tracing in windows: the log says what was traced, bounded, and what a figure rests on") {

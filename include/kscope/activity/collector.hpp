@@ -62,6 +62,8 @@
 #include "../core/detail/env_switch.hpp"
 #include "../device/availability.hpp"  // probe_gpu(): no GPU, said once, in words
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -804,8 +806,10 @@ class cupti_collector {
   void start_step_windows();
   void stop_step_windows() noexcept;
   static void on_outermost_close(node_id closed) noexcept;
+  void find_step_scope(node_id closed) noexcept;
   std::string step_scope_text() const {
-    return options_.step_scope.empty() ? std::string("an outermost scope") : "'" + options_.step_scope + "'";
+    return options_.step_scope.empty() ? std::string("the outermost scope found to repeat with GPU work")
+                                       : "'" + options_.step_scope + "'";
   }
   std::atomic<node_id> step_node_{0};
   std::atomic<const void*> step_thread_{nullptr};
@@ -906,11 +910,11 @@ KSCOPE_DECL void cupti_collector::start_step_windows() {
       return;
     }
   }
-  step_node_.store(step, std::memory_order_relaxed);
+  step_node_.store(step, std::memory_order_release);
   step_thread_.store(nullptr, std::memory_order_relaxed);
   step_schedule_ = step_window_schedule(options_.trace_steps);
   steps_closed_.store(0, std::memory_order_relaxed);
-  window_log_.configure_steps(options_.trace_steps, options_.step_scope.empty() ? "an outermost scope" : options_.step_scope);
+  window_log_.configure_steps(options_.trace_steps, options_.step_scope, /*found=*/false);
   step_windows_on_.store(true, std::memory_order_release);
   detail::outermost_close_hook.store(&on_outermost_close, std::memory_order_release);
 }
@@ -925,8 +929,9 @@ KSCOPE_DECL void cupti_collector::stop_step_windows() noexcept {
 KSCOPE_DECL void cupti_collector::on_outermost_close(node_id closed) noexcept {
   cupti_collector& c = global();
   if (!c.step_windows_on_.load(std::memory_order_acquire)) return;
-  const node_id step = c.step_node_.load(std::memory_order_relaxed);
-  if (step != 0 && closed != step) return;
+  const node_id step = c.step_node_.load(std::memory_order_acquire);
+  if (step == 0) return c.find_step_scope(closed);
+  if (closed != step) return;
   const void* me = &detail::this_thread_state();
   const void* owner = c.step_thread_.load(std::memory_order_acquire);
   if (owner == nullptr) {
@@ -947,6 +952,39 @@ KSCOPE_DECL void cupti_collector::on_outermost_close(node_id closed) noexcept {
 #endif
   } catch (...) {
   }
+}
+
+// No step scope named: the step is the first outermost scope that closes twice on one
+// thread with launches in it each time (a scope run once, such as loading a model, is not a
+// step; one that launched nothing, such as waiting for requests, is not either). Until it is
+// found every launch is traced; its second close is its first step counted.
+KSCOPE_DECL void cupti_collector::find_step_scope(node_id closed) noexcept {
+  struct seen_here {
+    std::uint32_t launches_at_last_close = 0;
+    std::array<node_id, 8> launched_in{};  // outermost scopes that launched at a close
+    std::size_t count = 0;
+  };
+  thread_local seen_here seen;
+  detail::thread_state& ts = detail::this_thread_state();
+  const bool launched = ts.launches_seen != seen.launches_at_last_close;
+  seen.launches_at_last_close = ts.launches_seen;
+  if (!launched) return;
+  const auto end = seen.launched_in.begin() + static_cast<std::ptrdiff_t>(seen.count);
+  if (std::find(seen.launched_in.begin(), end, closed) == end) {
+    if (seen.count < seen.launched_in.size()) seen.launched_in[seen.count++] = closed;
+    return;
+  }
+  node_id none = 0;
+  const void* no_thread = nullptr;
+  if (!step_thread_.compare_exchange_strong(no_thread, &ts, std::memory_order_acq_rel)) return;  // another thread's
+  if (!step_node_.compare_exchange_strong(none, closed, std::memory_order_acq_rel)) return;
+  try {
+    const std::string name = recorder::global().node_name(closed);
+    std::lock_guard<std::mutex> control(control_mutex_);
+    window_log_.configure_steps(options_.trace_steps, name, /*found=*/true);
+  } catch (...) {
+  }
+  on_outermost_close(closed);  // its first step
 }
 
 KSCOPE_DECL void cupti_collector::start_window_thread(trace_window_schedule schedule) {

@@ -207,6 +207,7 @@ KSCOPE_DECL void record_launch_from_this_thread(correlation_table& table,
   if (last.correlation_id == correlation_id && last.table == &table) return;
   last = {&table, correlation_id};
   detail::thread_state& state = detail::this_thread_state();
+  ++state.launches_seen;
   // Inside a call the per-scope counters profile, the launch is marked: its records are
   // replayed work, kept out of the aggregates (attribution.hpp: profiled()).
   const std::uint32_t thread = detail::profiled_depth > 0 ? (state.thread_index | profiled_launch_bit) : state.thread_index;

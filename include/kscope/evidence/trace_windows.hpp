@@ -126,7 +126,8 @@ struct trace_window_summary {
   // Windows in steps (cupti_options::trace_steps): their sizes, the step scope's name, and
   // the steps closed so far (traced or not).
   step_window_options steps{};
-  std::string step_scope;
+  std::string step_scope;          // empty: no step scope named, none found yet
+  bool step_scope_found = false;   // found at run time, not named by the program
   std::uint64_t steps_closed = 0;
   // The most recent windows, oldest first (at most trace_window_log::max_kept); older ones
   // count in `windows` and traced_ns only (`forgotten` of them).
@@ -188,8 +189,9 @@ class trace_window_log {
   // whatever the options said.
   void note_program_window() noexcept { windowed_ = true; }
   // Windows in steps of `scope` (the collector pauses and resumes at its close; it counts
-  // the steps itself and fills trace_window_summary::steps_closed).
-  void configure_steps(step_window_options steps, std::string scope);
+  // the steps itself and fills trace_window_summary::steps_closed); `found`: the collector
+  // found the scope at run time (empty: not yet).
+  void configure_steps(step_window_options steps, std::string scope, bool found = false);
   [[nodiscard]] bool open() const noexcept { return open_; }
   [[nodiscard]] trace_window_summary summary(std::int64_t now_ns) const;
   // Forgets the windows before `now` (cupti_collector::reset: the aggregates start afresh,
@@ -209,6 +211,7 @@ class trace_window_log {
   std::uint64_t failed_toggles_ = 0;
   step_window_options steps_{};
   std::string step_scope_;
+  bool step_scope_found_ = false;
 };
 
 namespace detail {
@@ -240,9 +243,10 @@ KSCOPE_DECL auto step_window_schedule::step_closed() noexcept -> toggle {
   return next ? toggle::resume : toggle::pause;
 }
 
-KSCOPE_DECL void trace_window_log::configure_steps(step_window_options steps, std::string scope) {
+KSCOPE_DECL void trace_window_log::configure_steps(step_window_options steps, std::string scope, bool found) {
   steps_ = steps;
   step_scope_ = std::move(scope);
+  step_scope_found_ = found;
   if (steps.windowed()) windowed_ = true;
 }
 
@@ -288,6 +292,7 @@ KSCOPE_DECL trace_window_summary trace_window_log::summary(std::int64_t now_ns) 
   s.failed_toggles = failed_toggles_;
   s.steps = steps_;
   s.step_scope = step_scope_;
+  s.step_scope_found = step_scope_found_;
   s.forgotten = forgotten_;
   s.recent.assign(kept_.begin(), kept_.end());
   s.traced_ns = closed_ns_;
@@ -347,8 +352,13 @@ KSCOPE_DECL std::string trace_window_summary::describe() const {
   std::string how;
   if (steps.windowed()) {
     const auto plural = [](std::uint64_t n, const char* one) { return std::to_string(n) + " " + one + (n == 1 ? "" : "s"); };
-    how = " of " + plural(steps.window_steps, "step") + " every " + std::to_string(steps.period_steps) + " (steps: calls of '" +
-          step_scope + "', " + std::to_string(steps_closed) + " so far)";
+    how = " of " + plural(steps.window_steps, "step") + " every " + std::to_string(steps.period_steps) + " (steps: ";
+    if (step_scope.empty())
+      how += "no step scope found yet, every launch traced until one is: an outermost scope that repeats with GPU work)";
+    else
+      how += "calls of '" + step_scope + "'" +
+             (step_scope_found ? ", found as the first outermost scope to launch GPU work at two closes" : "") + ", " +
+             std::to_string(steps_closed) + " so far)";
   } else if (options.windowed()) {
     how = " of " + detail::window_length_text(options.window_ms) + " every " + detail::window_length_text(options.period_ms);
   } else {

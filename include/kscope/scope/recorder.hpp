@@ -309,6 +309,9 @@ class recorder {
 
   // ---- used by scopes (kscope::scope, kscope::range); not for direct use -----------------
   node_id intern(node_id parent, std::string_view name, bool cross_thread = false);
+  // A node's own name ("" for an id never handed out). Takes the scope side's lock: not for
+  // hot paths.
+  [[nodiscard]] std::string node_name(node_id node);
   // The calling thread's (parent, name) -> node cache; null once the thread has exited
   // (or out of memory), when intern() is the way.
   detail::node_cache* this_thread_names() noexcept;
@@ -470,6 +473,11 @@ KSCOPE_DECL recorder::recorder() {
 // ---- implementation ------------------------------------------------------------------
 
 #if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string recorder::node_name(node_id node) {
+  scope_side_lock lock(*this);
+  return node < nodes_.size() ? nodes_[node].name : std::string();
+}
+
 KSCOPE_DECL node_id recorder::intern(node_id parent, std::string_view name, bool cross_thread) {
   std::string key;
   key.reserve(name.size() + 1);

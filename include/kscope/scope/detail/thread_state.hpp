@@ -29,6 +29,9 @@ struct thread_state {
   void* resources = nullptr;
   void* scope_log = nullptr;
   std::uint32_t thread_index = next_thread_index();  // small dense id for traces
+  // Launches the activity collector's callback saw on this thread (wraps around): the
+  // windows of steps find the program's step scope by it (activity/collector.hpp).
+  std::uint32_t launches_seen = 0;
   bool exited = false;  // the heap state was freed: record through the locked path
 
   static std::uint32_t next_thread_index() noexcept {
