@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <mutex>
+#include <utility>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -441,4 +443,57 @@ TEST_CASE("a snapshot taken while other threads record is consistent: children n
   stop = true;
   for (std::thread& t : threads) t.join();
   session.reset();
+}
+
+namespace {
+// What the step hook (scope/detail/step_hook.hpp) was called with, on which thread.
+struct outermost_closes {
+  std::mutex mutex;
+  std::vector<std::pair<kscope::node_id, std::thread::id>> calls;
+};
+outermost_closes& seen_closes() {
+  static outermost_closes s;
+  return s;
+}
+void note_outermost_close(kscope::node_id closed) noexcept {
+  std::lock_guard<std::mutex> lock(seen_closes().mutex);
+  seen_closes().calls.emplace_back(closed, std::this_thread::get_id());
+}
+}  // namespace
+
+TEST_CASE("an outermost scope's close calls the step hook, with its node, on its thread; nested closes do not") {
+  // The collector's windows of steps count steps here (activity/collector.hpp); no hook: nothing.
+  kscope::session::global().reset();
+  { KSCOPE_SCOPE("before_hook"); }
+  kscope::detail::outermost_close_hook.store(&note_outermost_close, std::memory_order_release);
+  kscope::node_id step_node = 0, inner_node = 0;
+  for (int i = 0; i < 3; ++i) {
+    kscope::scope step("hook_step");
+    step_node = step.node();
+    {
+      kscope::scope inner("hook_inner");
+      inner_node = inner.node();
+      { KSCOPE_SCOPE("hook_leaf"); }
+    }
+  }
+  std::thread other([] { kscope::scope s("hook_other_thread"); });
+  other.join();
+  kscope::detail::outermost_close_hook.store(nullptr, std::memory_order_release);
+  { KSCOPE_SCOPE("after_hook"); }
+  std::lock_guard<std::mutex> lock(seen_closes().mutex);
+  const auto& calls = seen_closes().calls;
+  REQUIRE(calls.size() == 4);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(calls[static_cast<std::size_t>(i)].first == step_node);
+    CHECK((calls[static_cast<std::size_t>(i)].second == std::this_thread::get_id()));
+  }
+  CHECK(calls[3].first != step_node);
+  CHECK(calls[3].first != inner_node);
+  CHECK((calls[3].second != std::this_thread::get_id()));
+  // Every close was still recorded (the hook runs after the record).
+  const auto snap = kscope::recorder::global().snapshot();
+  std::uint64_t step_calls = 0;
+  for (const auto& n : snap.nodes)
+    if (n.name == "hook_step") step_calls = n.calls;
+  CHECK(step_calls == 3);
 }
