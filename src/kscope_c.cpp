@@ -788,6 +788,11 @@ kscope_status kscope_scope_try_close(kscope_scope_handle scope) {
     thread_scopes& scopes = this_thread_scopes();
     if (scopes.stack.empty() || scopes.stack.back().handle != scope || scopes.stack.back().profiled)
       return KSCOPE_WOULD_BLOCK;
+    // The outermost scope's close may end a window of steps (the collector pauses or resumes
+    // CUPTI, flushing its records: scope/detail/step_hook.hpp): not with the caller's lock held.
+    if (scopes.stack.size() == 1 && scopes.stack.back().get().active() &&
+        kscope::detail::outermost_close_hook.load(std::memory_order_acquire) != nullptr)
+      return KSCOPE_WOULD_BLOCK;
     scopes.pop();
     return KSCOPE_OK;
   });

@@ -1407,16 +1407,22 @@ TEST_CASE("graph-level trace on: replays of a graph never traced as one record a
   // such replays were in no figure at all). A replay not marked still waits.
   gpu_attribution a;
   a.set_graph_level_trace(true);
-  for (std::uint32_t c = 50; c <= 57; ++c) a.launches().record_launch(c, 9, 0);
-  for (std::uint32_t c = 50; c <= 55; ++c) a.unreferenced_replays().record_launch(c, 1, 0);
-  for (std::uint32_t c = 50; c <= 55; ++c) node_level_replay(a, c, 1000000 * c);
+  for (std::uint32_t c = 50; c <= 57; ++c) a.launches().record_launch(c, 9, 3);
+  for (std::uint32_t c = 50; c <= 55; ++c) a.launches().record_launch(c, 9, 3 | kscope::unreferenced_replay_bit);
+  for (std::uint32_t c = 50; c <= 54; ++c) node_level_replay(a, c, 1000000 * c);
+  // Replay 55's kernels, then one of replay 54's from a later buffer: still six replays.
+  node_level_replay(a, 55, 1000000 * 55);
+  kernel_record late = make_kernel(54, 54000000 + 50000, 54000000 + 60000, 7, "_Z2k4v");
+  late.graph_id = 5;
+  a.add_kernel(late);
   auto r = a.report();
   const kscope::node_gpu_activity* n = r.find(9);
   REQUIRE(n != nullptr);
-  CHECK(n->kernel_count == 18);
-  CHECK(n->kernel_ns == 18 * 10000);
+  CHECK(n->kernel_count == 19);
+  CHECK(n->kernel_ns == 19 * 10000);
   CHECK(n->scaled_kernel_count == 0);
   CHECK(r.counters.graph_replays_unreferenced == 6);
+  for (const kscope::gpu_activity_event& e : r.recent) CHECK(e.thread_index == 3);  // the mark taken off
   CHECK(r.counters.graph_replays_held == 0);
   CHECK(r.counters.graph_replays_retimed == 0);
   bool said = false;
@@ -1426,7 +1432,7 @@ TEST_CASE("graph-level trace on: replays of a graph never traced as one record a
   node_level_replay(a, 56, 90000000);
   r = a.report();
   CHECK(r.counters.graph_replays_held == 1);
-  CHECK(r.find(9)->kernel_count == 18);
+  CHECK(r.find(9)->kernel_count == 19);
   CHECK(r.counters.graph_replays_unreferenced == 6);
 }
 
@@ -1619,6 +1625,31 @@ TEST_CASE("graph_replay_sampler: first replays and every k-th per graph, unknown
   s.configure(kscope::graph_tracing::graph, 2, 100);
   CHECK_FALSE(s.decide(0x2000));
   CHECK(s.decide(0x5000));  // never watched: per node even in graph mode
+}
+
+TEST_CASE("graph sampling: which replays are marked as never traced as one record") {
+  kscope::graph_replay_sampler s;
+  s.configure(kscope::graph_tracing::sampled, 2, 100);
+  s.graph_exec_created(0x1000);                          // built with graph-level trace on
+  s.graph_exec_created(0x2000, /*graph_trace_on=*/false);  // built while paused
+  for (int n = 0; n < 4; ++n) CHECK_FALSE(s.decide_replay(0x1000).never_one_record);
+  for (int n = 0; n < 4; ++n) {
+    const auto d = s.decide_replay(0x2000);
+    CHECK(d.node_level);
+    CHECK(d.never_one_record);
+  }
+  CHECK(s.decide_replay(0x3000).never_one_record);  // built before the collector watched
+  // Past the table's size it starts afresh: a graph it no longer knows may have been built
+  // with graph-level trace on, so it is traced per node but not marked.
+  for (std::uintptr_t g = 0; g < kscope::graph_replay_sampler::max_graphs + 1; ++g) s.graph_exec_created(0x100000 + g);
+  CHECK(s.decisions().table_resets == 1);
+  const auto after_reset = s.decide_replay(0x1000);
+  CHECK(after_reset.node_level);
+  CHECK_FALSE(after_reset.never_one_record);
+  // Node mode: graph-level trace never on, nothing waits for a check.
+  kscope::graph_replay_sampler node;
+  node.configure(kscope::graph_tracing::node, 2, 100);
+  CHECK_FALSE(node.decide_replay(0x2000).never_one_record);
 }
 
 TEST_CASE("KSCOPE_CUPTI_OPTIONS: every key, bad values named, the rest applied") {

@@ -124,12 +124,11 @@ class gpu_attribution {
   // moved back by the excess (graph_replays_retimed) before it is counted anywhere.
   void set_graph_level_trace(bool on) noexcept { graph_level_trace_ = graph_level_trace_ || on; }
 
-  // The launches of graph replays that no replay traced as one record will ever check: their
-  // graph was built before the collector started, or while graph-level trace was off (the
-  // program had paused tracing), so CUPTI traces it node by node only. The collector records
-  // them at the launch (lock-free, as launches()); their kernels are counted as they come
-  // instead of waiting for a reference that never comes (graph_replays_unreferenced).
-  [[nodiscard]] correlation_table& unreferenced_replays() noexcept { return unreferenced_; }
+  // Graph replays that no replay traced as one record will ever check (their graph was built
+  // before the collector started, or while graph-level trace was off: CUPTI traces it node
+  // by node only) carry unreferenced_replay_bit in their launch's thread index (the
+  // collector's mark_unreferenced_replay): their kernels are counted as they come instead of
+  // waiting for a reference that never comes (graph_replays_unreferenced).
 
   // Dispatches on r.kind.
   void add(const activity_record& r);
@@ -238,7 +237,6 @@ class gpu_attribution {
     // go (a later buffer) get the same one.
     std::uint32_t released_correlation = 0;
     bool released_as_one_record = false;  // it was counted as one record (below)
-    std::uint32_t unreferenced_correlation = 0;  // the latest replay counted unreferenced
     // The most kernels a node-level replay of this graph brought: a replay with fewer lost
     // some (under PM sampling CUPTI stamped one kernel of a replay to end before it began,
     // and offset the others unevenly).
@@ -327,6 +325,8 @@ class gpu_attribution {
   // Launched inside a call the per-scope counters profiled (correlation.hpp marks it): its
   // time includes kernel replay, so it is counted and kept out of every aggregate.
   KSCOPE_FORCE_INLINE inline bool profiled(const launch_origin& origin) noexcept;
+  // Whether the launch carries unreferenced_replay_bit; takes it off the thread index.
+  KSCOPE_FORCE_INLINE inline bool take_unreferenced_mark(launch_origin& origin) noexcept;
 
   // The one path from a record to its node: correlation_table::find_launch's rule, and
   // what each answer counts. Decided now, never revisited (see find_launch for why).
@@ -453,7 +453,6 @@ class gpu_attribution {
 
   attribution_options options_;
   correlation_table table_;
-  correlation_table unreferenced_{4096};  // a few thousand replays in flight at most
   graph_node_table graph_nodes_;
   attribution_counters counters_{};
   std::unordered_map<node_id, node_accumulator> nodes_;
@@ -469,6 +468,7 @@ class gpu_attribution {
   bool recent_full_ = false;     // recent_ holds recent_capacity events
   kernel_interval_sink* interval_sink_ = nullptr;
   bool graph_level_trace_ = false;
+  std::uint32_t last_unreferenced_correlation_ = 0;  // the newest unreferenced replay counted
   // Per CUDA graph (whichever scope replayed it), the spans of its latest replays traced as
   // one record: the reference its node-level replays are checked against (their median).
   struct graph_reference {
@@ -531,10 +531,23 @@ inline void gpu_attribution::kernel_in(const kernel_record& k) {
   ++counters_.records_seen;
   if (!valid_times(k.start_ns, k.end_ns)) return;
   ++counters_.kernel_records;
-  const launch_origin origin = origin_of(k.correlation_id, 0);
+  launch_origin origin = origin_of(k.correlation_id, 0);
   if (profiled(origin)) return;
+  const bool unreferenced = take_unreferenced_mark(origin);
   detail::kernel_stats& stats = kernels_.find_or_add(k.name, counters_.distinct_kernels_over_cap);
-  if (graph_level_trace_ && k.graph_id != 0 && hold_graph_kernel(k, origin, stats)) return;
+  if (graph_level_trace_ && k.graph_id != 0) {
+    if (KSCOPE_UNLIKELY(unreferenced)) {
+      // No reference will come for its graph: counted now, as CUPTI stamped it; each replay
+      // once (its kernels may come late and out of order: only a newer id is a new replay).
+      if (last_unreferenced_correlation_ == 0 ||
+          static_cast<std::int32_t>(k.correlation_id - last_unreferenced_correlation_) > 0) {
+        last_unreferenced_correlation_ = k.correlation_id;
+        ++counters_.graph_replays_unreferenced;
+      }
+    } else if (hold_graph_kernel(k, origin, stats)) {
+      return;
+    }
+  }
   apply_kernel(k, origin, stats);
 }
 
@@ -545,14 +558,6 @@ KSCOPE_DECL bool gpu_attribution::hold_graph_kernel(const kernel_record& k, laun
   std::uint64_t over_cap = 0;  // counted when the replay is applied
   graph_accumulator* g = acc.graph_for(k.graph_id, over_cap);
   if (g == nullptr) return false;
-  if (k.correlation_id != 0 && unreferenced_.find(k.correlation_id).status == correlation_table::lookup_status::found) {
-    // No reference will come for this graph: counted now, as CUPTI stamped it.
-    if (k.correlation_id != g->unreferenced_correlation) {
-      g->unreferenced_correlation = k.correlation_id;
-      ++counters_.graph_replays_unreferenced;
-    }
-    return false;
-  }
   if (k.correlation_id != 0 && k.correlation_id == g->released_correlation) {
     if (g->released_as_one_record) return true;  // inside that record's estimate already
     // A kernel of a replay already let go, from a later buffer: shifted like the rest of it.
@@ -735,8 +740,9 @@ inline void gpu_attribution::memcpy_in(const memcpy_record& m) {
   ++counters_.records_seen;
   if (!valid_times(m.start_ns, m.end_ns)) return;
   ++counters_.memcpy_records;
-  const launch_origin origin = origin_of(m.correlation_id, m.runtime_correlation_id);
+  launch_origin origin = origin_of(m.correlation_id, m.runtime_correlation_id);
   if (profiled(origin)) return;
+  (void)take_unreferenced_mark(origin);
   node_gpu_activity& totals = apply_transfer(m, activity_kind::memcpy, m.kind, m.bytes, origin);
   // A pageable copy is synchronous for the host whatever the API: counted there only.
   if (m.pageable()) {
@@ -750,8 +756,9 @@ inline void gpu_attribution::memset_in(const memset_record& s) {
   ++counters_.records_seen;
   if (!valid_times(s.start_ns, s.end_ns)) return;
   ++counters_.memset_records;
-  const launch_origin origin = origin_of(s.correlation_id, 0);
+  launch_origin origin = origin_of(s.correlation_id, 0);
   if (profiled(origin)) return;
+  (void)take_unreferenced_mark(origin);
   node_gpu_activity& totals = apply_transfer(s, activity_kind::memset, memcpy_kind::unknown, s.bytes, origin);
   if (s.synchronous) add_copy(totals.memset_sync, s, s.bytes);
 }
@@ -780,6 +787,7 @@ KSCOPE_DECL void gpu_attribution::add_graph(const graph_record& g) {
   ++counters_.graph_launch_records;
   launch_origin origin = origin_of(g.correlation_id, 0);
   if (profiled(origin)) return;
+  (void)take_unreferenced_mark(origin);
   node_accumulator& acc = account(g, origin);
   if (interval_sink_ != nullptr) interval_sink_->add_interval({g.start_ns, g.end_ns, origin.node, g.device});
   const std::int64_t span = g.end_ns - g.start_ns;
@@ -1025,6 +1033,12 @@ inline bool gpu_attribution::valid_times(std::int64_t start, std::int64_t end) n
     ++counters_.dropped_end_before_start;
     return false;
   }
+  return true;
+}
+
+inline bool gpu_attribution::take_unreferenced_mark(launch_origin& origin) noexcept {
+  if (origin.thread_index == unknown_thread || (origin.thread_index & unreferenced_replay_bit) == 0) return false;
+  origin.thread_index &= ~unreferenced_replay_bit;
   return true;
 }
 

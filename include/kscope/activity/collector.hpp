@@ -265,8 +265,12 @@ class cupti_collector {
       const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
       if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
                                                                   cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz))) {
-        global().on_graph_launch(*data, attribution);
-        if (!global().options_.driver_api_callbacks) return;  // hooked for the graph decision only
+        const bool unreferenced = global().on_graph_launch(*data);
+        if (data->callbackSite == CUPTI_API_ENTER && global().options_.driver_api_callbacks)
+          record_launch_from_this_thread(attribution.launches(), data->correlationId);
+        // After the store above (or the runtime call's, the same id): the mark must stay.
+        if (unreferenced) mark_unreferenced_replay_from_this_thread(attribution.launches(), data->correlationId);
+        return;
       }
       if (data->callbackSite != CUPTI_API_ENTER) return;
       record_launch_from_this_thread(attribution.launches(), data->correlationId);
@@ -289,11 +293,13 @@ class cupti_collector {
   // (a count under graph_toggle_mutex_), so no replay finds it switched back early; a
   // replay launched by another thread inside that window is traced node by node too,
   // which its records say (the attribution counts what it got, not what was decided).
-  void on_graph_launch(const CUpti_CallbackData& data, gpu_attribution& attribution) noexcept {
+  // True at API entry when no replay of this graph will be traced as one record (its
+  // launch is then marked for the attribution).
+  bool on_graph_launch(const CUpti_CallbackData& data) noexcept {
     thread_local bool node_level_in_this_call = false;
     if (!graph_trace_on_.load(std::memory_order_acquire)) {
       node_level_in_this_call = false;  // stopped meanwhile: nothing to switch back
-      return;
+      return false;
     }
     try {
       if (data.callbackSite == CUPTI_API_ENTER) {
@@ -301,14 +307,12 @@ class cupti_collector {
         const void* const* params = static_cast<const void* const*>(data.functionParams);
         const auto exec = params != nullptr ? reinterpret_cast<std::uintptr_t>(params[0]) : std::uintptr_t{0};
         const graph_replay_sampler::replay_decision decision = graph_sampler_.decide_replay(exec);
-        // Before CUPTI can deliver a record of it: the attribution then counts its kernels
-        // as they come rather than holding them for a check that never comes.
-        if (decision.never_one_record) attribution.unreferenced_replays().record_launch(data.correlationId, 1, 0);
-        if (!decision.node_level) return;
+        if (!decision.node_level) return false;
         node_level_in_this_call = true;
         std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
         if (graph_node_level_launches_.fetch_add(1, std::memory_order_acq_rel) == 0)
           (void)api_.activity_disable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+        return decision.never_one_record;
       } else if (node_level_in_this_call) {
         node_level_in_this_call = false;
         std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
@@ -322,6 +326,7 @@ class cupti_collector {
     } catch (...) {
       callback_errors_.fetch_add(1, std::memory_order_relaxed);
     }
+    return false;
   }
 
   void on_graph_exec_callback(CUpti_CallbackId cbid, const CUpti_ResourceData& data) noexcept {
@@ -516,6 +521,11 @@ class cupti_collector {
     detail::activity_tracing().store(true, std::memory_order_release);
     paused_ = false;
     tracing_.store(true, std::memory_order_release);
+    if (options_.trace_steps.windowed() && options_.windows.window_ms > 0) {
+      add_warning("cupti_options: windows of steps (trace_steps) and of time (window_ms) both set: windows of steps "
+                  "are used");
+      options_.windows = {};
+    }
     if (options_.windows.window_ms > 0 && !options_.windows.windowed())
       add_warning("cupti_options::windows: period_ms (" + std::to_string(options_.windows.period_ms) +
                   ") is not longer than window_ms (" + std::to_string(options_.windows.window_ms) +
@@ -528,11 +538,6 @@ class cupti_collector {
                   " not started: pausing CUPTI from the collector's thread gave kernel records a stale correlation "
                   "id and crashed a program capturing CUDA graphs on an H100 (CUDA 13.0); every launch is traced "
                   "(pause_tracing()/resume_tracing() from the launching thread between steps work)");
-      options_.windows = {};
-    }
-    if (options_.trace_steps.windowed() && options_.windows.windowed()) {
-      add_warning("cupti_options: windows of steps (trace_steps) and of time (window_ms) both set: windows of steps "
-                  "are used");
       options_.windows = {};
     }
     const std::int64_t began = detail::now_ns();
@@ -799,23 +804,39 @@ class cupti_collector {
   std::thread* window_thread_ = nullptr;
   long window_thread_pid_ = 0;
 
-  // Windows of steps (cupti_options::trace_steps): the hook at an outermost scope's close,
-  // the step scope's node (0: any outermost scope), the thread whose closes are steps (its
-  // thread state's address; null until its first close), the grid (touched by that thread
-  // only) and the steps counted.
+  // Windows of steps (cupti_options::trace_steps), driven from the hook at an outermost
+  // scope's close on the program's threads (scope/detail/step_hook.hpp). Level-triggered:
+  // each step counted says whether the next one is traced, and a toggle happens only where
+  // that differs from tracing_ (so the program's own pause or a refused toggle is mended at
+  // the next step). The step scope: named (compared by name until its node is known) or found
+  // at run time (find_step_scope). The step thread: the first to close a step; another takes
+  // over when no step closed for step_takeover_ns. Paused by the steps and no step for
+  // step_stale_ns: tracing resumes (and a found step scope is looked for again), so a scope
+  // taken for the step that stopped running never leaves the collector paused for good.
+  // A generation per start keeps a hook still running from an earlier start out.
   void start_step_windows();
   void stop_step_windows() noexcept;
   static void on_outermost_close(node_id closed) noexcept;
-  void find_step_scope(node_id closed) noexcept;
+  void count_step(std::uint64_t generation) noexcept;
+  void find_step_scope(node_id closed, std::uint64_t generation) noexcept;
+  void resume_if_steps_stale(std::uint64_t generation) noexcept;
+  // Toggles to `traced` under the control lock, for the run of `generation` only.
+  void set_step_tracing(bool traced, std::uint64_t generation) noexcept;
   std::string step_scope_text() const {
     return options_.step_scope.empty() ? std::string("the outermost scope found to repeat with GPU work")
                                        : "'" + options_.step_scope + "'";
   }
-  std::atomic<node_id> step_node_{0};
-  std::atomic<const void*> step_thread_{nullptr};
-  step_window_schedule step_schedule_;
-  std::atomic<std::uint64_t> steps_closed_{0};
+  static constexpr std::int64_t step_takeover_ns = 1'000'000'000;
+  static constexpr std::int64_t step_stale_ns = 2'000'000'000;
   std::atomic<bool> step_windows_on_{false};
+  std::atomic<std::uint64_t> step_generation_{0};
+  std::atomic<std::uint32_t> step_window_{0}, step_period_{0};
+  std::shared_ptr<const std::string> step_scope_name_;  // std::atomic_load/store; empty: find it
+  std::atomic<node_id> step_node_{0};                    // 0: not known yet
+  std::atomic<const void*> step_thread_{nullptr};        // the step thread's thread_state
+  std::atomic<std::uint64_t> steps_closed_{0};
+  std::atomic<std::int64_t> last_step_ns_{0};
+  std::atomic<bool> paused_by_steps_{false};
 
   void start_window_thread(trace_window_schedule schedule);
   void stop_window_thread() noexcept;
@@ -900,20 +921,17 @@ KSCOPE_DECL trace_window_summary cupti_collector::trace_windows() const {
 }
 
 KSCOPE_DECL void cupti_collector::start_step_windows() {
-  node_id step = 0;
-  if (!options_.step_scope.empty()) {
-    try {
-      step = recorder::global().intern(detail::root_node, options_.step_scope);
-    } catch (...) {
-      add_warning("tracing in windows of steps not started: no room for the step scope '" + options_.step_scope + "'");
-      options_.trace_steps = {};
-      return;
-    }
-  }
-  step_node_.store(step, std::memory_order_release);
+  // control_mutex_ held: nothing here takes the recorder's lock (it ranks below): a named
+  // step scope is matched by name in the hook, on the program's thread.
+  step_generation_.fetch_add(1, std::memory_order_acq_rel);
+  step_window_.store(options_.trace_steps.window_steps, std::memory_order_relaxed);
+  step_period_.store(options_.trace_steps.period_steps, std::memory_order_relaxed);
+  std::atomic_store(&step_scope_name_, std::make_shared<const std::string>(options_.step_scope));
+  step_node_.store(0, std::memory_order_relaxed);
   step_thread_.store(nullptr, std::memory_order_relaxed);
-  step_schedule_ = step_window_schedule(options_.trace_steps);
   steps_closed_.store(0, std::memory_order_relaxed);
+  last_step_ns_.store(detail::now_ns(), std::memory_order_relaxed);
+  paused_by_steps_.store(false, std::memory_order_relaxed);
   window_log_.configure_steps(options_.trace_steps, options_.step_scope, /*found=*/false);
   step_windows_on_.store(true, std::memory_order_release);
   detail::outermost_close_hook.store(&on_outermost_close, std::memory_order_release);
@@ -924,67 +942,113 @@ KSCOPE_DECL void cupti_collector::stop_step_windows() noexcept {
   detail::outermost_close_hook.store(nullptr, std::memory_order_release);
 }
 
-// On the closing thread, after its record. Only the step thread's steps count; a toggle
-// takes the control lock (once per window edge), a step between edges takes none.
+// On the closing thread, after its record; no kscope lock held. A step between two window
+// edges takes no lock; an edge takes the control lock once.
 KSCOPE_DECL void cupti_collector::on_outermost_close(node_id closed) noexcept {
   cupti_collector& c = global();
   if (!c.step_windows_on_.load(std::memory_order_acquire)) return;
-  const node_id step = c.step_node_.load(std::memory_order_acquire);
-  if (step == 0) return c.find_step_scope(closed);
-  if (closed != step) return;
-  const void* me = &detail::this_thread_state();
-  const void* owner = c.step_thread_.load(std::memory_order_acquire);
-  if (owner == nullptr) {
-    // The first step closed anywhere names the step thread (a race lost: the winner's).
-    if (!c.step_thread_.compare_exchange_strong(owner, me, std::memory_order_acq_rel) && owner != me) return;
-  } else if (owner != me) {
-    return;
-  }
-  c.steps_closed_.fetch_add(1, std::memory_order_relaxed);
-  const step_window_schedule::toggle next = c.step_schedule_.step_closed();
-  if (next == step_window_schedule::toggle::none) return;
+  const std::uint64_t generation = c.step_generation_.load(std::memory_order_acquire);
   try {
-    std::lock_guard<std::mutex> control(c.control_mutex_);
+    node_id step = c.step_node_.load(std::memory_order_acquire);
+    if (step == 0) {
+      const std::shared_ptr<const std::string> name = std::atomic_load(&c.step_scope_name_);
+      if (name == nullptr || name->empty()) return c.find_step_scope(closed, generation);
+      if (recorder::global().node_name(closed) != *name) return c.resume_if_steps_stale(generation);
+      node_id none = 0;
+      if (!c.step_node_.compare_exchange_strong(none, closed, std::memory_order_acq_rel) && none != closed) return;
+      step = closed;
+    }
+    if (closed != step) return c.resume_if_steps_stale(generation);
+    const void* me = &detail::this_thread_state();
+    const void* owner = c.step_thread_.load(std::memory_order_acquire);
+    if (owner != me) {
+      // The first step names the step thread; another takes over from one that stopped.
+      const bool takeover =
+          owner == nullptr || detail::now_ns() - c.last_step_ns_.load(std::memory_order_relaxed) > step_takeover_ns;
+      if (!takeover || !c.step_thread_.compare_exchange_strong(owner, me, std::memory_order_acq_rel)) return;
+    }
+    c.count_step(generation);
+  } catch (...) {
+  }
+}
+
+KSCOPE_DECL void cupti_collector::count_step(std::uint64_t generation) noexcept {
+  const std::uint64_t closed = steps_closed_.fetch_add(1, std::memory_order_relaxed) + 1;
+  last_step_ns_.store(detail::now_ns(), std::memory_order_relaxed);
+  // The next step is step number `closed` (from 0): traced where the grid says.
+  const step_window_options grid{step_window_.load(std::memory_order_relaxed), step_period_.load(std::memory_order_relaxed)};
+  const bool traced = step_window_schedule(grid).traced(closed);
+  if (traced != tracing_.load(std::memory_order_acquire)) set_step_tracing(traced, generation);
+}
+
+KSCOPE_DECL void cupti_collector::set_step_tracing(bool traced, std::uint64_t generation) noexcept {
+  try {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (!step_windows_on_.load(std::memory_order_acquire) || step_generation_.load(std::memory_order_acquire) != generation)
+      return;  // stopped, or started again, meanwhile
 #if KSCOPE_HAS_CUPTI
-    if (!c.step_windows_on_.load(std::memory_order_acquire)) return;  // stopped meanwhile
-    if (next == step_window_schedule::toggle::pause) (void)c.pause_locked();
-    else (void)c.resume_locked();
+    if (traced) {
+      (void)resume_locked();  // false where tracing already ran (the program resumed it)
+      paused_by_steps_.store(false, std::memory_order_relaxed);
+    } else if (pause_locked()) {
+      paused_by_steps_.store(true, std::memory_order_relaxed);
+    }
+#else
+    (void)traced;
 #endif
   } catch (...) {
   }
+}
+
+KSCOPE_DECL void cupti_collector::resume_if_steps_stale(std::uint64_t generation) noexcept {
+  if (!paused_by_steps_.load(std::memory_order_acquire)) return;
+  if (detail::now_ns() - last_step_ns_.load(std::memory_order_relaxed) <= step_stale_ns) return;
+  last_step_ns_.store(detail::now_ns(), std::memory_order_relaxed);
+  const std::shared_ptr<const std::string> name = std::atomic_load(&step_scope_name_);
+  if (name == nullptr || name->empty()) {
+    // The scope taken for the step stopped running: look for it again, tracing meanwhile
+    // (the launch callbacks are back on, so the search sees launches).
+    step_thread_.store(nullptr, std::memory_order_release);
+    step_node_.store(0, std::memory_order_release);
+  }
+  set_step_tracing(true, generation);
 }
 
 // No step scope named: the step is the first outermost scope that closes twice on one
 // thread with launches in it each time (a scope run once, such as loading a model, is not a
 // step; one that launched nothing, such as waiting for requests, is not either). Until it is
 // found every launch is traced; its second close is its first step counted.
-KSCOPE_DECL void cupti_collector::find_step_scope(node_id closed) noexcept {
+KSCOPE_DECL void cupti_collector::find_step_scope(node_id closed, std::uint64_t generation) noexcept {
   struct seen_here {
+    std::uint64_t generation = 0;
     std::uint32_t launches_at_last_close = 0;
-    std::array<node_id, 8> launched_in{};  // outermost scopes that launched at a close
-    std::size_t count = 0;
+    std::array<node_id, 8> launched_in{};  // outermost scopes that launched at a close, a ring
+    std::size_t count = 0, next = 0;
   };
   thread_local seen_here seen;
   detail::thread_state& ts = detail::this_thread_state();
+  if (seen.generation != generation) seen = seen_here{generation, ts.launches_seen, {}, 0, 0};
   const bool launched = ts.launches_seen != seen.launches_at_last_close;
   seen.launches_at_last_close = ts.launches_seen;
   if (!launched) return;
   const auto end = seen.launched_in.begin() + static_cast<std::ptrdiff_t>(seen.count);
   if (std::find(seen.launched_in.begin(), end, closed) == end) {
-    if (seen.count < seen.launched_in.size()) seen.launched_in[seen.count++] = closed;
+    seen.launched_in[seen.next] = closed;  // the oldest goes when full
+    seen.next = (seen.next + 1) % seen.launched_in.size();
+    seen.count = std::min(seen.count + 1, seen.launched_in.size());
     return;
   }
-  node_id none = 0;
   const void* no_thread = nullptr;
   if (!step_thread_.compare_exchange_strong(no_thread, &ts, std::memory_order_acq_rel)) return;  // another thread's
-  if (!step_node_.compare_exchange_strong(none, closed, std::memory_order_acq_rel)) return;
+  step_node_.store(closed, std::memory_order_release);
   try {
     const std::string name = recorder::global().node_name(closed);
     std::lock_guard<std::mutex> control(control_mutex_);
-    window_log_.configure_steps(options_.trace_steps, name, /*found=*/true);
+    if (step_generation_.load(std::memory_order_acquire) == generation)
+      window_log_.configure_steps(options_.trace_steps, name, /*found=*/true);
   } catch (...) {
   }
-  on_outermost_close(closed);  // its first step
+  count_step(generation);  // its first step
 }
 
 KSCOPE_DECL void cupti_collector::start_window_thread(trace_window_schedule schedule) {

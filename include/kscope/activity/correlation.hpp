@@ -196,7 +196,21 @@ inline std::size_t correlation_table::slot_of(std::uint32_t id) const noexcept {
 KSCOPE_DECL void record_launch_from_this_thread(correlation_table& table,
                                            std::uint32_t correlation_id) noexcept;
 
+// A CUDA-graph launch whose graph is never traced as one record, after
+// record_launch_from_this_thread stored it: stored again with unreferenced_replay_bit
+// (attribution.hpp counts its kernels as they come).
+KSCOPE_DECL void mark_unreferenced_replay_from_this_thread(correlation_table& table,
+                                                           std::uint32_t correlation_id) noexcept;
+
 #if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL void mark_unreferenced_replay_from_this_thread(correlation_table& table,
+                                                           std::uint32_t correlation_id) noexcept {
+  const detail::thread_state& state = detail::this_thread_state();
+  std::uint32_t thread = state.thread_index | unreferenced_replay_bit;
+  if (detail::profiled_depth > 0) thread |= profiled_launch_bit;
+  table.record_launch(correlation_id, state.current, thread);
+}
+
 KSCOPE_DECL void record_launch_from_this_thread(correlation_table& table,
                                            std::uint32_t correlation_id) noexcept {
   struct last_store {

@@ -136,7 +136,11 @@ KSCOPE_DECL auto graph_replay_sampler::decide_replay(std::uintptr_t exec) -> rep
   if (!e.created_seen) {
     ++unknown_graph_replays_;
     if (e.built_paused) ++built_paused_replays_;
-    return {true, true};
+    // Never traced as one record: certain for a graph seen built with graph-level trace off,
+    // or unseen before any reset of the table (then it was built before the collector
+    // watched). After a reset an unseen graph may have been built with it on: not marked,
+    // its node-level replays wait for a check as any other's.
+    return {true, e.built_paused || table_resets_ == 0};
   }
   if (mode_ == graph_tracing::graph) return {false, false};
   bool node_level = n <= first_;

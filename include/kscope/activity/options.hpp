@@ -247,7 +247,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
       // W/P: W steps traced of every P; 0/0 (or "off") traces every step.
       const std::size_t slash = value.find('/');
       std::uint64_t window = 0, period = 0;
-      if (value == "off" || value == "0") {
+      if (value == "off" || value == "0" || value == "0/0") {
         options.trace_steps = step_window_options{};
       } else if (slash != std::string_view::npos && detail::parse_option_count(value.substr(0, slash), 1, 1000000, window) &&
                  detail::parse_option_count(value.substr(slash + 1), 2, 1000000, period) && window < period) {

@@ -148,7 +148,9 @@ KSCOPE_C_API kscope_status kscope_scope_close(kscope_scope_handle scope);
  * KSCOPE_SCOPE_WOULD_BLOCK, having opened nothing, whenever counters are on, and
  * kscope_scope_try_close returns KSCOPE_WOULD_BLOCK, having closed nothing, for anything
  * but this thread's innermost scope unprofiled (a profiled call, a close out of order, a
- * handle not open): release the lock and make the plain call, which also names any mistake.
+ * handle not open), and for the thread's outermost scope while the collector traces in
+ * windows of steps (its close may pause or resume CUPTI): release the lock and make the
+ * plain call, which also names any mistake.
  * With counters off each costs what the plain call costs. */
 KSCOPE_C_API kscope_scope_handle kscope_scope_try_open(uint32_t site);
 KSCOPE_C_API kscope_scope_handle kscope_scope_try_open_stream(uint32_t site, uintptr_t stream);

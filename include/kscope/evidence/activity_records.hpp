@@ -26,6 +26,10 @@ inline constexpr std::uint32_t unknown_thread = std::numeric_limits<std::uint32_
 // Set in a launch's thread index when the launch ran inside a call the per-scope counters
 // profiled (kernel replay): thread indices stay far below it.
 inline constexpr std::uint32_t profiled_launch_bit = 0x80000000u;
+// Set in a CUDA-graph launch's thread index when no replay of its graph will ever be traced
+// as one record (built before the collector started, or while graph-level trace was off):
+// its node-level kernels are counted as they come, with no reference span to wait for.
+inline constexpr std::uint32_t unreferenced_replay_bit = 0x40000000u;
 
 enum class activity_kind : std::uint8_t {
   kernel,

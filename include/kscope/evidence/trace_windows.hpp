@@ -254,6 +254,7 @@ KSCOPE_DECL void trace_window_log::configure(trace_window_options options, std::
   options_ = options;
   steps_ = step_window_options{};
   step_scope_.clear();
+  step_scope_found_ = false;
   windowed_ = options.windowed();
   since_ns_ = since_ns;
   kept_.clear();
