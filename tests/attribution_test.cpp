@@ -1800,6 +1800,99 @@ TEST_CASE("tracing in windows of steps: the grid, the toggles at each close, the
         std::string::npos);
 }
 
+TEST_CASE("windows of steps: the driver's step scope, step thread, toggles, takeover and stale resume") {
+  using kscope::step_window_driver;
+  using toggle = step_window_driver::toggle;
+  constexpr std::int64_t ms = 1000000;
+  const auto names = [](kscope::node_id n) { return n == 7 ? std::string("decode") : std::string("other"); };
+  int thread_a = 0, thread_b = 0;  // their addresses stand for two threads
+  step_window_driver::thread_memory mem_a, mem_b;
+
+  step_window_driver d;
+  CHECK_FALSE(d.on());
+  d.start({1, 3}, "decode", 0);  // steps 0, 3, 6, ... traced
+  REQUIRE(d.on());
+  bool tracing = true;
+  // Another outermost scope: no step. The named one: steps counted, a toggle only at an edge.
+  auto r = d.closed(5, &thread_a, mem_a, 0, tracing, 1 * ms, names);
+  CHECK_FALSE(r.counted);
+  r = d.closed(7, &thread_a, mem_a, 0, tracing, 2 * ms, names);  // step 0 closed: step 1 untraced
+  CHECK(r.counted);
+  CHECK(r.change == toggle::pause);
+  tracing = false;
+  d.note_paused_by_steps(true);
+  // Another thread's call of the step scope: not a step while thread a keeps stepping.
+  r = d.closed(7, &thread_b, mem_b, 0, tracing, 3 * ms, names);
+  CHECK_FALSE(r.counted);
+  r = d.closed(7, &thread_a, mem_a, 0, tracing, 4 * ms, names);  // step 1 closed: step 2 untraced
+  CHECK(r.counted);
+  CHECK(r.change == toggle::none);
+  r = d.closed(7, &thread_a, mem_a, 0, tracing, 5 * ms, names);  // step 2 closed: step 3 traced
+  CHECK(r.change == toggle::resume);
+  // Level-triggered: the toggle was refused (still paused), so the next step asks again... for
+  // what step 4 needs: untraced, which is what runs: nothing to do.
+  r = d.closed(7, &thread_a, mem_a, 0, tracing, 6 * ms, names);
+  CHECK(r.change == toggle::none);
+  CHECK(d.steps() == 4);
+  // Thread a stops stepping: after a second without a step thread b takes over.
+  r = d.closed(7, &thread_b, mem_b, 0, tracing, 6 * ms + step_window_driver::takeover_ns / 2, names);
+  CHECK_FALSE(r.counted);
+  r = d.closed(7, &thread_b, mem_b, 0, tracing, 7 * ms + step_window_driver::takeover_ns, names);
+  CHECK(r.counted);
+  CHECK(d.steps() == 5);
+  // No step at all for over 2 s while paused by the steps: the next outermost close resumes.
+  d.note_paused_by_steps(true);
+  r = d.closed(5, &thread_a, mem_a, 0, false, 8 * ms + step_window_driver::takeover_ns + step_window_driver::stale_ns / 2, names);
+  CHECK(r.change == toggle::none);
+  r = d.closed(5, &thread_a, mem_a, 0, false, 9 * ms + step_window_driver::takeover_ns + step_window_driver::stale_ns, names);
+  CHECK(r.change == toggle::resume);
+  CHECK_FALSE(r.lost);  // a named scope stays the step scope
+  // Stopped: nothing.
+  d.stop();
+  CHECK_FALSE(d.closed(7, &thread_b, mem_b, 0, true, 10 * ms, names).counted);
+
+  // None named: found at run time. A scope that launched once (load) and one that launched
+  // nothing (wait) are not steps; the one that launched at two closes is, at its second.
+  step_window_driver f;
+  f.start({1, 100}, "", 0);
+  std::uint32_t launches = 0;
+  r = f.closed(2, &thread_a, mem_a, launches += 5, true, 1 * ms, names);  // load, once
+  CHECK_FALSE(r.found);
+  r = f.closed(3, &thread_a, mem_a, launches, true, 2 * ms, names);  // wait: no launch
+  CHECK_FALSE(r.found);
+  r = f.closed(4, &thread_a, mem_a, launches += 9, true, 3 * ms, names);  // step, first
+  CHECK_FALSE(r.found);
+  r = f.closed(3, &thread_a, mem_a, launches, true, 4 * ms, names);  // wait again: still no launch
+  CHECK_FALSE(r.found);
+  r = f.closed(4, &thread_a, mem_a, launches += 9, true, 5 * ms, names);  // step, second: found
+  CHECK(r.found);
+  CHECK(r.counted);
+  CHECK(r.change == toggle::pause);  // 1 of 100: the next is not traced
+  f.note_paused_by_steps(true);
+  // Another thread's repeating scope is not a step now.
+  std::uint32_t launches_b = 0;
+  CHECK_FALSE(f.closed(8, &thread_b, mem_b, launches_b += 3, false, 6 * ms, names).found);
+  CHECK_FALSE(f.closed(8, &thread_b, mem_b, launches_b += 3, false, 7 * ms, names).found);
+  // The found scope stops: after 2 s it is lost and looked for again, tracing resumed.
+  r = f.closed(8, &thread_b, mem_b, launches_b, false, 8 * ms + step_window_driver::stale_ns, names);
+  CHECK(r.lost);
+  CHECK(r.change == toggle::resume);
+  f.note_paused_by_steps(false);
+  // Thread b's scope 8 had launched at two closes already: taken at its next close with launches.
+  CHECK_FALSE(f.closed(8, &thread_b, mem_b, launches_b, true, 9 * ms + step_window_driver::stale_ns, names).found);
+  r = f.closed(8, &thread_b, mem_b, launches_b += 3, true, 10 * ms + step_window_driver::stale_ns, names);
+  CHECK(r.found);
+  CHECK(r.counted);
+  // A new start forgets each thread's search.
+  f.start({1, 100}, "", 0);
+  CHECK_FALSE(f.closed(4, &thread_a, mem_a, launches += 9, true, 1 * ms, names).found);
+  CHECK(f.closed(4, &thread_a, mem_a, launches += 9, true, 2 * ms, names).found);
+  // Not windowed: never on.
+  step_window_driver off;
+  off.start({3, 3}, "decode", 0);
+  CHECK_FALSE(off.on());
+}
+
 TEST_CASE("tracing in windows: the log says what was traced, bounded, and what a figure rests on") {
   constexpr std::int64_t ms = 1000000;
   kscope::trace_window_log log;

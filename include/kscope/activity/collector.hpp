@@ -804,39 +804,18 @@ class cupti_collector {
   std::thread* window_thread_ = nullptr;
   long window_thread_pid_ = 0;
 
-  // Windows of steps (cupti_options::trace_steps), driven from the hook at an outermost
-  // scope's close on the program's threads (scope/detail/step_hook.hpp). Level-triggered:
-  // each step counted says whether the next one is traced, and a toggle happens only where
-  // that differs from tracing_ (so the program's own pause or a refused toggle is mended at
-  // the next step). The step scope: named (compared by name until its node is known) or found
-  // at run time (find_step_scope). The step thread: the first to close a step; another takes
-  // over when no step closed for step_takeover_ns. Paused by the steps and no step for
-  // step_stale_ns: tracing resumes (and a found step scope is looked for again), so a scope
-  // taken for the step that stopped running never leaves the collector paused for good.
-  // A generation per start keeps a hook still running from an earlier start out.
+  // Windows of steps (cupti_options::trace_steps): the policy is step_window_driver's
+  // (evidence/trace_windows.hpp), fed from the hook at an outermost scope's close on the
+  // program's threads (scope/detail/step_hook.hpp); the collector applies its toggles.
   void start_step_windows();
   void stop_step_windows() noexcept;
   static void on_outermost_close(node_id closed) noexcept;
-  void count_step(std::uint64_t generation) noexcept;
-  void find_step_scope(node_id closed, std::uint64_t generation) noexcept;
-  void resume_if_steps_stale(std::uint64_t generation) noexcept;
-  // Toggles to `traced` under the control lock, for the run of `generation` only.
-  void set_step_tracing(bool traced, std::uint64_t generation) noexcept;
+  void apply_step_decision(const step_window_driver::decision& d, node_id closed) noexcept;
   std::string step_scope_text() const {
     return options_.step_scope.empty() ? std::string("the outermost scope found to repeat with GPU work")
                                        : "'" + options_.step_scope + "'";
   }
-  static constexpr std::int64_t step_takeover_ns = 1'000'000'000;
-  static constexpr std::int64_t step_stale_ns = 2'000'000'000;
-  std::atomic<bool> step_windows_on_{false};
-  std::atomic<std::uint64_t> step_generation_{0};
-  std::atomic<std::uint32_t> step_window_{0}, step_period_{0};
-  std::shared_ptr<const std::string> step_scope_name_;  // std::atomic_load/store; empty: find it
-  std::atomic<node_id> step_node_{0};                    // 0: not known yet
-  std::atomic<const void*> step_thread_{nullptr};        // the step thread's thread_state
-  std::atomic<std::uint64_t> steps_closed_{0};
-  std::atomic<std::int64_t> last_step_ns_{0};
-  std::atomic<bool> paused_by_steps_{false};
+  step_window_driver steps_;
 
   void start_window_thread(trace_window_schedule schedule);
   void stop_window_thread() noexcept;
@@ -916,29 +895,21 @@ KSCOPE_DECL bool cupti_collector::tracing() const noexcept { return tracing_.loa
 KSCOPE_DECL trace_window_summary cupti_collector::trace_windows() const {
   std::lock_guard<std::mutex> control(control_mutex_);
   trace_window_summary w = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
-  w.steps_closed = steps_closed_.load(std::memory_order_relaxed);
+  w.steps_closed = steps_.steps();
   return w;
 }
 
 KSCOPE_DECL void cupti_collector::start_step_windows() {
-  // control_mutex_ held: nothing here takes the recorder's lock (it ranks below): a named
-  // step scope is matched by name in the hook, on the program's thread.
-  step_generation_.fetch_add(1, std::memory_order_acq_rel);
-  step_window_.store(options_.trace_steps.window_steps, std::memory_order_relaxed);
-  step_period_.store(options_.trace_steps.period_steps, std::memory_order_relaxed);
-  std::atomic_store(&step_scope_name_, std::make_shared<const std::string>(options_.step_scope));
-  step_node_.store(0, std::memory_order_relaxed);
-  step_thread_.store(nullptr, std::memory_order_relaxed);
-  steps_closed_.store(0, std::memory_order_relaxed);
-  last_step_ns_.store(detail::now_ns(), std::memory_order_relaxed);
-  paused_by_steps_.store(false, std::memory_order_relaxed);
+  // control_mutex_ held: nothing here takes the recorder's lock (it ranks below); a named
+  // step scope is matched by name at a close, on the program's thread.
+  steps_.start(options_.trace_steps, options_.step_scope, detail::now_ns());
   window_log_.configure_steps(options_.trace_steps, options_.step_scope, /*found=*/false);
-  step_windows_on_.store(true, std::memory_order_release);
   detail::outermost_close_hook.store(&on_outermost_close, std::memory_order_release);
 }
 
 KSCOPE_DECL void cupti_collector::stop_step_windows() noexcept {
-  if (!step_windows_on_.exchange(false, std::memory_order_acq_rel)) return;
+  if (!steps_.on()) return;
+  steps_.stop();
   detail::outermost_close_hook.store(nullptr, std::memory_order_release);
 }
 
@@ -946,109 +917,35 @@ KSCOPE_DECL void cupti_collector::stop_step_windows() noexcept {
 // edges takes no lock; an edge takes the control lock once.
 KSCOPE_DECL void cupti_collector::on_outermost_close(node_id closed) noexcept {
   cupti_collector& c = global();
-  if (!c.step_windows_on_.load(std::memory_order_acquire)) return;
-  const std::uint64_t generation = c.step_generation_.load(std::memory_order_acquire);
+  if (!c.steps_.on()) return;
   try {
-    node_id step = c.step_node_.load(std::memory_order_acquire);
-    if (step == 0) {
-      const std::shared_ptr<const std::string> name = std::atomic_load(&c.step_scope_name_);
-      if (name == nullptr || name->empty()) return c.find_step_scope(closed, generation);
-      if (recorder::global().node_name(closed) != *name) return c.resume_if_steps_stale(generation);
-      node_id none = 0;
-      if (!c.step_node_.compare_exchange_strong(none, closed, std::memory_order_acq_rel) && none != closed) return;
-      step = closed;
-    }
-    if (closed != step) return c.resume_if_steps_stale(generation);
-    const void* me = &detail::this_thread_state();
-    const void* owner = c.step_thread_.load(std::memory_order_acquire);
-    if (owner != me) {
-      // The first step names the step thread; another takes over from one that stopped.
-      const bool takeover =
-          owner == nullptr || detail::now_ns() - c.last_step_ns_.load(std::memory_order_relaxed) > step_takeover_ns;
-      if (!takeover || !c.step_thread_.compare_exchange_strong(owner, me, std::memory_order_acq_rel)) return;
-    }
-    c.count_step(generation);
+    thread_local step_window_driver::thread_memory memory;
+    detail::thread_state& ts = detail::this_thread_state();
+    const step_window_driver::decision d =
+        c.steps_.closed(closed, &ts, memory, ts.launches_seen, c.tracing_.load(std::memory_order_acquire),
+                        detail::now_ns(), [](node_id n) { return recorder::global().node_name(n); });
+    if (d.found || d.lost || d.change != step_window_driver::toggle::none) c.apply_step_decision(d, closed);
   } catch (...) {
   }
 }
 
-KSCOPE_DECL void cupti_collector::count_step(std::uint64_t generation) noexcept {
-  const std::uint64_t closed = steps_closed_.fetch_add(1, std::memory_order_relaxed) + 1;
-  last_step_ns_.store(detail::now_ns(), std::memory_order_relaxed);
-  // The next step is step number `closed` (from 0): traced where the grid says.
-  const step_window_options grid{step_window_.load(std::memory_order_relaxed), step_period_.load(std::memory_order_relaxed)};
-  const bool traced = step_window_schedule(grid).traced(closed);
-  if (traced != tracing_.load(std::memory_order_acquire)) set_step_tracing(traced, generation);
-}
-
-KSCOPE_DECL void cupti_collector::set_step_tracing(bool traced, std::uint64_t generation) noexcept {
+KSCOPE_DECL void cupti_collector::apply_step_decision(const step_window_driver::decision& d, node_id closed) noexcept {
   try {
+    const std::string found = d.found ? recorder::global().node_name(closed) : std::string();  // before the control lock
     std::lock_guard<std::mutex> control(control_mutex_);
-    if (!step_windows_on_.load(std::memory_order_acquire) || step_generation_.load(std::memory_order_acquire) != generation)
-      return;  // stopped, or started again, meanwhile
+    if (!steps_.on() || steps_.generation() != d.generation) return;  // stopped, or started again, meanwhile
+    if (d.found) window_log_.configure_steps(options_.trace_steps, found, /*found=*/true);
+    if (d.lost) window_log_.configure_steps(options_.trace_steps, std::string(), /*found=*/true);
 #if KSCOPE_HAS_CUPTI
-    if (traced) {
+    if (d.change == step_window_driver::toggle::resume) {
       (void)resume_locked();  // false where tracing already ran (the program resumed it)
-      paused_by_steps_.store(false, std::memory_order_relaxed);
-    } else if (pause_locked()) {
-      paused_by_steps_.store(true, std::memory_order_relaxed);
+      steps_.note_paused_by_steps(false);
+    } else if (d.change == step_window_driver::toggle::pause && pause_locked()) {
+      steps_.note_paused_by_steps(true);
     }
-#else
-    (void)traced;
 #endif
   } catch (...) {
   }
-}
-
-KSCOPE_DECL void cupti_collector::resume_if_steps_stale(std::uint64_t generation) noexcept {
-  if (!paused_by_steps_.load(std::memory_order_acquire)) return;
-  if (detail::now_ns() - last_step_ns_.load(std::memory_order_relaxed) <= step_stale_ns) return;
-  last_step_ns_.store(detail::now_ns(), std::memory_order_relaxed);
-  const std::shared_ptr<const std::string> name = std::atomic_load(&step_scope_name_);
-  if (name == nullptr || name->empty()) {
-    // The scope taken for the step stopped running: look for it again, tracing meanwhile
-    // (the launch callbacks are back on, so the search sees launches).
-    step_thread_.store(nullptr, std::memory_order_release);
-    step_node_.store(0, std::memory_order_release);
-  }
-  set_step_tracing(true, generation);
-}
-
-// No step scope named: the step is the first outermost scope that closes twice on one
-// thread with launches in it each time (a scope run once, such as loading a model, is not a
-// step; one that launched nothing, such as waiting for requests, is not either). Until it is
-// found every launch is traced; its second close is its first step counted.
-KSCOPE_DECL void cupti_collector::find_step_scope(node_id closed, std::uint64_t generation) noexcept {
-  struct seen_here {
-    std::uint64_t generation = 0;
-    std::uint32_t launches_at_last_close = 0;
-    std::array<node_id, 8> launched_in{};  // outermost scopes that launched at a close, a ring
-    std::size_t count = 0, next = 0;
-  };
-  thread_local seen_here seen;
-  detail::thread_state& ts = detail::this_thread_state();
-  if (seen.generation != generation) seen = seen_here{generation, ts.launches_seen, {}, 0, 0};
-  const bool launched = ts.launches_seen != seen.launches_at_last_close;
-  seen.launches_at_last_close = ts.launches_seen;
-  if (!launched) return;
-  const auto end = seen.launched_in.begin() + static_cast<std::ptrdiff_t>(seen.count);
-  if (std::find(seen.launched_in.begin(), end, closed) == end) {
-    seen.launched_in[seen.next] = closed;  // the oldest goes when full
-    seen.next = (seen.next + 1) % seen.launched_in.size();
-    seen.count = std::min(seen.count + 1, seen.launched_in.size());
-    return;
-  }
-  const void* no_thread = nullptr;
-  if (!step_thread_.compare_exchange_strong(no_thread, &ts, std::memory_order_acq_rel)) return;  // another thread's
-  step_node_.store(closed, std::memory_order_release);
-  try {
-    const std::string name = recorder::global().node_name(closed);
-    std::lock_guard<std::mutex> control(control_mutex_);
-    if (step_generation_.load(std::memory_order_acquire) == generation)
-      window_log_.configure_steps(options_.trace_steps, name, /*found=*/true);
-  } catch (...) {
-  }
-  count_step(generation);  // its first step
 }
 
 KSCOPE_DECL void cupti_collector::start_window_thread(trace_window_schedule schedule) {
@@ -1142,7 +1039,7 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
     std::lock_guard<std::mutex> control(control_mutex_);
     s.status = status_locked();
     windows = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
-    windows.steps_closed = steps_closed_.load(std::memory_order_relaxed);
+    windows.steps_closed = steps_.steps();
     // Said where every printer shows the collector's status: the kernel tables, the GPU-time
     // account and the diagnosis rest on these windows only.
     if (windows.windowed) {
@@ -1248,6 +1145,7 @@ KSCOPE_DECL cupti_collector::cupti_collector() {
   detail::guard_across_fork(attribution_mutex_, detail::lock_rank::collector_attribution);
   detail::guard_across_fork(graph_sampler_.lock_for_fork(), detail::lock_rank::graph_sampler);
   detail::guard_across_fork(graph_toggle_mutex_, detail::lock_rank::graph_toggle);
+  detail::guard_across_fork(steps_.lock_for_fork(), detail::lock_rank::step_windows);
   detail::guard_across_fork(window_thread_mutex_, detail::lock_rank::collector_windows);
 }
 

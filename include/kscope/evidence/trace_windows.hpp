@@ -34,11 +34,15 @@
 
 #include "../core/config.hpp"
 #include "../core/detail/number_format.hpp"
+#include "../scope/node_id.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,6 +108,116 @@ class step_window_schedule {
   step_window_options options_{};
   std::uint64_t closed_ = 0;
 };
+
+// The policy of windows of steps, pure (no CUPTI): the collector hands it every outermost
+// scope's close on the program's threads (scope/detail/step_hook.hpp) and applies the toggle
+// it answers (cupti_collector::pause_tracing's path, under its lock, for the same start only).
+//
+// - The step scope: named (matched by name until its node is known), or found: the first
+//   outermost scope that launched GPU work at two closes on one thread (a scope run once,
+//   such as loading a model, is not a step; one that launched nothing, such as waiting for
+//   requests, is not either). Until then nothing is toggled: every launch is traced.
+// - The step thread: the first to close a step; another thread takes the steps over when
+//   none closed for takeover_ns (a pool whose thread changed).
+// - Level-triggered: each step counted says whether the next one is traced, and a toggle is
+//   asked only where that differs from what the collector does now, so a refused toggle or
+//   the program's own pause is mended at the next step.
+// - Paused by the steps and no step for stale_ns: resume, and a found step scope is looked
+//   for again, so a scope wrongly taken for the step never leaves the collector paused for
+//   good (the search needs the launch callbacks, which are off while paused).
+// - A generation per start: a close still being handled from an earlier start changes nothing.
+//
+// Thread-safe: atomics only; the per-thread search state is the caller's (thread_local).
+//
+//   kscope::step_window_driver d;
+//   d.start({1, 100}, "", now);
+//   thread_local kscope::step_window_driver::thread_memory mine;
+//   auto what = d.closed(node, &mine, mine, launches_seen, tracing, now, name_of);
+class step_window_driver {
+ public:
+  static constexpr std::int64_t takeover_ns = 1'000'000'000;
+  static constexpr std::int64_t stale_ns = 2'000'000'000;
+
+  // What one thread remembers while the step scope is looked for.
+  struct thread_memory {
+    std::uint64_t generation = 0;
+    std::uint32_t launches_at_last_close = 0;
+    std::array<node_id, 8> launched_in{};  // outermost scopes that launched at a close, a ring
+    std::size_t count = 0, next = 0;
+  };
+  enum class toggle : std::uint8_t { none, pause, resume };
+  struct decision {
+    toggle change = toggle::none;
+    std::uint64_t generation = 0;  // the start it belongs to
+    bool counted = false;          // a step was counted at this close
+    bool found = false;            // the step scope was found at this close: the closed node
+    bool lost = false;             // the found step scope went stale: looked for again
+  };
+
+  void start(step_window_options grid, std::string step_scope, std::int64_t now_ns);
+  void stop() noexcept { on_.store(false, std::memory_order_release); }
+  [[nodiscard]] bool on() const noexcept { return on_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::uint64_t steps() const noexcept { return steps_.load(std::memory_order_relaxed); }
+  // The collector paused (true) or resumed (false) tracing for the steps.
+  void note_paused_by_steps(bool paused) noexcept { paused_by_steps_.store(paused, std::memory_order_release); }
+  // The lock, for an owner that lives as long as the process to register with the fork guard
+  // (core/detail/fork_guard.hpp, lock_rank::step_windows).
+  [[nodiscard]] std::mutex& lock_for_fork() noexcept { return name_mutex_; }
+
+  // An outermost scope `closed` closed on `thread` at `now_ns`. `launches_seen`: the launches
+  // the collector's callback saw on that thread so far (thread_state::launches_seen);
+  // `tracing`: whether the collector traces now; `name_of(node)`: a node's name (called only
+  // while a named step scope's node is not known yet).
+  template <class NameOf>
+  decision closed(node_id closed, const void* thread, thread_memory& memory, std::uint32_t launches_seen, bool tracing,
+                  std::int64_t now_ns, NameOf&& name_of);
+
+ private:
+  decision count(decision d, bool tracing, std::int64_t now_ns) noexcept;
+  decision stale(decision d, std::int64_t now_ns) noexcept;
+  decision find(decision d, node_id closed, const void* thread, thread_memory& memory, std::uint32_t launches_seen,
+                bool tracing, std::int64_t now_ns) noexcept;
+
+  std::atomic<bool> on_{false};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint32_t> window_{0}, period_{0};
+  std::atomic<bool> named_{false};  // a step scope named (else found at run time)
+  mutable std::mutex name_mutex_;    // guards step_scope_: read until its node is known
+  std::string step_scope_;
+  std::atomic<node_id> step_node_{0};         // 0: not known yet
+  std::atomic<const void*> step_thread_{nullptr};
+  std::atomic<std::uint64_t> steps_{0};
+  std::atomic<std::int64_t> last_step_ns_{0};
+  std::atomic<bool> paused_by_steps_{false};
+};
+
+template <class NameOf>
+auto step_window_driver::closed(node_id closed, const void* thread, thread_memory& memory, std::uint32_t launches_seen,
+                                bool tracing, std::int64_t now_ns, NameOf&& name_of) -> decision {
+  decision d;
+  d.generation = generation_.load(std::memory_order_acquire);
+  if (!on_.load(std::memory_order_acquire)) return d;
+  node_id step = step_node_.load(std::memory_order_acquire);
+  if (step == 0) {
+    if (!named_.load(std::memory_order_acquire)) return find(d, closed, thread, memory, launches_seen, tracing, now_ns);
+    const std::string name = name_of(closed);
+    {
+      std::lock_guard<std::mutex> lock(name_mutex_);
+      if (name != step_scope_) return stale(d, now_ns);
+    }
+    node_id none = 0;
+    if (!step_node_.compare_exchange_strong(none, closed, std::memory_order_acq_rel) && none != closed) return d;
+    step = closed;
+  }
+  if (closed != step) return stale(d, now_ns);
+  const void* owner = step_thread_.load(std::memory_order_acquire);
+  if (owner != thread) {
+    const bool takeover = owner == nullptr || now_ns - last_step_ns_.load(std::memory_order_relaxed) > takeover_ns;
+    if (!takeover || !step_thread_.compare_exchange_strong(owner, thread, std::memory_order_acq_rel)) return d;
+  }
+  return count(d, tracing, now_ns);
+}
 
 // One traced window on kscope's clock (detail::now_ns). An open window's end is the time
 // it was read at.
@@ -241,6 +355,70 @@ KSCOPE_DECL auto step_window_schedule::step_closed() noexcept -> toggle {
   const bool was = traced(closed), next = traced(closed + 1);
   if (was == next) return toggle::none;
   return next ? toggle::resume : toggle::pause;
+}
+
+KSCOPE_DECL void step_window_driver::start(step_window_options grid, std::string step_scope, std::int64_t now_ns) {
+  on_.store(false, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  window_.store(grid.window_steps, std::memory_order_relaxed);
+  period_.store(grid.period_steps, std::memory_order_relaxed);
+  named_.store(!step_scope.empty(), std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(name_mutex_);
+    step_scope_ = std::move(step_scope);
+  }
+  step_node_.store(0, std::memory_order_relaxed);
+  step_thread_.store(nullptr, std::memory_order_relaxed);
+  steps_.store(0, std::memory_order_relaxed);
+  last_step_ns_.store(now_ns, std::memory_order_relaxed);
+  paused_by_steps_.store(false, std::memory_order_relaxed);
+  on_.store(grid.windowed(), std::memory_order_release);
+}
+
+KSCOPE_DECL auto step_window_driver::count(decision d, bool tracing, std::int64_t now_ns) noexcept -> decision {
+  const std::uint64_t closed = steps_.fetch_add(1, std::memory_order_relaxed) + 1;
+  last_step_ns_.store(now_ns, std::memory_order_relaxed);
+  d.counted = true;
+  // The next step is number `closed` (from 0): traced where the grid says.
+  const step_window_options grid{window_.load(std::memory_order_relaxed), period_.load(std::memory_order_relaxed)};
+  const bool traced = step_window_schedule(grid).traced(closed);
+  if (traced != tracing) d.change = traced ? toggle::resume : toggle::pause;
+  return d;
+}
+
+KSCOPE_DECL auto step_window_driver::stale(decision d, std::int64_t now_ns) noexcept -> decision {
+  if (!paused_by_steps_.load(std::memory_order_acquire)) return d;
+  std::int64_t last = last_step_ns_.load(std::memory_order_relaxed);
+  if (now_ns - last <= stale_ns) return d;
+  if (!last_step_ns_.compare_exchange_strong(last, now_ns, std::memory_order_acq_rel)) return d;  // another close took it
+  if (!named_.load(std::memory_order_acquire)) {
+    step_thread_.store(nullptr, std::memory_order_release);
+    step_node_.store(0, std::memory_order_release);
+    d.lost = true;
+  }
+  d.change = toggle::resume;
+  return d;
+}
+
+KSCOPE_DECL auto step_window_driver::find(decision d, node_id closed, const void* thread, thread_memory& memory,
+                                          std::uint32_t launches_seen, bool tracing, std::int64_t now_ns) noexcept
+    -> decision {
+  if (memory.generation != d.generation) memory = thread_memory{d.generation, 0, {}, 0, 0};
+  const bool launched = launches_seen != memory.launches_at_last_close;
+  memory.launches_at_last_close = launches_seen;
+  if (!launched) return stale(d, now_ns);
+  const auto end = memory.launched_in.begin() + static_cast<std::ptrdiff_t>(memory.count);
+  if (std::find(memory.launched_in.begin(), end, closed) == end) {
+    memory.launched_in[memory.next] = closed;  // the oldest goes when full
+    memory.next = (memory.next + 1) % memory.launched_in.size();
+    memory.count = std::min(memory.count + 1, memory.launched_in.size());
+    return stale(d, now_ns);
+  }
+  const void* no_thread = nullptr;
+  if (!step_thread_.compare_exchange_strong(no_thread, thread, std::memory_order_acq_rel)) return d;  // another thread's
+  step_node_.store(closed, std::memory_order_release);
+  d.found = true;
+  return count(d, tracing, now_ns);  // its first step
 }
 
 KSCOPE_DECL void trace_window_log::configure_steps(step_window_options steps, std::string scope, bool found) {
