@@ -1904,13 +1904,16 @@ TEST_CASE("windows of steps: four threads closing the step scope at once, one st
   std::atomic<bool> tracing{true};
   std::atomic<int> toggles{0};
   std::array<std::uint64_t, 4> counted{};
+  // Each thread's identity: not a local's address (a thread that ends gives its stack to the
+  // next one created, which then looked like the same thread), one object each for all of them.
+  std::array<int, 4> identity{};
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       kscope::step_window_driver::thread_memory memory;
-      const int me = 0;
+      const void* me = &identity[t];
       for (int i = 0; i < 2000; ++i) {
-        const auto r = d.closed(i % 3 == 0 ? 5 : 7, &me, memory, 0, tracing.load(), 1000 + i, names);
+        const auto r = d.closed(i % 3 == 0 ? 5 : 7, me, memory, 0, tracing.load(), 1000 + i, names);
         if (r.counted) ++counted[t];
         if (r.change == kscope::step_window_driver::toggle::none) continue;
         std::lock_guard<std::mutex> lock(collector);

@@ -118,7 +118,9 @@ class step_window_schedule {
 //   such as loading a model, is not a step; one that launched nothing, such as waiting for
 //   requests, is not either). Until then nothing is toggled: every launch is traced.
 // - The step thread: the first to close a step; another thread takes the steps over when
-//   none closed for takeover_ns (a pool whose thread changed).
+//   none closed for takeover_ns (a pool whose thread changed). A thread is known by an
+//   address of its own (the collector's: its thread state), so a thread started after the
+//   step thread ended may inherit its place: it is the one running steps by then anyway.
 // - Level-triggered: each step counted says whether the next one is traced, and a toggle is
 //   asked only where that differs from what the collector does now, so a refused toggle or
 //   the program's own pause is mended at the next step.
