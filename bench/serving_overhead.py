@@ -27,6 +27,8 @@ compiled with KSCOPE_DISABLE):
                       step_scope=step): no pause or resume in the engine's code
   production-libsteps the preset with windows of 1 step in 100, the step scope found at run
                       time (trace_steps=1/100, no step_scope)
+  collector-paused-deep, production-libsteps-deep   the same with kscope's CUPTI subscription
+                      dropped while paused (pause_unsubscribe=1, a probe)
   production-steady   the preset with windows on the collector's timer thread, scaled to the
                       run (10 ms every 1 s; window_thread=1: a probe, it crashed on an H100)
   collector-paused    the collector paused after 1 ms by its timer thread (a probe)
@@ -87,6 +89,10 @@ BASE_CONFIGS = {
     # The same windows kept by the library (cupti_options::trace_steps): paused and resumed at
     # the close of the engine's outermost "step" scope, with no code in the engine.
     "collector-libsteps": {"KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step"},
+    # Paused the same way, with kscope's CUPTI subscription dropped while paused
+    # (cupti_options::pause_unsubscribe, a probe): what the subscription alone costs a launch.
+    "collector-paused-deep": {"KSCOPE_CUPTI_OPTIONS": "window_ms=1,period_ms=86400000,window_thread=1,pause_unsubscribe=1"},
+    "production-libsteps-deep": {"KSCOPE_PRODUCTION": "1", "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,pause_unsubscribe=1"},
     # The preset with those windows, the step scope found at run time (none named).
     "production-libsteps": {"KSCOPE_PRODUCTION": "1", "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100"},
 }

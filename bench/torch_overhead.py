@@ -28,6 +28,7 @@ Configurations (separated by blanks; each sets the run's environment):
   production      scopes + kscope.enable_production() (the production preset)
   collector-steps, production-steps   the same, tracing 1 step of every 100 (the library's
                   windows of steps: KSCOPE_CUPTI_OPTIONS=trace_steps=1/100,step_scope=step)
+  production-steps-deep   the same, kscope's CUPTI subscription dropped while paused (a probe)
   bare-kernel     no kscope; CUPTI alone with kernel activity only
                   (CUDA_INJECTION64_PATH=$CUPTI_ALONE_LIB, CUPTI_ALONE=kernel)
   torch-profiler  no kscope; torch.profiler.profile(activities=[CUDA]) around the loop
@@ -82,6 +83,9 @@ BASE_CONFIGS = {
     "collector-steps": {ENV_SCOPES: "1", ENV_COLLECT: "cupti", "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step"},
     "production-steps": {ENV_SCOPES: "1", ENV_COLLECT: "production",
                          "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step"},
+    # The same, kscope's CUPTI subscription dropped while paused (pause_unsubscribe, a probe).
+    "production-steps-deep": {ENV_SCOPES: "1", ENV_COLLECT: "production",
+                              "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step,pause_unsubscribe=1"},
     "bare-kernel": {ENV_SCOPES: "0", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CUPTI_ALONE": "kernel"},
     "torch-profiler": {ENV_SCOPES: "0", ENV_COLLECT: "profiler", "KSCOPE_CUPTI": "0"},
     "census": {ENV_SCOPES: "1", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CENSUS": "1"},

@@ -1728,6 +1728,11 @@ TEST_CASE("tracing in windows: the grid, its boundaries and the options") {
   CHECK(c.pause_callbacks);  // a pause switches the launch callbacks off (options.hpp says why)
   CHECK(kscope::apply_cupti_options_text("pause_callbacks=off", c).empty());
   CHECK_FALSE(c.pause_callbacks);
+  CHECK_FALSE(c.pause_unsubscribe);  // a probe: the subscription stays across a pause unless asked
+  CHECK(kscope::apply_cupti_options_text("pause_unsubscribe=on", c).empty());
+  CHECK(c.pause_unsubscribe);
+  CHECK_FALSE(kscope::apply_cupti_options_text("pause_unsubscribe=sometimes", c).empty());
+  CHECK(c.pause_unsubscribe);
   const auto problems = kscope::apply_cupti_options_text("window_ms=-3,period_ms=99999999999,window_ms=0", c);
   REQUIRE(problems.size() == 2);
   CHECK(problems[0].find("'window_ms=-3'") != std::string::npos);

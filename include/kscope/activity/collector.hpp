@@ -701,6 +701,7 @@ class cupti_collector {
       for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_disable(kind) == CUPTI_SUCCESS && ok;
     }
     if (options_.pause_callbacks) set_launch_callbacks(0);
+    if (options_.pause_unsubscribe) drop_subscription();
     // The window's records now: launches between windows still take correlation ids, and
     // after 2^18 of them (a second or two of an eager loop) the table would have forgotten
     // the window's launches whose records CUPTI had not yet delivered (counted, not lost,
@@ -717,8 +718,14 @@ class cupti_collector {
   bool resume_locked() {
     if (state_ != cupti_state::running || !paused_) return false;
     const std::int64_t began = detail::now_ns();
-    if (options_.pause_callbacks) set_launch_callbacks(1);
     bool ok = true;
+    if (subscriber_ == nullptr && !take_subscription_again()) {
+      // Another tool took CUPTI meanwhile: no callback would attribute a launch, so tracing
+      // stays paused, and the status says why.
+      window_log_.note_failed_toggle();
+      return false;
+    }
+    if (options_.pause_callbacks) set_launch_callbacks(1);
     {
       std::lock_guard<std::mutex> lock(graph_toggle_mutex_);
       for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_enable(kind) == CUPTI_SUCCESS && ok;
@@ -730,6 +737,40 @@ class cupti_collector {
     window_log_.begin(began);
     count_toggle(began, ok);
     return ok;
+  }
+
+  // cupti_options::pause_unsubscribe (a probe): a pause drops kscope's CUPTI subscription
+  // whole, so that between windows CUPTI calls no callback of kscope's at all; the resume
+  // subscribes again and enables every callback start() enabled. A graph built meanwhile is
+  // unseen: traced node by node, as one built before the start. control_mutex_ held.
+  void drop_subscription() {
+    if (subscriber_ == nullptr) return;
+    (void)api_.unsubscribe(subscriber_);
+    subscriber_ = nullptr;
+  }
+  bool take_subscription_again() {
+    gpu_attribution* attribution = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(attribution_mutex_);
+      attribution = &attribution_locked();
+    }
+    std::string other_tool;
+    const CUptiResult r = api_.subscribe_named(subscriber_, &on_api_callback, attribution, "kscope", other_tool);
+    if (r != CUPTI_SUCCESS) {
+      subscriber_ = nullptr;
+      add_warning("tracing in windows: CUPTI could not be subscribed to again at a resume (" + api_.result_name(r) +
+                  (other_tool.empty() ? std::string() : ", held by " + other_tool) +
+                  "): tracing stays paused from then on");
+      return false;
+    }
+    if (!options_.pause_callbacks) set_launch_callbacks(1);  // else the resume enables them
+    if (graph_hooks_enabled_)
+      for (CUpti_CallbackId id : {CUpti_CallbackId(CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED),
+                                  CUpti_CallbackId(CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING)})
+        (void)api_.enable_callback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id);
+    if (graph_capture_enabled_) enable_graph_callbacks();
+    enable_module_callbacks();
+    return true;
   }
 
   // A pause or resume done: what it took, and whether CUPTI refused part of it.

@@ -107,6 +107,12 @@ struct cupti_options {
   // correlation ids seen with them off came from pauses on the collector's own thread
   // (window_thread), which was wrong with them kept too.
   bool pause_callbacks = true;
+  // A pause also drops kscope's CUPTI subscription, and the resume takes it again with every
+  // callback start() enabled: between windows CUPTI has no subscriber of kscope's at all. Off
+  // by default: a probe of what a subscription costs a launch between windows (a paused
+  // collector with only its callbacks off still cost a PyTorch op +3.7 us, bench/RESULTS.md,
+  // session 15). Graphs built between windows are unseen, so traced node by node.
+  bool pause_unsubscribe = false;
   // Tracing in windows of steps (evidence/trace_windows.hpp, step_window_options): trace
   // trace_steps.window_steps of every trace_steps.period_steps steps, paused and resumed by
   // the collector at a step's close, on the thread that runs the steps. A step is a call of
@@ -209,7 +215,8 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     const std::string_view value = detail::trim_option(item.substr(eq + 1));
     std::uint64_t n = 0;
     if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api" ||
-        key == "timestamp_callback" || key == "pause_callbacks" || key == "window_thread") {
+        key == "timestamp_callback" || key == "pause_callbacks" || key == "window_thread" ||
+        key == "pause_unsubscribe") {
       bool& target = key == "memcpy"       ? options.collect_memcpy
                      : key == "memset"     ? options.collect_memset
                      : key == "sync"       ? options.collect_sync
@@ -217,6 +224,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
                      : key == "timestamp_callback" ? options.timestamp_callback
                      : key == "pause_callbacks" ? options.pause_callbacks
                      : key == "window_thread" ? options.window_thread
+                     : key == "pause_unsubscribe" ? options.pause_unsubscribe
                                            : options.runtime_api_callbacks;
       if (!detail::parse_option_switch(value, target)) refuse(item, "on or off");
     } else if (key == "graphs") {
@@ -260,7 +268,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     } else {
       refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, timestamp_callback, graphs, graph_first, "
                    "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, window_thread, pause_callbacks, "
-                   "trace_steps, step_scope");
+                   "pause_unsubscribe, trace_steps, step_scope");
     }
   }
   return problems;
