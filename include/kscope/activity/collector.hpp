@@ -852,6 +852,12 @@ class cupti_collector {
   void stop_step_windows() noexcept;
   static void on_outermost_close(node_id closed) noexcept;
   void apply_step_decision(const step_window_driver::decision& d, node_id closed) noexcept;
+  // The windows so far (control_mutex_ held), with the steps the driver counted.
+  trace_window_summary window_summary_locked() const {
+    trace_window_summary w = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
+    w.steps_closed = steps_.steps();
+    return w;
+  }
   std::string step_scope_text() const {
     return options_.step_scope.empty() ? std::string("the outermost scope found to repeat with GPU work")
                                        : "'" + options_.step_scope + "'";
@@ -935,9 +941,7 @@ KSCOPE_DECL bool cupti_collector::tracing() const noexcept { return tracing_.loa
 
 KSCOPE_DECL trace_window_summary cupti_collector::trace_windows() const {
   std::lock_guard<std::mutex> control(control_mutex_);
-  trace_window_summary w = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
-  w.steps_closed = steps_.steps();
-  return w;
+  return window_summary_locked();
 }
 
 KSCOPE_DECL void cupti_collector::start_step_windows() {
@@ -1079,8 +1083,7 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
   {
     std::lock_guard<std::mutex> control(control_mutex_);
     s.status = status_locked();
-    windows = window_log_.summary(running_.load(std::memory_order_acquire) ? detail::now_ns() : stopped_at_ns_);
-    windows.steps_closed = steps_.steps();
+    windows = window_summary_locked();
     // Said where every printer shows the collector's status: the kernel tables, the GPU-time
     // account and the diagnosis rest on these windows only.
     if (windows.windowed) {

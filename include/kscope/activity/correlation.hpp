@@ -203,12 +203,19 @@ KSCOPE_DECL void mark_unreferenced_replay_from_this_thread(correlation_table& ta
                                                            std::uint32_t correlation_id) noexcept;
 
 #if KSCOPE_DETAIL_DEFINITIONS
+namespace detail {
+// The thread word a launch from this thread stores: its index, marked when the launch ran
+// inside a call the per-scope counters profile (its records are replayed work, kept out of
+// the aggregates: attribution.hpp, profiled()).
+inline std::uint32_t launch_thread_word(const thread_state& state) noexcept {
+  return profiled_depth > 0 ? (state.thread_index | profiled_launch_bit) : state.thread_index;
+}
+}  // namespace detail
+
 KSCOPE_DECL void mark_unreferenced_replay_from_this_thread(correlation_table& table,
                                                            std::uint32_t correlation_id) noexcept {
   const detail::thread_state& state = detail::this_thread_state();
-  std::uint32_t thread = state.thread_index | unreferenced_replay_bit;
-  if (detail::profiled_depth > 0) thread |= profiled_launch_bit;
-  table.record_launch(correlation_id, state.current, thread);
+  table.record_launch(correlation_id, state.current, detail::launch_thread_word(state) | unreferenced_replay_bit);
 }
 
 KSCOPE_DECL void record_launch_from_this_thread(correlation_table& table,
@@ -222,10 +229,7 @@ KSCOPE_DECL void record_launch_from_this_thread(correlation_table& table,
   last = {&table, correlation_id};
   detail::thread_state& state = detail::this_thread_state();
   ++state.launches_seen;
-  // Inside a call the per-scope counters profile, the launch is marked: its records are
-  // replayed work, kept out of the aggregates (attribution.hpp: profiled()).
-  const std::uint32_t thread = detail::profiled_depth > 0 ? (state.thread_index | profiled_launch_bit) : state.thread_index;
-  table.record_launch(correlation_id, state.current, thread);
+  table.record_launch(correlation_id, state.current, detail::launch_thread_word(state));
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 

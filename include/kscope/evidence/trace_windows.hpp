@@ -147,7 +147,7 @@ class step_window_driver {
     std::array<node_id, 8> launched_in{};  // outermost scopes that launched at a close, a ring
     std::size_t count = 0, next = 0;
   };
-  enum class toggle : std::uint8_t { none, pause, resume };
+  using toggle = step_window_schedule::toggle;
   struct decision {
     toggle change = toggle::none;
     std::uint64_t generation = 0;  // the start it belongs to
