@@ -2,6 +2,7 @@
 // hook said yes) and every scope opened inside it are counted and kept out of the timing
 // statistics; the report's counters section from synthetic counter values (known verdicts,
 // per-call numbers, the declared-vs-measured line, JSON).
+#include <kscope/counters/detail/step_kernels.hpp>
 #include <kscope/report/report.hpp>
 #include <kscope/scope/detail/counter_hook.hpp>
 #include <kscope/scope/scope.hpp>
@@ -63,6 +64,95 @@ TEST_CASE("a profiled call and the scopes inside it are counted, never timed") {
   CHECK(inner->calls == 1);             // the inner scope's time included the replay twice
   CHECK(inner->profiled_calls == 2);
   CHECK(nlohmann::json::parse(r.json()).at("scopes").at(0).at("profiled_calls") == 2);
+}
+
+TEST_CASE("a profiled step notes the scopes opened inside it, on its thread, while its log is active") {
+  auto& session = kscope::session::global();
+  session.reset();
+  static kscope::detail::profiled_step_log log;  // large: never on the stack
+  log.open_count = 0;
+  log.launch_count = 0;
+  profiled_node = 0;
+  {
+    KSCOPE_SCOPE("ps_step");
+    profiled_node = kscope::detail::this_thread_state().current;
+  }
+  kscope::detail::active_counter_hook.store(&fake_hook);
+  kscope::detail::active_step_log.store(&log);
+  kscope::node_id a = 0, b = 0;
+  {
+    KSCOPE_SCOPE("ps_step");  // profiled: the scopes below are inside it
+    {
+      KSCOPE_SCOPE("ps_a");
+      a = kscope::detail::this_thread_state().current;
+      kscope::detail::note_profiled_step_launch(log, false);  // as a launch callback would
+      { KSCOPE_SCOPE("ps_b"); b = kscope::detail::this_thread_state().current; }
+    }
+    { KSCOPE_SCOPE("ps_a"); }
+    kscope::detail::note_profiled_step_launch(log, true);  // a graph, from the step scope itself
+  }
+  { KSCOPE_SCOPE("ps_elsewhere"); }  // not profiled: not inside the step
+  kscope::detail::active_step_log.store(nullptr);
+  kscope::detail::active_counter_hook.store(nullptr);
+  REQUIRE(log.open_count == 3);
+  CHECK(log.opens[0] == a);
+  CHECK(log.opens[1] == b);
+  CHECK(log.opens[2] == a);
+  REQUIRE(log.launch_count.load() == 2);
+  const std::uint64_t first = log.launches[0].load(), second = log.launches[1].load();
+  CHECK((first & 0xffffffffu) == a);
+  CHECK((first & kscope::detail::profiled_step_log::graph_bit) == 0);
+  CHECK(((first >> 32) & 0x7fffffffu) == kscope::detail::this_thread_state().thread_index);
+  CHECK((second & 0xffffffffu) == profiled_node.load());
+  CHECK((second & kscope::detail::profiled_step_log::graph_bit) != 0);
+  const std::map<kscope::node_id, std::uint64_t> calls =
+      kscope::detail::step_scope_calls(profiled_node.load(), std::vector<kscope::node_id>(log.opens, log.opens + 3));
+  CHECK(calls.at(profiled_node.load()) == 1);
+  CHECK(calls.at(a) == 2);
+  CHECK(calls.at(b) == 1);
+}
+
+TEST_CASE("a profiled step's kernel ranges pair with its launches only when nothing can have shifted them") {
+  using kscope::detail::pair_step_kernels;
+  using kscope::detail::step_launch;
+  const kscope::node_id step = 7, decode = 8, sample = 9;
+  const std::uint32_t thread = 3;
+  const std::vector<step_launch> launches = {{decode, thread, false}, {decode, thread, false},
+                                             {kscope::detail::root_node, thread, false}, {sample, thread, false}};
+  SUBCASE("paired: each range to its launch's scope, a launch outside every scope to the step") {
+    const auto p = pair_step_kernels(step, thread, 4, launches, 4);
+    CHECK(p.why_not.empty());
+    CHECK(p.kernel_scopes == std::vector<kscope::node_id>{decode, decode, step, sample});
+  }
+  SUBCASE("a range more or fewer than the launches: not paired") {
+    CHECK(pair_step_kernels(step, thread, 5, launches, 4).kernel_scopes.empty());
+    const auto p = pair_step_kernels(step, thread, 3, launches, 4);
+    CHECK(p.kernel_scopes.empty());
+    CHECK(contains(p.why_not, "differ in number"));
+  }
+  SUBCASE("a graph launch: not paired") {
+    std::vector<step_launch> with_graph = launches;
+    with_graph[1].graph = true;
+    const auto p = pair_step_kernels(step, thread, 4, with_graph, 4);
+    CHECK(p.kernel_scopes.empty());
+    CHECK(contains(p.why_not, "CUDA graph"));
+  }
+  SUBCASE("a kernel from another thread: not paired, even when the counts agree") {
+    std::vector<step_launch> other = launches;
+    other[2].thread = thread + 1;
+    const auto p = pair_step_kernels(step, thread, 4, other, 4);
+    CHECK(p.kernel_scopes.empty());
+    CHECK(contains(p.why_not, "other threads"));
+  }
+  SUBCASE("launches past the log's capacity, or none seen: not paired") {
+    CHECK(contains(pair_step_kernels(step, thread, 5, launches, 5).why_not, "log holds"));
+    CHECK(contains(pair_step_kernels(step, thread, 4, {}, 0).why_not, "no launch callback"));
+  }
+  SUBCASE("no ranges: nothing to pair, nothing to say") {
+    const auto p = pair_step_kernels(step, thread, 0, launches, 4);
+    CHECK(p.kernel_scopes.empty());
+    CHECK(p.why_not.empty());
+  }
 }
 
 namespace {

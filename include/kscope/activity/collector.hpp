@@ -57,6 +57,7 @@
 #include "../core/config.hpp"
 #include "../core/detail/clock.hpp"
 #include "../cupti/detail/api.hpp"
+#include "../cupti/detail/kernel_launch_ids.hpp"  // a profiled step's launches (counters)
 #include "detail/buffer_pool.hpp"
 #include "../core/detail/once.hpp"
 #include "../core/detail/env_switch.hpp"
@@ -263,6 +264,9 @@ class cupti_collector {
     auto& attribution = *static_cast<gpu_attribution*>(userdata);
     if (KSCOPE_LIKELY(domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API)) {
       const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+      // A step profiled by the per-scope counters: its launches, with their scopes.
+      if (KSCOPE_UNLIKELY(detail::active_step_log.load(std::memory_order_relaxed) != nullptr))
+        note_profiled_step(domain, cbid, data->callbackSite);
       if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
                                                                   cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz))) {
         const bool unreferenced = global().on_graph_launch(*data);
@@ -284,6 +288,12 @@ class cupti_collector {
         return global().on_graph_exec_callback(cbid, resource);
       on_graph_node_callback(attribution, cbid, resource);
     }
+  }
+
+  static KSCOPE_NOINLINE void note_profiled_step(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                                 CUpti_ApiCallbackSite site) noexcept {
+    if (detail::profiled_step_log* log = detail::active_step_log.load(std::memory_order_acquire))
+      detail::note_launch_for_profiled_step(*log, domain, cbid, site);
   }
 
   // The graph launch's driver callback (graph-level trace on): decides, on the launching

@@ -1,24 +1,33 @@
 // kscope/counters/scope_counters.hpp — hardware counters per scope in a running program: a
-// bounded sample of each scope's calls is profiled (the range profiler of
-// counters/collect.hpp), each call once with one group of metrics that fits in one pass, the
-// groups rotating over the calls, and each profiled call's kernels are added to its scope.
+// bounded sample of steps is profiled (the range profiler of counters/collect.hpp), each
+// step once with one group of metrics that fits in one pass, the groups rotating over the
+// steps, and each kernel of a profiled step is added to the scope that launched it.
 //
 //   kscope::session::global().enable_counters();   // or KSCOPE_COUNTERS=1
-//   ... KSCOPE_SCOPE("decode") { ... } ...         // calls 1, 2, 102, 202, ... profiled
+//   ... KSCOPE_SCOPE("step") { KSCOPE_SCOPE("decode") {...} } ...  // steps 1, 2, 102, ... profiled
 //   auto r = kscope::session::global().report();   // per scope: measured bytes, FLOPs, verdict
 //
-// How a call is chosen: each scope's n-th call is profiled when n <= first_calls, or when
-// (n - first_calls) is a multiple of `every`, up to max_calls_per_scope calls per scope, and
-// only when no other counter pass runs (then the call runs normally and is counted as
-// skipped). One pass at a time in the process: the profiled call's thread holds the
-// counter-pass lock from the scope's open to its close.
+// A step (whole_steps, the default) is a call of the step scope (step_scope), or else of any
+// scope opened with no scope open on its thread. The step's n-th call is profiled when
+// n <= first_calls (at least as many as there are metric groups), or when (n - first_calls)
+// is a multiple of `every`, up to max_calls_per_scope, and only when no other counter pass
+// runs (then the call runs normally and is counted as skipped). The whole step is one
+// range-profiler session with one range per kernel; the launch callback that is subscribed
+// (the activity collector's, else the pass's own) notes each launch with the innermost scope
+// of its thread (scope/detail/counter_hook.hpp), and range i goes to launch i's scope when
+// nothing can have shifted them (detail/step_kernels.hpp; else all to the step, with a note).
+// So a step of eight nested scopes pays CUPTI's Start and Stop once, not eight times, and
+// the range profiler stays enabled between steps (each step's group set up afresh: re-armed
+// passes read NaN, below). whole_steps false: each scope's calls are chosen and profiled
+// on their own, with every kernel inside them. One pass at a time in the process: the
+// profiled call's thread holds the counter-pass lock from the scope's open to its close.
 //
 // What a profiled call costs, and why its time is never reported: its kernels run one at a
 // time (one range each) between two device synchronizations and two L2 sweeps. CUPTI's
 // setup (host object, config image, enabling the range profiler on the context: hundreds
-// of milliseconds) is paid by every profiled call: keeping the profiler enabled and re-arming
+// of milliseconds) is paid by every profiled call unless the profiler is kept enabled: keeping it and re-arming
 // each group's pass (keep_profiler) costs ~0.07 s instead of ~0.4 s, but on an H100 (CUDA
-// 13.0) re-armed passes evaluated many metrics as NaN, so it is off unless asked for (and
+// 13.0) re-armed passes evaluated many metrics as NaN, so re-arming is off unless asked for (and
 // switches itself off on such a NaN). The speed-of-light rollups that need several passes
 // are measured as their parts (evidence/breakdown.hpp). The report says what the calls cost
 // (scope_counter_cost: before and after the work, set-up and re-armed calls apart); with
@@ -43,7 +52,9 @@
 #include "../core/detail/once.hpp"
 #include "../core/detail/clock.hpp"
 #include "../scope/node_id.hpp"
+#include "../scope/recorder.hpp"  // the step scope's name (scope_counter_options::step_scope)
 #include "collect.hpp"
+#include "detail/step_kernels.hpp"
 #include "../evidence/counter_cost.hpp"
 
 #include <algorithm>
@@ -53,6 +64,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,31 +74,48 @@ namespace kscope {
 struct scope_counter_options {
   // Empty: scope_metric_names() (default_metric_names() with kernel_replay); fallbacks taken.
   std::vector<std::string> metrics;
+  // true (the default): a profiled call is a whole step. Only calls of the step scope are
+  // chosen (step_scope, or else any scope opened with no scope open on its thread: the
+  // outermost scope of each call), each chosen step runs as ONE range-profiler session,
+  // and each of its kernels goes to the scope that launched it, so the scopes nested in a
+  // step get their counters from the step's pass (they never start a pass of their own).
+  // A step costs CUPTI's start and stop once, not once per nested scope. Each scope's
+  // figures are its own kernels' (its children's are theirs, as in the GPU activity).
+  // false: each scope's chosen calls are profiled on their own, with every kernel inside
+  // (a scope nested in a profiled call gets nothing from it).
+  bool whole_steps = true;
+  // whole_steps: the name of the step scope ("decode_step"); empty: every outermost scope.
+  std::string step_scope;
   // false (the default): each profiled call runs ONCE with one one-pass metric group (user
   // replay of one pass: no device-memory save and restore, so the program's memory size
   // does not matter), the groups rotating over each scope's profiled calls. true: every
   // profiled call gets every metric by kernel replay (each kernel replayed once per pass,
   // device memory saved and restored around each replay: minutes for a large program).
   bool kernel_replay = false;
-  std::uint32_t first_calls = 2;             // each scope's first calls are profiled
+  std::uint32_t first_calls = 2;             // each scope's (whole_steps: step's) first calls are profiled
   std::uint32_t every = 100;                 // then every k-th call (0: no more)
   // At most this many profiled calls per scope. The one-pass groups (about 20 on GH100 with
   // the speed-of-light rollups' parts) each need a call before every metric is measured.
   std::uint32_t max_calls_per_scope = 40;
-  // Kernels per profiled call the counter-data image holds at first. A call with more is
-  // counted as partial (its kernels left out of the sums, the row says so) and the scope's
-  // next calls get an image twice the kernels seen, up to counter_max_kernels_limit.
-  std::size_t max_kernels = 256;
+  // Kernels per profiled call the counter-data image holds at first (0: 1024 for a whole
+  // step, 256 for a scope's call). A call with more is counted as partial (its kernels left
+  // out of the sums, the row says so) and the scope's next calls get an image twice the
+  // kernels seen, up to counter_max_kernels_limit.
+  std::size_t max_kernels = 0;
   // One-pass groups: keep the range profiler enabled on the context between profiled calls,
   // and each group's host object, config image and counter-data image, so that a group's
   // later calls pay only for re-arming (SetConfig, a synchronization) instead of CUPTI's
   // whole setup. Another pass (profile_counters, warp stalls, PM sampling) releases it first.
   //
-  // Off by default: on an H100 (driver 580, CUDA 13.0) re-armed passes evaluated a third of
-  // the speed-of-light parts as NaN in every range, calls set up afresh never did
-  // (bench/RESULTS.md); on, a re-armed call with such a metric switches keeping off for the
-  // rest of the run, with a note. A profiled call then costs ~0.4 s instead of ~0.07 s.
-  bool keep_profiler = false;
+  // true: kept and re-armed as above. Off: every call enables the range profiler (its
+  // first Start after enabling costs ~0.4 s) and sets its group up afresh. On an H100
+  // (driver 580, CUDA 13.0) re-armed passes evaluated a third of the speed-of-light parts
+  // as NaN in every range, calls set up afresh never did (bench/RESULTS.md); a re-armed
+  // call with such a metric switches keeping off for the rest of the run, with a note.
+  // Unset (the default): whole steps keep the range profiler enabled between steps but set
+  // each step's group up afresh, never re-arming a pass (tens of milliseconds a step
+  // instead of ~0.4 s); scope calls keep nothing.
+  std::optional<bool> keep_profiler;
   std::string cupti_library;                 // as counter_options
   std::string nvperf_host_library;
 };
@@ -167,6 +196,8 @@ class scope_counter_sampler {
     counter_result result;
     bool cold = true;                // CUPTI was set up for this call
     std::int64_t opened_ns = 0;      // when the hook was entered
+    bool whole_step = false;         // the launches are noted in step_log_ (whole_steps)
+    std::uint32_t step_thread = 0;   // the step's thread index
   };
   static pass_state*& this_thread_pass() noexcept {
     static thread_local pass_state* pass = nullptr;  // trivial: no thread-exit cost
@@ -191,9 +222,26 @@ class scope_counter_sampler {
     return profiled_[node].load(std::memory_order_relaxed) < max_calls_per_scope_.load(std::memory_order_relaxed);
   }
 
+  // whole_steps: the call of `node` opening now is a step (the named step scope, or the
+  // outermost scope on its thread: at the hook, the thread's current node is the parent).
+  bool is_step(node_id node) noexcept {
+    if (!step_named_.load(std::memory_order_acquire)) return detail::this_thread_state().current == detail::root_node;
+    if (node >= max_nodes) return false;
+    std::uint8_t kind = step_kind_[node].load(std::memory_order_relaxed);
+    if (kind == 0) {  // first sight of the node: its name compared once
+      const std::string name = recorder::global().node_name(node);
+      std::lock_guard<std::mutex> lock(mutex_);
+      kind = name == options_.step_scope ? 1 : 2;
+      step_kind_[node].store(kind, std::memory_order_relaxed);
+    }
+    return kind == 1;
+  }
+
   bool open_call(node_id node) noexcept {
     try {
-      if (this_thread_pass() != nullptr || !due(node)) return false;
+      if (this_thread_pass() != nullptr) return false;
+      const bool whole_step = whole_steps_.load(std::memory_order_relaxed);
+      if ((whole_step && !is_step(node)) || !due(node)) return false;
       auto state = std::make_unique<pass_state>();
       state->opened_ns = detail::now_ns();
       state->pass_lock = std::unique_lock<std::mutex>(detail::counter_pass_mutex(), std::try_to_lock);
@@ -205,6 +253,9 @@ class scope_counter_sampler {
       const bool ready = begin_call(node, *state);
       if (ready && state->pass->run.start_run(state->result)) {
         profiled_[node].fetch_add(1, std::memory_order_relaxed);
+        // After the leading L2 sweep (a launch of kscope's own): from here on every kernel
+        // launch is the step's, noted with its scope by the launch callback.
+        if (whole_step) begin_step_log(*state);
         const double before = static_cast<double>(detail::now_ns() - state->opened_ns);
         std::lock_guard<std::mutex> lock(mutex_);
         (state->cold ? cost_.cold_before_ns : cost_.warm_before_ns) += before;
@@ -334,17 +385,32 @@ class scope_counter_sampler {
   static counter_options pass_options(const scope_counter_options& options) {
     counter_options o;
     o.ranges = counter_ranges::per_kernel;
-    o.max_kernels = options.max_kernels;
-    o.name_kernels = false;  // the collector may hold CUPTI's one subscriber
+    o.max_kernels = options.max_kernels != 0 ? options.max_kernels : options.whole_steps ? 1024 : 256;
+    // A whole step takes the launch callback itself when no activity collector holds it
+    // (detail/kernel_names.hpp notes the step's launches); a scope's call needs no names.
+    o.name_kernels = options.whole_steps;
     o.cupti_library = options.cupti_library;
     o.nvperf_host_library = options.nvperf_host_library;
     return o;
+  }
+
+  void begin_step_log(pass_state& state) {
+    if (!step_log_) step_log_ = std::make_unique<detail::profiled_step_log>();  // one pass at a time: no race
+    detail::profiled_step_log& log = *step_log_;
+    log.launch_count.store(0, std::memory_order_relaxed);
+    log.open_count = 0;
+    ++log.generation;
+    state.whole_step = true;
+    state.step_thread = detail::this_thread_state().thread_index & 0x7fffffffu;
+    detail::active_step_log.store(&log, std::memory_order_release);
   }
 
   void close_call(node_id node) noexcept {
     std::unique_ptr<pass_state> state(this_thread_pass());
     this_thread_pass() = nullptr;
     if (!state) return;
+    // Before the trailing sweep (kscope's own launch): the step's launches are all noted.
+    if (state->whole_step) detail::active_step_log.store(nullptr, std::memory_order_release);
     try {
       const std::int64_t closed_ns = detail::now_ns();
       state->pass->run.end_run(false);
@@ -371,7 +437,8 @@ class scope_counter_sampler {
       ++passes_;
       // A pass that collected is kept for its group's next call, unless the kept profiler
       // was let go meanwhile (another pass needed the counters) or keeping was given up.
-      if (r.ok() && !state->group.empty() && keep_profiler_ && state->pass->generation == kept_generation_)
+      if (r.ok() && !state->group.empty() && keep_profiler_ && rearm_passes_ &&
+          state->pass->generation == kept_generation_)
         kept_[state->context_id].passes.emplace(std::move(state->group), std::move(state->pass));
       scope_counter_totals& t = scopes_[node];
       t.node = node;
@@ -385,7 +452,8 @@ class scope_counter_sampler {
         return;
       }
       if (metrics_.empty()) metrics_ = r.metrics;
-      for (const std::string& n : r.notes) note(n);
+      for (const std::string& n : r.notes)
+        if (!state->whole_step || n.rfind("kernel names unavailable", 0) != 0) note(n);  // the collector's callbacks note them
       t.groups = options_.kernel_replay ? 1 : plan_.groups.size();  // under mutex_, as split_group
       ++t.profiled_calls;
       t.kernels_dropped += r.ranges_dropped;
@@ -400,9 +468,50 @@ class scope_counter_sampler {
         t.aggregate.count_call();  // counted, its kernels not added: a part of a call is no call's sum
         return;
       }
+      if (state->whole_step) return add_step(node, *state, r);
       t.kernels += r.kernels.size();
       t.aggregate.add_call(r.kernels);
     } catch (...) {
+    }
+  }
+
+  // A whole step's kernels, each to the scope that launched it (under mutex_; the step's
+  // call is counted already). When the ranges cannot be paired with the launches, all stay
+  // with the step scope, and a note says why.
+  void add_step(node_id step, const pass_state& state, const counter_result& r) {
+    const detail::profiled_step_log& log = *step_log_;
+    const std::size_t total = log.launch_count.load(std::memory_order_relaxed);
+    std::vector<detail::step_launch> launches(std::min<std::size_t>(total, detail::profiled_step_log::capacity));
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+      const std::uint64_t word = log.launches[i].load(std::memory_order_relaxed);
+      launches[i].node = static_cast<node_id>(word & 0xffffffffu);
+      launches[i].thread = static_cast<std::uint32_t>((word >> 32) & 0x7fffffffu);
+      launches[i].graph = (word & detail::profiled_step_log::graph_bit) != 0;
+    }
+    const detail::step_kernel_pairing pairing =
+        detail::pair_step_kernels(step, state.step_thread, r.kernels.size(), launches, total);
+    std::map<node_id, std::vector<counter_values>> kernels_of;
+    for (std::size_t i = 0; i < r.kernels.size(); ++i)
+      kernels_of[pairing.kernel_scopes.empty() ? step : pairing.kernel_scopes[i]].push_back(r.kernels[i]);
+    std::map<node_id, std::uint64_t> calls;
+    if (pairing.why_not.empty()) {
+      calls = detail::step_scope_calls(step, std::vector<node_id>(log.opens, log.opens + log.open_count));
+    } else {
+      calls[step] = 1;
+      ++unpaired_steps_;
+      note("a profiled step's kernels were not told apart by scope (" + pairing.why_not +
+           "): they are counted in the step scope");
+    }
+    const std::size_t groups = plan_.groups.size();
+    for (auto& [scope, kernels] : kernels_of) {
+      scope_counter_totals& t = scopes_[scope];
+      t.node = scope;
+      // A nested scope's calls are those of the steps it launched in: a step where it
+      // launched nothing measured nothing of it (counted, it would thin its per-call values).
+      if (scope != step) t.profiled_calls += std::max<std::uint64_t>(1, calls[scope]);
+      t.groups = groups;
+      t.kernels += kernels.size();
+      t.aggregate.add_call(kernels);
     }
   }
 
@@ -526,6 +635,10 @@ class scope_counter_sampler {
            "records; the tensor pipe's FLOPs are hardware counters and are collected";
   }
   bool plan_has_sass_ = false;
+  // whole_steps: the step's launch log (allocated at the first step, never freed: a late
+  // callback may still write), and the steps whose kernels all stayed with the step scope.
+  std::unique_ptr<detail::profiled_step_log> step_log_;
+  std::uint64_t unpaired_steps_ = 0;
   // Per scope: the counter-data image its calls need (kernels seen x 2), once one filled up.
   std::map<node_id, std::size_t> capacity_;
 
@@ -535,7 +648,8 @@ class scope_counter_sampler {
     std::shared_ptr<detail::range_profiler_handle> range;
     std::map<std::vector<std::string>, std::unique_ptr<kept_pass>> passes;
   };
-  bool keep_profiler_ = true;
+  bool keep_profiler_ = true;  // the range profiler stays enabled between calls
+  bool rearm_passes_ = true;   // and each group's pass is kept to be re-armed
   std::map<std::uint64_t, kept_context> kept_;
   std::uint64_t kept_generation_ = 0;
 #else
@@ -546,6 +660,10 @@ class scope_counter_sampler {
   scope_counter_options options_;
   // What due() reads on every scope open while the hook is on: copies of three options.
   std::atomic<std::uint32_t> first_calls_{0}, every_{0}, max_calls_per_scope_{0};
+  // whole_steps and whether a step scope is named; per node, whether it is the named one
+  // (0: not looked at yet, 1: the step scope, 2: not).
+  std::atomic<bool> whole_steps_{true}, step_named_{false};
+  std::unique_ptr<std::atomic<std::uint8_t>[]> step_kind_;
   bool enabled_ = false;
   std::string status_ = "per-scope counters not enabled";
   one_pass_plan plan_;       // the rotating one-pass groups (kernel_replay off)
@@ -579,6 +697,9 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
   first_calls_.store(options.first_calls, std::memory_order_relaxed);
   every_.store(options.every, std::memory_order_relaxed);
   max_calls_per_scope_.store(options.max_calls_per_scope, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < max_nodes; ++i) step_kind_[i].store(0, std::memory_order_relaxed);
+  step_named_.store(options.whole_steps && !options.step_scope.empty(), std::memory_order_release);
+  whole_steps_.store(options.whole_steps, std::memory_order_relaxed);
   if (options_.first_calls == 0 && options_.every == 0) {
     status_ = "per-scope counters not started: first_calls and every are both 0 (no call would be profiled)";
     return false;
@@ -589,15 +710,24 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
     return false;
   }
   enabled_ = true;
-  keep_profiler_ = options_.keep_profiler && !options_.kernel_replay;
+  keep_profiler_ = options_.keep_profiler.value_or(options_.whole_steps) && !options_.kernel_replay;
+  rearm_passes_ = options_.keep_profiler.value_or(false);
   // Registered here, where a kept profiler can first exist.
   detail::kept_range_profiler_releaser().store(&release_kept, std::memory_order_release);
   plan_ = one_pass_plan{};
   plan_ready_ = false;
   groups_planned_.store(0, std::memory_order_relaxed);
-  status_ = "per-scope counters: each scope's first " + std::to_string(options_.first_calls) + " calls" +
+  const std::string unit = options_.whole_steps ? "step" : "scope";
+  status_ = "per-scope counters: " +
+            (options_.whole_steps
+                 ? "whole steps (" +
+                       (options_.step_scope.empty() ? std::string("each thread's outermost scope")
+                                                    : "the calls of '" + options_.step_scope + "'") +
+                       "), each kernel to the scope that launched it; each step's first "
+                 : std::string("each scope's first ")) +
+            std::to_string(options_.first_calls) + " calls" +
             (options_.every ? ", then every " + std::to_string(options_.every) + "th" : std::string()) +
-            ", at most " + std::to_string(options_.max_calls_per_scope) + " per scope, profiled " +
+            ", at most " + std::to_string(options_.max_calls_per_scope) + " per " + unit + ", profiled " +
             (options_.kernel_replay ? "with kernel replay, every metric in each call"
                                     : "once each with one one-pass metric group, the groups rotating over the calls") +
             " (their times are kept out of the statistics)";
@@ -659,8 +789,12 @@ KSCOPE_DECL void scope_counter_sampler::reset() {
   }
 }
 
-KSCOPE_DECL scope_counter_sampler::scope_counter_sampler() : calls_(new std::atomic<std::uint32_t>[max_nodes]), profiled_(new std::atomic<std::uint32_t>[max_nodes]) {
+KSCOPE_DECL scope_counter_sampler::scope_counter_sampler()
+    : step_kind_(new std::atomic<std::uint8_t>[max_nodes]),
+      calls_(new std::atomic<std::uint32_t>[max_nodes]),
+      profiled_(new std::atomic<std::uint32_t>[max_nodes]) {
   for (std::size_t i = 0; i < max_nodes; ++i) {
+    step_kind_[i].store(0, std::memory_order_relaxed);
     calls_[i].store(0, std::memory_order_relaxed);
     profiled_[i].store(0, std::memory_order_relaxed);
   }

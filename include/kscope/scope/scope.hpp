@@ -394,6 +394,7 @@ class scope {
     const detail::counter_hook* hook = nullptr;
     if (detail::profiled_depth > 0) {
       hook = &detail::inside_profiled_call;
+      detail::note_profiled_step_open(node);  // a scope nested in a profiled step: its calls counted
     } else if (const detail::counter_hook* active = detail::active_counter_hook.load(std::memory_order_acquire)) {
       if (active->open(node)) hook = active;
     }

@@ -246,8 +246,9 @@ class session {
   // Stops sampling; what was sampled stays in later reports.
   void disable_metric_sampling();
 
-  // Hardware counters per scope (counters/scope_counters.hpp): each scope's first calls and
-  // then every k-th are profiled with kernel replay; the report then has a "Hardware
+  // Hardware counters per scope (counters/scope_counters.hpp): each step's first calls and
+  // then every k-th are profiled (a whole step as one range-profiler session, each kernel
+  // counted in the scope that launched it); the report then has a "Hardware
   // counters per scope" section (measured DRAM bytes and FLOPs per call, speed-of-light
   // throughputs, the measured roofline point, the verdict with its evidence) and counts
   // the profiled calls, whose times stay out of every statistic. False, with the reason
@@ -279,8 +280,10 @@ class session {
   // Unregisters it: later reports have no section from it. False when none is registered.
   bool remove_feature(const std::string& name);
 
-  // KSCOPE_COUNTERS=1: enable_counters() with the defaults, before main; =kernel: with
-  // kernel replay (every metric in each profiled call, at kernel replay's cost).
+  // KSCOPE_COUNTERS=1: enable_counters() with the defaults (whole steps; the step scope
+  // named by KSCOPE_COUNTERS_STEP, else each thread's outermost scope), before main;
+  // =calls: each scope's calls profiled on their own; =kernel: with kernel replay (every
+  // metric in each profiled call, at kernel replay's cost).
   bool start_counters_from_environment();
 
   // KSCOPE_PRODUCTION=1: enable_production() before main (with KSCOPE_CUPTI_OPTIONS applied
@@ -393,17 +396,22 @@ KSCOPE_DECL void session::warn(std::string message) {
 
 KSCOPE_DECL bool session::start_counters_from_environment() {
   const char* v = std::getenv("KSCOPE_COUNTERS");
+  scope_counter_options o;
+  if (const char* step = std::getenv("KSCOPE_COUNTERS_STEP")) o.step_scope = step;
   if (v != nullptr && detail::equals_word(v, "kernel")) {
-    scope_counter_options o;
     o.kernel_replay = true;
     return enable_counters(o);
   }
+  if (v != nullptr && detail::equals_word(v, "calls")) {
+    o.whole_steps = false;
+    return enable_counters(o);
+  }
   switch (detail::parse_switch(v)) {
-    case detail::switch_value::on: return enable_counters();
+    case detail::switch_value::on: return enable_counters(o);
     case detail::switch_value::unrecognised:
       warn(detail::switch_warning("KSCOPE_COUNTERS", v,
-                                  "per-scope counters not started (KSCOPE_COUNTERS=1 starts them, =kernel with "
-                                  "kernel replay)"));
+                                  "per-scope counters not started (KSCOPE_COUNTERS=1 profiles whole steps, =calls "
+                                  "each scope's calls on their own, =kernel with kernel replay)"));
       return false;
     default: return false;
   }

@@ -21,6 +21,7 @@
 #if KSCOPE_HAS_RANGE_PROFILER
 
 #include "../../cupti/detail/demangle.hpp"
+#include "../../cupti/detail/kernel_launch_ids.hpp"
 
 #include <cstddef>
 #include <mutex>
@@ -29,61 +30,6 @@
 
 namespace kscope {
 namespace detail {
-
-// The kernel-launch and graph-launch callback ids whose names the log records.
-KSCOPE_DECL const CUpti_CallbackId* profiler_runtime_kernel_cbids(std::size_t& count) noexcept;
-
-KSCOPE_DECL const CUpti_CallbackId* profiler_driver_kernel_cbids(std::size_t& count) noexcept;
-
-KSCOPE_DECL bool is_graph_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept;
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL const CUpti_CallbackId* profiler_runtime_kernel_cbids(std::size_t& count) noexcept {
-  static const CUpti_CallbackId ids[] = {
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-#if CUPTI_API_VERSION >= 130000
-      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,  // <<<>>> in CUDA 13
-      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
-#endif
-      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
-  };
-  count = sizeof(ids) / sizeof(ids[0]);
-  return ids;
-}
-
-KSCOPE_DECL const CUpti_CallbackId* profiler_driver_kernel_cbids(std::size_t& count) noexcept {
-  static const CUpti_CallbackId ids[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuLaunch,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-  };
-  count = sizeof(ids) / sizeof(ids[0]);
-  return ids;
-}
-
-KSCOPE_DECL bool is_graph_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
-    return cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
-           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000;
-  return cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // The names seen during one pass. Never destroyed (a late callback may still arrive).
 struct kernel_name_log {
@@ -119,6 +65,9 @@ KSCOPE_DECL void CUPTIAPI on_profiler_launch(void* userdata, CUpti_CallbackDomai
   const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   if (!runtime && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  // A profiled step's launches, with their scopes (no activity collector holds the callbacks).
+  if (profiled_step_log* step = active_step_log.load(std::memory_order_relaxed))
+    note_launch_for_profiled_step(*step, domain, cbid, data->callbackSite);
   if (data->callbackSite == CUPTI_API_EXIT) {
     if (runtime && runtime_launch_depth() > 0) --runtime_launch_depth();
     return;

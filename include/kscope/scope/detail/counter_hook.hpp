@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../node_id.hpp"
+#include "thread_state.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -37,6 +38,46 @@ inline thread_local std::uint32_t profiled_depth = 0;
 // The event slot a profiled call's record carries: the recorder counts the call as
 // profiled and keeps its time out of every statistic (it includes kernel replay).
 inline constexpr std::uint32_t profiled_call_slot = 0xfffffffeu;
+
+// A profiled step (scope_counter_options::whole_steps): the step's kernels run as one
+// range-profiler session, one range per kernel, and each range goes to the scope that
+// launched that kernel. CUPTI's ranges say nothing of scopes, so while the step's pass
+// runs, the launch callback that is subscribed (the activity collector's, or the counter
+// pass's own) notes each kernel launch here with the innermost scope open on the
+// launching thread, in launch order, and the step's thread notes each scope opened inside
+// the step. The counters then pair launch i with range i, but only when the counts agree
+// and every launch came from the step's thread (counters/scope_counters.hpp). One log in
+// the process (one pass at a time), never freed: a late callback may still write.
+struct profiled_step_log {
+  static constexpr std::uint32_t capacity = 1u << 16;  // launches, and opens, noted per step
+  // Bit 63: a CUDA-graph launch (one call, many kernels: the pairing is off); bits 32-62:
+  // the launching thread's index; bits 0-31: its innermost scope.
+  static constexpr std::uint64_t graph_bit = std::uint64_t{1} << 63;
+  std::atomic<std::uint64_t> launches[capacity];
+  std::atomic<std::uint32_t> launch_count{0};  // may pass capacity: launches beyond it are counted only
+  std::uint32_t generation = 0;                // a new one per pass (the launch depth's reset, below)
+  node_id opens[capacity];                     // scopes opened inside the step, on its thread
+  std::uint32_t open_count = 0;
+};
+
+// The log of the step being profiled, or null: one relaxed load in a launch callback.
+inline std::atomic<profiled_step_log*> active_step_log{nullptr};
+
+// A kernel launch (graph: a CUDA-graph launch) from this thread, while a step is profiled.
+inline void note_profiled_step_launch(profiled_step_log& log, bool graph) noexcept {
+  const thread_state& state = this_thread_state();
+  const std::uint32_t i = log.launch_count.fetch_add(1, std::memory_order_relaxed);
+  if (i >= profiled_step_log::capacity) return;
+  const std::uint64_t thread = state.thread_index & 0x7fffffffu;
+  log.launches[i].store((graph ? profiled_step_log::graph_bit : 0) | (thread << 32) | state.current,
+                        std::memory_order_relaxed);
+}
+
+// A scope opened inside a profiled call, on that call's thread.
+inline void note_profiled_step_open(node_id node) noexcept {
+  profiled_step_log* log = active_step_log.load(std::memory_order_relaxed);
+  if (log != nullptr && log->open_count < profiled_step_log::capacity) log->opens[log->open_count++] = node;
+}
 
 }  // namespace detail
 }  // namespace kscope
