@@ -45,6 +45,22 @@ void run_steps(float* y, const float* x, int n, cudaStream_t stream) {
   }
 }
 
+// The 12 steps with the counters on (whole steps, the defaults); false when the counters
+// were refused (the case then fails where they are expected, tests/gpu/expectations.hpp).
+bool profile_steps(kscope::session& session, float* y, const float* x, int n, cudaStream_t stream) {
+  session.reset();
+  kscope::scope_counter_sampler::global().reset();
+  if (!session.enable_counters()) {
+    const kscope::session_report r = session.report();
+    kscope_test::refused(kscope_test::feature::counters, "session::enable_counters", "not enabled",
+                         r.counters ? r.counters->status : std::string(), __FILE__, __LINE__);
+    return false;
+  }
+  run_steps(y, x, n, stream);
+  session.disable_counters();
+  return true;
+}
+
 void check_split(kscope::session& session, const char* mode) {
   const kscope::session_report r = session.report();
   REQUIRE(r.counters.has_value());
@@ -91,30 +107,14 @@ TEST_CASE("whole steps: each kernel of a profiled step goes to the scope that la
   REQUIRE_CUDA(cudaStreamCreate(&stream));
 
   SUBCASE("without the activity collector: the counter pass takes the launch callback") {
-    session.reset();
-    kscope::scope_counter_sampler::global().reset();
-    if (!session.enable_counters()) {
-      const kscope::session_report r = session.report();
-      KSCOPE_TEST_REFUSED(kscope_test::feature::counters, "session::enable_counters", "not enabled",
-                          r.counters ? r.counters->status : std::string());
-    }
-    run_steps(y, x, n, stream);
-    session.disable_counters();
+    if (!profile_steps(session, y, x, n, stream)) return;
     check_split(session, "own callback");
   }
   SUBCASE("with the activity collector: its launch callback notes the step's launches") {
     if (!session.enable_cupti())
       KSCOPE_TEST_REFUSED(kscope_test::feature::activity, "session::enable_cupti", "not started",
                           kscope::cupti_collector::global().status().message);
-    session.reset();
-    kscope::scope_counter_sampler::global().reset();
-    if (!session.enable_counters()) {
-      const kscope::session_report r = session.report();
-      KSCOPE_TEST_REFUSED(kscope_test::feature::counters, "session::enable_counters", "not enabled",
-                          r.counters ? r.counters->status : std::string());
-    }
-    run_steps(y, x, n, stream);
-    session.disable_counters();
+    if (!profile_steps(session, y, x, n, stream)) return;
     check_split(session, "collector");
     // The profiled steps' kernels stay out of the GPU activity: only unprofiled steps' count.
     const kscope::session_report r = session.report();
