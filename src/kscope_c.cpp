@@ -921,10 +921,17 @@ void kscope_disable_metric_sampling(void) {
   });
 }
 
-kscope_status kscope_enable_counters(int kernel_replay) {
-  return guarded("kscope_enable_counters", [&] {
+kscope_status kscope_enable_counters(int kernel_replay) { return kscope_enable_counters_steps(kernel_replay, 1, nullptr); }
+
+kscope_status kscope_enable_counters_steps(int kernel_replay, int whole_steps, const char* step_scope) {
+  return guarded("kscope_enable_counters_steps", [&] {
     kscope::scope_counter_options o;
     o.kernel_replay = kernel_replay != 0;
+    o.whole_steps = whole_steps != 0;
+    if (step_scope != nullptr) o.step_scope = step_scope;
+    if (!o.whole_steps && !o.step_scope.empty())
+      return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "a step scope ('" + o.step_scope +
+                                                     "') names what a whole step is: it needs whole_steps");
     if (kscope::session::global().enable_counters(o)) return KSCOPE_OK;
     const std::string why = kscope::scope_counter_sampler::global().snapshot().status;
     return fail(KSCOPE_ERROR_UNAVAILABLE, why.empty() ? std::string("per-scope counters could not start") : why);

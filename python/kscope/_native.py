@@ -147,6 +147,7 @@ _PROTOTYPES = [
     ("kscope_enable_metric_sampling", c_int, (c_char_p,)),
     ("kscope_disable_metric_sampling", None, ()),
     ("kscope_enable_counters", c_int, (c_int,)),
+    ("kscope_enable_counters_steps", c_int, (c_int, c_int, c_char_p)),
     ("kscope_disable_counters", None, ()),
     ("kscope_session_reset", None, ()),
     ("kscope_session_warn", c_int, (c_char_p, c_size_t)),

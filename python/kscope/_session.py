@@ -103,12 +103,21 @@ def disable_metric_sampling() -> None:
     _native.require().kscope_disable_metric_sampling()
 
 
-def enable_counters(kernel_replay: bool = False) -> bool:
-    """Hardware counters per scope: each scope's first calls and then every 100th are
-    profiled (one one-pass metric group per call; kernel_replay=True: every metric by
-    kernel replay, slow). Profiled calls stay out of every timing statistic."""
+def enable_counters(kernel_replay: bool = False, step_scope: str = None, whole_steps: bool = True) -> bool:
+    """Hardware counters per scope: a step's first calls and then every 100th are profiled
+    (one one-pass metric group per step; kernel_replay=True: every metric by kernel replay,
+    slow). A step is a call of the scope named step_scope, or of the outermost scope of
+    each thread when it is None; its kernels are each counted in the scope that launched
+    them. whole_steps=False profiles each scope's calls on their own (no step_scope then).
+    Profiled calls stay out of every timing statistic."""
+    if step_scope is not None and not isinstance(step_scope, str):
+        raise TypeError("step_scope must be a scope name (str) or None, not %s" % type(step_scope).__name__)
+    if step_scope and not whole_steps:
+        raise ValueError("step_scope names what a whole step is: it needs whole_steps=True")
     lib = _native.require()
-    return _enable(lib.kscope_enable_counters(1 if kernel_replay else 0), "enable_counters")
+    name = step_scope.encode("utf-8") if step_scope else None
+    return _enable(lib.kscope_enable_counters_steps(1 if kernel_replay else 0, 1 if whole_steps else 0, name),
+                   "enable_counters")
 
 
 def disable_counters() -> None:

@@ -404,6 +404,30 @@ TEST_CASE("c abi: CUPTI without a GPU, or with bad options, says why") {
   }
 }
 
+TEST_CASE("c abi: counters by whole steps take a step scope; each scope's calls take none") {
+  // Refused before anything starts: a step scope names a step, and scope calls have none.
+  CHECK(kscope_enable_counters_steps(0, 0, "decode") == KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(last_error().find("whole_steps") != std::string::npos);
+  // Accepted: started (the status then names the step scope), or refused with a reason
+  // (no range profiler or no GPU here); either way the program goes on.
+  const kscope_status steps = kscope_enable_counters_steps(0, 1, "decode");
+  const auto counters_status = [] {
+    const nlohmann::json report = nlohmann::json::parse(report_as(KSCOPE_FORMAT_JSON));
+    return report["counters"].is_object() ? report["counters"].value("status", std::string()) : std::string();
+  };
+  if (steps == KSCOPE_OK) {
+    CHECK(counters_status().find("the calls of 'decode'") != std::string::npos);
+  } else {
+    CHECK(steps == KSCOPE_ERROR_UNAVAILABLE);
+    CHECK(!last_error().empty());
+  }
+  kscope_disable_counters();
+  const kscope_status calls = kscope_enable_counters_steps(0, 0, nullptr);
+  CHECK((calls == KSCOPE_OK || calls == KSCOPE_ERROR_UNAVAILABLE));
+  if (calls == KSCOPE_OK) CHECK(counters_status().find("each scope's first") != std::string::npos);
+  kscope_disable_counters();
+}
+
 namespace {
 
 struct counting_call {

@@ -206,3 +206,30 @@ def test_kscope_report_writes_the_report_when_python_exits(tmp_path):
     out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert kscope.load_report(path).find("at_exit")["calls"] == 3
+
+
+def test_counters_take_a_step_scope_and_refuse_one_without_whole_steps(tmp_path):
+    # In a fresh interpreter, as above. A step scope goes through to the library (its status
+    # names it when the counters start); one without whole steps, or not a name, is refused.
+    program = (
+        "import kscope\n"
+        "try:\n"
+        "    kscope.enable_counters(step_scope='decode', whole_steps=False)\n"
+        "    raise SystemExit('no ValueError')\n"
+        "except ValueError as e:\n"
+        "    assert 'whole_steps' in str(e), e\n"
+        "try:\n"
+        "    kscope.enable_counters(step_scope=3)\n"
+        "    raise SystemExit('no TypeError')\n"
+        "except TypeError:\n"
+        "    pass\n"
+        "started = kscope.enable_counters(step_scope='decode')\n"
+        "if started:\n"
+        "    status = kscope.report().data['counters']['status']\n"
+        "    assert \"the calls of 'decode'\" in status, status\n"
+        "kscope.disable_counters()\n"
+        "print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(kscope.__file__)))
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", program], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -195,8 +195,15 @@ KSCOPE_C_API kscope_status kscope_resume_tracing(void);
  * NULL) whose calls get per-step distributions. */
 KSCOPE_C_API kscope_status kscope_enable_metric_sampling(const char* step_scopes);
 KSCOPE_C_API void kscope_disable_metric_sampling(void);
-/* Hardware counters per scope; kernel_replay != 0 profiles every metric by kernel replay. */
+/* Hardware counters per scope; kernel_replay != 0 profiles every metric by kernel replay.
+ * A profiled call is a whole step: a call of each thread's outermost scope, each kernel
+ * counted in the scope that launched it (kscope_enable_counters_steps(k, 1, NULL)). */
 KSCOPE_C_API kscope_status kscope_enable_counters(int kernel_replay);
+/* The same, with what a profiled call is: whole_steps != 0, a whole step (a call of the scope
+ * named `step_scope`, or of each thread's outermost scope when it is NULL or empty); 0, each
+ * scope's calls on their own (`step_scope` must then be NULL or empty:
+ * KSCOPE_ERROR_INVALID_ARGUMENT otherwise). */
+KSCOPE_C_API kscope_status kscope_enable_counters_steps(int kernel_replay, int whole_steps, const char* step_scope);
 KSCOPE_C_API void kscope_disable_counters(void);
 /* Forgets every sample, tag and GPU record so far (site ids stay valid). */
 KSCOPE_C_API void kscope_session_reset(void);
