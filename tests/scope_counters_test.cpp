@@ -112,6 +112,17 @@ TEST_CASE("a profiled step notes the scopes opened inside it, on its thread, whi
   CHECK(calls.at(b) == 1);
 }
 
+TEST_CASE("a step scope without whole steps is refused, with why") {
+  kscope::scope_counter_options o;
+  o.whole_steps = false;
+  o.step_scope = "decode";
+  auto& sampler = kscope::scope_counter_sampler::global();
+  CHECK_FALSE(sampler.start(o));
+  CHECK(contains(sampler.snapshot().status, "whole_steps is off"));
+  CHECK(kscope::detail::active_counter_hook.load() == nullptr);
+  sampler.stop();
+}
+
 TEST_CASE("a profiled step's kernel ranges pair with its launches only when nothing can have shifted them") {
   using kscope::detail::pair_step_kernels;
   using kscope::detail::step_launch;

@@ -702,6 +702,15 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
   whole_steps_.store(options.whole_steps, std::memory_order_relaxed);
   if (options_.first_calls == 0 && options_.every == 0) {
     status_ = "per-scope counters not started: first_calls and every are both 0 (no call would be profiled)";
+    detail::active_counter_hook.store(nullptr, std::memory_order_release);  // refused: off, whatever ran before
+    enabled_ = false;
+    return false;
+  }
+  if (!options_.whole_steps && !options_.step_scope.empty()) {
+    status_ = "per-scope counters not started: a step scope ('" + options_.step_scope +
+              "') names what a whole step is, and whole_steps is off";
+    detail::active_counter_hook.store(nullptr, std::memory_order_release);
+    enabled_ = false;
     return false;
   }
 #if KSCOPE_HAS_RANGE_PROFILER
