@@ -921,10 +921,9 @@ void kscope_disable_metric_sampling(void) {
   });
 }
 
-kscope_status kscope_enable_counters(int kernel_replay) { return kscope_enable_counters_steps(kernel_replay, 1, nullptr); }
-
-kscope_status kscope_enable_counters_steps(int kernel_replay, int whole_steps, const char* step_scope) {
-  return guarded("kscope_enable_counters_steps", [&] {
+namespace {
+kscope_status enable_counters_as(const char* what, int kernel_replay, int whole_steps, const char* step_scope) {
+  return guarded(what, [&] {
     kscope::scope_counter_options o;
     o.kernel_replay = kernel_replay != 0;
     o.whole_steps = whole_steps != 0;
@@ -936,6 +935,15 @@ kscope_status kscope_enable_counters_steps(int kernel_replay, int whole_steps, c
     const std::string why = kscope::scope_counter_sampler::global().snapshot().status;
     return fail(KSCOPE_ERROR_UNAVAILABLE, why.empty() ? std::string("per-scope counters could not start") : why);
   });
+}
+}  // namespace
+
+kscope_status kscope_enable_counters(int kernel_replay) {
+  return enable_counters_as("kscope_enable_counters", kernel_replay, 1, nullptr);
+}
+
+kscope_status kscope_enable_counters_steps(int kernel_replay, int whole_steps, const char* step_scope) {
+  return enable_counters_as("kscope_enable_counters_steps", kernel_replay, whole_steps, step_scope);
 }
 
 void kscope_disable_counters(void) { kscope::session::global().disable_counters(); }

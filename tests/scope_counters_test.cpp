@@ -3,6 +3,7 @@
 // statistics; the report's counters section from synthetic counter values (known verdicts,
 // per-call numbers, the declared-vs-measured line, JSON).
 #include <kscope/counters/detail/step_kernels.hpp>
+#include <kscope/cupti/detail/kernel_launch_ids.hpp>
 #include <kscope/report/report.hpp>
 #include <kscope/scope/detail/counter_hook.hpp>
 #include <kscope/scope/scope.hpp>
@@ -158,6 +159,11 @@ TEST_CASE("a profiled step's kernel ranges pair with its launches only when noth
   SUBCASE("launches past the log's capacity, or none seen: not paired") {
     CHECK(contains(pair_step_kernels(step, thread, 5, launches, 5).why_not, "log holds"));
     CHECK(contains(pair_step_kernels(step, thread, 4, {}, 0).why_not, "no launch callback"));
+  }
+  SUBCASE("a slot taken but not written when the step ended: not paired") {
+    std::vector<step_launch> torn = launches;
+    torn[3].unread = true;
+    CHECK(contains(pair_step_kernels(step, thread, 4, torn, 4).why_not, "still being noted"));
   }
   SUBCASE("no ranges: nothing to pair, nothing to say") {
     const auto p = pair_step_kernels(step, thread, 0, launches, 4);
@@ -392,3 +398,52 @@ TEST_CASE("counters section: calls with more kernels than the image are partial,
   text = r.text();
   CHECK(contains(text, ">256"));
 }
+
+#if KSCOPE_HAS_CUPTI
+TEST_CASE("a profiled step notes each launch once, at its outermost call's successful exit") {
+  static kscope::detail::profiled_step_log log;  // large: never on the stack
+  log.launch_count = 0;
+  log.generation.fetch_add(1);
+  int ok = 0, failed = 1;
+  CUpti_CallbackData data{};
+  const auto call = [&](CUpti_CallbackDomain domain, CUpti_CallbackId cbid, CUpti_ApiCallbackSite site, int* result) {
+    data.callbackSite = site;
+    data.functionReturnValue = result;
+    kscope::detail::note_launch_for_profiled_step(log, domain, cbid, data);
+  };
+  const auto runtime = CUPTI_CB_DOMAIN_RUNTIME_API;
+  const auto driver = CUPTI_CB_DOMAIN_DRIVER_API;
+  const CUpti_CallbackId launch = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  const CUpti_CallbackId driver_launch = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  // A runtime launch with the driver launch under it: one kernel.
+  call(runtime, launch, CUPTI_API_ENTER, nullptr);
+  call(driver, driver_launch, CUPTI_API_ENTER, nullptr);
+  call(driver, driver_launch, CUPTI_API_EXIT, &ok);
+  CHECK(log.launch_count.load() == 0);  // noted at the outermost exit, not before
+  call(runtime, launch, CUPTI_API_EXIT, &ok);
+  CHECK(log.launch_count.load() == 1);
+  // A failed launch has no range: not noted.
+  call(runtime, launch, CUPTI_API_ENTER, nullptr);
+  call(runtime, launch, CUPTI_API_EXIT, &failed);
+  CHECK(log.launch_count.load() == 1);
+  // Not a launch (a synchronize): nothing.
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, CUPTI_API_ENTER, nullptr);
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, CUPTI_API_EXIT, &ok);
+  CHECK(log.launch_count.load() == 1);
+  // A graph launch: noted as one, marked.
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, CUPTI_API_ENTER, nullptr);
+  call(runtime, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, CUPTI_API_EXIT, &ok);
+  REQUIRE(log.launch_count.load() == 2);
+  CHECK((log.launches[1].load() & kscope::detail::profiled_step_log::graph_bit) != 0);
+  // A launch entered before this step's pass began (an earlier generation) and left there:
+  // its exit in the new pass notes nothing, and the next launch is counted from zero.
+  call(runtime, launch, CUPTI_API_ENTER, nullptr);
+  log.generation.fetch_add(1);
+  log.launch_count = 0;
+  call(runtime, launch, CUPTI_API_EXIT, &ok);
+  CHECK(log.launch_count.load() == 0);
+  call(runtime, launch, CUPTI_API_ENTER, nullptr);
+  call(runtime, launch, CUPTI_API_EXIT, &ok);
+  CHECK(log.launch_count.load() == 1);
+}
+#endif

@@ -112,6 +112,8 @@ def enable_counters(kernel_replay: bool = False, step_scope: str = None, whole_s
     Profiled calls stay out of every timing statistic."""
     if step_scope is not None and not isinstance(step_scope, str):
         raise TypeError("step_scope must be a scope name (str) or None, not %s" % type(step_scope).__name__)
+    if step_scope and "\0" in step_scope:
+        raise ValueError("step_scope must not hold a NUL character")
     if step_scope and not whole_steps:
         raise ValueError("step_scope names what a whole step is: it needs whole_steps=True")
     lib = _native.require()

@@ -321,7 +321,9 @@ __global__ void ps_axpy(float* y, const float* x, int n, float a) {
 constexpr int nested_scopes = 8;
 constexpr int kernels_per_scope = 38;
 constexpr int kernels_in_step = 3;  // launched by the step scope itself
-constexpr int steps = 12;
+// More steps than one-pass metric groups (about 20 on GH100; the first calls of a step cover
+// each group once): the last steps run unprofiled, with their kernels in the GPU activity.
+constexpr int steps = 30;
 const char* const scope_names[nested_scopes] = {"ps_embed", "ps_attn", "ps_proj", "ps_norm",
                                                 "ps_mlp_up", "ps_mlp_down", "ps_logits", "ps_sample"};
 
@@ -358,7 +360,10 @@ void check_split(kscope::session& session, const char* mode) {
   REQUIRE(r.counters.has_value());
   std::printf("PSTEP %s status: %s\n", mode, r.counters->status.c_str());
   for (const std::string& n : r.counters->notes) std::printf("PSTEP %s note: %s\n", mode, n.c_str());
-  for (const std::string& n : r.counters->notes) CHECK_MESSAGE(n.find("not told apart") == std::string::npos, n);
+  for (const std::string& n : r.counters->notes) {
+    CHECK_MESSAGE(n.find("told apart") == std::string::npos, n);
+    CHECK_MESSAGE(n.find("without a check of who launched") == std::string::npos, n);
+  }
   const kscope::scope_report* step = r.find("ps_step");
   REQUIRE(step != nullptr);
   REQUIRE(step->counters.has_value());
@@ -370,6 +375,7 @@ void check_split(kscope::session& session, const char* mode) {
   CHECK(step->profiled_calls + step->calls == steps);
   const std::uint64_t whole = profiled - step->counters->partial_calls;
   CHECK(step->counters->partial_calls == 0);
+  CHECK(step->counters->failed_calls == 0);
   CHECK(step->counters->kernels == whole * kernels_in_step);
   for (const char* name : scope_names) {
     const kscope::scope_report* s = r.find(std::string("ps_step/") + name);
@@ -409,7 +415,11 @@ TEST_CASE("whole steps: each kernel of a profiled step goes to the scope that la
     const kscope::scope_report* mlp = r.find("ps_step/ps_mlp_up");
     REQUIRE(mlp != nullptr);
     const std::uint64_t unprofiled = static_cast<std::uint64_t>(mlp->calls);
-    if (mlp->gpu_activity) CHECK(mlp->gpu_activity->kernel_count == unprofiled * kernels_per_scope);
+    std::printf("PSTEP collector: %llu steps unprofiled\n", static_cast<unsigned long long>(unprofiled));
+    if (unprofiled > 0) {
+      REQUIRE(mlp->gpu_activity.has_value());
+      CHECK(mlp->gpu_activity->kernel_count == unprofiled * kernels_per_scope);
+    }
   }
   SUBCASE("without the activity collector: the counter pass takes the launch callback") {
     kscope::cupti_collector::global().stop();  // CUPTI's callbacks free for the counter pass

@@ -266,7 +266,7 @@ class cupti_collector {
       const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
       // A step profiled by the per-scope counters: its launches, with their scopes.
       if (KSCOPE_UNLIKELY(detail::active_step_log.load(std::memory_order_relaxed) != nullptr))
-        note_profiled_step(domain, cbid, data->callbackSite);
+        note_profiled_step(domain, cbid, *data);
       if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_DRIVER_API && (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
                                                                   cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz))) {
         const bool unreferenced = global().on_graph_launch(*data);
@@ -291,9 +291,9 @@ class cupti_collector {
   }
 
   static KSCOPE_NOINLINE void note_profiled_step(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                                                 CUpti_ApiCallbackSite site) noexcept {
+                                                 const CUpti_CallbackData& data) noexcept {
     if (detail::profiled_step_log* log = detail::active_step_log.load(std::memory_order_acquire))
-      detail::note_launch_for_profiled_step(*log, domain, cbid, site);
+      detail::note_launch_for_profiled_step(*log, domain, cbid, data);
   }
 
   // The graph launch's driver callback (graph-level trace on): decides, on the launching

@@ -64,6 +64,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -394,12 +395,19 @@ class scope_counter_sampler {
     return o;
   }
 
-  void begin_step_log(pass_state& state) {
-    if (!step_log_) step_log_ = std::make_unique<detail::profiled_step_log>();  // one pass at a time: no race
-    detail::profiled_step_log& log = *step_log_;
+  void begin_step_log(pass_state& state) noexcept {
+    detail::profiled_step_log* const allocated = step_log_.load(std::memory_order_acquire);  // by start()
+    if (allocated == nullptr) return;  // (never: start() allocates it first) counted as a scope's call
+    detail::profiled_step_log& log = *allocated;
+    // The slots the last step used read `unwritten` again, so that one a late callback took
+    // and has not written yet is never read as this step's.
+    const std::size_t used = std::min<std::size_t>(log.launch_count.load(std::memory_order_relaxed),
+                                                   detail::profiled_step_log::capacity);
+    for (std::size_t i = 0; i < used; ++i)
+      log.launches[i].store(detail::profiled_step_log::unwritten, std::memory_order_relaxed);
     log.launch_count.store(0, std::memory_order_relaxed);
     log.open_count = 0;
-    ++log.generation;
+    log.generation.fetch_add(1, std::memory_order_release);
     state.whole_step = true;
     state.step_thread = detail::this_thread_state().thread_index & 0x7fffffffu;
     detail::active_step_log.store(&log, std::memory_order_release);
@@ -479,36 +487,48 @@ class scope_counter_sampler {
   // call is counted already). When the ranges cannot be paired with the launches, all stay
   // with the step scope, and a note says why.
   void add_step(node_id step, const pass_state& state, const counter_result& r) {
-    const detail::profiled_step_log& log = *step_log_;
+    const detail::profiled_step_log& log = *step_log_.load(std::memory_order_acquire);  // whole_step: set
     const std::size_t total = log.launch_count.load(std::memory_order_relaxed);
     std::vector<detail::step_launch> launches(std::min<std::size_t>(total, detail::profiled_step_log::capacity));
     for (std::size_t i = 0; i < launches.size(); ++i) {
       const std::uint64_t word = log.launches[i].load(std::memory_order_relaxed);
+      launches[i].unread = word == detail::profiled_step_log::unwritten;
       launches[i].node = static_cast<node_id>(word & 0xffffffffu);
       launches[i].thread = static_cast<std::uint32_t>((word >> 32) & 0x7fffffffu);
       launches[i].graph = (word & detail::profiled_step_log::graph_bit) != 0;
     }
     const detail::step_kernel_pairing pairing =
         detail::pair_step_kernels(step, state.step_thread, r.kernels.size(), launches, total);
+    const std::vector<node_id> opens(log.opens, log.opens + log.open_count);
+    if (!pairing.why_not.empty()) {
+      scope_counter_totals& t = scopes_[step];
+      if (!opens.empty()) {
+        // Scopes were nested in the step: all its kernels in the step scope would mix the
+        // scopes' work into the step's own (what a split step counts), so this step counts
+        // for none of them.
+        --t.profiled_calls;
+        ++t.failed_calls;
+        note("a profiled step was not counted: its kernels could not be told apart by scope (" + pairing.why_not +
+             ")");
+        return;
+      }
+      // Nothing nested: the kernels are the step scope's own (and any another thread
+      // launched meanwhile, which the note says), as a scope's profiled call counts them.
+      note("a profiled step's kernels were counted in the step scope without a check of who launched each (" +
+           pairing.why_not + ")");
+    }
     std::map<node_id, std::vector<counter_values>> kernels_of;
     for (std::size_t i = 0; i < r.kernels.size(); ++i)
       kernels_of[pairing.kernel_scopes.empty() ? step : pairing.kernel_scopes[i]].push_back(r.kernels[i]);
-    std::map<node_id, std::uint64_t> calls;
-    if (pairing.why_not.empty()) {
-      calls = detail::step_scope_calls(step, std::vector<node_id>(log.opens, log.opens + log.open_count));
-    } else {
-      calls[step] = 1;
-      ++unpaired_steps_;
-      note("a profiled step's kernels were not told apart by scope (" + pairing.why_not +
-           "): they are counted in the step scope");
-    }
-    const std::size_t groups = plan_.groups.size();
+    const std::map<node_id, std::uint64_t> calls = detail::step_scope_calls(step, opens);
+    const std::size_t groups = options_.kernel_replay ? 1 : plan_.groups.size();
     for (auto& [scope, kernels] : kernels_of) {
       scope_counter_totals& t = scopes_[scope];
       t.node = scope;
       // A nested scope's calls are those of the steps it launched in: a step where it
       // launched nothing measured nothing of it (counted, it would thin its per-call values).
-      if (scope != step) t.profiled_calls += std::max<std::uint64_t>(1, calls[scope]);
+      const auto opened = calls.find(scope);
+      if (scope != step) t.profiled_calls += opened != calls.end() ? opened->second : 1;
       t.groups = groups;
       t.kernels += kernels.size();
       t.aggregate.add_call(kernels);
@@ -637,8 +657,7 @@ class scope_counter_sampler {
   bool plan_has_sass_ = false;
   // whole_steps: the step's launch log (allocated at the first step, never freed: a late
   // callback may still write), and the steps whose kernels all stayed with the step scope.
-  std::unique_ptr<detail::profiled_step_log> step_log_;
-  std::uint64_t unpaired_steps_ = 0;
+  std::atomic<detail::profiled_step_log*> step_log_{nullptr};
   // Per scope: the counter-data image its calls need (kernels seen x 2), once one filled up.
   std::map<node_id, std::size_t> capacity_;
 
@@ -698,6 +717,21 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
   every_.store(options.every, std::memory_order_relaxed);
   max_calls_per_scope_.store(options.max_calls_per_scope, std::memory_order_relaxed);
   for (std::size_t i = 0; i < max_nodes; ++i) step_kind_[i].store(0, std::memory_order_relaxed);
+#if KSCOPE_HAS_RANGE_PROFILER
+  // Before a step can be chosen (open_call reads it without mutex_); never freed, since a
+  // late launch callback may still write into it.
+  if (options.whole_steps && step_log_.load(std::memory_order_relaxed) == nullptr) {
+    auto* log = new (std::nothrow) detail::profiled_step_log();
+    if (log == nullptr) {
+      status_ = "per-scope counters not started: no memory for the whole steps' launch log";
+      detail::active_counter_hook.store(nullptr, std::memory_order_release);
+      enabled_ = false;
+      return false;
+    }
+    for (std::atomic<std::uint64_t>& slot : log->launches) slot.store(detail::profiled_step_log::unwritten);
+    step_log_.store(log, std::memory_order_release);
+  }
+#endif
   step_named_.store(options.whole_steps && !options.step_scope.empty(), std::memory_order_release);
   whole_steps_.store(options.whole_steps, std::memory_order_relaxed);
   if (options_.first_calls == 0 && options_.every == 0) {

@@ -66,8 +66,8 @@ KSCOPE_DECL void CUPTIAPI on_profiler_launch(void* userdata, CUpti_CallbackDomai
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   if (!runtime && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   // A profiled step's launches, with their scopes (no activity collector holds the callbacks).
-  if (profiled_step_log* step = active_step_log.load(std::memory_order_relaxed))
-    note_launch_for_profiled_step(*step, domain, cbid, data->callbackSite);
+  if (profiled_step_log* step = active_step_log.load(std::memory_order_acquire))
+    note_launch_for_profiled_step(*step, domain, cbid, *data);
   if (data->callbackSite == CUPTI_API_EXIT) {
     if (runtime && runtime_launch_depth() > 0) --runtime_launch_depth();
     return;

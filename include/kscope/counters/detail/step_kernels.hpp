@@ -6,8 +6,8 @@
 // Range i is launch i only when nothing can have shifted them: as many launches noted as
 // ranges, none of them a CUDA-graph launch (one call, many kernels), all from the step's
 // own thread (another thread's kernels interleave with the step's in an order the host
-// does not know), and none beyond what the log holds. Otherwise every kernel stays with the
-// step scope, and why says so in words.
+// does not know), all read whole, and none beyond what the log holds. Otherwise why says
+// so in words, and the step is not split (scope_counters.hpp decides what it then counts).
 #pragma once
 
 #include "../../core/config.hpp"
@@ -27,6 +27,7 @@ struct step_launch {
   node_id node = 0;           // the innermost scope open on the launching thread
   std::uint32_t thread = 0;   // the launching thread's index (thread_state::thread_index)
   bool graph = false;         // a CUDA-graph launch
+  bool unread = false;        // its slot was taken but not yet written when the step ended
 };
 
 struct step_kernel_pairing {
@@ -66,7 +67,9 @@ KSCOPE_DECL step_kernel_pairing pair_step_kernels(node_id step, std::uint32_t st
   }
   for (const step_launch& l : launches) {
     if (!out.why_not.empty()) break;
-    if (l.graph)
+    if (l.unread)
+      out.why_not = "a launch was still being noted when the step ended";
+    else if (l.graph)
       out.why_not = "a CUDA graph was launched in the step (one launch, many kernels)";
     else if (l.thread != step_thread)
       out.why_not = "other threads launched kernels during the step (their order against the step's is unknown)";

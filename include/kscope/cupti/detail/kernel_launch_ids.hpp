@@ -77,11 +77,12 @@ KSCOPE_DECL bool is_graph_launch_cbid(CUpti_CallbackDomain domain, CUpti_Callbac
 KSCOPE_DECL bool is_kernel_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept;
 
 // From a launch callback (any site, any callback id), with `log` the active step log: a
-// kernel or graph launch's outermost call on its thread is noted in it. A runtime launch
-// calls the driver (and, in CUDA 13, <<<>>> goes through __cudaLaunchKernel to another
-// runtime entry point) underneath: the calls under the outermost are the same kernel.
+// kernel or graph launch's outermost call on its thread is noted in it, at its exit and only
+// when it succeeded (a launch that failed has no range). A runtime launch calls the driver
+// (and, in CUDA 13, <<<>>> goes through __cudaLaunchKernel to another runtime entry point)
+// underneath: the calls under the outermost are the same kernel.
 KSCOPE_DECL void note_launch_for_profiled_step(profiled_step_log& log, CUpti_CallbackDomain domain,
-                                               CUpti_CallbackId cbid, CUpti_ApiCallbackSite site) noexcept;
+                                               CUpti_CallbackId cbid, const CUpti_CallbackData& data) noexcept;
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL bool is_kernel_launch_cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) noexcept {
@@ -95,7 +96,7 @@ KSCOPE_DECL bool is_kernel_launch_cbid(CUpti_CallbackDomain domain, CUpti_Callba
 }
 
 KSCOPE_DECL void note_launch_for_profiled_step(profiled_step_log& log, CUpti_CallbackDomain domain,
-                                               CUpti_CallbackId cbid, CUpti_ApiCallbackSite site) noexcept {
+                                               CUpti_CallbackId cbid, const CUpti_CallbackData& data) noexcept {
   if (!is_kernel_launch_cbid(domain, cbid)) return;
   // Launch calls open on this thread, counted from this pass's first: a call that entered
   // before the pass began (its exit seen now) or one left open by an earlier pass counts
@@ -105,13 +106,16 @@ KSCOPE_DECL void note_launch_for_profiled_step(profiled_step_log& log, CUpti_Cal
     std::uint32_t open_calls;
   };
   thread_local launch_depth depth{0, 0};
-  if (depth.generation != log.generation) depth = launch_depth{log.generation, 0};
-  if (site == CUPTI_API_EXIT) {
-    if (depth.open_calls > 0) --depth.open_calls;
+  const std::uint32_t generation = log.generation.load(std::memory_order_acquire);
+  if (depth.generation != generation) depth = launch_depth{generation, 0};
+  if (data.callbackSite == CUPTI_API_ENTER) {
+    ++depth.open_calls;
     return;
   }
-  if (depth.open_calls++ > 0) return;
-  note_profiled_step_launch(log, is_graph_launch_cbid(domain, cbid));
+  if (depth.open_calls == 0 || --depth.open_calls > 0) return;  // entered before the pass, or not the outermost
+  // cudaError_t and CUresult alike: 0 is success.
+  const bool launched = data.functionReturnValue == nullptr || *static_cast<const int*>(data.functionReturnValue) == 0;
+  if (launched) note_profiled_step_launch(log, is_graph_launch_cbid(domain, cbid));
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 

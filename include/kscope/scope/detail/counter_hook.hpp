@@ -53,9 +53,12 @@ struct profiled_step_log {
   // Bit 63: a CUDA-graph launch (one call, many kernels: the pairing is off); bits 32-62:
   // the launching thread's index; bits 0-31: its innermost scope.
   static constexpr std::uint64_t graph_bit = std::uint64_t{1} << 63;
+  // What a slot holds until its launch is noted: a slot taken by a callback that has not
+  // written it yet when the step ends reads so, and the step is not paired.
+  static constexpr std::uint64_t unwritten = ~std::uint64_t{0};
   std::atomic<std::uint64_t> launches[capacity];
   std::atomic<std::uint32_t> launch_count{0};  // may pass capacity: launches beyond it are counted only
-  std::uint32_t generation = 0;                // a new one per pass (the launch depth's reset, below)
+  std::atomic<std::uint32_t> generation{0};    // a new one per pass (the launch depth's reset)
   node_id opens[capacity];                     // scopes opened inside the step, on its thread
   std::uint32_t open_count = 0;
 };
@@ -68,7 +71,7 @@ inline void note_profiled_step_launch(profiled_step_log& log, bool graph) noexce
   const thread_state& state = this_thread_state();
   const std::uint32_t i = log.launch_count.fetch_add(1, std::memory_order_relaxed);
   if (i >= profiled_step_log::capacity) return;
-  const std::uint64_t thread = state.thread_index & 0x7fffffffu;
+  const std::uint64_t thread = state.thread_index & 0x7fffffffu;  // (node ids stay far below 2^32 - 1: never `unwritten`)
   log.launches[i].store((graph ? profiled_step_log::graph_bit : 0) | (thread << 32) | state.current,
                         std::memory_order_relaxed);
 }
