@@ -15,7 +15,8 @@
 // range-profiler session with one range per kernel; the launch callback that is subscribed
 // (the activity collector's, else the pass's own) notes each launch with the innermost scope
 // of its thread (scope/detail/counter_hook.hpp), and range i goes to launch i's scope when
-// nothing can have shifted them (detail/step_kernels.hpp; else all to the step, with a note).
+// nothing can have shifted them (detail/step_kernels.hpp; else, with a note, the step counts
+// for no scope when scopes were nested in it, and for the step scope when none was).
 // So a step of eight nested scopes pays CUPTI's Start and Stop once, not eight times, and
 // the range profiler stays enabled between steps (each step's group set up afresh: re-armed
 // passes read NaN, below). whole_steps false: each scope's calls are chosen and profiled
