@@ -398,7 +398,9 @@ class scope_counter_sampler {
 
   void begin_step_log(pass_state& state) noexcept {
     detail::profiled_step_log* const allocated = step_log_.load(std::memory_order_acquire);  // by start()
-    if (allocated == nullptr) return;  // (never: start() allocates it first) counted as a scope's call
+    // Never null (start() allocates it before any step is chosen); if it were, the pass
+    // would count as a scope's call: every kernel in the step scope.
+    if (allocated == nullptr) return;
     detail::profiled_step_log& log = *allocated;
     // The slots the last step used read `unwritten` again, so that one a late callback took
     // and has not written yet is never read as this step's.
@@ -485,8 +487,9 @@ class scope_counter_sampler {
   }
 
   // A whole step's kernels, each to the scope that launched it (under mutex_; the step's
-  // call is counted already). When the ranges cannot be paired with the launches, all stay
-  // with the step scope, and a note says why.
+  // call is counted already). When the ranges cannot be paired with the launches, a note
+  // says why, and the step counts for no scope if scopes were nested in it, else for the
+  // step scope alone.
   void add_step(node_id step, const pass_state& state, const counter_result& r) {
     const detail::profiled_step_log& log = *step_log_.load(std::memory_order_acquire);  // whole_step: set
     const std::size_t total = log.launch_count.load(std::memory_order_relaxed);
