@@ -27,7 +27,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -294,6 +296,18 @@ kscope::device_info h200(int ordinal) {
   return d;
 }
 
+// A feature's own section (report/section.hpp); one whose json() fails, for "error".
+struct fixture_section final : kscope::report_section {
+  bool fails = false;
+  std::string key() const override { return fails ? "failing_probe" : "queue_depth"; }
+  std::string heading() const override { return "Queue depth"; }
+  std::string text(const kscope::session_report&) const override { return "peak 3\n"; }
+  std::string json() const override {
+    if (fails) throw std::runtime_error("no data");
+    return R"({"peak": 3})";
+  }
+};
+
 // A session report as session::report() fills it on a 2-GPU host with CUPTI, a rank,
 // declared work and tags; `with_devices` false gives the no-GPU context instead.
 std::string session_report_json(bool with_devices) {
@@ -537,6 +551,9 @@ std::string session_report_json(bool with_devices) {
     t.busy_share = std::nan("");
   }
   r.gpu_time = t;
+  auto section = std::make_shared<fixture_section>();
+  section->fails = !with_devices;
+  r.sections.push_back(section);
   return r.json();
 }
 

@@ -32,7 +32,7 @@ void some_steps() {
   }
 }
 
-// A feature whose part of the report fails: report() throws.
+// A feature whose part of the report fails: the report goes on without its section.
 class failing_feature final : public kscope::session_feature {
  public:
   const char* name() const noexcept override { return "failing"; }

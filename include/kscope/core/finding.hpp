@@ -79,6 +79,18 @@ struct verdict_evidence {
   bool agrees = true;            // read alone, it names the verdict's class
 };
 
+// What one source concluded for a scope or bench row, and what it rests on: what the
+// verdict (verdict/weigh.hpp) weighs. A feature gives its own through
+// scope_report::feature_evidence.
+//   kscope::verdict_candidate c{"queue model", said, true, 40, "steps"};
+struct verdict_candidate {
+  std::string source;       // "hardware counters", "sampled metrics", "declared work"
+  finding said;             // its conclusion with its numbers
+  bool measured = true;     // false: declared work (decides only where nothing measured did)
+  std::uint64_t count = 0;  // how many calls or samples it rests on
+  std::string count_of;     // "profiled calls", "samples", "calls"
+};
+
 // The one verdict of a scope or bench row (verdict/weigh.hpp decides it): the class and the
 // limiting unit, what to try, the source it rests on, every source's evidence under it
 // (the deciding one first), and what was not collected or did not decide.

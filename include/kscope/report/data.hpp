@@ -21,11 +21,13 @@
 #include "../evidence/counter_report.hpp"
 #include "../core/roofline.hpp"
 #include "../core/stats.hpp"
+#include "section.hpp"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -121,6 +123,10 @@ struct scope_report {
   // replay are counted here and in no timing statistic.
   std::uint64_t profiled_calls = 0;
   std::optional<scope_counter_report> counters;
+  // What a feature of its own concluded for this scope (its source, finding and count;
+  // session/feature.hpp): weighed into the verdict beside the built-in sources, by the
+  // same rule. Not written to JSON: the verdict it decided is.
+  std::vector<verdict_candidate> feature_evidence;
   // The scope's one verdict (core/finding.hpp, decided by verdict/scope_verdict.hpp): the
   // only conclusion the printers print for it, its evidence under it; absent when it has
   // no evidence at all (a host-only scope, or one whose work is neither declared nor measured).
@@ -188,6 +194,9 @@ struct session_report {
   std::optional<session_counters_status> counters;
   // Where the GPU's time went (gpu_time.hpp): absent without CUPTI activity.
   std::optional<gpu_time_report> gpu_time;
+  // The parts of the report that features add (report/section.hpp), in the order added:
+  // each printer prints each under its key, after the built-in sections.
+  std::vector<std::shared_ptr<const report_section>> sections;
   // Set in a window report (session::window()): the scopes' counts, times and tag counts
   // are then the window's alone (the call-path tree is the run's); absent in a report of
   // the whole run.

@@ -85,8 +85,9 @@ KSCOPE_DECL const std::vector<report_section_marker>& report_section_markers();
 // page order, and the lines that start a section (follow an empty line) and match no
 // marker: a section text() prints that the page does not know.
 struct text_sections {
-  std::vector<std::string> ids;
+  std::vector<std::string> ids;          // page order, the features' sections included
   std::vector<std::string> unknown;
+  std::vector<std::string> feature_ids;  // the features' sections alone (report/section.hpp)
 };
 KSCOPE_DECL text_sections sections_of_text(std::string_view text);
 
@@ -164,6 +165,9 @@ KSCOPE_DECL std::vector<std::string> report_sections_present(const session_repor
   for (const std::string& w : r.warnings)
     warnings = warnings || !(w == r.cupti_status || (r.sampled_metrics && w == r.sampled_metrics->status) ||
                              (r.counters && w == r.counters->status));
+  std::vector<std::string> section_problems;
+  const std::vector<feature_section_view> features = printed_feature_sections(r, section_problems);
+  warnings = warnings || !section_problems.empty();
   // text()'s conditions for each of its sections, in page order (report_sections()).
   const std::pair<const char*, bool> present[] = {{"context", true},
                                                   {"window", r.window.has_value()},
@@ -180,8 +184,12 @@ KSCOPE_DECL std::vector<std::string> report_sections_present(const session_repor
                                                   {"cupti", !r.cupti_status.empty()},
                                                   {"warnings", warnings}};
   std::vector<std::string> ids;
-  for (const auto& [id, on] : present)
+  for (const auto& [id, on] : present) {
+    // The features' sections come where text() prints them: before the verdicts.
+    if (std::string_view(id) == "verdicts")
+      for (const feature_section_view& f : features) ids.push_back(f.key);
     if (on) ids.emplace_back(id);
+  }
   return ids;
 }
 
@@ -200,6 +208,17 @@ KSCOPE_DECL text_sections sections_of_text(std::string_view text) {
       continue;
     }
     bool matched = false;
+    // A feature's section (report/section.hpp): "section KEY: HEADING", its id the key.
+    if (after_blank && line.substr(0, 8) == "section ") {
+      const std::size_t colon = line.find(':');
+      const std::string_view key = colon == std::string_view::npos ? std::string_view() : line.substr(8, colon - 8);
+      if (valid_report_section_key(key)) {
+        if (std::find(out.feature_ids.begin(), out.feature_ids.end(), key) == out.feature_ids.end())
+          out.feature_ids.emplace_back(key);
+        after_blank = false;
+        continue;
+      }
+    }
     for (const report_section_marker& m : report_section_markers()) {
       if (m.after_blank && !after_blank) continue;
       if (line.substr(0, std::string_view(m.marker).size()) != m.marker) continue;
@@ -212,8 +231,11 @@ KSCOPE_DECL text_sections sections_of_text(std::string_view text) {
     if (after_blank && !matched) out.unknown.emplace_back(line);
     after_blank = false;
   }
-  for (std::size_t i = 0; i < found.size(); ++i)
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    if (std::string_view(report_sections()[i].id) == "verdicts")
+      out.ids.insert(out.ids.end(), out.feature_ids.begin(), out.feature_ids.end());
     if (found[i]) out.ids.emplace_back(report_sections()[i].id);
+  }
   return out;
 }
 
@@ -234,8 +256,13 @@ KSCOPE_DECL std::string report_html(const session_report& r, const std::vector<h
   detail::html_context(page);
   // The contents: the sections present, for the screen (print leaves it out).
   std::vector<std::pair<std::string, std::string>> present;
-  for (const detail::report_section_info& s : detail::report_sections())
+  std::vector<std::string> section_problems;
+  const std::vector<detail::feature_section_view> features = detail::printed_feature_sections(r, section_problems);
+  for (const detail::report_section_info& s : detail::report_sections()) {
+    if (std::string_view(s.id) == "verdicts")
+      for (const detail::feature_section_view& f : features) present.emplace_back(f.key, f.heading);
     if (std::string_view(s.id) != "context" && has(s.id)) present.emplace_back(s.id, s.heading);
+  }
   for (const html_section& s : more) present.emplace_back(detail::html_section_id(s.id), s.heading);
   if (!present.empty()) {
     out += "<nav class=\"contents\">";
@@ -261,8 +288,25 @@ KSCOPE_DECL std::string report_html(const session_report& r, const std::vector<h
       {"cupti", detail::html_cupti},
       {"warnings", detail::html_warnings},
   };
-  for (const auto& [id, render] : renderers)
+  for (const auto& [id, render] : renderers) {
+    if (std::string_view(id) == "verdicts") {
+      // The features' sections, each its text lines (its key is a valid id as it is).
+      for (const detail::feature_section_view& f : features) {
+        detail::html_section_open(out, f.key, f.heading);
+        std::string body = detail::feature_section_body(f, r);
+        if (body.size() > html_max_section_bytes) {  // the page stays bounded: the rest is in text() and json()
+          const std::size_t cut = body.rfind('\n', html_max_section_bytes);
+          const std::size_t keep = cut == std::string::npos ? html_max_section_bytes : cut + 1;
+          const std::size_t left = body.size() - keep;
+          body.resize(keep);
+          body += "(" + std::to_string(left) + " more bytes of this section in the text and JSON reports)\n";
+        }
+        detail::html_paragraph(out, body, "lines");
+        out += "</section>\n";
+      }
+    }
     if (has(id)) render(page);
+  }
   // Sections from the layers above.
   for (const html_section& s : more) {
     detail::html_section_open(out, detail::html_section_id(s.id), s.heading);

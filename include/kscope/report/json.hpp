@@ -51,9 +51,15 @@ KSCOPE_DECL std::string session_report::json() const {
   }
   w.member("sample_cap", static_cast<unsigned long long>(sample_cap));
   w.member("gpu_timing_skipped", static_cast<unsigned long long>(gpu_timing_skipped));
+  // The features' sections (report/section.hpp); the ones no printer prints are warned of.
+  std::vector<std::string> section_problems;
+  const std::vector<detail::feature_section_view> feature_views = detail::printed_feature_sections(*this, section_problems);
   w.key("warnings").begin_array();
   for (const std::string& s : warnings) w.value(s);
+  for (const std::string& s : section_problems) w.value(s);
   w.end_array();
+  w.key("sections");
+  detail::write_feature_sections_json(w, feature_views);
   w.key("cupti").begin_object();
   w.member("status", cupti_status);
   // Tracing in windows (docs/report_schema.md, `cupti.trace_windows`): null when every

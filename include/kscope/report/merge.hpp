@@ -592,7 +592,11 @@ class report_reader {
   }
 
   void read_cupti();
+  // The features' sections (report/section.hpp): each through the reader registered for its
+  // key, else kept as the JSON it was.
+  void read_sections();
 
+  std::string_view text_;
   json_cursor cursor_;
   session_report report_;
   std::string schema_;
@@ -602,7 +606,7 @@ class report_reader {
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL report_reader::report_reader(std::string_view text) : cursor_(text, limits()) {}
+KSCOPE_DECL report_reader::report_reader(std::string_view text) : text_(text), cursor_(text, limits()) {}
 
 KSCOPE_DECL session_report report_reader::read() {
   if (cursor_.peek() != json_type::object) {
@@ -643,6 +647,8 @@ KSCOPE_DECL session_report report_reader::read() {
       });
     } else if (key == "cupti") {
       read_cupti();
+    } else if (key == "sections") {
+      read_sections();
     } else if (key == "gpu_time") {
       // One entry that grows with the scopes (about 40 values each): the scopes' own bound.
       json_value v;
@@ -684,7 +690,8 @@ KSCOPE_DECL bool report_reader::known_schema() const { return schema_ == report_
 
 KSCOPE_DECL bool report_reader::first_time(const std::string& key) {
   static constexpr const char* known[] = {"schema",   "context", "sample_cap", "gpu_timing_skipped",
-                                          "warnings", "cupti",   "scopes",     "window"};
+                                          "warnings", "cupti",   "scopes",     "window",
+                                          "sections"};
   for (std::size_t i = 0; i < sizeof known / sizeof known[0]; ++i) {
     if (key != known[i]) continue;
     const unsigned bit = 1u << i;
@@ -693,6 +700,62 @@ KSCOPE_DECL bool report_reader::first_time(const std::string& key) {
     return first;
   }
   return true;
+}
+
+KSCOPE_DECL void report_reader::read_sections() {
+  if (cursor_.peek() != json_type::array) {  // null: none (and anything else, as read_list ignores it)
+    cursor_.skip_value();
+    return;
+  }
+  cursor_.begin_array();
+  std::size_t index = 0;
+  while (cursor_.next_item()) {
+    const std::string where = "section " + std::to_string(index++);
+    if (index > report_max_list_entries)
+      throw malformed("field \"sections\" has more than " + std::to_string(report_max_list_entries) +
+                      " entries (the reader's limit)");
+    if (cursor_.peek() != json_type::object) throw malformed(where + ": not an object");
+    cursor_.begin_object();
+    std::string member, key, heading, write_error;
+    std::string_view data = "null";
+    json_value v;
+    while (cursor_.next_member(member)) {
+      if (member == "data") {
+        const std::size_t from = cursor_.offset();
+        cursor_.skip_value();
+        data = text_.substr(from, cursor_.offset() - from);
+        while (!data.empty() && (data.front() == ' ' || data.front() == '\n' || data.front() == '\r' ||
+                                 data.front() == '\t' || data.front() == ':'))
+          data.remove_prefix(1);
+      } else if (member == "key" || member == "heading" || member == "error") {
+        cursor_.read_value(v, 1);
+        if (!v.is_string()) throw malformed(where + ": \"" + member + "\" is not a string");
+        (member == "key" ? key : member == "heading" ? heading : write_error) = v.string;
+      } else {
+        cursor_.skip_value();
+      }
+    }
+    if (!valid_report_section_key(key))
+      throw malformed(where + ": key \"" + printable_name(key) + "\" is not a valid section key");
+    if (!write_error.empty())
+      report_.warnings.push_back("section " + key + " was written without its data: " + write_error);
+    std::shared_ptr<const report_section> section;
+    if (const report_section_reader reader = find_report_section_reader(key)) {
+      std::string error;
+      try {
+        section = reader(data, &error);
+      } catch (const std::exception& e) {
+        error = e.what();
+      } catch (...) {
+        error = "it threw";
+      }
+      if (section == nullptr)
+        report_.warnings.push_back("section " + key + ": its reader could not read it (" +
+                                   (error.empty() ? std::string("no reason given") : error) + "); kept as JSON");
+    }
+    if (section == nullptr) section = std::make_shared<kept_report_section>(key, heading, std::string(data));
+    report_.sections.push_back(std::move(section));
+  }
 }
 
 KSCOPE_DECL void report_reader::read_cupti() {

@@ -214,6 +214,9 @@ KSCOPE_DECL std::string session_report::text() const {
   }
   if (counters) out += detail::scope_counters_text(*counters, scopes);
   if (sampled_metrics) out += detail::sampled_metrics_text(*sampled_metrics, scopes);
+  // The features' own sections (report/section.hpp), each under its key.
+  std::vector<std::string> section_problems;
+  out += detail::feature_sections_text(detail::printed_feature_sections(*this, section_problems), *this);
   // One conclusion per scope (verdict/scope_verdict.hpp), its evidence under it: the
   // sections above give the numbers and name no class of their own.
   bool any_verdict = false;
@@ -247,6 +250,7 @@ KSCOPE_DECL std::string session_report::text() const {
       continue;
     out += "warning: " + printable_name(w) + "\n";
   }
+  for (const std::string& problem : section_problems) out += "warning: " + problem + "\n";
   // The last guard: whatever a line above let through still reaches no terminal raw (and
   // holds no NUL that would cut the text short in fputs).
   return detail::printable_text(out);

@@ -12,17 +12,30 @@
 //             to now, so the scopes' data is at least as recent as f's; it returns the
 //             data of its section for this one report (reports may run concurrently);
 //   section   section.add_to(out, evidence): after the scopes are summarized, the section
-//             writes its part of the report (its own member of session_report) from its
-//             data and the evidence every feature may read (scopes, GPU activity, clock,
-//             peaks).
+//             writes its part of the report from its data and the evidence every feature
+//             may read (scopes, GPU activity, clock, peaks): a report_section of its own in
+//             out.sections (report/section.hpp: every printer prints it, parse_report reads
+//             it back), and what it concluded for a scope in that scope's feature_evidence,
+//             which the verdict weighs with the rest (verdict/scope_verdict.hpp). Neither
+//             needs an edit of report/ or verdict/. A feature that throws loses its section
+//             in that report, with a warning; the report goes on.
 //
 // write_trace() asks each feature for tracks beside the kernels (add_trace_tracks).
 //
 //   struct queue_depth final : kscope::session_feature {
+//     struct printed final : kscope::report_section {
+//       int peak = 0;
+//       std::string key() const override { return "queue_depth"; }
+//       std::string heading() const override { return "Queue depth"; }
+//       std::string text(const kscope::session_report&) const override { return "peak " + std::to_string(peak) + "\n"; }
+//       std::string json() const override { return "{\"peak\":" + std::to_string(peak) + "}"; }
+//     };
 //     struct section final : kscope::feature_section {
 //       int peak = 0;
 //       void add_to(kscope::session_report& out, const kscope::report_evidence&) override {
-//         out.warnings.push_back("queue depth peaked at " + std::to_string(peak));
+//         auto p = std::make_shared<printed>();
+//         p->peak = peak;
+//         out.sections.push_back(std::move(p));
 //       }
 //     };
 //     const char* name() const noexcept override { return "queue_depth"; }

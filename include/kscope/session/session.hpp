@@ -678,11 +678,22 @@ KSCOPE_DECL session_report session::report() {
   const std::vector<std::shared_ptr<session_feature>> features = features_copy();
   std::vector<std::unique_ptr<feature_section>> sections;
   sections.reserve(features.size());
+  std::vector<std::string> feature_failures;  // added once begin_report() has set the warnings
   const std::int64_t now = detail::now_ns();
-  for (const std::shared_ptr<session_feature>& f : features) sections.push_back(f->snapshot(now));
+  for (const std::shared_ptr<session_feature>& f : features) {
+    // A feature that throws loses its own section, never the report.
+    try {
+      sections.push_back(f->snapshot(now));
+    } catch (const std::exception& e) {
+      sections.emplace_back();
+      feature_failures.push_back(std::string("feature ") + f->name() + ": no section in this report (" + e.what() +
+                                 ")");
+    }
+  }
   const recorder_snapshot data = rec.snapshot();  // the one step under the recorder's lock
   const detail::tick_map clock = detail::calibrate_ticks();
   const std::optional<device_peaks> peaks = begin_report(out, data, gpu, /*window=*/false);
+  out.warnings.insert(out.warnings.end(), feature_failures.begin(), feature_failures.end());
 
   detail::summarize_scopes(data, gpu.activity, clock, peaks ? &*peaks : nullptr, out);
   // Each scope's time against its kernels, and advice from that evidence. CUPTI stopped
@@ -696,8 +707,15 @@ KSCOPE_DECL session_report session::report() {
   evidence.clock = &clock;
   evidence.peaks = peaks ? &*peaks : nullptr;
   evidence.timeline = timeline;
-  for (const std::unique_ptr<feature_section>& section : sections)
-    if (section) section->add_to(out, evidence);
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    if (!sections[i]) continue;
+    try {
+      sections[i]->add_to(out, evidence);
+    } catch (const std::exception& e) {
+      out.warnings.push_back(std::string("feature ") + features[i]->name() + ": its section could not be added (" +
+                             e.what() + ")");
+    }
+  }
   // An untagged scope whose kernels ran on the tensor pipe is placed under a tensor roof.
   if (peaks) detail::place_by_evidence(out, *peaks);
   // Declared bytes above the DRAM roof that the counters measured as less traffic: cache.

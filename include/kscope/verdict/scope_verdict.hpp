@@ -94,6 +94,8 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
         {"sampled metrics", classify_sampled(*e.sampled, *e.sampled_metrics), true, e.sampled->samples, "samples"});
   else if (s.gpu_activity)
     missing.push_back("sampled metrics: not collected (session::enable_metric_sampling, KSCOPE_METRIC_SAMPLING=1)");
+  // What the program's own features concluded (session/feature.hpp), weighed by the same rule.
+  for (const verdict_candidate& c : s.feature_evidence) candidates.push_back(c);
   if (std::optional<finding> f = detail::declared_work_finding(s)) {
     candidates.push_back({"declared work", std::move(*f), false, s.work_calls, "calls"});
   } else if (detail::placement_impossible(s)) {

@@ -31,15 +31,6 @@
 
 namespace kscope {
 
-// What one source concluded, and what it rests on.
-struct verdict_candidate {
-  std::string source;       // "hardware counters", "sampled metrics", "declared work"
-  finding said;             // its conclusion with its numbers
-  bool measured = true;     // false: declared work (decides only where nothing measured did)
-  std::uint64_t count = 0;  // how many calls or samples it rests on
-  std::string count_of;     // "profiled calls", "samples", "calls"
-};
-
 // The verdict from every source's conclusion (the rule above). `missing` lists evidence that
 // was not collected (a candidate that did not decide is added to it with its reason);
 // `gpu_work`: whether nothing deciding still gives an "undetermined" verdict.

@@ -66,6 +66,7 @@ enum class lock_rank : int {
   graph_sampler = 84,
   graph_toggle = 86,
   step_windows = 88,  // the windows of steps' step-scope name (evidence/trace_windows.hpp): a leaf
+  section_readers = 90,  // the report sections' readers (report/section.hpp): a leaf
   // Initializations that take no kscope lock and run no foreign code: last, so that a
   // thread holding any lock may make the first call. The recorder's uses tick_origin().
   init_recorder = 100,

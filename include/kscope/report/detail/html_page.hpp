@@ -26,6 +26,9 @@ namespace kscope {
 // At most this many scopes in each per-scope table of the report page (the scopes with the
 // most time, and their parents); the page says how many it left out, the JSON has them all.
 inline constexpr std::size_t html_max_scope_rows = 300;
+// The most of one feature section's text (report/section.hpp) the page shows: the rest is
+// in the text and JSON reports, and the page says how much it left out.
+inline constexpr std::size_t html_max_section_bytes = std::size_t{64} << 10;
 
 namespace detail {
 
@@ -1056,6 +1059,9 @@ KSCOPE_DECL void html_warnings(html_page& p) {
       continue;
     lines.push_back("warning: " + w);
   }
+  std::vector<std::string> section_problems;
+  (void)printed_feature_sections(r, section_problems);
+  for (const std::string& problem : section_problems) lines.push_back("warning: " + problem);
   if (lines.empty()) return;
   html_section_open(p.out, "warnings", "Warnings and notes");
   html_list(p.out, lines, "warnings");

@@ -101,6 +101,30 @@ KSCOPE_DECL std::string requests_text(const std::vector<scope_report>& scopes);
 
 KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_report>& scopes);
 
+// The feature sections (report/section.hpp) every printer prints: those with a valid key,
+// the first of each key, in the order added, with what their key() and heading() returned.
+// `problems` gets one line for each left out (a null pointer, an invalid or repeated key, a
+// key() or heading() that threw), which the printers print as warnings.
+struct feature_section_view {
+  const report_section* section = nullptr;
+  std::string key;
+  std::string heading;  // one line, printable
+};
+KSCOPE_DECL std::vector<feature_section_view> printed_feature_sections(const session_report& r,
+                                                               std::vector<std::string>& problems);
+
+// A section's text() (its lines, each ending in '\n'), or the line saying what it threw.
+KSCOPE_DECL std::string feature_section_body(const feature_section_view& v, const session_report& r);
+
+// The feature sections' part of text(): each as "section KEY: HEADING", a rule and its
+// lines, after an empty line.
+KSCOPE_DECL std::string feature_sections_text(const std::vector<feature_section_view>& views,
+                                              const session_report& r);
+
+// json()'s "sections" array: {"key", "heading", "data"} each; data null with an "error"
+// when the section's json() threw or is not one valid JSON value.
+KSCOPE_DECL void write_feature_sections_json(json_writer& w, const std::vector<feature_section_view>& views);
+
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string format_ci_percent(const summary& s) {
@@ -496,6 +520,95 @@ KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_rep
     w.member("p50_ci_lo_ns", s.host_ns.median_ci.lo).member("p50_ci_hi_ns", s.host_ns.median_ci.hi);
     w.member("p90_ns", s.host_ns.p90).member("p99_ns", s.host_ns.p99);
     w.member("mean_ns", s.host_ns.mean).member("max_ns", s.host_ns.max);
+    w.end_object();
+  }
+  w.end_array();
+}
+KSCOPE_DECL std::vector<feature_section_view> printed_feature_sections(const session_report& r,
+                                                               std::vector<std::string>& problems) {
+  std::vector<feature_section_view> views;
+  for (std::size_t i = 0; i < r.sections.size(); ++i) {
+    const report_section* section = r.sections[i].get();
+    const std::string which = "report section " + std::to_string(i + 1);
+    if (section == nullptr) {
+      problems.push_back(which + " is empty (a null pointer): not printed");
+      continue;
+    }
+    feature_section_view v;
+    v.section = section;
+    try {
+      v.key = section->key();
+      v.heading = section->heading();
+    } catch (const std::exception& e) {
+      problems.push_back(which + " could not say its key or heading (" + printable_name(e.what()) + "): not printed");
+      continue;
+    } catch (...) {
+      problems.push_back(which + " could not say its key or heading: not printed");
+      continue;
+    }
+    if (!valid_report_section_key(v.key)) {
+      problems.push_back(which + " has the key \"" + printable_name(v.key) +
+                         "\", not a valid one (1-64 of a-z 0-9 _ -, not a name of the report's own sections): "
+                         "not printed");
+      continue;
+    }
+    bool repeated = false;
+    for (const feature_section_view& earlier : views) repeated = repeated || earlier.key == v.key;
+    if (repeated) {
+      problems.push_back(which + " repeats the key \"" + v.key + "\" of an earlier one: not printed");
+      continue;
+    }
+    for (char& c : v.heading)
+      if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    v.heading = printable_name(v.heading.empty() ? v.key : v.heading);
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+KSCOPE_DECL std::string feature_section_body(const feature_section_view& v, const session_report& r) {
+  std::string body;
+  try {
+    body = v.section->text(r);
+  } catch (const std::exception& e) {
+    return "(this section could not be printed: " + printable_name(e.what()) + ")\n";
+  } catch (...) {
+    return "(this section could not be printed)\n";
+  }
+  if (!body.empty() && body.back() != '\n') body += '\n';
+  return body;
+}
+
+KSCOPE_DECL std::string feature_sections_text(const std::vector<feature_section_view>& views,
+                                              const session_report& r) {
+  std::string out;
+  for (const feature_section_view& v : views) {
+    out += "\nsection " + v.key + ": " + v.heading + "\n";
+    out += std::string(98, '-') + "\n";
+    out += feature_section_body(v, r);
+  }
+  return out;
+}
+
+KSCOPE_DECL void write_feature_sections_json(json_writer& w, const std::vector<feature_section_view>& views) {
+  w.begin_array();
+  for (const feature_section_view& v : views) {
+    w.begin_object();
+    w.member("key", v.key);
+    w.member("heading", v.heading);
+    std::string data, error;
+    try {
+      data = v.section->json();
+      const json_parse_result parsed = parse_json(data);
+      if (!parsed.ok()) error = "its json() is not one valid JSON value: " + parsed.error;
+    } catch (const std::exception& e) {
+      error = std::string("its json() threw: ") + e.what();
+    } catch (...) {
+      error = "its json() threw";
+    }
+    w.key("data");
+    if (error.empty()) w.raw(data); else w.value(nullptr);
+    if (!error.empty()) w.member("error", error);
     w.end_object();
   }
   w.end_array();
