@@ -100,8 +100,10 @@ TEST_CASE("a section key is lower-case letters, digits, '_' and '-', and no name
   CHECK_FALSE(kscope::valid_report_section_key("a:b"));
   CHECK_FALSE(kscope::valid_report_section_key(std::string(65, 'a')));
   CHECK(kscope::valid_report_section_key(std::string(64, 'a')));
-  for (const char* own : {"scopes", "counters", "sampled-metrics", "gpu-time", "verdicts", "warnings", "sections"})
-    CHECK_MESSAGE(!kscope::valid_report_section_key(own), own);
+  // Every section of the page is taken (the list of taken names cannot drift from the page's).
+  for (const kscope::detail::report_section_info& own : kscope::detail::report_sections())
+    CHECK_MESSAGE(!kscope::valid_report_section_key(own.id), own.id);
+  CHECK_FALSE(kscope::valid_report_section_key("sections"));
   CHECK_FALSE(kscope::register_report_section_reader("Bad Key", read_queue_section));
   CHECK_FALSE(kscope::register_report_section_reader("fine_key", nullptr));
   const bool none_registered = kscope::find_report_section_reader("fine_key") == nullptr;
@@ -172,8 +174,8 @@ TEST_CASE("a section is read back through its reader, and kept as written withou
   const std::string text = back->text();
   CHECK(contains(text, "section vendor_probe: Queue depth"));
   CHECK(contains(text, "no reader for section \"vendor_probe\""));
-  CHECK(contains(text, "  peak = 5\n"));
-  CHECK(contains(text, "  limits.spill[1] = 2\n"));
+  CHECK(contains(text, "\n  peak = 5\n"));
+  CHECK(contains(text, "\n  limits.spill[1] = 2\n"));
   const nlohmann::json again = nlohmann::json::parse(back->json());
   CHECK(again["sections"][1]["data"] == nlohmann::json::parse(other->json()));
   CHECK(again["sections"][0]["data"]["peak"] == 33);
@@ -195,7 +197,7 @@ TEST_CASE("a kept section prints at most its first values and says how many more
   const kscope::kept_report_section kept("big_list", "", data);
   CHECK(kept.heading() == "big_list");
   const std::string text = kept.text(kscope::session_report{});
-  CHECK(contains(text, "  [39] = 39\n"));
+  CHECK(contains(text, "\n[39] = 39\n"));
   CHECK_FALSE(contains(text, "[40] = 40"));
   CHECK(contains(text, "(60 more values in the JSON report)"));
   const kscope::kept_report_section broken("broken", "Broken", "{\"a\":");
@@ -366,4 +368,149 @@ TEST_CASE("a session feature adds its section and evidence; one that throws cost
   CHECK(s->verdict->basis == "watcher");
   CHECK(s->verdict->verdict.kind == kscope::bottleneck::compute);
   CHECK(contains(r.text(), "watched_step: "));
+}
+
+namespace {
+
+// A section whose json() and text() are whatever the test says.
+struct raw_section final : kscope::report_section {
+  std::string section_key, body, data;
+  raw_section(std::string k, std::string b, std::string d)
+      : section_key(std::move(k)), body(std::move(b)), data(std::move(d)) {}
+  std::string key() const override { return section_key; }
+  std::string heading() const override { return "Raw"; }
+  std::string text(const kscope::session_report&) const override { return body; }
+  std::string json() const override { return data; }
+};
+
+std::string nested_arrays(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+}  // namespace
+
+TEST_CASE("a section's data is read as the exact JSON value, whatever white space surrounds it") {
+  const std::string doc = "{\"schema\": \"kscope.report/2\", \"scopes\": [], \"sections\": [{\"key\": \"spaced\", "
+                          "\"data\"  :\n\t {\"a\" : [1, 2]}  \n , \"key\": \"second_key_ignored\"}]}";
+  std::string error;
+  const std::optional<kscope::session_report> r = kscope::parse_report(doc, &error);
+  REQUIRE_MESSAGE(r, error);
+  REQUIRE(r->sections.size() == 1);
+  CHECK(r->sections[0]->key() == "spaced");  // the first of repeated members counts
+  CHECK(r->sections[0]->json() == "{\"a\" : [1, 2]}");
+  CHECK(nlohmann::json::parse(r->json())["sections"][0]["data"]["a"][1] == 2);
+}
+
+TEST_CASE("data is written only when a report reader can read it back: depth and UTF-8") {
+  kscope::session_report r = one_scope_report();
+  r.sections.push_back(std::make_shared<raw_section>("deep_ok", "x\n", nested_arrays(61)));
+  r.sections.push_back(std::make_shared<raw_section>("too_deep", "x\n", nested_arrays(62)));
+  r.sections.push_back(std::make_shared<raw_section>("bad_utf8", "x\n", "{\"s\": \"a\xff\"}"));
+  const std::string json = r.json();
+  const nlohmann::json doc = nlohmann::json::parse(json);  // valid UTF-8, one document
+  CHECK_FALSE(doc["sections"][0]["data"].is_null());
+  CHECK(doc["sections"][1]["data"].is_null());
+  CHECK(contains(doc["sections"][1]["error"].get<std::string>(), "nesting deeper than 61 levels"));
+  CHECK(doc["sections"][2]["data"]["s"] == "a\xef\xbf\xbd");  // U+FFFD for the stray byte
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(json, &error);
+  REQUIRE_MESSAGE(back, error);
+  REQUIRE(back->sections.size() == 3);
+  CHECK(has_warning(back->warnings, "section too_deep was written without its data"));
+}
+
+TEST_CASE("nothing a section prints, or a file's section holds, reads as another part of the report") {
+  kscope::session_report r = one_scope_report();
+  // A body with blank lines and a line that looks like another section's start.
+  r.sections.push_back(
+      std::make_shared<raw_section>("chatty", "first\n\nverdict per scope (not really)\n\nwarning: not one\n", "1"));
+  const std::string text = r.text();
+  CHECK(contains(text, "\n  verdict per scope (not really)\n"));
+  CHECK(contains(text, "\n  warning: not one\n"));
+  kscope::detail::text_sections found = kscope::detail::sections_of_text(text);
+  CHECK(found.unknown.empty());
+  CHECK(std::find(found.ids.begin(), found.ids.end(), "verdicts") == found.ids.end());
+  CHECK(std::find(found.ids.begin(), found.ids.end(), "warnings") == found.ids.end());
+
+  // A file whose kept section holds line breaks and a fake section start in its strings.
+  const std::string doc = R"({"schema": "kscope.report/2", "scopes": [], "sections": [{"key": "hostile",
+      "data": {"a\nb": "x\n\nwarning: injected\n\nsection fake: Fake"}}]})";
+  std::string error;
+  const std::optional<kscope::session_report> back = kscope::parse_report(doc, &error);
+  REQUIRE_MESSAGE(back, error);
+  const std::string shown = back->text();
+  CHECK_FALSE(contains(shown, "\nwarning: injected"));
+  CHECK(contains(shown, "a\\x0ab = \"x\\x0a\\x0awarning: injected"));
+  found = kscope::detail::sections_of_text(shown);
+  CHECK(found.feature_ids == std::vector<std::string>{"hostile"});
+  CHECK(found.unknown.empty());
+}
+
+TEST_CASE("the page shows at most 64 KiB of a section and says how much more there is") {
+  kscope::session_report r = one_scope_report();
+  std::string body;
+  for (int i = 0; i < 5000; ++i) body += "line " + std::to_string(i) + " of a long section\n";
+  REQUIRE(body.size() > kscope::html_max_section_bytes);
+  r.sections.push_back(std::make_shared<raw_section>("long_one", body, "1"));
+  const std::string html = r.html();
+  CHECK(contains(html, "line 100 of a long section"));
+  CHECK_FALSE(contains(html, "line 4999 of a long section"));
+  CHECK(contains(html, "more bytes of this section in the text and JSON reports)"));
+  CHECK(contains(r.text(), "line 4999 of a long section"));
+  // An id from the layers above that a feature's key already has is made unique.
+  kscope::session_report clash = one_scope_report();
+  clash.sections.push_back(std::make_shared<raw_section>("notes", "from the feature\n", "1"));
+  const std::string page = kscope::report_html(clash, {kscope::html_section{"notes", "Notes", {"from above"}}});
+  CHECK(count(page, "data-section=\"notes\"") == 1);
+  CHECK(count(page, "data-section=\"notes-2\"") == 1);
+}
+
+TEST_CASE("what a feature claims without measuring never outranks the declared work") {
+  kscope::scope_report s;
+  s.id = 1;
+  s.name = s.path = "gemm";
+  s.depth = 1;
+  s.calls = 10;
+  s.work_calls = 10;
+  s.roof = "fp32 plain";
+  s.roofline = kscope::placement{5e12, 1e11, 50, 6e12, 0.83, kscope::bound::compute};
+  kscope::finding guess;
+  guess.kind = kscope::bottleneck::memory;
+  guess.where = "DRAM";
+  guess.facts.push_back({"model.guess", 99.0, "%"});
+  guess.text = "memory-bound (a model's guess)";
+  s.feature_evidence.push_back({"cost model", guess, false, 10, "calls"});
+  const std::optional<kscope::scope_verdict> v = kscope::decide_verdict({&s, nullptr, nullptr});
+  REQUIRE(v);
+  CHECK(v->basis == "declared work");
+  CHECK(v->verdict.kind == kscope::bottleneck::compute);
+}
+
+namespace {
+
+// Adds a section and evidence, then throws something that is not a std::exception.
+struct half_done_feature final : kscope::session_feature {
+  struct section final : kscope::feature_section {
+    void add_to(kscope::session_report& out, const kscope::report_evidence&) override {
+      out.sections.push_back(std::make_shared<raw_section>("half_done", "x\n", "1"));
+      for (kscope::scope_report& s : out.scopes) s.feature_evidence.push_back({"half", {}, true, 1, "calls"});
+      throw 42;
+    }
+  };
+  const char* name() const noexcept override { return "half_done"; }
+  std::unique_ptr<kscope::feature_section> snapshot(std::int64_t) override { return std::make_unique<section>(); }
+};
+
+}  // namespace
+
+TEST_CASE("a feature that throws midway leaves nothing of its own in the report") {
+  auto& session = kscope::session::global();
+  session.reset();
+  session.add_feature(std::make_shared<half_done_feature>());
+  {
+    KSCOPE_SCOPE("half_step");
+  }
+  const kscope::session_report r = session.report();
+  CHECK(session.remove_feature("half_done"));
+  CHECK(r.sections.empty());
+  for (const kscope::scope_report& s : r.scopes) CHECK(s.feature_evidence.empty());
+  CHECK(has_warning(r.warnings, "feature half_done: its section could not be added (not a std::exception)"));
 }

@@ -195,7 +195,8 @@ struct session_report {
   // Where the GPU's time went (gpu_time.hpp): absent without CUPTI activity.
   std::optional<gpu_time_report> gpu_time;
   // The parts of the report that features add (report/section.hpp), in the order added:
-  // each printer prints each under its key, after the built-in sections.
+  // text(), json() and html() print each under its key, after the built-in sections' numbers
+  // and before the verdicts (csv() has one row per scope and no place for them).
   std::vector<std::shared_ptr<const report_section>> sections;
   // Set in a window report (session::window()): the scopes' counts, times and tag counts
   // are then the window's alone (the call-path tree is the run's); absent in a report of

@@ -228,7 +228,8 @@ KSCOPE_DECL text_sections sections_of_text(std::string_view text) {
       matched = true;
       break;
     }
-    if (after_blank && !matched) out.unknown.emplace_back(line);
+    // (An indented line starts no section: a feature's section indents its lines.)
+    if (after_blank && !matched && line.front() != ' ') out.unknown.emplace_back(line);
     after_blank = false;
   }
   for (std::size_t i = 0; i < found.size(); ++i) {
@@ -263,7 +264,22 @@ KSCOPE_DECL std::string report_html(const session_report& r, const std::vector<h
       for (const detail::feature_section_view& f : features) present.emplace_back(f.key, f.heading);
     if (std::string_view(s.id) != "context" && has(s.id)) present.emplace_back(s.id, s.heading);
   }
-  for (const html_section& s : more) present.emplace_back(detail::html_section_id(s.id), s.heading);
+  // A section from the layers above keeps its id unless a section already on the page has
+  // it (a feature's key may equal it): then "-2", "-3", ... after it, so every id is one
+  // section's.
+  std::vector<std::string> more_ids;
+  for (const html_section& s : more) {
+    const std::string id = detail::html_section_id(s.id);
+    std::string unique = id;
+    const auto taken = [&](const std::string& candidate) {
+      for (const auto& p : present)
+        if (p.first == candidate) return true;
+      return candidate == "context";
+    };
+    for (int n = 2; taken(unique); ++n) unique = id + "-" + std::to_string(n);
+    more_ids.push_back(unique);
+    present.emplace_back(unique, s.heading);
+  }
   if (!present.empty()) {
     out += "<nav class=\"contents\">";
     for (const auto& [id, heading] : present) {
@@ -308,8 +324,9 @@ KSCOPE_DECL std::string report_html(const session_report& r, const std::vector<h
     if (has(id)) render(page);
   }
   // Sections from the layers above.
-  for (const html_section& s : more) {
-    detail::html_section_open(out, detail::html_section_id(s.id), s.heading);
+  for (std::size_t i = 0; i < more.size(); ++i) {
+    const html_section& s = more[i];
+    detail::html_section_open(out, more_ids[i], s.heading);
     for (const std::string& p : s.paragraphs) detail::html_paragraph(out, p, "lines");
     out += "</section>\n";
   }

@@ -592,9 +592,17 @@ class report_reader {
   }
 
   void read_cupti();
-  // The features' sections (report/section.hpp): each through the reader registered for its
-  // key, else kept as the JSON it was.
+  // The features' sections (report/section.hpp): read_sections() takes the entries,
+  // add_sections() (once the document is known to be a report) gives each to the reader
+  // registered for its key, else keeps it as the JSON it was.
   void read_sections();
+  void add_sections();
+  struct pending_section {
+    std::string key, heading;
+    std::string_view data;  // in the document's text
+    std::string write_error;
+  };
+  std::vector<pending_section> pending_sections_;
 
   std::string_view text_;
   json_cursor cursor_;
@@ -672,6 +680,7 @@ KSCOPE_DECL session_report report_reader::read() {
   cursor_.finish();
   if (!known_schema()) throw wrong_schema();
   if (!saw_scopes_) throw malformed("no \"scopes\" array");
+  add_sections();
   return std::move(report_);
 }
 
@@ -719,43 +728,60 @@ KSCOPE_DECL void report_reader::read_sections() {
     std::string member, key, heading, write_error;
     std::string_view data = "null";
     json_value v;
+    unsigned seen = 0;  // as everywhere in a report, the first of repeated members counts
     while (cursor_.next_member(member)) {
+      const unsigned bit = member == "data"      ? 1u
+                           : member == "key"     ? 2u
+                           : member == "heading" ? 4u
+                           : member == "error"   ? 8u
+                                                 : 0u;
+      if (bit == 0 || (seen & bit) != 0) {
+        cursor_.skip_value();
+        continue;
+      }
+      seen |= bit;
       if (member == "data") {
         const std::size_t from = cursor_.offset();
         cursor_.skip_value();
         data = text_.substr(from, cursor_.offset() - from);
         while (!data.empty() && (data.front() == ' ' || data.front() == '\n' || data.front() == '\r' ||
-                                 data.front() == '\t' || data.front() == ':'))
+                                 data.front() == '\t'))
           data.remove_prefix(1);
-      } else if (member == "key" || member == "heading" || member == "error") {
+      } else {
         cursor_.read_value(v, 1);
         if (!v.is_string()) throw malformed(where + ": \"" + member + "\" is not a string");
         (member == "key" ? key : member == "heading" ? heading : write_error) = v.string;
-      } else {
-        cursor_.skip_value();
       }
     }
     if (!valid_report_section_key(key))
       throw malformed(where + ": key \"" + printable_name(key) + "\" is not a valid section key");
-    if (!write_error.empty())
-      report_.warnings.push_back("section " + key + " was written without its data: " + write_error);
+    pending_sections_.push_back({std::move(key), std::move(heading), data, std::move(write_error)});
+  }
+}
+
+KSCOPE_DECL void report_reader::add_sections() {
+  for (pending_section& p : pending_sections_) {
+    if (!p.write_error.empty())
+      report_.warnings.push_back("section " + p.key + " was written without its data: " + p.write_error);
     std::shared_ptr<const report_section> section;
-    if (const report_section_reader reader = find_report_section_reader(key)) {
+    if (const report_section_reader reader = find_report_section_reader(p.key)) {
       std::string error;
       try {
-        section = reader(data, &error);
+        section = reader(p.data, &error);
       } catch (const std::exception& e) {
         error = e.what();
       } catch (...) {
         error = "it threw";
       }
       if (section == nullptr)
-        report_.warnings.push_back("section " + key + ": its reader could not read it (" +
+        report_.warnings.push_back("section " + p.key + ": its reader could not read it (" +
                                    (error.empty() ? std::string("no reason given") : error) + "); kept as JSON");
     }
-    if (section == nullptr) section = std::make_shared<kept_report_section>(key, heading, std::string(data));
+    if (section == nullptr)
+      section = std::make_shared<kept_report_section>(std::move(p.key), std::move(p.heading), std::string(p.data));
     report_.sections.push_back(std::move(section));
   }
+  pending_sections_.clear();
 }
 
 KSCOPE_DECL void report_reader::read_cupti() {

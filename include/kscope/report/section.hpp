@@ -7,8 +7,9 @@
 // {"key", "heading", "data"} in the "sections" array, html() gives each its own <section>
 // (its id the key), and parse_report() reads them back, through the reader the feature
 // registered for its key, or, in a program without that reader, as the JSON it was
-// (`kept_report_section`: printed as its values, written back unchanged), so a report
-// read by the kscope tool loses no section. A scope's conclusion is not a section's: a
+// (`kept_report_section`: printed as its values, written back as read), so a report read
+// by the kscope tool loses no section. (merge_reports(), one report per rank, lines up the
+// scopes only, as for the built-in sections.) A scope's conclusion is not a section's: a
 // feature gives its evidence to the verdict (scope_report::feature_evidence), which
 // decides one conclusion per scope from all of it.
 //
@@ -29,6 +30,7 @@
 #include "../core/config.hpp"
 #include "../core/detail/fork_guard.hpp"
 #include "../core/detail/json_reader.hpp"
+#include "../core/detail/text_escape.hpp"
 #include "../core/detail/number_format.hpp"
 #include "../core/detail/once.hpp"
 
@@ -57,8 +59,10 @@ class report_section {
   // Its lines of text() under the heading (each ending in '\n'); `report` is the report it
   // is printed in (its scopes, to name them by path).
   [[nodiscard]] virtual std::string text(const session_report& report) const = 0;
-  // Its data as one JSON value (an object, usually): the "data" of its entry. Invalid JSON
-  // is not written: the entry's data is then null and its "error" says why.
+  // Its data as one JSON value (an object, usually): the "data" of its entry, written again
+  // by kscope's writer (strings made valid UTF-8). Text that is not one JSON value, or
+  // nests deeper than a report file may (json_limits::default_max_depth less the entry's
+  // own three levels), is not written: the entry's data is then null and its "error" says why.
   [[nodiscard]] virtual std::string json() const = 0;
 };
 
@@ -144,14 +148,18 @@ KSCOPE_DECL void flatten_json_values(const json_value& v, const std::string& pat
     case json_type::null: leaf("null"); break;
     case json_type::boolean: leaf(v.boolean ? "true" : "false"); break;
     case json_type::number: leaf(format_round_trip(v.number)); break;
-    case json_type::string: leaf("\"" + v.string + "\""); break;
+    // Names and strings from a file are shown, never obeyed: a line break in one cannot
+    // start a line of the report (printable_name writes it as \x0a).
+    case json_type::string: leaf("\"" + printable_name(v.string) + "\""); break;
     case json_type::array:
       for (std::size_t i = 0; i < v.items.size(); ++i)
         flatten_json_values(v.items[i], path + "[" + std::to_string(i) + "]", max_lines, lines, total);
       break;
     case json_type::object:
-      for (const auto& m : v.members)
-        flatten_json_values(m.second, path.empty() ? m.first : path + "." + m.first, max_lines, lines, total);
+      for (const auto& m : v.members) {
+        const std::string name = printable_name(m.first);
+        flatten_json_values(m.second, path.empty() ? name : path + "." + name, max_lines, lines, total);
+      }
       break;
   }
 }
@@ -201,8 +209,8 @@ KSCOPE_DECL std::string kept_report_section::text(const session_report&) const {
   std::vector<std::string> lines;
   std::size_t total = 0;
   detail::flatten_json_values(parsed.value, "", kept_section_text_values, lines, total);
-  for (const std::string& line : lines) out += "  " + line + "\n";
-  if (total > lines.size()) out += "  (" + std::to_string(total - lines.size()) + " more values in the JSON report)\n";
+  for (const std::string& line : lines) out += line + "\n";
+  if (total > lines.size()) out += "(" + std::to_string(total - lines.size()) + " more values in the JSON report)\n";
   return out;
 }
 

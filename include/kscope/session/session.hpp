@@ -682,12 +682,17 @@ KSCOPE_DECL session_report session::report() {
   const std::int64_t now = detail::now_ns();
   for (const std::shared_ptr<session_feature>& f : features) {
     // A feature that throws loses its own section, never the report.
+    std::string failure;
     try {
       sections.push_back(f->snapshot(now));
     } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "not a std::exception";
+    }
+    if (!failure.empty()) {
       sections.emplace_back();
-      feature_failures.push_back(std::string("feature ") + f->name() + ": no section in this report (" + e.what() +
-                                 ")");
+      feature_failures.push_back(std::string("feature ") + f->name() + ": no section in this report (" + failure + ")");
     }
   }
   const recorder_snapshot data = rec.snapshot();  // the one step under the recorder's lock
@@ -709,12 +714,25 @@ KSCOPE_DECL session_report session::report() {
   evidence.timeline = timeline;
   for (std::size_t i = 0; i < sections.size(); ++i) {
     if (!sections[i]) continue;
+    // What it added before it threw is taken back: its sections and its scopes' evidence.
+    const std::size_t sections_before = out.sections.size();
+    std::vector<std::size_t> evidence_before(out.scopes.size());
+    for (std::size_t s = 0; s < out.scopes.size(); ++s) evidence_before[s] = out.scopes[s].feature_evidence.size();
+    std::string failure;
     try {
       sections[i]->add_to(out, evidence);
     } catch (const std::exception& e) {
-      out.warnings.push_back(std::string("feature ") + features[i]->name() + ": its section could not be added (" +
-                             e.what() + ")");
+      failure = e.what();
+    } catch (...) {
+      failure = "not a std::exception";
     }
+    if (failure.empty()) continue;
+    if (out.sections.size() > sections_before) out.sections.resize(sections_before);
+    for (std::size_t s = 0; s < out.scopes.size() && s < evidence_before.size(); ++s)
+      if (out.scopes[s].feature_evidence.size() > evidence_before[s])
+        out.scopes[s].feature_evidence.resize(evidence_before[s]);
+    out.warnings.push_back(std::string("feature ") + features[i]->name() + ": its section could not be added (" +
+                           failure + ")");
   }
   // An untagged scope whose kernels ran on the tensor pipe is placed under a tensor roof.
   if (peaks) detail::place_by_evidence(out, *peaks);

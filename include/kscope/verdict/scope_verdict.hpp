@@ -94,8 +94,10 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
         {"sampled metrics", classify_sampled(*e.sampled, *e.sampled_metrics), true, e.sampled->samples, "samples"});
   else if (s.gpu_activity)
     missing.push_back("sampled metrics: not collected (session::enable_metric_sampling, KSCOPE_METRIC_SAMPLING=1)");
-  // What the program's own features concluded (session/feature.hpp), weighed by the same rule.
-  for (const verdict_candidate& c : s.feature_evidence) candidates.push_back(c);
+  // What the program's own features measured (session/feature.hpp), weighed by the same rule;
+  // what they did not measure comes after the declared work, which it then never outranks.
+  for (const verdict_candidate& c : s.feature_evidence)
+    if (c.measured) candidates.push_back(c);
   if (std::optional<finding> f = detail::declared_work_finding(s)) {
     candidates.push_back({"declared work", std::move(*f), false, s.work_calls, "calls"});
   } else if (detail::placement_impossible(s)) {
@@ -108,6 +110,8 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
   } else if (s.work_calls == 0) {
     missing.push_back("declared work: none (scope::set_work)");
   }
+  for (const verdict_candidate& c : s.feature_evidence)
+    if (!c.measured) candidates.push_back(c);
   const bool gpu_work = (s.gpu_activity && (s.gpu_activity->kernel_count > 0 || s.gpu_activity->busy_ns > 0)) ||
                         s.gpu_calls > 0;
   return weigh_verdict(std::move(candidates), std::move(missing), gpu_work);

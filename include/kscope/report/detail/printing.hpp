@@ -7,6 +7,8 @@
 #include "../data.hpp"
 #include "../../core/detail/verdict_text.hpp"  // the one verdict, worded and written as JSON
 
+#include <unordered_set>
+
 namespace kscope {
 
 namespace detail {
@@ -527,6 +529,7 @@ KSCOPE_DECL void write_requests_json(json_writer& w, const std::vector<scope_rep
 KSCOPE_DECL std::vector<feature_section_view> printed_feature_sections(const session_report& r,
                                                                std::vector<std::string>& problems) {
   std::vector<feature_section_view> views;
+  std::unordered_set<std::string> keys;
   for (std::size_t i = 0; i < r.sections.size(); ++i) {
     const report_section* section = r.sections[i].get();
     const std::string which = "report section " + std::to_string(i + 1);
@@ -552,9 +555,7 @@ KSCOPE_DECL std::vector<feature_section_view> printed_feature_sections(const ses
                          "not printed");
       continue;
     }
-    bool repeated = false;
-    for (const feature_section_view& earlier : views) repeated = repeated || earlier.key == v.key;
-    if (repeated) {
+    if (!keys.insert(v.key).second) {
       problems.push_back(which + " repeats the key \"" + v.key + "\" of an earlier one: not printed");
       continue;
     }
@@ -585,7 +586,15 @@ KSCOPE_DECL std::string feature_sections_text(const std::vector<feature_section_
   for (const feature_section_view& v : views) {
     out += "\nsection " + v.key + ": " + v.heading + "\n";
     out += std::string(98, '-') + "\n";
-    out += feature_section_body(v, r);
+    // Its lines indented: nothing a section prints can start a line that reads as another
+    // section of the report (sections_of_text takes no indented line for a section's start).
+    const std::string body = feature_section_body(v, r);
+    for (std::size_t at = 0; at < body.size();) {
+      const std::size_t end = body.find('\n', at);
+      if (end != at) out += "  ";
+      out += body.substr(at, end + 1 - at);
+      at = end + 1;
+    }
   }
   return out;
 }
@@ -596,10 +605,14 @@ KSCOPE_DECL void write_feature_sections_json(json_writer& w, const std::vector<f
     w.begin_object();
     w.member("key", v.key);
     w.member("heading", v.heading);
-    std::string data, error;
+    std::string error;
+    json_parse_result parsed;
     try {
-      data = v.section->json();
-      const json_parse_result parsed = parse_json(data);
+      // The entry nests the data three levels down: the whole file stays within the depth
+      // a report reader takes.
+      json_limits limits;
+      limits.max_depth = json_limits::default_max_depth - 3;
+      parsed = parse_json(v.section->json(), limits);
       if (!parsed.ok()) error = "its json() is not one valid JSON value: " + parsed.error;
     } catch (const std::exception& e) {
       error = std::string("its json() threw: ") + e.what();
@@ -607,7 +620,7 @@ KSCOPE_DECL void write_feature_sections_json(json_writer& w, const std::vector<f
       error = "its json() threw";
     }
     w.key("data");
-    if (error.empty()) w.raw(data); else w.value(nullptr);
+    if (error.empty()) write_json_value(w, parsed.value, json_whole_numbers::as_integer); else w.value(nullptr);
     if (!error.empty()) w.member("error", error);
     w.end_object();
   }
