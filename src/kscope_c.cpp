@@ -1051,6 +1051,48 @@ kscope_status kscope_report_verdict(const kscope_report* report, const char* pat
   });
 }
 
+namespace {
+// A section a C or Python caller adds to a report: its text and JSON as given.
+class given_section final : public kscope::report_section {
+ public:
+  given_section(std::string key, std::string heading, std::string text, std::string json)
+      : key_(std::move(key)), heading_(std::move(heading)), text_(std::move(text)), json_(std::move(json)) {}
+  std::string key() const override { return key_; }
+  std::string heading() const override { return heading_; }
+  std::string text(const kscope::session_report&) const override { return text_; }
+  std::string json() const override { return json_; }
+
+ private:
+  std::string key_, heading_, text_, json_;
+};
+}  // namespace
+
+kscope_status kscope_report_add_section(kscope_report* report, const char* key, const char* heading, const char* text,
+                                        size_t text_size, const char* json, size_t json_size) {
+  return guarded("kscope_report_add_section", [&] {
+    if (report == nullptr || key == nullptr || (text == nullptr && text_size != 0) ||
+        (json == nullptr && json_size != 0))
+      return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_report_add_section: null report, key, text or json");
+    const std::string name(key);
+    if (!kscope::valid_report_section_key(name))
+      return fail(KSCOPE_ERROR_INVALID_ARGUMENT,
+                  "kscope_report_add_section: \"" + kscope::printable_text(name) +
+                      "\" is not a section key (1-64 of a-z 0-9 _ -, not a name of the report's own sections)");
+    for (const std::shared_ptr<const kscope::report_section>& s : report->report.sections)
+      if (s != nullptr && s->key() == name)
+        return fail(KSCOPE_ERROR_INVALID_ARGUMENT, "kscope_report_add_section: the report has a section \"" + name +
+                                                       "\" already");
+    const std::string data(view_of(json, json_size));
+    const kscope::detail::json_parse_result parsed = kscope::detail::parse_json(data);
+    if (!parsed.ok())
+      return fail(KSCOPE_ERROR_INVALID_ARGUMENT,
+                  "kscope_report_add_section: the json of section \"" + name + "\" is not one JSON value: " + parsed.error);
+    report->report.sections.push_back(std::make_shared<given_section>(
+        name, heading == nullptr ? std::string() : std::string(heading), std::string(view_of(text, text_size)), data));
+    return KSCOPE_OK;
+  });
+}
+
 kscope_status kscope_diagnose(const kscope_report* report, const char* options, char** json, size_t* json_size,
                               char** text, size_t* text_size) {
   return guarded("kscope_diagnose", [&] {

@@ -158,6 +158,7 @@ _PROTOTYPES = [
     ("kscope_report_format", c_int, (c_void_p, c_int, _charpp, _sizep)),
     ("kscope_report_write", c_int, (c_void_p, c_int, c_char_p)),
     ("kscope_report_verdict", c_int, (c_void_p, c_char_p, c_size_t, _charpp, _sizep)),
+    ("kscope_report_add_section", c_int, (c_void_p, c_char_p, c_char_p, c_char_p, c_size_t, c_char_p, c_size_t)),
     ("kscope_diagnose", c_int, (c_void_p, c_char_p, _charpp, _sizep, _charpp, _sizep)),
     ("kscope_diagnose_options", c_int, (_charpp, _sizep)),
     ("kscope_bench_create", c_int, (c_char_p, BENCH_CALL, c_void_p, POINTER(c_void_p))),

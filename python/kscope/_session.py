@@ -256,6 +256,33 @@ class Report:
             raise
         return json.loads(text)
 
+    def add_section(self, key: str, heading: str, text: str, data=None) -> None:
+        """Adds a section of your own to this report (report/section.hpp): every format prints
+        it under `key` (1-64 of a-z 0-9 _ -, not a name of the report's own sections): `text`
+        in text() and html(), `data` (anything json.dumps takes) as its "data" in json().
+        ValueError for a bad or repeated key, or data json cannot write.
+
+            r = kscope.report()
+            r.add_section("queue", "Request queue", f"peak {peak} requests\n", {"peak": peak})
+        """
+        if not isinstance(key, str) or not isinstance(heading, str) or not isinstance(text, str):
+            raise TypeError("Report.add_section: key, heading and text must be str")
+        for name, value in (("key", key), ("heading", heading)):
+            if "\0" in value:
+                raise ValueError(f"Report.add_section: the {name} holds a NUL character")
+        try:
+            payload = json.dumps(data, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Report.add_section: data cannot be written as JSON: {e}") from None
+        body = encode(text)
+        status = _native.lib.kscope_report_add_section(self._handle, encode(key), encode(heading), body, len(body),
+                                                       payload, len(payload))
+        if status == ERROR_INVALID_ARGUMENT:
+            raise ValueError(_native.last_error())
+        _native.check(status, "Report.add_section")
+        self._json = None  # the cached JSON no longer holds everything
+        self._data = None
+
     def _write(self, fmt: int, path, what: str) -> None:
         _native.check(_native.lib.kscope_report_write(self._handle, fmt, encode(os.fspath(path))), what)
 

@@ -284,6 +284,42 @@ TEST_CASE("c abi: reports read back, formats and files") {
   CHECK(kscope_write_trace("/nonexistent-dir/py30/trace.json") == KSCOPE_ERROR_IO);
 }
 
+TEST_CASE("c abi: a section of the caller's own, in every format; bad keys and JSON refused") {
+  const std::string json = report_as(KSCOPE_FORMAT_JSON);
+  kscope_report* r = nullptr;
+  REQUIRE(kscope_report_parse(json.data(), json.size(), &r) == KSCOPE_OK);
+  const std::string body = "peak 12 requests\n";
+  const std::string data = R"({"peak": 12})";
+  REQUIRE(kscope_report_add_section(r, "queue", "Request queue", body.data(), body.size(), data.data(), data.size()) ==
+          KSCOPE_OK);
+  char* text = nullptr;
+  size_t size = 0;
+  REQUIRE(kscope_report_format(r, KSCOPE_FORMAT_TEXT, &text, &size) == KSCOPE_OK);
+  const std::string printed = take(text, size);
+  CHECK(printed.find("section queue: Request queue\n") != std::string::npos);
+  CHECK(printed.find("  peak 12 requests\n") != std::string::npos);
+  REQUIRE(kscope_report_format(r, KSCOPE_FORMAT_JSON, &text, &size) == KSCOPE_OK);
+  const auto doc = nlohmann::json::parse(take(text, size));
+  REQUIRE(doc["sections"].size() == 1);
+  CHECK(doc["sections"][0]["data"]["peak"] == 12);
+  REQUIRE(kscope_report_format(r, KSCOPE_FORMAT_HTML, &text, &size) == KSCOPE_OK);
+  CHECK(take(text, size).find("data-section=\"queue\"") != std::string::npos);
+
+  // Refused, nothing added: a repeated key, a bad key, JSON that is not one value, nulls.
+  CHECK(kscope_report_add_section(r, "queue", "Again", nullptr, 0, "1", 1) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(last_error().find("already") != std::string::npos);
+  CHECK(kscope_report_add_section(r, "Bad Key", "", nullptr, 0, "1", 1) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(kscope_report_add_section(r, "scopes", "", nullptr, 0, "1", 1) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(kscope_report_add_section(r, "half", "", nullptr, 0, "{\"a\":", 5) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(last_error().find("not one JSON value") != std::string::npos);
+  CHECK(kscope_report_add_section(r, nullptr, "", nullptr, 0, "1", 1) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(kscope_report_add_section(nullptr, "x", "", nullptr, 0, "1", 1) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  CHECK(kscope_report_add_section(r, "x", "", nullptr, 3, "1", 1) == KSCOPE_ERROR_INVALID_ARGUMENT);
+  REQUIRE(kscope_report_format(r, KSCOPE_FORMAT_JSON, &text, &size) == KSCOPE_OK);
+  CHECK(nlohmann::json::parse(take(text, size))["sections"].size() == 1);
+  kscope_report_destroy(r);
+}
+
 TEST_CASE("c abi: a scope's one verdict, from a report of either schema") {
   const auto verdict_of = [](const std::string& doc, const std::string& path, kscope_status* status) {
     kscope_report* r = nullptr;

@@ -32,6 +32,34 @@ def test_the_report_in_every_format(name):
     assert repr(r).startswith("<kscope.Report: ")
 
 
+def test_a_section_of_your_own_in_every_format(name, tmp_path):
+    with kscope.scope(name):
+        pass
+    r = kscope.report()
+    before = r.data  # parsed before the section: add_section drops the cached JSON
+    assert before["sections"] == []
+    r.add_section("queue", "Request queue", "peak 12 requests\n", {"peak": 12, "by_minute": [3, 12]})
+    assert "section queue: Request queue" in r.text()
+    assert r.data["sections"] == [{"key": "queue", "heading": "Request queue",
+                                   "data": {"peak": 12, "by_minute": [3, 12]}}]
+    assert 'data-section="queue"' in r.html()
+    r.write_json(tmp_path / "r.json")
+    back = kscope.load_report(tmp_path / "r.json")  # no reader for "queue" here: kept as written
+    assert back.data["sections"][0]["data"] == {"peak": 12, "by_minute": [3, 12]}
+    assert "peak = 12" in back.text()
+    with pytest.raises(ValueError, match="already"):
+        r.add_section("queue", "Again", "", 1)
+    with pytest.raises(ValueError, match="not a section key"):
+        r.add_section("Bad Key", "", "", 1)
+    with pytest.raises(ValueError, match="cannot be written as JSON"):
+        r.add_section("nan_data", "", "", float("nan"))
+    with pytest.raises(ValueError, match="NUL"):
+        r.add_section("nul\0key", "", "", 1)
+    with pytest.raises(TypeError):
+        r.add_section("typed", "", 5, 1)
+    assert len(r.data["sections"]) == 1
+
+
 def test_files_and_reading_a_report_back(name, tmp_path):
     with kscope.scope(name):
         pass

@@ -229,6 +229,14 @@ KSCOPE_C_API kscope_status kscope_report_write(const kscope_report* report, int 
  * has no scope at `path`. */
 KSCOPE_C_API kscope_status kscope_report_verdict(const kscope_report* report, const char* path, size_t path_size,
                                                  char** json, size_t* json_size);
+/* Adds a section of the caller's own to the report (report/section.hpp): every format then
+ * prints it under `key` (1-64 of a-z 0-9 _ -, not a name of the report's own sections; text and
+ * JSON in `text_size` / `json_size` bytes): `text` in the text and HTML reports, `json` (one
+ * JSON value) as its "data" in the JSON. KSCOPE_ERROR_INVALID_ARGUMENT for a bad key, a key the
+ * report has already, or `json` that is not one JSON value; nothing added then. */
+KSCOPE_C_API kscope_status kscope_report_add_section(kscope_report* report, const char* key, const char* heading,
+                                                     const char* text, size_t text_size, const char* json,
+                                                     size_t json_size);
 /* The serving diagnosis (verdict/diagnose.hpp) of a report: `json` gets
  * kscope.diagnosis/1, `text` the printed findings (either may be NULL). `options` is NULL
  * or a JSON object of diagnose_options' members (kscope_diagnose_options lists them):
