@@ -17,9 +17,9 @@
 // of its thread (scope/detail/counter_hook.hpp), and range i goes to launch i's scope when
 // nothing can have shifted them (detail/step_kernels.hpp; else, with a note, the step counts
 // for no scope when scopes were nested in it, and for the step scope when none was).
-// So a step of eight nested scopes pays CUPTI's Start and Stop once, not eight times, and
-// the range profiler stays enabled between steps (each step's group set up afresh: re-armed
-// passes read NaN, below). whole_steps false: each scope's calls are chosen and profiled
+// So a step of eight nested scopes pays CUPTI's setup, Start and Stop once, not eight times
+// (each step sets CUPTI up afresh: a profiler kept enabled crashed in BeginPass when a step's
+// group was set up on it, and re-armed passes read NaN, below). whole_steps false: each scope's calls are chosen and profiled
 // on their own, with every kernel inside them. One pass at a time in the process: the
 // profiled call's thread holds the counter-pass lock from the scope's open to its close.
 //
@@ -114,9 +114,10 @@ struct scope_counter_options {
   // (driver 580, CUDA 13.0) re-armed passes evaluated a third of the speed-of-light parts
   // as NaN in every range, calls set up afresh never did (bench/RESULTS.md); a re-armed
   // call with such a metric switches keeping off for the rest of the run, with a note.
-  // Unset (the default): whole steps keep the range profiler enabled between steps but set
-  // each step's group up afresh, never re-arming a pass (tens of milliseconds a step
-  // instead of ~0.4 s); scope calls keep nothing.
+  // Unset (the default): nothing is kept, whole steps and scope calls alike. Keeping the
+  // profiler enabled and setting a step's group up afresh on it crashed inside
+  // NVPW_CUDA_Profiler_BeginPass on an H100 (driver 580.159.04, CUDA 13.0, session 19:
+  // bench/RESULTS.md), so no default takes that path.
   std::optional<bool> keep_profiler;
   std::string cupti_library;                 // as counter_options
   std::string nvperf_host_library;
@@ -671,7 +672,7 @@ class scope_counter_sampler {
     std::shared_ptr<detail::range_profiler_handle> range;
     std::map<std::vector<std::string>, std::unique_ptr<kept_pass>> passes;
   };
-  bool keep_profiler_ = true;  // the range profiler stays enabled between calls
+  bool keep_profiler_ = false;  // keep_profiler (start() sets it): the range profiler stays enabled between calls
   bool rearm_passes_ = true;   // and each group's pass is kept to be re-armed
   std::map<std::uint64_t, kept_context> kept_;
   std::uint64_t kept_generation_ = 0;
@@ -757,7 +758,7 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
     return false;
   }
   enabled_ = true;
-  keep_profiler_ = options_.keep_profiler.value_or(options_.whole_steps) && !options_.kernel_replay;
+  keep_profiler_ = options_.keep_profiler.value_or(false) && !options_.kernel_replay;
   rearm_passes_ = options_.keep_profiler.value_or(false);
   // Registered here, where a kept profiler can first exist.
   detail::kept_range_profiler_releaser().store(&release_kept, std::memory_order_release);
