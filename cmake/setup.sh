@@ -437,10 +437,12 @@ else
   # (the CMake default); KSCOPE_CMAKE_ARGS or CUDAARCHS choose otherwise.
   test_archs=""
   gpu_only="ON"
+  tests_only="OFF"
   if ! nvidia-smi -L >/dev/null 2>&1; then
     # Examples and benchmarks need a GPU to mean anything, and compiling them is a fifth of
     # the build: without a GPU they are left out (KSCOPE_CMAKE_ARGS can turn them back on).
     gpu_only="OFF"
+    tests_only="ON"  # nothing timed is built: the compiled library at -O1, as the tests are
     echo "kscope setup: no GPU here: examples and benchmarks are not built (a GPU machine builds them)"
     if have nvcc && [ -z "${CUDAARCHS:-}" ] && [[ "${KSCOPE_CMAKE_ARGS:-}" != *CMAKE_CUDA_ARCHITECTURES* ]]; then
       test_archs="-DCMAKE_CUDA_ARCHITECTURES=90"
@@ -451,7 +453,8 @@ else
   # Explicit values: a build directory configured by `demo` has tests OFF in its cache.
   # shellcheck disable=SC2086  # test_archs and KSCOPE_CMAKE_ARGS are lists of arguments
   cmake -S "$root" -B "$build" -G "$generator" -DCMAKE_BUILD_TYPE=Release -DKSCOPE_BUILD_PYTHON=ON \
-    -DKSCOPE_BUILD_TESTS=ON -DKSCOPE_BUILD_BENCH=$gpu_only -DKSCOPE_BUILD_EXAMPLES=$gpu_only $test_archs ${KSCOPE_CMAKE_ARGS:-}
+    -DKSCOPE_BUILD_TESTS=ON -DKSCOPE_BUILD_BENCH=$gpu_only -DKSCOPE_BUILD_EXAMPLES=$gpu_only \
+    -DKSCOPE_TESTS_ONLY_BUILD=$tests_only $test_archs ${KSCOPE_CMAKE_ARGS:-}
   start=$(date +%s)
   cmake --build "$build" -j "$jobs"
   built=$(date +%s)
