@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -48,6 +49,10 @@ int main(int argc, char** argv) {
     r = std::move(*read);
   } else {
     r = kscope_test::full_report();
+    // A feature's own section (report/section.hpp), as a program's feature adds it: the page
+    // must show it like the report's own; read back from report.json it is kept as written.
+    r.sections.push_back(std::make_shared<kscope::kept_report_section>(
+        "queue_depth", "Request queue depth", R"({"peak": 12, "by_minute": [3, 12, 7]})"));
   }
   const std::vector<kscope::diagnosis> findings = kscope::diagnose(r);
   const std::string diagnosis = kscope::diagnosis_text(findings, r);
