@@ -297,6 +297,12 @@ class counter_pass_run {
  private:
   bool give_up(counter_result& result);
 
+  // Resolves the requested names (fallbacks, SASS counters left out `without_sass`) and
+  // makes the set's host object and config image; false (result says why) when a name is
+  // unknown or CUPTI refuses.
+  bool prepare_metric_set(const std::vector<std::string>& requested, bool without_sass, prepared_metric_set& set,
+                          counter_result& result);
+
   // Initializes the counter-data image and sets the config on the range profiler, then
   // synchronizes so that earlier work does not run into the first range.
   bool arm();
@@ -320,7 +326,7 @@ class counter_pass_run {
   const counter_options* options_ = nullptr;
   std::vector<std::string> metric_names_;  // what names_ points into
   std::vector<const char*> names_;
-  std::vector<std::uint8_t> config_;
+  std::shared_ptr<const prepared_metric_set> prepared_set_;  // names, host object, config image
   std::shared_ptr<range_profiler_handle> range_;
   counter_result prepared_;  // the result as begin() left it, for rearm()
   std::vector<std::uint8_t> counter_data_;
@@ -374,56 +380,31 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   if (!opened) return give_up(result);
   result.chip = setup_.chip;
   const profiler_api& p = setup_.libs->profiler;
-
-  // Which names to collect: the host API's word on each, the base list for suggestions.
-  const std::vector<std::string> bases = setup_.base_metrics();
-  const metric_request request = resolve_metric_request(
-      requested,
-      [this, &bases](const std::string& name) {
-        return (bases.empty() || check_metric_name(name, bases).known) && setup_.config_accepts(name);
-      },
-      bases);
-  result.notes = request.notes;
-  if (!request.ok()) {
-    result.state = counter_state::unknown_metric;
-    result.message = "hardware counters not collected on " + setup_.chip + ": ";
-    for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
-    return false;
-  }
-  result.metrics = request.collect;
   // Under user replay while kscope's activity collector traces, CUPTI's SASS instruction
   // counters read 0 (cupti/detail/api.hpp, activity_tracing): they are left out, with a
   // note, rather than reported as no instructions executed.
   const bool user_replay = options.ranges != counter_ranges::per_kernel || options.replay == counter_replay::user;
-  if (user_replay && activity_tracing().load(std::memory_order_acquire)) {
-    std::vector<std::string> kept, left_out;
-    for (const std::string& m : result.metrics) (is_sass_instruction_metric(m) ? left_out : kept).push_back(m);
-    if (!left_out.empty()) {
-      result.notes.push_back(std::to_string(left_out.size()) + " SASS instruction metric(s) (" + left_out.front() +
-                             (left_out.size() > 1 ? ", ..." : "") +
-                             ") not collected: while kscope's activity collector traces kernels, CUPTI counts them as "
-                             "0 under user replay; kernel replay (counter_replay::kernel) counts them");
-      if (kept.empty()) {
-        result.state = counter_state::unavailable;
-        result.message = "hardware counters not collected: " + result.notes.back();
-        return false;
-      }
-      result.metrics = kept;
-    }
+  const bool without_sass = user_replay && activity_tracing().load(std::memory_order_acquire);
+  // The names resolved, a host object and the config image: made once per chip and set
+  // (cupti/counter_pass.hpp, prepared_metric_set), so that a group rotated over the
+  // profiled steps pays for them at its first step only.
+  std::string key = setup_.chip + (without_sass ? "\n-sass" : "\n+sass");
+  for (const std::string& name : requested) key += '\n' + name;
+  prepared_set_ = setup_.find_prepared(key);
+  if (!prepared_set_) {
+    auto made = std::make_shared<prepared_metric_set>();
+    if (!prepare_metric_set(requested, without_sass, *made, result)) return false;
+    prepared_set_ = made;
+    setup_.keep_prepared(key, std::move(made));
   }
+  result.notes = prepared_set_->notes;
+  result.metrics = prepared_set_->metrics;
   // The names CUPTI is given point into the run's own copy: a kept run outlives the result
   // it was begun with (rearm() hands out a new one), and names into that would dangle.
   metric_names_ = result.metrics;
   names_.clear();
   for (const std::string& m : metric_names_) names_.push_back(m.c_str());
-
-  // Config image and the number of passes it needs.
-  if (!setup_.cupti_ok(setup_.host.add_metrics(names_.data(), names_.size()), "cuptiProfilerHostConfigAddMetrics"))
-    return give_up(result);
-  std::size_t passes = 0;
-  if (const profiler_host_step step = setup_.host.config_image(config_, &passes); !setup_.cupti_ok(step.result, step.call))
-    return give_up(result);
-  result.passes = passes;
+  result.passes = prepared_set_->passes;
 
   // The range profiler on the context, its counter-data image and its configuration.
   per_kernel_ = options.ranges == counter_ranges::per_kernel;
@@ -475,6 +456,56 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   return true;
 }
 
+KSCOPE_DECL bool counter_pass_run::prepare_metric_set(const std::vector<std::string>& requested, bool without_sass,
+                                                      prepared_metric_set& set, counter_result& result) {
+  // Which names to collect: the host API's word on each, the base list for suggestions.
+  const std::vector<std::string>& bases = setup_.base_metrics();
+  if (!setup_.message.empty()) return give_up(result);
+  const metric_request request = resolve_metric_request(
+      requested,
+      [this, &bases](const std::string& name) {
+        return (bases.empty() || check_metric_name(name, bases).known) && setup_.config_accepts(name);
+      },
+      bases);
+  set.notes = request.notes;
+  if (!request.ok()) {
+    result.notes = request.notes;
+    result.state = counter_state::unknown_metric;
+    result.message = "hardware counters not collected on " + setup_.chip + ": ";
+    for (std::size_t i = 0; i < request.errors.size(); ++i) result.message += (i ? "; " : "") + request.errors[i];
+    return false;
+  }
+  set.metrics = request.collect;
+  if (without_sass) {
+    std::vector<std::string> kept, left_out;
+    for (const std::string& m : set.metrics) (is_sass_instruction_metric(m) ? left_out : kept).push_back(m);
+    if (!left_out.empty()) {
+      set.notes.push_back(std::to_string(left_out.size()) + " SASS instruction metric(s) (" + left_out.front() +
+                          (left_out.size() > 1 ? ", ..." : "") +
+                          ") not collected: while kscope's activity collector traces kernels, CUPTI counts them as "
+                          "0 under user replay; kernel replay (counter_replay::kernel) counts them");
+      if (kept.empty()) {
+        result.notes = set.notes;
+        result.state = counter_state::unavailable;
+        result.message = "hardware counters not collected: " + set.notes.back();
+        return false;
+      }
+      set.metrics = kept;
+    }
+  }
+  // The set's own host object: it keeps every metric added to it, and evaluates the ranges.
+  std::vector<const char*> names;
+  for (const std::string& m : set.metrics) names.push_back(m.c_str());
+  if (!setup_.cupti_ok(set.host.initialize(setup_.libs->profiler, CUPTI_PROFILER_TYPE_RANGE_PROFILER, setup_.chip,
+                                           setup_.availability),
+                       "cuptiProfilerHostInitialize") ||
+      !setup_.cupti_ok(set.host.add_metrics(names.data(), names.size()), "cuptiProfilerHostConfigAddMetrics"))
+    return give_up(result);
+  if (const profiler_host_step step = set.host.config_image(set.config, &set.passes); !setup_.cupti_ok(step.result, step.call))
+    return give_up(result);
+  return true;
+}
+
 KSCOPE_DECL bool counter_pass_run::arm() {
   const profiler_api& p = setup_.libs->profiler;
   // A re-armed pass hands CUPTI the image the last pass decoded into: cleared first, as a
@@ -486,8 +517,8 @@ KSCOPE_DECL bool counter_pass_run::arm() {
   data_init.pCounterData = counter_data_.data();
   KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params, set);
   set.pRangeProfilerObject = range_->object;
-  set.configSize = config_.size();
-  set.pConfig = config_.data();
+  set.configSize = prepared_set_->config.size();
+  set.pConfig = prepared_set_->config.data();
   set.counterDataImageSize = counter_data_.size();
   set.pCounterDataImage = counter_data_.data();
   set.range = per_kernel_ ? CUPTI_AutoRange : CUPTI_UserRange;
@@ -619,7 +650,7 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
   bool present = trailing_sweep_ && total > first;  // the last range is the trailing sweep, if not full
   bool identified = true;
   const auto evaluate = [&](std::size_t index, metric_values& into) {
-    if (setup_.host.evaluate(counter_data_, index, names_.data(), names_.size(), values.data()) != CUPTI_SUCCESS)
+    if (prepared_set_->host.evaluate(counter_data_, index, names_.data(), names_.size(), values.data()) != CUPTI_SUCCESS)
       return false;
     for (std::size_t m = 0; m < names_.size(); ++m) into.emplace(result.metrics[m], values[m]);
     return true;
@@ -945,7 +976,12 @@ KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, co
     why = setup.message;
     return false;
   }
-  const std::vector<std::string> bases = setup.base_metrics();
+  const std::vector<std::string>& bases = setup.base_metrics();
+  if (!setup.message.empty()) {
+    state = setup.state;
+    why = setup.message;
+    return false;
+  }
   const metric_request request = resolve_metric_request(
       metrics,
       [&setup, &bases](const std::string& name) {
@@ -992,6 +1028,11 @@ KSCOPE_DECL counter_metric_list list_counter_metrics(const counter_options& opti
     }
     out.chip = setup.chip;
     out.base_metrics = setup.base_metrics();
+    if (!setup.message.empty()) {
+      out.state = setup.state;
+      out.message = setup.message;
+      return out;
+    }
     out.state = counter_state::collected;
     out.message = std::to_string(out.base_metrics.size()) + " base metrics on " + setup.chip;
 #else

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -162,6 +163,25 @@ KSCOPE_DECL std::string counter_error_advice(CUptiResult r) {
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
+// A metric set made ready for the range profiler on one chip: the names resolved (fallbacks
+// taken, with their notes), a host object with them added and the config image with its
+// pass count. Host-side only, so one made for a chip serves every pass over that set, on
+// any context of that chip: the per-scope counters rotate a few groups over the profiled
+// steps, and building a group's host object and config image for every step cost a large
+// part of CUPTI's setup (bench/counter_step_probe.cu). The host object also evaluates every
+// range of the passes that use it, so a set is shared (shared_ptr) by those passes.
+struct prepared_metric_set {
+  std::vector<std::string> metrics;  // what a pass over it collects (counter_result::metrics)
+  std::vector<std::string> notes;    // the resolution's notes (counter_result::notes)
+  profiler_host host;
+  std::vector<std::uint8_t> config;
+  std::size_t passes = 0;
+};
+
+// How many prepared sets a process keeps (the least recently used goes first): a host object
+// holds the chip's metric tables, a few MB each.
+inline constexpr std::size_t prepared_metric_sets_kept = 12;
+
 // The libraries, loaded once per process and kept (CUPTI holds on to them).
 struct counter_libraries {
   cupti_api cupti;
@@ -174,6 +194,14 @@ struct counter_libraries {
   // which a kept one is (counters/scope_counters.hpp), and what a device offers does not
   // change while the process runs.
   std::map<int, std::vector<std::uint8_t>> availability;
+  // Device ordinal -> its chip name, read (and the device's support checked) once.
+  std::map<int, std::string> chips;
+  // Chip -> its base metrics, sorted: listing them walks the chip's whole metric table.
+  std::map<std::string, std::vector<std::string>> base_metrics;
+  // Chip, SASS switch and requested names -> the set a pass over them uses (begin()), with
+  // when it was last used; at most prepared_metric_sets_kept.
+  std::map<std::string, std::pair<std::uint64_t, std::shared_ptr<const prepared_metric_set>>> prepared;
+  std::uint64_t prepared_uses = 0;
   // A range profiler was enabled in this process: from then on CUPTI's PC sampling names no
   // kernel whose code was loaded before it (H100, CUDA 13.0; bench/RESULTS.md), which the
   // warp-stall pass says when its samples all fall in unnamed code (warp_stalls/collect.hpp).
@@ -251,8 +279,8 @@ KSCOPE_DECL bool current_cuda_context_id(std::uint64_t& id) noexcept {
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
 // Everything both a pass and a metric listing need: device, context, libraries, chip,
-// counter availability and a host object for the chip. The first failure sets state and
-// message and makes open() return false.
+// counter availability, and on demand a host object for the chip (open_host). The first
+// failure sets state and message and makes open() (open_host) return false.
 class counter_setup {
  public:
   counter_state state = counter_state::failed;
@@ -262,12 +290,23 @@ class counter_setup {
   CUcontext context = nullptr;
   std::string chip;
   std::vector<std::uint8_t> availability;
-  profiler_host host;  // a range-profiler host object (cupti/detail/profiler_host.hpp)
+  profiler_host host;  // a range-profiler host object once open_host() made it
 
   bool open(const std::string& cupti_library, const std::string& nvperf_host_library);
 
-  // The base metrics the host object lists (counters, ratios, throughputs), sorted.
-  std::vector<std::string> base_metrics() const;
+  // The host object for the chip (made once per setup): only listing and resolving metric
+  // names need it, a pass over a prepared set does not.
+  bool open_host();
+
+  // The base metrics of the chip (counters, ratios, throughputs), sorted; listed once per
+  // chip and process. Empty when the host object cannot be made (state and message say why).
+  const std::vector<std::string>& base_metrics();
+
+  // The prepared set kept under `key` (null when none), counted as used now; keeping one
+  // (at most prepared_metric_sets_kept: the least recently used is let go, its passes
+  // keep their share).
+  std::shared_ptr<const prepared_metric_set> find_prepared(const std::string& key);
+  void keep_prepared(const std::string& key, std::shared_ptr<const prepared_metric_set> set);
 
   // A fresh host object for this chip (a host object keeps every metric added to it, so a
   // question about one set needs its own); false when the host API refuses.
@@ -333,9 +372,13 @@ KSCOPE_DECL bool counter_setup::open(const std::string& cupti_library, const std
     if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
     libs->profiler_initialized = true;
   }
-  if (!device_supported()) return false;
-
-  if (!cupti_ok(read_chip_name(p, device, chip), "cuptiDeviceGetChipName")) return false;
+  if (const auto known = libs->chips.find(device); known != libs->chips.end()) {
+    chip = known->second;
+  } else {
+    if (!device_supported()) return false;
+    if (!cupti_ok(read_chip_name(p, device, chip), "cuptiDeviceGetChipName")) return false;
+    libs->chips.emplace(device, chip);
+  }
 
   // Counter availability: where missing permission shows first (ANCHORS: not at Enable).
   if (const auto cached = libs->availability.find(device); cached != libs->availability.end()) {
@@ -348,16 +391,45 @@ KSCOPE_DECL bool counter_setup::open(const std::string& cupti_library, const std
       return false;
     libs->availability.emplace(device, availability);
   }
+  return true;
+}
 
-  return cupti_ok(host.initialize(p, CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability),
+KSCOPE_DECL bool counter_setup::open_host() {
+  if (host.object() != nullptr) return true;
+  if (libs == nullptr || !message.empty()) return false;
+  return cupti_ok(host.initialize(libs->profiler, CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, availability),
                   "cuptiProfilerHostInitialize");
 }
 
-KSCOPE_DECL std::vector<std::string> counter_setup::base_metrics() const {
+KSCOPE_DECL const std::vector<std::string>& counter_setup::base_metrics() {
+  static const std::vector<std::string> none;
+  if (libs == nullptr) return none;
+  if (const auto cached = libs->base_metrics.find(chip); cached != libs->base_metrics.end()) return cached->second;
+  if (!open_host()) return none;
   std::vector<std::string> out = host.base_metrics();
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  if (out.empty()) return none;  // not cached: a later setup may list them
+  return libs->base_metrics.emplace(chip, std::move(out)).first->second;
+}
+
+KSCOPE_DECL std::shared_ptr<const prepared_metric_set> counter_setup::find_prepared(const std::string& key) {
+  if (libs == nullptr) return nullptr;
+  const auto found = libs->prepared.find(key);
+  if (found == libs->prepared.end()) return nullptr;
+  found->second.first = ++libs->prepared_uses;
+  return found->second.second;
+}
+
+KSCOPE_DECL void counter_setup::keep_prepared(const std::string& key, std::shared_ptr<const prepared_metric_set> set) {
+  if (libs == nullptr || set == nullptr) return;
+  while (libs->prepared.size() >= prepared_metric_sets_kept && libs->prepared.count(key) == 0) {
+    auto oldest = libs->prepared.begin();
+    for (auto it = libs->prepared.begin(); it != libs->prepared.end(); ++it)
+      if (it->second.first < oldest->second.first) oldest = it;
+    libs->prepared.erase(oldest);
+  }
+  libs->prepared[key] = {++libs->prepared_uses, std::move(set)};
 }
 
 KSCOPE_DECL bool counter_setup::throwaway_host(profiler_host& out) {
