@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <string>
 
@@ -341,10 +342,11 @@ void run_steps(float* y, const float* x, int n, cudaStream_t stream) {
 
 // The 12 steps with the counters on (whole steps, the defaults); false when the counters
 // were refused (the case then fails where they are expected, tests/gpu/expectations.hpp).
-bool profile_steps(kscope::session& session, float* y, const float* x, int n, cudaStream_t stream) {
+bool profile_steps(kscope::session& session, float* y, const float* x, int n, cudaStream_t stream,
+                   const kscope::scope_counter_options& options = {}) {
   session.reset();
   kscope::scope_counter_sampler::global().reset();
-  if (!session.enable_counters()) {
+  if (!session.enable_counters(options)) {
     const kscope::session_report r = session.report();
     kscope_test::refused(kscope_test::feature::counters, "session::enable_counters", "not enabled",
                          r.counters ? r.counters->status : std::string(), __FILE__, __LINE__);
@@ -425,6 +427,48 @@ TEST_CASE("whole steps: each kernel of a profiled step goes to the scope that la
     kscope::cupti_collector::global().stop();  // CUPTI's callbacks free for the counter pass
     if (!profile_steps(session, y, x, n, stream)) return;
     check_split(session, "own callback");
+  }
+  SUBCASE("one range per scope stretch: the same kernels and the same sums as one range per kernel") {
+    kscope::cupti_collector::global().stop();
+    // Per kernel first: each nested scope's per-call sums of the counters that count events
+    // (".sum", not the durations, not DRAM: these kernels' data stays in the L2).
+    if (!profile_steps(session, y, x, n, stream)) return;
+    std::map<std::string, std::map<std::string, double>> per_kernel;
+    {
+      const kscope::session_report r = session.report();
+      for (const char* name : scope_names) {
+        const kscope::scope_report* s = r.find(std::string("ps_step/") + name);
+        REQUIRE(s != nullptr);
+        REQUIRE(s->counters.has_value());
+        for (const auto& [metric, value] : s->counters->totals)
+          if (metric.size() > 4 && metric.compare(metric.size() - 4, 4, ".sum") == 0 &&
+              metric.rfind("gpu__time", 0) != 0 && metric.rfind("dram__", 0) != 0 && std::isfinite(value))
+            per_kernel[name][metric] = s->counters->per_call(value);
+      }
+    }
+    kscope::scope_counter_options by_scope;
+    by_scope.ranges_per_scope = true;
+    if (!profile_steps(session, y, x, n, stream, by_scope)) return;
+    check_split(session, "scope ranges");
+    const kscope::session_report r = session.report();
+    std::size_t compared = 0;
+    for (const char* name : scope_names) {
+      const kscope::scope_report* s = r.find(std::string("ps_step/") + name);
+      REQUIRE(s != nullptr);
+      REQUIRE(s->counters.has_value());
+      for (const auto& measured : per_kernel[name]) {
+        const std::string& metric = measured.first;
+        const double expected = measured.second;
+        const auto found = s->counters->totals.find(metric);
+        REQUIRE_MESSAGE(found != s->counters->totals.end(), name << " " << metric);
+        const double got = s->counters->per_call(found->second);
+        std::printf("PSTEP scope ranges %s %s: %.6g a call (per kernel: %.6g)\n", name, metric.c_str(), got, expected);
+        if (expected < 1e4) continue;  // too few events for a relative check
+        ++compared;
+        CHECK_MESSAGE(std::fabs(got - expected) <= 0.05 * expected, name << " " << metric << ": " << got << " vs " << expected);
+      }
+    }
+    CHECK(compared >= nested_scopes);  // at least one counted event per scope compared
   }
   (void)cudaStreamDestroy(stream);
   (void)cudaFree(x);

@@ -109,6 +109,11 @@ namespace kscope {
 enum class counter_ranges : std::uint8_t {
   per_kernel,      // one range per kernel launch (auto range, kernel replay): the default
   whole_callable,  // one named range around the whole work (user range, user replay)
+  // Consecutive user ranges (user replay): the first named range_name, each later one begun
+  // by counter_pass_run::next_range, which ends the one before; up to max_kernels of them.
+  // The per-scope counters' steps (ranges_per_scope): one range per stretch of a step that a
+  // scope owns, the kernels running as they would unprofiled.
+  consecutive,
 };
 
 // How per-kernel ranges are replayed when the metric set needs several passes.
@@ -208,11 +213,11 @@ KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& me
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL std::string counter_request_error(const std::vector<std::string>& metrics, const counter_options& o) {
-  if (o.ranges == counter_ranges::per_kernel && (o.max_kernels == 0 || o.max_kernels > counter_max_kernels_limit))
+  if (o.ranges != counter_ranges::whole_callable && (o.max_kernels == 0 || o.max_kernels > counter_max_kernels_limit))
     return "counter_options::max_kernels must be between 1 and " + std::to_string(counter_max_kernels_limit) +
            ", got " + std::to_string(o.max_kernels);
-  if (o.ranges == counter_ranges::whole_callable && o.range_name.empty())
-    return "counter_options::range_name must not be empty for a whole_callable range";
+  if (o.ranges != counter_ranges::per_kernel && o.range_name.empty())
+    return "counter_options::range_name must not be empty for a whole_callable or consecutive range";
   for (const std::string& m : metrics)
     if (m.empty()) return "empty metric name in the metric list";
   return {};
@@ -279,6 +284,12 @@ class counter_pass_run {
   // Start [Push]: true when the work may run now.
   bool start_run(counter_result& result);
 
+  // consecutive ranges: ends the current range and begins the next, named `name` (CUPTI
+  // copies it). False, changing nothing, when no range is open or the image holds no more
+  // ranges (the work then stays in the current one; ranges_refused() counts those).
+  bool next_range(const char* name);
+  [[nodiscard]] std::size_t ranges_refused() const noexcept { return ranges_refused_; }
+
   // After the work: the range must end after its kernels finish inside it. An error here
   // is the work's (a faulting kernel), so it is reported and left for the program to see.
   void end_run(bool work_threw);
@@ -338,6 +349,9 @@ class counter_pass_run {
   bool trailing_wanted_ = false;  // run a sweep after the work (not when restores_memory_)
   bool trailing_sweep_ = false;   // it ran: the last range (per kernel) or the second user range is its
   bool per_kernel_ = true;
+  bool consecutive_ = false;     // counter_ranges::consecutive
+  std::size_t ranges_begun_ = 0;   // consecutive: the work's ranges pushed in this run
+  std::size_t ranges_refused_ = 0; // consecutive: next_range() calls past the image's capacity
   bool user_replay_ = false;
   bool started_ = false;
   bool pushed_ = false;
@@ -423,7 +437,8 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
   // The sweeps are ranges too: per kernel the first and (when wanted) the last, whole
   // callable a second user range after the work's.
   const std::size_t sweep_ranges = sweep_.ready() ? (per_kernel_ ? 1 : 0) + (trailing_wanted_ ? 1 : 0) : 0;
-  const std::size_t max_ranges = (per_kernel_ ? options.max_kernels : 1) + sweep_ranges;
+  consecutive_ = options.ranges == counter_ranges::consecutive;
+  const std::size_t max_ranges = (per_kernel_ || consecutive_ ? options.max_kernels : 1) + sweep_ranges;
   max_ranges_ = max_ranges;
   // A kept profiler enabled on this context is reused: enabling it is the costliest CUPTI
   // step of a pass after the host's config image (which a kept run keeps too).
@@ -450,7 +465,7 @@ KSCOPE_DECL bool counter_pass_run::begin(const std::vector<std::string>& request
     return give_up(result);
   counter_data_.assign(data_size.counterDataSize, 0);
   if (!arm()) return give_up(result);
-  if (per_kernel_ && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
+  if ((per_kernel_ || consecutive_) && options.name_kernels) kernel_names_.emplace(setup_.libs->cupti);
   max_runs_ = user_replay_ ? std::max<std::size_t>(1, result.passes) + 1 : 1;
   prepared_ = result;
   return true;
@@ -547,7 +562,7 @@ KSCOPE_DECL bool counter_pass_run::rearm(counter_result& result) {
   sweep_range_ = trailing_sweep_ = false;
   run_error_.clear();
   if (!arm()) return give_up(result);
-  if (per_kernel_ && options_->name_kernels) kernel_names_.emplace(setup_.libs->cupti);
+  if ((per_kernel_ || consecutive_) && options_->name_kernels) kernel_names_.emplace(setup_.libs->cupti);
   return true;
 }
 
@@ -577,9 +592,24 @@ KSCOPE_DECL bool counter_pass_run::start_run(counter_result& result) {
       stop_range();
       return false;
     }
+    ranges_begun_ = 1;
+    ranges_refused_ = 0;
   }
   ++result.runs;
   return true;
+}
+
+KSCOPE_DECL bool counter_pass_run::next_range(const char* name) {
+  if (!consecutive_ || !pushed_) return false;
+  // The image's last range is kept for the trailing sweep when one runs.
+  if (ranges_begun_ >= options_->max_kernels) {
+    ++ranges_refused_;
+    return false;
+  }
+  pop_range();
+  pushed_ = push_range(name);
+  if (pushed_) ++ranges_begun_;
+  return pushed_;
 }
 
 KSCOPE_DECL void counter_pass_run::end_run(bool work_threw) {
@@ -699,8 +729,10 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
   for (std::size_t i = first; i < end; ++i) {
     counter_values range_values;
     range_values.index = i - first;
-    range_values.range = per_kernel_ ? std::to_string(i - first) : options_->range_name;
-    range_values.name = per_kernel_ ? "kernel #" + std::to_string(i - first) : options_->range_name;
+    range_values.range = per_kernel_ || consecutive_ ? std::to_string(i - first) : options_->range_name;
+    range_values.name = per_kernel_ ? "kernel #" + std::to_string(i - first)
+                        : consecutive_ ? "range #" + std::to_string(i - first)
+                                       : options_->range_name;
     if (!evaluate(i, range_values.values)) ++failed_ranges;
     result.kernels.push_back(std::move(range_values));
   }
@@ -784,8 +816,9 @@ KSCOPE_DECL void counter_pass_run::finish(counter_result& result, bool work_thre
     result.notes.push_back(std::to_string(result.ranges_dropped) + " kernels beyond max_kernels (" +
                            std::to_string(options_->max_kernels) + ") were not profiled");
 
-  // Kernel names, only when they line up one to one with the ranges.
-  if (kernel_names_) {
+  // Kernel names, only when they line up one to one with the ranges (consecutive ranges
+  // are stretches of the work, not kernels: the callback only noted the launches).
+  if (kernel_names_ && per_kernel_) {
     if (!kernel_names_->ok()) {
       result.notes.push_back(kernel_names_->why());
     } else if (kernel_names_->graph_launches() > 0 ||

@@ -62,6 +62,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,6 +89,16 @@ struct scope_counter_options {
   bool whole_steps = true;
   // whole_steps: the name of the step scope ("decode_step"); empty: every outermost scope.
   std::string step_scope;
+  // whole_steps: one range per stretch of the step that a scope owns (the range changes at
+  // each open and close of a scope nested in the step) instead of one range per kernel.
+  // A range per kernel makes CUPTI run the step's kernels one at a time, each between its
+  // own counter start and stop (~0.7 ms a kernel on an H100: a step of 300 short kernels
+  // took 10x its time, bench/counter_step_probe.cu); a range per stretch lets them run as
+  // they do unprofiled, and each scope's counters are the sums of its stretches. What it
+  // gives up: no per-kernel values (a rate is the stretch's, gaps between kernels included),
+  // and a kernel another thread launches lands in the stretch open when it runs.
+  // KSCOPE_COUNTERS=scopes.
+  bool ranges_per_scope = false;
   // false (the default): each profiled call runs ONCE with one one-pass metric group (user
   // replay of one pass: no device-memory save and restore, so the program's memory size
   // does not matter), the groups rotating over each scope's profiled calls. true: every
@@ -201,6 +212,11 @@ class scope_counter_sampler {
     std::int64_t opened_ns = 0;      // when the hook was entered
     bool whole_step = false;         // the launches are noted in step_log_ (whole_steps)
     std::uint32_t step_thread = 0;   // the step's thread index
+    // ranges_per_scope: the scope of each range begun, and the step's launches noted when
+    // it began (a range in which nothing was launched measured nothing of its scope).
+    bool per_scope = false;
+    std::vector<node_id> range_nodes;
+    std::vector<std::uint32_t> range_first_launch;
   };
   static pass_state*& this_thread_pass() noexcept {
     static thread_local pass_state* pass = nullptr;  // trivial: no thread-exit cost
@@ -208,6 +224,22 @@ class scope_counter_sampler {
   }
 
   static bool hook_open(node_id node) noexcept { return global().open_call(node); }
+  // ranges_per_scope: a scope nested in the step opened or closed on the step's thread
+  // (scope layer: step_range_switch); the step's range follows to `innermost`.
+  static void hook_next_range(node_id innermost) noexcept {
+    pass_state* state = this_thread_pass();
+    if (state == nullptr || !state->per_scope || state->range_nodes.back() == innermost) return;
+    try {
+      char name[32];
+      std::snprintf(name, sizeof name, "scope %u", static_cast<unsigned>(innermost));
+      const detail::profiled_step_log* log = detail::active_step_log.load(std::memory_order_relaxed);
+      const std::uint32_t launched = log != nullptr ? log->launch_count.load(std::memory_order_relaxed) : 0;
+      if (!state->pass->run.next_range(name)) return;  // refused: counted by the run, the step not paired
+      state->range_nodes.push_back(innermost);
+      state->range_first_launch.push_back(launched);
+    } catch (...) {
+    }
+  }
   static void hook_close(node_id node) noexcept { global().close_call(node); }
 
   bool due(node_id node) noexcept {
@@ -259,6 +291,12 @@ class scope_counter_sampler {
         // After the leading L2 sweep (a launch of kscope's own): from here on every kernel
         // launch is the step's, noted with its scope by the launch callback.
         if (whole_step) begin_step_log(*state);
+        if (whole_step && state->pass->options.ranges == counter_ranges::consecutive) {
+          state->per_scope = true;
+          state->range_nodes.assign(1, node);
+          state->range_first_launch.assign(1, 0);
+          detail::step_range_switch.store(&hook_next_range, std::memory_order_relaxed);
+        }
         const double before = static_cast<double>(detail::now_ns() - state->opened_ns);
         std::lock_guard<std::mutex> lock(mutex_);
         (state->cold ? cost_.cold_before_ns : cost_.warm_before_ns) += before;
@@ -392,6 +430,12 @@ class scope_counter_sampler {
     // A whole step takes the launch callback itself when no activity collector holds it
     // (detail/kernel_names.hpp notes the step's launches); a scope's call needs no names.
     o.name_kernels = options.whole_steps;
+    if (options.whole_steps && options.ranges_per_scope && !options.kernel_replay) {
+      o.ranges = counter_ranges::consecutive;
+      o.range_name = "step";
+      // Stretches, not kernels: two per nested scope call, and a few more.
+      if (options.max_kernels == 0) o.max_kernels = 256;
+    }
     o.cupti_library = options.cupti_library;
     o.nvperf_host_library = options.nvperf_host_library;
     return o;
@@ -423,6 +467,7 @@ class scope_counter_sampler {
     if (!state) return;
     // Before the trailing sweep (kscope's own launch): the step's launches are all noted.
     if (state->whole_step) detail::active_step_log.store(nullptr, std::memory_order_release);
+    if (state->per_scope) detail::step_range_switch.store(nullptr, std::memory_order_relaxed);
     try {
       const std::int64_t closed_ns = detail::now_ns();
       state->pass->run.end_run(false);
@@ -480,6 +525,7 @@ class scope_counter_sampler {
         t.aggregate.count_call();  // counted, its kernels not added: a part of a call is no call's sum
         return;
       }
+      if (state->per_scope) return add_step_by_scope(node, *state, r);
       if (state->whole_step) return add_step(node, *state, r);
       t.kernels += r.kernels.size();
       t.aggregate.add_call(r.kernels);
@@ -537,6 +583,61 @@ class scope_counter_sampler {
       t.groups = groups;
       t.kernels += kernels.size();
       t.aggregate.add_call(kernels);
+    }
+  }
+
+  // A whole step profiled one range per scope stretch (ranges_per_scope; under mutex_, the
+  // step's call counted already): range i goes to the scope it was begun for. A step whose
+  // ranges did not all fit the image, or do not line up with those begun, counts for no
+  // scope (the next steps get a larger image). A stretch in which nothing was launched is
+  // left out: it measured nothing of its scope.
+  void add_step_by_scope(node_id step, const pass_state& state, const counter_result& r) {
+    scope_counter_totals& st = scopes_[step];
+    const std::size_t refused = state.pass->run.ranges_refused();
+    if (refused > 0 || r.kernels.size() != state.range_nodes.size()) {
+      --st.profiled_calls;
+      ++st.failed_calls;
+      if (refused > 0) {
+        std::size_t& need = capacity_[step];
+        need = std::min(counter_max_kernels_limit, std::max(need, 2 * (state.range_nodes.size() + refused)));
+      }
+      note("a profiled step was not counted: " +
+           (refused > 0 ? std::to_string(state.range_nodes.size() + refused) + " scope stretches did not fit its " +
+                              std::to_string(state.range_nodes.size()) + " ranges (the next steps get more)"
+                        : std::to_string(r.kernels.size()) + " ranges came back for " +
+                              std::to_string(state.range_nodes.size()) + " stretches begun"));
+      return;
+    }
+    const detail::profiled_step_log& log = *step_log_.load(std::memory_order_acquire);  // whole_step: set
+    const std::uint32_t total = log.launch_count.load(std::memory_order_relaxed);
+    // Launches per stretch, and per scope those from the step's thread (its kernels).
+    std::map<node_id, std::vector<counter_values>> ranges_of;
+    std::map<node_id, std::uint64_t> launches_of;
+    for (std::size_t i = 0; i < state.range_nodes.size(); ++i) {
+      const std::uint32_t from = state.range_first_launch[i];
+      const std::uint32_t to = i + 1 < state.range_first_launch.size() ? state.range_first_launch[i + 1] : total;
+      if (to <= from) continue;
+      ranges_of[state.range_nodes[i]].push_back(r.kernels[i]);
+    }
+    const std::uint32_t seen = std::min<std::uint32_t>(total, detail::profiled_step_log::capacity);
+    for (std::uint32_t i = 0; i < seen; ++i) {
+      const std::uint64_t word = log.launches[i].load(std::memory_order_relaxed);
+      if (word == detail::profiled_step_log::unwritten) continue;
+      if (((word >> 32) & 0x7fffffffu) != state.step_thread) continue;
+      ++launches_of[static_cast<node_id>(word & 0xffffffffu)];
+    }
+    const std::vector<node_id> opens(log.opens, log.opens + log.open_count);
+    const std::map<node_id, std::uint64_t> calls = detail::step_scope_calls(step, opens);
+    const std::size_t groups = plan_.groups.size();
+    for (auto& [scope, ranges] : ranges_of) {
+      scope_counter_totals& t = scopes_[scope];
+      t.node = scope;
+      const auto opened = calls.find(scope);
+      if (scope != step) t.profiled_calls += opened != calls.end() ? opened->second : 1;
+      t.groups = groups;
+      const auto launched = launches_of.find(scope);
+      t.kernels += launched != launches_of.end() ? launched->second : 0;
+      t.aggregate.add_call(ranges);
     }
   }
 

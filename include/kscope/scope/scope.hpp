@@ -234,7 +234,7 @@ class scope {
  private:
   KSCOPE_FORCE_INLINE void close() noexcept {
     const std::int64_t end_ticks = detail::ticks();
-    if (KSCOPE_UNLIKELY(hook_ != nullptr)) close_profiled(hook_, node_);
+    if (KSCOPE_UNLIKELY(hook_ != nullptr)) close_profiled(hook_, node_, parent_);
 #if KSCOPE_HAS_CUDA
     if (slot_ < detail::profiled_call_slot) {  // an event pair (not none, not a profiled call)
       if (cudaEventRecord(end_event_, stream_) != cudaSuccess) {
@@ -395,15 +395,20 @@ class scope {
     if (detail::profiled_depth > 0) {
       hook = &detail::inside_profiled_call;
       detail::note_profiled_step_open(node);  // a scope nested in a profiled step: its calls counted
+      if (const detail::step_range_switch_fn next = detail::step_range_switch.load(std::memory_order_relaxed)) next(node);
     } else if (const detail::counter_hook* active = detail::active_counter_hook.load(std::memory_order_acquire)) {
       if (active->open(node)) hook = active;
     }
     if (hook) ++detail::profiled_depth;
     return hook;
   }
-  static KSCOPE_NOINLINE void close_profiled(const detail::counter_hook* hook, node_id node) noexcept {
+  static KSCOPE_NOINLINE void close_profiled(const detail::counter_hook* hook, node_id node, node_id parent) noexcept {
     --detail::profiled_depth;
     hook->close(node);
+    // A scope nested in a profiled step closes: the step's range follows to its parent.
+    if (hook == &detail::inside_profiled_call)
+      if (const detail::step_range_switch_fn next = detail::step_range_switch.load(std::memory_order_relaxed))
+        next(parent);
   }
 
   node_id node_ = detail::root_node;

@@ -406,12 +406,17 @@ KSCOPE_DECL bool session::start_counters_from_environment() {
     o.whole_steps = false;
     return enable_counters(o);
   }
+  if (v != nullptr && detail::equals_word(v, "scopes")) {
+    o.ranges_per_scope = true;
+    return enable_counters(o);
+  }
   switch (detail::parse_switch(v)) {
     case detail::switch_value::on: return enable_counters(o);
     case detail::switch_value::unrecognised:
       warn(detail::switch_warning("KSCOPE_COUNTERS", v,
-                                  "per-scope counters not started (KSCOPE_COUNTERS=1 profiles whole steps, =calls "
-                                  "each scope's calls on their own, =kernel with kernel replay)"));
+                                  "per-scope counters not started (KSCOPE_COUNTERS=1 profiles whole steps, =scopes whole "
+                                  "steps one range per scope stretch, =calls each scope's calls on their own, =kernel "
+                                  "with kernel replay)"));
       return false;
     default: return false;
   }

@@ -76,6 +76,14 @@ inline void note_profiled_step_launch(profiled_step_log& log, bool graph) noexce
                         std::memory_order_relaxed);
 }
 
+// A profiled step whose ranges follow its scopes (scope_counter_options::ranges_per_scope):
+// set while such a step runs, and called on the step's thread at each open and close of a
+// scope inside the step with the scope innermost from then on, so that the step's current
+// range is ended and the next one begun for that scope. Null otherwise: one relaxed load
+// per nested open and close of a profiled step.
+using step_range_switch_fn = void (*)(node_id innermost) noexcept;
+inline std::atomic<step_range_switch_fn> step_range_switch{nullptr};
+
 // A scope opened inside a profiled call, on that call's thread.
 inline void note_profiled_step_open(node_id node) noexcept {
   profiled_step_log* log = active_step_log.load(std::memory_order_relaxed);
