@@ -60,15 +60,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -276,7 +279,16 @@ class scope_counter_sampler {
     try {
       if (this_thread_pass() != nullptr) return false;
       const bool whole_step = whole_steps_.load(std::memory_order_relaxed);
-      if ((whole_step && !is_step(node)) || !due(node)) return false;
+      if (whole_step && !is_step(node)) return false;
+      // The metric groups are planned on kscope's own thread, begun at the first step (the
+      // program's context is there by then): until the plan is ready a step is not counted
+      // as a call, so the first profiled steps are the first after it.
+      if (!plan_known_.load(std::memory_order_acquire) && !kernel_replay_.load(std::memory_order_relaxed)) {
+        start_planning();
+        skipped_planning_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      if (!due(node)) return false;
       auto state = std::make_unique<pass_state>();
       state->opened_ns = detail::now_ns();
       state->pass_lock = std::unique_lock<std::mutex>(detail::counter_pass_mutex(), std::try_to_lock);
@@ -333,7 +345,12 @@ class scope_counter_sampler {
       // One pass, run once: user replay with a one-pass group (no memory save/restore).
       counter_options run_options = pass_options(options);
       run_options.replay = counter_replay::user;
-      if (!ensure_plan(run_options, options)) return false;
+      std::uint64_t plan_generation = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        plan_generation = plan_generation_;
+      }
+      if (!ensure_plan(run_options, options, plan_generation)) return false;
       const std::uint32_t nth = profiled_[node].load(std::memory_order_relaxed);
       // Kept passes are per context, told apart by the driver's context id (unique for
       // the process's life: a context destroyed and made again gets a new one, so a kept
@@ -670,10 +687,13 @@ class scope_counter_sampler {
 
   // The one-pass groups, planned once (first profiled call: a device context exists by
   // then), with the counter-pass lock held. False when planning failed: the hook is off.
-  bool ensure_plan(const counter_options& plan_options, const scope_counter_options& options) {
+  // The one-pass groups, planned once per start() (call with the counter-pass lock held).
+  // `generation`: the start() it was asked for; a plan made for an earlier one is dropped.
+  bool ensure_plan(const counter_options& plan_options, const scope_counter_options& options,
+                   std::uint64_t generation) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (plan_ready_) return true;
+      if (plan_ready_ || generation != plan_generation_) return plan_ready_;
     }
     one_pass_plan plan;
     counter_state state = counter_state::failed;
@@ -694,9 +714,11 @@ class scope_counter_sampler {
     const bool has_sass = std::any_of(plan.groups.begin(), plan.groups.end(),
                                       [](const std::vector<std::string>& g) { return detail::has_sass_instruction_metric(g); });
     std::lock_guard<std::mutex> lock(mutex_);
+    if (generation != plan_generation_) return false;  // start() was called again meanwhile
     plan_has_sass_ = has_sass;
     plan_ = std::move(plan);
     plan_ready_ = true;
+    plan_known_.store(true, std::memory_order_release);
     groups_planned_.store(static_cast<std::uint32_t>(plan_.groups.size()), std::memory_order_relaxed);
     metrics_.clear();
     for (const auto& g : plan_.groups)
@@ -706,6 +728,64 @@ class scope_counter_sampler {
     status_ += "; " + std::to_string(plan_.groups.size()) + " one-pass metric groups, so every metric is measured "
                "after " + std::to_string(plan_.groups.size()) + " profiled calls of a scope";
     return true;
+  }
+
+  // Plans the metric groups on a thread of kscope's own (called by start(), under mutex_):
+  // CUPTI's host API answers one question per candidate group, seconds in all on an H100
+  // (bench/RESULTS.md), which a step would otherwise wait for. The counter-pass lock is held
+  // meanwhile, so no other pass starts. Without a thread, the first due step plans them.
+  void start_planning() {
+    if (planning_.exchange(true, std::memory_order_acq_rel)) return;  // one in flight: it checks the generation
+    std::uint64_t generation = 0;
+    scope_counter_options options;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      generation = plan_generation_;
+      options = options_;
+    }
+    // The plan is for the device this thread uses (its chip and counter availability).
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      device = 0;
+    }
+    static const bool waits_at_exit = std::atexit([] {
+      // A process that exits while the plan is made waits for it (at most ~10 s): CUPTI's
+      // host library must not be torn down under the planning thread.
+      for (int i = 0; i < 1000 && global().planning_.load(std::memory_order_acquire); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }) == 0;
+    (void)waits_at_exit;
+    try {
+      std::thread([this, options, generation, device] {
+        const std::int64_t began = detail::now_ns();
+        bool planned = false;
+        try {
+          if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
+          std::unique_lock<std::mutex> pass(detail::counter_pass_mutex());
+          counter_options run_options = pass_options(options);
+          run_options.replay = counter_replay::user;
+          planned = ensure_plan(run_options, options, generation);
+        } catch (...) {
+        }
+        const double seconds = static_cast<double>(detail::now_ns() - began) / 1e9;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          plan_seconds_ = seconds;
+          if (planned) {
+            char text[64];
+            std::snprintf(text, sizeof text, "%.2f s", seconds);
+            const std::uint64_t waited = skipped_planning_.load(std::memory_order_relaxed);
+            note(std::string("the metric groups were planned on a thread of kscope's own in ") + text + "; " +
+                 std::to_string(waited) + " step" + (waited == 1 ? "" : "s") +
+                 " while it ran went unprofiled and are not counted as calls");
+          }
+        }
+        planning_.store(false, std::memory_order_release);
+      }).detach();
+    } catch (...) {
+      planning_.store(false, std::memory_order_release);
+    }
   }
 
   // A pass that could not begin: a permanent reason switches the hook off, with one line.
@@ -793,6 +873,12 @@ class scope_counter_sampler {
   std::string status_ = "per-scope counters not enabled";
   one_pass_plan plan_;       // the rotating one-pass groups (kernel_replay off)
   bool plan_ready_ = false;
+  std::uint64_t plan_generation_ = 0;  // start() calls: a plan is for the latest
+  double plan_seconds_ = 0;            // how long the background plan took
+  std::atomic<bool> planning_{false};  // kscope's thread is planning the groups
+  std::atomic<bool> plan_known_{false};     // plan_ready_, read without mutex_ at a step's open
+  std::atomic<bool> kernel_replay_{false};  // options_.kernel_replay: no plan needed
+  std::atomic<std::uint64_t> skipped_planning_{0};  // steps not counted while it did
   std::atomic<std::uint32_t> groups_planned_{0};  // plan_.groups.size(), read by due() without the lock
   std::vector<std::string> metrics_;
   std::vector<std::string> notes_;
@@ -865,6 +951,9 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
   detail::kept_range_profiler_releaser().store(&release_kept, std::memory_order_release);
   plan_ = one_pass_plan{};
   plan_ready_ = false;
+  plan_known_.store(false, std::memory_order_release);
+  kernel_replay_.store(options_.kernel_replay, std::memory_order_relaxed);
+  ++plan_generation_;
   groups_planned_.store(0, std::memory_order_relaxed);
   const std::string unit = options_.whole_steps ? "step" : "scope";
   status_ = "per-scope counters: " +
@@ -872,7 +961,8 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
                  ? "whole steps (" +
                        (options_.step_scope.empty() ? std::string("each thread's outermost scope")
                                                     : "the calls of '" + options_.step_scope + "'") +
-                       "), each kernel to the scope that launched it; each step's first "
+                       (options_.ranges_per_scope && !options_.kernel_replay ? "), one range per stretch of a scope" : "), each kernel to the scope that launched it") +
+                       "; each step's first "
                  : std::string("each scope's first ")) +
             std::to_string(options_.first_calls) + " calls" +
             (options_.every ? ", then every " + std::to_string(options_.every) + "th" : std::string()) +
@@ -932,6 +1022,7 @@ KSCOPE_DECL void scope_counter_sampler::reset() {
   passes_ = 0;
   cost_ = scope_counter_cost{};
   skipped_busy_.store(0, std::memory_order_relaxed);
+  skipped_planning_.store(0, std::memory_order_relaxed);
   for (std::size_t i = 0; i < max_nodes; ++i) {
     calls_[i].store(0, std::memory_order_relaxed);
     profiled_[i].store(0, std::memory_order_relaxed);
