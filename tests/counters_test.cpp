@@ -1009,6 +1009,22 @@ TEST_CASE("profile_counters refuses bad options before touching the GPU, and nev
   CHECK(r.state == kscope::counter_state::invalid_request);
   CHECK(contains(r.message, "range_name"));
   CHECK(calls == 0);
+
+  // Consecutive ranges (the per-scope counters' stretches): a name for the first, and room
+  // for at least one range.
+  o.ranges = kscope::counter_ranges::consecutive;
+  r = kscope::profile_counters({}, [&] { ++calls; }, o);
+  CHECK(r.state == kscope::counter_state::invalid_request);
+  CHECK(contains(r.message, "range_name"));
+  o.range_name = "step";
+  o.max_kernels = 0;
+  r = kscope::profile_counters({}, [&] { ++calls; }, o);
+  CHECK(r.state == kscope::counter_state::invalid_request);
+  CHECK(contains(r.message, "max_kernels"));
+  o.max_kernels = kscope::counter_max_kernels_limit + 1;
+  r = kscope::profile_counters({}, [&] { ++calls; }, o);
+  CHECK(r.state == kscope::counter_state::invalid_request);
+  CHECK(calls == 0);
 }
 
 TEST_CASE("aggregation under rotating one-pass groups: sums scaled to every call, each metric's calls counted") {
