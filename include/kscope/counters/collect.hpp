@@ -608,7 +608,12 @@ KSCOPE_DECL bool counter_pass_run::next_range(const char* name) {
   }
   pop_range();
   pushed_ = push_range(name);
-  if (pushed_) ++ranges_begun_;
+  if (pushed_) {
+    ++ranges_begun_;
+  } else if (run_error_.empty()) {
+    // The work goes on outside any range: its figures would not be the work's.
+    run_error_ = "a range of the profiled work could not be begun (" + setup_.message + ")";
+  }
   return pushed_;
 }
 

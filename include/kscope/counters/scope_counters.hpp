@@ -102,6 +102,11 @@ struct scope_counter_options {
   // and a kernel another thread launches lands in the stretch open when it runs.
   // KSCOPE_COUNTERS=scopes.
   bool ranges_per_scope = false;
+  // Plan the one-pass metric groups on a thread of kscope's own, begun at the first step,
+  // instead of inside the first profiled step (seconds of CUPTI host calls on an H100:
+  // bench/RESULTS.md). Steps while it runs go unprofiled and are not counted as calls, so
+  // the first profiled steps are the first after the plan; a short program may profile none.
+  bool plan_in_background = false;
   // false (the default): each profiled call runs ONCE with one one-pass metric group (user
   // replay of one pass: no device-memory save and restore, so the program's memory size
   // does not matter), the groups rotating over each scope's profiled calls. true: every
@@ -237,6 +242,12 @@ class scope_counter_sampler {
       std::snprintf(name, sizeof name, "scope %u", static_cast<unsigned>(innermost));
       const detail::profiled_step_log* log = detail::active_step_log.load(std::memory_order_relaxed);
       const std::uint32_t launched = log != nullptr ? log->launch_count.load(std::memory_order_relaxed) : 0;
+      // Nothing launched since the current range began: it becomes the new scope's (no
+      // empty range, one range fewer).
+      if (log != nullptr && launched == state->range_first_launch.back()) {
+        state->range_nodes.back() = innermost;
+        return;
+      }
       if (!state->pass->run.next_range(name)) return;  // refused: counted by the run, the step not paired
       state->range_nodes.push_back(innermost);
       state->range_first_launch.push_back(launched);
@@ -283,7 +294,8 @@ class scope_counter_sampler {
       // The metric groups are planned on kscope's own thread, begun at the first step (the
       // program's context is there by then): until the plan is ready a step is not counted
       // as a call, so the first profiled steps are the first after it.
-      if (!plan_known_.load(std::memory_order_acquire) && !kernel_replay_.load(std::memory_order_relaxed)) {
+      if (plan_in_background_.load(std::memory_order_relaxed) && !plan_known_.load(std::memory_order_acquire) &&
+          !kernel_replay_.load(std::memory_order_relaxed)) {
         start_planning();
         skipped_planning_.fetch_add(1, std::memory_order_relaxed);
         return false;
@@ -630,11 +642,28 @@ class scope_counter_sampler {
     // Launches per stretch, and per scope those from the step's thread (its kernels).
     std::map<node_id, std::vector<counter_values>> ranges_of;
     std::map<node_id, std::uint64_t> launches_of;
-    for (std::size_t i = 0; i < state.range_nodes.size(); ++i) {
+    std::vector<counter_values> ranges = r.kernels;
+    // The L2 write-back the trailing sweep measured is added to the last range (collect.hpp);
+    // when that stretch launched nothing, it belongs to the last one that did.
+    const std::string write_back(dram_write_back_metric);
+    std::size_t last_launching = ranges.size();
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      const std::uint32_t from = state.range_first_launch[i];
+      const std::uint32_t to = i + 1 < state.range_first_launch.size() ? state.range_first_launch[i + 1] : total;
+      if (to > from) last_launching = i;
+    }
+    if (!ranges.empty() && last_launching < ranges.size() - 1) {
+      auto moved = ranges.back().values.find(write_back);
+      if (moved != ranges.back().values.end()) {
+        ranges[last_launching].values[write_back] = moved->second;
+        ranges.back().values.erase(moved);
+      }
+    }
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
       const std::uint32_t from = state.range_first_launch[i];
       const std::uint32_t to = i + 1 < state.range_first_launch.size() ? state.range_first_launch[i + 1] : total;
       if (to <= from) continue;
-      ranges_of[state.range_nodes[i]].push_back(r.kernels[i]);
+      ranges_of[state.range_nodes[i]].push_back(ranges[i]);
     }
     const std::uint32_t seen = std::min<std::uint32_t>(total, detail::profiled_step_log::capacity);
     for (std::uint32_t i = 0; i < seen; ++i) {
@@ -700,6 +729,10 @@ class scope_counter_sampler {
     std::string why;
     const std::vector<std::string> wanted = options.metrics.empty() ? scope_metric_names() : options.metrics;
     if (!detail::plan_counter_groups(wanted, plan_options, plan, state, why)) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (generation != plan_generation_) return false;  // for options replaced meanwhile: not theirs to refuse
+      }
       counter_result r;
       r.state = state;
       r.message = why;
@@ -878,6 +911,7 @@ class scope_counter_sampler {
   std::atomic<bool> planning_{false};  // kscope's thread is planning the groups
   std::atomic<bool> plan_known_{false};     // plan_ready_, read without mutex_ at a step's open
   std::atomic<bool> kernel_replay_{false};  // options_.kernel_replay: no plan needed
+  std::atomic<bool> plan_in_background_{false};  // options_.plan_in_background
   std::atomic<std::uint64_t> skipped_planning_{0};  // steps not counted while it did
   std::atomic<std::uint32_t> groups_planned_{0};  // plan_.groups.size(), read by due() without the lock
   std::vector<std::string> metrics_;
@@ -953,6 +987,7 @@ KSCOPE_DECL bool scope_counter_sampler::start(const scope_counter_options& optio
   plan_ready_ = false;
   plan_known_.store(false, std::memory_order_release);
   kernel_replay_.store(options_.kernel_replay, std::memory_order_relaxed);
+  plan_in_background_.store(options_.plan_in_background, std::memory_order_relaxed);
   ++plan_generation_;
   groups_planned_.store(0, std::memory_order_relaxed);
   const std::string unit = options_.whole_steps ? "step" : "scope";
