@@ -643,15 +643,17 @@ class scope_counter_sampler {
     std::map<node_id, std::vector<counter_values>> ranges_of;
     std::map<node_id, std::uint64_t> launches_of;
     std::vector<counter_values> ranges = r.kernels;
+    // Whether anything was launched in each stretch (a stretch ends where the next begins).
+    std::vector<bool> launched_in(ranges.size());
+    std::size_t last_launching = ranges.size();
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      const std::uint32_t end = i + 1 < ranges.size() ? state.range_first_launch[i + 1] : total;
+      launched_in[i] = end > state.range_first_launch[i];
+      if (launched_in[i]) last_launching = i;
+    }
     // The L2 write-back the trailing sweep measured is added to the last range (collect.hpp);
     // when that stretch launched nothing, it belongs to the last one that did.
     const std::string write_back(dram_write_back_metric);
-    std::size_t last_launching = ranges.size();
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      const std::uint32_t from = state.range_first_launch[i];
-      const std::uint32_t to = i + 1 < state.range_first_launch.size() ? state.range_first_launch[i + 1] : total;
-      if (to > from) last_launching = i;
-    }
     if (!ranges.empty() && last_launching < ranges.size() - 1) {
       auto moved = ranges.back().values.find(write_back);
       if (moved != ranges.back().values.end()) {
@@ -659,12 +661,8 @@ class scope_counter_sampler {
         ranges.back().values.erase(moved);
       }
     }
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      const std::uint32_t from = state.range_first_launch[i];
-      const std::uint32_t to = i + 1 < state.range_first_launch.size() ? state.range_first_launch[i + 1] : total;
-      if (to <= from) continue;
-      ranges_of[state.range_nodes[i]].push_back(ranges[i]);
-    }
+    for (std::size_t i = 0; i < ranges.size(); ++i)
+      if (launched_in[i]) ranges_of[state.range_nodes[i]].push_back(ranges[i]);
     const std::uint32_t seen = std::min<std::uint32_t>(total, detail::profiled_step_log::capacity);
     for (std::uint32_t i = 0; i < seen; ++i) {
       const std::uint64_t word = log.launches[i].load(std::memory_order_relaxed);
