@@ -8,6 +8,7 @@
 //   nvcc -std=c++17 -arch=sm_90 -O2 -DKSCOPE_HAS_CUDA=1 -Xcompiler -pthread -Iinclude \
 //     bench/counter_step_probe.cu -o counter_step_probe -ldl
 //   for m in fresh cached kept kept_fresh kept_same kept_newdata; do ./counter_step_probe $m 8; done
+//   (bench/counter_steps.sh does this, with bench/profiled_steps.cu, in one call)
 //
 // Modes:
 //   fresh       every step: host object, config image, Enable, image, SetConfig, ..., Disable

@@ -24,12 +24,21 @@
 #                                matched against the test's SKIP lines)
 #   KSCOPE_GPU_TEST_ARGS         arguments for every test executable (e.g. "-s -d")
 #   KSCOPE_GPU_TEST_TIMEOUT      seconds per test executable (default 600, as ctest's)
+#   KSCOPE_GPU_DEADLINE          seconds from the script's start by which every test must end
+#                                (a lent machine's call limit): each test's timeout is cut to
+#                                what is left, and a test with under 10 s left is not started
+#                                and counts as failed ("not run: deadline"), so the summary line
+#                                is always written (an outer `timeout` would kill the script and
+#                                leave its test running, holding the GPU's counters)
+#   KSCOPE_GPU_TESTS             only these tests, in this order ("gpu_cupti_test gpu_bench_test");
+#                                the summary says the run was a subset
 #   KSCOPE_GPU_PYTHON=0          leave the Python GPU suite out; KSCOPE_GPU_EXAMPLES=0 the examples
 #   KSCOPE_GPU_REQUIRE_DEVICE=0  run even without a GPU (to test this runner: every GPU test
 #                                then exits 77 with "no NVIDIA driver" and fails the run)
 #   KSCOPE_GPU_JOBS              build jobs (default: all cores)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+script_start=$(date +%s)
 final=${OUT:-$root/out}
 mkdir -p "$final"
 logs=$(mktemp -d)
@@ -92,6 +101,16 @@ for source in "$root"/tests/gpu/*_test.cu; do
   t=gpu_$(basename "$source" .cu)
   grep -qxF "$t" <<< "$tests" || configured_missing+=("$t")
 done
+subset=""
+if [ -n "${KSCOPE_GPU_TESTS:-}" ]; then
+  chosen=""
+  for t in $KSCOPE_GPU_TESTS; do
+    if grep -qxF "$t" <<< "$tests"; then chosen="$chosen $t"; else gate_fail "$t (KSCOPE_GPU_TESTS) is not a configured GPU test"; fi
+  done
+  tests=$chosen
+  configured_missing=()
+  subset=" (subset: KSCOPE_GPU_TESTS)"
+fi
 [ -n "$tests" ] || gate_fail "no test labelled gpu in $build (configured without nvcc?)"
 
 # Skips allowed here: "test=regex" entries. gpu_multigpu_test on a machine with fewer than 2 GPUs.
@@ -107,6 +126,11 @@ skip_allowed() {  # test, SKIP line (without "SKIP: ")
   return 1
 }
 
+# Seconds left before KSCOPE_GPU_DEADLINE (a large number without one).
+time_left() {
+  if [ -n "${KSCOPE_GPU_DEADLINE:-}" ]; then echo $(( KSCOPE_GPU_DEADLINE - ($(date +%s) - script_start) )); else echo 1000000; fi
+}
+
 passed=0; failed=0; skipped=0
 skip_lines=()
 for t in ${configured_missing[@]+"${configured_missing[@]}"}; do
@@ -115,8 +139,14 @@ done
 for t in $tests; do
   exe=$build/tests/$t
   [ -x "$exe" ] || { note "$t: FAILED: not built ($exe)"; failed=$((failed + 1)); continue; }
-  # ctest's working directory for these tests.
-  (cd "$build/tests" && timeout "${KSCOPE_GPU_TEST_TIMEOUT:-600}" "$exe" ${KSCOPE_GPU_TEST_ARGS:-}) > "$logs/$t.log" 2>&1
+  limit=${KSCOPE_GPU_TEST_TIMEOUT:-600}
+  if [ -n "${KSCOPE_GPU_DEADLINE:-}" ]; then
+    left=$(time_left)
+    if [ "$left" -lt 10 ]; then note "$t FAILED: not run: deadline (KSCOPE_GPU_DEADLINE=$KSCOPE_GPU_DEADLINE s)"; failed=$((failed + 1)); continue; fi
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  # ctest's working directory for these tests; killed 5 s after its timeout if it ignores it.
+  (cd "$build/tests" && timeout -k 5 "$limit" "$exe" ${KSCOPE_GPU_TEST_ARGS:-}) > "$logs/$t.log" 2>&1
   rc=$?
   case $rc in
     0) passed=$((passed + 1)) ;;
@@ -134,7 +164,7 @@ for t in $tests; do
         for line in ${unexpected[@]+"${unexpected[@]}"}; do note "  SKIP: $line"; done
       fi
       ;;
-    124) failed=$((failed + 1)); note "$t FAILED: timed out after ${KSCOPE_GPU_TEST_TIMEOUT:-600} s" ;;
+    124|137) failed=$((failed + 1)); note "$t FAILED: timed out after $limit s" ;;
     *) failed=$((failed + 1)); note "$t FAILED (exit $rc)"; grep -E "ERROR|FAILED|CHECK|REQUIRE" "$logs/$t.log" | head -20 | tee -a "$summary" ;;
   esac
   counts=$(grep -E '^\[doctest\] (test cases|assertions)' "$logs/$t.log" | tr '\n' ' ')
@@ -147,10 +177,13 @@ if [ "${KSCOPE_GPU_PYTHON:-1}" != 0 ]; then
     command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1 && { py=$p; break; }
   done
   lib=$(find "$build" -name 'libkscope_c.so' -path '*python*' 2> /dev/null | head -1)
-  if [ -n "$py" ] && [ -n "$lib" ]; then
+  py_limit=$(time_left); [ "$py_limit" -gt 300 ] && py_limit=300
+  if [ "$py_limit" -lt 30 ]; then
+    gate_fail "python GPU suite not run: deadline (KSCOPE_GPU_DEADLINE)"
+  elif [ -n "$py" ] && [ -n "$lib" ]; then
     PYTHONPATH="$root/python" KSCOPE_LIBRARY="$lib" KSCOPE_TESTING_LIBRARY="$(find "$build" -name 'libkscope_c_testing.so' | head -1)" \
       KSCOPE_CLI="$build/tools/kscope" PYTHONDONTWRITEBYTECODE=1 \
-      timeout 300 "$py" "$root/tests/python/run_pytest.py" gpu -q -rs -p no:cacheprovider "$root/tests/python/gpu" > "$logs/python_gpu.log" 2>&1
+      timeout -k 5 "$py_limit" "$py" "$root/tests/python/run_pytest.py" gpu -q -rs -p no:cacheprovider "$root/tests/python/gpu" > "$logs/python_gpu.log" 2>&1
     rc=$?
     note "python GPU suite ($py): exit $rc: $(tail -1 "$logs/python_gpu.log")"
     [ "$rc" -eq 0 ] || gate_fail "python GPU suite exit $rc (77: skipped: $(grep -m1 SKIPPED "$logs/python_gpu.log"))"
@@ -161,7 +194,9 @@ fi
 if [ "${KSCOPE_GPU_EXAMPLES:-1}" != 0 ]; then
   for e in quickstart gemm_vs_cublas; do
     if [ ! -x "$build/examples/$e" ]; then gate_fail "example $e not built"; continue; fi
-    (cd "$logs" && timeout 120 "$build/examples/$e" > "$logs/example_$e.txt" 2>&1)
+    ex_limit=$(time_left); [ "$ex_limit" -gt 120 ] && ex_limit=120
+    if [ "$ex_limit" -lt 10 ]; then gate_fail "example $e not run: deadline (KSCOPE_GPU_DEADLINE)"; continue; fi
+    (cd "$logs" && timeout -k 5 "$ex_limit" "$build/examples/$e" > "$logs/example_$e.txt" 2>&1)
     rc=$?
     note "example $e: exit $rc"
     [ "$rc" -eq 0 ] || gate_fail "example $e exit $rc"
@@ -170,5 +205,5 @@ fi
 
 for line in ${skip_lines[@]+"${skip_lines[@]}"}; do note "$line"; done
 [ "${#gate_failures[@]}" -eq 0 ] || note "gate: ${#gate_failures[@]} failure(s) besides the test counts above"
-note "GPU tests: $passed passed, $failed failed, $skipped skipped"
+note "GPU tests: $passed passed, $failed failed, $skipped skipped$subset"
 [ "$failed" -eq 0 ] && [ "${#gate_failures[@]}" -eq 0 ]
