@@ -5,6 +5,7 @@
 // checked here only where it runs without a GPU: its error mapping and its refusals.
 #include <kscope/evidence/metrics.hpp>
 #include <kscope/counters/collect.hpp>
+#include <kscope/counters/detail/plan_cache.hpp>
 
 #include <doctest/doctest.h>
 
@@ -13,6 +14,8 @@
 #endif
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -1328,4 +1331,108 @@ TEST_CASE("classify: stand-ins under the roof do not make a kernel latency-bound
   measured.counters = {{"sm__throughput.avg.pct_of_peak_sustained_elapsed", 10.0},
                        {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 20.0}};
   CHECK(kscope::classify(measured).verdict.kind == kscope::bottleneck::latency);
+}
+
+namespace {
+kscope::detail::plan_cache_key sample_plan_key() {
+  kscope::detail::plan_cache_key key;
+  key.chip = "GH100";
+  key.cupti_version = 130001;
+  key.driver_version = 13000;
+  key.availability_hash = kscope::detail::plan_cache_hash({1, 2, 3});
+  key.metrics = {"gpu__time_duration.sum", "dram__bytes_read.sum", "lts__t_bytes.sum"};
+  return key;
+}
+kscope::one_pass_plan sample_plan() {
+  kscope::one_pass_plan plan;
+  plan.groups = {{"gpu__time_duration.sum", "dram__bytes_read.sum"}, {"lts__t_bytes.sum"}};
+  plan.notes = {"a stand-in was taken:\nsecond line"};
+  return plan;
+}
+}  // namespace
+
+TEST_CASE("the metric-group plan on disk: read back only for the key it was made for, and only whole") {
+  using namespace kscope::detail;
+  const plan_cache_key key = sample_plan_key();
+  const std::string text = plan_cache_text(key, sample_plan());
+  REQUIRE(!text.empty());
+  kscope::one_pass_plan read;
+  REQUIRE(parse_plan_cache(text, key, read));
+  CHECK(read.groups == sample_plan().groups);
+  REQUIRE(read.notes.size() == 1);
+  CHECK(read.notes[0] == "a stand-in was taken: second line");  // one line in the file
+
+  SUBCASE("another chip, driver, CUPTI, availability or metric list: not this plan") {
+    for (int change = 0; change < 6; ++change) {
+      plan_cache_key other = key;
+      if (change == 0) other.chip = "AD102";
+      if (change == 1) other.driver_version = 12080;
+      if (change == 2) other.cupti_version = 130000;
+      if (change == 3) other.availability_hash ^= 1;
+      if (change == 4) std::swap(other.metrics[0], other.metrics[1]);
+      if (change == 5) other.metrics.pop_back();
+      kscope::one_pass_plan untouched;
+      CHECK_MESSAGE(!parse_plan_cache(text, other, untouched), change);
+      CHECK(untouched.groups.empty());
+    }
+  }
+  SUBCASE("a file not whole or not understood is refused") {
+    const std::string cut = text.substr(0, text.size() - 4);  // "end" lost: a truncated write
+    CHECK(!parse_plan_cache(cut, key, read));
+    CHECK(!parse_plan_cache(text.substr(0, text.find("group")), key, read));          // no group
+    CHECK(!parse_plan_cache(text + "group x\n", key, read));                        // after "end"
+    std::string odd = text;
+    odd.insert(odd.find("group"), "colour blue\n");
+    CHECK(!parse_plan_cache(odd, key, read));
+    std::string empty_group = text;
+    empty_group.insert(empty_group.find("group"), "group \n");
+    CHECK(!parse_plan_cache(empty_group, key, read));
+    std::string control = text;
+    control.insert(control.find("group") + 6, "a\tb ");
+    CHECK(!parse_plan_cache(control, key, read));
+    CHECK(!parse_plan_cache("", key, read));
+    CHECK(!parse_plan_cache(std::string(kscope::detail::plan_cache_max_bytes + 1, 'x'), key, read));
+  }
+  SUBCASE("names that cannot be written keep nothing") {
+    plan_cache_key spaced = key;
+    spaced.metrics.push_back("two words");
+    CHECK(plan_cache_text(spaced, sample_plan()).empty());
+    CHECK(plan_cache_text(key, kscope::one_pass_plan{}).empty());  // no group: nothing worth keeping
+  }
+}
+
+TEST_CASE("the metric-group plan on disk: where it goes, written whole, off with KSCOPE_CACHE_DIR=0") {
+  using namespace kscope::detail;
+  const char* saved = std::getenv("KSCOPE_CACHE_DIR");
+  const std::string saved_value = saved ? saved : "";
+  char dir_template[] = "/tmp/kscope_plan_cache_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = std::string(dir_template) + "/nested";  // made by the write
+  ::setenv("KSCOPE_CACHE_DIR", dir.c_str(), 1);
+  CHECK(plan_cache_directory() == dir);
+  const plan_cache_key key = sample_plan_key();
+  kscope::one_pass_plan read;
+  CHECK(!read_plan_cache(key, read));  // nothing there yet
+  write_plan_cache(key, sample_plan());
+  std::string path;
+  REQUIRE(read_plan_cache(key, read, &path));
+  CHECK(path == plan_cache_path(dir, key));
+  CHECK(read.groups == sample_plan().groups);
+  // A damaged file is ignored, and the next write replaces it.
+  if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
+    std::fputs("kscope counter plan 1\nchip GH1", f);
+    std::fclose(f);
+  }
+  CHECK(!read_plan_cache(key, read));
+  write_plan_cache(key, sample_plan());
+  CHECK(read_plan_cache(key, read));
+  ::setenv("KSCOPE_CACHE_DIR", "0", 1);
+  CHECK(plan_cache_directory().empty());
+  CHECK(!read_plan_cache(key, read));
+  ::setenv("KSCOPE_CACHE_DIR", "", 1);
+  CHECK(plan_cache_directory().empty());
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
+  ::rmdir(dir_template);
+  if (saved) ::setenv("KSCOPE_CACHE_DIR", saved_value.c_str(), 1); else ::unsetenv("KSCOPE_CACHE_DIR");
 }

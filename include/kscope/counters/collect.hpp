@@ -100,6 +100,7 @@
 #if KSCOPE_HAS_RANGE_PROFILER
 #  include "../device/detail/kernel_library.hpp"
 #  include "detail/kernel_names.hpp"
+#  include "detail/plan_cache.hpp"
 #  include <cuda_runtime_api.h>
 #endif
 
@@ -1014,6 +1015,21 @@ KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, co
     why = setup.message;
     return false;
   }
+  // A plan an earlier run made for exactly this (detail/plan_cache.hpp): seconds of CUPTI
+  // host questions saved.
+  plan_cache_key key;
+  key.chip = setup.chip;
+  key.cupti_version = static_cast<int>(setup.libs->cupti.version);
+  if (cudaDriverGetVersion(&key.driver_version) != cudaSuccess) (void)cudaGetLastError();
+  key.availability_hash = plan_cache_hash(setup.availability);
+  key.metrics = metrics;
+  std::string cached_at;
+  if (read_plan_cache(key, plan, &cached_at)) {
+    plan.notes.push_back("the metric groups were read from " + cached_at +
+                         ", planned by an earlier run for this chip, driver, CUPTI and metric list "
+                         "(KSCOPE_CACHE_DIR=0 plans afresh)");
+    return true;
+  }
   const std::vector<std::string>& bases = setup.base_metrics();
   if (!setup.message.empty()) {
     state = setup.state;
@@ -1036,6 +1052,7 @@ KSCOPE_DECL bool plan_counter_groups(const std::vector<std::string>& metrics, co
                               [&setup](const std::vector<std::string>& names) { return setup.count_passes(names); },
                               setup.chip);
   plan.notes.insert(plan.notes.begin(), request.notes.begin(), request.notes.end());
+  write_plan_cache(key, plan);
   return true;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
