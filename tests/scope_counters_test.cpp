@@ -447,3 +447,45 @@ TEST_CASE("a profiled step notes each launch once, at its outermost call's succe
   CHECK(log.launch_count.load() == 1);
 }
 #endif
+
+TEST_CASE("a step profiled by scope stretches: each range to its stretch's scope, empty stretches left out") {
+  using kscope::detail::group_step_stretches;
+  using kscope::node_id;
+  const node_id step = 5, a = 6, b = 7;
+  const auto range = [](double bytes, double write_back = -1) {
+    kscope::counter_values v;
+    v.values["dram__bytes_read.sum"] = bytes;
+    if (write_back >= 0) v.values[std::string(kscope::dram_write_back_metric)] = write_back;
+    return v;
+  };
+  SUBCASE("step, a, b, a again, then the step's empty tail: the tail's write-back goes to the last a") {
+    // Launches noted when each stretch began: 0, 3, 41, 79, 117; 117 in all (the tail launched none).
+    const auto s = group_step_stretches({step, a, b, a, step}, {0, 3, 41, 79, 117}, 117,
+                                        {range(10), range(20), range(30), range(40), range(0, 99)});
+    REQUIRE(s.why_not.empty());
+    REQUIRE(s.ranges_of.size() == 3);
+    REQUIRE(s.ranges_of.at(step).size() == 1);  // the tail left out
+    CHECK(s.ranges_of.at(step)[0].values.at("dram__bytes_read.sum") == 10);
+    REQUIRE(s.ranges_of.at(a).size() == 2);
+    CHECK(s.ranges_of.at(a)[0].values.at("dram__bytes_read.sum") == 20);
+    CHECK(s.ranges_of.at(a)[1].values.at("dram__bytes_read.sum") == 40);
+    CHECK(s.ranges_of.at(a)[1].values.at(std::string(kscope::dram_write_back_metric)) == 99);
+    CHECK(s.ranges_of.at(b).size() == 1);
+    CHECK(s.ranges_of.at(b)[0].values.count(std::string(kscope::dram_write_back_metric)) == 0);
+  }
+  SUBCASE("the last stretch launched: its write-back stays") {
+    const auto s = group_step_stretches({step, a}, {0, 2}, 5, {range(1), range(2, 7)});
+    REQUIRE(s.why_not.empty());
+    CHECK(s.ranges_of.at(a)[0].values.at(std::string(kscope::dram_write_back_metric)) == 7);
+  }
+  SUBCASE("nothing launched at all: no scope gets a range") {
+    const auto s = group_step_stretches({step, a}, {0, 0}, 0, {range(1), range(2)});
+    CHECK(s.why_not.empty());
+    CHECK(s.ranges_of.empty());
+  }
+  SUBCASE("ranges that do not line up with the stretches: none is given to a scope, and why") {
+    const auto s = group_step_stretches({step, a, b}, {0, 1, 2}, 3, {range(1), range(2)});
+    CHECK(s.ranges_of.empty());
+    CHECK(s.why_not == "2 ranges came back for 3 stretches begun");
+  }
+}

@@ -623,7 +623,11 @@ class scope_counter_sampler {
   void add_step_by_scope(node_id step, const pass_state& state, const counter_result& r) {
     scope_counter_totals& st = scopes_[step];
     const std::size_t refused = state.pass->run.ranges_refused();
-    if (refused > 0 || r.kernels.size() != state.range_nodes.size()) {
+    const detail::profiled_step_log& log = *step_log_.load(std::memory_order_acquire);  // whole_step: set
+    const std::uint32_t total = log.launch_count.load(std::memory_order_relaxed);
+    detail::step_stretches stretches;
+    if (refused == 0) stretches = detail::group_step_stretches(state.range_nodes, state.range_first_launch, total, r.kernels);
+    if (refused > 0 || !stretches.why_not.empty()) {
       --st.profiled_calls;
       ++st.failed_calls;
       if (refused > 0) {
@@ -633,36 +637,11 @@ class scope_counter_sampler {
       note("a profiled step was not counted: " +
            (refused > 0 ? std::to_string(state.range_nodes.size() + refused) + " scope stretches did not fit its " +
                               std::to_string(state.range_nodes.size()) + " ranges (the next steps get more)"
-                        : std::to_string(r.kernels.size()) + " ranges came back for " +
-                              std::to_string(state.range_nodes.size()) + " stretches begun"));
+                        : stretches.why_not));
       return;
     }
-    const detail::profiled_step_log& log = *step_log_.load(std::memory_order_acquire);  // whole_step: set
-    const std::uint32_t total = log.launch_count.load(std::memory_order_relaxed);
-    // Launches per stretch, and per scope those from the step's thread (its kernels).
-    std::map<node_id, std::vector<counter_values>> ranges_of;
+    // Per scope, the launches its thread made in the step: its kernels.
     std::map<node_id, std::uint64_t> launches_of;
-    std::vector<counter_values> ranges = r.kernels;
-    // Whether anything was launched in each stretch (a stretch ends where the next begins).
-    std::vector<bool> launched_in(ranges.size());
-    std::size_t last_launching = ranges.size();
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      const std::uint32_t end = i + 1 < ranges.size() ? state.range_first_launch[i + 1] : total;
-      launched_in[i] = end > state.range_first_launch[i];
-      if (launched_in[i]) last_launching = i;
-    }
-    // The L2 write-back the trailing sweep measured is added to the last range (collect.hpp);
-    // when that stretch launched nothing, it belongs to the last one that did.
-    const std::string write_back(dram_write_back_metric);
-    if (!ranges.empty() && last_launching < ranges.size() - 1) {
-      auto moved = ranges.back().values.find(write_back);
-      if (moved != ranges.back().values.end()) {
-        ranges[last_launching].values[write_back] = moved->second;
-        ranges.back().values.erase(moved);
-      }
-    }
-    for (std::size_t i = 0; i < ranges.size(); ++i)
-      if (launched_in[i]) ranges_of[state.range_nodes[i]].push_back(ranges[i]);
     const std::uint32_t seen = std::min<std::uint32_t>(total, detail::profiled_step_log::capacity);
     for (std::uint32_t i = 0; i < seen; ++i) {
       const std::uint64_t word = log.launches[i].load(std::memory_order_relaxed);
@@ -673,7 +652,7 @@ class scope_counter_sampler {
     const std::vector<node_id> opens(log.opens, log.opens + log.open_count);
     const std::map<node_id, std::uint64_t> calls = detail::step_scope_calls(step, opens);
     const std::size_t groups = plan_.groups.size();
-    for (auto& [scope, ranges] : ranges_of) {
+    for (auto& [scope, ranges] : stretches.ranges_of) {
       scope_counter_totals& t = scopes_[scope];
       t.node = scope;
       const auto opened = calls.find(scope);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include "../../evidence/metrics.hpp"
 #include "../../scope/node_id.hpp"
 
 #include <cstddef>
@@ -51,7 +52,52 @@ struct step_kernel_pairing {
 [[nodiscard]] KSCOPE_DECL std::map<node_id, std::uint64_t> step_scope_calls(node_id step,
                                                                            const std::vector<node_id>& opens);
 
+// A step profiled one range per scope stretch (scope_counter_options::ranges_per_scope): its
+// ranges by the scope each stretch was begun for, or why they cannot be read so.
+struct step_stretches {
+  std::map<node_id, std::vector<counter_values>> ranges_of;
+  std::string why_not;  // empty when the ranges line up with the stretches
+};
+
+// `nodes[i]`: the scope stretch i was begun for; `first_launch[i]`: the launches noted when it
+// began (stretch i ends where i + 1 begins, the last at `total`); `ranges`: the pass's ranges in
+// order. A stretch in which nothing was launched measured nothing of its scope and is left
+// out; the L2 write-back the pass added to its last range (dram_write_back_metric) goes to the
+// last stretch that launched, when that is an earlier one.
+[[nodiscard]] KSCOPE_DECL step_stretches group_step_stretches(const std::vector<node_id>& nodes,
+                                                              const std::vector<std::uint32_t>& first_launch,
+                                                              std::uint32_t total, std::vector<counter_values> ranges);
+
 #if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL step_stretches group_step_stretches(const std::vector<node_id>& nodes,
+                                                const std::vector<std::uint32_t>& first_launch, std::uint32_t total,
+                                                std::vector<counter_values> ranges) {
+  step_stretches out;
+  if (ranges.size() != nodes.size() || first_launch.size() != nodes.size()) {
+    out.why_not = std::to_string(ranges.size()) + " ranges came back for " + std::to_string(nodes.size()) +
+                  " stretches begun";
+    return out;
+  }
+  std::vector<bool> launched_in(ranges.size());
+  std::size_t last_launching = ranges.size();
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const std::uint32_t end = i + 1 < ranges.size() ? first_launch[i + 1] : total;
+    launched_in[i] = end > first_launch[i];
+    if (launched_in[i]) last_launching = i;
+  }
+  const std::string write_back(dram_write_back_metric);
+  if (!ranges.empty() && last_launching < ranges.size() - 1) {
+    const auto moved = ranges.back().values.find(write_back);
+    if (moved != ranges.back().values.end()) {
+      ranges[last_launching].values[write_back] = moved->second;
+      ranges.back().values.erase(moved);
+    }
+  }
+  for (std::size_t i = 0; i < ranges.size(); ++i)
+    if (launched_in[i]) out.ranges_of[nodes[i]].push_back(std::move(ranges[i]));
+  return out;
+}
+
 KSCOPE_DECL step_kernel_pairing pair_step_kernels(node_id step, std::uint32_t step_thread, std::size_t ranges,
                                                   const std::vector<step_launch>& launches,
                                                   std::size_t launches_total) {
