@@ -16,6 +16,15 @@
 //   CUPTI_ALONE=...,graph                  + graph-level trace (GRAPH_TRACE)
 //   CUPTI_ALONE=...,timestamp              + CUPTI calling a steady_clock timestamp callback
 //
+// What tracing leaves behind once it is off (issue 41: "off must cost what no tracing costs"):
+//   CUPTI_ALONE_OFF_AFTER=N   after the program's N-th driver API call, at that call's exit,
+//                             every kind and callback above is disabled and the subscription
+//                             dropped: the rest of the run is CUPTI attached and idle
+//   CUPTI_ALONE_FINALIZE=1    with OFF_AFTER: cuptiFinalize() there too (CUPTI detached, the
+//                             way its documentation's dynamic detach does it: from a callback's
+//                             exit site)
+// While counting, the driver domain is subscribed (a callback per driver call until the switch).
+//
 // At exit it prints one line: "cupti-alone: <kinds>: N records (kernel K, ...), D dropped".
 // Built by bench/serving_overhead.sh next to the serving binaries; bench only (it links
 // libcupti, which kscope itself never does).
@@ -29,12 +38,21 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
 std::atomic<std::uint64_t> records{0}, kernels{0}, copies{0}, memsets{0}, syncs{0}, graphs{0}, dropped{0};
 std::atomic<std::uint64_t> launch_callbacks{0};
 std::string enabled_text;
+std::vector<CUpti_ActivityKind> enabled_kinds;
+CUpti_SubscriberHandle subscriber{};
+bool subscribed = false;
+std::uint64_t off_after = 0;                // CUPTI_ALONE_OFF_AFTER (0: never)
+bool finalize_at_off = false;               // CUPTI_ALONE_FINALIZE
+std::atomic<std::uint64_t> driver_calls{0};
+std::atomic<bool> switched_off{false};
+bool count_launches = false;                // the launch callbacks asked for (runtime/driver)
 
 // What kscope's launch hook does per callback: one store of the correlation id into a
 // direct-mapped table (activity/correlation.hpp), so the callbacks cost what kscope's would.
@@ -71,10 +89,30 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
   (void)size;
 }
 
+// At the N-th driver call's exit: everything off, the subscription dropped, and CUPTI
+// detached when asked. Runs once, on the thread that made that call.
+void switch_off() {
+  if (switched_off.exchange(true)) return;
+  for (const CUpti_ActivityKind kind : enabled_kinds) (void)cuptiActivityDisable(kind);
+  (void)cuptiActivityFlushAll(1);
+  (void)cuptiEnableDomain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+  (void)cuptiEnableDomain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  (void)cuptiUnsubscribe(subscriber);
+  subscribed = false;
+  if (finalize_at_off) (void)cuptiFinalize();
+  std::fprintf(stderr, "cupti-alone: switched off after %llu driver calls%s\n",
+               static_cast<unsigned long long>(driver_calls.load()), finalize_at_off ? ", CUPTI finalized" : "");
+}
+
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  if (cb->callbackSite != CUPTI_API_ENTER) return;
+  if (off_after != 0 && domain == CUPTI_CB_DOMAIN_DRIVER_API && cb->callbackSite == CUPTI_API_EXIT &&
+      driver_calls.fetch_add(1, std::memory_order_relaxed) + 1 == off_after) {
+    switch_off();
+    return;
+  }
+  if (cb->callbackSite != CUPTI_API_ENTER || !count_launches) return;
   launch_callbacks.fetch_add(1, std::memory_order_relaxed);
   correlation_table[cb->correlationId % table_size].store(cb->correlationId, std::memory_order_release);
 }
@@ -96,12 +134,13 @@ bool wants(const char* list, const char* word) {
 
 void enable(CUpti_ActivityKind kind, const char* name) {
   const CUptiResult r = cuptiActivityEnable(kind);
+  if (r == CUPTI_SUCCESS) enabled_kinds.push_back(kind);
   enabled_text += (enabled_text.empty() ? "" : "+") + std::string(name);
   if (r != CUPTI_SUCCESS) enabled_text += "(refused)";
 }
 
 void report_at_exit() {
-  cuptiActivityFlushAll(1);
+  if (!(switched_off.load() && finalize_at_off)) cuptiActivityFlushAll(1);
   std::fprintf(stderr,
                "cupti-alone: %s: %llu records (kernel %llu, copy %llu, memset %llu, sync %llu, graph %llu), "
                "%llu launch callbacks, %llu dropped\n",
@@ -125,9 +164,17 @@ extern "C" int InitializeInjection(void) {
     std::fprintf(stderr, "cupti-alone: cuptiActivityRegisterCallbacks failed\n");
     return 1;
   }
-  if (wants(what, "runtime") || wants(what, "driver")) {
-    CUpti_SubscriberHandle subscriber{};
+  if (const char* n = std::getenv("CUPTI_ALONE_OFF_AFTER")) off_after = std::strtoull(n, nullptr, 10);
+  if (const char* f = std::getenv("CUPTI_ALONE_FINALIZE")) finalize_at_off = std::strcmp(f, "1") == 0;
+  count_launches = wants(what, "runtime") || wants(what, "driver");
+  if (count_launches || off_after != 0) {
     if (cuptiSubscribe(&subscriber, &on_callback, nullptr) == CUPTI_SUCCESS) {
+      subscribed = true;
+      if (off_after != 0) {
+        (void)cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+        enabled_text += (enabled_text.empty() ? "" : "+") + std::string("off-after-") + std::to_string(off_after) +
+                        (finalize_at_off ? "-finalize" : "");
+      }
       if (wants(what, "runtime")) {
         (void)cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
         enabled_text += (enabled_text.empty() ? "" : "+") + std::string("runtime-callbacks");

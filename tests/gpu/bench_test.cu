@@ -461,13 +461,16 @@ TEST_CASE("invalid: a kernel launched on a stream the callable created") {
 }
 
 TEST_CASE("invalid: the batch's CUDA graph has no nodes (the rule behind the time rule)") {
-  // A callable whose single call takes longer than an empty sample (it spins 20 us on
+  // A callable whose single call takes longer than an empty sample (it spins 200 us on
   // the host between unheld events) but launches elsewhere: the time rule cannot see it,
-  // the captured graph can.
+  // the captured graph can. 200 us, not 20: with 20 the start event could still be queued
+  // behind the stream's earlier work (an L2 flush takes ~15 us on an H100) when the host's
+  // wait ended, so both events ran back to back after it and the call measured 1.8 us
+  // (a failure on an H100, session 21).
   cudaStream_t other = nullptr;
   KSCOPE_TEST_CUDA(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
   kscope::bench b{"host wait, then another stream", [other](cudaStream_t) {
-                    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+                    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
                     while (std::chrono::steady_clock::now() < until) {
                     }
                     spin_for_ns<<<1, 1, 0, other>>>(2000);

@@ -608,7 +608,11 @@ KSCOPE_DECL bool counter_pass_run::next_range(const char* name) {
     return false;
   }
   pop_range();
-  pushed_ = push_range(name);
+  // CUPTI keys a user range by its name: a name pushed again at the same level adds to the
+  // range of that name instead of beginning one (a step scope's stretches between its
+  // children all came back as one range). The range's index makes every name unique.
+  const std::string unique = std::to_string(ranges_begun_) + " " + name;
+  pushed_ = push_range(unique.c_str());
   if (pushed_) {
     ++ranges_begun_;
   } else if (run_error_.empty()) {

@@ -119,7 +119,7 @@ struct scope_counter_options {
   // the speed-of-light rollups' parts) each need a call before every metric is measured.
   std::uint32_t max_calls_per_scope = 40;
   // Kernels per profiled call the counter-data image holds at first (0: 1024 for a whole
-  // step, 256 for a scope's call). A call with more is counted as partial (its kernels left
+  // step, 256 for a scope's call; with ranges_per_scope, 32 stretches). A call with more is counted as partial (its kernels left
   // out of the sums, the row says so) and the scope's next calls get an image twice the
   // kernels seen, up to counter_max_kernels_limit.
   std::size_t max_kernels = 0;
@@ -462,8 +462,11 @@ class scope_counter_sampler {
     if (options.whole_steps && options.ranges_per_scope && !options.kernel_replay) {
       o.ranges = counter_ranges::consecutive;
       o.range_name = "step";
-      // Stretches, not kernels: two per nested scope call, and a few more.
-      if (options.max_kernels == 0) o.max_kernels = 256;
+      // Stretches, not kernels: two per nested scope call, and a few more. Small, because
+      // cuptiRangeProfilerStart's time grows with the image's ranges (an H100: ~150 ms for
+      // 16, ~800 ms for 1024; bench/RESULTS.md, session 21); a step that needs more is not
+      // counted and the next profiled step gets twice what it needed (capacity_).
+      if (options.max_kernels == 0) o.max_kernels = 32;
     }
     o.cupti_library = options.cupti_library;
     o.nvperf_host_library = options.nvperf_host_library;
