@@ -20,6 +20,8 @@
 //   segments    as cached, but 9 user ranges a step (one per stretch of the step a scope would
 //               own) instead of one range per kernel
 //   segments_kept  segments with the range profiler enabled once and every group's images kept
+//   segments_kept_same  segments, enabled once, one group only (what a kept profiler costs a
+//               step with few ranges: a kept profiler keeps its first group, session 21)
 #include <kscope/kscope.hpp>
 
 #include <cuda_runtime.h>
@@ -107,7 +109,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("%s plan %.1f ms: %zu groups\n", mode.c_str(), ms_since(t0), plan.groups.size());
-  if (mode == "kept_same") plan.groups.resize(1);
+  if (mode == "kept_same" || mode == "segments_kept_same") plan.groups.resize(1);
 
   t0 = clock_type::now();
   counter_setup setup;
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
   std::printf("%s open %.1f ms\n", mode.c_str(), ms_since(t0));
   const profiler_api& p = setup.libs->profiler;
   const bool user_ranges = mode.rfind("segments", 0) == 0;
-  const bool keep_enabled = mode.rfind("kept", 0) == 0 || mode == "segments_kept";
+  const bool keep_enabled = mode.rfind("kept", 0) == 0 || mode == "segments_kept" || mode == "segments_kept_same";
   const bool keep_host = mode != "fresh" && mode != "kept_fresh";
   constexpr int segments = 9;
   std::map<std::size_t, group_setup> groups;
