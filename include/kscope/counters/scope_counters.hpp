@@ -133,6 +133,10 @@ struct scope_counter_options {
   // (driver 580, CUDA 13.0) re-armed passes evaluated a third of the speed-of-light parts
   // as NaN in every range, calls set up afresh never did (bench/RESULTS.md); a re-armed
   // call with such a metric switches keeping off for the rest of the run, with a note.
+  // Why (bench/counter_step_probe.cu, session 21): an enabled range profiler keeps the
+  // config of its first SetConfig; another group's config set on it later is not used, so
+  // that group's metrics that the first group lacks read NaN. Only one group re-armed on
+  // its own profiler is clean.
   // Unset (the default): nothing is kept, whole steps and scope calls alike. Keeping the
   // profiler enabled and setting a step's group up afresh on it crashed inside
   // NVPW_CUDA_Profiler_BeginPass on an H100 (driver 580.159.04, CUDA 13.0, session 19:
