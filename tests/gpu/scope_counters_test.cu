@@ -431,7 +431,8 @@ TEST_CASE("whole steps: each kernel of a profiled step goes to the scope that la
   SUBCASE("one range per scope stretch: the same kernels and the same sums as one range per kernel") {
     kscope::cupti_collector::global().stop();
     // Per kernel first: each nested scope's per-call sums of the counters that count events
-    // (".sum", not the durations, not DRAM: these kernels' data stays in the L2).
+    // (".sum", not the durations, not DRAM nor kscope's DRAM write-back: these kernels' data
+    // stays in the L2).
     if (!profile_steps(session, y, x, n, stream)) return;
     std::map<std::string, std::map<std::string, double>> per_kernel;
     {
@@ -442,7 +443,8 @@ TEST_CASE("whole steps: each kernel of a profiled step goes to the scope that la
         REQUIRE(s->counters.has_value());
         for (const auto& [metric, value] : s->counters->totals)
           if (metric.size() > 4 && metric.compare(metric.size() - 4, 4, ".sum") == 0 &&
-              metric.rfind("gpu__time", 0) != 0 && metric.rfind("dram__", 0) != 0 && std::isfinite(value))
+              metric.rfind("gpu__time", 0) != 0 && metric.rfind("dram__", 0) != 0 &&
+              metric.rfind("kscope__dram", 0) != 0 && std::isfinite(value))
             per_kernel[name][metric] = s->counters->per_call(value);
       }
     }
@@ -465,6 +467,15 @@ TEST_CASE("whole steps: each kernel of a profiled step goes to the scope that la
         std::printf("PSTEP scope ranges %s %s: %.6g a call (per kernel: %.6g)\n", name, metric.c_str(), got, expected);
         if (expected < 1e4) continue;  // too few events for a relative check
         ++compared;
+        if (metric.rfind("lts__", 0) == 0) {
+          // The L2 counts every client between a stretch's first and last kernel, not only the
+          // kernels: on an H100 (session 21) a stretch read 12-19 % more L2 bytes than its
+          // kernels' own ranges (the L1 bytes and instruction counts agreed exactly). More,
+          // never less, and within a quarter.
+          CHECK_MESSAGE(got >= 0.99 * expected, name << " " << metric << ": " << got << " vs " << expected);
+          CHECK_MESSAGE(got <= 1.25 * expected, name << " " << metric << ": " << got << " vs " << expected);
+          continue;
+        }
         CHECK_MESSAGE(std::fabs(got - expected) <= 0.05 * expected, name << " " << metric << ": " << got << " vs " << expected);
       }
     }

@@ -291,6 +291,11 @@ class cuda_bench_timer final : public bench_timer {
   // hold (used to find the call that broke it).
   static bool is_capture_error(cudaError_t e) noexcept;
 
+  // A target timed one call at a time: one call captured (never run) for the evidence an
+  // empty graph or a legacy-stream launch gives (t.capture.no_work); the batch's graph_nodes
+  // stay -1, as no batch graph exists.
+  KSCOPE_DECL void check_one_call(target& t);
+
   // One sample of `launches` calls of `t` (none when t is null: the empty sample).
   timed_sample sample(target* t, std::size_t launches, bool hold);
 
@@ -381,10 +386,47 @@ KSCOPE_DECL cuda_bench_timer::cuda_bench_timer(std::vector<function> targets, cu
   ready_ = true;
 }
 
+KSCOPE_DECL void cuda_bench_timer::check_one_call(target& t) {
+  cudaGraph_t graph = nullptr;
+  (void)cudaGetLastError();  // so that an error seen below comes from the call captured
+  cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+  cudaError_t launch_error = cudaSuccess;
+  if (e == cudaSuccess) {
+    try {
+      t.fn(stream_);
+      launch_error = cudaPeekAtLastError();
+    } catch (...) {
+      // Reported by the next timed call, as for a batch.
+    }
+    e = cudaStreamEndCapture(stream_, &graph);
+  }
+  std::size_t nodes = 0;
+  if (e == cudaSuccess && graph != nullptr && cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess && nodes == 0)
+    t.capture.no_work = "one call captured into a CUDA graph (never run) put no node on the stream";
+  for (cudaError_t seen : {launch_error, e})
+    if (t.capture.no_work.empty() && seen == cudaErrorStreamCaptureImplicit)
+      t.capture.no_work = "capturing one call into a CUDA graph failed with " + cuda_message(seen, "a launch") +
+                          ", which a launch on the legacy default stream causes";
+  // Any other refusal (a call that synchronizes or allocates cannot be captured) is no
+  // evidence either way: the call is timed as it always was.
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaGetLastError();
+  cudaStreamSynchronize(stream_);
+  cudaGetLastError();
+}
+
 KSCOPE_DECL std::string cuda_bench_timer::prepare(std::size_t which, std::size_t launches) {
   target& t = targets_.at(which);
   t.capture = batch_capture{};
-  if (launches <= 1) return "none";
+  if (launches <= 1) {
+    // A call long enough to be timed alone is not batched, so no batch graph shows what it
+    // put on the stream; its time alone cannot either: a callable that waits on the host
+    // between the events and launches elsewhere reads as long as its wait (200 us of host
+    // time was timed as the work on an H100, session 21). One call is captured and
+    // dropped, so that an empty capture still says no work reached the stream.
+    if (options_.use_graphs && ready_) check_one_call(t);
+    return "none";
+  }
   if (!options_.use_graphs || !ready_) return "loop";
   if (t.exec != nullptr) {
     cudaGraphExecDestroy(t.exec);
