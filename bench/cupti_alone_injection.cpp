@@ -53,6 +53,7 @@ bool finalize_at_off = false;               // CUPTI_ALONE_FINALIZE
 std::atomic<std::uint64_t> driver_calls{0};
 std::atomic<bool> switched_off{false};
 bool count_launches = false;                // the launch callbacks asked for (runtime/driver)
+bool count_runtime = false, count_driver = false;
 
 // What kscope's launch hook does per callback: one store of the correlation id into a
 // direct-mapped table (activity/correlation.hpp), so the callbacks cost what kscope's would.
@@ -93,15 +94,23 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 // detached when asked. Runs once, on the thread that made that call.
 void switch_off() {
   if (switched_off.exchange(true)) return;
-  for (const CUpti_ActivityKind kind : enabled_kinds) (void)cuptiActivityDisable(kind);
-  (void)cuptiActivityFlushAll(1);
-  (void)cuptiEnableDomain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
-  (void)cuptiEnableDomain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
-  (void)cuptiUnsubscribe(subscriber);
+  // Every refusal is said: a switch-off that did not happen must not read as one.
+  std::string refused;
+  const auto note = [&](CUptiResult r, const char* what) {
+    if (r != CUPTI_SUCCESS) refused += std::string(refused.empty() ? "" : ", ") + what + " " + std::to_string(r);
+  };
+  for (const CUpti_ActivityKind kind : enabled_kinds) note(cuptiActivityDisable(kind), "cuptiActivityDisable");
+  note(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
+  note(cuptiEnableDomain(0, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API), "cuptiEnableDomain(runtime)");
+  note(cuptiEnableDomain(0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API), "cuptiEnableDomain(driver)");
+  note(cuptiUnsubscribe(subscriber), "cuptiUnsubscribe");
   subscribed = false;
-  if (finalize_at_off) (void)cuptiFinalize();
-  std::fprintf(stderr, "cupti-alone: switched off after %llu driver calls%s\n",
-               static_cast<unsigned long long>(driver_calls.load()), finalize_at_off ? ", CUPTI finalized" : "");
+  // From the exit site of a driver call on the program's thread, as CUPTI's dynamic detach
+  // does it; a program with other threads inside CUDA calls at that moment may race it.
+  if (finalize_at_off) note(cuptiFinalize(), "cuptiFinalize");
+  std::fprintf(stderr, "cupti-alone: switched off after %llu driver calls%s%s%s\n",
+               static_cast<unsigned long long>(driver_calls.load()), finalize_at_off ? ", CUPTI finalized" : "",
+               refused.empty() ? "" : "; refused: ", refused.c_str());
 }
 
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
@@ -112,7 +121,10 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, 
     switch_off();
     return;
   }
+  // The launch callbacks count only in the domains asked for (the driver domain may be on
+  // for the switch-off alone).
   if (cb->callbackSite != CUPTI_API_ENTER || !count_launches) return;
+  if (!(domain == CUPTI_CB_DOMAIN_RUNTIME_API ? count_runtime : count_driver)) return;
   launch_callbacks.fetch_add(1, std::memory_order_relaxed);
   correlation_table[cb->correlationId % table_size].store(cb->correlationId, std::memory_order_release);
 }
@@ -166,7 +178,9 @@ extern "C" int InitializeInjection(void) {
   }
   if (const char* n = std::getenv("CUPTI_ALONE_OFF_AFTER")) off_after = std::strtoull(n, nullptr, 10);
   if (const char* f = std::getenv("CUPTI_ALONE_FINALIZE")) finalize_at_off = std::strcmp(f, "1") == 0;
-  count_launches = wants(what, "runtime") || wants(what, "driver");
+  count_runtime = wants(what, "runtime");
+  count_driver = wants(what, "driver");
+  count_launches = count_runtime || count_driver;
   if (count_launches || off_after != 0) {
     if (cuptiSubscribe(&subscriber, &on_callback, nullptr) == CUPTI_SUCCESS) {
       subscribed = true;

@@ -291,8 +291,9 @@ class cuda_bench_timer final : public bench_timer {
   // hold (used to find the call that broke it).
   static bool is_capture_error(cudaError_t e) noexcept;
 
-  // A target timed one call at a time: one call captured (never run) for the evidence an
-  // empty graph or a legacy-stream launch gives (t.capture.no_work); the batch's graph_nodes
+  // A target timed one call at a time with launches not held: one call captured (never
+  // run on the stream; work it sends elsewhere, or events it records, are the callable's
+  // own) for the evidence an empty graph gives (t.capture.no_work); the batch's graph_nodes
   // stay -1, as no batch graph exists.
   KSCOPE_DECL void check_one_call(target& t);
 
@@ -390,25 +391,23 @@ KSCOPE_DECL void cuda_bench_timer::check_one_call(target& t) {
   cudaGraph_t graph = nullptr;
   (void)cudaGetLastError();  // so that an error seen below comes from the call captured
   cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
-  cudaError_t launch_error = cudaSuccess;
+  bool threw = false;
   if (e == cudaSuccess) {
     try {
       t.fn(stream_);
-      launch_error = cudaPeekAtLastError();
     } catch (...) {
-      // Reported by the next timed call, as for a batch.
+      threw = true;  // reported by the next timed call; a call cut short is no evidence
     }
     e = cudaStreamEndCapture(stream_, &graph);
   }
+  // Only an empty graph is evidence. A refused capture is not: a call that synchronizes or
+  // allocates cannot be captured, and a launch on the legacy default stream breaks the
+  // capture of a blocking stream though that stream then waits for it, so the time is
+  // the work's (the batch's capture may say otherwise: there the calls are many and short).
   std::size_t nodes = 0;
-  if (e == cudaSuccess && graph != nullptr && cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess && nodes == 0)
+  if (!threw && e == cudaSuccess && graph != nullptr && cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess &&
+      nodes == 0)
     t.capture.no_work = "one call captured into a CUDA graph (never run) put no node on the stream";
-  for (cudaError_t seen : {launch_error, e})
-    if (t.capture.no_work.empty() && seen == cudaErrorStreamCaptureImplicit)
-      t.capture.no_work = "capturing one call into a CUDA graph failed with " + cuda_message(seen, "a launch") +
-                          ", which a launch on the legacy default stream causes";
-  // Any other refusal (a call that synchronizes or allocates cannot be captured) is no
-  // evidence either way: the call is timed as it always was.
   if (graph != nullptr) cudaGraphDestroy(graph);
   cudaGetLastError();
   cudaStreamSynchronize(stream_);
@@ -423,8 +422,12 @@ KSCOPE_DECL std::string cuda_bench_timer::prepare(std::size_t which, std::size_t
     // put on the stream; its time alone cannot either: a callable that waits on the host
     // between the events and launches elsewhere reads as long as its wait (200 us of host
     // time was timed as the work on an H100, session 21). One call is captured and
-    // dropped, so that an empty capture still says no work reached the stream.
-    if (options_.use_graphs && ready_) check_one_call(t);
+    // dropped, so that an empty capture still says no work reached the stream. Only where
+    // a host wait can lie between the events: held launches keep it out (the stream waits
+    // for the whole sample to be enqueued), and a callable that blocks on its stream
+    // (holding was given up for it) cannot be captured.
+    const bool waits_show = !options_.hold_launches || probe_ == nullptr;
+    if (options_.use_graphs && ready_ && waits_show && hold_usable_) check_one_call(t);
     return "none";
   }
   if (!options_.use_graphs || !ready_) return "loop";
