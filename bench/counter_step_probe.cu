@@ -22,6 +22,8 @@
 //   segments_kept  segments with the range profiler enabled once and every group's images kept
 //   segments_kept_same  segments, enabled once, one group only (what a kept profiler costs a
 //               step with few ranges: a kept profiler keeps its first group, session 21)
+//   started     enabled and started once, one group; each step an unprofiled step (timed
+//               while started) and a profiled one of 9 ranges decoded without a Stop
 #include <kscope/kscope.hpp>
 
 #include <cuda_runtime.h>
@@ -119,6 +121,113 @@ int main(int argc, char** argv) {
   }
   std::printf("%s open %.1f ms\n", mode.c_str(), ms_since(t0));
   const profiler_api& p = setup.libs->profiler;
+  if (mode == "started") {
+    // The profiler enabled and STARTED once; each profiled step only pushes and pops its
+    // ranges, then decodes without a Stop. Does CUPTI decode ranges while started, and what
+    // does an unprofiled step (no range open) cost meanwhile? Answers whether a profiled
+    // step can avoid Start's ~53 ms (kept) or ~150-800 ms (fresh) every time.
+    group_setup gs;
+    gs.metrics = plan.groups[0];
+    for (const std::string& m : gs.metrics) gs.names.push_back(m.c_str());
+    gs.host = std::make_unique<profiler_host>();
+    std::size_t passes = 0;
+    if (!ok(gs.host->initialize(p, CUPTI_PROFILER_TYPE_RANGE_PROFILER, setup.chip, setup.availability), "HostInit") ||
+        !ok(gs.host->add_metrics(gs.names.data(), gs.names.size()), "AddMetrics"))
+      return 1;
+    const profiler_host_step st = gs.host->config_image(gs.config, &passes);
+    if (!ok(st.result, st.call ? st.call : "config")) return 1;
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params, e);
+    e.ctx = setup.context;
+    if (!ok(p.range_enable(&e), "Enable")) return 1;
+    CUpti_RangeProfiler_Object* object = e.pRangeProfilerObject;
+    const std::size_t max_ranges = static_cast<std::size_t>(steps) * 9 + 1;
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params, size);
+    size.pRangeProfilerObject = object;
+    size.pMetricNames = gs.names.data();
+    size.numMetrics = gs.names.size();
+    size.maxNumOfRanges = max_ranges;
+    size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
+    if (!ok(p.range_get_counter_data_size(&size), "GetCounterDataSize")) return 1;
+    gs.data.assign(size.counterDataSize, 0);
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params, init);
+    init.pRangeProfilerObject = object;
+    init.counterDataSize = gs.data.size();
+    init.pCounterData = gs.data.data();
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params, set);
+    set.pRangeProfilerObject = object;
+    set.configSize = gs.config.size();
+    set.pConfig = gs.config.data();
+    set.counterDataImageSize = gs.data.size();
+    set.pCounterDataImage = gs.data.data();
+    set.range = CUPTI_UserRange;
+    set.replayMode = CUPTI_UserReplay;
+    set.maxRangesPerPass = max_ranges;
+    set.numNestingLevels = 1;
+    set.minNestingLevel = 1;
+    set.passIndex = 0;
+    set.targetNestingLevel = 1;
+    if (!ok(p.range_counter_data_image_initialize(&init), "DataInit") || !ok(p.range_set_config(&set), "SetConfig"))
+      return 1;
+    auto t = clock_type::now();
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Start_Params, start);
+    start.pRangeProfilerObject = object;
+    if (!ok(p.range_start(&start), "Start")) return 1;
+    std::printf("started start (once) %.1f ms\n", ms_since(t));
+    std::size_t evaluated_ranges = 0;
+    for (int s = 0; s < steps; ++s) {
+      t = clock_type::now();
+      for (int k = 0; k < kernels_per_step; ++k) spin<<<1, 32, 0, stream>>>(65000);
+      cudaStreamSynchronize(stream);
+      const double unprofiled = ms_since(t);
+      t = clock_type::now();
+      for (int seg = 0; seg < 9; ++seg) {
+        const std::string name = std::to_string(s) + " segment " + std::to_string(seg);
+        KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_PushRange_Params, push);
+        push.pRangeProfilerObject = object;
+        push.pRangeName = name.c_str();
+        if (!ok(p.range_push(&push), "PushRange")) return 1;
+        for (int k = seg * kernels_per_step / 9; k < (seg + 1) * kernels_per_step / 9; ++k)
+          spin<<<1, 32, 0, stream>>>(65000);
+        KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_PopRange_Params, pop);
+        pop.pRangeProfilerObject = object;
+        if (!ok(p.range_pop(&pop), "PopRange")) return 1;
+      }
+      cudaDeviceSynchronize();
+      const double work = ms_since(t);
+      t = clock_type::now();
+      KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_DecodeData_Params, decode);
+      decode.pRangeProfilerObject = object;
+      const CUptiResult decoded = p.range_decode_data(&decode);
+      KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataInfo_Params, info);
+      info.pCounterDataImage = gs.data.data();
+      info.counterDataImageSize = gs.data.size();
+      const CUptiResult informed = p.range_get_counter_data_info(&info);
+      const double decode_ms = ms_since(t);
+      std::size_t nan = 0, values = 0;
+      std::vector<double> v(gs.names.size());
+      for (std::size_t r = evaluated_ranges; informed == CUPTI_SUCCESS && r < info.numTotalRanges; ++r) {
+        if (!ok(gs.host->evaluate(gs.data, r, gs.names.data(), gs.names.size(), v.data()), "Evaluate")) break;
+        for (double x : v) {
+          ++values;
+          if (std::isnan(x)) ++nan;
+        }
+      }
+      if (informed == CUPTI_SUCCESS) evaluated_ranges = info.numTotalRanges;
+      std::printf("started step %d: unprofiled while started %.2f ms, profiled work %.2f ms, decode %.2f ms (decode %d, "
+                  "info %d), ranges in the image %zu, NaN %zu of %zu new values\n",
+                  s, unprofiled, work, decode_ms, static_cast<int>(decoded), static_cast<int>(informed),
+                  informed == CUPTI_SUCCESS ? static_cast<std::size_t>(info.numTotalRanges) : std::size_t{0}, nan,
+                  values);
+      std::fflush(stdout);
+    }
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Stop_Params, stop);
+    stop.pRangeProfilerObject = object;
+    (void)ok(p.range_stop(&stop), "Stop");
+    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Disable_Params, d);
+    d.pRangeProfilerObject = object;
+    (void)ok(p.range_disable(&d), "Disable");
+    return 0;
+  }
   const bool user_ranges = mode.rfind("segments", 0) == 0;
   const bool keep_enabled = mode.rfind("kept", 0) == 0 || mode == "segments_kept" || mode == "segments_kept_same";
   const bool keep_host = mode != "fresh" && mode != "kept_fresh";

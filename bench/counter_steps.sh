@@ -9,8 +9,8 @@
 #   bash bench/counter_steps.sh
 #   MODES='segments kept' STEPS=5 bash bench/counter_steps.sh
 #
-# Environment: OUT (default ./out), MODES (the probe's modes; default: segments kept
-# kept_same cached fresh), STEPS (profiled steps per probe mode, 5), RUN_TIMEOUT (s per
+# Environment: OUT (default ./out), MODES (the probe's modes; default: segments
+# segments_kept_same started kept kept_same cached fresh), STEPS (profiled steps per probe mode, 5), RUN_TIMEOUT (s per
 # process, 60), CUDA_ARCH (90).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +29,7 @@ steps_build=$!
 wait "$probe_build" || echo "counter_step_probe did not build (probe_build.log)" | tee -a "$out"
 wait "$steps_build" || echo "profiled_steps did not build (steps_build.log)" | tee -a "$out"
 limit=${RUN_TIMEOUT:-60}
-for mode in ${MODES:-segments kept kept_same cached fresh}; do
+for mode in ${MODES:-segments segments_kept_same started kept kept_same cached fresh}; do
   [ -x "$work/counter_step_probe" ] || break
   timeout -k 5 "$limit" "$work/counter_step_probe" "$mode" "${STEPS:-5}" > "$work/probe_$mode.log" 2>&1
   echo "probe $mode: exit $?" >> "$work/probe_$mode.log"
