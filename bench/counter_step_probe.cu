@@ -85,6 +85,43 @@ bool ok(CUptiResult r, const char* what) {
   return false;
 }
 
+// The counter-data image for `max_ranges` ranges of the group's metrics.
+bool size_image(const kscope::detail::profiler_api& p, CUpti_RangeProfiler_Object* object, group_setup& gs,
+                std::size_t max_ranges) {
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params, size);
+  size.pRangeProfilerObject = object;
+  size.pMetricNames = gs.names.data();
+  size.numMetrics = gs.names.size();
+  size.maxNumOfRanges = max_ranges;
+  size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
+  if (!ok(p.range_get_counter_data_size(&size), "GetCounterDataSize")) return false;
+  gs.data.assign(size.counterDataSize, 0);
+  return true;
+}
+
+// Initializes the group's image and sets its config on the profiler (user replay, one level).
+bool arm_image(const kscope::detail::profiler_api& p, CUpti_RangeProfiler_Object* object, group_setup& gs,
+               std::size_t max_ranges, CUpti_ProfilerRange range) {
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params, init);
+  init.pRangeProfilerObject = object;
+  init.counterDataSize = gs.data.size();
+  init.pCounterData = gs.data.data();
+  KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params, set);
+  set.pRangeProfilerObject = object;
+  set.configSize = gs.config.size();
+  set.pConfig = gs.config.data();
+  set.counterDataImageSize = gs.data.size();
+  set.pCounterDataImage = gs.data.data();
+  set.range = range;
+  set.replayMode = CUPTI_UserReplay;
+  set.maxRangesPerPass = max_ranges;
+  set.numNestingLevels = 1;
+  set.minNestingLevel = 1;
+  set.passIndex = 0;
+  set.targetNestingLevel = 1;
+  return ok(p.range_counter_data_image_initialize(&init), "DataInit") && ok(p.range_set_config(&set), "SetConfig");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,33 +178,7 @@ int main(int argc, char** argv) {
     if (!ok(p.range_enable(&e), "Enable")) return 1;
     CUpti_RangeProfiler_Object* object = e.pRangeProfilerObject;
     const std::size_t max_ranges = static_cast<std::size_t>(steps) * 9 + 1;
-    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params, size);
-    size.pRangeProfilerObject = object;
-    size.pMetricNames = gs.names.data();
-    size.numMetrics = gs.names.size();
-    size.maxNumOfRanges = max_ranges;
-    size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
-    if (!ok(p.range_get_counter_data_size(&size), "GetCounterDataSize")) return 1;
-    gs.data.assign(size.counterDataSize, 0);
-    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params, init);
-    init.pRangeProfilerObject = object;
-    init.counterDataSize = gs.data.size();
-    init.pCounterData = gs.data.data();
-    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params, set);
-    set.pRangeProfilerObject = object;
-    set.configSize = gs.config.size();
-    set.pConfig = gs.config.data();
-    set.counterDataImageSize = gs.data.size();
-    set.pCounterDataImage = gs.data.data();
-    set.range = CUPTI_UserRange;
-    set.replayMode = CUPTI_UserReplay;
-    set.maxRangesPerPass = max_ranges;
-    set.numNestingLevels = 1;
-    set.minNestingLevel = 1;
-    set.passIndex = 0;
-    set.targetNestingLevel = 1;
-    if (!ok(p.range_counter_data_image_initialize(&init), "DataInit") || !ok(p.range_set_config(&set), "SetConfig"))
-      return 1;
+    if (!size_image(p, object, gs, max_ranges) || !arm_image(p, object, gs, max_ranges, CUPTI_UserRange)) return 1;
     auto t = clock_type::now();
     KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_Start_Params, start);
     start.pRangeProfilerObject = object;
@@ -283,38 +294,13 @@ int main(int argc, char** argv) {
     t = clock_type::now();
     const std::size_t max_ranges = user_ranges ? 16 : 1024;
     if (gs.data.empty()) {
-      KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params, size);
-      size.pRangeProfilerObject = object;
-      size.pMetricNames = gs.names.data();
-      size.numMetrics = gs.names.size();
-      size.maxNumOfRanges = max_ranges;
-      size.maxNumRangeTreeNodes = static_cast<std::uint32_t>(max_ranges);
-      if (!ok(p.range_get_counter_data_size(&size), "GetCounterDataSize")) return 1;
-      gs.data.assign(size.counterDataSize, 0);
+      if (!size_image(p, object, gs, max_ranges)) return 1;
     } else {
       std::fill(gs.data.begin(), gs.data.end(), std::uint8_t{0});
     }
     t_size = ms_since(t);
     t = clock_type::now();
-    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params, init);
-    init.pRangeProfilerObject = object;
-    init.counterDataSize = gs.data.size();
-    init.pCounterData = gs.data.data();
-    KSCOPE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params, set);
-    set.pRangeProfilerObject = object;
-    set.configSize = gs.config.size();
-    set.pConfig = gs.config.data();
-    set.counterDataImageSize = gs.data.size();
-    set.pCounterDataImage = gs.data.data();
-    set.range = user_ranges ? CUPTI_UserRange : CUPTI_AutoRange;
-    set.replayMode = CUPTI_UserReplay;
-    set.maxRangesPerPass = max_ranges;
-    set.numNestingLevels = 1;
-    set.minNestingLevel = 1;
-    set.passIndex = 0;
-    set.targetNestingLevel = 1;
-    if (!ok(p.range_counter_data_image_initialize(&init), "DataInit") || !ok(p.range_set_config(&set), "SetConfig"))
-      return 1;
+    if (!arm_image(p, object, gs, max_ranges, user_ranges ? CUPTI_UserRange : CUPTI_AutoRange)) return 1;
     cudaDeviceSynchronize();
     t_arm = ms_since(t);
     t = clock_type::now();

@@ -291,6 +291,16 @@ class cuda_bench_timer final : public bench_timer {
   // hold (used to find the call that broke it).
   static bool is_capture_error(cudaError_t e) noexcept;
 
+  // `calls` calls of t captured on the stream (never run): the graph (null when none was
+  // made), the capture's status, the first capture error a call saw, and whether one threw.
+  struct captured_calls {
+    cudaGraph_t graph = nullptr;
+    cudaError_t status = cudaSuccess;
+    cudaError_t first_launch_error = cudaSuccess;
+    bool threw = false;
+  };
+  KSCOPE_DECL captured_calls capture_calls(target& t, std::size_t calls);
+
   // A target timed one call at a time with launches not held: one call captured (never
   // run on the stream; work it sends elsewhere, or events it records, are the callable's
   // own) for the evidence an empty graph gives (t.capture.no_work); the batch's graph_nodes
@@ -387,28 +397,38 @@ KSCOPE_DECL cuda_bench_timer::cuda_bench_timer(std::vector<function> targets, cu
   ready_ = true;
 }
 
-KSCOPE_DECL void cuda_bench_timer::check_one_call(target& t) {
-  cudaGraph_t graph = nullptr;
-  (void)cudaGetLastError();  // so that an error seen below comes from the call captured
-  cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
-  bool threw = false;
-  if (e == cudaSuccess) {
-    try {
+KSCOPE_DECL cuda_bench_timer::captured_calls cuda_bench_timer::capture_calls(target& t, std::size_t calls) {
+  captured_calls c;
+  (void)cudaGetLastError();  // so that an error seen below comes from the calls captured
+  c.status = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+  if (c.status != cudaSuccess) return c;
+  try {
+    for (std::size_t i = 0; i < calls; ++i) {
       t.fn(stream_);
-    } catch (...) {
-      threw = true;  // reported by the next timed call; a call cut short is no evidence
+      // The call that broke the capture reports why (e.g. cudaErrorStreamCaptureImplicit
+      // for a launch on the legacy default stream); later calls only see "invalidated".
+      const cudaError_t launch_error = cudaPeekAtLastError();
+      if (c.first_launch_error == cudaSuccess && is_capture_error(launch_error)) c.first_launch_error = launch_error;
     }
-    e = cudaStreamEndCapture(stream_, &graph);
+  } catch (...) {
+    c.threw = true;  // the capture is ended below; the exception is reported by the next timed call
   }
+  c.status = cudaStreamEndCapture(stream_, &c.graph);
+  return c;
+}
+
+KSCOPE_DECL void cuda_bench_timer::check_one_call(target& t) {
+  const captured_calls c = capture_calls(t, 1);
   // Only an empty graph is evidence. A refused capture is not: a call that synchronizes or
   // allocates cannot be captured, and a launch on the legacy default stream breaks the
   // capture of a blocking stream though that stream then waits for it, so the time is
   // the work's (the batch's capture may say otherwise: there the calls are many and short).
+  // Nor is a call cut short by an exception.
   std::size_t nodes = 0;
-  if (!threw && e == cudaSuccess && graph != nullptr && cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess &&
-      nodes == 0)
+  if (!c.threw && c.status == cudaSuccess && c.graph != nullptr &&
+      cudaGraphGetNodes(c.graph, nullptr, &nodes) == cudaSuccess && nodes == 0)
     t.capture.no_work = "one call captured into a CUDA graph (never run) put no node on the stream";
-  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (c.graph != nullptr) cudaGraphDestroy(c.graph);
   cudaGetLastError();
   cudaStreamSynchronize(stream_);
   cudaGetLastError();
@@ -435,29 +455,15 @@ KSCOPE_DECL std::string cuda_bench_timer::prepare(std::size_t which, std::size_t
     cudaGraphExecDestroy(t.exec);
     t.exec = nullptr;
   }
-  cudaGraph_t graph = nullptr;
-  (void)cudaGetLastError();  // so that an error seen below comes from the calls captured
-  cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
-  cudaError_t first_launch_error = cudaSuccess;
-  if (e == cudaSuccess) {
-    try {
-      for (std::size_t i = 0; i < launches; ++i) {
-        t.fn(stream_);
-        // The call that broke the capture reports why (e.g. cudaErrorStreamCaptureImplicit
-        // for a launch on the legacy default stream); later calls only see "invalidated".
-        const cudaError_t launch_error = cudaPeekAtLastError();
-        if (first_launch_error == cudaSuccess && is_capture_error(launch_error)) first_launch_error = launch_error;
-      }
-    } catch (...) {
-      // End the capture below; the exception is reported by the first timed call.
-    }
-    e = cudaStreamEndCapture(stream_, &graph);
-  }
+  const captured_calls c = capture_calls(t, launches);
+  cudaGraph_t graph = c.graph;
+  cudaError_t e = c.status;
+  const cudaError_t first_launch_error = c.first_launch_error;
   if (e == cudaSuccess && graph != nullptr) {
     std::size_t nodes = 0;
     if (cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess) {
       t.capture.graph_nodes = static_cast<long long>(nodes);
-      if (nodes == 0)
+      if (nodes == 0 && !c.threw)  // calls cut short by an exception are no evidence
         t.capture.no_work = "the CUDA graph captured from " + std::to_string(launches) +
                             " calls on the stream has no nodes";
     }
