@@ -123,9 +123,9 @@ struct scope_counter_options {
   // the speed-of-light rollups' parts) each need a call before every metric is measured.
   std::uint32_t max_calls_per_scope = 40;
   // Kernels per profiled call the counter-data image holds at first (0: 1024 for a whole
-  // step, 256 for a scope's call; with ranges_per_scope, 32 stretches). A call with more is counted as partial (its kernels left
-  // out of the sums, the row says so) and the scope's next calls get an image twice the
-  // kernels seen, up to counter_max_kernels_limit.
+  // step, 256 for a scope's call; with ranges_per_scope, 32 stretches). A call with more is
+  // counted as partial (its kernels left out of the sums, the row says so) and the scope's
+  // next calls get an image twice the kernels seen, up to counter_max_kernels_limit.
   std::size_t max_kernels = 0;
   // One-pass groups: keep the range profiler enabled on the context between profiled calls,
   // and each group's host object, config image and counter-data image, so that a group's
@@ -653,8 +653,8 @@ class scope_counter_sampler {
     }
     // What a stretch's values are, said once beside them (the report's counters notes).
     note("one range per stretch of a scope: a rate is the stretch's, the gaps between its kernels included, and "
-         "the L2 counts whatever else used it during the stretch (on an H100, 12-19 % more L2 bytes than the same "
-         "kernels' own ranges); L1 bytes and instruction counts are the kernels' own");
+         "the L2 counts whatever else used it during the stretch (more bytes than the kernels' own); L1 bytes and "
+         "instruction counts are the kernels' own");
     // Per scope, the launches its thread made in the step: its kernels.
     std::map<node_id, std::uint64_t> launches_of;
     const std::uint32_t seen = std::min<std::uint32_t>(total, detail::profiled_step_log::capacity);
