@@ -69,6 +69,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -79,6 +80,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>  // getpid: a forked child's copy of the running sampler is not stopped at exit
 
 #if KSCOPE_HAS_PM_SAMPLING
 #  include "../core/detail/clock.hpp"
@@ -875,6 +878,19 @@ class metric_sampler {
 
   void decode_loop() noexcept;
 
+  // Exit: the decoder thread must not outlive the CUDA runtime. exit() runs the runtime's
+  // teardown (its atexit handler) while the thread may be inside cuptiPmSamplingStart or
+  // DecodeData; on an H100 (torch, the production preset) the thread then wrote into memory
+  // the teardown had freed, and the process aborted at exit ("malloc(): unsorted double
+  // linked list corrupted") in up to 4 runs of 5. So a running sampler is stopped by an
+  // atexit handler of its own, registered at the first start: a sampler needs a CUDA
+  // context, so the runtime registered its teardown before, and this handler runs first
+  // (atexit is last-in, first-out). In a forked child the parent's sampler is not running.
+  static void stop_running_at_exit() noexcept;
+  static std::atomic<metric_sampler*>& running_sampler() noexcept;
+  static std::atomic<long>& running_sampler_pid() noexcept;
+  void watch_at_exit() noexcept;
+
   // One decode of the hardware buffer into the sample buffer. Called by the decoder
   // thread, or by stop() once it has joined: never twice at once.
   void decode_now() noexcept;
@@ -977,6 +993,7 @@ KSCOPE_DECL bool metric_sampler::start(const metric_sampler_options& options) no
       return false;
     }
     active.keep = true;
+    watch_at_exit();
     return true;
 #else
     return finish_start(fresh, metric_sampler_state::disabled,
@@ -1008,6 +1025,8 @@ KSCOPE_DECL void metric_sampler::stop() noexcept {
     decode_now();
     run_->close();
     run_.reset();
+    metric_sampler* self = this;
+    (void)running_sampler().compare_exchange_strong(self, nullptr);
     detail::pm_sampler_active().store(false);
     std::lock_guard<std::mutex> lock(mutex_);
     status_.running_ns = static_cast<std::uint64_t>(now_ns() - started_at_ns_);
@@ -1057,6 +1076,29 @@ KSCOPE_DECL bool metric_sampler::finish_start(metric_sampler_status& fresh, metr
   status_.message = std::move(message);
   notes_.clear();
   return false;
+}
+
+KSCOPE_DECL std::atomic<metric_sampler*>& metric_sampler::running_sampler() noexcept {
+  static std::atomic<metric_sampler*> running{nullptr};
+  return running;
+}
+
+KSCOPE_DECL std::atomic<long>& metric_sampler::running_sampler_pid() noexcept {
+  static std::atomic<long> pid{0};
+  return pid;
+}
+
+KSCOPE_DECL void metric_sampler::watch_at_exit() noexcept {
+  running_sampler_pid().store(static_cast<long>(::getpid()), std::memory_order_relaxed);
+  running_sampler().store(this, std::memory_order_release);
+  static const bool registered = std::atexit(&stop_running_at_exit) == 0;
+  (void)registered;
+}
+
+KSCOPE_DECL void metric_sampler::stop_running_at_exit() noexcept {
+  metric_sampler* const running = running_sampler().load(std::memory_order_acquire);
+  if (running != nullptr && running_sampler_pid().load(std::memory_order_relaxed) == static_cast<long>(::getpid()))
+    running->stop();
 }
 
 KSCOPE_DECL std::int64_t metric_sampler::now_ns() noexcept {
