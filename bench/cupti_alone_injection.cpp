@@ -24,6 +24,9 @@
 //                             way its documentation's dynamic detach does it: from a callback's
 //                             exit site)
 // While counting, the driver domain is subscribed (a callback per driver call until the switch).
+// Attached late: a program may dlopen this library and call InitializeInjection() itself once
+// its CUDA context exists (bench/torch_overhead.py, CUPTI_ALONE_ATTACH=late), as kscope's
+// collector attaches, instead of the driver calling it at its start.
 //
 // At exit it prints one line: "cupti-alone: <kinds>: N records (kernel K, ...), D dropped".
 // Built by bench/serving_overhead.sh next to the serving binaries; bench only (it links

@@ -41,7 +41,13 @@ Configurations (separated by blanks; each sets the run's environment):
                   Defaults by name: bare-* as bare-kernel (no kscope; CUPTI_ALONE gets the
                   library), census* as census, any other as collector; then the VARs.
                   TORCH_OVERHEAD_SCOPES=0/1: kscope scopes or none; TORCH_OVERHEAD_COLLECT=
-                  none|cupti|production|profiler; TORCH_OVERHEAD_STREAM=current: stream scopes.
+                  none|cupti|production|profiler; TORCH_OVERHEAD_STREAM=current: stream scopes;
+                  TORCH_OVERHEAD_START=early: the collector started before torch makes its
+                  CUDA context (default: after, as an engine does); CUPTI_ALONE_ATTACH=late:
+                  CUPTI alone attached where kscope starts (the library loaded with ctypes
+                  and its InitializeInjection called), not by the driver at its start.
+                  Early against late tells whether attaching to a running context is what
+                  a paused collector leaves behind.
 
 Table: per configuration the median over rounds of each run's median step, the range of
 those round medians, the ratio to `none` of the same round (median [min-max] over rounds),
@@ -72,6 +78,8 @@ SCOPES_PER_STEP = 1 + 3 * BLOCKS       # 16
 ENV_SCOPES = "TORCH_OVERHEAD_SCOPES"
 ENV_COLLECT = "TORCH_OVERHEAD_COLLECT"
 ENV_STREAM = "TORCH_OVERHEAD_STREAM"
+ENV_START = "TORCH_OVERHEAD_START"
+ENV_LATE_CUPTI = "CUPTI_ALONE_LATE_LIB"  # set by parse_config for CUPTI_ALONE_ATTACH=late
 
 BASE_CONFIGS = {
     "none": {ENV_SCOPES: "0", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0"},
@@ -94,7 +102,8 @@ BASE_CONFIGS = {
 # Variables a run must not inherit from the caller (each configuration sets its own).
 CLEARED = ("KSCOPE", "KSCOPE_CUPTI", "KSCOPE_METRIC_SAMPLING", "KSCOPE_COUNTERS", "KSCOPE_PRODUCTION",
            "KSCOPE_CUPTI_OPTIONS", "KSCOPE_REPORT", "KSCOPE_METRICS", "CUDA_INJECTION64_PATH", "CUPTI_ALONE",
-           "CENSUS", "CENSUS_OUT", "CENSUS_OPS", "CENSUS_DOMAINS", ENV_SCOPES, ENV_COLLECT)
+           "CENSUS", "CENSUS_OUT", "CENSUS_OPS", "CENSUS_DOMAINS", ENV_SCOPES, ENV_COLLECT, ENV_START,
+           "CUPTI_ALONE_ATTACH", ENV_LATE_CUPTI)
 # (TORCH_OVERHEAD_STREAM is inherited: set for the whole run, every scope is a stream scope.)
 
 RESULT = re.compile(r"^RESULT (\{.*\})$", re.M)
@@ -180,6 +189,17 @@ def child(args):
             return 3
         info["kscope_library"] = kscope.library_path
 
+    def start_collector():
+        if collect == "cupti":
+            info["collector_started"] = bool(kscope.enable_cupti())
+        elif collect == "production":
+            info["collector_started"] = bool(kscope.enable_production())
+
+    start = os.environ.get(ENV_START, "late")
+    info["collector_start"] = start
+    if start == "early":  # before torch's context (is_available() above made none)
+        start_collector()
+
     dev = torch.device("cuda")
     torch.manual_seed(0)
     x = torch.randn(SIZE, device=dev)
@@ -189,10 +209,13 @@ def child(args):
 
     # Started after CUDA is up and before the warm-up (an engine's order): the warm-up steps
     # then cover the collector's first records too.
-    if collect == "cupti":
-        info["collector_started"] = bool(kscope.enable_cupti())
-    elif collect == "production":
-        info["collector_started"] = bool(kscope.enable_production())
+    if start != "early":
+        start_collector()
+    late_cupti = os.environ.get(ENV_LATE_CUPTI, "")
+    if late_cupti:  # CUPTI alone, attached where kscope would start
+        import ctypes
+        info["cupti_alone_attach"] = "late"
+        info["cupti_alone_initialized"] = ctypes.CDLL(late_cupti).InitializeInjection()
     profiler = None
     if collect == "profiler":
         from torch.profiler import ProfilerActivity, profile
@@ -298,7 +321,10 @@ def parse_config(text):
         if not lib or not os.path.exists(lib):
             raise SystemExit(f"torch_overhead: '{text}' sets CUPTI_ALONE but CUPTI_ALONE_LIB names no library "
                              f"('{lib}'; bench/torch_overhead.sh builds it)")
-        env["CUDA_INJECTION64_PATH"] = lib
+        if env.get("CUPTI_ALONE_ATTACH") == "late":
+            env[ENV_LATE_CUPTI] = lib
+        else:
+            env["CUDA_INJECTION64_PATH"] = lib
     untimed = env.get("CENSUS") == "1"
     if untimed and "CUDA_INJECTION64_PATH" not in env:
         lib = os.environ.get("CENSUS_LIB", "")
