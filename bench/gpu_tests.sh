@@ -79,7 +79,8 @@ if [ "${KSCOPE_GPU_SKIP_BUILD:-0}" = 1 ]; then
   [ -f "$build/CTestTestfile.cmake" ] || { gate_fail "$build is not a configured build directory"; note "GPU tests: 0 passed, 0 failed, 0 skipped"; exit 1; }
 else
   if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DKSCOPE_TSAN_TESTS=OFF -DKSCOPE_BUILD_BENCH=OFF -DKSCOPE_BUILD_PYTHON=ON > "$logs/configure.log" 2>&1; then
+      -DKSCOPE_TSAN_TESTS=OFF -DKSCOPE_BUILD_BENCH=OFF -DKSCOPE_BUILD_PYTHON=ON -DKSCOPE_BUILD_GPU_TESTS=ON \
+      > "$logs/configure.log" 2>&1; then
     gate_fail "configure failed (configure.log)"; tail -20 "$logs/configure.log"
     note "GPU tests: 0 passed, 0 failed, 0 skipped"
     exit 1
