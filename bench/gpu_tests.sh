@@ -19,7 +19,9 @@
 #   OUT                          where summary.txt and gpu_tests.tgz go (default ./out)
 #   KSCOPE_GPU_BUILD_DIR         the build directory (default build-gpu)
 #   KSCOPE_GPU_SKIP_BUILD=1      run what that directory holds, without configuring or building
-#                                (a build made elsewhere, e.g. on a machine without a GPU)
+#                                (a build made elsewhere, e.g. on a machine without a GPU,
+#                                configured with -DKSCOPE_BUILD_GPU_TESTS=ON: setup.sh test
+#                                leaves the GPU tests out where it finds no GPU)
 #   KSCOPE_GPU_ALLOWED_SKIPS     more allowed skips: "test=regex;test=regex" (the regex is
 #                                matched against the test's SKIP lines)
 #   KSCOPE_GPU_TEST_ARGS         arguments for every test executable (e.g. "-s -d")

@@ -179,7 +179,10 @@ def child(args):
         print(f"SKIP: torch {torch.__version__} sees no CUDA device (torch.version.cuda {torch.version.cuda})",
               flush=True)
         return 77
-    info.update(torch=torch.__version__, torch_cuda=torch.version.cuda, gpu=torch.cuda.get_device_name())
+    start = os.environ.get(ENV_START, "late")
+    if start not in ("early", "late"):
+        print(f"ERROR: {ENV_START}={start}: early or late", flush=True)
+        return 2
 
     kscope = None
     if scopes_on or collect in ("cupti", "production"):
@@ -195,10 +198,11 @@ def child(args):
         elif collect == "production":
             info["collector_started"] = bool(kscope.enable_production())
 
-    start = os.environ.get(ENV_START, "late")
     info["collector_start"] = start
-    if start == "early":  # before torch's context (is_available() above made none)
+    if start == "early":  # before torch initializes CUDA (get_device_name() below does)
+        info["torch_cuda_initialized_at_start"] = torch.cuda.is_initialized()
         start_collector()
+    info.update(torch=torch.__version__, torch_cuda=torch.version.cuda, gpu=torch.cuda.get_device_name())
 
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -321,10 +325,18 @@ def parse_config(text):
         if not lib or not os.path.exists(lib):
             raise SystemExit(f"torch_overhead: '{text}' sets CUPTI_ALONE but CUPTI_ALONE_LIB names no library "
                              f"('{lib}'; bench/torch_overhead.sh builds it)")
+        if env.get("CUPTI_ALONE_ATTACH", "early") not in ("early", "late"):
+            raise SystemExit(f"torch_overhead: '{text}': CUPTI_ALONE_ATTACH is early (the driver's start) or late")
         if env.get("CUPTI_ALONE_ATTACH") == "late":
             env[ENV_LATE_CUPTI] = lib
         else:
             env["CUDA_INJECTION64_PATH"] = lib
+    if "CUPTI_ALONE_ATTACH" in env and ("CUPTI_ALONE" not in env or ENV_LATE_CUPTI not in env and
+                                         env.get("CUPTI_ALONE_ATTACH") == "late"):
+        raise SystemExit(f"torch_overhead: '{text}': CUPTI_ALONE_ATTACH=late needs CUPTI_ALONE and no "
+                         "CUDA_INJECTION64_PATH of its own")
+    if env.get(ENV_START, "late") not in ("early", "late"):
+        raise SystemExit(f"torch_overhead: '{text}': {ENV_START} is early or late")
     untimed = env.get("CENSUS") == "1"
     if untimed and "CUDA_INJECTION64_PATH" not in env:
         lib = os.environ.get("CENSUS_LIB", "")

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -475,16 +476,58 @@ TEST_CASE("metric sampler: windows by default, every sample of a window kept, co
 namespace {
 
 constexpr const char* exit_child_variable = "KSCOPE_TEST_SAMPLER_EXIT_CHILD";
+constexpr const char* exit_marker_variable = "KSCOPE_TEST_SAMPLER_EXIT_MARKER";
 
 bool is_exit_child() { return std::getenv(exit_child_variable) != nullptr; }
 
-// glibc's checking allocator: freed memory is overwritten and every free is checked, so a
-// write into freed memory aborts or faults at once instead of at some later malloc.
+// glibc's checking allocator: every free and malloc is checked, and with MALLOC_PERTURB_
+// freed memory is overwritten, so a write into or a read of freed memory aborts or faults
+// at once instead of at some later malloc.
 const char* malloc_checker() {
   for (const char* path : {"/lib/x86_64-linux-gnu/libc_malloc_debug.so.0", "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0",
                            "/lib64/libc_malloc_debug.so.0"})
     if (::access(path, R_OK) == 0) return path;
   return nullptr;
+}
+
+// The child's environment, made in the parent (nothing but exec after fork).
+std::vector<std::string> exit_child_environment(const std::string& marker) {
+  std::vector<std::string> env;
+  const char* preload = nullptr;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("LD_PRELOAD=", 0) == 0) preload = *e + 11;
+    else if (entry.rfind("MALLOC_CHECK_=", 0) != 0 && entry.rfind("MALLOC_PERTURB_=", 0) != 0) env.push_back(entry);
+  }
+  env.push_back(std::string(exit_child_variable) + "=1");
+  env.push_back(std::string(exit_marker_variable) + "=" + marker);
+  env.push_back("MALLOC_CHECK_=3");
+  env.push_back("MALLOC_PERTURB_=165");
+  std::string preloads = preload != nullptr ? preload : "";
+  if (const char* checker = malloc_checker()) preloads = preloads.empty() ? checker : std::string(checker) + ":" + preloads;
+  if (!preloads.empty()) env.push_back("LD_PRELOAD=" + preloads);
+  return env;
+}
+
+std::string read_marker(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "(no marker: the child's exit check did not run)";
+  char line[256] = {};
+  const bool got = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  return got ? std::string(line) : std::string("(empty marker)");
+}
+
+// The child's exit check, registered before the sampler's first start, so it runs after the
+// sampler's exit handler (atexit is last-in, first-out): what state did that leave it in?
+kscope::metric_sampler* exit_child_sampler = nullptr;
+void write_exit_marker() {
+  const char* path = std::getenv(exit_marker_variable);
+  if (path == nullptr || exit_child_sampler == nullptr) return;
+  if (std::FILE* f = std::fopen(path, "w")) {
+    std::fputs(kscope::to_string(exit_child_sampler->status().state), f);
+    std::fclose(f);
+  }
 }
 
 }  // namespace
@@ -498,9 +541,10 @@ TEST_CASE("metric sampler exit child: main returns while the sampler runs" * doc
   float4 *src = nullptr, *dst = nullptr;
   REQUIRE_CUDA(cudaMalloc(&src, bytes));
   REQUIRE_CUDA(cudaMalloc(&dst, bytes));
-  auto* sampler = new kscope::metric_sampler;  // never deleted: only the exit handler stops it
-  if (!sampler->start()) {
-    std::printf("PMSAMPLE exit child: not started: %s\n", sampler->status().message.c_str());
+  exit_child_sampler = new kscope::metric_sampler;  // never deleted: only the exit handler stops it
+  REQUIRE(std::atexit(&write_exit_marker) == 0);
+  if (!exit_child_sampler->start()) {
+    std::printf("PMSAMPLE exit child: not started: %s\n", exit_child_sampler->status().message.c_str());
     std::fflush(stdout);
     ::_exit(3);
   }
@@ -515,37 +559,57 @@ TEST_CASE("metric sampler exit child: main returns while the sampler runs" * doc
 
 // The decoder thread must be stopped before the CUDA runtime's teardown: left running, it
 // called into CUPTI while the teardown freed memory and the heap was corrupted (the process
-// aborted at exit, up to 4 runs in 5 on an H100 under the production preset).
+// aborted at exit, up to 4 runs in 5 on an H100 under the production preset). Each child
+// must exit 0 under the checking allocator and leave a marker saying its exit handler
+// stopped the sampler (no marker: the child case did not run).
 TEST_CASE("metric sampler: a program that exits with the sampler running exits cleanly" *
           doctest::skip(is_exit_child())) {
   KSCOPE_TEST_NEEDS(kscope_test::feature::pm_sampling);
   const char* checker = malloc_checker();
-  std::printf("PMSAMPLE exit: children run with %s\n", checker != nullptr ? checker : "glibc's own allocator checks only");
+  std::printf("PMSAMPLE exit: children run with MALLOC_CHECK_=3 MALLOC_PERTURB_=165%s%s\n",
+              checker != nullptr ? " and " : "", checker != nullptr ? checker : "");
+  char dir[] = "/tmp/kscope_gpu_sampler_exit_XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
   constexpr int children = 6;
   int clean = 0;
   for (int i = 0; i < children; ++i) {
+    const std::string marker = std::string(dir) + "/child" + std::to_string(i);
+    const std::vector<std::string> env = exit_child_environment(marker);
+    std::vector<char*> envp;
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    char self[] = "/proc/self/exe";
+    char filter[] = "--test-case=metric sampler exit child*";
+    char* argv[] = {self, filter, nullptr};
     std::fflush(stdout);
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      ::setenv(exit_child_variable, "1", 1);
-      if (checker != nullptr) {
-        ::setenv("LD_PRELOAD", checker, 1);
-        ::setenv("MALLOC_CHECK_", "3", 1);
-      }
-      ::alarm(60);
-      ::execl("/proc/self/exe", "/proc/self/exe", "--test-case=metric sampler exit child*", static_cast<char*>(nullptr));
+      ::alarm(30);
+      ::execve(self, argv, envp.data());
       ::_exit(121);
     }
     int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+    pid_t waited = -1;
+    do waited = ::waitpid(pid, &status, 0);
+    while (waited < 0 && errno == EINTR);
+    REQUIRE(waited == pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+      ::rmdir(dir);
       KSCOPE_TEST_REFUSED(kscope_test::feature::pm_sampling, "metric_sampler::start (exit child)", "not started",
                           "see the child's PMSAMPLE line");
+    }
+    const std::string state = read_marker(marker);
+    std::remove(marker.c_str());
     CAPTURE(i);
-    CHECK_MESSAGE(WIFEXITED(status), "child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
-    if (WIFEXITED(status)) CHECK(WEXITSTATUS(status) == 0);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) ++clean;
+    CAPTURE(state);
+    const bool exited = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    CHECK_MESSAGE(exited, "child ended " << (WIFSIGNALED(status) ? "by signal " : "with status ")
+                                           << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)));
+    CHECK(state == "stopped");
+    if (!exited || state != "stopped") break;  // one failure says it; the rest would take as long
+    ++clean;
   }
-  std::printf("PMSAMPLE exit: %d of %d children exited cleanly\n", clean, children);
+  ::rmdir(dir);
+  std::printf("PMSAMPLE exit: %d of %d children exited cleanly, their samplers stopped at exit\n", clean, children);
 }

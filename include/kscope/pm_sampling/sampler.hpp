@@ -833,7 +833,7 @@ class metric_sampler {
   metric_sampler() = default;
   metric_sampler(const metric_sampler&) = delete;
   metric_sampler& operator=(const metric_sampler&) = delete;
-  ~metric_sampler() { stop(); }
+  ~metric_sampler();
 
   // Starts sampling; false with status().message saying why not. Never throws.
   bool start(const metric_sampler_options& options = {}) noexcept;
@@ -886,10 +886,15 @@ class metric_sampler {
   // atexit handler of its own, registered at the first start: a sampler needs a CUDA
   // context, so the runtime registered its teardown before, and this handler runs first
   // (atexit is last-in, first-out). In a forked child the parent's sampler is not running.
+  // The handler holds exit_mutex() from reading the pointer to the end of stop(), and the
+  // destructor holds it around its own stop(): a sampler another thread destroys meanwhile
+  // is either stopped by the handler first or gone from the pointer before it is read.
   static void stop_running_at_exit() noexcept;
   static std::atomic<metric_sampler*>& running_sampler() noexcept;
   static std::atomic<long>& running_sampler_pid() noexcept;
+  static std::mutex& exit_mutex() noexcept;  // never destroyed: taken before control_mutex_
   void watch_at_exit() noexcept;
+  void forget_at_exit() noexcept;
 
   // One decode of the hardware buffer into the sample buffer. Called by the decoder
   // thread, or by stop() once it has joined: never twice at once.
@@ -983,9 +988,11 @@ KSCOPE_DECL bool metric_sampler::start(const metric_sampler_options& options) no
     window_ = window;
     max_decoder_share_ = options.max_decoder_share;
     after_decode_ = options.after_decode;
+    watch_at_exit();  // before the thread: an exit() from elsewhere meanwhile stops it too
     try {
       decoder_ = std::thread([this] { decode_loop(); });
     } catch (...) {
+      forget_at_exit();
       run_.reset();
       std::lock_guard<std::mutex> lock(mutex_);
       status_.state = metric_sampler_state::failed;
@@ -993,7 +1000,6 @@ KSCOPE_DECL bool metric_sampler::start(const metric_sampler_options& options) no
       return false;
     }
     active.keep = true;
-    watch_at_exit();
     return true;
 #else
     return finish_start(fresh, metric_sampler_state::disabled,
@@ -1016,7 +1022,12 @@ KSCOPE_DECL void metric_sampler::stop() noexcept {
       stop_requested_ = true;
     }
     wake_.notify_all();
-    if (decoder_.joinable()) decoder_.join();
+    if (decoder_.joinable()) {
+      // exit() called on the decoder thread itself (from an after_decode callback): the
+      // exit handler runs on it, so there is nothing to wait for.
+      if (decoder_.get_id() == std::this_thread::get_id()) decoder_.detach();
+      else decoder_.join();
+    }
 #if KSCOPE_HAS_PM_SAMPLING
     if (!run_) return;
     const bool was_sampling = run_->sampling();
@@ -1025,8 +1036,7 @@ KSCOPE_DECL void metric_sampler::stop() noexcept {
     decode_now();
     run_->close();
     run_.reset();
-    metric_sampler* self = this;
-    (void)running_sampler().compare_exchange_strong(self, nullptr);
+    forget_at_exit();
     detail::pm_sampler_active().store(false);
     std::lock_guard<std::mutex> lock(mutex_);
     status_.running_ns = static_cast<std::uint64_t>(now_ns() - started_at_ns_);
@@ -1088,6 +1098,11 @@ KSCOPE_DECL std::atomic<long>& metric_sampler::running_sampler_pid() noexcept {
   return pid;
 }
 
+KSCOPE_DECL std::mutex& metric_sampler::exit_mutex() noexcept {
+  static std::mutex* const m = new std::mutex;  // leaked: usable in exit handlers and static destructors
+  return *m;
+}
+
 KSCOPE_DECL void metric_sampler::watch_at_exit() noexcept {
   running_sampler_pid().store(static_cast<long>(::getpid()), std::memory_order_relaxed);
   running_sampler().store(this, std::memory_order_release);
@@ -1095,10 +1110,30 @@ KSCOPE_DECL void metric_sampler::watch_at_exit() noexcept {
   (void)registered;
 }
 
+KSCOPE_DECL void metric_sampler::forget_at_exit() noexcept {
+  metric_sampler* self = this;
+  (void)running_sampler().compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
+}
+
 KSCOPE_DECL void metric_sampler::stop_running_at_exit() noexcept {
-  metric_sampler* const running = running_sampler().load(std::memory_order_acquire);
-  if (running != nullptr && running_sampler_pid().load(std::memory_order_relaxed) == static_cast<long>(::getpid()))
-    running->stop();
+  try {
+    std::lock_guard<std::mutex> lock(exit_mutex());
+    metric_sampler* const running = running_sampler().load(std::memory_order_acquire);
+    if (running != nullptr && running_sampler_pid().load(std::memory_order_relaxed) == static_cast<long>(::getpid()))
+      running->stop();
+  } catch (...) {
+  }
+}
+
+KSCOPE_DECL metric_sampler::~metric_sampler() {
+  try {
+    std::lock_guard<std::mutex> lock(exit_mutex());
+    stop();
+    forget_at_exit();
+  } catch (...) {  // the lock failed (system error): stop anyway
+    stop();
+    forget_at_exit();
+  }
 }
 
 KSCOPE_DECL std::int64_t metric_sampler::now_ns() noexcept {
