@@ -886,13 +886,16 @@ class metric_sampler {
   // atexit handler of its own, registered at the first start: a sampler needs a CUDA
   // context, so the runtime registered its teardown before, and this handler runs first
   // (atexit is last-in, first-out). In a forked child the parent's sampler is not running.
-  // The handler holds exit_mutex() from reading the pointer to the end of stop(), and the
+  // The handler holds exit_state().mutex from reading the pointer to the end of stop(), and the
   // destructor holds it around its own stop(): a sampler another thread destroys meanwhile
   // is either stopped by the handler first or gone from the pointer before it is read.
+  struct exit_watch {
+    std::mutex mutex;  // taken before control_mutex_
+    std::atomic<metric_sampler*> running{nullptr};
+    std::atomic<long> pid{0};  // the process that started it
+  };
+  static exit_watch& exit_state() noexcept;  // never destroyed
   static void stop_running_at_exit() noexcept;
-  static std::atomic<metric_sampler*>& running_sampler() noexcept;
-  static std::atomic<long>& running_sampler_pid() noexcept;
-  static std::mutex& exit_mutex() noexcept;  // never destroyed: taken before control_mutex_
   void watch_at_exit() noexcept;
   void forget_at_exit() noexcept;
 
@@ -1088,52 +1091,42 @@ KSCOPE_DECL bool metric_sampler::finish_start(metric_sampler_status& fresh, metr
   return false;
 }
 
-KSCOPE_DECL std::atomic<metric_sampler*>& metric_sampler::running_sampler() noexcept {
-  static std::atomic<metric_sampler*> running{nullptr};
-  return running;
-}
-
-KSCOPE_DECL std::atomic<long>& metric_sampler::running_sampler_pid() noexcept {
-  static std::atomic<long> pid{0};
-  return pid;
-}
-
-KSCOPE_DECL std::mutex& metric_sampler::exit_mutex() noexcept {
-  static std::mutex* const m = new std::mutex;  // leaked: usable in exit handlers and static destructors
-  return *m;
+KSCOPE_DECL metric_sampler::exit_watch& metric_sampler::exit_state() noexcept {
+  static exit_watch* const state = new exit_watch;  // leaked: usable in exit handlers and static destructors
+  return *state;
 }
 
 KSCOPE_DECL void metric_sampler::watch_at_exit() noexcept {
-  running_sampler_pid().store(static_cast<long>(::getpid()), std::memory_order_relaxed);
-  running_sampler().store(this, std::memory_order_release);
+  exit_watch& w = exit_state();
+  w.pid.store(static_cast<long>(::getpid()), std::memory_order_relaxed);
+  w.running.store(this, std::memory_order_release);
   static const bool registered = std::atexit(&stop_running_at_exit) == 0;
   (void)registered;
 }
 
 KSCOPE_DECL void metric_sampler::forget_at_exit() noexcept {
   metric_sampler* self = this;
-  (void)running_sampler().compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
+  (void)exit_state().running.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
 }
 
 KSCOPE_DECL void metric_sampler::stop_running_at_exit() noexcept {
+  exit_watch& w = exit_state();
   try {
-    std::lock_guard<std::mutex> lock(exit_mutex());
-    metric_sampler* const running = running_sampler().load(std::memory_order_acquire);
-    if (running != nullptr && running_sampler_pid().load(std::memory_order_relaxed) == static_cast<long>(::getpid()))
-      running->stop();
+    std::lock_guard<std::mutex> lock(w.mutex);
+    metric_sampler* const running = w.running.load(std::memory_order_acquire);
+    if (running != nullptr && w.pid.load(std::memory_order_relaxed) == static_cast<long>(::getpid())) running->stop();
   } catch (...) {
   }
 }
 
 KSCOPE_DECL metric_sampler::~metric_sampler() {
+  std::unique_lock<std::mutex> lock(exit_state().mutex, std::defer_lock);
   try {
-    std::lock_guard<std::mutex> lock(exit_mutex());
-    stop();
-    forget_at_exit();
-  } catch (...) {  // the lock failed (system error): stop anyway
-    stop();
-    forget_at_exit();
+    lock.lock();
+  } catch (...) {  // a system error: stopped anyway
   }
+  stop();
+  forget_at_exit();
 }
 
 KSCOPE_DECL std::int64_t metric_sampler::now_ns() noexcept {
