@@ -1733,6 +1733,13 @@ TEST_CASE("tracing in windows: the grid, its boundaries and the options") {
   CHECK(c.pause_unsubscribe);
   CHECK_FALSE(kscope::apply_cupti_options_text("pause_unsubscribe=sometimes", c).empty());
   CHECK(c.pause_unsubscribe);
+  CHECK_FALSE(c.pause_detach);  // off by default
+  CHECK(kscope::apply_cupti_options_text("pause_detach=1", c).empty());
+  CHECK(c.pause_detach);
+  CHECK_FALSE(kscope::apply_cupti_options_text("pause_detach=maybe", c).empty());
+  CHECK(c.pause_detach);  // a value not understood keeps the option's value
+  CHECK(kscope::apply_cupti_options_text("pause_detach=off", c).empty());
+  CHECK_FALSE(c.pause_detach);
   const auto problems = kscope::apply_cupti_options_text("window_ms=-3,period_ms=99999999999,window_ms=0", c);
   REQUIRE(problems.size() == 2);
   CHECK(problems[0].find("'window_ms=-3'") != std::string::npos);

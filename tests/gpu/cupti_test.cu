@@ -22,10 +22,14 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -678,4 +682,155 @@ TEST_CASE("a graph built while tracing is paused: replayed after the resume, nod
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+// Detaching CUPTI between windows (cupti_options::pause_detach), in a process of its own: a
+// detach needs a process whose CUPTI holds no graph and no other feature's state.
+namespace {
+constexpr const char* detach_child_variable = "KSCOPE_TEST_DETACH_CHILD";
+bool is_detach_child() { return std::getenv(detach_child_variable) != nullptr; }
+
+// "CUPTI detached at N pauses" in the status, or -1.
+long detaches_in(const std::string& status) {
+  const std::string key = "CUPTI detached at ";
+  const std::size_t at = status.find(key);
+  return at == std::string::npos ? -1 : std::strtol(status.c_str() + at + key.size(), nullptr, 10);
+}
+}  // namespace
+
+// Each window's kernels, copy and host wait go to their scope after CUPTI was detached and
+// attached again; nothing between windows makes a record; GPU times are still on kscope's
+// clock after a re-attach (the timestamp callback set up again); a pause with no CUDA call
+// before the resume does not detach; once the program uses a CUDA graph, pauses keep CUPTI
+// attached and the status says why.
+TEST_CASE("pause detach child: windows with CUPTI detached between them" * doctest::skip(!is_detach_child())) {
+  auto& c = kscope::cupti_collector::global();
+  kscope::cupti_options o;
+  o.pause_detach = true;
+  const bool started = c.start(o);
+  REQUIRE_MESSAGE(started, "the collector did not start: " << c.status().message);
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int* device_value = nullptr;
+  int* host_value = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&device_value, sizeof(int)));
+  REQUIRE_CUDA(cudaMallocHost(&host_value, sizeof(int)));
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  constexpr int windows = 4;
+  std::vector<std::int64_t> spin_open(windows), spin_close(windows);
+  for (int w = 0; w < windows; ++w) {
+    {
+      test_scope s(static_cast<kscope::node_id>(13000 + w));  // traced: 5 kernels, a copy, a wait
+      for (int i = 0; i < 5; ++i) tag_kernel<<<1, 32, 0, stream>>>(device_value, i);
+      REQUIRE_CUDA(cudaMemcpyAsync(host_value, device_value, sizeof(int), cudaMemcpyDeviceToHost, stream));
+      REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    }
+    {
+      test_scope s(static_cast<kscope::node_id>(13100 + w));  // traced: 100 us on the GPU, timed here too
+      spin_open[w] = kscope::detail::now_ns();
+      spin_ns<<<1, 1, 0, stream>>>(100000);
+      REQUIRE_CUDA(cudaStreamSynchronize(stream));
+      spin_close[w] = kscope::detail::now_ns();
+    }
+    REQUIRE(c.pause_tracing());
+    if (w != 1) {  // window 1: resumed with no CUDA call in between, so nothing to detach at
+      test_scope s(static_cast<kscope::node_id>(13200 + w));  // between windows: nothing recorded
+      for (int i = 0; i < 5; ++i) tag_kernel<<<1, 32, 0, stream>>>(device_value, i);
+      REQUIRE_CUDA(cudaMemcpyAsync(host_value, device_value, sizeof(int), cudaMemcpyDeviceToHost, stream));
+      REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    }
+    REQUIRE(c.resume_tracing());
+  }
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  c.flush();
+  const kscope::cupti_snapshot snap = c.snapshot(200);
+  MESSAGE("status: " << snap.status.message);
+  for (const std::string& warning : snap.warnings) MESSAGE("warning: " << warning);
+  CHECK(detaches_in(snap.status.message) == windows - 1);
+  for (int w = 0; w < windows; ++w) {
+    CAPTURE(w);
+    const kscope::node_gpu_activity* eager = snap.activity.find(static_cast<kscope::node_id>(13000 + w));
+    REQUIRE(eager != nullptr);
+    CHECK(eager->kernel_count == 5);
+    CHECK(eager->memcpy[static_cast<std::size_t>(kscope::copy_direction::d2h)].count == 1);
+    CHECK(eager->host_sync.count == 1);
+    const kscope::node_gpu_activity* spin = snap.activity.find(static_cast<kscope::node_id>(13100 + w));
+    REQUIRE(spin != nullptr);
+    REQUIRE(spin->kernel_count == 1);
+    // On kscope's clock after every re-attach: the kernel inside its host interval (20 us slack).
+    CHECK(spin->first_start_ns >= spin_open[w] - 20000);
+    CHECK(spin->last_end_ns <= spin_close[w] + 20000);
+    CHECK(spin->last_end_ns - spin->first_start_ns >= 95000);
+    CHECK(snap.activity.find(static_cast<kscope::node_id>(13200 + w)) == nullptr);
+  }
+  CHECK(snap.activity.counters.unattributed == 0);
+  CHECK(snap.activity.counters.dropped_by_cupti == 0);
+  CHECK(snap.buffers_denied == 0);
+
+  // A CUDA graph from now on: the next pause keeps CUPTI attached, and says so.
+  const graph_workspace workspace;
+  const auto [graph, exec] = capture_step_graph(workspace.stream, workspace.x, 2);
+  {
+    test_scope s(13300);
+    REQUIRE_CUDA(cudaGraphLaunch(exec, workspace.stream));
+    REQUIRE_CUDA(cudaStreamSynchronize(workspace.stream));
+  }
+  REQUIRE(c.pause_tracing());
+  {
+    test_scope s(13301);
+    tag_kernel<<<1, 32, 0, stream>>>(device_value, 7);
+    REQUIRE_CUDA(cudaStreamSynchronize(stream));
+  }
+  REQUIRE(c.resume_tracing());
+  {
+    test_scope s(13302);
+    REQUIRE_CUDA(cudaGraphLaunch(exec, workspace.stream));
+    REQUIRE_CUDA(cudaStreamSynchronize(workspace.stream));
+  }
+  REQUIRE_CUDA(cudaDeviceSynchronize());
+  c.flush();
+  const kscope::cupti_snapshot after = c.snapshot(200);
+  MESSAGE("status after a graph: " << after.status.message);
+  CHECK(detaches_in(after.status.message) == windows - 1);
+  CHECK_MESSAGE(after.status.message.find("kept attached at 1: the program uses CUDA graphs") != std::string::npos,
+                after.status.message);
+  const kscope::node_gpu_activity* first = after.activity.find(13300);
+  const kscope::node_gpu_activity* second = after.activity.find(13302);
+  REQUIRE(first != nullptr);
+  REQUIRE(second != nullptr);
+  CHECK(first->kernel_count + first->scaled_kernel_count >= 2);
+  CHECK(second->graph_replays == 1);
+  CHECK(after.activity.find(13301) == nullptr);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFreeHost(host_value);
+  cudaFree(device_value);
+  cudaStreamDestroy(stream);
+  c.stop();  // while attached: an ordinary stop
+}
+
+TEST_CASE("tracing paused with CUPTI detached (pause_detach), in a process of its own" *
+          doctest::skip(is_detach_child())) {
+  KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv(detach_child_variable, "1", 1);
+    for (const char* v : {"KSCOPE_PRODUCTION", "KSCOPE_CUPTI", "KSCOPE_CUPTI_OPTIONS", "KSCOPE_METRIC_SAMPLING",
+                          "KSCOPE_COUNTERS", "KSCOPE_REPORT", "KSCOPE_METRICS"})
+      ::unsetenv(v);
+    ::alarm(120);
+    ::execl("/proc/self/exe", "/proc/self/exe", "--test-case=pause detach child*", static_cast<char*>(nullptr));
+    ::_exit(121);
+  }
+  int status = 0;
+  pid_t waited = -1;
+  do waited = ::waitpid(pid, &status, 0);
+  while (waited < 0 && errno == EINTR);
+  REQUIRE(waited == pid);
+  CHECK_MESSAGE(WIFEXITED(status), "the child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  CHECK_MESSAGE(passed,
+                "the child failed with status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1) << " (its log is above)");
 }

@@ -274,9 +274,15 @@ class cupti_collector {
           record_launch_from_this_thread(attribution.launches(), data->correlationId);
         // After the store above (or the runtime call's, the same id): the mark must stay.
         if (unreferenced) mark_unreferenced_replay_from_this_thread(attribution.launches(), data->correlationId);
+        if (KSCOPE_UNLIKELY(data->callbackSite == CUPTI_API_EXIT && global().detach_pending_.load(std::memory_order_relaxed)))
+          global().detach_at_api_exit();
         return;
       }
-      if (data->callbackSite != CUPTI_API_ENTER) return;
+      if (data->callbackSite != CUPTI_API_ENTER) {
+        // A pause asked CUPTI detached (cupti_options::pause_detach): here, at a call's exit.
+        if (KSCOPE_UNLIKELY(global().detach_pending_.load(std::memory_order_relaxed))) global().detach_at_api_exit();
+        return;
+      }
       record_launch_from_this_thread(attribution.launches(), data->correlationId);
       return;
     }
@@ -307,6 +313,7 @@ class cupti_collector {
   // launch is then marked for the attribution).
   bool on_graph_launch(const CUpti_CallbackData& data) noexcept {
     thread_local bool node_level_in_this_call = false;
+    if (KSCOPE_UNLIKELY(!graphs_seen_.load(std::memory_order_relaxed))) graphs_seen_.store(true, std::memory_order_relaxed);
     if (!graph_trace_on_.load(std::memory_order_acquire)) {
       node_level_in_this_call = false;  // stopped meanwhile: nothing to switch back
       return false;
@@ -340,6 +347,7 @@ class cupti_collector {
   }
 
   void on_graph_exec_callback(CUpti_CallbackId cbid, const CUpti_ResourceData& data) noexcept {
+    graphs_seen_.store(true, std::memory_order_relaxed);
     try {
       const auto* graph = static_cast<const CUpti_GraphData*>(data.resourceDescriptor);
       if (graph == nullptr) return;
@@ -366,6 +374,7 @@ class cupti_collector {
   static void on_graph_node_callback(gpu_attribution& attribution, CUpti_CallbackId cbid,
                                      const CUpti_ResourceData& data) noexcept {
     cupti_collector& c = global();
+    c.graphs_seen_.store(true, std::memory_order_relaxed);
     try {
       if (detail::record_graph_node_event(attribution.graph_nodes(), cbid, data, c.api_.get_graph_node_id,
                                           detail::current_node()) == detail::graph_node_event::no_id) {
@@ -476,7 +485,8 @@ class cupti_collector {
     }
 
     // 3. One clock, before any activity kind is enabled (CUPTI's requirement).
-    if (clock_ == cupti_clock::none || clock_ == cupti_clock::cupti_native) {
+    if (clock_ == cupti_clock::none || clock_ == cupti_clock::cupti_native || clock_set_up_again_) {
+      clock_set_up_again_ = false;
       if (options_.timestamp_callback && api_.activity_register_timestamp_callback != nullptr &&
           api_.activity_register_timestamp_callback(&steady_timestamp) == CUPTI_SUCCESS) {
         clock_ = cupti_clock::timestamp_callback;
@@ -710,18 +720,25 @@ class cupti_collector {
       graph_node_level_launches_.store(0, std::memory_order_release);  // a launch in flight finds graph-level trace off and leaves it be
       for (CUpti_ActivityKind kind : enabled_kinds_) ok = api_.activity_disable(kind) == CUPTI_SUCCESS && ok;
     }
-    if (options_.pause_callbacks) set_launch_callbacks(0);
-    if (options_.pause_unsubscribe) drop_subscription();
+    // A detach (cupti_options::pause_detach) happens at the next CUDA call's exit, from the
+    // launch callbacks: they stay on until then.
+    const bool detach = options_.pause_detach && detach_refusal_locked().empty();
+    if (!detach) {
+      if (options_.pause_callbacks) set_launch_callbacks(0);
+      if (options_.pause_unsubscribe) drop_subscription();
+    }
     // The window's records now: launches between windows still take correlation ids, and
     // after 2^18 of them (a second or two of an eager loop) the table would have forgotten
     // the window's launches whose records CUPTI had not yet delivered (counted, not lost,
     // but unattributed). Forced: the kinds are off, so the buffers CUPTI holds are handed
-    // over whole now.
-    flush_locked(true);
+    // over whole now. Not when detaching: the detach, at the next call, waits for the GPU
+    // and then flushes, so that no record still on its way is cut short.
+    if (!detach) flush_locked(true);
     paused_ = true;
     tracing_.store(false, std::memory_order_release);
     window_log_.end(detail::now_ns());
     count_toggle(began, ok);
+    if (detach) detach_pending_.store(true, std::memory_order_release);
     return ok;
   }
 
@@ -729,6 +746,11 @@ class cupti_collector {
     if (state_ != cupti_state::running || !paused_) return false;
     const std::int64_t began = detail::now_ns();
     bool ok = true;
+    detach_pending_.store(false, std::memory_order_release);  // no CUDA call came: still attached
+    if (detached_ && !attach_again_locked()) {
+      window_log_.note_failed_toggle();
+      return false;
+    }
     if (subscriber_ == nullptr && !take_subscription_again()) {
       // Another tool took CUPTI meanwhile: no callback would attribute a launch, so tracing
       // stays paused, and the status says why.
@@ -783,6 +805,173 @@ class cupti_collector {
     return true;
   }
 
+  // ---- Detaching CUPTI between windows (cupti_options::pause_detach) -------------------
+  // Why a pause keeps CUPTI attached ("" where it may detach). control_mutex_ held.
+  std::string detach_refusal_locked() const {
+    if (api_.finalize == nullptr) return "the loaded CUPTI has no cuptiFinalize";
+    if (graphs_seen_.load(std::memory_order_relaxed))
+      return "the program uses CUDA graphs (their node ids and graph-level trace live in CUPTI)";
+    return "";
+  }
+
+  // At the exit of a CUDA call on a program thread, with a detach asked by a pause (CUPTI's
+  // documented place for cuptiFinalize). Takes no lock it would wait for: a pause, resume or
+  // flush at work on another thread leaves the detach to a later call's exit.
+  void detach_at_api_exit() noexcept {
+    thread_local bool inside = false;  // the GPU wait below makes CUDA calls of its own
+    if (inside) return;
+    std::unique_lock<std::mutex> control(control_mutex_, std::try_to_lock);
+    if (!control.owns_lock()) return;
+    if (!detach_pending_.exchange(false, std::memory_order_acq_rel)) return;
+    if (state_ != cupti_state::running || !paused_ || detached_) return;
+    inside = true;
+    try {
+      detach_locked();
+    } catch (...) {
+      callback_errors_.fetch_add(1, std::memory_order_relaxed);
+    }
+    inside = false;
+  }
+
+  void detach_locked() {
+    const std::int64_t began = detail::now_ns();
+    detail::cupti_detach_guard& guard = detail::cupti_detach_state();
+    std::unique_lock<std::mutex> others(guard.mutex, std::try_to_lock);
+    if (!others.owns_lock()) {  // a feature is setting CUPTI up right now: a later call's exit
+      detach_pending_.store(true, std::memory_order_release);
+      return;
+    }
+    std::string refusal = detach_refusal_locked();
+    if (refusal.empty() && guard.state_beyond_activity)
+      refusal = "per-scope counters, PM sampling or warp stalls set CUPTI up in this process";
+    if (!refusal.empty()) {
+      // The pause as it would have been without pause_detach.
+      if (options_.pause_callbacks) set_launch_callbacks(0);
+      if (options_.pause_unsubscribe) drop_subscription();
+      ++detaches_refused_;
+      detach_refusal_ = std::move(refusal);
+      return;
+    }
+    // Nothing of the window may still be on its way: a record CUPTI has not written yet is
+    // gone with it. So the GPU's work is waited for, then every buffer comes back.
+    const std::string unsynchronized = wait_for_gpu_work();
+    flush_locked(true);
+    detail::cubin_store::global().set_collector_watching(false);  // modules loaded while detached go unseen
+    const CUptiResult r = api_.finalize();
+    if (r != CUPTI_SUCCESS) {
+      add_warning("tracing in windows: cuptiFinalize failed (" + api_.result_name(r) +
+                  "): CUPTI stays attached and switched off between windows");
+      options_.pause_detach = false;
+      if (options_.pause_callbacks) set_launch_callbacks(0);
+      return;
+    }
+    subscriber_ = nullptr;  // CUPTI's state is gone: the subscription, callbacks, buffers, clock
+    buffers_registered_ = false;
+    buffers_reclaimed_ += pool_.reclaim_all();
+    if (!unsynchronized.empty() && detach_sync_problem_.empty()) detach_sync_problem_ = unsynchronized;
+    detached_ = true;
+    detached_flag_.store(true, std::memory_order_release);
+    ++detaches_;
+    detach_ns_ += detail::now_ns() - began;
+  }
+
+  // Waits for the current context's work and every active primary context's (the runtime's),
+  // through the driver this process already loaded. "" when all were waited for.
+  static std::string wait_for_gpu_work() noexcept {
+    using sync_fn = CUresult (*)();
+    using count_fn = CUresult (*)(int*);
+    using state_fn = CUresult (*)(CUdevice, unsigned int*, int*);
+    using retain_fn = CUresult (*)(CUcontext*, CUdevice);
+    using release_fn = CUresult (*)(CUdevice);
+    using push_fn = CUresult (*)(CUcontext);
+    using pop_fn = CUresult (*)(CUcontext*);
+    void* driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (driver == nullptr) return "the CUDA driver is not loaded";
+    const auto sync = reinterpret_cast<sync_fn>(::dlsym(driver, "cuCtxSynchronize"));
+    const auto count = reinterpret_cast<count_fn>(::dlsym(driver, "cuDeviceGetCount"));
+    const auto state = reinterpret_cast<state_fn>(::dlsym(driver, "cuDevicePrimaryCtxGetState"));
+    const auto retain = reinterpret_cast<retain_fn>(::dlsym(driver, "cuDevicePrimaryCtxRetain"));
+    const auto release = reinterpret_cast<release_fn>(::dlsym(driver, "cuDevicePrimaryCtxRelease_v2"));
+    const auto push = reinterpret_cast<push_fn>(::dlsym(driver, "cuCtxPushCurrent_v2"));
+    const auto pop = reinterpret_cast<pop_fn>(::dlsym(driver, "cuCtxPopCurrent_v2"));
+    std::string problem;
+    if (sync == nullptr || count == nullptr || state == nullptr || retain == nullptr || release == nullptr ||
+        push == nullptr || pop == nullptr) {
+      problem = "the driver lacks a context call";
+    } else {
+      const CUresult current = sync();  // the calling thread's context (CUDA_ERROR_INVALID_CONTEXT: none)
+      if (current != CUDA_SUCCESS && current != CUDA_ERROR_INVALID_CONTEXT)
+        problem = "cuCtxSynchronize " + std::to_string(static_cast<int>(current));
+      int devices = 0;
+      if (count(&devices) != CUDA_SUCCESS) devices = 0;
+      for (int d = 0; d < devices; ++d) {
+        unsigned int flags = 0;
+        int active = 0;
+        if (state(d, &flags, &active) != CUDA_SUCCESS || active == 0) continue;
+        CUcontext context = nullptr;
+        if (retain(&context, d) != CUDA_SUCCESS) continue;
+        if (push(context) == CUDA_SUCCESS) {
+          const CUresult r = sync();
+          if (r != CUDA_SUCCESS && problem.empty()) problem = "cuCtxSynchronize " + std::to_string(static_cast<int>(r));
+          CUcontext popped = nullptr;
+          (void)pop(&popped);
+        }
+        (void)release(d);
+      }
+    }
+    ::dlclose(driver);
+    return problem;
+  }
+
+  // The resume after a detach: CUPTI set up again as start() set it (the kinds are enabled
+  // by the resume after this). control_mutex_ held. False: tracing stays paused, said why.
+  bool attach_again_locked() {
+    const std::int64_t began = detail::now_ns();
+    const auto give_up = [&](const std::string& why) {
+      add_warning("tracing in windows: CUPTI could not be attached again at a resume (" + why +
+                  "): tracing stays paused from then on");
+      return false;
+    };
+    if (subscriber_ == nullptr && !take_subscription_again()) return false;  // said there (the resume enables the launch callbacks)
+    const CUptiResult r = api_.activity_register_callbacks(&on_buffer_requested, &on_buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+      drop_subscription();
+      return give_up("cuptiActivityRegisterCallbacks " + api_.result_name(r));
+    }
+    buffers_registered_ = true;
+    if (clock_ == cupti_clock::timestamp_callback &&
+        (api_.activity_register_timestamp_callback == nullptr ||
+         api_.activity_register_timestamp_callback(&steady_timestamp) != CUPTI_SUCCESS)) {
+      clock_ = api_.get_timestamp != nullptr ? cupti_clock::offset : cupti_clock::cupti_native;
+      add_warning("tracing in windows: CUPTI's clock callback could not be set again after a detach: later GPU "
+                  "times are on CUPTI's clock" + std::string(clock_ == cupti_clock::offset ? " plus a measured offset" : ", not aligned"));
+    }
+    if (clock_ == cupti_clock::offset) clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
+    if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr)
+      (void)api_.activity_flush_period(options_.flush_period_ms);
+    detached_ = false;
+    detached_flag_.store(false, std::memory_order_release);
+    attach_ns_ += detail::now_ns() - began;
+    return true;
+  }
+
+  // What the detaches did, for the status (control_mutex_ held); "" when none was asked.
+  std::string detach_text_locked() const {
+    if (!options_.pause_detach && detaches_ == 0) return "";
+    std::string t = "; CUPTI detached at " + std::to_string(detaches_) + " pause" + (detaches_ == 1 ? "" : "s");
+    if (detaches_ > 0)
+      t += " (" + std::to_string(detach_ns_ / 1000) + " us to detach, " + std::to_string(attach_ns_ / 1000) +
+           " us to attach again, in all)";
+    if (detaches_refused_ > 0)
+      t += ", kept attached at " + std::to_string(detaches_refused_) + ": " + detach_refusal_;
+    if (!detach_sync_problem_.empty())
+      t += "; before a detach the GPU's work could not all be waited for (" + detach_sync_problem_ +
+           "): records still on their way then were lost";
+    if (buffers_reclaimed_ > 0)
+      t += "; " + std::to_string(buffers_reclaimed_) + " activity buffers CUPTI still held at a detach taken back";
+    return t;
+  }
+
   // A pause or resume done: what it took, and whether CUPTI refused part of it.
   void count_toggle(std::int64_t began, bool ok) {
     toggle_ns_ += detail::now_ns() - began;
@@ -794,6 +983,15 @@ class cupti_collector {
   // the registration; re-registering is not needed on a later start()).
   void teardown() noexcept {
     graph_trace_on_.store(false, std::memory_order_release);
+    detach_pending_.store(false, std::memory_order_release);
+    if (detached_) {  // nothing of kscope's in CUPTI: a call now would only attach it again
+      detached_ = false;
+      detached_flag_.store(false, std::memory_order_release);
+      clock_set_up_again_ = true;  // the timestamp callback went with CUPTI's state
+      enabled_kinds_.clear();
+      graph_capture_enabled_ = false;
+      return;
+    }
     for (CUpti_ActivityKind kind : enabled_kinds_) (void)api_.activity_disable(kind);
     enabled_kinds_.clear();
     graph_capture_enabled_ = false;  // unsubscribing turns every callback off
@@ -838,6 +1036,20 @@ class cupti_collector {
   bool graph_trace_paused_ = false;  // guarded by graph_toggle_mutex_: tracing paused, keep graph trace off
   bool graph_trace_was_on_ = false;  // guarded by graph_toggle_mutex_: graph_trace_on_ before the pause
   bool graph_hooks_enabled_ = false;  // the graph launch's callbacks were enabled at start
+  // Detaching between windows (cupti_options::pause_detach): asked by a pause, done at the
+  // next CUDA call's exit (the flag, read there unlocked); the rest under control_mutex_.
+  std::atomic<bool> detach_pending_{false};
+  std::atomic<bool> graphs_seen_{false};  // a graph launched, built or instantiated (callbacks)
+  bool detached_ = false;
+  std::atomic<bool> detached_flag_{false};  // detached_, for the unlocked dropped-records read
+  bool clock_set_up_again_ = false;  // stopped while detached: the next start() sets the clock up
+  std::uint64_t detaches_ = 0;
+  std::uint64_t detaches_refused_ = 0;
+  std::string detach_refusal_;
+  std::string detach_sync_problem_;
+  std::size_t buffers_reclaimed_ = 0;
+  std::int64_t detach_ns_ = 0;
+  std::int64_t attach_ns_ = 0;
   // Tracing in windows (evidence/trace_windows.hpp). paused_, the log and the toggle counts are
   // guarded by control_mutex_; the thread's wake-up by window_thread_mutex_, which is held
   // with no other kscope lock.
@@ -1102,6 +1314,9 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
         s.status.message += " (" + std::to_string(toggles_) + " pauses and resumes took " +
                             std::to_string(toggle_ns_ / 1000) + " us in all)";
     }
+#if KSCOPE_HAS_CUPTI
+    s.status.message += detach_text_locked();
+#endif
     const bool problem = state_ == cupti_state::disabled || state_ == cupti_state::unavailable ||
          state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
     if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
@@ -1258,7 +1473,10 @@ KSCOPE_DECL cupti_status cupti_collector::status_locked() const {
 
 KSCOPE_DECL std::uint64_t cupti_collector::read_dropped_by_cupti() noexcept {
 #if KSCOPE_HAS_CUPTI
-  if (running_.load(std::memory_order_acquire) && api_.activity_get_num_dropped_records != nullptr) {
+  // Not while detached: any CUPTI call attaches CUPTI again (the count died with it, read
+  // at the detach's flush).
+  if (running_.load(std::memory_order_acquire) && !detached_flag_.load(std::memory_order_acquire) &&
+      api_.activity_get_num_dropped_records != nullptr) {
     std::size_t dropped = 0;
     if (api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
       dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
@@ -1270,7 +1488,7 @@ KSCOPE_DECL std::uint64_t cupti_collector::read_dropped_by_cupti() noexcept {
 
 KSCOPE_DECL void cupti_collector::flush_locked(bool force) {
 #if KSCOPE_HAS_CUPTI
-  if (running_.load(std::memory_order_acquire)) {
+  if (running_.load(std::memory_order_acquire) && !detached_) {  // detached: CUPTI holds nothing; a call would attach it
     // Delivers buffers through on_buffer_completed on this thread (attribution lock
     // taken there; only the control lock is held here).
     (void)api_.activity_flush_all(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);

@@ -113,6 +113,18 @@ struct cupti_options {
   // collector with only its callbacks off still cost a PyTorch op +3.7 us, bench/RESULTS.md,
   // session 15). Graphs built between windows are unseen, so traced node by node.
   bool pause_unsubscribe = false;
+  // A pause also detaches CUPTI from the process (cuptiFinalize, at the exit of the next
+  // CUDA call after the pause, as CUPTI's documentation asks), and the resume attaches it
+  // again and enables all that start() enabled. Why: CUPTI attached after the program's CUDA
+  // started and then switched off still cost a PyTorch op +2.7 us where a finalize left
+  // +0.2 (bench/RESULTS.md, session 23); switching off is not enough. Before it detaches,
+  // the collector waits for the GPU (the current context and every active primary one) so
+  // that no record of the window is still on its way, then flushes. It does not detach,
+  // and keeps CUPTI attached and switched off as before, where a finalize would destroy what
+  // others rely on: once per-scope counters, PM sampling or warp stalls have set CUPTI up in
+  // this process, or once the program has used CUDA graphs (their node ids and the
+  // graph-level trace live in CUPTI); the status says which, and how many pauses detached.
+  bool pause_detach = false;
   // Tracing in windows of steps (evidence/trace_windows.hpp, step_window_options): trace
   // trace_steps.window_steps of every trace_steps.period_steps steps, paused and resumed by
   // the collector at a step's close, on the thread that runs the steps. A step is a call of
@@ -216,7 +228,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     std::uint64_t n = 0;
     if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api" ||
         key == "timestamp_callback" || key == "pause_callbacks" || key == "window_thread" ||
-        key == "pause_unsubscribe") {
+        key == "pause_unsubscribe" || key == "pause_detach") {
       bool& target = key == "memcpy"       ? options.collect_memcpy
                      : key == "memset"     ? options.collect_memset
                      : key == "sync"       ? options.collect_sync
@@ -225,6 +237,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
                      : key == "pause_callbacks" ? options.pause_callbacks
                      : key == "window_thread" ? options.window_thread
                      : key == "pause_unsubscribe" ? options.pause_unsubscribe
+                     : key == "pause_detach" ? options.pause_detach
                                            : options.runtime_api_callbacks;
       if (!detail::parse_option_switch(value, target)) refuse(item, "on or off");
     } else if (key == "graphs") {
@@ -268,7 +281,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     } else {
       refuse(item, "keys: memcpy, memset, sync, driver_api, runtime_api, timestamp_callback, graphs, graph_first, "
                    "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, window_thread, pause_callbacks, "
-                   "pause_unsubscribe, trace_steps, step_scope");
+                   "pause_unsubscribe, pause_detach, trace_steps, step_scope");
     }
   }
   return problems;

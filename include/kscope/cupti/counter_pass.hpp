@@ -369,6 +369,7 @@ KSCOPE_DECL bool counter_setup::open(const std::string& cupti_library, const std
     // Once per process, never deinitialized: like cuptiFinalize, deinitializing races
     // with other threads still in CUDA.
     KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params, init);
+    mark_cupti_state_beyond_activity();  // the collector must not finalize CUPTI under it
     if (!cupti_ok(p.initialize(&init), "cuptiProfilerInitialize")) return false;
     libs->profiler_initialized = true;
   }

@@ -560,6 +560,7 @@ KSCOPE_DECL bool pm_sampling_run::open(const metric_sampler_options& options, me
 
   KSCOPE_CUPTI_PARAMS(CUpti_PmSampling_Enable_Params, enable);
   enable.deviceIndex = static_cast<std::size_t>(device_);
+  mark_cupti_state_beyond_activity();  // the collector must not finalize CUPTI under it
   if (!ok(pm.enable(&enable), "cuptiPmSamplingEnable")) return false;
   object_ = enable.pPmSamplingObject;
 

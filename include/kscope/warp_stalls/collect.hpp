@@ -510,6 +510,7 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   if (!libs.profiler.resolved()) (void)resolve_profiler_symbols(libs.cupti.handle, libs.profiler);
   if (libs.profiler.resolved() && !libs.profiler_initialized) {
     KSCOPE_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params, init);
+    mark_cupti_state_beyond_activity();  // the collector must not finalize CUPTI under it
     if (libs.profiler.initialize(&init) == CUPTI_SUCCESS) libs.profiler_initialized = true;  // never deinitialized
   }
   if (libs.profiler_initialized) {
@@ -543,6 +544,7 @@ KSCOPE_DECL void run_warp_stall_pass_locked(counter_work_ref work, const warp_st
   if (fresh) {
     CUpti_PCSamplingEnableParams enable{};
     enable.size = CUpti_PCSamplingEnableParamsSize;
+    mark_cupti_state_beyond_activity();
     enable.ctx = context;
     if (const CUptiResult r = api.enable(&enable); r != CUPTI_SUCCESS) return cupti_failed(r, "cuptiPCSamplingEnable");
     kept.context = context;

@@ -49,6 +49,10 @@ class activity_buffer_pool {
 
   [[nodiscard]] bool owns(const std::uint8_t* buffer) const noexcept;
 
+  // Every buffer free again; returns how many were still out. Only once nothing can hand
+  // one back: after cuptiFinalize, CUPTI, which held them, is gone (cupti_options::pause_detach).
+  std::size_t reclaim_all() noexcept;
+
   [[nodiscard]] std::size_t buffer_bytes() const noexcept { return buffer_bytes_; }
   [[nodiscard]] std::size_t buffer_count() const noexcept { return count_; }
   [[nodiscard]] std::size_t capacity_bytes() const noexcept { return buffer_bytes_ * count_; }
@@ -118,6 +122,14 @@ KSCOPE_DECL bool activity_buffer_pool::owns(const std::uint8_t* buffer) const no
   if (buffer == nullptr || base == nullptr || buffer_bytes_ == 0) return false;
   const auto offset = reinterpret_cast<std::uintptr_t>(buffer) - reinterpret_cast<std::uintptr_t>(base);
   return buffer >= base && offset < buffer_bytes_ * count_ && offset % buffer_bytes_ == 0;
+}
+
+KSCOPE_DECL std::size_t activity_buffer_pool::reclaim_all() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::size_t out = count_ - free_.size();
+  free_.clear();  // capacity stays: count_ pointers, as allocate() reserved
+  for (std::size_t i = count_; i-- > 0;) free_.push_back(storage_.get() + i * buffer_bytes_);
+  return out;
 }
 
 KSCOPE_DECL std::size_t activity_buffer_pool::available() const noexcept {

@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,8 @@ struct cupti_api {
   decltype(&::cuptiActivityFlushPeriod) activity_flush_period = nullptr;
   // Graph node ids for the capture-time scope of graph kernels (graph_nodes.hpp).
   decltype(&::cuptiGetGraphNodeId) get_graph_node_id = nullptr;
+  // Detaching between windows of tracing (cupti_options::pause_detach).
+  decltype(&::cuptiFinalize) finalize = nullptr;
 
   [[nodiscard]] bool loaded() const noexcept { return handle != nullptr; }
 
@@ -155,6 +158,7 @@ KSCOPE_DECL std::string resolve_cupti_symbols(cupti_api& api) {
       optional_symbol("cuptiActivityRegisterTimestampCallback", api.activity_register_timestamp_callback),
       optional_symbol("cuptiActivityFlushPeriod", api.activity_flush_period),
       optional_symbol("cuptiGetGraphNodeId", api.get_graph_node_id),
+      optional_symbol("cuptiFinalize", api.finalize),
   };
   const char* missing = resolve_symbols(api.handle, entries);
   return missing != nullptr ? missing : "";
@@ -282,6 +286,33 @@ KSCOPE_DECL std::atomic<pc_sampling_release_hook>& pc_sampling_release_for_activ
 KSCOPE_DECL std::atomic<pc_sampling_release_hook>& pc_sampling_release_for_activity() noexcept {
   static std::atomic<pc_sampling_release_hook> hook{nullptr};  // constant-initialized
   return hook;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+// cuptiFinalize destroys all of CUPTI's state in the process, not only the activity
+// collector's: the profiler's initialization (per-scope counters, PM sampling, warp stalls)
+// and PC sampling kept enabled would be gone under the feature that set them up. So the
+// collector detaches between windows (cupti_options::pause_detach) only while no other
+// feature ever set such state up: each feature marks it, under the mutex, before its first
+// such CUPTI call, and the collector checks the mark and finalizes under the same mutex.
+// Never destroyed (a static destructor may still stop a feature).
+struct cupti_detach_guard {
+  std::mutex mutex;
+  bool state_beyond_activity = false;  // guarded by mutex; never cleared
+};
+KSCOPE_DECL cupti_detach_guard& cupti_detach_state() noexcept;
+
+// Marks CUPTI as holding another feature's state from now on (call before that state is set up).
+inline void mark_cupti_state_beyond_activity() noexcept {
+  cupti_detach_guard& guard = cupti_detach_state();
+  std::lock_guard<std::mutex> lock(guard.mutex);
+  guard.state_beyond_activity = true;
+}
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL cupti_detach_guard& cupti_detach_state() noexcept {
+  static cupti_detach_guard* guard = new cupti_detach_guard();
+  return *guard;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
