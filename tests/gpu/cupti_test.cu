@@ -707,6 +707,9 @@ TEST_CASE("pause detach child: windows with CUPTI detached between them" * docte
   auto& c = kscope::cupti_collector::global();
   kscope::cupti_options o;
   o.pause_detach = true;
+  // A graph's first replay node by node, the rest as one record: the second replay below is
+  // one record, which also releases the first one's held node-level records.
+  o.graph_first = 1;
   const bool started = c.start(o);
   REQUIRE_MESSAGE(started, "the collector did not start: " << c.status().message);
   cudaStream_t stream = nullptr;

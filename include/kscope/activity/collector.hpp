@@ -41,9 +41,10 @@
 //   records, GPU times from CUDA events, one warning naming the error
 //   (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
 // - Exit: an atexit handler (registered after the CUDA runtime's, so it runs first)
-//   force-flushes, disables the activity kinds and unsubscribes. kscope never calls
-//   cuptiFinalize (it races with threads still in CUDA calls), and the collector is never
-//   destroyed, so a late CUPTI callback finds valid memory and does nothing harmful.
+//   force-flushes, disables the activity kinds and unsubscribes. It never calls
+//   cuptiFinalize (it races with threads still in CUDA calls; only a pause with
+//   cupti_options::pause_detach does, at a CUDA call's exit as CUPTI asks), and the collector
+//   is never destroyed, so a late CUPTI callback finds valid memory and does nothing harmful.
 // - KSCOPE_CUPTI=0 in the environment keeps CUPTI off (start() returns false).
 #pragma once
 
@@ -284,6 +285,10 @@ class cupti_collector {
         return;
       }
       record_launch_from_this_thread(attribution.launches(), data->correlationId);
+      if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+                          (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
+                           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000)))
+        global().graphs_seen_.store(true, std::memory_order_relaxed);
       return;
     }
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
@@ -410,7 +415,7 @@ class cupti_collector {
     c.pool_.release(buffer);
     // Outside every kscope lock: a CUPTI call made from inside a CUPTI callback never holds
     // a kscope lock, so CUPTI's internal locks and ours are never taken in opposite orders.
-    if (c.api_.activity_get_num_dropped_records != nullptr) {
+    if (c.api_.activity_get_num_dropped_records != nullptr && !c.detached_flag_.load(std::memory_order_acquire)) {
       std::size_t dropped = 0;
       if (c.api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
         c.dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
@@ -722,7 +727,20 @@ class cupti_collector {
     }
     // A detach (cupti_options::pause_detach) happens at the next CUDA call's exit, from the
     // launch callbacks: they stay on until then.
-    const bool detach = options_.pause_detach && detach_refusal_locked().empty();
+    bool detach = false;
+    if (options_.pause_detach) {
+      std::string refusal = detach_refusal_locked();
+      if (refusal.empty()) {
+        detail::cupti_detach_guard& guard = detail::cupti_detach_state();
+        std::lock_guard<std::mutex> others(guard.mutex);  // never held across a CUPTI call
+        if (guard.state_beyond_activity) refusal = beyond_activity_text;
+      }
+      detach = refusal.empty();
+      if (!detach) {
+        ++detaches_refused_;
+        detach_refusal_ = std::move(refusal);
+      }
+    }
     if (!detach) {
       if (options_.pause_callbacks) set_launch_callbacks(0);
       if (options_.pause_unsubscribe) drop_subscription();
@@ -806,6 +824,8 @@ class cupti_collector {
   }
 
   // ---- Detaching CUPTI between windows (cupti_options::pause_detach) -------------------
+  static constexpr const char* beyond_activity_text =
+      "per-scope counters, PM sampling or warp stalls set CUPTI up in this process";
   // Why a pause keeps CUPTI attached ("" where it may detach). control_mutex_ held.
   std::string detach_refusal_locked() const {
     if (api_.finalize == nullptr) return "the loaded CUPTI has no cuptiFinalize";
@@ -842,12 +862,11 @@ class cupti_collector {
       return;
     }
     std::string refusal = detach_refusal_locked();
-    if (refusal.empty() && guard.state_beyond_activity)
-      refusal = "per-scope counters, PM sampling or warp stalls set CUPTI up in this process";
+    if (refusal.empty() && guard.state_beyond_activity) refusal = beyond_activity_text;
     if (!refusal.empty()) {
-      // The pause as it would have been without pause_detach.
-      if (options_.pause_callbacks) set_launch_callbacks(0);
-      if (options_.pause_unsubscribe) drop_subscription();
+      // Changed since the pause decided (a graph, another feature): the pause's flush, which
+      // it left to the detach; the launch callbacks stay on (two stores a launch, no record).
+      flush_locked(true);
       ++detaches_refused_;
       detach_refusal_ = std::move(refusal);
       return;
@@ -856,7 +875,6 @@ class cupti_collector {
     // gone with it. So the GPU's work is waited for, then every buffer comes back.
     const std::string unsynchronized = wait_for_gpu_work();
     flush_locked(true);
-    detail::cubin_store::global().set_collector_watching(false);  // modules loaded while detached go unseen
     const CUptiResult r = api_.finalize();
     if (r != CUPTI_SUCCESS) {
       add_warning("tracing in windows: cuptiFinalize failed (" + api_.result_name(r) +
@@ -866,6 +884,7 @@ class cupti_collector {
       return;
     }
     subscriber_ = nullptr;  // CUPTI's state is gone: the subscription, callbacks, buffers, clock
+    detail::cubin_store::global().set_collector_watching(false);  // modules loaded while detached go unseen
     buffers_registered_ = false;
     buffers_reclaimed_ += pool_.reclaim_all();
     if (!unsynchronized.empty() && detach_sync_problem_.empty()) detach_sync_problem_ = unsynchronized;
@@ -876,10 +895,14 @@ class cupti_collector {
   }
 
   // Waits for the current context's work and every active primary context's (the runtime's),
-  // through the driver this process already loaded. "" when all were waited for.
+  // through the driver this process already loaded. "" when all were waited for. Not waited
+  // for: contexts a program made itself (cuCtxCreate) and made current on other threads only;
+  // and a wait never ends where the GPU waits for what this thread would do later (a kernel
+  // polling a flag the host sets after this call): such a program leaves pause_detach off.
   static std::string wait_for_gpu_work() noexcept {
     using sync_fn = CUresult (*)();
     using count_fn = CUresult (*)(int*);
+    using device_fn = CUresult (*)(CUdevice*, int);
     using state_fn = CUresult (*)(CUdevice, unsigned int*, int*);
     using retain_fn = CUresult (*)(CUcontext*, CUdevice);
     using release_fn = CUresult (*)(CUdevice);
@@ -889,13 +912,14 @@ class cupti_collector {
     if (driver == nullptr) return "the CUDA driver is not loaded";
     const auto sync = reinterpret_cast<sync_fn>(::dlsym(driver, "cuCtxSynchronize"));
     const auto count = reinterpret_cast<count_fn>(::dlsym(driver, "cuDeviceGetCount"));
+    const auto device_at = reinterpret_cast<device_fn>(::dlsym(driver, "cuDeviceGet"));
     const auto state = reinterpret_cast<state_fn>(::dlsym(driver, "cuDevicePrimaryCtxGetState"));
     const auto retain = reinterpret_cast<retain_fn>(::dlsym(driver, "cuDevicePrimaryCtxRetain"));
     const auto release = reinterpret_cast<release_fn>(::dlsym(driver, "cuDevicePrimaryCtxRelease_v2"));
     const auto push = reinterpret_cast<push_fn>(::dlsym(driver, "cuCtxPushCurrent_v2"));
     const auto pop = reinterpret_cast<pop_fn>(::dlsym(driver, "cuCtxPopCurrent_v2"));
     std::string problem;
-    if (sync == nullptr || count == nullptr || state == nullptr || retain == nullptr || release == nullptr ||
+    if (sync == nullptr || count == nullptr || device_at == nullptr || state == nullptr || retain == nullptr || release == nullptr ||
         push == nullptr || pop == nullptr) {
       problem = "the driver lacks a context call";
     } else {
@@ -904,10 +928,11 @@ class cupti_collector {
         problem = "cuCtxSynchronize " + std::to_string(static_cast<int>(current));
       int devices = 0;
       if (count(&devices) != CUDA_SUCCESS) devices = 0;
-      for (int d = 0; d < devices; ++d) {
+      for (int ordinal = 0; ordinal < devices; ++ordinal) {
+        CUdevice d = 0;
         unsigned int flags = 0;
         int active = 0;
-        if (state(d, &flags, &active) != CUDA_SUCCESS || active == 0) continue;
+        if (device_at(&d, ordinal) != CUDA_SUCCESS || state(d, &flags, &active) != CUDA_SUCCESS || active == 0) continue;
         CUcontext context = nullptr;
         if (retain(&context, d) != CUDA_SUCCESS) continue;
         if (push(context) == CUDA_SUCCESS) {
@@ -936,6 +961,7 @@ class cupti_collector {
     const CUptiResult r = api_.activity_register_callbacks(&on_buffer_requested, &on_buffer_completed);
     if (r != CUPTI_SUCCESS) {
       drop_subscription();
+      detail::cubin_store::global().set_collector_watching(false);
       return give_up("cuptiActivityRegisterCallbacks " + api_.result_name(r));
     }
     buffers_registered_ = true;
@@ -1302,6 +1328,7 @@ KSCOPE_DECL void cupti_collector::set_interval_sink(std::shared_ptr<kernel_inter
 KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limit) {
   cupti_snapshot s;
   trace_window_summary windows;
+  std::uint64_t dropped = 0;
   {
     std::lock_guard<std::mutex> control(control_mutex_);
     s.status = status_locked();
@@ -1321,8 +1348,10 @@ KSCOPE_DECL cupti_snapshot cupti_collector::snapshot(std::size_t top_kernel_limi
          state_ == cupti_state::owned_by_other_tool || state_ == cupti_state::failed;
     if (problem) s.warnings.push_back(s.status.message);  // with what remains (status_locked)
     for (const auto& w : warnings_) s.warnings.push_back(w);
+    // Under the control lock, so that no detach comes between its check and the CUPTI call
+    // (a CUPTI call while detached would attach CUPTI again); outside the attribution lock.
+    dropped = read_dropped_by_cupti();
   }
-  const std::uint64_t dropped = read_dropped_by_cupti();  // outside the attribution lock
   {
     std::lock_guard<std::mutex> lock(attribution_mutex_);
     gpu_attribution& a = attribution_locked();

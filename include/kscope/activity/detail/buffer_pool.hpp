@@ -14,6 +14,7 @@
 #pragma once
 
 #include "../../core/config.hpp"
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -114,6 +115,9 @@ KSCOPE_DECL std::uint8_t* activity_buffer_pool::acquire() noexcept {
 KSCOPE_DECL void activity_buffer_pool::release(std::uint8_t* buffer) noexcept {
   if (!owns(buffer)) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  // Already free (handed back twice, or taken back by reclaim_all): never listed twice, or
+  // two holders would write one buffer. A few pointers to scan.
+  if (std::find(free_.begin(), free_.end(), buffer) != free_.end()) return;
   if (free_.size() < count_) free_.push_back(buffer);  // capacity reserved: no allocation
 }
 
