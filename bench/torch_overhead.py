@@ -94,6 +94,10 @@ BASE_CONFIGS = {
     # The same, kscope's CUPTI subscription dropped while paused (pause_unsubscribe, a probe).
     "production-steps-deep": {ENV_SCOPES: "1", ENV_COLLECT: "production",
                               "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step,pause_unsubscribe=1"},
+    # CUPTI detached between windows (cupti_options::pause_detach): a late-attached CUPTI that is
+    # only switched off still costs every op (bench/RESULTS.md, session 23).
+    "collector-steps-detach": {ENV_SCOPES: "1", ENV_COLLECT: "cupti",
+                               "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step,pause_detach=1"},
     "bare-kernel": {ENV_SCOPES: "0", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CUPTI_ALONE": "kernel"},
     "torch-profiler": {ENV_SCOPES: "0", ENV_COLLECT: "profiler", "KSCOPE_CUPTI": "0"},
     "census": {ENV_SCOPES: "1", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CENSUS": "1"},

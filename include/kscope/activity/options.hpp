@@ -117,7 +117,9 @@ struct cupti_options {
   // CUDA call after the pause, as CUPTI's documentation asks), and the resume attaches it
   // again and enables all that start() enabled. Why: CUPTI attached after the program's CUDA
   // started and then switched off still cost a PyTorch op +2.7 us where a finalize left
-  // +0.2 (bench/RESULTS.md, session 23); switching off is not enough. Before it detaches,
+  // +0.2 (bench/RESULTS.md, session 23); switching off is not enough. Detached, a torch op
+  // between windows cost +0.05 us; each period pays a detach (~2 ms) and an attach (~5-7 ms)
+  // on the thread that pauses and resumes, so periods of seconds suit it. Before it detaches,
   // the collector waits for the GPU (the current context and every active primary one) so
   // that no record of the window is still on its way, then flushes. It does not detach,
   // and keeps CUPTI attached and switched off as before, where a finalize would destroy what
