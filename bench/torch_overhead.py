@@ -43,7 +43,8 @@ Configurations (separated by blanks; each sets the run's environment):
                   TORCH_OVERHEAD_SCOPES=0/1: kscope scopes or none; TORCH_OVERHEAD_COLLECT=
                   none|cupti|production|profiler; TORCH_OVERHEAD_STREAM=current: stream scopes;
                   TORCH_OVERHEAD_START=early: the collector started before torch makes its
-                  CUDA context (default: after, as an engine does); CUPTI_ALONE_ATTACH=late:
+                  CUDA context (default: after, as an engine does); =driver: started by the
+                  driver inside cuInit, kscope's library being the CUDA injection library; CUPTI_ALONE_ATTACH=late:
                   CUPTI alone attached where kscope starts (the library loaded with ctypes
                   and its InitializeInjection called), not by the driver at its start.
                   Early against late tells whether attaching to a running context is what
@@ -106,7 +107,7 @@ BASE_CONFIGS = {
 # Variables a run must not inherit from the caller (each configuration sets its own).
 CLEARED = ("KSCOPE", "KSCOPE_CUPTI", "KSCOPE_METRIC_SAMPLING", "KSCOPE_COUNTERS", "KSCOPE_PRODUCTION",
            "KSCOPE_CUPTI_OPTIONS", "KSCOPE_REPORT", "KSCOPE_METRICS", "CUDA_INJECTION64_PATH", "CUPTI_ALONE",
-           "CENSUS", "CENSUS_OUT", "CENSUS_OPS", "CENSUS_DOMAINS", ENV_SCOPES, ENV_COLLECT, ENV_START,
+           "CENSUS", "CENSUS_OUT", "CENSUS_OPS", "CENSUS_DOMAINS", ENV_SCOPES, ENV_COLLECT, ENV_START, "KSCOPE_INJECTION",
            "CUPTI_ALONE_ATTACH", ENV_LATE_CUPTI)
 # (TORCH_OVERHEAD_STREAM is inherited: set for the whole run, every scope is a stream scope.)
 
@@ -184,8 +185,8 @@ def child(args):
               flush=True)
         return 77
     start = os.environ.get(ENV_START, "late")
-    if start not in ("early", "late"):
-        print(f"ERROR: {ENV_START}={start}: early or late", flush=True)
+    if start not in ("early", "late", "driver"):
+        print(f"ERROR: {ENV_START}={start}: early, late or driver", flush=True)
         return 2
 
     kscope = None
@@ -339,8 +340,17 @@ def parse_config(text):
                                          env.get("CUPTI_ALONE_ATTACH") == "late"):
         raise SystemExit(f"torch_overhead: '{text}': CUPTI_ALONE_ATTACH=late needs CUPTI_ALONE and no "
                          "CUDA_INJECTION64_PATH of its own")
-    if env.get(ENV_START, "late") not in ("early", "late"):
-        raise SystemExit(f"torch_overhead: '{text}': {ENV_START} is early or late")
+    if env.get(ENV_START, "late") not in ("early", "late", "driver"):
+        raise SystemExit(f"torch_overhead: '{text}': {ENV_START} is early, late or driver")
+    if env.get(ENV_START) == "driver":
+        # kscope's library as the CUDA injection library: the driver starts the collector inside
+        # cuInit (src/kscope_c.cpp, InitializeInjection), as `python -m kscope run --attach driver`.
+        lib = os.environ.get("KSCOPE_LIBRARY", "")
+        if env.get(ENV_COLLECT) not in ("cupti", "production") or not lib or "CUDA_INJECTION64_PATH" in env:
+            raise SystemExit(f"torch_overhead: '{text}': {ENV_START}=driver needs the collector or the preset, "
+                             "KSCOPE_LIBRARY and no other injection library")
+        env["CUDA_INJECTION64_PATH"] = lib
+        env["KSCOPE_INJECTION"] = env[ENV_COLLECT]
     untimed = env.get("CENSUS") == "1"
     if untimed and "CUDA_INJECTION64_PATH" not in env:
         lib = os.environ.get("CENSUS_LIB", "")

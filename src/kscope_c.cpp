@@ -1214,4 +1214,37 @@ kscope_status kscope_output_put(kscope_output_sink* sink, const double* values, 
   });
 }
 
+// ---- attached at the driver's start ------------------------------------------------------
+// CUDA_INJECTION64_PATH=<this library> makes the driver load it inside cuInit and call this,
+// before the program's first CUDA call returns: the activity collector subscribes there, at
+// the driver's start, where CUPTI costs a launch less and leaves nothing once switched off
+// (bench/RESULTS.md, sessions 22-23). `python -m kscope run --attach driver` sets it up.
+// KSCOPE_INJECTION says what to start: `cupti` (the collector, KSCOPE_CUPTI_OPTIONS applied)
+// or `production` (the production preset's collector options; the preset's PM sampling is
+// started by the program, after: it cannot start inside cuInit); anything else starts
+// nothing. Nothing here makes a CUDA call (it would re-enter cuInit). Both variables are
+// removed from the environment once read, so that child processes do not inherit them.
+// Returns 1 (the driver ignores it).
+KSCOPE_C_API int InitializeInjection(void) {
+  try {
+    const char* mode = std::getenv("KSCOPE_INJECTION");
+    const std::string what = mode != nullptr ? mode : "";
+    ::unsetenv("KSCOPE_INJECTION");
+    ::unsetenv("CUDA_INJECTION64_PATH");
+    kscope::cupti_options options;
+    if (what == "production") {
+      options = kscope::production_preset().cupti;
+    } else if (what != "cupti" && what != "1") {
+      kscope::session::global().warn(
+          "CUDA_INJECTION64_PATH named kscope's library but KSCOPE_INJECTION was " +
+          (what.empty() ? std::string("not set") : "'" + what + "'") +
+          " (cupti or production): the collector was not started at the driver's start");
+      return 1;
+    }
+    (void)kscope::cupti_collector::global().start_in_driver_initialization(options);
+  } catch (...) {
+  }
+  return 1;
+}
+
 }  // extern "C"

@@ -851,6 +851,33 @@ TEST_CASE("activity buffer pool: up-front allocation, exhaustion, foreign pointe
   CHECK(got.load() > 0);
 }
 
+// After a detach (cupti_options::pause_detach) CUPTI, which held some buffers, is gone: the
+// pool takes them all back, and a late hand-back of one of them must not list it twice.
+TEST_CASE("activity buffer pool: reclaim_all after a detach, and a late hand-back listed once") {
+  kscope::detail::activity_buffer_pool empty;
+  CHECK(empty.reclaim_all() == 0);  // nothing allocated: nothing to take back
+  kscope::detail::activity_buffer_pool pool;
+  REQUIRE(pool.allocate(256, 3));
+  CHECK(pool.reclaim_all() == 0);  // all free already
+  CHECK(pool.available() == 3);
+  std::uint8_t* a = pool.acquire();
+  std::uint8_t* b = pool.acquire();
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  CHECK(pool.reclaim_all() == 2);  // the two CUPTI held
+  CHECK(pool.available() == 3);
+  pool.release(a);  // late: already free again
+  CHECK(pool.available() == 3);
+  std::vector<std::uint8_t*> given;
+  while (std::uint8_t* next = pool.acquire()) given.push_back(next);
+  CHECK(given.size() == 3);
+  std::sort(given.begin(), given.end());
+  CHECK(std::adjacent_find(given.begin(), given.end()) == given.end());  // each buffer handed out once
+  pool.release(given[0]);
+  pool.release(given[0]);  // twice: listed once
+  CHECK(pool.available() == 1);
+}
+
 TEST_CASE("median past the reservoir: a uniform sample, close to the true median") {
   kscope::attribution_options o;
   o.median_samples = 256;

@@ -7,6 +7,9 @@
     --production         the production preset instead (sampled CUDA-graph tracing, metric sampling)
     --no-cupti           scopes only: host time, and GPU time from their events
     --cupti-options TEXT the collector's options (KSCOPE_CUPTI_OPTIONS text: "graphs=node,sync=0")
+    --attach WHEN        when the collector attaches: `late` (default: after CUDA's driver has
+                         started) or `driver` (inside the driver's start, kscope's library being
+                         the CUDA injection library; the driver is started before the program runs)
     --report PATH        where the report goes at exit (default: standard output)
     --format FORMAT      text, json, html, csv or openmetrics (default: from PATH's suffix, else text)
     --diagnose           the diagnosis too: after a text report, else on standard error
@@ -34,7 +37,7 @@ FORMATS = ("text", "json", "html", "csv", "openmetrics")
 _SUFFIX_FORMATS = {".json": "json", ".html": "html", ".htm": "html", ".csv": "csv", ".txt": "text",
                    ".prom": "openmetrics", ".om": "openmetrics"}
 # run's options that take a value (what follows them is not the program).
-_VALUED = {"--report", "-o", "--format", "--trace", "--module-depth", "--cupti-options"}
+_VALUED = {"--report", "-o", "--format", "--trace", "--module-depth", "--cupti-options", "--attach"}
 
 
 def _usage_error(parser, message):
@@ -56,6 +59,9 @@ def _run_parser():
     mode.add_argument("--no-cupti", dest="mode", action="store_const", const="scopes",
                       help="scopes only: host time, and GPU time from their CUDA events")
     p.add_argument("--cupti-options", metavar="TEXT", help='the collector\'s options ("graphs=node,sync=0")')
+    p.add_argument("--attach", choices=("late", "driver"), default="late",
+                   help="late: the collector starts now (default); driver: inside the driver's start, "
+                        "as a CUDA injection library (CUPTI attached there costs a launch less)")
     p.add_argument("--report", "-o", metavar="PATH", help="the report's file (default: standard output)")
     p.add_argument("--format", choices=FORMATS, help="the report's format (default: from the file's suffix, else text)")
     p.add_argument("--diagnose", action="store_true",
@@ -102,11 +108,56 @@ def _format_of(options) -> str:
     return "text"
 
 
+def _attach_at_driver_start(kscope, options) -> bool:
+    """--attach driver: kscope's library as the CUDA injection library, so that the driver
+    starts the collector inside cuInit (src/kscope_c.cpp, InitializeInjection). False, said on
+    standard error, where another injection library is set. (Where the driver had started in
+    this process already, it calls no injection: the collector then starts late, and its status
+    line does not say "attached at the driver's start".)"""
+    if options.mode not in ("cupti", "production"):
+        return False
+    theirs = os.environ.get("CUDA_INJECTION64_PATH", "")
+    if theirs and os.path.realpath(theirs) != os.path.realpath(kscope.library_path or ""):
+        print(f"kscope run: --attach driver: CUDA_INJECTION64_PATH already names {theirs}; "
+              "the collector attaches late instead", file=sys.stderr)
+        return False
+    if not kscope.library_path:
+        return False
+    os.environ["CUDA_INJECTION64_PATH"] = kscope.library_path
+    os.environ["KSCOPE_INJECTION"] = options.mode
+    if options.cupti_options:  # the environment's own options keep the last word, as they do late
+        env = os.environ.get("KSCOPE_CUPTI_OPTIONS", "")
+        os.environ["KSCOPE_CUPTI_OPTIONS"] = options.cupti_options + ("," + env if env else "")
+    return True
+
+
+def _start_cuda_driver() -> None:
+    """cuInit now, with no kscope lock held: the driver calls kscope's InitializeInjection
+    inside it. (kscope's own start would call it from inside its start, under its lock.)
+    Without a driver nothing happens here; the enable that follows says why."""
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1").cuInit(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _start(kscope, options) -> None:
     """kscope on as asked; a collector that cannot run (no GPU, another tool owns CUPTI)
     leaves one line on standard error and the scopes working."""
+    original_options = os.environ.get("KSCOPE_CUPTI_OPTIONS")
+    at_driver_start = options.attach == "driver" and _attach_at_driver_start(kscope, options)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", kscope.KscopeWarning)
+        if at_driver_start:
+            _start_cuda_driver()  # the collector starts inside it; the enable below finds it running
+            # Read by then: the program and its child processes see the environment as it was.
+            for name in ("CUDA_INJECTION64_PATH", "KSCOPE_INJECTION"):
+                os.environ.pop(name, None)
+            if original_options is None:
+                os.environ.pop("KSCOPE_CUPTI_OPTIONS", None)
+            else:
+                os.environ["KSCOPE_CUPTI_OPTIONS"] = original_options
         if options.mode == "production":
             kscope.enable_production()
         elif options.mode == "cupti":

@@ -198,3 +198,79 @@ def test_without_the_library_the_program_still_runs_and_keeps_its_exit_code(tmp_
     assert out.returncode == 5
     assert "kscope run: no report:" in out.stderr
     assert not (tmp_path / "none.json").exists()
+
+
+ENV_SCRIPT = """
+    import json, os
+    names = ("CUDA_INJECTION64_PATH", "KSCOPE_INJECTION", "KSCOPE_CUPTI_OPTIONS")
+    print(json.dumps({name: os.environ.get(name) for name in names}))
+"""
+
+
+def test_attach_driver_runs_the_program_and_leaves_its_environment_as_it_was(tmp_path):
+    # --attach driver makes kscope's library the CUDA injection library for the driver's start
+    # (done before the program runs); the program and its children then see none of it.
+    script = write(tmp_path / "env.py", ENV_SCRIPT)
+    out = run_kscope(["--attach", "driver", "--cupti-options", "sync=0", "--report", "run.json", str(script)],
+                     cwd=tmp_path, env={"KSCOPE_CUPTI_OPTIONS": "memset=0"})
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[0])
+    assert seen == {"CUDA_INJECTION64_PATH": None, "KSCOPE_INJECTION": None, "KSCOPE_CUPTI_OPTIONS": "memset=0"}
+    assert (tmp_path / "run.json").exists()
+
+
+def test_attach_driver_with_another_injection_library_attaches_late_and_says_so(tmp_path):
+    script = write(tmp_path / "env.py", ENV_SCRIPT)
+    theirs = str(tmp_path / "their_injection.so")  # never loaded: no driver starts here, or it fails to load
+    out = run_kscope(["--attach", "driver", "--no-cupti", str(script)], cwd=tmp_path,
+                     env={"CUDA_INJECTION64_PATH": theirs})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[0])["CUDA_INJECTION64_PATH"] == theirs  # scopes only: untouched
+    out = run_kscope(["--attach", "driver", str(script)], cwd=tmp_path, env={"CUDA_INJECTION64_PATH": theirs})
+    assert "CUDA_INJECTION64_PATH already names" in out.stderr
+    assert json.loads(out.stdout.splitlines()[0])["CUDA_INJECTION64_PATH"] == theirs
+
+
+def test_attach_takes_late_or_driver_only(tmp_path):
+    script = write(tmp_path / "env.py", ENV_SCRIPT)
+    out = run_kscope(["--attach", "early", str(script)], cwd=tmp_path)
+    assert out.returncode == 2
+    assert "--attach" in out.stderr
+
+
+INJECTION_SCRIPT = """
+    import ctypes, json, os, sys
+    import kscope
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    os.environ["KSCOPE_INJECTION"] = sys.argv[1]
+    os.environ["CUDA_INJECTION64_PATH"] = kscope.library_path
+    rc = ctypes.CDLL(kscope.library_path).InitializeInjection()  # as the driver calls it
+    data = kscope.report().data
+    print(json.dumps({"rc": rc,
+                      "left": [n for n in ("KSCOPE_INJECTION", "CUDA_INJECTION64_PATH") if libc.getenv(n.encode())],
+                      "status": data.get("cupti", {}).get("status", ""),
+                      "warnings": [w for w in data.get("warnings", []) if "KSCOPE_INJECTION" in w]}))
+"""
+
+
+@pytest.mark.parametrize("mode", ["cupti", "production", "bogus"])
+def test_the_injection_entry_clears_its_variables_and_never_fails_the_program(tmp_path, mode):
+    # What the driver calls inside cuInit when CUDA_INJECTION64_PATH names libkscope_c.so. Here,
+    # with no driver started: nothing may hang or crash, the variables are gone from the process's
+    # environment (children inherit none), and a mode not understood is named in the report.
+    script = write(tmp_path / "inject.py", INJECTION_SCRIPT)
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.path.join(ROOT, "python")
+    out = subprocess.run([sys.executable, str(script), mode], cwd=tmp_path, env=environment,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["rc"] == 1
+    assert seen["left"] == []
+    if mode == "bogus":
+        assert seen["warnings"] and "'bogus'" in seen["warnings"][0], seen
+    else:
+        assert seen["warnings"] == []
+        if not os.path.exists("/dev/nvidia0"):  # no GPU: the collector did not claim to run
+            assert "attached at the driver's start" not in seen["status"], seen

@@ -176,6 +176,13 @@ class cupti_collector {
   // puts one line in status().message and the snapshot's warnings. Idempotent.
   bool start(const cupti_options& options = {});
 
+  // start() from a CUDA injection library's InitializeInjection, which the driver calls
+  // inside cuInit when CUDA_INJECTION64_PATH names the library (libkscope_c.so exports one:
+  // src/kscope_c.cpp). CUPTI attached there, at the driver's start, costs less per launch than
+  // attached later, and leaves nothing when switched off (bench/RESULTS.md, sessions 22-23).
+  // The same as start() but for the GPU probe, whose CUDA calls would re-enter cuInit.
+  bool start_in_driver_initialization(const cupti_options& options = {});
+
   // Delivers every completed activity buffer now (cuptiActivityFlushAll); each record is
   // attributed as its buffer arrives. force: also deliver buffers with records still in
   // flight (those come back without timestamps and are counted as dropped) — what the
@@ -444,8 +451,10 @@ class cupti_collector {
 
   bool start_cupti() {
     // The short reason only: why there is no GPU is the report's GPU line (probe_gpu().message).
-    const gpu_availability& gpu = probe_gpu();
-    if (!gpu.available()) return refuse(cupti_state::unavailable, "CUPTI not started: " + gpu.reason);
+    if (!in_driver_initialization_) {  // there, the driver calling us is the GPU's presence
+      const gpu_availability& gpu = probe_gpu();
+      if (!gpu.available()) return refuse(cupti_state::unavailable, "CUPTI not started: " + gpu.reason);
+    }
     std::string why;
     if (!detail::load_cupti(api_, options_.library_path, why)) {
       return refuse(cupti_state::unavailable, "CUPTI unavailable: " + why);
@@ -538,7 +547,8 @@ class cupti_collector {
     if (!exit_handler_registered_) {
       // probe_gpu() above (its cudaGetDeviceCount, in this call or an earlier one) made
       // the runtime register its own teardown first, so this handler runs before it
-      // (atexit is LIFO).
+      // (atexit is LIFO). Started inside cuInit, it may run after the runtime's teardown:
+      // it makes CUPTI calls only, which the driver (still there) serves.
       exit_handler_registered_ = std::atexit(&at_exit_handler) == 0;
     }
     state_ = cupti_state::running;
@@ -1068,7 +1078,8 @@ class cupti_collector {
   std::atomic<bool> graphs_seen_{false};  // a graph launched, built or instantiated (callbacks)
   bool detached_ = false;
   std::atomic<bool> detached_flag_{false};  // detached_, for the unlocked dropped-records read
-  bool clock_set_up_again_ = false;  // stopped while detached: the next start() sets the clock up
+  bool clock_set_up_again_ = false;
+  bool in_driver_initialization_ = false;  // start_in_driver_initialization(): no GPU probe  // stopped while detached: the next start() sets the clock up
   std::uint64_t detaches_ = 0;
   std::uint64_t detaches_refused_ = 0;
   std::string detach_refusal_;
@@ -1150,6 +1161,19 @@ KSCOPE_DECL bool cupti_collector::start(const cupti_options& options) {
 #else
   return refuse(cupti_state::disabled, "CUPTI unavailable: kscope was built without the CUDA toolkit's CUPTI headers");
 #endif
+}
+
+KSCOPE_DECL bool cupti_collector::start_in_driver_initialization(const cupti_options& options) {
+  {
+    std::lock_guard<std::mutex> control(control_mutex_);
+    if (state_ == cupti_state::running) return true;  // started already, where it was started
+    in_driver_initialization_ = true;
+  }
+  const bool started = start(options);
+  std::lock_guard<std::mutex> control(control_mutex_);
+  in_driver_initialization_ = false;
+  if (started) message_ += "; attached at the driver's start (CUDA injection)";
+  return started;
 }
 
 KSCOPE_DECL void cupti_collector::flush(bool force) {
