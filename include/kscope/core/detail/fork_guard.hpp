@@ -51,6 +51,7 @@ enum class lock_rank : int {
   event_pool = 30,
   collector_windows = 38,  // the window thread's wake-up: held with no other kscope lock
   collector_control = 40,
+  cupti_detach = 45,  // cupti/detail/api.hpp: taken under the control lock, or alone by a feature
   collector_attribution = 50,
   sampled_metrics = 60,  // PM-sample attribution: taken inside the attribution's lock
   scope_counters = 70,   // per-scope counter aggregates

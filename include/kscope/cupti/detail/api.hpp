@@ -31,6 +31,9 @@
 
 #if KSCOPE_HAS_CUPTI
 
+#include "../../core/detail/fork_guard.hpp"
+#include "../../core/detail/once.hpp"
+
 #include <cupti.h>
 #include <dlfcn.h>
 
@@ -311,8 +314,13 @@ inline void mark_cupti_state_beyond_activity() noexcept {
 
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL cupti_detach_guard& cupti_detach_state() noexcept {
-  static cupti_detach_guard* guard = new cupti_detach_guard();
-  return *guard;
+  // A fork never catches it half-built, nor its mutex held (core/detail/once.hpp, fork_guard.hpp).
+  static lazy_global<cupti_detach_guard> instance{lock_rank::init};
+  return instance.get([] {
+    auto* guard = new cupti_detach_guard();
+    guard_across_fork(guard->mutex, lock_rank::cupti_detach);
+    return guard;
+  });
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
