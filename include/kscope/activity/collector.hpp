@@ -968,6 +968,7 @@ class cupti_collector {
       return false;
     };
     if (subscriber_ == nullptr && !take_subscription_again()) return false;  // said there (the resume enables the launch callbacks)
+    attach_subscribe_ns_ += detail::now_ns() - began;  // CUPTI's own start again, and the resource callbacks
     const CUptiResult r = api_.activity_register_callbacks(&on_buffer_requested, &on_buffer_completed);
     if (r != CUPTI_SUCCESS) {
       drop_subscription();
@@ -997,7 +998,7 @@ class cupti_collector {
     std::string t = "; CUPTI detached at " + std::to_string(detaches_) + " pause" + (detaches_ == 1 ? "" : "s");
     if (detaches_ > 0)
       t += " (" + std::to_string(detach_ns_ / 1000) + " us to detach, " + std::to_string(attach_ns_ / 1000) +
-           " us to attach again, in all)";
+           " us to attach again, of which " + std::to_string(attach_subscribe_ns_ / 1000) + " us to subscribe, in all)";
     if (detaches_refused_ > 0)
       t += ", kept attached at " + std::to_string(detaches_refused_) + ": " + detach_refusal_;
     if (!detach_sync_problem_.empty())
@@ -1087,6 +1088,7 @@ class cupti_collector {
   std::size_t buffers_reclaimed_ = 0;
   std::int64_t detach_ns_ = 0;
   std::int64_t attach_ns_ = 0;
+  std::int64_t attach_subscribe_ns_ = 0;  // of attach_ns_: the subscription (CUPTI starting again) and its resource callbacks
   // Tracing in windows (evidence/trace_windows.hpp). paused_, the log and the toggle counts are
   // guarded by control_mutex_; the thread's wake-up by window_thread_mutex_, which is held
   // with no other kscope lock.
