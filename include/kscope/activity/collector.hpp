@@ -841,6 +841,9 @@ class cupti_collector {
     if (api_.finalize == nullptr) return "the loaded CUPTI has no cuptiFinalize";
     if (graphs_seen_.load(std::memory_order_relaxed))
       return "the program uses CUDA graphs (their node ids and graph-level trace live in CUPTI)";
+    // The detach waits for the GPU, which a stream capture in progress forbids: only where the
+    // graph-node callbacks would have said that a capture began (graphs_seen_).
+    if (!graph_capture_enabled_) return "CUPTI's graph-node callbacks are off, so a stream capture would go unseen";
     return "";
   }
 
