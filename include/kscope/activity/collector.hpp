@@ -282,20 +282,16 @@ class cupti_collector {
           record_launch_from_this_thread(attribution.launches(), data->correlationId);
         // After the store above (or the runtime call's, the same id): the mark must stay.
         if (unreferenced) mark_unreferenced_replay_from_this_thread(attribution.launches(), data->correlationId);
-        if (KSCOPE_UNLIKELY(data->callbackSite == CUPTI_API_EXIT && global().detach_pending_.load(std::memory_order_relaxed)))
+        if (KSCOPE_UNLIKELY(data->callbackSite == CUPTI_API_EXIT && detach_pending_.load(std::memory_order_relaxed)))
           global().detach_at_api_exit();
         return;
       }
       if (data->callbackSite != CUPTI_API_ENTER) {
         // A pause asked CUPTI detached (cupti_options::pause_detach): here, at a call's exit.
-        if (KSCOPE_UNLIKELY(global().detach_pending_.load(std::memory_order_relaxed))) global().detach_at_api_exit();
+        if (KSCOPE_UNLIKELY(detach_pending_.load(std::memory_order_relaxed))) global().detach_at_api_exit();
         return;
       }
       record_launch_from_this_thread(attribution.launches(), data->correlationId);
-      if (KSCOPE_UNLIKELY(domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-                          (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
-                           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000)))
-        global().graphs_seen_.store(true, std::memory_order_relaxed);
       return;
     }
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
@@ -422,7 +418,7 @@ class cupti_collector {
     c.pool_.release(buffer);
     // Outside every kscope lock: a CUPTI call made from inside a CUPTI callback never holds
     // a kscope lock, so CUPTI's internal locks and ours are never taken in opposite orders.
-    if (c.api_.activity_get_num_dropped_records != nullptr && !c.detached_flag_.load(std::memory_order_acquire)) {
+    if (c.api_.activity_get_num_dropped_records != nullptr && !c.detached_.load(std::memory_order_acquire)) {
       std::size_t dropped = 0;
       if (c.api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
         c.dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
@@ -739,12 +735,10 @@ class cupti_collector {
     // launch callbacks: they stay on until then.
     bool detach = false;
     if (options_.pause_detach) {
-      std::string refusal = detach_refusal_locked();
-      if (refusal.empty()) {
-        detail::cupti_detach_guard& guard = detail::cupti_detach_state();
-        std::lock_guard<std::mutex> others(guard.mutex);  // never held across a CUPTI call
-        if (guard.state_beyond_activity) refusal = beyond_activity_text;
-      }
+      detail::cupti_detach_guard& guard = detail::cupti_detach_state();
+      std::unique_lock<std::mutex> others(guard.mutex);  // never held across a CUPTI call
+      std::string refusal = detach_refusal_locked(guard.state_beyond_activity);
+      others.unlock();
       detach = refusal.empty();
       if (!detach) {
         ++detaches_refused_;
@@ -775,7 +769,7 @@ class cupti_collector {
     const std::int64_t began = detail::now_ns();
     bool ok = true;
     detach_pending_.store(false, std::memory_order_release);  // no CUDA call came: still attached
-    if (detached_ && !attach_again_locked()) {
+    if (detached_.load(std::memory_order_relaxed) && !attach_again_locked()) {
       window_log_.note_failed_toggle();
       return false;
     }
@@ -834,11 +828,11 @@ class cupti_collector {
   }
 
   // ---- Detaching CUPTI between windows (cupti_options::pause_detach) -------------------
-  static constexpr const char* beyond_activity_text =
-      "per-scope counters, PM sampling or warp stalls set CUPTI up in this process";
-  // Why a pause keeps CUPTI attached ("" where it may detach). control_mutex_ held.
-  std::string detach_refusal_locked() const {
+  // Why a pause keeps CUPTI attached ("" where it may detach); `others` is another feature's
+  // CUPTI state (cupti_detach_guard, its mutex held). control_mutex_ held.
+  std::string detach_refusal_locked(bool others) const {
     if (api_.finalize == nullptr) return "the loaded CUPTI has no cuptiFinalize";
+    if (others) return "per-scope counters, PM sampling or warp stalls set CUPTI up in this process";
     if (graphs_seen_.load(std::memory_order_relaxed))
       return "the program uses CUDA graphs (their node ids and graph-level trace live in CUPTI)";
     // The detach waits for the GPU, which a stream capture in progress forbids: only where the
@@ -856,7 +850,7 @@ class cupti_collector {
     std::unique_lock<std::mutex> control(control_mutex_, std::try_to_lock);
     if (!control.owns_lock()) return;
     if (!detach_pending_.exchange(false, std::memory_order_acq_rel)) return;
-    if (state_ != cupti_state::running || !paused_ || detached_) return;
+    if (state_ != cupti_state::running || !paused_ || detached_.load(std::memory_order_relaxed)) return;
     inside = true;
     try {
       detach_locked();
@@ -874,8 +868,7 @@ class cupti_collector {
       detach_pending_.store(true, std::memory_order_release);
       return;
     }
-    std::string refusal = detach_refusal_locked();
-    if (refusal.empty() && guard.state_beyond_activity) refusal = beyond_activity_text;
+    std::string refusal = detach_refusal_locked(guard.state_beyond_activity);
     if (!refusal.empty()) {
       // Changed since the pause decided (a graph, another feature): the pause's flush, which
       // it left to the detach; the launch callbacks stay on (two stores a launch, no record).
@@ -901,8 +894,7 @@ class cupti_collector {
     buffers_registered_ = false;
     buffers_reclaimed_ += pool_.reclaim_all();
     if (!unsynchronized.empty() && detach_sync_problem_.empty()) detach_sync_problem_ = unsynchronized;
-    detached_ = true;
-    detached_flag_.store(true, std::memory_order_release);
+    detached_.store(true, std::memory_order_release);
     ++detaches_;
     detach_ns_ += detail::now_ns() - began;
   }
@@ -989,8 +981,7 @@ class cupti_collector {
     if (clock_ == cupti_clock::offset) clock_offset_ns_.store(measure_clock_offset(), std::memory_order_relaxed);
     if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr)
       (void)api_.activity_flush_period(options_.flush_period_ms);
-    detached_ = false;
-    detached_flag_.store(false, std::memory_order_release);
+    detached_.store(false, std::memory_order_release);
     attach_ns_ += detail::now_ns() - began;
     return true;
   }
@@ -1024,9 +1015,8 @@ class cupti_collector {
   void teardown() noexcept {
     graph_trace_on_.store(false, std::memory_order_release);
     detach_pending_.store(false, std::memory_order_release);
-    if (detached_) {  // nothing of kscope's in CUPTI: a call now would only attach it again
-      detached_ = false;
-      detached_flag_.store(false, std::memory_order_release);
+    if (detached_.load(std::memory_order_relaxed)) {  // nothing of kscope's in CUPTI: a call now would only attach it again
+      detached_.store(false, std::memory_order_release);
       clock_set_up_again_ = true;  // the timestamp callback went with CUPTI's state
       enabled_kinds_.clear();
       graph_capture_enabled_ = false;
@@ -1078,12 +1068,13 @@ class cupti_collector {
   bool graph_hooks_enabled_ = false;  // the graph launch's callbacks were enabled at start
   // Detaching between windows (cupti_options::pause_detach): asked by a pause, done at the
   // next CUDA call's exit (the flag, read there unlocked); the rest under control_mutex_.
-  std::atomic<bool> detach_pending_{false};
+  // Static: the launch callbacks' exit path reads it without reaching the collector.
+  static inline std::atomic<bool> detach_pending_{false};
   std::atomic<bool> graphs_seen_{false};  // a graph launched, built or instantiated (callbacks)
-  bool detached_ = false;
-  std::atomic<bool> detached_flag_{false};  // detached_, for the unlocked dropped-records read
-  bool clock_set_up_again_ = false;
-  bool in_driver_initialization_ = false;  // start_in_driver_initialization(): no GPU probe  // stopped while detached: the next start() sets the clock up
+  // Changed under control_mutex_; atomic for the buffer callback's unlocked read.
+  std::atomic<bool> detached_{false};
+  bool clock_set_up_again_ = false;  // stopped while detached: the next start() sets the clock up
+  bool in_driver_initialization_ = false;  // start_in_driver_initialization(): no GPU probe
   std::uint64_t detaches_ = 0;
   std::uint64_t detaches_refused_ = 0;
   std::string detach_refusal_;
@@ -1533,7 +1524,7 @@ KSCOPE_DECL std::uint64_t cupti_collector::read_dropped_by_cupti() noexcept {
 #if KSCOPE_HAS_CUPTI
   // Not while detached: any CUPTI call attaches CUPTI again (the count died with it, read
   // at the detach's flush).
-  if (running_.load(std::memory_order_acquire) && !detached_flag_.load(std::memory_order_acquire) &&
+  if (running_.load(std::memory_order_acquire) && !detached_.load(std::memory_order_acquire) &&
       api_.activity_get_num_dropped_records != nullptr) {
     std::size_t dropped = 0;
     if (api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
@@ -1546,7 +1537,7 @@ KSCOPE_DECL std::uint64_t cupti_collector::read_dropped_by_cupti() noexcept {
 
 KSCOPE_DECL void cupti_collector::flush_locked(bool force) {
 #if KSCOPE_HAS_CUPTI
-  if (running_.load(std::memory_order_acquire) && !detached_) {  // detached: CUPTI holds nothing; a call would attach it
+  if (running_.load(std::memory_order_acquire) && !detached_.load(std::memory_order_relaxed)) {  // detached: CUPTI holds nothing; a call would attach it
     // Delivers buffers through on_buffer_completed on this thread (attribution lock
     // taken there; only the control lock is held here).
     (void)api_.activity_flush_all(force ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
