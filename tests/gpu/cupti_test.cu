@@ -815,23 +815,13 @@ TEST_CASE("pause detach child: windows with CUPTI detached between them" * docte
 TEST_CASE("tracing paused with CUPTI detached (pause_detach), in a process of its own" *
           doctest::skip(is_detach_child())) {
   KSCOPE_TEST_NEEDS(kscope_test::feature::activity);
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::setenv(detach_child_variable, "1", 1);
-    for (const char* v : {"KSCOPE_PRODUCTION", "KSCOPE_CUPTI", "KSCOPE_CUPTI_OPTIONS", "KSCOPE_METRIC_SAMPLING",
-                          "KSCOPE_COUNTERS", "KSCOPE_REPORT", "KSCOPE_METRICS"})
-      ::unsetenv(v);
-    ::alarm(120);
-    ::execl("/proc/self/exe", "/proc/self/exe", "--test-case=pause detach child*", static_cast<char*>(nullptr));
-    ::_exit(121);
-  }
-  int status = 0;
-  pid_t waited = -1;
-  do waited = ::waitpid(pid, &status, 0);
-  while (waited < 0 && errno == EINTR);
-  REQUIRE(waited == pid);
+  const int status = kscope_test::run_cases_in_child(
+      "pause detach child*",
+      kscope_test::environment_with({"KSCOPE_PRODUCTION", "KSCOPE_CUPTI", "KSCOPE_CUPTI_OPTIONS", "KSCOPE_METRIC_SAMPLING",
+                                     "KSCOPE_COUNTERS", "KSCOPE_REPORT", "KSCOPE_METRICS"},
+                                    {std::string(detach_child_variable) + "=1"}),
+      120);
+  REQUIRE(status != -1);
   CHECK_MESSAGE(WIFEXITED(status), "the child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
   const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   CHECK_MESSAGE(passed,

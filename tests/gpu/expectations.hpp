@@ -29,8 +29,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -245,6 +251,51 @@ inline bool facts_were_read() {
   return state().facts_read;
 }
 }  // namespace detail
+
+// Runs this test binary again, in a child process, on the cases `test_case_filter` names
+// (doctest's --test-case pattern), with `environment` ("NAME=value" entries) as its whole
+// environment, ended by SIGALRM after `alarm_s` seconds. Everything is built here, before the
+// fork: the child of a threaded parent allocates nothing before its exec. Returns the
+// child's wait status; -1 where fork failed or the wait was lost.
+inline int run_cases_in_child(const std::string& test_case_filter, const std::vector<std::string>& environment,
+                              unsigned alarm_s) {
+  std::vector<char*> envp;
+  for (const std::string& e : environment) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe";
+  std::string filter = "--test-case=" + test_case_filter;
+  char* argv[] = {self.data(), filter.data(), nullptr};
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::alarm(alarm_s);
+    ::execve(argv[0], argv, envp.data());
+    ::_exit(121);
+  }
+  int status = 0;
+  pid_t waited = -1;
+  do waited = ::waitpid(pid, &status, 0);
+  while (waited < 0 && errno == EINTR);
+  return waited == pid ? status : -1;
+}
+
+// This process's environment less the variables `removed` names, plus `added` ("NAME=value").
+inline std::vector<std::string> environment_with(std::initializer_list<const char*> removed,
+                                                 std::initializer_list<std::string> added) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool keep = true;
+    for (const char* name : removed)
+      if (entry.compare(0, std::strlen(name), name) == 0 && entry.size() > std::strlen(name) &&
+          entry[std::strlen(name)] == '=')
+        keep = false;
+    if (keep) out.push_back(entry);
+  }
+  out.insert(out.end(), added.begin(), added.end());
+  return out;
+}
 
 }  // namespace kscope_test
 

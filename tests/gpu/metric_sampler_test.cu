@@ -574,26 +574,8 @@ TEST_CASE("metric sampler: a program that exits with the sampler running exits c
   int clean = 0;
   for (int i = 0; i < children; ++i) {
     const std::string marker = std::string(dir) + "/child" + std::to_string(i);
-    const std::vector<std::string> env = exit_child_environment(marker);
-    std::vector<char*> envp;
-    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    char self[] = "/proc/self/exe";
-    char filter[] = "--test-case=metric sampler exit child*";
-    char* argv[] = {self, filter, nullptr};
-    std::fflush(stdout);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::alarm(30);
-      ::execve(self, argv, envp.data());
-      ::_exit(121);
-    }
-    int status = 0;
-    pid_t waited = -1;
-    do waited = ::waitpid(pid, &status, 0);
-    while (waited < 0 && errno == EINTR);
-    REQUIRE(waited == pid);
+    const int status = kscope_test::run_cases_in_child("metric sampler exit child*", exit_child_environment(marker), 30);
+    REQUIRE(status != -1);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
       ::rmdir(dir);
       KSCOPE_TEST_REFUSED(kscope_test::feature::pm_sampling, "metric_sampler::start (exit child)", "not started",
