@@ -142,26 +142,38 @@ def _start_cuda_driver() -> None:
         pass
 
 
+def _restore_environment(saved) -> None:
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def _start(kscope, options) -> None:
     """kscope on as asked; a collector that cannot run (no GPU, another tool owns CUPTI)
     leaves one line on standard error and the scopes working."""
-    original_options = os.environ.get("KSCOPE_CUPTI_OPTIONS")
+    # The variables set here for the start are put back as they were before the program runs:
+    # the program and its child processes see the environment the user gave.
+    saved = {name: os.environ.get(name) for name in ("KSCOPE_CUPTI_OPTIONS", "CUDA_INJECTION64_PATH",
+                                                     "KSCOPE_INJECTION")}
     at_driver_start = options.attach == "driver" and _attach_at_driver_start(kscope, options)
+    if options.mode == "production" and options.cupti_options and not at_driver_start:
+        # The preset takes no options argument; its collector reads KSCOPE_CUPTI_OPTIONS at its
+        # start, as it does at the driver's start (the environment's own keep the last word).
+        env = saved["KSCOPE_CUPTI_OPTIONS"]
+        os.environ["KSCOPE_CUPTI_OPTIONS"] = options.cupti_options + ("," + env if env else "")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", kscope.KscopeWarning)
-        if at_driver_start:
-            _start_cuda_driver()  # the collector starts inside it; the enable below finds it running
-            # Read by then: the program and its child processes see the environment as it was.
-            for name in ("CUDA_INJECTION64_PATH", "KSCOPE_INJECTION"):
-                os.environ.pop(name, None)
-            if original_options is None:
-                os.environ.pop("KSCOPE_CUPTI_OPTIONS", None)
-            else:
-                os.environ["KSCOPE_CUPTI_OPTIONS"] = original_options
-        if options.mode == "production":
-            kscope.enable_production()
-        elif options.mode == "cupti":
-            kscope.enable_cupti(options.cupti_options)
+        try:
+            if at_driver_start:
+                _start_cuda_driver()  # the collector starts inside it; the enable below finds it running
+            if options.mode == "production":
+                kscope.enable_production()
+            elif options.mode == "cupti":
+                kscope.enable_cupti(options.cupti_options)
+        finally:
+            _restore_environment(saved)
     for w in caught:
         print(f"kscope run: {w.message}", file=sys.stderr)
     if options.modules:

@@ -219,6 +219,20 @@ def test_attach_driver_runs_the_program_and_leaves_its_environment_as_it_was(tmp
     assert (tmp_path / "run.json").exists()
 
 
+def test_production_takes_the_collectors_options_late_and_leaves_the_environment_as_it_was(tmp_path):
+    # The preset has no options argument: --cupti-options reaches its collector through
+    # KSCOPE_CUPTI_OPTIONS during the start only (an option it does not know is named in the
+    # report's warnings, GPU or not), and the program sees the variable as the user set it.
+    script = write(tmp_path / "env.py", ENV_SCRIPT)
+    out = run_kscope(["--production", "--cupti-options", "no_such_option=1", "--report", "run.json", str(script)],
+                     cwd=tmp_path, env={"KSCOPE_CUPTI_OPTIONS": "memset=0"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[0])["KSCOPE_CUPTI_OPTIONS"] == "memset=0"
+    with open(tmp_path / "run.json") as f:
+        warnings = json.dumps(json.load(f).get("warnings", []))
+    assert "no_such_option=1" in warnings, warnings
+
+
 def test_attach_driver_with_another_injection_library_attaches_late_and_says_so(tmp_path):
     script = write(tmp_path / "env.py", ENV_SCRIPT)
     theirs = str(tmp_path / "their_injection.so")  # never loaded: no driver starts here, or it fails to load

@@ -418,7 +418,10 @@ class cupti_collector {
     c.pool_.release(buffer);
     // Outside every kscope lock: a CUPTI call made from inside a CUPTI callback never holds
     // a kscope lock, so CUPTI's internal locks and ours are never taken in opposite orders.
-    if (c.api_.activity_get_num_dropped_records != nullptr && !c.detached_.load(std::memory_order_acquire)) {
+    // Not while detaching or detached: a CUPTI call then would attach CUPTI again (a buffer
+    // can come back on CUPTI's own thread while cuptiFinalize runs).
+    if (c.api_.activity_get_num_dropped_records != nullptr && !c.finalizing_.load(std::memory_order_acquire) &&
+        !c.detached_.load(std::memory_order_acquire)) {
       std::size_t dropped = 0;
       if (c.api_.activity_get_num_dropped_records(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
         c.dropped_by_cupti_.fetch_add(dropped, std::memory_order_relaxed);
@@ -838,6 +841,10 @@ class cupti_collector {
     // The detach waits for the GPU, which a stream capture in progress forbids: only where the
     // graph-node callbacks would have said that a capture began (graphs_seen_).
     if (!graph_capture_enabled_) return "CUPTI's graph-node callbacks are off, so a stream capture would go unseen";
+    // A graph built before the start or while detached is seen first at its launch, by the
+    // graph-launch callbacks (graphs_seen_); without them (graphs=node, or not offered) its
+    // launch would go unseen and pauses would go on detaching.
+    if (!graph_hooks_enabled_) return "CUPTI's graph-launch callbacks are off, so a launch of a graph built unseen would go unnoticed";
     return "";
   }
 
@@ -881,20 +888,23 @@ class cupti_collector {
     // gone with it. So the GPU's work is waited for, then every buffer comes back.
     const std::string unsynchronized = wait_for_gpu_work();
     flush_locked(true);
+    finalizing_.store(true, std::memory_order_release);
     const CUptiResult r = api_.finalize();
     if (r != CUPTI_SUCCESS) {
+      finalizing_.store(false, std::memory_order_release);
       add_warning("tracing in windows: cuptiFinalize failed (" + api_.result_name(r) +
                   "): CUPTI stays attached and switched off between windows");
       options_.pause_detach = false;
       if (options_.pause_callbacks) set_launch_callbacks(0);
       return;
     }
+    detached_.store(true, std::memory_order_release);  // before finalizing_ clears: no gap for a CUPTI call
+    finalizing_.store(false, std::memory_order_release);
     subscriber_ = nullptr;  // CUPTI's state is gone: the subscription, callbacks, buffers, clock
     detail::cubin_store::global().set_collector_watching(false);  // modules loaded while detached go unseen
     buffers_registered_ = false;
     buffers_reclaimed_ += pool_.reclaim_all();
     if (!unsynchronized.empty() && detach_sync_problem_.empty()) detach_sync_problem_ = unsynchronized;
-    detached_.store(true, std::memory_order_release);
     ++detaches_;
     detach_ns_ += detail::now_ns() - began;
   }
@@ -963,7 +973,7 @@ class cupti_collector {
       return false;
     };
     if (subscriber_ == nullptr && !take_subscription_again()) return false;  // said there (the resume enables the launch callbacks)
-    attach_subscribe_ns_ += detail::now_ns() - began;  // CUPTI's own start again, and the resource callbacks
+    const std::int64_t subscribed = detail::now_ns();  // CUPTI's own start again, and the resource callbacks
     const CUptiResult r = api_.activity_register_callbacks(&on_buffer_requested, &on_buffer_completed);
     if (r != CUPTI_SUCCESS) {
       drop_subscription();
@@ -982,7 +992,8 @@ class cupti_collector {
     if (options_.flush_period_ms > 0 && api_.activity_flush_period != nullptr)
       (void)api_.activity_flush_period(options_.flush_period_ms);
     detached_.store(false, std::memory_order_release);
-    attach_ns_ += detail::now_ns() - began;
+    attach_ns_ += detail::now_ns() - began;  // both counted for attaches that succeeded only
+    attach_subscribe_ns_ += subscribed - began;
     return true;
   }
 
@@ -1073,6 +1084,7 @@ class cupti_collector {
   std::atomic<bool> graphs_seen_{false};  // a graph launched, built or instantiated (callbacks)
   // Changed under control_mutex_; atomic for the buffer callback's unlocked read.
   std::atomic<bool> detached_{false};
+  std::atomic<bool> finalizing_{false};  // inside cuptiFinalize (a detach): no CUPTI call from a buffer callback
   bool clock_set_up_again_ = false;  // stopped while detached: the next start() sets the clock up
   bool in_driver_initialization_ = false;  // start_in_driver_initialization(): no GPU probe
   std::uint64_t detaches_ = 0;

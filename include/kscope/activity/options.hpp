@@ -126,8 +126,9 @@ struct cupti_options {
   // others rely on: once per-scope counters, PM sampling or warp stalls have set CUPTI up in
   // this process, or once the program has used CUDA graphs (their node ids and the
   // graph-level trace live in CUPTI), or where CUPTI's graph-node callbacks are off (the GPU
-  // wait would break a stream capture that nothing said had begun); the status says which,
-  // and how many pauses detached.
+  // wait would break a stream capture that nothing said had begun) or its graph-launch
+  // callbacks are (graphs=node: a graph built unseen would be launched unnoticed); the
+  // status says which, and how many pauses detached.
   bool pause_detach = false;
   // Tracing in windows of steps (evidence/trace_windows.hpp, step_window_options): trace
   // trace_steps.window_steps of every trace_steps.period_steps steps, paused and resumed by

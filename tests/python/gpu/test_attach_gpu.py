@@ -40,7 +40,8 @@ def run_loop(tmp_path, args):
     script.write_text(textwrap.dedent(LOOP))
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), environment.get("PYTHONPATH", "")])
-    for name in ("KSCOPE_REPORT", "KSCOPE_CUPTI_OPTIONS", "KSCOPE_PRODUCTION", "CUDA_INJECTION64_PATH"):
+    for name in ("KSCOPE_REPORT", "KSCOPE_CUPTI_OPTIONS", "KSCOPE_PRODUCTION", "KSCOPE_CUPTI", "KSCOPE_INJECTION",
+                 "CUDA_INJECTION64_PATH"):
         environment.pop(name, None)
     out = subprocess.run([sys.executable, "-m", "kscope", "run", *args, "--report", "run.json", str(script)],
                          cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
