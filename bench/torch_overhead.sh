@@ -119,7 +119,12 @@ export CUPTI_ALONE_LIB=$work/libcupti_alone.so CENSUS_LIB=$work/libcupti_callbac
 {
   echo "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1); $(nvcc --version 2>&1 | tail -1)"
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-  echo "python: $py; $cuda_check; commit $(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo '?')"
+  # The commit, and whether the files differ from it (a copied tree may carry a stale .git).
+  commit=$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo '?')
+  if [ "$commit" != '?' ] && [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2> /dev/null | head -1)" ]; then
+    commit="$commit, with files that differ from it"
+  fi
+  echo "python: $py; $cuda_check; commit $commit"
   echo "$build_note"
   echo
 } | tee "$work/machine.txt"
