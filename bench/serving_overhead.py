@@ -18,6 +18,9 @@ compiled with KSCOPE_DISABLE):
   scopes      KSCOPE_CUPTI=0: scopes (NVTX ranges, CUDA events), no collector
   collector   the example's enable_cupti(): the activity collector with its defaults
   sampling    + KSCOPE_METRIC_SAMPLING=1 (PM sampling at its default interval)
+  sampling-alone, sampling-preset-alone   PM sampling with no collector (KSCOPE_CUPTI=0), at
+                      its default rate and at the production preset's
+                      (KSCOPE_METRIC_SAMPLING_OPTIONS=interval_us=1000,window_ms=50,decoder_share=5)
   counters    + KSCOPE_COUNTERS=1 (per-scope hardware counters on sampled calls)
   production  KSCOPE_PRODUCTION=1 (the production preset)
   production-steps    the preset, tracing 1 step of every 100: the engine pauses and resumes
@@ -70,6 +73,12 @@ BASE_CONFIGS = {
     "scopes": {"KSCOPE_CUPTI": "0"},
     "collector": {},
     "sampling": {"KSCOPE_METRIC_SAMPLING": "1"},
+    # PM sampling alone (no collector), at its default rate and at the production preset's
+    # (one sample per ms, 50 ms windows, the decoder at most 5 % of a core): what the
+    # sampler itself costs, apart from the collector it usually comes with.
+    "sampling-alone": {"KSCOPE_CUPTI": "0", "KSCOPE_METRIC_SAMPLING": "1"},
+    "sampling-preset-alone": {"KSCOPE_CUPTI": "0", "KSCOPE_METRIC_SAMPLING": "1",
+                              "KSCOPE_METRIC_SAMPLING_OPTIONS": "interval_us=1000,window_ms=50,decoder_share=5"},
     "counters": {"KSCOPE_COUNTERS": "1"},
     "production": {"KSCOPE_PRODUCTION": "1"},
     # The preset's steady state in a run of a few seconds: its windows (100 ms in every 10 s)
@@ -136,7 +145,7 @@ def parse_config(text):
 def run_once(binary, args, env_extra, timeout, log_path, pin=""):
     env = dict(os.environ)
     for key in ("KSCOPE_CUPTI", "KSCOPE_METRIC_SAMPLING", "KSCOPE_COUNTERS", "KSCOPE_PRODUCTION",
-                "KSCOPE_CUPTI_OPTIONS"):
+                "KSCOPE_CUPTI_OPTIONS", "KSCOPE_METRIC_SAMPLING_OPTIONS"):
         env.pop(key, None)
     env.update(env_extra)
     start = time.monotonic()

@@ -515,6 +515,38 @@ TEST_CASE("metric sampler: bad options are refused before touching the GPU") {
   CHECK(sampler.samples().empty());
 }
 
+TEST_CASE("metric sampler: options from text (KSCOPE_METRIC_SAMPLING_OPTIONS)") {
+  kscope::metric_sampler_options o;
+  CHECK(kscope::apply_metric_sampler_options_text(" interval_us = 1000 ,window_ms=0,, decoder_share=5,"
+                                                  "decode_period_ms=250", o)
+            .empty());
+  CHECK(o.interval_ns == 1'000'000);
+  CHECK(o.window.count() == 0);
+  CHECK(o.max_decoder_share == doctest::Approx(0.05));
+  CHECK(o.decode_period.count() == 250);
+  CHECK(kscope::detail::metric_sampler_request_error(o).empty());  // every value it takes is one start() takes
+
+  // Each bad item is named once and leaves its option as it was; the good ones apply.
+  const kscope::metric_sampler_options before = o;
+  const std::vector<std::string> problems = kscope::apply_metric_sampler_options_text(
+      "interval_us=0,interval_us=1000001,window_ms=-1,window_ms=60001,decoder_share=0,decoder_share=101,"
+      "decoder_share=2.5,decode_period_ms=0,decode_period_ms=x,no_such_key=1,just_a_word,=5,interval_us=20",
+      o, "TEST_SOURCE");
+  REQUIRE(problems.size() == 12);
+  for (const std::string& p : problems) {
+    CHECK_MESSAGE(contains(p, "TEST_SOURCE: '"), p);
+    CHECK_MESSAGE(contains(p, "that option keeps its value"), p);
+  }
+  CHECK(contains(problems[0], "'interval_us=0'"));
+  CHECK(contains(problems[9], "keys: interval_us, window_ms, decoder_share, decode_period_ms"));
+  CHECK(contains(problems[10], "'just_a_word' not understood (expected key=value"));
+  CHECK(o.interval_ns == 20'000);  // the one good item
+  CHECK(o.window == before.window);
+  CHECK(o.max_decoder_share == before.max_decoder_share);
+  CHECK(o.decode_period == before.decode_period);
+  CHECK(kscope::apply_metric_sampler_options_text("", o).empty());
+}
+
 TEST_CASE("metric sampler: unavailable gives one message and no exception") {
   // A CPU machine has no device; a GPU machine gets a libcupti path that does not exist.
   // Either way: false, one line naming the reason, nothing thrown, stop() harmless.

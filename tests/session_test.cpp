@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -634,4 +635,18 @@ TEST_CASE("a registered feature adds its section to every report; same name repl
   CHECK(second->snapshots == 1);
   CHECK(std::none_of(r.warnings.begin(), r.warnings.end(),
                      [](const std::string& w) { return w.rfind("queue depth", 0) == 0; }));
+}
+
+TEST_CASE("KSCOPE_METRIC_SAMPLING_OPTIONS applies to the sampling the session starts, and a bad item is named") {
+  ::setenv("KSCOPE_METRIC_SAMPLING_OPTIONS", "interval_us=1000,decoder_share=bogus", 1);
+  kscope::session& session = kscope::session::global();
+  (void)session.enable_metric_sampling();  // no GPU here: refused after the options are read
+  ::unsetenv("KSCOPE_METRIC_SAMPLING_OPTIONS");
+  session.disable_metric_sampling();
+  const kscope::session_report r = session.report();
+  const std::string expected =
+      "KSCOPE_METRIC_SAMPLING_OPTIONS: 'decoder_share=bogus' not understood (percent of one core, 1 .. 100); "
+      "that option keeps its value";
+  CHECK_MESSAGE(std::find(r.warnings.begin(), r.warnings.end(), expected) != r.warnings.end(),
+                "warnings: " << r.warnings.size());
 }

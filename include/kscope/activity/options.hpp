@@ -16,7 +16,7 @@
 
 #include "attribution.hpp"
 #include "../evidence/trace_windows.hpp"
-#include "../core/detail/env_switch.hpp"
+#include "../core/detail/option_text.hpp"
 
 #include <cerrno>
 #include <cstddef>
@@ -148,47 +148,6 @@ struct cupti_options {
   attribution_options attribution{};  // used by the first start() only
 };
 
-namespace detail {
-
-// "1", "on", "true", ... / "0", "off", ...: the one reading of a switch (env_switch.hpp).
-KSCOPE_DECL bool parse_option_switch(std::string_view value, bool& out);
-
-// A whole decimal number in [lo, hi].
-KSCOPE_DECL bool parse_option_count(std::string_view value, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out);
-
-KSCOPE_DECL std::string_view trim_option(std::string_view s);
-
-#if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL bool parse_option_switch(std::string_view value, bool& out) {
-  const std::string text(value);
-  switch (parse_switch(text.c_str())) {
-    case switch_value::on: out = true; return true;
-    case switch_value::off: out = false; return true;
-    default: return false;
-  }
-}
-
-KSCOPE_DECL bool parse_option_count(std::string_view value, std::uint64_t lo, std::uint64_t hi, std::uint64_t& out) {
-  if (value.empty() || value.size() > 19) return false;
-  std::uint64_t v = 0;
-  for (char c : value) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  if (v < lo || v > hi) return false;
-  out = v;
-  return true;
-}
-
-KSCOPE_DECL std::string_view trim_option(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-#endif  // KSCOPE_DETAIL_DEFINITIONS
-
-}  // namespace detail
-
 // Applies "key=value,key=value" (KSCOPE_CUPTI_OPTIONS) to `options`. Returns one line per
 // item that was not understood, naming it and saying what kscope does instead (the
 // option keeps its value); the other items apply. Keys:
@@ -218,18 +177,11 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
     problems.push_back(std::string(source) + ": '" + std::string(item) + "' not understood (" + expected +
                        "); that option keeps its value");
   };
-  while (!text.empty()) {
-    const std::size_t comma = text.find(',');
-    const std::string_view item = detail::trim_option(text.substr(0, comma));
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (item.empty()) continue;
-    const std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
+  detail::for_each_option(text, [&](std::string_view key, std::string_view value, std::string_view item) {
+    if (key.empty()) {
       refuse(item, "expected key=value");
-      continue;
+      return;
     }
-    const std::string_view key = detail::trim_option(item.substr(0, eq));
-    const std::string_view value = detail::trim_option(item.substr(eq + 1));
     std::uint64_t n = 0;
     if (key == "memcpy" || key == "memset" || key == "sync" || key == "driver_api" || key == "runtime_api" ||
         key == "timestamp_callback" || key == "pause_callbacks" || key == "window_thread" ||
@@ -288,7 +240,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
                    "graph_every, buffer_mb, buffers, flush_ms, window_ms, period_ms, window_thread, pause_callbacks, "
                    "pause_unsubscribe, pause_detach, trace_steps, step_scope");
     }
-  }
+  });
   return problems;
 }
 

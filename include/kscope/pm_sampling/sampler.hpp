@@ -60,6 +60,7 @@
 #include "../core/config.hpp"
 #include "../evidence/metrics.hpp"
 #include "../core/detail/once.hpp"
+#include "../core/detail/option_text.hpp"
 #include "../evidence/pm_samples.hpp"
 #include "../cupti/detail/api.hpp"
 #include "detail/pm_sampling_api.hpp"
@@ -77,6 +78,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -238,6 +240,59 @@ KSCOPE_DECL double metric_sampler_status::coverage() const noexcept {
 
 KSCOPE_DECL bool metric_sampler_status::ok() const noexcept {
   return state == metric_sampler_state::running || state == metric_sampler_state::stopped;
+}
+#endif  // KSCOPE_DETAIL_DEFINITIONS
+
+// Applies "key=value,key=value" (KSCOPE_METRIC_SAMPLING_OPTIONS) to `options`. Returns one
+// line per item that was not understood, naming it (that option keeps its value); the others
+// apply. Keys:
+//   interval_us        GPU time between samples, µs (1 .. 1000000)
+//   window_ms          sampling time per window, ms (0 .. 60000; 0: continuous)
+//   decoder_share      the decoder's CPU time at most, % of one core (1 .. 100)
+//   decode_period_ms   continuous mode: the decode period, ms (1 .. 10000)
+//
+//   kscope::apply_metric_sampler_options_text("interval_us=1000,decoder_share=5", o);
+KSCOPE_DECL std::vector<std::string> apply_metric_sampler_options_text(
+    std::string_view text, metric_sampler_options& options, std::string_view source = "KSCOPE_METRIC_SAMPLING_OPTIONS");
+
+// The options with $KSCOPE_METRIC_SAMPLING_OPTIONS applied (the session does this for every
+// sampling it starts: enable_metric_sampling(), KSCOPE_METRIC_SAMPLING=1, the production preset).
+KSCOPE_DECL std::vector<std::string> apply_metric_sampler_options_environment(metric_sampler_options& options);
+
+#if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::vector<std::string> apply_metric_sampler_options_text(std::string_view text,
+                                                                 metric_sampler_options& options,
+                                                                 std::string_view source) {
+  std::vector<std::string> problems;
+  detail::for_each_option(text, [&](std::string_view key, std::string_view value, std::string_view item) {
+    const auto refuse = [&](const char* expected) {
+      problems.push_back(std::string(source) + ": '" + std::string(item) + "' not understood (" + expected +
+                         "); that option keeps its value");
+    };
+    std::uint64_t n = 0;
+    if (key == "interval_us") {
+      if (detail::parse_option_count(value, 1, 1'000'000, n)) options.interval_ns = n * 1000;
+      else refuse("microseconds, 1 .. 1000000");
+    } else if (key == "window_ms") {
+      if (detail::parse_option_count(value, 0, 60'000, n)) options.window = std::chrono::milliseconds(n);
+      else refuse("milliseconds, 0 (continuous) .. 60000");
+    } else if (key == "decoder_share") {
+      if (detail::parse_option_count(value, 1, 100, n)) options.max_decoder_share = static_cast<double>(n) / 100.0;
+      else refuse("percent of one core, 1 .. 100");
+    } else if (key == "decode_period_ms") {
+      if (detail::parse_option_count(value, 1, 10'000, n)) options.decode_period = std::chrono::milliseconds(n);
+      else refuse("milliseconds, 1 .. 10000");
+    } else {
+      refuse(key.empty() ? "expected key=value" : "keys: interval_us, window_ms, decoder_share, decode_period_ms");
+    }
+  });
+  return problems;
+}
+
+KSCOPE_DECL std::vector<std::string> apply_metric_sampler_options_environment(metric_sampler_options& options) {
+  const char* text = std::getenv("KSCOPE_METRIC_SAMPLING_OPTIONS");
+  if (text == nullptr) return {};
+  return apply_metric_sampler_options_text(text, options);
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 

@@ -788,6 +788,7 @@ KSCOPE_DECL bool session::enable_metric_sampling(const metric_sampling_options& 
   if (gpu_source()->status().state == cupti_state::not_started) (void)enable_cupti();
   cupti_collector::global().set_interval_sink(live);
   metric_sampling_options o = options;
+  for (std::string& problem : apply_metric_sampler_options_environment(o.sampler)) warn(std::move(problem));
   if (!step_scopes.empty()) {
     // Before each fold, the calls of the step scopes that closed since the last one (from
     // the recorder's trace ring: the most recent trace_capacity intervals).
