@@ -178,8 +178,10 @@ class cupti_collector {
 
   // start() from a CUDA injection library's InitializeInjection, which the driver calls
   // inside cuInit when CUDA_INJECTION64_PATH names the library (libkscope_c.so exports one:
-  // src/kscope_c.cpp). CUPTI attached there, at the driver's start, costs less per launch than
-  // attached later, and leaves nothing when switched off (bench/RESULTS.md, sessions 22-23).
+  // src/kscope_c.cpp): tracing from before the program's first CUDA call. Not cheaper: on a
+  // torch loop kscope attached there cost an op what it costs attached later, tracing and
+  // between windows (bench/RESULTS.md, session 24), though CUPTI alone attached there had
+  // left nothing when switched off (sessions 22-23).
   // The same as start() but for the GPU probe, whose CUDA calls would re-enter cuInit.
   bool start_in_driver_initialization(const cupti_options& options = {});
 

@@ -174,8 +174,7 @@ KSCOPE_DECL std::vector<std::string> apply_cupti_options_text(std::string_view t
                                                          std::string_view source) {
   std::vector<std::string> problems;
   const auto refuse = [&](std::string_view item, const char* expected) {
-    problems.push_back(std::string(source) + ": '" + std::string(item) + "' not understood (" + expected +
-                       "); that option keeps its value");
+    problems.push_back(detail::option_refusal(source, item, expected));
   };
   detail::for_each_option(text, [&](std::string_view key, std::string_view value, std::string_view item) {
     if (key.empty()) {

@@ -266,8 +266,7 @@ KSCOPE_DECL std::vector<std::string> apply_metric_sampler_options_text(std::stri
   std::vector<std::string> problems;
   detail::for_each_option(text, [&](std::string_view key, std::string_view value, std::string_view item) {
     const auto refuse = [&](const char* expected) {
-      problems.push_back(std::string(source) + ": '" + std::string(item) + "' not understood (" + expected +
-                         "); that option keeps its value");
+      problems.push_back(detail::option_refusal(source, item, expected));
     };
     std::uint64_t n = 0;
     if (key == "interval_us") {

@@ -23,6 +23,10 @@ KSCOPE_DECL bool parse_option_count(std::string_view value, std::uint64_t lo, st
 
 KSCOPE_DECL std::string_view trim_option(std::string_view s);
 
+// The one line that names an item not understood: "SOURCE: 'item' not understood (expected);
+// that option keeps its value".
+KSCOPE_DECL std::string option_refusal(std::string_view source, std::string_view item, std::string_view expected);
+
 // Calls item(key, value, whole_item) for each comma-separated "key=value" of `text`, both
 // trimmed; an item without '=' is given with an empty key (the caller names it as not
 // understood). Empty items are skipped.
@@ -43,6 +47,11 @@ void for_each_option(std::string_view text, Item&& item) {
 }
 
 #if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string option_refusal(std::string_view source, std::string_view item, std::string_view expected) {
+  return std::string(source) + ": '" + std::string(item) + "' not understood (" + std::string(expected) +
+         "); that option keeps its value";
+}
+
 KSCOPE_DECL bool parse_option_switch(std::string_view value, bool& out) {
   const std::string text(value);
   switch (parse_switch(text.c_str())) {
