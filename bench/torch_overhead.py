@@ -99,6 +99,11 @@ BASE_CONFIGS = {
     # only switched off still costs every op (bench/RESULTS.md, session 23).
     "collector-steps-detach": {ENV_SCOPES: "1", ENV_COLLECT: "cupti",
                                "KSCOPE_CUPTI_OPTIONS": "trace_steps=1/100,step_scope=step,pause_detach=1"},
+    # PM sampling alone, GPU-wide: KSCOPE_CUPTI=0 keeps enable_metric_sampling() from starting
+    # the collector it uses for attribution (without it, this row measured both, started before
+    # torch initialized CUDA; "sampling-collector" is that row).
+    "sampling": {ENV_SCOPES: "1", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "KSCOPE_METRIC_SAMPLING": "1"},
+    "sampling-collector": {ENV_SCOPES: "1", ENV_COLLECT: "none", "KSCOPE_METRIC_SAMPLING": "1"},
     "bare-kernel": {ENV_SCOPES: "0", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CUPTI_ALONE": "kernel"},
     "torch-profiler": {ENV_SCOPES: "0", ENV_COLLECT: "profiler", "KSCOPE_CUPTI": "0"},
     "census": {ENV_SCOPES: "1", ENV_COLLECT: "none", "KSCOPE_CUPTI": "0", "CENSUS": "1"},
@@ -251,6 +256,7 @@ def child(args):
     clock = time.perf_counter_ns
     import gc
     times = []
+    launch_times = []  # the step's host part: where the launches' cost shows (the rest is waiting for the GPU)
     with torch.inference_mode():
         for i in range(args.warmup):
             step()
@@ -261,8 +267,10 @@ def child(args):
         for i in range(args.steps):
             t0 = clock()
             step()
+            t1 = clock()
             sync()
             times.append(clock() - t0)
+            launch_times.append(t1 - t0)
         if census is not None:
             census.census_window_end(args.steps * OPS_PER_STEP)
 
@@ -274,7 +282,8 @@ def child(args):
             info["profiler_events"] = len(profiler.profiler.kineto_results.events())
         except Exception as e:  # noqa: BLE001 (an API that moves between torch versions)
             info["profiler_events"] = f"unknown ({type(e).__name__})"
-    if collect in ("cupti", "production"):
+    sampling_on = os.environ.get("KSCOPE_METRIC_SAMPLING", "") not in ("", "0")
+    if collect in ("cupti", "production") or (kscope is not None and sampling_on):
         try:
             t0 = time.monotonic()
             data = kscope.report().data
@@ -287,6 +296,13 @@ def child(args):
             k = counters.get("kernel_records")
             if isinstance(k, int):
                 info["kernels_per_step"] = round(k / (args.warmup + args.steps), 2)
+            sampled = data.get("sampled_metrics") or {}
+            if sampled or collect == "production" or sampling_on:  # a row about sampling says whether it ran
+                info["sampling_status"] = sampled.get("status", "not started")
+                info["sampling_running"] = sampled.get("running")
+                info["samples"] = sampled.get("samples")
+                info["sampling_windows"] = sampled.get("windows")
+                info["sampling_coverage"] = sampled.get("coverage")
             info["report_s"] = round(time.monotonic() - t0, 3)
         except Exception as e:  # noqa: BLE001 (the timing stands without it)
             info["report_error"] = f"{type(e).__name__}: {e}"
@@ -294,6 +310,7 @@ def child(args):
     us = sorted(t / 1e3 for t in times)
     info.update(steps=len(us), warmup=args.warmup, median_us=statistics.median(us), mean_us=statistics.fmean(us),
                 p10_us=us[len(us) // 10], p90_us=us[(9 * len(us)) // 10], min_us=us[0], max_us=us[-1])
+    info["launch_median_us"] = statistics.median(t / 1e3 for t in launch_times) if launch_times else None
     print("RESULT " + json.dumps(info), flush=True)
     return 0
 
@@ -587,6 +604,17 @@ def main():
         kps = median([res["kernels_per_step"] for res in runs.values() if isinstance(res.get("kernels_per_step"), (int, float))])
         if kps == kps:
             notes.append(f"{kps:g} kernels/step ({'CUPTI alone' if any('alone_kernels' in res for res in runs.values()) else 'kscope'})")
+        host = median([res["launch_median_us"] for res in runs.values()
+                       if isinstance(res.get("launch_median_us"), (int, float))])
+        if host == host:
+            notes.append(f"host part {host:.0f} us")
+        sampled = [res for res in runs.values() if "sampling_status" in res]
+        if sampled:
+            running = [res for res in sampled if res.get("sampling_running")]
+            samples = median([res["samples"] for res in sampled if isinstance(res.get("samples"), (int, float))])
+            notes.append(f"PM sampling running in {len(running)}/{len(sampled)} run(s), "
+                         f"{samples:g} samples (median)" if running else
+                         f"PM sampling NOT running: {sampled[0]['sampling_status']}")
         dropped = sum((res.get("dropped_by_cupti") or 0) + (res.get("alone_dropped") or 0) for res in runs.values())
         if dropped:
             notes.append(f"{dropped} records dropped by CUPTI")
