@@ -569,8 +569,8 @@ class bench {
   // shared and local memory and theoretical occupancy go into the report.
   //   b.kernel(my_kernel, 256, shared_bytes);
   template <class... Args>
-  bench& kernel(void (*function)(Args...), int block_threads, std::size_t dynamic_smem_bytes = 0) {
-    kernel_ = reinterpret_cast<const void*>(function);
+  bench& kernel(void (*kernel_function)(Args...), int block_threads, std::size_t dynamic_smem_bytes = 0) {
+    kernel_ = reinterpret_cast<const void*>(kernel_function);
     block_threads_ = block_threads;
     dynamic_smem_bytes_ = dynamic_smem_bytes;
     return *this;

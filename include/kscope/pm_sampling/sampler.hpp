@@ -843,7 +843,9 @@ KSCOPE_DECL bool pm_sampling_run::counter_data_size(std::size_t samples, std::si
   size.pPmSamplingObject = object_;
   size.pMetricNames = names_.data();
   size.numMetrics = names_.size();
-  size.maxSamples = samples;
+  // The caller sizes `samples` from a memory budget; a count past 32 bits would be an image of
+  // terabytes, which the allocation after this refuses anyway.
+  size.maxSamples = static_cast<std::uint32_t>(std::min<std::size_t>(samples, UINT32_MAX));
   if (!ok(pm_->get_counter_data_size(&size), "cuptiPmSamplingGetCounterDataSize")) return false;
   bytes = size.counterDataSize;
   return true;

@@ -183,11 +183,11 @@ KSCOPE_DECL std::string session_report::json() const {
       w.value(nullptr);
     } else {
       const node_gpu_activity& a = *s.gpu_activity;
-      const auto totals = [&w](const copy_totals& c) {
+      const auto totals = [&w](const copy_totals& t) {
         w.begin_object();
-        w.member("count", static_cast<unsigned long long>(c.count))
-            .member("bytes", static_cast<unsigned long long>(c.bytes))
-            .member("ns", static_cast<long long>(c.ns));
+        w.member("count", static_cast<unsigned long long>(t.count))
+            .member("bytes", static_cast<unsigned long long>(t.bytes))
+            .member("ns", static_cast<long long>(t.ns));
         w.end_object();
       };
       constexpr copy_direction directions[] = {copy_direction::h2d, copy_direction::d2h, copy_direction::d2d,

@@ -370,16 +370,16 @@ KSCOPE_DECL std::string roofline_svg(const std::vector<roof_line>& roofs,
     // levels) would print their labels over each other: a label that overlaps one placed
     // before moves down a line, or up near the bottom edge (about 7 px a character).
     const double label_w = 7.0 * static_cast<double>(p.label.size());
-    const double lx0 = flip ? x - 8 - label_w : x + 8, lx1 = lx0 + label_w;
+    const double label_x0 = flip ? x - 8 - label_w : x + 8, label_x1 = label_x0 + label_w;
     const double line_step = label_y < y ? -14 : 14;
     for (int attempt = 0; attempt < 8; ++attempt) {
       const bool overlaps = std::any_of(label_boxes.begin(), label_boxes.end(), [&](const std::array<double, 4>& b) {
-        return lx0 < b[2] && b[0] < lx1 && label_y - 11 < b[3] && b[1] < label_y + 2;
+        return label_x0 < b[2] && b[0] < label_x1 && label_y - 11 < b[3] && b[1] < label_y + 2;
       });
       if (!overlaps) break;
       label_y += line_step;
     }
-    label_boxes.push_back({lx0, label_y - 11, lx1, label_y + 2});
+    label_boxes.push_back({label_x0, label_y - 11, label_x1, label_y + 2});
     s += "<text x=\"" + svg_number(flip ? x - 8 : x + 8) + "\" y=\"" + svg_number(label_y) + "\" text-anchor=\"" +
          (flip ? "end" : "start") + "\" fill=\"#222222\">";
     append_xml_escaped(s, p.label);

@@ -1086,9 +1086,9 @@ KSCOPE_DECL std::vector<diagnose_finding> rule_pageable_copies(const diagnose_co
     if (!c.pageable_found[j]) continue;
     const scope_report& s = scopes[j];
     const node_gpu_activity& a = *s.gpu_activity;
-    const copy_totals c = a.pageable_copies();
-    const double count = static_cast<double>(c.count), bytes = static_cast<double>(c.bytes);
-    const double copy_ns = std::max(0.0, static_cast<double>(c.ns));
+    const copy_totals pageable = a.pageable_copies();
+    const double count = static_cast<double>(pageable.count), bytes = static_cast<double>(pageable.bytes);
+    const double copy_ns = std::max(0.0, static_cast<double>(pageable.ns));
     const double calls = detail::aggregate_calls(report, s);
     const double bytes_per_call = bytes / calls, ns_per_call = copy_ns / calls;
     // Bytes over copy time; a copy timed at 0 ns has no rate.
@@ -1117,7 +1117,7 @@ KSCOPE_DECL std::vector<diagnose_finding> rule_pageable_copies(const diagnose_co
       per_call = detail::format_si(bytes_per_call, "B") + " per call (" + detail::format_general(count / calls, 3) +
                  (count == calls ? " copy" : " copies") + " of " + detail::format_si(bytes / count, "B") + "), ";
     d.text = "'" + s.path + "' copies " + per_call + detail::directions_text(a.memcpy_pageable) +
-             ", to or from pageable host memory (" + std::to_string(c.count) + " copies, " +
+             ", to or from pageable host memory (" + std::to_string(pageable.count) + " copies, " +
              detail::format_si(bytes, "B") + " in all)" +
              (std::isfinite(rate) ? ", at " + detail::format_si(rate, "B/s") + " (" +
                                         format_duration_ns(std::isfinite(calls) ? ns_per_call : copy_ns) +

@@ -84,8 +84,8 @@ struct cupti_api {
   // Subscribes `callback` under `name`: with cuptiSubscribe_v2 (CUPTI 13) another tool
   // that later asks learns who holds CUPTI's one subscriber slot, and when the slot is
   // taken `holder` receives the name its holder gave (empty when CUPTI does not say).
-  // On failure `handle` is null.
-  CUptiResult subscribe_named(CUpti_SubscriberHandle& handle, CUpti_CallbackFunc callback, void* userdata,
+  // On failure `subscriber` is null.
+  CUptiResult subscribe_named(CUpti_SubscriberHandle& subscriber, CUpti_CallbackFunc callback, void* userdata,
                               const char* name, std::string& holder) const;
 
   // "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", or the number when unknown.
@@ -93,7 +93,7 @@ struct cupti_api {
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL CUptiResult cupti_api::subscribe_named(CUpti_SubscriberHandle& handle, CUpti_CallbackFunc callback, void* userdata,
+KSCOPE_DECL CUptiResult cupti_api::subscribe_named(CUpti_SubscriberHandle& subscriber, CUpti_CallbackFunc callback, void* userdata,
                             const char* name, std::string& holder) const {
   char held_by[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
   CUptiResult result;
@@ -103,11 +103,11 @@ KSCOPE_DECL CUptiResult cupti_api::subscribe_named(CUpti_SubscriberHandle& handl
     params.subscriberName = name;
     params.oldSubscriberName = held_by;
     params.oldSubscriberSize = sizeof(held_by) - 1;
-    result = subscribe_v2(&handle, callback, userdata, &params);
+    result = subscribe_v2(&subscriber, callback, userdata, &params);
   } else {
-    result = subscribe(&handle, callback, userdata);
+    result = subscribe(&subscriber, callback, userdata);
   }
-  if (result != CUPTI_SUCCESS) handle = nullptr;
+  if (result != CUPTI_SUCCESS) subscriber = nullptr;
   holder = held_by;
   return result;
 }

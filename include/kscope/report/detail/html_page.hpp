@@ -748,13 +748,13 @@ KSCOPE_DECL void html_roofline(html_page& p) {
   for (std::size_t i = 0; i < r.scopes.size(); ++i) {
     const scope_report& s = r.scopes[i];
     if (!s.roofline || !p.shown[i]) continue;
-    const placement& p = *s.roofline;
+    const placement& at = *s.roofline;
     rows.push_back(
         {html_name_cell(s),
-         {format_si(p.flops_per_s, "FLOP/s"), "", 0, 1},
-         {format_si(p.bytes_per_s, "B/s"), "", 0, 1},
-         {format_fixed(p.intensity, p.intensity < 10 ? 2 : 0), "", 0, 1},
-         {format_fixed(100 * p.fraction_of_roof, 0) + "%", "", 0, 1},
+         {format_si(at.flops_per_s, "FLOP/s"), "", 0, 1},
+         {format_si(at.bytes_per_s, "B/s"), "", 0, 1},
+         {format_fixed(at.intensity, at.intensity < 10 ? 2 : 0), "", 0, 1},
+         {format_fixed(100 * at.fraction_of_roof, 0) + "%", "", 0, 1},
          {std::isfinite(s.fraction_of_measured_roof) ? format_fixed(100 * s.fraction_of_measured_roof, 0) + "%"
                                                      : std::string("-"),
           "", 0, 1},
