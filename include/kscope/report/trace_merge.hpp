@@ -548,8 +548,8 @@ KSCOPE_DECL merged_trace merge_traces(const std::vector<trace_merge_input>& inpu
     if (!collides) {
       for (const long long pid : pids) in.pids.emplace_back(pid, pid);
     } else {
-      const long long block = trace_pid_block;
-      const auto floor_block = [block](long long v) { return (v >= 0 ? v : v - (block - 1)) / block * block; };
+      constexpr long long block = trace_pid_block;
+      const auto floor_block = [](long long v) { return (v >= 0 ? v : v - (block - 1)) / block * block; };
       const long long base = floor_block(*used.rbegin()) + block;
       const long long delta = base - floor_block(*pids.begin());
       if (*pids.rbegin() + delta <= 2147483647LL) {
