@@ -497,10 +497,11 @@ KSCOPE_DECL void measure_gemms(peak_session& s, device_peaks& peaks, const measu
     double expected = roof.theoretical_flops_per_s;
     if (std::isnan(expected)) expected = theoretical_flops_per_s(d, k.type, core_kind::plain);
     long long n = std::max(1024, o.gemm_size);
-    while (n > 1024 && !std::isnan(expected) && 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / expected > 50e-3) n /= 2;
+    const auto side = [](long long v) { return static_cast<double>(v); };
+    while (n > 1024 && !std::isnan(expected) && 2.0 * side(n) * side(n) * side(n) / expected > 50e-3) n /= 2;
     std::size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) (void)cudaGetLastError();
-    while (n > 1024 && free_bytes && 3.0 * static_cast<double>(n) * static_cast<double>(n) * k.element_bytes > 0.8 * static_cast<double>(free_bytes)) n /= 2;
+    while (n > 1024 && free_bytes && 3.0 * side(n) * side(n) * k.element_bytes > 0.8 * static_cast<double>(free_bytes)) n /= 2;
     const std::size_t elements = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
     const std::size_t bytes = elements * static_cast<std::size_t>(k.element_bytes);
     void* a = nullptr;
