@@ -20,7 +20,7 @@
 # CUDA runtime, NVTX or the recorder.
 #
 #   bench/compile_time.sh                 # 5 runs each
-#   bench/compile_time.sh --runs 9 --nvcc # also nvcc on a .cu with one scope (no target)
+#   bench/compile_time.sh --runs 9 --nvcc # also nvcc on .cu files: one scope, and report() (no target)
 #
 # CPU times are what the targets are about, but a busy machine still slows them (shared
 # caches, frequency): run it on a quiet machine. The load average is printed with the table.
@@ -170,10 +170,17 @@ if [[ "$with_nvcc" == 1 ]]; then
     write_source "$work/baseline.cu" "" "" "$kernel"
     write_source "$work/scope.cu" kscope/scope/scope.hpp "$scope_line" "$kernel"
     nvcc_compile() { "$nvcc_bin" -std=c++17 -c -o "$work/out.o" "${includes[@]}" "$@"; }
+    { printf '%s' "$kernel"; cat "$work/report_text.cpp"; } > "$work/report_text.cu"
     nvcc_base=$(best_cpu_s nvcc_compile "$work/baseline.cu")
     nvcc_scope=$(best_cpu_s nvcc_compile "$work/scope.cu")
+    # The umbrella header-only in a .cu file: the host pass compiles every body, the device
+    # pass only declarations (core/config.hpp).
+    nvcc_report=$(best_cpu_s nvcc_compile "$work/report_text.cu")
+    nvcc_report_compiled=$(best_cpu_s nvcc_compile -DKSCOPE_SEPARATE_COMPILATION "$work/report_text.cu")
     row "nvcc -c: .cu with a kernel (baseline)" "$nvcc_base" "$nvcc_base" ""
     row "nvcc -c: the same + one KSCOPE_SCOPE" "$nvcc_scope" "$nvcc_base" ""
+    row "nvcc -c: .cu with a kernel, kscope.hpp + report().text()" "$nvcc_report" "$nvcc_base" ""
+    row "nvcc -c: the same, compiled mode" "$nvcc_report_compiled" "$nvcc_base" ""
   else
     echo "nvcc not found: skipped the .cu case"
   fi
