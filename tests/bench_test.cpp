@@ -1016,6 +1016,37 @@ TEST_CASE("invalid: a captured graph with no nodes stops the run at once") {
   }
 }
 
+TEST_CASE("reference: a ratio of medians outside its own interval says why") {
+  using kscope::detail::harness::ratio_outside_interval_note;
+  // Two timings that differ in shape, not in scale: the reference has 10 samples at 1 ms and
+  // 11 at 2 ms (median 2), the benchmark 11 at 1 ms and 10 at 2 ms (median 1). The medians'
+  // ratio is 0.5; of the 441 pairwise log differences, 220 are 0 and the middle of them, so
+  // the typical ratio's interval sits at 1 and leaves 0.5 out.
+  std::vector<double> reference(10, 1e-3), mine(11, 1e-3);
+  reference.insert(reference.end(), 11, 2e-3);
+  mine.insert(mine.end(), 10, 2e-3);
+  const kscope::comparison split = kscope::compare(reference, mine);
+  CHECK(split.ratio == doctest::Approx(0.5));
+  REQUIRE(std::isfinite(split.ratio_ci.lo));
+  CHECK(split.ratio_ci.lo > 0.5);
+  const std::string note = ratio_outside_interval_note(split);
+  CHECK(note.find("0.500") != std::string::npos);
+  CHECK(note.find("differ in shape") != std::string::npos);
+  CHECK(note.find("95 %") != std::string::npos);
+
+  // A pure change of scale: the two estimates agree, nothing to say.
+  std::vector<double> scaled;
+  for (double t : reference) scaled.push_back(0.25 * t);
+  const kscope::comparison shift = kscope::compare(reference, scaled);
+  CHECK(shift.ratio == doctest::Approx(0.25));
+  CHECK(ratio_outside_interval_note(shift).empty());
+
+  // No interval (too few samples, NaN): nothing is claimed, so nothing to reconcile.
+  kscope::comparison none;
+  none.ratio = 0.5;
+  CHECK(ratio_outside_interval_note(none).empty());
+}
+
 TEST_CASE("invalid: a time no longer than the empty stream's, with the margin documented") {
   // Empty sample 2 us: the limit is 1.2 x 2 us + 0.3 us = 2.7 us per sample.
   CHECK(kscope::detail::harness::no_work_limit_s(2e-6) == doctest::Approx(2.7e-6));

@@ -50,12 +50,13 @@ def test_the_reference_ratio_and_its_interval():
     # Four times the work: the benchmark is much faster than its reference.
     assert ref.verdict == "faster"
     assert ref.ratio < 0.6
-    # The ratio is the ratio of the medians, the interval Hodges-Lehmann's for the shift of
-    # the log times (stats.hpp: compare): two estimators of one ratio, which agree to within
-    # the samples' spread, not to the last digit (on a loaded 2-core VM the ratio once sat
-    # 0.05 % above the interval's end). A ratio outside the interval by more would be wrong.
+    # The ratio is the ratio of the medians, the interval Hodges-Lehmann's for the shift of the
+    # log times (stats.hpp: compare): two estimators of one ratio, which agree while the two
+    # timings differ only in scale. On a loaded machine one can be bimodal and they part (a
+    # CI run once printed 0.228 against [0.237, 0.250]); the result must then say so.
     assert ref.ratio_ci[0] <= ref.ratio_ci[1]
-    assert ref.ratio_ci[0] * 0.98 <= ref.ratio <= ref.ratio_ci[1] * 1.02
+    if not ref.ratio_ci[0] <= ref.ratio <= ref.ratio_ci[1]:
+        assert any("differ in shape" in w and f"{ref.ratio:.3f}" in w for w in r.warnings), r.warnings
     assert ref.relative_speed == pytest.approx(1 / ref.ratio)
     assert ref.median_s > r.median_s
     assert ref.output_check is None

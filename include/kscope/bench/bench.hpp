@@ -233,6 +233,12 @@ struct bench_definition {
 // The samples a comparison should see: those used, past the MSER warm-up.
 KSCOPE_DECL std::vector<double> steady_samples(const series_analysis& a);
 
+// compare()'s ratio is of the medians, its interval Hodges-Lehmann's for a shift of the log
+// times: two estimates of one ratio while the timings differ only in scale. When one is
+// spread out or has a second mode (a loaded machine) they part, and a ratio printed outside
+// its own interval must say why: the warning for that, "" when the ratio lies inside.
+KSCOPE_DECL std::string ratio_outside_interval_note(const comparison& versus);
+
 // Where a benchmark's compute roof came from, for the report: "theoretical fp16 on
 // tensor cores, Hopper (sm_90) at the rated clock"; "" when the device has none.
 KSCOPE_DECL std::string roof_source(const roof_choice& roof, const device_info& gpu, const std::string& dtype);
@@ -241,6 +247,19 @@ KSCOPE_DECL std::string roof_source(const roof_choice& roof, const device_info& 
 KSCOPE_DECL std::vector<double> steady_samples(const series_analysis& a) {
   const std::size_t skip = std::min(a.stats.warmup, a.used_s.size());
   return std::vector<double>(a.used_s.begin() + static_cast<std::ptrdiff_t>(skip), a.used_s.end());
+}
+
+KSCOPE_DECL std::string ratio_outside_interval_note(const comparison& versus) {
+  const interval& ci = versus.ratio_ci;
+  if (!std::isfinite(versus.ratio) || !std::isfinite(ci.lo) || !std::isfinite(ci.hi)) return {};
+  // The interval's ends come through log and exp: a ratio on an end may miss it by an ulp.
+  const double rounding = 1e-9 * versus.ratio;
+  if (versus.ratio >= ci.lo - rounding && versus.ratio <= ci.hi + rounding) return {};
+  return "the ratio of the medians to the reference, " + format_fixed(versus.ratio, 3) + ", lies outside the " +
+         format_general(100 * ci.level, 3) + " % interval of the typical ratio, [" + format_fixed(ci.lo, 3) + ", " +
+         format_fixed(ci.hi, 3) +
+         "]: the two timings differ in shape, not only in scale (one is spread out or has a second mode), so no "
+         "one ratio describes them; the verdict rests on the interval";
 }
 
 KSCOPE_DECL std::string roof_source(const roof_choice& roof, const device_info& gpu, const std::string& dtype) {
@@ -872,6 +891,8 @@ KSCOPE_DECL bench_result bench::run_with(bench_timer& timer, double peak_flops, 
       ref.relative_speed_ci = ref.versus.ratio_ci;
       ref.relative_speed_ci.lo = 1.0 / ref.versus.ratio_ci.hi;
       ref.relative_speed_ci.hi = 1.0 / ref.versus.ratio_ci.lo;
+      if (std::string note = detail::harness::ratio_outside_interval_note(ref.versus); !note.empty())
+        r.warnings.push_back(std::move(note));
     } else {
       const double nan = std::numeric_limits<double>::quiet_NaN();
       ref.versus = comparison{nan, interval{nan, nan, compare_.level}, nan, verdict::inconclusive};
