@@ -179,8 +179,8 @@ if [[ "$with_nvcc" == 1 ]]; then
     nvcc_report_compiled=$(best_cpu_s nvcc_compile -DKSCOPE_SEPARATE_COMPILATION "$work/report_text.cu")
     row "nvcc -c: .cu with a kernel (baseline)" "$nvcc_base" "$nvcc_base" ""
     row "nvcc -c: the same + one KSCOPE_SCOPE" "$nvcc_scope" "$nvcc_base" ""
-    row "nvcc -c: .cu with a kernel, kscope.hpp + report().text()" "$nvcc_report" "$nvcc_base" ""
-    row "nvcc -c: the same, compiled mode" "$nvcc_report_compiled" "$nvcc_base" ""
+    row "nvcc: kernel + kscope.hpp + report().text()" "$nvcc_report" "$nvcc_base" ""
+    row "nvcc: the same, compiled mode" "$nvcc_report_compiled" "$nvcc_base" ""
   else
     echo "nvcc not found: skipped the .cu case"
   fi
