@@ -57,9 +57,9 @@
 #  define KSCOPE_DETAIL_DEFINITIONS 1
 #endif
 // How a function whose definition sits in a KSCOPE_DETAIL_DEFINITIONS block is declared:
-// `inline` in header-only mode, an ordinary external function in the compiled one (and in
-// the device pass, which sees no bodies: an inline function must have one).
-#if defined(KSCOPE_SEPARATE_COMPILATION) || defined(__CUDA_ARCH__)
+// `inline` in header-only mode, an ordinary external function in the compiled one and
+// wherever the bodies are left out (the device pass: an inline function must have one).
+#if defined(KSCOPE_SEPARATE_COMPILATION) || !KSCOPE_DETAIL_DEFINITIONS
 #  define KSCOPE_DECL
 #else
 #  define KSCOPE_DECL inline
