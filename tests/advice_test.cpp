@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace advice_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 kscope::device_info h200_like() {
@@ -581,3 +583,5 @@ TEST_CASE("a report read back prints the roofline section it was written with") 
   REQUIRE_FALSE(written.empty());
   CHECK(section(back->text()) == written);
 }
+
+}  // namespace advice_test

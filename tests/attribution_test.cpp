@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+namespace attribution_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using kscope::correlation_table;
@@ -2236,3 +2238,5 @@ TEST_CASE("the trace ring gives back every field of every kind, oldest first onc
   REQUIRE(a.recent_events().size() == 1);
   CHECK(a.recent_events()[0].name == "_Z1bv");
 }
+
+}  // namespace attribution_test

@@ -9,6 +9,8 @@
 
 #include <string>
 
+namespace availability_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -229,3 +231,5 @@ TEST_CASE("the live probe: one answer per process, the one query_device gives") 
   CHECK(gpu.absence == kscope::gpu_absence::built_without_cuda);
 #endif
 }
+
+}  // namespace availability_test

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+namespace bench_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 // Per-launch durations and clocks as functions of (target, call number of that target).
@@ -1760,3 +1762,5 @@ TEST_CASE("counters: the timeline is used only when the call's graph holds nothi
   REQUIRE(q.counters->classified);
   CHECK(q.counters->classified->verdict.kind == kscope::bottleneck::memory);
 }
+
+}  // namespace bench_test

@@ -12,6 +12,8 @@
 #include <string>
 #include <thread>
 
+namespace clock_test {  // one per file: the unit tests build as one program
+
 TEST_CASE("a clock pair is read tightly") {
   const auto pair = kscope::detail::read_clock_pair();
   CHECK(pair.ns > 0);
@@ -62,3 +64,5 @@ TEST_CASE("UTC timestamps are computed as gmtime would print them") {
   }
 #endif
 }
+
+}  // namespace clock_test

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace compare_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 kscope::summary summary_around(double median, double relative_half_width = 0.01) {
@@ -267,3 +269,5 @@ TEST_CASE("parse_report keeps the context's GPU array, so a report read back sti
   CHECK(again->context.devices == r->context.devices);
   CHECK(again->context.devices_json == r->context.devices_json);
 }
+
+}  // namespace compare_test

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+namespace counters_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 constexpr double nan_value = std::numeric_limits<double>::quiet_NaN();
@@ -1436,3 +1438,5 @@ TEST_CASE("the metric-group plan on disk: where it goes, written whole, off with
   ::rmdir(dir_template);
   if (saved) ::setenv("KSCOPE_CACHE_DIR", saved_value.c_str(), 1); else ::unsetenv("KSCOPE_CACHE_DIR");
 }
+
+}  // namespace counters_test

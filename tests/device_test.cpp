@@ -21,6 +21,8 @@
 #  endif
 #endif
 
+namespace device_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using kscope::core_kind;
@@ -342,3 +344,5 @@ TEST_CASE("cuBLAS loader: ABI constants and search order") {
   }
 }
 #endif
+
+}  // namespace device_test

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace diagnose_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using kscope::diagnosis_kind;
@@ -929,3 +931,5 @@ TEST_CASE("diagnose options: every member by name from one declaration, written 
   CHECK(json.find("\"min_step_calls\":7") != std::string::npos);
   CHECK(kscope::diagnose_options_json().find("\"host_link_bytes_per_s\":null") != std::string::npos);
 }
+
+}  // namespace diagnose_test

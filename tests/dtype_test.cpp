@@ -16,6 +16,8 @@
 #include <string>
 #include <utility>
 
+namespace dtype_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using kscope::core_kind;
@@ -238,3 +240,5 @@ TEST_CASE("a type the device has no roof for: the benchmark skips the placement 
   CHECK_FALSE(s.roofline);
   CHECK(s.roof.empty());
 }
+
+}  // namespace dtype_test

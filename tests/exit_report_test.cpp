@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <string>
 
+namespace exit_report_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using kscope::detail::exit_report_format;
@@ -221,3 +223,5 @@ TEST_CASE("the stderr line: where the report went, or why it did not") {
     CHECK(write_exit_report(p, "a\nb", &a_report).find("KSCOPE_REPORT=a\\x0ab:") != std::string::npos);
   }
 }
+
+}  // namespace exit_report_test

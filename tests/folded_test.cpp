@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace folded_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 kscope::scope_report scope(const std::string& path, std::size_t depth, double host_ns) {
@@ -198,3 +200,5 @@ TEST_CASE("folded: more than ten bad times give ten notes and a count") {
   CHECK(f.notes[10] == "... and 3 more scopes whose time is no duration");
   CHECK(f.text.empty());
 }
+
+}  // namespace folded_test

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace gbench_json_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 std::string read_fixture(const std::string& name) {
@@ -298,3 +300,5 @@ TEST_CASE("report_comparison::json: a kscope.compare/1 document that reads back"
   for (const char* key : {"only_in_candidate", "only_in_baseline", "missing_times", "unused_rules", "environment_warnings"})
     CHECK_MESSAGE(v.find(key) != nullptr, key);
 }
+
+}  // namespace gbench_json_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace gpu_time_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 kscope::gpu_activity_event kernel(kscope::node_id node, std::int64_t start, std::int64_t end, std::uint32_t thread = 0) {
@@ -493,3 +495,5 @@ TEST_CASE("gpu_time in the report: text section, JSON keys and the table's sort"
   }
   CHECK(decode_found);
 }
+
+}  // namespace gpu_time_test

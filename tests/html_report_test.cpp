@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace html_report_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -272,3 +274,5 @@ TEST_CASE("the pictures alone: bounded marks, escaped labels, no data") {
   CHECK(kscope::detail::chart_label("αβγδεζ", 4) == "αβγ\xE2\x80\xA6");
   CHECK(kscope::detail::chart_label("abc", 4) == "abc");
 }
+
+}  // namespace html_report_test

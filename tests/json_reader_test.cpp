@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace json_reader_test {  // one per file: the unit tests build as one program
+
 using kscope::detail::json_cursor;
 using kscope::detail::json_field_error;
 using kscope::detail::json_integer;
@@ -417,3 +419,5 @@ TEST_CASE("checked_math: sums and roundings of numbers from files at int64's edg
   CHECK(rounded_int64(std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()) ==
         std::nullopt);
 }
+
+}  // namespace json_reader_test

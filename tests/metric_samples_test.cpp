@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+namespace metric_samples_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 constexpr double nan_value = std::numeric_limits<double>::quiet_NaN();
@@ -712,3 +714,5 @@ TEST_CASE("classify_sampled: each verdict with the numbers it rests on") {
           kscope::bottleneck::undetermined);
   }
 }
+
+}  // namespace metric_samples_test

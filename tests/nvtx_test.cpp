@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+namespace nvtx_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 kscope::detail::nvtx_name_problem check(std::string_view raw, std::string_view* trimmed_out = nullptr) {
@@ -159,3 +161,5 @@ TEST_CASE("nvtx: styles and colours") {
   static_assert(c.category.id == 0 && c.color.value == green.value, "colour only");
   CHECK(std::string(a.category.name) == "attention");
 }
+
+}  // namespace nvtx_test

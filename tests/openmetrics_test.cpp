@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+namespace openmetrics_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -396,3 +398,5 @@ TEST_CASE("metrics_file_writer: a forked child neither stops the parent's thread
   w.stop_and_write();
   CHECK(read_file(file) == "pid " + std::to_string(::getpid()) + "\n");
 }
+
+}  // namespace openmetrics_test

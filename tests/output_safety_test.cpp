@@ -41,6 +41,8 @@
 #include <system_error>
 #include <vector>
 
+namespace output_safety_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using json = nlohmann::json;
@@ -558,3 +560,5 @@ TEST_CASE("a write that fails half way leaves the previous file intact and no te
     CHECK(read_file(target) != previous);
   }
 }
+
+}  // namespace output_safety_test

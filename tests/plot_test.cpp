@@ -19,6 +19,8 @@
 
 #include <unistd.h>  // getpid: unique temporary names when ctest runs in parallel
 
+namespace plot_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 std::size_t count(const std::string& text, const std::string& part) {
@@ -303,3 +305,5 @@ TEST_CASE("sweep_svg never reads past a row pushed by hand") {
   REQUIRE(parses_as_xml(svg, "sweep_short_row.svg"));
   CHECK(contains(svg, "not measured"));
 }
+
+}  // namespace plot_test

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+namespace rank_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 // Clears every rank variable for the test, restores them afterwards.
@@ -130,3 +132,5 @@ TEST_CASE("write_json_for_rank writes to the rank's file name and says which") {
   CHECK(path == "run.rank2.json");
   CHECK(kscope::write_json_for_rank(fake_report{&path}, "fail.json").empty());
 }
+
+}  // namespace rank_test

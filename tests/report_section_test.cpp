@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace report_section_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -514,3 +516,5 @@ TEST_CASE("a feature that throws midway leaves nothing of its own in the report"
   for (const kscope::scope_report& s : r.scopes) CHECK(s.feature_evidence.empty());
   CHECK(has_warning(r.warnings, "feature half_done: its section could not be added (not a std::exception)"));
 }
+
+}  // namespace report_section_test

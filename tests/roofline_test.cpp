@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+namespace roofline_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 constexpr double nan_value = std::numeric_limits<double>::quiet_NaN();
@@ -223,3 +225,5 @@ TEST_CASE("names, points and number formatting") {
   CHECK(kscope::detail::format_si(0.0, "s") == "0.00 s");
   CHECK(kscope::detail::format_si(nan_value, "B/s") == "unknown");
 }
+
+}  // namespace roofline_test

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace sampled_report_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -155,3 +157,5 @@ TEST_CASE("session report CSV: one row per scope with the sampled columns") {
   const auto fields = [](const std::string& line) { return std::count(line.begin(), line.end(), ',') + 1; };
   CHECK(fields(row) == fields(header));
 }
+
+}  // namespace sampled_report_test

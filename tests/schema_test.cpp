@@ -34,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+namespace schema_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using kscope::detail::json_type;
@@ -740,3 +742,5 @@ TEST_CASE("graph_capture: JSON and text name the scope that built the graph by i
   CHECK(capture->items[1].find("captured_in")->string == "node 99");
   CHECK(capture->items[1].find("copies")->number == 2);
 }
+
+}  // namespace schema_test

@@ -17,6 +17,8 @@
 #include <atomic>
 #include <string>
 
+namespace scope_counters_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -489,3 +491,5 @@ TEST_CASE("a step profiled by scope stretches: each range to its stretch's scope
     CHECK(s.why_not == "2 ranges came back for 3 stretches begun");
   }
 }
+
+}  // namespace scope_counters_test

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+namespace scope_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 void sleep_ms(double ms) {
@@ -497,3 +499,5 @@ TEST_CASE("an outermost scope's close calls the step hook, with its node, on its
     if (n.name == "hook_step") step_calls = n.calls;
   CHECK(step_calls == 3);
 }
+
+}  // namespace scope_test

@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+namespace session_test {  // one per file: the unit tests build as one program
+
 TEST_CASE("the JSON report parses back with every field") {
   auto& session = kscope::session::global();
   session.reset();
@@ -650,3 +652,5 @@ TEST_CASE("KSCOPE_METRIC_SAMPLING_OPTIONS applies to the sampling the session st
   CHECK_MESSAGE(std::find(r.warnings.begin(), r.warnings.end(), expected) != r.warnings.end(),
                 "warnings: " << r.warnings.size());
 }
+
+}  // namespace session_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace stats_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 constexpr double not_a_number = std::numeric_limits<double>::quiet_NaN();
@@ -1065,3 +1067,5 @@ TEST_CASE("sample_reservoir edge cases") {
   CHECK(moved.count() == 0);
   CHECK(moved.capacity() == 5);
 }
+
+}  // namespace stats_test

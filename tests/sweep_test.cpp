@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace sweep_test {  // one per file: the unit tests build as one program
+
 using kscope::axis;
 using kscope::param_value;
 using kscope::sweep;
@@ -290,3 +292,5 @@ TEST_CASE("sweep_results printers never read past a row pushed by hand") {
   CHECK(count_lines(r.csv()) == 1 + 3 * 4);
   CHECK(kscope::detail::parse_json(r.json()).ok());
 }
+
+}  // namespace sweep_test

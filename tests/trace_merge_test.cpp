@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+namespace trace_merge_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using json = nlohmann::json;
@@ -444,3 +446,5 @@ TEST_CASE("trace merge: a ts or dur past 9e15 us is a bad event, named with the 
   const std::string text = m.text();
   CHECK(text.find("error: input 2 (ts_huge.json): traceEvents[0]: field \"ts\"") != std::string::npos);
 }
+
+}  // namespace trace_merge_test

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+namespace trace_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 using json = nlohmann::json;
@@ -466,3 +468,5 @@ TEST_CASE("trace: this_trace_process takes the rank, the pid, the host and the c
   CHECK(doc.at("otherData").at("host_pid") == 6000);
   CHECK(doc.at("otherData").at("process_id") == p.process_id);
 }
+
+}  // namespace trace_test

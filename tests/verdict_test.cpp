@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+namespace verdict_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -461,3 +463,5 @@ TEST_CASE("bottleneck names read back; anything else is undetermined") {
   CHECK(kscope::bottleneck_from_string("Memory-Bound") == kscope::bottleneck::undetermined);
   CHECK(kscope::bottleneck_from_string("memory-bound\n") == kscope::bottleneck::undetermined);
 }
+
+}  // namespace verdict_test

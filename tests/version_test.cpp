@@ -10,6 +10,8 @@
 #include <regex>
 #include <string>
 
+namespace version_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 std::string read_source_file(const std::string& relative) {
@@ -37,3 +39,5 @@ TEST_CASE("KSCOPE_VERSION_* in the headers equal the project version in CMakeLis
   CHECK(KSCOPE_VERSION_MINOR == std::stoi(m[2].str()));
   CHECK(KSCOPE_VERSION_PATCH == std::stoi(m[3].str()));
 }
+
+}  // namespace version_test

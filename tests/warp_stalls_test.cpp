@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+namespace warp_stalls_test {  // one per file: the unit tests build as one program
+
 namespace {
 
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
@@ -897,3 +899,5 @@ TEST_CASE("Markdown: the reason table, the dominant stall, hot PCs with their so
   const std::string empty = kscope::format_warp_stalls_markdown(kscope::aggregate_warp_stalls("idle", {}));
   CHECK(contains(empty, "no warp samples"));
 }
+
+}  // namespace warp_stalls_test
