@@ -747,6 +747,39 @@ TEST_CASE("ratio_verdict: the one rule behind every verdict") {
                 "usable in constant expressions");
 }
 
+TEST_CASE("compare: a ratio of medians outside its own interval is flagged") {
+  using kscope::ratio_outside_interval;
+  // Shape, not scale: 10 x 1 + 11 x 2 against 11 x 1 + 10 x 2 gives medians 2 and 1 (ratio
+  // 0.5), while 220 of the 441 pairwise log differences are 0, the middle ones: the
+  // interval sits at 1 and leaves 0.5 out.
+  std::vector<double> a(10, 1.0), b(11, 1.0);
+  a.insert(a.end(), 11, 2.0);
+  b.insert(b.end(), 10, 2.0);
+  const kscope::comparison split = kscope::compare(a, b);
+  CHECK(split.ratio == doctest::Approx(0.5));
+  REQUIRE(split.ratio_ci.lo > 0.5);
+  CHECK(ratio_outside_interval(split));
+  // A change of scale: both estimates give 0.25.
+  std::vector<double> scaled;
+  for (double t : a) scaled.push_back(0.25 * t);
+  CHECK_FALSE(ratio_outside_interval(kscope::compare(a, scaled)));
+  // On an end, within the rounding of log and exp; just past it; NaNs claim nothing.
+  kscope::comparison c;
+  c.ratio = 1.0;
+  c.ratio_ci = {1.0 + 1e-12, 1.2, 0.95};
+  CHECK_FALSE(ratio_outside_interval(c));
+  c.ratio_ci = {1.0 + 1e-6, 1.2, 0.95};
+  CHECK(ratio_outside_interval(c));
+  c.ratio_ci = {0.8, 1.0 - 1e-6, 0.95};
+  CHECK(ratio_outside_interval(c));
+  c.ratio_ci = {not_a_number, not_a_number, 0.95};
+  CHECK_FALSE(ratio_outside_interval(c));
+  c.ratio = not_a_number;
+  c.ratio_ci = {0.8, 0.9, 0.95};
+  CHECK_FALSE(ratio_outside_interval(c));
+  static_assert(!kscope::ratio_outside_interval(kscope::comparison{}), "usable in constant expressions");
+}
+
 TEST_CASE("compare_summaries: medians and their intervals only, the same verdict rule") {
   const auto summary_of = [](double median, double lo, double hi) {
     kscope::summary s;

@@ -637,6 +637,21 @@ struct compare_options {
 [[nodiscard]] KSCOPE_DECL comparison compare(const std::vector<double>& baseline, const std::vector<double>& candidate,
                                         compare_options options = {});
 
+// Whether compare()'s ratio of medians lies outside its own ratio_ci. The two estimate one
+// ratio only while the timings differ in scale alone; when they differ in shape (one is
+// spread out, or has a second mode) the median ratio can fall outside the Hodges-Lehmann
+// interval, and printing both side by side would contradict itself: a caller that shows
+// both says which one its verdict rests on (result is always the interval's). False when
+// either is NaN (nothing claimed) or the ratio sits on an end within rounding (the ends
+// come through log and exp).
+//   std::vector<double> a(10, 1.0), b(11, 1.0); a.insert(a.end(), 11, 2.0); b.insert(b.end(), 10, 2.0);
+//   kscope::ratio_outside_interval(kscope::compare(a, b));   // true: ratio 0.5, interval at 1
+[[nodiscard]] constexpr bool ratio_outside_interval(const comparison& c) noexcept {
+  if (!(c.ratio == c.ratio) || !(c.ratio_ci.lo == c.ratio_ci.lo) || !(c.ratio_ci.hi == c.ratio_ci.hi)) return false;
+  const double rounding = 1e-9 * (c.ratio < 0 ? -c.ratio : c.ratio);
+  return c.ratio < c.ratio_ci.lo - rounding || c.ratio > c.ratio_ci.hi + rounding;
+}
+
 #if KSCOPE_DETAIL_DEFINITIONS
 KSCOPE_DECL comparison compare(const std::vector<double>& baseline, const std::vector<double>& candidate,
                                         compare_options options) {
