@@ -12,8 +12,6 @@
 #include <cstdlib>
 #include <string>
 
-namespace no_gpu_report_test {  // one per file: the unit tests build as one program
-
 namespace {
 
 std::size_t count(const std::string& text, const std::string& part) {
@@ -109,5 +107,3 @@ TEST_CASE("CUPTI switched off without a GPU: no claim of CUDA-event times either
   CHECK(count(text, "events only") == 0);
   CHECK(count(text, gpu.message) == 1);
 }
-
-}  // namespace no_gpu_report_test
