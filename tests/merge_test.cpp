@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <new>
 #include <optional>
 #include <regex>
@@ -676,4 +677,192 @@ TEST_CASE("merged text: a deep scope costs no more than a shallow one") {
   const std::string text = m.text();
   CHECK(text.size() < 2000);
   CHECK(text.find(std::string(29, ' ') + "~") != std::string::npos);  // cut at the cell, as before
+}
+
+namespace {
+// "req": a scope (1 us a call) and a cross-thread range (50 us) of the same path, two nodes
+// as the recorder keeps them; rank 1 has the scope only.
+std::string scope_and_range_report(int rank, bool with_range) {
+  kscope::session_report r;
+  r.context.rank = rank;
+  kscope::scope_report scope;
+  scope.id = 1;
+  scope.name = scope.path = "req";
+  scope.depth = 1;
+  scope.calls = 10;
+  scope.host_ns = median_summary(1000);
+  r.scopes.push_back(scope);
+  if (with_range) {
+    kscope::scope_report range = scope;
+    range.id = 2;
+    range.cross_thread = true;
+    range.host_ns = median_summary(50000);
+    r.scopes.push_back(range);
+  }
+  return r.json();
+}
+}  // namespace
+
+TEST_CASE("merge and compare: a range and a scope of one path stay apart") {
+  const kscope::merged_report m =
+      kscope::merge_reports({scope_and_range_report(0, true), scope_and_range_report(1, false)});
+  REQUIRE(m.merged_count() == 2);
+  REQUIRE(m.scopes.size() == 2);
+  const kscope::merged_scope* scope = m.find("req");
+  const kscope::merged_scope* range = m.find("req", /*cross_thread=*/true);
+  REQUIRE(scope != nullptr);
+  REQUIRE(range != nullptr);
+  CHECK(scope->ranks.size() == 2);  // each rank once
+  CHECK(scope->time.max_ns == 1000);
+  REQUIRE(range->ranks.size() == 1);
+  CHECK(range->ranks[0].rank == 0);
+  CHECK(range->time.median_ns == 50000);
+  const std::string text = m.text();
+  CHECK(text.find("\nreq ~ ") != std::string::npos);
+  CHECK(text.find("~: cross-thread range") != std::string::npos);
+  const auto doc = nlohmann::json::parse(m.json());
+  CHECK(doc["scopes"][0]["cross_thread"] == false);
+  CHECK(doc["scopes"][1]["cross_thread"] == true);
+  CHECK(doc["scopes"][0]["time"]["ranks"] == 2);
+
+  // A report compared with itself: each node with itself, nothing slower.
+  const kscope::session_report r = *kscope::parse_report(scope_and_range_report(0, true));
+  const kscope::report_comparison same = kscope::compare_reports(r, r);
+  REQUIRE(same.scopes.size() == 2);
+  CHECK(same.scopes[0].path == "req");
+  CHECK(same.scopes[1].path == "req ~");
+  CHECK(same.scopes[1].baseline_median_ns == 50000);
+  CHECK(same.count(kscope::verdict::slower) == 0);
+  CHECK(same.text().find("PASS") != std::string::npos);
+  // The range gone from the candidate is missing, not compared with the scope.
+  const kscope::session_report without = *kscope::parse_report(scope_and_range_report(0, false));
+  const kscope::report_comparison gone = kscope::compare_reports(r, without);
+  CHECK(gone.scopes.size() == 1);
+  CHECK(gone.only_in_baseline == std::vector<std::string>{"req ~"});
+
+  // A threshold rule for the path applies to the range too, unless one names the range.
+  kscope::compare_settings settings;
+  settings.rules.push_back(kscope::threshold_rule{"req", 0.10, 1});
+  REQUIRE(settings.rule_for("req ~") != nullptr);
+  CHECK(settings.rule_for("req ~")->threshold == 0.10);
+  settings.rules.push_back(kscope::threshold_rule{"req ~", 0.25, 2});
+  CHECK(settings.rule_for("req ~")->threshold == 0.25);
+  CHECK(settings.rule_for("req")->threshold == 0.10);
+}
+
+TEST_CASE("merge: a report without a rank never takes a rank another report names") {
+  // Input 1 names no rank; its position, 1, is input 0's rank: it gets 0, the first free.
+  const kscope::merged_report m = kscope::merge_reports({rank_report(1, 1e6, 1), rank_report(7, 2e6, 1, false)});
+  CHECK(m.merged_count() == 2);
+  CHECK(m.inputs[0].rank == 1);
+  CHECK(m.inputs[1].error.empty());
+  CHECK(m.inputs[1].rank == 0);
+  CHECK_FALSE(m.inputs[1].rank_from_report);
+  // Named later than the unnamed input that would have had it: the same.
+  const kscope::merged_report later =
+      kscope::merge_reports({rank_report(7, 1e6, 1, false), rank_report(0, 2e6, 1), rank_report(7, 3e6, 1, false)});
+  CHECK(later.merged_count() == 3);
+  CHECK(later.inputs[0].rank == 1);  // 0 is named by input 1
+  CHECK(later.inputs[1].rank == 0);
+  CHECK(later.inputs[2].rank == 2);  // its position, free
+  // Two reports that name one rank are still refused.
+  const kscope::merged_report twice = kscope::merge_reports({rank_report(3, 1e6, 1), rank_report(3, 2e6, 1)});
+  CHECK(twice.inputs[1].error.find("rank 3 appears twice") != std::string::npos);
+}
+
+TEST_CASE("parse_report: every field a printer shows reads back: disagreement, peaks, counters, capture") {
+  kscope::session_report r;
+  r.context.rank = 0;
+  r.context.devices_json = R"([{"ordinal":0,"name":"NVIDIA H100"}])";
+  r.context.peaks_json = R"([{"device":{"ordinal":0},"bandwidth":{"theoretical_bytes_per_s":3.35e12}}])";
+  r.cupti_counters.records_seen = 5000;
+  r.cupti_counters.kernel_records = 3900;
+  r.cupti_counters.dropped_by_cupti = 1000;
+  r.cupti_counters.graph_records = 800;
+  r.cupti_counters.graph_built_elsewhere = 800;
+  kscope::scope_report s;
+  s.id = 1;
+  s.name = s.path = "step";
+  s.depth = 1;
+  s.calls = 10;
+  s.host_ns = median_summary(1e6);
+  s.gpu_calls = 10;
+  s.gpu_ns = median_summary(1e5);
+  s.gpu_time_disagreement = "its kernels kept the GPU busy 900 us a call, the events say 100 us";
+  s.profiled_calls = 2;
+  kscope::node_gpu_activity a;
+  a.kernel_count = 800;
+  a.kernel_ns = 120000000;
+  a.busy_ns = 117600000;
+  a.graph_capture.push_back(kscope::graph_capture_origin{1, 800, 120000000, 3, 4000});
+  s.gpu_activity = a;
+  r.scopes.push_back(s);
+  const std::string doc = r.json();
+  std::string error;
+  const auto back = kscope::parse_report(doc, &error);
+  REQUIRE_MESSAGE(back.has_value(), error);
+  const kscope::scope_report& b = back->scopes.at(0);
+  CHECK(b.gpu_time_disagreement == s.gpu_time_disagreement);
+  CHECK(b.profiled_calls == 2);
+  REQUIRE(b.gpu_activity.has_value());
+  REQUIRE(b.gpu_activity->graph_capture.size() == 1);
+  CHECK(b.gpu_activity->graph_capture[0].captured_in == 1);
+  CHECK(b.gpu_activity->graph_capture[0].copy_ns == 4000);
+  CHECK(back->cupti_counters.dropped_by_cupti == 1000);
+  CHECK(back->cupti_counters.graph_built_elsewhere == 800);
+  // Written again, the document says what it said.
+  const auto first = nlohmann::json::parse(doc);
+  const auto again = nlohmann::json::parse(back->json());
+  CHECK(first["scopes"] == again["scopes"]);
+  CHECK(first["context"]["peaks"] == again["context"]["peaks"]);
+  CHECK(first["cupti"]["counters"] == again["cupti"]["counters"]);
+  // The contradicted GPU time is not printed as true after the read-back either.
+  const std::string text = back->text();
+  CHECK_MESSAGE(text.find("100 us \xe2\x89\xa0" "CUPTI") != std::string::npos, text);
+  CHECK(text.find("graph kernels built in: step (800 kernels") != std::string::npos);
+}
+
+TEST_CASE("parse_report: a time below zero, an interval upside down or a share a scope cannot have is refused") {
+  const auto with = [](const std::function<void(kscope::scope_report&)>& change) {
+    kscope::session_report r;
+    kscope::scope_report parent;
+    parent.id = 1;
+    parent.name = parent.path = "step";
+    parent.depth = 1;
+    parent.calls = 10;
+    parent.host_ns = median_summary(1000);
+    r.scopes.push_back(parent);
+    kscope::scope_report child = parent;
+    child.id = 2;
+    child.parent = 1;
+    child.name = "a";
+    child.path = "step/a";
+    child.depth = 2;
+    child.share_of_parent = 0.5;
+    change(child);
+    r.scopes.push_back(child);
+    std::string error;
+    const bool ok = kscope::parse_report(r.json(), &error).has_value();
+    return ok ? std::string() : error;
+  };
+  CHECK(with([](kscope::scope_report&) {}).empty());
+  CHECK(with([](kscope::scope_report& s) { s.host_ns.median = -500; }).find("scope 1 (\"step/a\"): median: a duration below zero (-500)") !=
+        std::string::npos);
+  CHECK(with([](kscope::scope_report& s) { s.host_ns.p99 = -1; }).find("p99: a duration below zero") != std::string::npos);
+  CHECK(with([](kscope::scope_report& s) {
+          s.gpu_calls = 10;
+          s.gpu_ns = median_summary(100);
+          s.gpu_ns.median_ci = kscope::interval{110, 90, 0.95};
+        }).find("median_ci: an interval that ends before it starts (110 > 90)") != std::string::npos);
+  CHECK(with([](kscope::scope_report& s) { s.share_of_parent = 3.0; }).find("share_of_parent: 3 of its parent's time") !=
+        std::string::npos);
+  CHECK(with([](kscope::scope_report& s) { s.share_of_parent = -0.1; }).find("below zero") != std::string::npos);
+  // A range is not nested in its parent's calls: a share above 1 can be true.
+  CHECK(with([](kscope::scope_report& s) {
+          s.cross_thread = true;
+          s.share_of_parent = 3.0;
+        }).empty());
+  // No interval (fewer than 6 samples): NaN bounds are not "upside down".
+  CHECK(with([](kscope::scope_report& s) { s.host_ns.median_ci = kscope::interval{std::nan(""), std::nan(""), 0.95}; })
+            .empty());
 }

@@ -34,6 +34,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -147,6 +148,18 @@ const char* const compare_help =
     "  --allow-missing      a baseline time missing in the candidate does not fail the gate\n"
     "  --format F           text (default), markdown (a pull-request comment) or json\n"
     "                       (kscope.compare/1, for scripts); the exit code is the same\n";
+
+// The report's text inside a markdown code block. The fence is longer than any run of
+// backticks in the text (names and messages come from the file), so none of them closes it.
+std::string markdown_code_block(const std::string& text) {
+  std::size_t longest = 0, run = 0;
+  for (const char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(std::max<std::size_t>(3, longest + 1), '`');
+  return fence + "text\n" + text + (text.empty() || text.back() == '\n' ? "" : "\n") + fence + "\n";
+}
 
 // "300.0 MiB"
 std::string mebibytes(double bytes) {
@@ -462,7 +475,7 @@ int run_report(const std::vector<std::string>& raw_args) {
     return exit_ok;
   }
   if (format == "json") print(r->json());
-  else if (format == "markdown") print("```text\n" + r->text() + "```\n");
+  else if (format == "markdown") print(markdown_code_block(r->text()));
   else print(r->text());
   return exit_ok;
 }

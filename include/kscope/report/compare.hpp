@@ -52,8 +52,12 @@ namespace kscope {
 
 // One time of one run, as the gate compares it: a scope's host or GPU per-call time, or
 // a benchmark's GPU time per launch. Nanoseconds, whatever the document's unit.
+// What follows a cross-thread range's path in the names compared ("request ~"): the text
+// report's mark for a range, which the recorder keeps apart from a scope of the same path.
+inline constexpr const char* cross_thread_range_mark = " ~";
+
 struct timed_entry {
-  std::string name;  // scope path, or benchmark name with its parameters: "gemm (n=4096)"
+  std::string name;  // scope path ("request ~" for a range), or benchmark name with its parameters: "gemm (n=4096)"
   std::string time;  // "host" or "gpu"; "real" for Google Benchmark
   summary ns{};      // the gate reads median and median_ci
 };
@@ -224,7 +228,8 @@ struct compare_settings {
   std::vector<threshold_rule> rules;  // per-name thresholds (parse_thresholds); the rest get `threshold`
 
   // The rule deciding `name`: an exact name before any pattern, then the longest pattern
-  // (the most specific), then the first in the file; nullptr when none matches.
+  // (the most specific), then the first in the file; nullptr when none matches. A range's
+  // name ("request ~", cross_thread_range_mark) that no rule matches is matched as its path.
   [[nodiscard]] const threshold_rule* rule_for(std::string_view name) const noexcept;
   // The threshold `name` is judged with.
   [[nodiscard]] double threshold_for(std::string_view name) const noexcept;
@@ -244,6 +249,9 @@ KSCOPE_DECL const threshold_rule* compare_settings::rule_for(std::string_view na
       best_exact = exact;
     }
   }
+  const std::string_view mark = cross_thread_range_mark;
+  if (best == nullptr && name.size() > mark.size() && name.substr(name.size() - mark.size()) == mark)
+    return rule_for(name.substr(0, name.size() - mark.size()));
   return best;
 }
 
@@ -519,9 +527,12 @@ KSCOPE_DECL comparable_run comparable_from_report(const session_report& report) 
     run.environment.gpu = report.context.devices.empty() ? "none" : "";
   }
   for (const scope_report& s : report.scopes) {
-    run.names.push_back(s.path);
-    if (s.calls > 0) run.entries.push_back(timed_entry{s.path, "host", s.host_ns});
-    if (s.gpu_calls > 0) run.entries.push_back(timed_entry{s.path, "gpu", s.gpu_ns});
+    // A range and a scope of one path are two nodes (the recorder keeps them apart): the
+    // range is named as the text report marks it, so that neither is compared with the other.
+    const std::string name = s.cross_thread ? s.path + cross_thread_range_mark : s.path;
+    run.names.push_back(name);
+    if (s.calls > 0) run.entries.push_back(timed_entry{name, "host", s.host_ns});
+    if (s.gpu_calls > 0) run.entries.push_back(timed_entry{name, "gpu", s.gpu_ns});
   }
   return run;
 }

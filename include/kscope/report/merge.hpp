@@ -34,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -122,6 +123,8 @@ KSCOPE_DECL summary summary_from_json(const json_value& v);
 KSCOPE_DECL trace_window_summary trace_windows_from_json(const json_value& v);
 
 KSCOPE_DECL void copy_from_json(const json_value* v, copy_totals& c);
+// The collector's record counts as json.hpp writes them (cupti.counters).
+KSCOPE_DECL attribution_counters attribution_counters_from_json(const json_value& v);
 
 KSCOPE_DECL node_gpu_activity gpu_activity_from_json(const json_value& v);
 
@@ -173,6 +176,17 @@ KSCOPE_DECL summary summary_from_json(const json_value& v) {
   }
   s.outliers = integer_member<std::size_t>(v, "outliers");
   s.steady = v.member_bool("steady", true);
+  // Every summary in a report is of durations: one below zero, or an interval that ends
+  // before it starts, cannot be, and would be printed as a time.
+  const std::pair<const char*, double> values[] = {{"median", s.median}, {"mean", s.mean}, {"stddev", s.stddev},
+                                                   {"min", s.min},       {"max", s.max},   {"mad", s.mad},
+                                                   {"p90", s.p90},       {"p99", s.p99},   {"median_ci.lo", s.median_ci.lo},
+                                                   {"median_ci.hi", s.median_ci.hi}};
+  for (const auto& [name, value] : values)
+    if (value < 0) throw json_field_error(std::string(name) + ": a duration below zero (" + format_general(value, 6) + ")");
+  if (s.median_ci.lo > s.median_ci.hi)
+    throw json_field_error("median_ci: an interval that ends before it starts (" + format_general(s.median_ci.lo, 6) +
+                           " > " + format_general(s.median_ci.hi, 6) + ")");
   return s;
 }
 
@@ -181,6 +195,27 @@ KSCOPE_DECL void copy_from_json(const json_value* v, copy_totals& c) {
   c.count = integer_member<std::uint64_t>(*v, "count");
   c.bytes = integer_member<std::uint64_t>(*v, "bytes");
   c.ns = integer_member<std::int64_t>(*v, "ns");
+}
+
+KSCOPE_DECL attribution_counters attribution_counters_from_json(const json_value& v) {
+  attribution_counters c;
+  const auto u64 = [&](const char* key) { return integer_member<std::uint64_t>(v, key); };
+  c.records_seen = u64("records_seen");
+  c.kernel_records = u64("kernel_records");
+  c.memcpy_records = u64("memcpy_records");
+  c.memset_records = u64("memset_records");
+  c.sync_records = u64("sync_records");
+  c.dropped_by_cupti = u64("dropped_by_cupti");
+  c.dropped_zero_start = u64("dropped_zero_start");
+  c.dropped_end_before_start = u64("dropped_end_before_start");
+  c.dropped_malformed = u64("dropped_malformed");
+  c.unscoped = u64("unscoped");
+  c.unattributed = u64("unattributed");
+  c.devices_over_cap = u64("devices_over_cap");
+  c.graph_records = u64("graph_records");
+  c.graph_built_elsewhere = u64("graph_built_elsewhere");
+  c.graph_capture_unknown = u64("graph_capture_unknown");
+  return c;
 }
 
 KSCOPE_DECL node_gpu_activity gpu_activity_from_json(const json_value& v) {
@@ -223,6 +258,20 @@ KSCOPE_DECL node_gpu_activity gpu_activity_from_json(const json_value& v) {
     a.scaled_kernel_ns = i64(*g, "scaled_kernel_ns");
     a.scaled_busy_ns = i64(*g, "scaled_busy_ns");
   }
+  // Which scopes built the graph kernels this one replayed (captured_in_id: the node id in
+  // this report, as write_graph_capture_json wrote it).
+  if (const json_value* origins = v.find("graph_capture"); origins != nullptr && origins->is_array()) {
+    for (const json_value& o : origins->items) {
+      if (a.graph_capture.size() >= max_capture_origins_per_node) break;
+      graph_capture_origin origin;
+      origin.captured_in = integer_member<node_id>(o, "captured_in_id");
+      origin.kernel_count = u64(o, "kernels");
+      origin.kernel_ns = i64(o, "ns");
+      origin.copy_count = u64(o, "copies");
+      origin.copy_ns = i64(o, "copy_ns");
+      a.graph_capture.push_back(origin);
+    }
+  }
   if (const json_value* devices = v.find("devices")) {
     for (const json_value& d : devices->items) {
       if (a.devices.size() >= max_devices_per_node) break;
@@ -258,6 +307,11 @@ KSCOPE_DECL void context_from_json(const json_value& c, report_context& context)
       if (sms >= 0) line += ", " + std::to_string(sms) + " SMs";
       context.devices.push_back(std::move(line));
     }
+  }
+  // The devices' peaks, kept as written (null: no device was measured).
+  if (const json_value* peaks = c.find("peaks"); peaks && peaks->is_array()) {
+    json_writer written(context.peaks_json);
+    write_json_value(written, *peaks);
   }
   if (const json_value* roofs = c.find("roofs")) {
     if (roofs->items.size() > report_max_list_entries)
@@ -509,10 +563,18 @@ KSCOPE_DECL scope_report scope_from_json(const json_value& s, std::size_t& tags_
   out.host_inclusive_ns = s.member_number("host_inclusive_ns", 0);
   out.host_exclusive_ns = s.member_number("host_exclusive_ns", 0);
   out.share_of_parent = s.member_number("share_of_parent", nan_value());
+  // A scope nests inside its parent on one thread's stack, so it cannot take more of the
+  // parent's time than all of it; a range (cross_thread) is not nested and may.
+  if (out.share_of_parent < 0 || (!out.cross_thread && out.share_of_parent > 1 + 1e-9))
+    throw json_field_error("share_of_parent: " + format_general(out.share_of_parent, 6) +
+                           (out.share_of_parent < 0 ? " is below zero" : " of its parent's time for a scope nested in it"));
   out.gpu_calls = integer_member<std::uint64_t>(s, "gpu_calls");
   if (const json_value* g = s.find("gpu_ns"); g && g->is_object()) out.gpu_ns = summary_from_json(*g);
   else out.gpu_calls = 0;
   out.gpu_total_ns = s.member_number("gpu_total_ns", 0);
+  // Why the CUDA-event GPU time cannot be true (CUPTI saw more work): printed in its place.
+  out.gpu_time_disagreement = s.member_string("gpu_time_disagreement");
+  out.profiled_calls = integer_member<std::uint64_t>(s, "profiled_calls");
   if (const json_value* w = s.find("declared_work")) {
     out.declared = work{w->member_number("flops", 0), w->member_number("bytes", 0)};
     out.work_calls = integer_member<std::uint64_t>(*w, "calls");
@@ -791,9 +853,14 @@ KSCOPE_DECL void report_reader::read_cupti() {
   }
   cursor_.begin_object();
   std::string key;
-  bool saw_status = false, saw_kernels = false, saw_windows = false;
+  bool saw_status = false, saw_kernels = false, saw_windows = false, saw_counters = false;
   while (cursor_.next_member(key)) {
-    if (key == "status" && !saw_status) {
+    if (key == "counters" && !saw_counters) {
+      saw_counters = true;
+      json_value v;
+      cursor_.read_value(v, report_max_values_per_entry);
+      if (v.is_object()) in_part("cupti.counters", [&] { report_.cupti_counters = attribution_counters_from_json(v); });
+    } else if (key == "status" && !saw_status) {
       saw_status = true;
       json_value v;
       cursor_.read_value(v, report_max_values_per_entry);
@@ -888,6 +955,7 @@ struct merged_scope {
   std::string path;
   std::string name;
   std::size_t depth = 1;
+  bool cross_thread = false;             // a range: kept apart from a scope of the same path
   std::vector<rank_scope_values> ranks;  // sorted by rank
   across_ranks host;                     // over per-rank host medians
   across_ranks gpu;                      // over per-rank GPU (event) medians
@@ -900,7 +968,7 @@ struct merged_scope {
 // What became of one input document.
 struct merge_input {
   std::size_t index = 0;   // position in the input vector
-  int rank = -1;           // from context.rank, else the index
+  int rank = -1;           // from context.rank, else the index (or a number no report names: merge_reports)
   bool rank_from_report = false;
   std::string host;
   std::string error;       // empty: merged
@@ -911,7 +979,8 @@ struct merged_report {
   std::vector<merged_scope> scopes;  // in order of first appearance (depth-first per report)
 
   [[nodiscard]] std::size_t merged_count() const noexcept;
-  [[nodiscard]] const merged_scope* find(const std::string& path) const noexcept;
+  // The scope of that path (cross_thread: the range of that path, which is kept apart).
+  [[nodiscard]] const merged_scope* find(const std::string& path, bool cross_thread = false) const noexcept;
   [[nodiscard]] std::string text() const;
   [[nodiscard]] std::string json() const;
 };
@@ -923,9 +992,9 @@ KSCOPE_DECL std::size_t merged_report::merged_count() const noexcept {
   return n;
 }
 
-KSCOPE_DECL const merged_scope* merged_report::find(const std::string& path) const noexcept {
+KSCOPE_DECL const merged_scope* merged_report::find(const std::string& path, bool cross_thread) const noexcept {
   for (const merged_scope& s : scopes)
-    if (s.path == path) return &s;
+    if (s.path == path && s.cross_thread == cross_thread) return &s;
   return nullptr;
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
@@ -983,19 +1052,38 @@ KSCOPE_DECL merged_report merge_reports(const std::vector<std::string>& json_doc
   merged_report out;
   std::vector<session_report> reports;
   std::vector<int> ranks;
+  std::vector<std::optional<session_report>> parsed(json_documents.size());
+  std::vector<std::string> errors(json_documents.size());
+  std::unordered_set<int> named;  // the ranks the reports name themselves
+  for (std::size_t i = 0; i < json_documents.size(); ++i) {
+    parsed[i] = parse_report(json_documents[i], &errors[i]);
+    if (parsed[i] && parsed[i]->context.rank >= 0) named.insert(parsed[i]->context.rank);
+  }
+  // A report that names no rank takes its position among the inputs, unless another report
+  // names that rank: then the first number no report names and none took before it.
+  int next_unnamed = 0;
+  std::unordered_set<int> given;
   for (std::size_t i = 0; i < json_documents.size(); ++i) {
     merge_input in;
     in.index = i;
-    std::string error;
-    std::optional<session_report> r = parse_report(json_documents[i], &error);
+    std::optional<session_report>& r = parsed[i];
     if (!r) {
-      in.error = "input " + std::to_string(i) + ": " + error;
+      in.error = "input " + std::to_string(i) + ": " + errors[i];
       out.inputs.push_back(std::move(in));
       continue;
     }
     in.host = r->context.host_name;
     in.rank_from_report = r->context.rank >= 0;
-    in.rank = in.rank_from_report ? r->context.rank : static_cast<int>(i);
+    if (in.rank_from_report) {
+      in.rank = r->context.rank;
+    } else {
+      in.rank = static_cast<int>(std::min<std::size_t>(i, static_cast<std::size_t>(std::numeric_limits<int>::max())));
+      if (named.count(in.rank) != 0 || given.count(in.rank) != 0) {
+        while (named.count(next_unnamed) != 0 || given.count(next_unnamed) != 0) ++next_unnamed;
+        in.rank = next_unnamed;
+      }
+      given.insert(in.rank);
+    }
     if (std::find(ranks.begin(), ranks.end(), in.rank) != ranks.end()) {
       in.error = "input " + std::to_string(i) + ": rank " + std::to_string(in.rank) +
                  " appears twice (each rank's report must be given once)";
@@ -1009,12 +1097,14 @@ KSCOPE_DECL merged_report merge_reports(const std::vector<std::string>& json_doc
   std::unordered_map<std::string, std::size_t> index_of;
   for (std::size_t k = 0; k < reports.size(); ++k) {
     for (const scope_report& s : reports[k].scopes) {
-      auto [it, inserted] = index_of.emplace(s.path, out.scopes.size());
+      // A range and a scope of one path are two nodes (the recorder keeps them apart).
+      auto [it, inserted] = index_of.emplace(s.cross_thread ? s.path + '\x01' : s.path, out.scopes.size());
       if (inserted) {
         merged_scope m;
         m.path = s.path;
         m.name = s.name;
         m.depth = s.depth;
+        m.cross_thread = s.cross_thread;
         out.scopes.push_back(std::move(m));
       }
       rank_scope_values v;
@@ -1060,7 +1150,8 @@ KSCOPE_DECL std::string indented_name(const merged_scope& s) {
   constexpr std::size_t cell = 30;
   const std::size_t levels = s.depth > 0 ? s.depth - 1 : 0;
   std::string name(std::min(2 * levels, cell), ' ');
-  return name + printable_name(s.name);  // a name from a file: never raw control characters
+  // A name from a file: never raw control characters. A range marked as the text report marks it.
+  return name + printable_name(s.name) + (s.cross_thread ? " ~" : "");
 }
 #endif  // KSCOPE_DETAIL_DEFINITIONS
 
@@ -1116,7 +1207,8 @@ KSCOPE_DECL std::string merged_report::text() const {
       first = false;
     }
   }
-  out += "*: the scope's slowest rank\n";
+  const bool ranges = std::any_of(scopes.begin(), scopes.end(), [](const merged_scope& m) { return m.cross_thread; });
+  out += std::string("*: the scope's slowest rank") + (ranges ? "; ~: cross-thread range" : "") + "\n";
   return detail::printable_text(out);  // the inputs' errors quote file contents too
 }
 
@@ -1145,6 +1237,7 @@ KSCOPE_DECL std::string merged_report::json() const {
     w.begin_object();
     w.member("path", s.path).member("name", s.name);
     w.member("depth", static_cast<unsigned long long>(s.depth));
+    w.member("cross_thread", s.cross_thread);
     w.member("time_metric", s.time_metric);
     w.key("time"); detail::write_across_json(w, s.time);
     w.key("host"); detail::write_across_json(w, s.host);
