@@ -727,6 +727,60 @@ TEST_CASE("compare: edge cases") {
   CHECK(std::string(kscope::to_string(kscope::verdict::inconclusive)) == "inconclusive");
 }
 
+TEST_CASE("compare: ties give no interval and no p-value that so few samples cannot have") {
+  // 3 vs 3: 20 equally likely splits, 2 of them fully separated. So p >= 2/20 and the
+  // 95 % interval needs P(U <= 0) = 1/20 <= 2.5 %, which fails, tied or not. The tie-corrected
+  // normal approximation gave p = 0.047, a [1.5, 1.5] "interval" and "slower".
+  kscope::comparison c = kscope::compare({1, 1, 1}, {1.5, 1.5, 1.5});
+  CHECK(c.ratio == 1.5);
+  CHECK(c.p_value == doctest::Approx(0.1));
+  CHECK(std::isnan(c.ratio_ci.lo));
+  CHECK(c.result == kscope::verdict::inconclusive);
+  // 2 vs 5: 21 splits, p >= 2/21.
+  c = kscope::compare({1, 1}, {2, 2, 2, 2, 2});
+  CHECK(c.p_value == doctest::Approx(2.0 / 21.0));
+  CHECK(std::isnan(c.ratio_ci.lo));
+  CHECK(c.result == kscope::verdict::inconclusive);
+  // 1 vs 1, equal: no interval (it was [1, 1], "same").
+  c = kscope::compare({5}, {5});
+  CHECK(c.p_value == 1);
+  CHECK(std::isnan(c.ratio_ci.lo));
+  CHECK(c.result == kscope::verdict::inconclusive);
+  // Enough samples, ties and all: the approximation stands (10 vs 10, 2 / C(20, 10) = 1.1e-5).
+  c = kscope::compare(std::vector<double>(10, 1.0), std::vector<double>(10, 2.0));
+  CHECK(c.p_value < 1e-4);
+  CHECK(c.result == kscope::verdict::slower);
+  CHECK(kscope::detail::fewest_arrangements_tail(3, 3) == doctest::Approx(0.05));
+  CHECK(kscope::detail::fewest_arrangements_tail(27, 27) == doctest::Approx(1.0 / 1946939425648112.0));
+  CHECK(kscope::detail::fewest_arrangements_tail(0, 4) == 1);
+}
+
+TEST_CASE("summarize and compare_summaries: finite inputs near the largest double give finite or no numbers") {
+  kscope::stats_options all;
+  all.detect_warmup = false;
+  // The sum overflows; the mean and spread of 30 equal values do not.
+  kscope::summary s = kscope::summarize(std::vector<double>(30, 1e308), all);
+  CHECK(s.mean == doctest::Approx(1e308));
+  CHECK(s.stddev == 0);
+  // The squares overflow; the spread, sqrt(2e600 / 21) = 3.086e299, does not.
+  std::vector<double> wide(20, 1.0);
+  wide.push_back(1e300);
+  wide.push_back(-1e300);
+  s = kscope::summarize(wide, all);
+  CHECK(std::isfinite(s.stddev));
+  CHECK(s.stddev == doctest::Approx(std::sqrt(2.0 / 21.0) * 1e300).epsilon(1e-9));
+  CHECK(s.mean == doctest::Approx(20.0 / 22.0));
+  // A ratio of bounds past the largest double is no interval (was "slower" beside a "-" interval).
+  kscope::summary tiny{}, huge{};
+  tiny.median = tiny.median_ci.lo = tiny.median_ci.hi = 1e-300;
+  huge.median = huge.median_ci.lo = huge.median_ci.hi = 1e308;
+  tiny.median_ci.level = huge.median_ci.level = 0.95;
+  const kscope::comparison c = kscope::compare_summaries(tiny, huge);
+  CHECK(std::isnan(c.ratio_ci.lo));
+  CHECK(std::isnan(c.ratio));
+  CHECK(c.result == kscope::verdict::inconclusive);
+}
+
 TEST_CASE("ratio_verdict: the one rule behind every verdict") {
   using kscope::ratio_verdict;
   using kscope::verdict;

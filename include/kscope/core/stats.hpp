@@ -287,10 +287,27 @@ KSCOPE_DECL void describe(double* x, std::size_t n, double level, summary& out) 
   out.min = lo;
   out.max = hi;
   out.mean = sum.value() / static_cast<double>(n);
+  // Every value is finite, so the mean and the spread are too: a sum or a square that went
+  // past the largest double (values near 1e308) is taken again on values scaled to the
+  // largest magnitude, instead of printing NaN or inf for finite samples.
+  const double scale = std::max(std::fabs(lo), std::fabs(hi));
+  if (!std::isfinite(out.mean)) {
+    compensated_sum scaled;
+    for (std::size_t i = 0; i < n; ++i) scaled.add(x[i] / scale);
+    out.mean = scaled.value() / static_cast<double>(n) * scale;
+  }
   if (n >= 2) {
     compensated_sum squares;  // two-pass: exact-ish even when the spread is tiny
     for (std::size_t i = 0; i < n; ++i) squares.add((x[i] - out.mean) * (x[i] - out.mean));
     out.stddev = std::sqrt(squares.value() / static_cast<double>(n - 1));
+    if (!std::isfinite(out.stddev)) {
+      compensated_sum scaled_squares;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double d = x[i] / scale - out.mean / scale;
+        scaled_squares.add(d * d);
+      }
+      out.stddev = std::sqrt(scaled_squares.value() / static_cast<double>(n - 1)) * scale;
+    }
   }
 
   // Every order statistic needed, selected in one multi-rank pass. Only the lower
@@ -617,7 +634,11 @@ struct compare_options {
 // * p_value: two-sided Mann-Whitney U test. Exact null distribution when there are no
 //   ties and C(n1 + n2, n1) < 2^52 (e.g. up to 27 vs 27, 10 vs 160, 5 vs 3500);
 //   otherwise the normal approximation with tie correction and continuity correction
-//   (scipy.stats.mannwhitneyu's 'exact' / 'asymptotic' methods, identical numbers).
+//   (scipy.stats.mannwhitneyu's 'exact' / 'asymptotic' methods, identical numbers), but
+//   never below 2 / C(n1 + n2, n1): under the null no split of the pooled samples is rarer
+//   than that, so a smaller p (ties at 3 vs 3 gave 0.047 against a least possible 0.1)
+//   cannot be true. The exact table also needs n1 n2 <= 10^6 (1 vs 1 000 001: the
+//   approximation).
 // * ratio_ci: the Hodges-Lehmann interval for the shift of log times,
 //   exp([D_(k), D_(n1 n2 - k + 1)]) over the sorted pairwise differences
 //   D = log(candidate_j) - log(baseline_i), with k from the null distribution of U
@@ -631,8 +652,8 @@ struct compare_options {
 //   same when the whole interval lies in [1 - threshold, 1 + threshold]; otherwise
 //   inconclusive.
 // * Empty input: everything NaN, inconclusive. Too few samples for an interval at
-//   `level` (e.g. 3 vs 3 at 95 %): the p-value is computed, ratio_ci is NaN and the
-//   result inconclusive. Invalid options (alpha or level outside (0, 1), negative or
+//   `level` (e.g. 3 vs 3 at 95 %, 1 / C(6, 3) = 0.05 > 0.025, with ties or without): the
+//   p-value is computed, ratio_ci is NaN and the result inconclusive. Invalid options (alpha or level outside (0, 1), negative or
 //   NaN threshold): NaN interval, inconclusive.
 [[nodiscard]] KSCOPE_DECL comparison compare(const std::vector<double>& baseline, const std::vector<double>& candidate,
                                         compare_options options = {});
@@ -695,6 +716,11 @@ KSCOPE_DECL comparison compare(const std::vector<double>& baseline, const std::v
     k = r < 1 ? 0 : static_cast<std::uint64_t>(r);
   }
   k = std::min(k, (pairs + 1) / 2);
+  // No interval rests on fewer arrangements than it claims: under the null each of the
+  // C(n1 + n2, n1) splits of the pooled samples is equally likely, so the most extreme
+  // difference leaves at least 1 / C outside on each side. Ties make the approximation
+  // above give k >= 1 from as little as 1 vs 1 (quantised clocks): none then.
+  if (detail::fewest_arrangements_tail(n1, n2) > tail * (1 + 1e-12)) k = 0;
   if (k == 0) return out;
 
   std::vector<double> log_x(n1), log_y(n2);
@@ -717,7 +743,8 @@ KSCOPE_DECL comparison compare(const std::vector<double>& baseline, const std::v
 // summary, not its samples, so `kscope compare` judges two reports with this.
 //   kscope::comparison c = kscope::compare_summaries(baseline.host_ns, candidate.host_ns);
 //   if (c.result == kscope::verdict::slower) fail_the_build();
-// * ratio = candidate.median / baseline.median (NaN unless both are positive and finite).
+// * ratio = candidate.median / baseline.median (NaN unless both and their ratio are positive
+//   and finite).
 // * ratio_ci = [candidate.median_ci.lo / baseline.median_ci.hi,
 //   candidate.median_ci.hi / baseline.median_ci.lo]. It holds the ratio of the true
 //   medians whenever both median intervals hold theirs, so its level is at least the
@@ -736,13 +763,19 @@ KSCOPE_DECL comparison compare_summaries(const summary& baseline, const summary&
                                                   double threshold) noexcept {
   comparison out;
   const auto positive = [](double x) { return std::isfinite(x) && x > 0; };
-  if (positive(baseline.median) && positive(candidate.median)) out.ratio = candidate.median / baseline.median;
+  if (positive(baseline.median) && positive(candidate.median) && positive(candidate.median / baseline.median))
+    out.ratio = candidate.median / baseline.median;
   out.ratio_ci.level = baseline.median_ci.level * candidate.median_ci.level;
   if (!positive(baseline.median_ci.lo) || !positive(baseline.median_ci.hi) || !positive(candidate.median_ci.lo) ||
       !positive(candidate.median_ci.hi))
     return out;
-  out.ratio_ci.lo = candidate.median_ci.lo / baseline.median_ci.hi;
-  out.ratio_ci.hi = candidate.median_ci.hi / baseline.median_ci.lo;
+  const double lo = candidate.median_ci.lo / baseline.median_ci.hi;
+  const double hi = candidate.median_ci.hi / baseline.median_ci.lo;
+  // Bounds that are finite but far apart (1e308 / 1e-300) divide past the largest double:
+  // no interval, as for any bound that is not positive and finite.
+  if (!positive(lo) || !positive(hi)) return out;
+  out.ratio_ci.lo = lo;
+  out.ratio_ci.hi = hi;
   const bool excludes_one = out.ratio_ci.lo > 1 || out.ratio_ci.hi < 1;
   out.result = ratio_verdict(out.ratio_ci, threshold, excludes_one);
   return out;

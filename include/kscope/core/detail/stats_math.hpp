@@ -146,6 +146,11 @@ KSCOPE_DECL quantile_interval_ranks quantile_interval_rank(std::size_t n, double
 // 5 vs 3500), and the table (n1 * n2 + 1 doubles) stays small.
 KSCOPE_DECL bool mann_whitney_exact_fits(std::size_t n1, std::size_t n2) noexcept;
 
+// 1 / C(n1 + n2, n1): under the null every split of the pooled samples into groups of n1
+// and n2 is equally likely, so no one-sided tail of U holds less than this (ties or not).
+// 1 when either sample is empty.
+KSCOPE_DECL double fewest_arrangements_tail(std::size_t n1, std::size_t n2) noexcept;
+
 // Number of arrangements of n1 + n2 distinct values giving each U = 0 .. n1*n2: the
 // coefficients of the Gaussian binomial [n1 + n2 choose n1]_q, built as the product of
 // (1 - q^(large+i)) / (1 - q^i). Every intermediate is an integer below 2^53 when
@@ -176,6 +181,14 @@ KSCOPE_DECL quantile_interval_ranks quantile_interval_rank(std::size_t n, double
   if (r.lo == 0 || hi > n || r.lo > hi) return {};
   r.hi = hi;
   return r;
+}
+
+KSCOPE_DECL double fewest_arrangements_tail(std::size_t n1, std::size_t n2) noexcept {
+  if (n1 == 0 || n2 == 0) return 1;
+  const double n = static_cast<double>(n1 + n2);
+  const double log_splits = std::lgamma(n + 1) - std::lgamma(static_cast<double>(n1) + 1) -
+                            std::lgamma(static_cast<double>(n2) + 1);
+  return std::exp(-log_splits);
 }
 
 KSCOPE_DECL bool mann_whitney_exact_fits(std::size_t n1, std::size_t n2) noexcept {
@@ -264,7 +277,9 @@ KSCOPE_DECL mann_whitney_result mann_whitney_sorted(const std::vector<double>& x
     return r;
   }
   const double z = (u_max - d1 * d2 / 2 - 0.5) / std::sqrt(variance);
-  r.p_value = std::min(1.0, 2 * normal_upper_tail(z));
+  // No two-sided p below what the most extreme split gives (fewest_arrangements_tail): the
+  // approximation goes under it for small samples with ties.
+  r.p_value = std::min(1.0, std::max(2 * normal_upper_tail(z), 2 * fewest_arrangements_tail(n1, n2)));
   return r;
 }
 
