@@ -866,3 +866,10 @@ TEST_CASE("parse_report: a time below zero, an interval upside down or a share a
   CHECK(with([](kscope::scope_report& s) { s.host_ns.median_ci = kscope::interval{std::nan(""), std::nan(""), 0.95}; })
             .empty());
 }
+
+TEST_CASE("parse_report: a document without a context says it has no GPU, never an empty reason") {
+  const auto r = kscope::parse_report(R"({"schema": "kscope.report/2", "scopes": []})");
+  REQUIRE(r.has_value());
+  CHECK(r->context.no_device_reason == "no GPU in the report");
+  CHECK(r->text().find("GPU: no GPU in the report; host times only") != std::string::npos);
+}

@@ -676,7 +676,12 @@ class report_reader {
 };
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL report_reader::report_reader(std::string_view text) : text_(text), cursor_(text, limits()) {}
+KSCOPE_DECL report_reader::report_reader(std::string_view text) : text_(text), cursor_(text, limits()) {
+  // A document without "context" says nothing of its GPU or its build: the text says that
+  // the report has no GPU (not the reading program's build, and never an empty reason).
+  report_.context.cuda_compiled = true;
+  report_.context.no_device_reason = "no GPU in the report";
+}
 
 KSCOPE_DECL session_report report_reader::read() {
   if (cursor_.peek() != json_type::object) {
