@@ -104,6 +104,9 @@ TEST_CASE("openmetrics: names, types, units and values of every section, ending 
   CHECK(has_line(text, "kscope_scope_kernels_total{scope=\"step\",rank=\"3\"} 400"));
   CHECK(has_line(text, "kscope_scope_kernel_seconds_total{scope=\"step\",rank=\"3\"} 0.12"));
   CHECK(has_line(text, "kscope_scope_gpu_busy_seconds_total{scope=\"step\",rank=\"3\"} 0.11"));
+  CHECK(has_line(text, "kscope_scope_estimated_kernels{scope=\"step\",rank=\"3\"} 100"));
+  CHECK(has_line(text, "kscope_scope_estimated_kernel_seconds{scope=\"step\",rank=\"3\"} 0.03"));
+  CHECK(has_line(text, "kscope_scope_estimated_gpu_busy_seconds{scope=\"step\",rank=\"3\"} 0.03"));
   CHECK(has_line(text, "kscope_scope_copies_total{scope=\"step\",direction=\"h2d\",rank=\"3\"} 100"));
   CHECK(has_line(text, "kscope_scope_copy_bytes_total{scope=\"step\",direction=\"h2d\",rank=\"3\"} 1000000"));
   CHECK(has_line(text, "kscope_scope_copy_seconds_total{scope=\"step\",direction=\"d2h\",rank=\"3\"} 0.0003"));
@@ -149,6 +152,47 @@ TEST_CASE("openmetrics: names, types, units and values of every section, ending 
   CHECK_FALSE(contains(text, "kscope_scope_sampled_value{scope=\"step\",metric=\"gpc__"));  // NaN: left out
 }
 
+TEST_CASE("openmetrics: the estimate for graph replays traced as one record is a gauge; the counters never fall") {
+  // One scope, two writes: 30 recorded kernels (30 ms, 28 ms busy) and 300 estimated at the
+  // first; at the second one more replay was recorded (40 kernels, 40 ms, 38 ms busy) and it
+  // was slower per kernel but shorter in span, so the estimate fell to 200 (was: the counter fell).
+  const auto write = [](std::uint64_t kernels, std::int64_t ns, std::int64_t busy, std::uint64_t estimated,
+                        std::int64_t estimated_ns) {
+    kscope::session_report r;
+    kscope::scope_report s;
+    s.id = 1;
+    s.name = s.path = "decode";
+    s.depth = 1;
+    kscope::node_gpu_activity a;
+    a.kernel_count = kernels + estimated;
+    a.scaled_kernel_count = estimated;
+    a.kernel_ns = ns + estimated_ns;
+    a.scaled_kernel_ns = estimated_ns;
+    a.busy_ns = busy + estimated_ns;
+    a.scaled_busy_ns = estimated_ns;
+    s.gpu_activity = a;
+    r.scopes.push_back(s);
+    return kscope::openmetrics(r);
+  };
+  const std::string first = write(30, 30'000'000, 28'000'000, 300, 300'000'000);
+  const std::string second = write(40, 40'000'000, 38'000'000, 200, 150'000'000);
+  INFO(first, second);
+  CHECK(has_line(first, "kscope_scope_kernels_total{scope=\"decode\"} 30"));
+  CHECK(has_line(second, "kscope_scope_kernels_total{scope=\"decode\"} 40"));
+  CHECK(has_line(first, "kscope_scope_kernel_seconds_total{scope=\"decode\"} 0.03"));
+  CHECK(has_line(second, "kscope_scope_kernel_seconds_total{scope=\"decode\"} 0.04"));
+  CHECK(has_line(second, "kscope_scope_gpu_busy_seconds_total{scope=\"decode\"} 0.038"));
+  CHECK(has_line(first, "# TYPE kscope_scope_estimated_kernels gauge"));
+  CHECK(has_line(first, "kscope_scope_estimated_kernels{scope=\"decode\"} 300"));
+  CHECK(has_line(second, "kscope_scope_estimated_kernels{scope=\"decode\"} 200"));
+  CHECK(has_line(second, "# UNIT kscope_scope_estimated_kernel_seconds seconds"));
+  CHECK(has_line(second, "kscope_scope_estimated_kernel_seconds{scope=\"decode\"} 0.15"));
+  CHECK(has_line(second, "kscope_scope_estimated_gpu_busy_seconds{scope=\"decode\"} 0.15"));
+  // Nothing estimated: no estimate series at all.
+  const std::string exact = write(30, 30'000'000, 28'000'000, 0, 0);
+  CHECK_FALSE(contains(exact, "# TYPE kscope_scope_estimated"));
+}
+
 TEST_CASE("openmetrics: every line is metadata or a sample, families whole, metadata first") {
   const std::string text = kscope::openmetrics(kscope_test::openmetrics_report());
   INFO(text);
@@ -187,7 +231,7 @@ TEST_CASE("openmetrics: every line is metadata or a sample, families whole, meta
     CHECK_FALSE(value.empty());
     CHECK(value.find_first_not_of("0123456789.e+-") == std::string::npos);
   }
-  CHECK(families.size() == 32);  // the hand-built report has every family
+  CHECK(families.size() == 35);  // the hand-built report has every family
 }
 
 TEST_CASE("openmetrics: a hostile scope name is one escaped label value, never part of a name") {
@@ -276,7 +320,7 @@ TEST_CASE("openmetrics: every metric family is documented in docs/openmetrics.md
     CHECK(contains(doc, "| `" + sample + "` | " + type + " |"));
     written.insert(sample);
   }
-  CHECK(written.size() == 32);
+  CHECK(written.size() == 35);
   // And the other way: every metric row of the page is a family the code writes.
   std::size_t rows = 0;
   for (const std::string& line : lines_of(doc)) {

@@ -266,14 +266,52 @@ KSCOPE_DECL std::string openmetrics(const session_report& r) {
       if (s.gpu_activity && has(*s.gpu_activity) && f.begin({{"scope", s.path}})) write(f, *s.gpu_activity);
   };
   const auto always = [](const node_gpu_activity&) { return true; };
-  activity_counter("kscope_scope_kernels", "", "Kernels the scope launched (CUPTI; child scopes' are theirs).", always,
-                   [](om_family& f, const node_gpu_activity& a) { f.count("_total", a.kernel_count); });
+  // The counters hold what CUPTI recorded. The share estimated for CUDA-graph replays traced
+  // as one record (scaled from the replays traced node by node) is worked out again at each
+  // report and can fall when a slower replay is traced: a counter that went down would read
+  // as a restart, so the estimate is a gauge of its own.
+  const auto recorded = [](std::int64_t total, std::int64_t scaled) { return std::max<std::int64_t>(total - scaled, 0); };
+  activity_counter("kscope_scope_kernels", "",
+                   "Kernels of the scope CUPTI recorded (child scopes' are theirs; graph replays traced as one record: "
+                   "kscope_scope_estimated_kernels).",
+                   always, [](om_family& f, const node_gpu_activity& a) {
+                     f.count("_total", a.kernel_count - std::min(a.kernel_count, a.scaled_kernel_count));
+                   });
   activity_counter("kscope_scope_kernel_seconds", "seconds",
-                   "Sum of the durations of the scope's kernels (overlapping kernels count twice).", always,
-                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", static_cast<double>(a.kernel_ns) / 1e9); });
+                   "Sum of the durations of the scope's recorded kernels (overlapping kernels count twice).", always,
+                   [&](om_family& f, const node_gpu_activity& a) {
+                     f.value("_total", static_cast<double>(recorded(a.kernel_ns, a.scaled_kernel_ns)) / 1e9);
+                   });
   activity_counter("kscope_scope_gpu_busy_seconds", "seconds",
-                   "Time at least one of the scope's kernels ran (union over streams and devices).", always,
-                   [](om_family& f, const node_gpu_activity& a) { f.value("_total", static_cast<double>(a.busy_ns) / 1e9); });
+                   "Time at least one of the scope's recorded kernels ran (union over streams and devices).", always,
+                   [&](om_family& f, const node_gpu_activity& a) {
+                     f.value("_total", static_cast<double>(recorded(a.busy_ns, a.scaled_busy_ns)) / 1e9);
+                   });
+  // The estimate: gauges, present where a scope replayed graphs traced as one record.
+  const auto estimate_gauge = [&](const char* name, const char* unit, const char* help, auto write) {
+    om_family f(out, common, name, "gauge", unit, help);
+    for (const scope_report& s : r.scopes) {
+      if (!s.gpu_activity) continue;
+      const node_gpu_activity& a = *s.gpu_activity;
+      if ((a.scaled_kernel_count > 0 || a.scaled_kernel_ns > 0 || a.scaled_busy_ns > 0) && f.begin({{"scope", s.path}}))
+        write(f, a);
+    }
+  };
+  estimate_gauge("kscope_scope_estimated_kernels", "",
+                 "Kernels of the scope's CUDA-graph replays traced as one record, estimated from its replays traced node "
+                 "by node (may fall as more replays are traced).",
+                 [](om_family& f, const node_gpu_activity& a) { f.count("", a.scaled_kernel_count); });
+  estimate_gauge("kscope_scope_estimated_kernel_seconds", "seconds",
+                 "Kernel time of the scope's graph replays traced as one record, estimated the same way.",
+                 [](om_family& f, const node_gpu_activity& a) {
+                   f.value("", static_cast<double>(std::max<std::int64_t>(a.scaled_kernel_ns, 0)) / 1e9);
+                 });
+  estimate_gauge("kscope_scope_estimated_gpu_busy_seconds", "seconds",
+                 "Busy time of the scope's graph replays traced as one record: estimated, or their whole span where "
+                 "none of a graph's replays was traced node by node.",
+                 [](om_family& f, const node_gpu_activity& a) {
+                   f.value("", static_cast<double>(std::max<std::int64_t>(a.scaled_busy_ns, 0)) / 1e9);
+                 });
   // Copies: one series per direction the scope copied in.
   const auto copy_counter = [&](const char* name, const char* unit, const char* help, auto write) {
     om_family f(out, common, name, "counter", unit, help);
