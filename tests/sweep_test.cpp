@@ -251,6 +251,15 @@ TEST_CASE("sweep_results csv: one row per point and metric, empty fields for unk
   CHECK(contains(csv, "\n1,1,256,ttft_p99_ms,ms,,,,,,p99 needs >= 100 requests (7 here)\n"));
   CHECK(contains(csv, "\n1,1,256,ttft_p50_ms,ms,12,10,14,0.95,7,\n"));
   CHECK(contains(csv, "\n1,1,256,tokens_per_s,tokens/s,777.5,,,,,\n"));
+  // An interval whose level is unknown (a value filled by hand): an empty field, as JSON's null.
+  kscope::sweep_results r;
+  r.metrics = {{"ttft_p50", "ms", ""}};
+  kscope::sweep_value v;
+  v.value = 2.5;
+  v.ci = kscope::interval{2.0, 3.0, std::nan("")};
+  v.samples = 10;
+  r.add(kscope::sweep_point({{"batch", kscope::param_value(8)}}), {v});
+  CHECK(contains(r.csv(), "\n8,ttft_p50,ms,2.5,2,3,,10,\n"));
 }
 
 TEST_CASE("sweep_results json: schema kscope.sweep/1, numbers as numbers, unknowns as null") {

@@ -257,6 +257,54 @@ TEST_CASE("trace: overlapping GPU events on one stream are clamped or moved, nev
   CHECK(doc.at("otherData").at("clamped_gpu_events") == 2);
 }
 
+TEST_CASE("trace: an overflow track never takes the tid of a stream numbered 100000 or more") {
+  // Stream 7's overflow lane would be tid 100007: stream 100007's own track.
+  const std::vector<kscope::gpu_activity_event> gpu = {
+      kernel_event(1, 0, 7, 2000, 5000), kernel_event(1, 0, 7, 2500, 9000),  // 2.5 us overlap: lane 1
+      kernel_event(1, 0, 100007, 3000, 8000)};
+  const json doc = json::parse(kscope::chrome_trace_json({}, gpu, fixed()));
+  const auto tracks = tracks_of(doc);
+  for (const auto& entry : tracks)
+    CHECK_MESSAGE(well_formed(entry.second, false), "track " << entry.first.first << "/" << entry.first.second);
+  CHECK(tracks.at({gpu0_pid, 100007}).size() == 1);   // its own track, alone
+  CHECK(tracks.at({gpu0_pid, 1000007}).size() == 1);  // stream 7's lane 1, at the wider stride
+  std::map<long long, std::string> names;
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") names[e.at("tid").get<long long>()] = e.at("args").at("name");
+  CHECK(names[100007] == "stream 100007");
+  CHECK(names[1000007] == "stream 7 (overlap 1)");
+  CHECK(kscope::detail::overflow_tid_stride(99999) == 100000);
+  CHECK(kscope::detail::overflow_tid_stride(100000) == 1000000);
+}
+
+TEST_CASE("trace: the default origin is the earliest event or counter point; a clamped event keeps its real start") {
+  std::vector<kscope::host_interval> host;
+  host.push_back(kscope::host_interval{"step", 1, 0, 5000, 9000});
+  kscope::trace_options options = fixed();
+  options.origin_ns = std::numeric_limits<std::int64_t>::min();  // the default: earliest
+  kscope::trace_counter_track dram;
+  dram.name = "sampled DRAM %";
+  dram.points = {{1000, 10.0}, {6000, 20.0}};
+  options.counter_tracks.push_back(dram);
+  const json doc = json::parse(kscope::chrome_trace_json(host, {}, options));
+  CHECK(doc.at("otherData").at("time_origin_ns") == 1000);
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "C" || e.at("ph") == "X") CHECK(std::stod(e.at("ts").dump()) >= 0);
+    if (e.at("ph") == "X") CHECK(std::stod(e.at("ts").dump()) == doctest::Approx(4.0));
+  }
+  // 200 ns of jitter: drawn from the previous end (2.000 us), its real start 1800 ns kept.
+  const json clamped = json::parse(kscope::chrome_trace_json(
+      {}, {kernel_event(1, 0, 7, 10000, 12000), kernel_event(1, 0, 7, 11800, 13000)}, options));
+  bool found = false;
+  for (const auto& e : clamped.at("traceEvents")) {
+    if (e.at("ph") != "X" || !e.at("args").contains("clamped_start_ns")) continue;
+    found = true;
+    CHECK(e.at("args").at("clamped_start_ns") == 11800 - 1000);  // ns from the origin (the counter's 1000)
+    CHECK(std::stod(e.at("ts").dump()) == doctest::Approx(11.0));
+  }
+  CHECK(found);
+}
+
 TEST_CASE("trace: partially overlapping host intervals go to an overflow track") {
   std::vector<kscope::host_interval> host = {
       {"a", 1, 2, 0, 100},

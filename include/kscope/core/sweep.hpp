@@ -730,7 +730,7 @@ KSCOPE_DECL std::string sweep_results::csv() const {
       const bool has_ci = std::isfinite(v.ci.lo) && std::isfinite(v.ci.hi);
       out += prefix + csv_field(metrics[i].name) + "," + csv_field(metrics[i].unit) + "," + csv_number(v.value) +
              "," + (has_ci ? csv_number(v.ci.lo) : "") + "," + (has_ci ? csv_number(v.ci.hi) : "") + "," +
-             (has_ci ? detail::format_round_trip(v.ci.level) : "") + "," + (v.samples > 0 ? std::to_string(v.samples) : "") +
+             (has_ci && std::isfinite(v.ci.level) ? detail::format_round_trip(v.ci.level) : "") + "," + (v.samples > 0 ? std::to_string(v.samples) : "") +
              "," + csv_field(v.missing) + "\n";
     }
   }

@@ -28,7 +28,8 @@
 //     most trace_options::overlap_tolerance_ns (clock interpolation jitter) has its start
 //     clamped to the predecessor's end; a larger overlap (e.g. concurrent branches of a
 //     CUDA graph reported on one stream) moves it to an overflow track named
-//     "stream S (overlap k)", tid = S + k * trace_overflow_tid_stride. Host intervals that
+//     "stream S (overlap k)", tid = S + k * stride (trace_overflow_tid_stride, or a larger power of
+//     ten when a stream number reaches it). Host intervals that
 //     partially overlap go to overflow tracks the same way. Both are counted (trace_stats).
 #pragma once
 
@@ -140,8 +141,18 @@ KSCOPE_DECL std::int64_t trace_device_pid(const trace_process& process, std::uin
 
 // otherData.schema of a trace kscope wrote: what a merger recognizes (trace_merge.hpp).
 inline constexpr const char* trace_schema = "kscope.trace/1";
-// Overflow tracks: tid = base tid + lane * stride.
+// Overflow tracks: tid = base tid + lane * stride, the stride 100000, or the first power of ten
+// above every base tid of the trace (stream and thread numbers are not bounded), so that an
+// overflow track never takes the tid of another stream or thread.
 inline constexpr std::int64_t trace_overflow_tid_stride = 100000;
+
+namespace detail {
+[[nodiscard]] constexpr std::int64_t overflow_tid_stride(std::int64_t largest_base_tid) noexcept {
+  std::int64_t stride = trace_overflow_tid_stride;
+  while (stride <= largest_base_tid && stride <= std::numeric_limits<std::int64_t>::max() / 10) stride *= 10;
+  return stride;
+}
+}  // namespace detail
 
 //   kscope::trace_options o;
 //   o.flows = false;                 // smaller files for long runs
@@ -228,6 +239,10 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
     origin = std::numeric_limits<std::int64_t>::max();
     for (const auto& h : host) origin = std::min(origin, h.start_ns);
     for (const auto& g : gpu) origin = std::min(origin, g.start_ns);
+    // Sampled metrics often begin before the first kept scope or kernel: no point before 0.
+    for (const trace_counter_track& track : options.counter_tracks)
+      for (const auto& point : track.points)
+        if (std::isfinite(point.second)) origin = std::min(origin, point.first);
     if (origin == std::numeric_limits<std::int64_t>::max()) origin = 0;
   }
 
@@ -256,6 +271,9 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
   std::vector<placed_host> host_placed;
   host_placed.reserve(host_order.size());
   std::map<std::int64_t, std::string> host_track_names;
+  std::int64_t largest_thread = 0;
+  for (const host_interval* h : host_order) largest_thread = std::max<std::int64_t>(largest_thread, h->thread_index);
+  const std::int64_t host_stride = detail::overflow_tid_stride(largest_thread);
   {
     std::uint32_t current_thread = std::numeric_limits<std::uint32_t>::max();
     std::vector<detail::lane_state> lanes;
@@ -275,7 +293,7 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
         }
       }
       const std::int64_t tid = static_cast<std::int64_t>(h->thread_index) +
-                               static_cast<std::int64_t>(lane) * trace_overflow_tid_stride;
+                               static_cast<std::int64_t>(lane) * host_stride;
       if (lane > 0) ++stats.overflow_events;
       if (host_track_names.find(tid) == host_track_names.end()) {
         std::string name = "thread " + std::to_string(h->thread_index);
@@ -310,6 +328,9 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
   std::vector<placed_gpu> gpu_placed;
   gpu_placed.reserve(gpu_order.size());
   std::map<std::pair<std::uint32_t, std::int64_t>, std::string> gpu_track_names;
+  std::int64_t largest_stream = 0;
+  for (const auto& g : gpu) largest_stream = std::max<std::int64_t>(largest_stream, g.stream);
+  const std::int64_t gpu_stride = detail::overflow_tid_stride(largest_stream);
   {
     std::pair<std::uint32_t, std::uint32_t> current{std::numeric_limits<std::uint32_t>::max(), 0};
     std::vector<std::int64_t> lane_end;
@@ -337,7 +358,7 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
       if (!placed) lane_end.push_back(0);
       lane_end[lane] = g->end_ns;
       const std::int64_t tid = static_cast<std::int64_t>(g->stream) +
-                               static_cast<std::int64_t>(lane) * trace_overflow_tid_stride;
+                               static_cast<std::int64_t>(lane) * gpu_stride;
       if (lane > 0) ++stats.overflow_events;
       auto key = std::make_pair(g->device, tid);
       if (gpu_track_names.find(key) == gpu_track_names.end()) {
@@ -483,7 +504,8 @@ KSCOPE_DECL std::string chrome_trace_json(const std::vector<host_interval>& host
       w.member("graph_id", static_cast<unsigned long long>(g.graph_id));
       w.member("graph_node_id", static_cast<unsigned long long>(g.graph_node_id));
     }
-    if (p.start_ns != g.start_ns) w.member("clamped_start_ns", static_cast<long long>(g.start_ns - p.start_ns));
+    // Its real start, in ns on the trace's time line (ts is in us from the same origin).
+    if (p.start_ns != g.start_ns) w.member("clamped_start_ns", static_cast<long long>(g.start_ns - origin));
     w.end_object();
     w.end_object();
     ++stats.gpu_events;
