@@ -682,6 +682,17 @@ TEST_CASE("classify_sampled: each verdict with the numbers it rests on") {
     CHECK(contains(f.text, "keep reused data in L1 / shared memory"));
     // DRAM at its roof with L2 within a quarter of it: DRAM (L2 counts its fills).
     CHECK(kscope::classify_sampled(sampled_node_with(20, 70, 0, 0.05, 40, 80, 30), metrics).where == "DRAM");
+    // SM is weighed against the busiest memory unit, as the counters weigh it: SM 65 %, DRAM
+    // 62 %, L2 70 % is memory-bound at DRAM (was compute-bound: SM against DRAM alone).
+    const kscope::finding streaming = kscope::classify_sampled(sampled_node_with(65, 62, 0, 0.05, 40, 70, 30), metrics);
+    CHECK(streaming.kind == kscope::bottleneck::memory);
+    CHECK(streaming.where == "DRAM");
+    CHECK(contains(streaming.text, "DRAM at 62% is the limit"));
+    CHECK(kscope::classify_sampled(sampled_node_with(85, 80, 0, 0.05, 40, 90, 30), metrics).kind ==
+          kscope::bottleneck::memory);
+    // SM above every memory unit: compute-bound, as before.
+    CHECK(kscope::classify_sampled(sampled_node_with(75, 62, 0, 0.05, 40, 70, 30), metrics).kind ==
+          kscope::bottleneck::compute);
     // L1/shared the busiest.
     CHECK(kscope::classify_sampled(sampled_node_with(40, 10, 0, 0.05, 40, 20, 90), metrics).where == "L1");
   }

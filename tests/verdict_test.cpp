@@ -215,6 +215,20 @@ TEST_CASE("a placement that cannot be true is no verdict, and no evidence is no 
     CHECK(v->evidence.size() == 1);
     CHECK(any_contains(v->missing, "declared work: its placement cannot be true (the declared work is more than what ran)"));
   }
+  SUBCASE("kernels only a counter pass saw (no CUPTI, no stream): undetermined with the counters' reason") {
+    kscope::scope_report s;
+    s.name = s.path = "gemm";
+    s.calls = 10;
+    s.counters = kscope::scope_counter_report{};
+    s.counters->profiled_calls = 5;
+    s.counters->kernels = 20;
+    s.counters->classified.verdict.kind = kscope::bottleneck::undetermined;
+    s.counters->classified.verdict.text = "undetermined: memory throughput was not measured";
+    const std::optional<kscope::scope_verdict> v = kscope::decide_verdict({&s, nullptr, nullptr});
+    REQUIRE(v);  // was no verdict at all: the scope left out of "verdict per scope"
+    CHECK(v->verdict.kind == kscope::bottleneck::undetermined);
+    CHECK(any_contains(v->missing, "hardware counters did not decide: undetermined: memory throughput was not measured"));
+  }
   SUBCASE("GPU work and no evidence that decided: undetermined, with what was missing") {
     kscope::scope_report s;
     s.name = s.path = "barrier";

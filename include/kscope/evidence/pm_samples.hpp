@@ -1065,12 +1065,22 @@ KSCOPE_DECL finding classify_sampled(const node_sampled_metrics& n, const std::v
     memory = l1;
     memory_at = memory_level::l1;
   }
+  // SM is weighed against the busiest memory unit as sampled, as classify() weighs counters:
+  // DRAM explaining L2 names the level, it does not make the memory side less busy (SM 65 %,
+  // DRAM 62 %, L2 70 % is memory-bound at DRAM, not compute-bound).
+  double memory_top = dram;
+  if (std::isfinite(l2)) memory_top = std::max(memory_top, l2);
+  if (std::isfinite(l1)) memory_top = std::max(memory_top, l1);
   const bool tensor_at_roof = std::isfinite(tensor) && tensor >= t.at_roof_pct;
-  if (tensor_at_roof || std::max(sm, memory) >= t.at_roof_pct) {
-    if (!tensor_at_roof && memory >= sm) {
+  if (tensor_at_roof || std::max(sm, memory_top) >= t.at_roof_pct) {
+    if (!tensor_at_roof && memory_top >= sm) {
       f.kind = bottleneck::memory;
       f.where = level;
-      f.text = "memory-bound (" + basis + "): " + numbers + "; " + level + " is the busiest unit sampled: " +
+      f.text = "memory-bound (" + basis + "): " + numbers + "; " +
+               (memory >= memory_top ? level + " is the busiest unit sampled: "
+                                     : level + " at " + detail::pct_text(memory) +
+                                           " is the limit (the busier cache carries DRAM's own traffic, within a "
+                                           "quarter of it): ") +
                detail::level_advice(memory_at);
     } else {
       f.kind = bottleneck::compute;

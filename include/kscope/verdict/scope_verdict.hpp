@@ -112,8 +112,10 @@ KSCOPE_DECL std::optional<scope_verdict> decide_verdict(const scope_evidence& e)
   }
   for (const verdict_candidate& c : s.feature_evidence)
     if (!c.measured) candidates.push_back(c);
+  // GPU work as any source saw it: CUPTI's records, the scope's CUDA events, or the kernels a
+  // counter pass profiled (counters run without CUPTI, and a scope without a stream has no events).
   const bool gpu_work = (s.gpu_activity && (s.gpu_activity->kernel_count > 0 || s.gpu_activity->busy_ns > 0)) ||
-                        s.gpu_calls > 0;
+                        s.gpu_calls > 0 || (s.counters && s.counters->kernels > 0);
   return weigh_verdict(std::move(candidates), std::move(missing), gpu_work);
 }
 
