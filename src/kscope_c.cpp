@@ -1103,7 +1103,7 @@ kscope_status kscope_diagnose(const kscope_report* report, const char* options, 
     const std::vector<kscope::diagnosis> found = kscope::diagnose(report->report, o);
     // Both texts are made before either buffer is handed out, so a failure leaks nothing.
     const std::string as_json = json ? kscope::diagnosis_json(found) : std::string();
-    const std::string as_text = text ? kscope::diagnosis_text(found, report->report) : std::string();
+    const std::string as_text = text ? kscope::diagnosis_text(found, report->report, o) : std::string();
     return give_texts(as_json, json, json_size, as_text, text, text_size);
   });
 }

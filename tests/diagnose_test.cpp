@@ -103,6 +103,12 @@ kscope::session_report serving_loop() {
   return r;
 }
 
+// The text with its 98-column wrapping undone ("\n  " continues a paragraph).
+std::string unwrapped(std::string text) {
+  for (std::size_t at = text.find("\n  "); at != std::string::npos; at = text.find("\n  ", at)) text.replace(at, 3, " ");
+  return text;
+}
+
 std::vector<diagnosis_kind> kinds(const std::vector<kscope::diagnosis>& found) {
   std::vector<diagnosis_kind> out;
   for (const kscope::diagnosis& d : found) out.push_back(d.kind);
@@ -125,7 +131,27 @@ TEST_CASE("diagnose: a healthy serving loop has no finding, and the text says so
   CHECK(found.empty());
   const std::string text = kscope::diagnosis_text(found, r);
   CHECK_MESSAGE(text.find("no problem found: GPU busy 95.0%") != std::string::npos, text);
+  CHECK(unwrapped(text).find("no decode at its memory roof setting the pace") != std::string::npos);
   CHECK(nlohmann::json::parse(kscope::diagnosis_json(found))["findings"].empty());
+}
+
+TEST_CASE("diagnose: 'no problem found' names only what was checked (no memory-bound decode denied on an idle GPU)") {
+  kscope::session_report r = serving_loop();
+  r.gpu_time = timeline(0.6, {{"step/schedule", 100'000}});
+  r.gpu_time->scopes = {gpu_entry(1, "step", 100, 9.5e6, 0.2e6, 50, 0), gpu_entry(3, "step/decode", 100, 8e6, 0.1e6, 50, 0)};
+  const std::vector<kscope::diagnosis> found = kscope::diagnose(r);
+  REQUIRE(found.empty());
+  const std::string text = unwrapped(kscope::diagnosis_text(found, r));
+  CHECK_MESSAGE(text.find("memory roof") == std::string::npos, text);
+  CHECK(text.find("memory-bound decode") == std::string::npos);
+  CHECK_MESSAGE(text.find("decode's memory traffic was not weighed: that check needs the GPU busy 80.0% or more") !=
+                    std::string::npos,
+                text);
+  // The options diagnose() was given set the words too.
+  kscope::diagnose_options o;
+  o.busy_share_high = 0.5;
+  CHECK(unwrapped(kscope::diagnosis_text(kscope::diagnose(r, o), r, o)).find("no decode at its memory roof") !=
+        std::string::npos);
 }
 
 // The usual end-of-step token copy (a "d2h" scope, one D2H copy per step) is no

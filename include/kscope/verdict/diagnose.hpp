@@ -1253,10 +1253,13 @@ KSCOPE_DECL std::vector<diagnosis> diagnose(const session_report& r, const diagn
 
 // The findings as text: one paragraph each (title, text, what to try); with none, "no
 // problem found" and the numbers that say so, or why nothing could be checked.
-[[nodiscard]] KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r);
+// `o`: the options diagnose() was given, so that "nothing found" names what was checked.
+[[nodiscard]] KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r,
+                                                     const diagnose_options& o = {});
 
 #if KSCOPE_DETAIL_DEFINITIONS
-KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r) {
+KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, const session_report& r,
+                                       const diagnose_options& o) {
   std::string out = "\nDiagnosis\n";
   // The rules that rest on the GPU-time account stay silent when it has holes: say so.
   const std::string holes = r.gpu_time && !r.gpu_time->unknown_reason.empty()
@@ -1267,10 +1270,17 @@ KSCOPE_DECL std::string diagnosis_text(const std::vector<diagnosis>& found, cons
     if (!holes.empty()) {
       out += detail::wrap("no finding from what could be checked; " + holes, 98);
     } else if (r.gpu_time && std::isfinite(r.gpu_time->busy_share)) {
+      // Only what the rules checked: the decode rule looks at a busy GPU, and at a decode at its
+      // memory roof, so a decode the verdict calls memory-bound further under it, or on a GPU
+      // that idles, is not denied here.
+      const bool busy = r.gpu_time->busy_share >= o.busy_share_high;
       out += detail::wrap("no problem found: GPU busy " + detail::share_text(r.gpu_time->busy_share) + " of " +
-                              format_duration_ns(r.gpu_time->wall_ns) +
-                              "; no step tail explained by prefill, no memory-bound decode, no dominant "
-                              "communication, no pageable or synchronous copy in the step",
+                              format_duration_ns(r.gpu_time->wall_ns) + "; no step tail explained by prefill, " +
+                              (busy ? "no decode at its memory roof setting the pace, " : std::string()) +
+                              "no dominant communication, no pageable or synchronous copy in the step" +
+                              (busy ? std::string()
+                                    : " (decode's memory traffic was not weighed: that check needs the GPU busy " +
+                                          detail::share_text(o.busy_share_high) + " or more)"),
                           98);
     } else if (r.scopes.empty()) {
       out += "nothing to diagnose: no scopes recorded\n";
