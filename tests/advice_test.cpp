@@ -536,6 +536,36 @@ TEST_CASE("declared bytes above the DRAM roof that the counters measured as less
   }
 }
 
+TEST_CASE("reuse through cache on an untagged scope whose rate only a faster roof allows: roof unknown, not impossible") {
+  // 100 GFLOP and 6.44 GB declared per call in 1 ms: above the fp32 plain roof (untagged) at
+  // any traffic, and above DRAM's at the declared bytes. At the 2.15 GB of DRAM traffic the
+  // counters measured, a tensor roof of the device allows it: nothing says impossible.
+  const double event_ns = 1e6;
+  kscope::scope_report s = event_scope("fused", 10, event_ns, 0);
+  s.declared = {100e9 * 10, 6.44e9 * 10};
+  kscope::session_report r = advised(s, {}, false);
+  REQUIRE(kscope::detail::placement_impossible(r.scopes[0]));
+  r.scopes[0].counters = kscope::scope_counter_report{};
+  r.scopes[0].counters->profiled_calls = 4;
+  kscope::work_check w;
+  w.declared_bytes = 6.44e9;
+  w.measured_dram_bytes = 2.15e9;
+  r.scopes[0].counters->declared_vs_measured = w;
+  kscope::detail::explain_cache_reuse(r, peaks());
+  const kscope::scope_report& out = r.scopes[0];
+  CHECK_FALSE(kscope::detail::placement_impossible(out));
+  CHECK_MESSAGE(contains(out.roofline_roof_unknown, "reused through cache"), out.roofline_roof_unknown);
+  CHECK_MESSAGE(contains(out.roofline_roof_unknown, "which only a faster roof of this device allows"), out.roofline_roof_unknown);
+  CHECK_MESSAGE(contains(out.roofline_roof_unknown, "tag the dtype"), out.roofline_roof_unknown);
+  CHECK_MESSAGE(!contains(r.text(), "impossible"), r.text());
+  // Tagged fp32: its roof is known, and the rate is above it: still impossible.
+  kscope::session_report tagged = advised(s, {}, false);
+  tagged.scopes[0].tags.push_back(kscope::tag_count{"dtype", "fp32", 10});
+  tagged.scopes[0].counters = r.scopes[0].counters;
+  kscope::detail::explain_cache_reuse(tagged, peaks());
+  CHECK(kscope::detail::placement_impossible(tagged.scopes[0]));
+}
+
 TEST_CASE("a report read back prints the roofline section it was written with") {
   const double event_ns = 1e6;
   kscope::scope_report placed = event_scope("gemm", 10, event_ns, 20e12 * event_ns * 1e-9);  // 20 TFLOP/s

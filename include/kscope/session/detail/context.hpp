@@ -182,8 +182,28 @@ KSCOPE_DECL void explain_cache_reuse(session_report& out, const device_peaks& pe
     double peak_flops = std::nan("");
     for (const compute_roof& r : peaks.compute)
       if (std::string(to_string(r.type)) + " " + to_string(r.cores) == s.roof) peak_flops = r.theoretical_flops_per_s;
-    const std::optional<placement> p = try_place(measured, time_s, peak_flops, peaks.theoretical_bytes_per_s);
-    if (!p || !(p->fraction_of_roof <= roofline_impossible_above)) continue;
+    std::optional<placement> p = try_place(measured, time_s, peak_flops, peaks.theoretical_bytes_per_s);
+    // An untagged scope (no dtype tag, no evidence that chose its roof) may also be held to a
+    // faster roof of the device, as place_scope_at allows at the declared bytes: at the
+    // measured traffic, the fastest roof that allows the rate makes it "roof unknown" too.
+    std::string faster;
+    if (!p || !(p->fraction_of_roof <= roofline_impossible_above)) {
+      std::string dtype;
+      for (const tag_count& t : s.tags)
+        if (t.key == "dtype") dtype = dtype.empty() || dtype == t.value ? t.value : std::string("(mixed)");
+      if (!s.roof_basis.empty() || choose_roof(peaks, dtype).dtype_known) continue;
+      double fastest = std::nan("");
+      for (const compute_roof& r : peaks.compute)
+        if (std::isfinite(r.theoretical_flops_per_s) && !(r.theoretical_flops_per_s <= fastest)) {
+          fastest = r.theoretical_flops_per_s;
+          faster = std::string(to_string(r.type)) + " " + to_string(r.cores);
+        }
+      p = std::isfinite(fastest) ? try_place(measured, time_s, fastest, peaks.theoretical_bytes_per_s) : std::nullopt;
+      if (!p || !(p->fraction_of_roof <= roofline_impossible_above)) continue;
+      faster = "; above the " + s.roof + " roof even so, which only a faster roof of this device allows (up to " +
+               faster + ", " + format_si(fastest, "FLOP/s") +
+               "): tag the dtype (the scope's \"dtype\" tag, e.g. \"bf16\") to place it";
+    }
     s.roofline_impossible = false;
     s.roofline_impossible_reason.clear();
     s.roofline_roof_unknown =
@@ -191,8 +211,9 @@ KSCOPE_DECL void explain_cache_reuse(session_report& out, const device_peaks& pe
         " per call, " + roofline_percent_text(s.roofline->fraction_of_roof) +
         " of the roof at the declared bytes; DRAM moved " + format_si(w.measured_dram_bytes, "B") +
         " per call by the hardware counters over " + std::to_string(s.counters->profiled_calls) +
-        (s.counters->profiled_calls == 1 ? " call" : " calls") + ", " + roofline_percent_text(p->fraction_of_roof) +
-        " of the roof at that traffic)";
+        (s.counters->profiled_calls == 1 ? " call" : " calls") +
+        (faster.empty() ? ", " + roofline_percent_text(p->fraction_of_roof) + " of the roof at that traffic)"
+                        : ")" + faster);
   }
 }
 
