@@ -52,6 +52,17 @@ inline constexpr const char* time_source_kernels = "kernels (CUPTI)";
 // the time was checked against the kernels, what is left is the declared work.
 KSCOPE_DECL std::string impossible_cause(const scope_report& s);
 
+// The scope's "dtype" tag: "" untagged, "(mixed)" when its calls were tagged differently.
+KSCOPE_DECL std::string scope_dtype(const scope_report& s);
+
+// The device's fastest compute roof (NaN flops when it has none): what an untagged scope's
+// rate may still be allowed by.
+struct fastest_roof {
+  double flops_per_s = std::nan("");
+  std::string label;  // "fp8 tensor"
+};
+KSCOPE_DECL fastest_roof fastest_compute_roof(const device_peaks& peaks);
+
 // Places the declared work per call done in `time_ns` per call (`time_ci_ns` its
 // interval, NaN when unknown), and records which time that was. A placement above the
 // roof by more than roofline_impossible_above is kept with its numbers and flagged
@@ -92,6 +103,23 @@ KSCOPE_DECL void place_scope(scope_report& s, const device_peaks& peaks);
 KSCOPE_DECL std::vector<std::string> describe_roofs(const device_peaks& peaks);
 
 #if KSCOPE_DETAIL_DEFINITIONS
+KSCOPE_DECL std::string scope_dtype(const scope_report& s) {
+  std::string dtype;
+  for (const tag_count& t : s.tags)
+    if (t.key == "dtype") dtype = dtype.empty() || dtype == t.value ? t.value : std::string("(mixed)");
+  return dtype;
+}
+
+KSCOPE_DECL fastest_roof fastest_compute_roof(const device_peaks& peaks) {
+  fastest_roof f;
+  for (const compute_roof& r : peaks.compute)
+    if (std::isfinite(r.theoretical_flops_per_s) && !(r.theoretical_flops_per_s <= f.flops_per_s)) {
+      f.flops_per_s = r.theoretical_flops_per_s;
+      f.label = std::string(to_string(r.type)) + " " + to_string(r.cores);
+    }
+  return f;
+}
+
 KSCOPE_DECL std::string impossible_cause(const scope_report& s) {
   if (s.roofline_time_source == time_source_kernels)
     return "even its kernels' busy time (CUPTI) is too short for the declared work, so the declared work is more "
@@ -124,11 +152,8 @@ KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, doub
   if (s.work_calls == 0 || !(time_ns > 0)) return;
   const work per_call{s.declared.flops / static_cast<double>(s.work_calls),
                       s.declared.bytes / static_cast<double>(s.work_calls)};
-  std::string dtype;
-  for (const tag_count& t : s.tags)
-    if (t.key == "dtype") dtype = dtype.empty() || dtype == t.value ? t.value : std::string("(mixed)");
   // The one dtype -> roof rule (device/roof_choice.hpp), shared with the benchmarks.
-  const roof_choice roof = evidence_roof != nullptr ? *evidence_roof : choose_roof(peaks, dtype);
+  const roof_choice roof = evidence_roof != nullptr ? *evidence_roof : choose_roof(peaks, scope_dtype(s));
   s.roof = roof.label;
   s.roofline = try_place(per_call, time_ns * 1e-9, roof.theoretical_flops_per_s, peaks.theoretical_bytes_per_s);
   if (!s.roofline) return;
@@ -145,13 +170,9 @@ KSCOPE_DECL void place_scope_at(scope_report& s, const device_peaks& peaks, doub
   if (s.roofline->fraction_of_roof > roofline_impossible_above) {
     // Untagged: a faster roof of the device may allow the rate (tensor cores, a lower
     // precision). Then the roof is unknown, not the number impossible.
-    double fastest = std::nan("");
-    std::string fastest_label;
-    for (const compute_roof& r : peaks.compute)
-      if (std::isfinite(r.theoretical_flops_per_s) && !(r.theoretical_flops_per_s <= fastest)) {
-        fastest = r.theoretical_flops_per_s;
-        fastest_label = std::string(to_string(r.type)) + " " + to_string(r.cores);
-      }
+    const fastest_roof top = fastest_compute_roof(peaks);
+    const double fastest = top.flops_per_s;
+    const std::string& fastest_label = top.label;
     const std::optional<placement> under_fastest =
         std::isfinite(fastest) ? try_place(per_call, time_ns * 1e-9, fastest, peaks.theoretical_bytes_per_s)
                                : std::nullopt;
@@ -188,20 +209,13 @@ KSCOPE_DECL void explain_cache_reuse(session_report& out, const device_peaks& pe
     // measured traffic, the fastest roof that allows the rate makes it "roof unknown" too.
     std::string faster;
     if (!p || !(p->fraction_of_roof <= roofline_impossible_above)) {
-      std::string dtype;
-      for (const tag_count& t : s.tags)
-        if (t.key == "dtype") dtype = dtype.empty() || dtype == t.value ? t.value : std::string("(mixed)");
-      if (!s.roof_basis.empty() || choose_roof(peaks, dtype).dtype_known) continue;
-      double fastest = std::nan("");
-      for (const compute_roof& r : peaks.compute)
-        if (std::isfinite(r.theoretical_flops_per_s) && !(r.theoretical_flops_per_s <= fastest)) {
-          fastest = r.theoretical_flops_per_s;
-          faster = std::string(to_string(r.type)) + " " + to_string(r.cores);
-        }
-      p = std::isfinite(fastest) ? try_place(measured, time_s, fastest, peaks.theoretical_bytes_per_s) : std::nullopt;
+      if (!s.roof_basis.empty() || choose_roof(peaks, scope_dtype(s)).dtype_known) continue;
+      const fastest_roof top = fastest_compute_roof(peaks);
+      p = std::isfinite(top.flops_per_s) ? try_place(measured, time_s, top.flops_per_s, peaks.theoretical_bytes_per_s)
+                                         : std::nullopt;
       if (!p || !(p->fraction_of_roof <= roofline_impossible_above)) continue;
       faster = "; above the " + s.roof + " roof even so, which only a faster roof of this device allows (up to " +
-               faster + ", " + format_si(fastest, "FLOP/s") +
+               top.label + ", " + format_si(top.flops_per_s, "FLOP/s") +
                "): tag the dtype (the scope's \"dtype\" tag, e.g. \"bf16\") to place it";
     }
     s.roofline_impossible = false;
